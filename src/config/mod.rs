@@ -1,0 +1,763 @@
+//! Configuration: a TOML file, overridden by `HCCLWATCH_<SECTION>_<KEY>` environment
+//! variables, overridden by command-line flags.
+//!
+//! Loading never stops at the first mistake. The document is walked against
+//! [`schema::SCHEMA`] so that every unknown key (with the nearest valid key), every type
+//! error and every out-of-range value is reported at once, each as
+//! `PATH:LINE: key.path: reason`. That is what an SRE editing a ConfigMap needs: one run
+//! of `hcclwatch check-config` shows all of it.
+
+pub mod duration;
+pub mod schema;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The whole daemon configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// HTTP endpoint settings.
+    pub web: WebConfig,
+    /// Logging settings.
+    pub log: LogConfig,
+    /// Device telemetry settings.
+    pub telemetry: TelemetryConfig,
+    /// Which collectors run.
+    pub collectors: CollectorsConfig,
+}
+
+/// `[web]`: where `/metrics` is served.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebConfig {
+    /// `host:port`, `[v6]:port` or `:port` (all interfaces).
+    pub listen_address: String,
+    /// Path of the metrics endpoint.
+    pub telemetry_path: String,
+}
+
+impl Default for WebConfig {
+    fn default() -> Self {
+        Self {
+            listen_address: ":9478".into(),
+            telemetry_path: "/metrics".into(),
+        }
+    }
+}
+
+/// `[log]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// `error`, `warn`, `info`, `debug` or `trace`.
+    pub level: String,
+    /// Output format.
+    pub format: LogFormat,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            level: "info".into(),
+            format: LogFormat::Logfmt,
+        }
+    }
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// `key=value` pairs, as Prometheus components log.
+    #[default]
+    Logfmt,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Which device backend feeds NPU telemetry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// DCMI if it loads and initialises; otherwise no NPU telemetry, with a warning.
+    #[default]
+    Auto,
+    /// DCMI, and refuse to start without it.
+    Dcmi,
+    /// Simulated chips (demo and tests only).
+    Sim,
+    /// No NPU telemetry.
+    None,
+}
+
+impl Backend {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Auto => "auto",
+            Backend::Dcmi => "dcmi",
+            Backend::Sim => "sim",
+            Backend::None => "none",
+        }
+    }
+}
+
+/// `[telemetry]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// Device backend.
+    pub backend: Backend,
+    /// Explicit path to `libdcmi.so`; when unset the standard locations are searched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dcmi_library: Option<PathBuf>,
+    /// Deadline for one DCMI call.
+    #[serde(with = "duration::serde_str")]
+    pub call_deadline: Duration,
+    /// Deadline for `dcmi_get_device_network_health`, which blocks after a card drops.
+    #[serde(with = "duration::serde_str")]
+    pub network_health_deadline: Duration,
+    /// How many DCMI calls may be stuck past their deadline at once before hcclwatch
+    /// stops calling DCMI until one returns.
+    pub max_stuck_calls: u32,
+    /// Sampling window passed to `dcmi_get_hccs_link_bandwidth_info`.
+    #[serde(with = "duration::serde_str")]
+    pub hccs_profiling_time: Duration,
+    /// Collection interval per reading group.
+    pub intervals: Intervals,
+    /// Simulated backend settings.
+    pub sim: SimConfig,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            backend: Backend::Auto,
+            dcmi_library: None,
+            call_deadline: Duration::from_secs(2),
+            network_health_deadline: Duration::from_secs(1),
+            max_stuck_calls: 4,
+            hccs_profiling_time: Duration::from_millis(200),
+            intervals: Intervals::default(),
+            sim: SimConfig::default(),
+        }
+    }
+}
+
+/// `[telemetry.intervals]`: how often each reading group is collected.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Intervals {
+    /// Chip list, model, PCIe address, UUID, serial, driver version.
+    #[serde(with = "duration::serde_str")]
+    pub inventory: Duration,
+    /// Health, fault codes, network health.
+    #[serde(with = "duration::serde_str")]
+    pub health: Duration,
+    /// Temperature, power, voltage, AI-core clock.
+    #[serde(with = "duration::serde_str")]
+    pub sensors: Duration,
+    /// Utilisation ratios.
+    #[serde(with = "duration::serde_str")]
+    pub utilization: Duration,
+    /// HBM, DDR and ECC.
+    #[serde(with = "duration::serde_str")]
+    pub memory: Duration,
+    /// RoCE/MAC packet counters and HCCS.
+    #[serde(with = "duration::serde_str")]
+    pub network: Duration,
+    /// Host CPU, memory and network interfaces.
+    #[serde(with = "duration::serde_str")]
+    pub host: Duration,
+}
+
+impl Default for Intervals {
+    fn default() -> Self {
+        Self {
+            inventory: Duration::from_secs(60),
+            health: Duration::from_secs(5),
+            sensors: Duration::from_secs(5),
+            utilization: Duration::from_secs(5),
+            memory: Duration::from_secs(15),
+            network: Duration::from_secs(30),
+            host: Duration::from_secs(15),
+        }
+    }
+}
+
+/// `[telemetry.sim]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimConfig {
+    /// Number of simulated chips.
+    pub chips: u32,
+    /// Seed for the simulated values.
+    pub seed: u64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self { chips: 8, seed: 1 }
+    }
+}
+
+/// `[collectors]`: each collector can be switched off. The NPU inventory (chip list and
+/// identity) is not switchable: every other NPU collector needs it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CollectorsConfig {
+    /// NPU health and fault codes.
+    pub health: bool,
+    /// NPU temperature, power, voltage, clock.
+    pub sensors: bool,
+    /// NPU utilisation.
+    pub utilization: bool,
+    /// NPU HBM, DDR, ECC.
+    pub memory: bool,
+    /// NPU RoCE/MAC counters and HCCS.
+    pub network: bool,
+    /// Host CPU, memory, network interfaces.
+    pub host: bool,
+}
+
+impl Default for CollectorsConfig {
+    fn default() -> Self {
+        Self {
+            health: true,
+            sensors: true,
+            utilization: true,
+            memory: true,
+            network: true,
+            host: true,
+        }
+    }
+}
+
+/// One problem found in the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Where: `PATH:LINE`, `PATH`, `env:VAR` or `flag --name`.
+    pub location: String,
+    /// Dotted key path, or `(document)` for syntax errors.
+    pub key: String,
+    /// Why it is wrong, and what to write instead where that is knowable.
+    pub reason: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}: {}", self.location, self.key, self.reason)
+    }
+}
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The configuration has problems; every one is listed.
+    #[error("invalid configuration:\n{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Invalid(Vec<Problem>),
+}
+
+/// Where each key's value came from, for error messages.
+#[derive(Debug, Default)]
+struct Origins {
+    file: Option<String>,
+    text: String,
+    spans: HashMap<String, usize>,
+    env: HashMap<String, String>,
+}
+
+impl Origins {
+    fn line_of(&self, offset: usize) -> usize {
+        self.text[..offset.min(self.text.len())]
+            .matches('\n')
+            .count()
+            + 1
+    }
+
+    fn locate(&self, path: &str) -> String {
+        if let Some(var) = self.env.get(path) {
+            return format!("env:{var}");
+        }
+        let file = self.file.as_deref().unwrap_or("<defaults>");
+        // Fall back to the nearest enclosing table that appears in the file.
+        let mut p = path;
+        loop {
+            if let Some(off) = self.spans.get(p) {
+                return format!("{file}:{}", self.line_of(*off));
+            }
+            if p.is_empty() {
+                return file.to_string();
+            }
+            p = schema::parent(p);
+        }
+    }
+}
+
+/// Loads the configuration from an optional file plus environment overrides.
+///
+/// `env` is passed in (rather than read here) so that tests never mutate the process
+/// environment.
+pub fn load(file: Option<&Path>, env: &[(String, String)]) -> Result<Config, ConfigError> {
+    let (text, name) = match file {
+        Some(p) => (
+            std::fs::read_to_string(p).map_err(|source| ConfigError::Read {
+                path: p.to_path_buf(),
+                source,
+            })?,
+            Some(p.display().to_string()),
+        ),
+        None => (String::new(), None),
+    };
+    load_str(&text, name.as_deref(), env)
+}
+
+/// Loads from TOML text; `name` is used in messages (the file path).
+pub fn load_str(
+    text: &str,
+    name: Option<&str>,
+    env: &[(String, String)],
+) -> Result<Config, ConfigError> {
+    let mut origins = Origins {
+        file: name.map(str::to_string),
+        text: text.to_string(),
+        ..Origins::default()
+    };
+    let mut problems = Vec::new();
+
+    // Pass 1: spans of every key, for line numbers.
+    match toml::de::DeTable::parse(text) {
+        Ok(doc) => collect_spans(doc.get_ref(), "", &mut origins.spans),
+        Err(e) => {
+            let line = e.span().map_or(1, |s| origins.line_of(s.start));
+            let msg = e.message().trim().replace('\n', " ");
+            problems.push(Problem {
+                location: format!("{}:{line}", name.unwrap_or("<input>")),
+                key: "(document)".into(),
+                reason: format!("TOML syntax error: {msg}"),
+            });
+            return Err(ConfigError::Invalid(problems));
+        }
+    }
+
+    // Pass 2: the values, checked against the schema.
+    let mut table: toml::Table = toml::from_str(text).map_err(|e| {
+        ConfigError::Invalid(vec![Problem {
+            location: name.unwrap_or("<input>").to_string(),
+            key: "(document)".into(),
+            reason: e.message().to_string(),
+        }])
+    })?;
+    walk(&table, "", &origins, &mut problems);
+
+    // Environment overrides.
+    apply_env(&mut table, env, &mut origins, &mut problems);
+
+    if !problems.is_empty() {
+        return Err(ConfigError::Invalid(problems));
+    }
+    let config: Config = toml::Value::Table(table)
+        .try_into()
+        .map_err(|e: toml::de::Error| {
+            ConfigError::Invalid(vec![Problem {
+                location: name.unwrap_or("<input>").to_string(),
+                key: "(document)".into(),
+                reason: e.message().to_string(),
+            }])
+        })?;
+    let semantic: Vec<Problem> = config
+        .validate()
+        .into_iter()
+        .map(|(key, reason)| Problem {
+            location: origins.locate(&key),
+            key,
+            reason,
+        })
+        .collect();
+    if semantic.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigError::Invalid(semantic))
+    }
+}
+
+fn collect_spans(table: &toml::de::DeTable<'_>, prefix: &str, out: &mut HashMap<String, usize>) {
+    for (k, v) in table.iter() {
+        let path = join(prefix, k.get_ref());
+        out.insert(path.clone(), k.span().start);
+        if let toml::de::DeValue::Table(t) = v.get_ref() {
+            collect_spans(t, &path, out);
+        }
+    }
+}
+
+fn join(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() {
+        key.to_string()
+    } else {
+        format!("{prefix}.{key}")
+    }
+}
+
+fn walk(table: &toml::Table, prefix: &str, origins: &Origins, problems: &mut Vec<Problem>) {
+    for (k, v) in table {
+        let path = join(prefix, k);
+        let Some(key) = schema::lookup(&path) else {
+            problems.push(Problem {
+                location: origins.locate(&path),
+                key: path.clone(),
+                reason: format!("unknown key; did you mean `{}`?", schema::nearest(&path)),
+            });
+            continue;
+        };
+        match schema::check_value(key.kind, v) {
+            Ok(()) => {
+                if let toml::Value::Table(t) = v {
+                    walk(t, &path, origins, problems);
+                }
+            }
+            Err(reason) => problems.push(Problem {
+                location: origins.locate(&path),
+                key: path,
+                reason,
+            }),
+        }
+    }
+}
+
+fn apply_env(
+    table: &mut toml::Table,
+    env: &[(String, String)],
+    origins: &mut Origins,
+    problems: &mut Vec<Problem>,
+) {
+    for (var, text) in env {
+        let Some(_) = var.strip_prefix("HCCLWATCH_") else {
+            continue;
+        };
+        let Some(key) = schema::SCHEMA
+            .iter()
+            .find(|k| !matches!(k.kind, schema::Kind::Table) && schema::env_name(k.path) == *var)
+        else {
+            let guess = schema::SCHEMA
+                .iter()
+                .filter(|k| !matches!(k.kind, schema::Kind::Table))
+                .map(|k| schema::env_name(k.path))
+                .min_by_key(|n| schema::levenshtein(n, var))
+                .unwrap_or_default();
+            problems.push(Problem {
+                location: format!("env:{var}"),
+                key: var.clone(),
+                reason: format!("unknown environment override; did you mean {guess}?"),
+            });
+            continue;
+        };
+        origins.env.insert(key.path.to_string(), var.clone());
+        let value = match schema::value_from_env(key.kind, text).and_then(|v| {
+            schema::check_value(key.kind, &v)?;
+            Ok(v)
+        }) {
+            Ok(v) => v,
+            Err(reason) => {
+                problems.push(Problem {
+                    location: format!("env:{var}"),
+                    key: key.path.to_string(),
+                    reason,
+                });
+                continue;
+            }
+        };
+        let parts: Vec<&str> = key.path.split('.').collect();
+        insert_path(table, &parts, value);
+    }
+}
+
+/// Sets `parts` (a dotted path) in `table`, creating tables on the way. A non-table in
+/// the way was already reported by the schema walk, so it is left alone.
+fn insert_path(table: &mut toml::Table, parts: &[&str], value: toml::Value) {
+    match parts {
+        [] => {}
+        [leaf] => {
+            table.insert((*leaf).to_string(), value);
+        }
+        [head, rest @ ..] => {
+            let entry = table
+                .entry((*head).to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let toml::Value::Table(t) = entry {
+                insert_path(t, rest, value);
+            }
+        }
+    }
+}
+
+impl Config {
+    /// Semantic checks that need more than one value's type: addresses, paths, and
+    /// relations between keys. Returns `(key.path, reason)` pairs.
+    pub fn validate(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if let Err(e) = parse_listen_address(&self.web.listen_address) {
+            out.push(("web.listen_address".into(), e));
+        }
+        let p = &self.web.telemetry_path;
+        if !p.starts_with('/') {
+            out.push((
+                "web.telemetry_path".into(),
+                format!("{p:?} must start with '/'"),
+            ));
+        } else if ["/", "/-/healthy", "/-/ready"].contains(&p.as_str()) {
+            out.push((
+                "web.telemetry_path".into(),
+                format!("{p:?} is reserved for another endpoint; use e.g. \"/metrics\""),
+            ));
+        } else if !p
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/_.-".contains(c))
+        {
+            out.push((
+                "web.telemetry_path".into(),
+                format!("{p:?} may only contain letters, digits, '/', '_', '.' and '-'"),
+            ));
+        }
+        if let Some(lib) = &self.telemetry.dcmi_library
+            && lib.as_os_str().is_empty()
+        {
+            out.push((
+                "telemetry.dcmi_library".into(),
+                "empty path; remove the key to search the standard locations".into(),
+            ));
+        }
+        if self.telemetry.network_health_deadline > self.telemetry.intervals.health {
+            out.push((
+                "telemetry.network_health_deadline".into(),
+                format!(
+                    "{} is longer than telemetry.intervals.health ({}); a hung call would delay every health cycle",
+                    duration::format(self.telemetry.network_health_deadline),
+                    duration::format(self.telemetry.intervals.health)
+                ),
+            ));
+        }
+        out
+    }
+}
+
+/// Parses `host:port`, `[v6]:port` or `:port` (meaning all IPv4 interfaces).
+pub fn parse_listen_address(s: &str) -> Result<SocketAddr, String> {
+    let full = if let Some(port) = s.strip_prefix(':') {
+        format!("0.0.0.0:{port}")
+    } else {
+        s.to_string()
+    };
+    if let Ok(a) = full.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let Some((host, port)) = full.rsplit_once(':') else {
+        return Err(format!(
+            "{s:?} has no port; write e.g. \":9478\" or \"127.0.0.1:9478\""
+        ));
+    };
+    if port.parse::<u16>().is_err() {
+        return Err(format!("{s:?}: port {port:?} is not a number in 0..=65535"));
+    }
+    if host.is_empty() {
+        return Err(format!("{s:?} has an empty host"));
+    }
+    full.to_socket_addrs()
+        .map_err(|e| format!("{s:?}: cannot resolve host {host:?}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{s:?}: host {host:?} resolves to no address"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(text: &str, env: &[(&str, &str)]) -> Vec<String> {
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        match load_str(text, Some("test.toml"), &env) {
+            Ok(_) => vec![],
+            Err(ConfigError::Invalid(p)) => p.iter().map(ToString::to_string).collect(),
+            Err(e) => vec![e.to_string()],
+        }
+    }
+
+    #[test]
+    fn empty_document_is_defaults() {
+        assert_eq!(load_str("", None, &[]).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn every_struct_field_is_in_the_schema() {
+        // Serializing the defaults yields every field; walking that document against the
+        // schema must find no unknown key.
+        let mut cfg = Config::default();
+        cfg.telemetry.dcmi_library = Some("/x/libdcmi.so".into());
+        let text = toml::to_string(&cfg).unwrap();
+        assert_eq!(problems(&text, &[]), Vec::<String>::new(), "{text}");
+        // And the converse: every schema leaf is set in that document.
+        let table: toml::Table = toml::from_str(&text).unwrap();
+        for key in schema::SCHEMA {
+            let mut cur = &table;
+            let mut found = true;
+            let parts: Vec<&str> = key.path.split('.').collect();
+            for (i, part) in parts.iter().enumerate() {
+                match cur.get(*part) {
+                    Some(toml::Value::Table(t)) => cur = t,
+                    Some(_) if i == parts.len() - 1 => {}
+                    _ => found = false,
+                }
+            }
+            assert!(found, "schema key {} is not a struct field", key.path);
+        }
+    }
+
+    #[test]
+    fn reports_every_problem_with_line_and_nearest_key() {
+        let text = "\
+[web]
+listen_adress = \":9478\"
+
+[telemetry]
+backend = \"cuda\"
+call_deadline = 5
+max_stuck_calls = 0
+
+[telemetry.intervals]
+helth = \"5s\"
+";
+        let p = problems(text, &[]);
+        assert_eq!(p.len(), 5, "{p:#?}");
+        for expected in [
+            "test.toml:2: web.listen_adress: unknown key; did you mean `web.listen_address`?",
+            "test.toml:5: telemetry.backend: \"cuda\" is not one of auto, dcmi, sim, none",
+            "test.toml:6: telemetry.call_deadline: expected a duration string such as \"5s\", found an integer",
+            "test.toml:7: telemetry.max_stuck_calls: 0 is out of range 1..=64",
+            "test.toml:10: telemetry.intervals.helth: unknown key; did you mean `telemetry.intervals.health`?",
+        ] {
+            assert!(
+                p.iter().any(|l| l == expected),
+                "missing {expected:?} in {p:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn syntax_error_has_line() {
+        let p = problems("[web]\nlisten_address = \n", &[]);
+        assert_eq!(p.len(), 1);
+        assert!(
+            p[0].starts_with("test.toml:2: (document): TOML syntax error"),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn table_where_value_expected_and_vice_versa() {
+        let p = problems("web = 3\n", &[]);
+        assert_eq!(
+            p,
+            vec!["test.toml:1: web: expected a table, found an integer"]
+        );
+        let p = problems("[collectors.host]\nx = 1\n", &[]);
+        assert_eq!(
+            p,
+            vec!["test.toml:1: collectors.host: expected true or false, found a table"]
+        );
+    }
+
+    #[test]
+    fn semantic_errors_are_located() {
+        let p = problems(
+            "[web]\nlisten_address = \"nonsense\"\ntelemetry_path = \"metrics\"\n",
+            &[],
+        );
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(
+            p[0].starts_with("test.toml:2: web.listen_address: \"nonsense\" has no port"),
+            "{p:?}"
+        );
+        assert!(
+            p[1].starts_with("test.toml:3: web.telemetry_path: \"metrics\" must start with '/'"),
+            "{p:?}"
+        );
+        let p = problems("[web]\ntelemetry_path = \"/-/ready\"\n", &[]);
+        assert!(p[0].contains("reserved"), "{p:?}");
+        let p = problems("[telemetry]\ndcmi_library = \"\"\n", &[]);
+        assert!(p[0].contains("empty path"), "{p:?}");
+        let p = problems("[telemetry]\nnetwork_health_deadline = \"10s\"\n", &[]);
+        assert!(
+            p[0].starts_with("test.toml:2: telemetry.network_health_deadline: 10s is longer"),
+            "{p:?}"
+        );
+        let p = problems("[web]\nlisten_address = \":99999\"\n", &[]);
+        assert!(p[0].contains("not a number in 0..=65535"), "{p:?}");
+    }
+
+    #[test]
+    fn env_overrides_file_and_is_checked() {
+        let env = vec![
+            ("HCCLWATCH_TELEMETRY_BACKEND".to_string(), "sim".to_string()),
+            ("HCCLWATCH_COLLECTORS_HOST".to_string(), "false".to_string()),
+            ("PATH".to_string(), "/bin".to_string()),
+        ];
+        let cfg = load_str("[telemetry]\nbackend = \"dcmi\"\n", None, &env).unwrap();
+        assert_eq!(cfg.telemetry.backend, Backend::Sim);
+        assert!(!cfg.collectors.host);
+
+        let p = problems("", &[("HCCLWATCH_TELEMETRY_BACKND", "sim")]);
+        assert_eq!(
+            p,
+            vec![
+                "env:HCCLWATCH_TELEMETRY_BACKND: HCCLWATCH_TELEMETRY_BACKND: unknown environment override; did you mean HCCLWATCH_TELEMETRY_BACKEND?"
+            ]
+        );
+        let p = problems("", &[("HCCLWATCH_TELEMETRY_SIM_CHIPS", "many")]);
+        assert_eq!(
+            p,
+            vec![
+                "env:HCCLWATCH_TELEMETRY_SIM_CHIPS: telemetry.sim.chips: \"many\" is not an integer"
+            ]
+        );
+        let p = problems("", &[("HCCLWATCH_WEB_LISTEN_ADDRESS", "bad")]);
+        assert_eq!(p.len(), 1);
+        assert!(
+            p[0].starts_with("env:HCCLWATCH_WEB_LISTEN_ADDRESS: web.listen_address:"),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn listen_address_forms() {
+        assert_eq!(
+            parse_listen_address(":9478").unwrap(),
+            "0.0.0.0:9478".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen_address("127.0.0.1:1").unwrap(),
+            "127.0.0.1:1".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen_address("[::1]:9478").unwrap(),
+            "[::1]:9478".parse().unwrap()
+        );
+        assert!(parse_listen_address("localhost:9478").is_ok());
+        assert!(parse_listen_address(":").is_err());
+    }
+}

@@ -1,0 +1,428 @@
+//! The table of every config key, its type and its limits.
+//!
+//! serde's `deny_unknown_fields` stops at the first problem, but `check-config` must list
+//! every problem with its line. So the document is first walked against this schema,
+//! which collects all unknown keys and type errors; only a clean document is handed to
+//! serde. A unit test keeps the schema and the structs in step (every struct field must be
+//! here, and every key here must deserialize).
+
+use std::time::Duration;
+
+use super::duration;
+
+/// The type of a config value, with the limits a value must respect.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    /// A sub-table.
+    Table,
+    /// `true` or `false`.
+    Bool,
+    /// An integer within inclusive bounds.
+    Int {
+        /// Smallest accepted value.
+        min: i64,
+        /// Largest accepted value.
+        max: i64,
+    },
+    /// Any string.
+    Str,
+    /// A filesystem path (a string; existence is checked at run time, not here).
+    Path,
+    /// A duration string within inclusive bounds.
+    Duration {
+        /// Shortest accepted duration.
+        min: Duration,
+        /// Longest accepted duration.
+        max: Duration,
+    },
+    /// One of a fixed set of strings.
+    Enum(&'static [&'static str]),
+}
+
+/// One key of the config file.
+#[derive(Debug, Clone, Copy)]
+pub struct Key {
+    /// Dotted path, e.g. `telemetry.intervals.health`.
+    pub path: &'static str,
+    /// Value type and limits.
+    pub kind: Kind,
+}
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+const fn interval() -> Kind {
+    Kind::Duration {
+        min: ms(100),
+        max: ms(86_400_000),
+    }
+}
+
+/// Every key hcclwatch accepts. Order is the order of the documented example.
+pub const SCHEMA: &[Key] = &[
+    Key {
+        path: "web",
+        kind: Kind::Table,
+    },
+    Key {
+        path: "web.listen_address",
+        kind: Kind::Str,
+    },
+    Key {
+        path: "web.telemetry_path",
+        kind: Kind::Str,
+    },
+    Key {
+        path: "log",
+        kind: Kind::Table,
+    },
+    Key {
+        path: "log.level",
+        kind: Kind::Enum(&["error", "warn", "info", "debug", "trace"]),
+    },
+    Key {
+        path: "log.format",
+        kind: Kind::Enum(&["logfmt", "json"]),
+    },
+    Key {
+        path: "telemetry",
+        kind: Kind::Table,
+    },
+    Key {
+        path: "telemetry.backend",
+        kind: Kind::Enum(&["auto", "dcmi", "sim", "none"]),
+    },
+    Key {
+        path: "telemetry.dcmi_library",
+        kind: Kind::Path,
+    },
+    Key {
+        path: "telemetry.call_deadline",
+        kind: Kind::Duration {
+            min: ms(10),
+            max: ms(60_000),
+        },
+    },
+    Key {
+        path: "telemetry.network_health_deadline",
+        kind: Kind::Duration {
+            min: ms(10),
+            max: ms(60_000),
+        },
+    },
+    Key {
+        path: "telemetry.max_stuck_calls",
+        kind: Kind::Int { min: 1, max: 64 },
+    },
+    Key {
+        path: "telemetry.hccs_profiling_time",
+        kind: Kind::Duration {
+            min: ms(1),
+            max: ms(1000),
+        },
+    },
+    Key {
+        path: "telemetry.intervals",
+        kind: Kind::Table,
+    },
+    Key {
+        path: "telemetry.intervals.inventory",
+        kind: interval(),
+    },
+    Key {
+        path: "telemetry.intervals.health",
+        kind: interval(),
+    },
+    Key {
+        path: "telemetry.intervals.sensors",
+        kind: interval(),
+    },
+    Key {
+        path: "telemetry.intervals.utilization",
+        kind: interval(),
+    },
+    Key {
+        path: "telemetry.intervals.memory",
+        kind: interval(),
+    },
+    Key {
+        path: "telemetry.intervals.network",
+        kind: interval(),
+    },
+    Key {
+        path: "telemetry.intervals.host",
+        kind: interval(),
+    },
+    Key {
+        path: "telemetry.sim",
+        kind: Kind::Table,
+    },
+    Key {
+        path: "telemetry.sim.chips",
+        kind: Kind::Int { min: 1, max: 64 },
+    },
+    Key {
+        path: "telemetry.sim.seed",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+    },
+    Key {
+        path: "collectors",
+        kind: Kind::Table,
+    },
+    Key {
+        path: "collectors.health",
+        kind: Kind::Bool,
+    },
+    Key {
+        path: "collectors.sensors",
+        kind: Kind::Bool,
+    },
+    Key {
+        path: "collectors.utilization",
+        kind: Kind::Bool,
+    },
+    Key {
+        path: "collectors.memory",
+        kind: Kind::Bool,
+    },
+    Key {
+        path: "collectors.network",
+        kind: Kind::Bool,
+    },
+    Key {
+        path: "collectors.host",
+        kind: Kind::Bool,
+    },
+];
+
+/// Looks a dotted path up in [`SCHEMA`].
+pub fn lookup(path: &str) -> Option<&'static Key> {
+    SCHEMA.iter().find(|k| k.path == path)
+}
+
+/// The environment variable that overrides `path`: `HCCLWATCH_` + path, upper-cased,
+/// with dots as underscores.
+pub fn env_name(path: &str) -> String {
+    format!("HCCLWATCH_{}", path.replace('.', "_").to_ascii_uppercase())
+}
+
+/// The parent table of a dotted path (`""` for a top-level key).
+pub fn parent(path: &str) -> &str {
+    path.rsplit_once('.').map_or("", |(p, _)| p)
+}
+
+/// The valid key closest to `path` by edit distance, preferring siblings of `path`.
+pub fn nearest(path: &str) -> &'static str {
+    let parent_of = parent(path);
+    let leaf = path.rsplit_once('.').map_or(path, |(_, l)| l);
+    let siblings: Vec<&Key> = SCHEMA
+        .iter()
+        .filter(|k| parent(k.path) == parent_of)
+        .collect();
+    let candidates: Vec<&Key> = if siblings.is_empty() {
+        SCHEMA.iter().collect()
+    } else {
+        siblings
+    };
+    candidates
+        .into_iter()
+        .min_by_key(|k| {
+            let kleaf = k.path.rsplit_once('.').map_or(k.path, |(_, l)| l);
+            levenshtein(leaf, kleaf)
+        })
+        .map_or("", |k| k.path)
+}
+
+/// Edit distance between two strings (insert, delete, substitute all cost 1).
+pub fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Checks one value against its kind; the error says what was expected.
+pub fn check_value(kind: Kind, value: &toml::Value) -> Result<(), String> {
+    match (kind, value) {
+        (Kind::Table, toml::Value::Table(_)) => Ok(()),
+        (Kind::Table, v) => Err(format!("expected a table, found {}", type_name(v))),
+        (Kind::Bool, toml::Value::Boolean(_)) => Ok(()),
+        (Kind::Bool, v) => Err(format!("expected true or false, found {}", type_name(v))),
+        (Kind::Int { min, max }, toml::Value::Integer(n)) => {
+            if (min..=max).contains(n) {
+                Ok(())
+            } else {
+                Err(format!("{n} is out of range {min}..={max}"))
+            }
+        }
+        (Kind::Int { .. }, v) => Err(format!("expected an integer, found {}", type_name(v))),
+        (Kind::Str | Kind::Path, toml::Value::String(_)) => Ok(()),
+        (Kind::Str | Kind::Path, v) => Err(format!("expected a string, found {}", type_name(v))),
+        (Kind::Duration { min, max }, toml::Value::String(s)) => {
+            let d = duration::parse(s)?;
+            if d < min || d > max {
+                Err(format!(
+                    "{s:?} is out of range {}..={}",
+                    duration::format(min),
+                    duration::format(max)
+                ))
+            } else {
+                Ok(())
+            }
+        }
+        (Kind::Duration { .. }, v) => Err(format!(
+            "expected a duration string such as \"5s\", found {}",
+            type_name(v)
+        )),
+        (Kind::Enum(options), toml::Value::String(s)) => {
+            if options.contains(&s.as_str()) {
+                Ok(())
+            } else {
+                Err(format!("{s:?} is not one of {}", options.join(", ")))
+            }
+        }
+        (Kind::Enum(options), v) => Err(format!(
+            "expected one of {}, found {}",
+            options.join(", "),
+            type_name(v)
+        )),
+    }
+}
+
+/// Converts an environment variable's text to a TOML value of the key's kind.
+pub fn value_from_env(kind: Kind, text: &str) -> Result<toml::Value, String> {
+    match kind {
+        Kind::Bool => match text.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" => Ok(toml::Value::Boolean(true)),
+            "false" | "0" | "no" => Ok(toml::Value::Boolean(false)),
+            other => Err(format!("{other:?} is not a boolean; use true or false")),
+        },
+        Kind::Int { .. } => text
+            .trim()
+            .parse::<i64>()
+            .map(toml::Value::Integer)
+            .map_err(|_| format!("{text:?} is not an integer")),
+        Kind::Table => Err("a table cannot be set from the environment".into()),
+        Kind::Str | Kind::Path | Kind::Duration { .. } | Kind::Enum(_) => {
+            Ok(toml::Value::String(text.to_string()))
+        }
+    }
+}
+
+fn type_name(v: &toml::Value) -> &'static str {
+    match v {
+        toml::Value::String(_) => "a string",
+        toml::Value::Integer(_) => "an integer",
+        toml::Value::Float(_) => "a float",
+        toml::Value::Boolean(_) => "a boolean",
+        toml::Value::Datetime(_) => "a datetime",
+        toml::Value::Array(_) => "an array",
+        toml::Value::Table(_) => "a table",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levenshtein_basics() {
+        assert_eq!(levenshtein("", "abc"), 3);
+        assert_eq!(levenshtein("backend", "backend"), 0);
+        assert_eq!(levenshtein("backedn", "backend"), 2);
+        assert_eq!(levenshtein("listen_adress", "listen_address"), 1);
+    }
+
+    #[test]
+    fn nearest_prefers_siblings() {
+        assert_eq!(nearest("web.listen_adress"), "web.listen_address");
+        assert_eq!(nearest("telemetry.backnd"), "telemetry.backend");
+        assert_eq!(
+            nearest("telemetry.intervals.helth"),
+            "telemetry.intervals.health"
+        );
+        assert_eq!(nearest("telemtry"), "telemetry");
+    }
+
+    #[test]
+    fn env_names() {
+        assert_eq!(
+            env_name("web.listen_address"),
+            "HCCLWATCH_WEB_LISTEN_ADDRESS"
+        );
+        assert_eq!(
+            env_name("telemetry.intervals.health"),
+            "HCCLWATCH_TELEMETRY_INTERVALS_HEALTH"
+        );
+    }
+
+    #[test]
+    fn env_names_are_unambiguous() {
+        let mut names: Vec<String> = SCHEMA.iter().map(|k| env_name(k.path)).collect();
+        names.sort();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(
+            before,
+            names.len(),
+            "two keys map to one environment variable"
+        );
+    }
+
+    #[test]
+    fn check_value_errors_name_expectation() {
+        let k = lookup("telemetry.max_stuck_calls").unwrap().kind;
+        assert!(
+            check_value(k, &toml::Value::Integer(0))
+                .unwrap_err()
+                .contains("out of range")
+        );
+        assert!(
+            check_value(k, &toml::Value::String("x".into()))
+                .unwrap_err()
+                .contains("integer")
+        );
+        let k = lookup("telemetry.backend").unwrap().kind;
+        assert!(
+            check_value(k, &toml::Value::String("cuda".into()))
+                .unwrap_err()
+                .contains("auto, dcmi, sim, none")
+        );
+        let k = lookup("telemetry.call_deadline").unwrap().kind;
+        assert!(
+            check_value(k, &toml::Value::String("5ms".into()))
+                .unwrap_err()
+                .contains("out of range")
+        );
+        assert!(
+            check_value(k, &toml::Value::Integer(5))
+                .unwrap_err()
+                .contains("duration string")
+        );
+    }
+
+    #[test]
+    fn env_values_typed_by_kind() {
+        assert_eq!(
+            value_from_env(Kind::Bool, "0").unwrap(),
+            toml::Value::Boolean(false)
+        );
+        assert!(value_from_env(Kind::Bool, "maybe").is_err());
+        assert_eq!(
+            value_from_env(Kind::Int { min: 0, max: 9 }, " 7").unwrap(),
+            toml::Value::Integer(7)
+        );
+        assert!(value_from_env(Kind::Int { min: 0, max: 9 }, "seven").is_err());
+    }
+}

@@ -1,0 +1,802 @@
+//! The raw DCMI ABI: `repr(C)` structs, the symbol table, and safe wrappers.
+//!
+//! This file is the only place in hcclwatch with `unsafe` code. Every DCMI function is
+//! resolved on its own and kept as an `Option`: an older driver that lacks a function
+//! makes that one reading unsupported instead of failing the load (npu-exporter's
+//! `-99998` rule). The wrappers take and return plain Rust values; no raw pointer leaves
+//! this module. Struct layouts are the x86_64/LP64 layouts from the DCMI header and are
+//! pinned by `size_of` assertions, because a layout mistake here is memory corruption,
+//! not a compile error.
+
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::path::Path;
+
+use libloading::Library;
+
+/// What a raw call returned when it did not succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Raw {
+    /// The library does not export this function.
+    Missing,
+    /// The function returned this non-zero status.
+    Code(i32),
+}
+
+// ---------------------------------------------------------------------------------------
+// Structs. Field names follow the DCMI header.
+
+#[repr(C)]
+struct ChipInfoC {
+    chip_type: [u8; 32],
+    chip_name: [u8; 32],
+    chip_ver: [u8; 32],
+    aicore_cnt: c_uint,
+}
+
+#[repr(C)]
+struct ChipInfoV2C {
+    chip_type: [u8; 32],
+    chip_name: [u8; 32],
+    chip_ver: [u8; 32],
+    aicore_cnt: c_uint,
+    npu_name: [u8; 32],
+}
+
+#[repr(C)]
+struct PcieInfoAllC {
+    venderid: c_uint,
+    subvenderid: c_uint,
+    deviceid: c_uint,
+    subdeviceid: c_uint,
+    domain: c_int,
+    bdf_busid: c_uint,
+    bdf_deviceid: c_uint,
+    bdf_funcid: c_uint,
+    reserve: [u8; 32],
+}
+
+#[repr(C)]
+struct DieIdC {
+    soc_die: [c_uint; 5],
+}
+
+#[repr(C)]
+struct ElabelInfoC {
+    product_name: [u8; 256],
+    model: [u8; 256],
+    manufacturer: [u8; 256],
+    manufacturer_date: [u8; 256],
+    serial_number: [u8; 256],
+}
+
+#[repr(C)]
+struct HbmInfoC {
+    memory_size: u64,
+    freq: c_uint,
+    memory_usage: u64,
+    temp: c_int,
+    bandwith_util_rate: c_uint,
+}
+
+#[repr(C)]
+struct GetMemoryInfoC {
+    memory_size: u64,
+    memory_available: u64,
+    freq: c_uint,
+    hugepagesize: libc::c_ulong,
+    hugepages_total: libc::c_ulong,
+    hugepages_free: libc::c_ulong,
+    utiliza: c_uint,
+    reserve: [u8; 60],
+}
+
+/// The vendored header's 9-field layout (36 B). The official header has 7 fields
+/// (28 B); allocating the larger one and reading the first 7 is safe with both.
+#[repr(C)]
+struct EccInfoC {
+    enable_flag: c_int,
+    single_bit_error_cnt: c_uint,
+    double_bit_error_cnt: c_uint,
+    total_single_bit_error_cnt: c_uint,
+    total_double_bit_error_cnt: c_uint,
+    single_bit_isolated_pages_cnt: c_uint,
+    double_bit_isolated_pages_cnt: c_uint,
+    single_bit_next_isolated_pages_cnt: c_uint,
+    double_bit_next_isolated_pages_cnt: c_uint,
+}
+
+#[repr(C)]
+struct MultiUtilizationC {
+    aic_util: c_uint,
+    aiv_util: c_uint,
+    aicore_util: c_uint,
+    npu_util: c_uint,
+    reserved: [c_uint; 8],
+}
+
+#[repr(C)]
+struct NetworkPktStatsC {
+    counters: [u64; PKT_STATS_COUNTERS],
+    tv_sec: libc::c_long,
+    tv_usec: libc::c_long,
+    reserved: [u8; 64],
+}
+
+#[repr(C)]
+struct HccsBandwidthC {
+    profiling_time: c_int,
+    total_txbw: f64,
+    total_rxbw: f64,
+    tx_bandwidth: [f64; 16],
+    rx_bandwidth: [f64; 16],
+}
+
+#[repr(C)]
+struct HccsStatisticU64C {
+    tx_cnt: [u64; 16],
+    rx_cnt: [u64; 16],
+    crc_err_cnt: [u64; 16],
+    retry_cnt: [u64; 16],
+    reserved: [u64; 64],
+}
+
+#[repr(C)]
+struct HccsStatisticU32C {
+    tx_cnt: [c_uint; 16],
+    rx_cnt: [c_uint; 16],
+    crc_err_cnt: [c_uint; 16],
+    retry_cnt: [c_uint; 16],
+    reserved: [c_uint; 64],
+}
+
+const _: () = assert!(size_of::<ChipInfoC>() == 100 && align_of::<ChipInfoC>() == 4);
+const _: () = assert!(size_of::<ChipInfoV2C>() == 132);
+const _: () = assert!(size_of::<PcieInfoAllC>() == 64);
+const _: () = assert!(size_of::<DieIdC>() == 20);
+const _: () = assert!(size_of::<ElabelInfoC>() == 1280 && align_of::<ElabelInfoC>() == 1);
+const _: () = assert!(size_of::<HbmInfoC>() == 32 && align_of::<HbmInfoC>() == 8);
+const _: () = assert!(std::mem::offset_of!(HbmInfoC, memory_usage) == 16);
+const _: () = assert!(std::mem::offset_of!(HbmInfoC, temp) == 24);
+const _: () = assert!(size_of::<GetMemoryInfoC>() == 112);
+const _: () = assert!(std::mem::offset_of!(GetMemoryInfoC, hugepagesize) == 24);
+const _: () = assert!(std::mem::offset_of!(GetMemoryInfoC, utiliza) == 48);
+const _: () = assert!(size_of::<EccInfoC>() == 36);
+const _: () = assert!(size_of::<MultiUtilizationC>() == 48);
+const _: () = assert!(size_of::<NetworkPktStatsC>() == 464);
+const _: () = assert!(size_of::<HccsBandwidthC>() == 280);
+const _: () = assert!(std::mem::offset_of!(HccsBandwidthC, total_txbw) == 8);
+const _: () = assert!(size_of::<HccsStatisticU64C>() == 1024);
+const _: () = assert!(size_of::<HccsStatisticU32C>() == 512);
+
+/// Number of 64-bit counters in `struct dcmi_network_pkt_stats_info`.
+pub const PKT_STATS_COUNTERS: usize = 48;
+
+/// `enum dcmi_main_cmd` value for HCCS queries through `dcmi_get_device_info`.
+const MAIN_CMD_HCCS: c_int = 16;
+
+// ---------------------------------------------------------------------------------------
+// Plain results.
+
+/// `dcmi_chip_info` / `_v2`, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChipInfo {
+    /// e.g. "Ascend".
+    pub chip_type: String,
+    /// e.g. "910B3".
+    pub chip_name: String,
+    /// e.g. "V1".
+    pub chip_ver: String,
+    /// AI cores.
+    pub aicore_count: u32,
+}
+
+/// PCIe domain/bus/device/function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PcieBdf {
+    /// PCI domain.
+    pub domain: i32,
+    /// Bus.
+    pub bus: u32,
+    /// Device.
+    pub device: u32,
+    /// Function.
+    pub function: u32,
+}
+
+/// `dcmi_hbm_info`, in DCMI units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HbmInfo {
+    /// MB (2^20 bytes).
+    pub memory_size_mb: u64,
+    /// MB in use.
+    pub memory_usage_mb: u64,
+    /// °C.
+    pub temp_c: i32,
+    /// Bandwidth utilisation, %.
+    pub bandwidth_util_pct: u32,
+}
+
+/// `dcmi_get_memory_info_stru`, in DCMI units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DdrInfo {
+    /// MB.
+    pub memory_size_mb: u64,
+    /// MB available.
+    pub memory_available_mb: u64,
+}
+
+/// The seven fields of `dcmi_ecc_info` every header agrees on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EccInfo {
+    /// ECC enabled flag.
+    pub enable_flag: i32,
+    /// Single-bit errors since boot.
+    pub single: u32,
+    /// Double-bit errors since boot.
+    pub double: u32,
+    /// Lifetime single-bit errors.
+    pub total_single: u32,
+    /// Lifetime double-bit errors.
+    pub total_double: u32,
+    /// Pages isolated for single-bit errors.
+    pub single_isolated_pages: u32,
+    /// Pages isolated for double-bit errors.
+    pub double_isolated_pages: u32,
+}
+
+/// `dcmi_multi_utilization_info`, in %.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MultiUtilization {
+    /// Cube.
+    pub aic: u32,
+    /// Vector.
+    pub aiv: u32,
+    /// AI core.
+    pub aicore: u32,
+    /// Whole NPU.
+    pub npu: u32,
+}
+
+/// HCCS bandwidth per link, GB/s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HccsBandwidth {
+    /// Transmit, per link.
+    pub tx: [f64; 16],
+    /// Receive, per link.
+    pub rx: [f64; 16],
+}
+
+/// HCCS counters per link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HccsStatistics {
+    /// Transmitted flits.
+    pub tx: [u64; 16],
+    /// Received flits.
+    pub rx: [u64; 16],
+    /// CRC errors.
+    pub crc_errors: [u64; 16],
+}
+
+// ---------------------------------------------------------------------------------------
+// Symbol table.
+
+type FnInit = unsafe extern "C" fn() -> c_int;
+type FnVersion = unsafe extern "C" fn(*mut c_char, c_uint) -> c_int;
+type FnCardList = unsafe extern "C" fn(*mut c_int, *mut c_int, c_int) -> c_int;
+type FnDeviceNum = unsafe extern "C" fn(c_int, *mut c_int) -> c_int;
+type FnLogicId = unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int;
+type FnPhyFromLogic = unsafe extern "C" fn(c_uint, *mut c_uint) -> c_int;
+type FnChipInfo = unsafe extern "C" fn(c_int, c_int, *mut ChipInfoC) -> c_int;
+type FnChipInfoV2 = unsafe extern "C" fn(c_int, c_int, *mut ChipInfoV2C) -> c_int;
+type FnPcie = unsafe extern "C" fn(c_int, c_int, *mut PcieInfoAllC) -> c_int;
+type FnDie = unsafe extern "C" fn(c_int, c_int, c_int, *mut DieIdC) -> c_int;
+type FnElabel = unsafe extern "C" fn(c_int, *mut ElabelInfoC) -> c_int;
+type FnU32Out = unsafe extern "C" fn(c_int, c_int, *mut c_uint) -> c_int;
+type FnI32Out = unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int;
+type FnTypedU32 = unsafe extern "C" fn(c_int, c_int, c_int, *mut c_uint) -> c_int;
+type FnErrorCodes = unsafe extern "C" fn(c_int, c_int, *mut c_int, *mut c_uint, c_uint) -> c_int;
+type FnMultiUtil = unsafe extern "C" fn(c_int, c_int, *mut MultiUtilizationC) -> c_int;
+type FnHbm = unsafe extern "C" fn(c_int, c_int, *mut HbmInfoC) -> c_int;
+type FnMemV3 = unsafe extern "C" fn(c_int, c_int, *mut GetMemoryInfoC) -> c_int;
+type FnEcc = unsafe extern "C" fn(c_int, c_int, c_int, *mut EccInfoC) -> c_int;
+type FnPktStats = unsafe extern "C" fn(c_int, c_int, c_int, *mut NetworkPktStatsC) -> c_int;
+type FnHccsBw = unsafe extern "C" fn(c_int, c_int, *mut HccsBandwidthC) -> c_int;
+type FnDeviceInfo =
+    unsafe extern "C" fn(c_int, c_int, c_int, c_uint, *mut c_void, *mut c_uint) -> c_int;
+
+macro_rules! symbol_table {
+    ($($name:ident: $ty:ty,)*) => {
+        #[allow(non_snake_case)]
+        struct Symbols {
+            $($name: Option<$ty>,)*
+        }
+
+        impl Symbols {
+            fn resolve(lib: &Library) -> Self {
+                Self {
+                    $($name: {
+                        let name = concat!(stringify!($name), "\0");
+                        // SAFETY: `$ty` is the C prototype of this DCMI function from the
+                        // vendor header; the pointer is only called through the wrappers
+                        // below, while `lib` (owned by the same `DcmiLib`) stays loaded.
+                        unsafe { lib.get::<$ty>(name.as_bytes()) }.ok().map(|s| *s)
+                    },)*
+                }
+            }
+
+            fn presence(&self) -> Vec<(&'static str, bool)> {
+                vec![$((stringify!($name), self.$name.is_some()),)*]
+            }
+        }
+    };
+}
+
+symbol_table! {
+    dcmi_init: FnInit,
+    dcmi_get_dcmi_version: FnVersion,
+    dcmi_get_card_list: FnCardList,
+    dcmi_get_device_num_in_card: FnDeviceNum,
+    dcmi_get_device_logic_id: FnLogicId,
+    dcmi_get_device_phyid_from_logicid: FnPhyFromLogic,
+    dcmi_get_device_chip_info: FnChipInfo,
+    dcmi_get_device_chip_info_v2: FnChipInfoV2,
+    dcmi_get_device_pcie_info_v2: FnPcie,
+    dcmi_get_device_die_v2: FnDie,
+    dcmi_get_card_elabel_v2: FnElabel,
+    dcmi_get_device_health: FnU32Out,
+    dcmi_get_device_errorcode_v2: FnErrorCodes,
+    dcmi_get_device_temperature: FnI32Out,
+    dcmi_get_device_power_info: FnI32Out,
+    dcmi_get_device_voltage: FnU32Out,
+    dcmi_get_device_frequency: FnTypedU32,
+    dcmi_get_device_utilization_rate: FnTypedU32,
+    dcmi_get_device_multi_utilization_rate: FnMultiUtil,
+    dcmi_get_device_hbm_info: FnHbm,
+    dcmi_get_device_memory_info_v3: FnMemV3,
+    dcmi_get_device_ecc_info: FnEcc,
+    dcmi_get_device_network_health: FnI32Out,
+    dcmi_get_netdev_pkt_stats_info: FnPktStats,
+    dcmi_get_hccs_link_bandwidth_info: FnHccsBw,
+    dcmi_get_device_info: FnDeviceInfo,
+}
+
+/// A loaded `libdcmi.so` with its symbol table.
+///
+/// Field order matters: `symbols` must not outlive `_lib`, and Rust drops fields in
+/// declaration order, so the pointers go first.
+pub struct DcmiLib {
+    symbols: Symbols,
+    _lib: Library,
+}
+
+impl std::fmt::Debug for DcmiLib {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DcmiLib").finish_non_exhaustive()
+    }
+}
+
+fn status(rc: c_int) -> Result<(), Raw> {
+    if rc == 0 { Ok(()) } else { Err(Raw::Code(rc)) }
+}
+
+/// Decodes a fixed-size C string buffer: stops at the first NUL or the buffer's end,
+/// replaces invalid UTF-8, trims whitespace.
+fn c_buf_to_string(buf: &[u8]) -> String {
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).trim().to_string()
+}
+
+impl DcmiLib {
+    /// Loads the library at `path` and resolves every symbol it has.
+    pub fn open(path: &Path) -> Result<Self, libloading::Error> {
+        // SAFETY: loading runs the library's initialisers. libdcmi's are the vendor's
+        // own; we load it exactly as npu-exporter does (dlopen of a root-owned path).
+        let lib = unsafe { Library::new(path) }?;
+        let symbols = Symbols::resolve(&lib);
+        Ok(Self { symbols, _lib: lib })
+    }
+
+    /// `(symbol, present)` for every function hcclwatch knows.
+    pub fn symbol_presence(&self) -> Vec<(&'static str, bool)> {
+        self.symbols.presence()
+    }
+
+    /// `dcmi_init()`.
+    pub fn init(&self) -> Result<(), Raw> {
+        let f = self.symbols.dcmi_init.ok_or(Raw::Missing)?;
+        // SAFETY: no arguments; the prototype matches the header.
+        status(unsafe { f() })
+    }
+
+    /// `dcmi_get_dcmi_version()`.
+    pub fn dcmi_version(&self) -> Result<String, Raw> {
+        let f = self.symbols.dcmi_get_dcmi_version.ok_or(Raw::Missing)?;
+        let mut buf = [0u8; 64];
+        // SAFETY: the buffer is 64 writable bytes and we pass its length.
+        status(unsafe { f(buf.as_mut_ptr().cast(), buf.len() as c_uint) })?;
+        Ok(c_buf_to_string(&buf))
+    }
+
+    /// `dcmi_get_card_list()`; the list is capped at 64, as the driver documents.
+    pub fn card_list(&self) -> Result<Vec<i32>, Raw> {
+        let f = self.symbols.dcmi_get_card_list.ok_or(Raw::Missing)?;
+        let mut n: c_int = 0;
+        let mut list = [0 as c_int; 64];
+        // SAFETY: `n` is writable and `list` holds 64 ints, the length we pass.
+        status(unsafe { f(&mut n, list.as_mut_ptr(), list.len() as c_int) })?;
+        let n = usize::try_from(n).unwrap_or(0).min(list.len());
+        Ok(list[..n].to_vec())
+    }
+
+    /// `dcmi_get_device_num_in_card()`.
+    pub fn device_num_in_card(&self, card: i32) -> Result<i32, Raw> {
+        let f = self
+            .symbols
+            .dcmi_get_device_num_in_card
+            .ok_or(Raw::Missing)?;
+        let mut n: c_int = 0;
+        // SAFETY: `n` is a valid writable int.
+        status(unsafe { f(card, &mut n) })?;
+        Ok(n)
+    }
+
+    /// `dcmi_get_device_logic_id()` (note the out-parameter comes first in C).
+    pub fn logic_id(&self, card: i32, device: i32) -> Result<i32, Raw> {
+        let f = self.symbols.dcmi_get_device_logic_id.ok_or(Raw::Missing)?;
+        let mut id: c_int = 0;
+        // SAFETY: `id` is a valid writable int.
+        status(unsafe { f(&mut id, card, device) })?;
+        Ok(id)
+    }
+
+    /// `dcmi_get_device_phyid_from_logicid()`.
+    pub fn phy_id_from_logic(&self, logic: u32) -> Result<u32, Raw> {
+        let f = self
+            .symbols
+            .dcmi_get_device_phyid_from_logicid
+            .ok_or(Raw::Missing)?;
+        let mut id: c_uint = 0;
+        // SAFETY: `id` is a valid writable unsigned int.
+        status(unsafe { f(logic, &mut id) })?;
+        Ok(id)
+    }
+
+    /// `dcmi_get_device_chip_info_v2()`.
+    pub fn chip_info_v2(&self, card: i32, device: i32) -> Result<ChipInfo, Raw> {
+        let f = self
+            .symbols
+            .dcmi_get_device_chip_info_v2
+            .ok_or(Raw::Missing)?;
+        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
+        let mut out: ChipInfoV2C = unsafe { std::mem::zeroed() };
+        // SAFETY: `out` is a writable struct of the layout the function fills.
+        status(unsafe { f(card, device, &mut out) })?;
+        Ok(ChipInfo {
+            chip_type: c_buf_to_string(&out.chip_type),
+            chip_name: c_buf_to_string(&out.chip_name),
+            chip_ver: c_buf_to_string(&out.chip_ver),
+            aicore_count: out.aicore_cnt,
+        })
+    }
+
+    /// `dcmi_get_device_chip_info()` (the pre-v2 form).
+    pub fn chip_info(&self, card: i32, device: i32) -> Result<ChipInfo, Raw> {
+        let f = self.symbols.dcmi_get_device_chip_info.ok_or(Raw::Missing)?;
+        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
+        let mut out: ChipInfoC = unsafe { std::mem::zeroed() };
+        // SAFETY: `out` is a writable struct of the layout the function fills.
+        status(unsafe { f(card, device, &mut out) })?;
+        Ok(ChipInfo {
+            chip_type: c_buf_to_string(&out.chip_type),
+            chip_name: c_buf_to_string(&out.chip_name),
+            chip_ver: c_buf_to_string(&out.chip_ver),
+            aicore_count: out.aicore_cnt,
+        })
+    }
+
+    /// `dcmi_get_device_pcie_info_v2()`.
+    pub fn pcie_info_v2(&self, card: i32, device: i32) -> Result<PcieBdf, Raw> {
+        let f = self
+            .symbols
+            .dcmi_get_device_pcie_info_v2
+            .ok_or(Raw::Missing)?;
+        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
+        let mut out: PcieInfoAllC = unsafe { std::mem::zeroed() };
+        // SAFETY: `out` is a writable struct of the layout the function fills.
+        status(unsafe { f(card, device, &mut out) })?;
+        Ok(PcieBdf {
+            domain: out.domain,
+            bus: out.bdf_busid,
+            device: out.bdf_deviceid,
+            function: out.bdf_funcid,
+        })
+    }
+
+    /// `dcmi_get_device_die_v2()`; `die_type` 0 = NDIE, 1 = VDIE.
+    pub fn die_v2(&self, card: i32, device: i32, die_type: i32) -> Result<[u32; 5], Raw> {
+        let f = self.symbols.dcmi_get_device_die_v2.ok_or(Raw::Missing)?;
+        let mut out = DieIdC { soc_die: [0; 5] };
+        // SAFETY: `out` is a writable struct of the layout the function fills.
+        status(unsafe { f(card, device, die_type, &mut out) })?;
+        Ok(out.soc_die)
+    }
+
+    /// Serial number from `dcmi_get_card_elabel_v2()`.
+    pub fn card_serial(&self, card: i32) -> Result<String, Raw> {
+        let f = self.symbols.dcmi_get_card_elabel_v2.ok_or(Raw::Missing)?;
+        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
+        let mut out: ElabelInfoC = unsafe { std::mem::zeroed() };
+        // SAFETY: `out` is a writable struct of the layout the function fills.
+        status(unsafe { f(card, &mut out) })?;
+        Ok(c_buf_to_string(&out.serial_number))
+    }
+
+    /// `dcmi_get_device_health()`: 0..=3, or 0xFFFFFFFF for a missing device.
+    pub fn health(&self, card: i32, device: i32) -> Result<u32, Raw> {
+        self.u32_out(self.symbols.dcmi_get_device_health, card, device)
+    }
+
+    /// `dcmi_get_device_errorcode_v2()` with a 128-entry list, as npu-exporter uses.
+    pub fn error_codes_v2(&self, card: i32, device: i32) -> Result<Vec<u32>, Raw> {
+        let f = self
+            .symbols
+            .dcmi_get_device_errorcode_v2
+            .ok_or(Raw::Missing)?;
+        let mut n: c_int = 0;
+        let mut list = [0 as c_uint; 128];
+        // SAFETY: `n` is writable and `list` holds the 128 entries we declare.
+        status(unsafe {
+            f(
+                card,
+                device,
+                &mut n,
+                list.as_mut_ptr(),
+                list.len() as c_uint,
+            )
+        })?;
+        let n = usize::try_from(n).unwrap_or(0).min(list.len());
+        Ok(list[..n].to_vec())
+    }
+
+    /// `dcmi_get_device_temperature()`, °C.
+    pub fn temperature(&self, card: i32, device: i32) -> Result<i32, Raw> {
+        self.i32_out(self.symbols.dcmi_get_device_temperature, card, device)
+    }
+
+    /// `dcmi_get_device_power_info()`, 0.1 W.
+    pub fn power(&self, card: i32, device: i32) -> Result<i32, Raw> {
+        self.i32_out(self.symbols.dcmi_get_device_power_info, card, device)
+    }
+
+    /// `dcmi_get_device_voltage()`, 0.01 V.
+    pub fn voltage(&self, card: i32, device: i32) -> Result<u32, Raw> {
+        self.u32_out(self.symbols.dcmi_get_device_voltage, card, device)
+    }
+
+    /// `dcmi_get_device_frequency()`, MHz.
+    pub fn frequency(&self, card: i32, device: i32, freq_type: i32) -> Result<u32, Raw> {
+        self.typed_u32(
+            self.symbols.dcmi_get_device_frequency,
+            card,
+            device,
+            freq_type,
+        )
+    }
+
+    /// `dcmi_get_device_utilization_rate()`, %.
+    pub fn utilization_rate(&self, card: i32, device: i32, input_type: i32) -> Result<u32, Raw> {
+        self.typed_u32(
+            self.symbols.dcmi_get_device_utilization_rate,
+            card,
+            device,
+            input_type,
+        )
+    }
+
+    /// `dcmi_get_device_multi_utilization_rate()`, %.
+    pub fn multi_utilization(&self, card: i32, device: i32) -> Result<MultiUtilization, Raw> {
+        let f = self
+            .symbols
+            .dcmi_get_device_multi_utilization_rate
+            .ok_or(Raw::Missing)?;
+        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
+        let mut out: MultiUtilizationC = unsafe { std::mem::zeroed() };
+        // SAFETY: `out` is a writable struct of the layout the function fills.
+        status(unsafe { f(card, device, &mut out) })?;
+        Ok(MultiUtilization {
+            aic: out.aic_util,
+            aiv: out.aiv_util,
+            aicore: out.aicore_util,
+            npu: out.npu_util,
+        })
+    }
+
+    /// `dcmi_get_device_hbm_info()`.
+    pub fn hbm_info(&self, card: i32, device: i32) -> Result<HbmInfo, Raw> {
+        let f = self.symbols.dcmi_get_device_hbm_info.ok_or(Raw::Missing)?;
+        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
+        let mut out: HbmInfoC = unsafe { std::mem::zeroed() };
+        // SAFETY: `out` is a writable struct of the layout the function fills.
+        status(unsafe { f(card, device, &mut out) })?;
+        Ok(HbmInfo {
+            memory_size_mb: out.memory_size,
+            memory_usage_mb: out.memory_usage,
+            temp_c: out.temp,
+            bandwidth_util_pct: out.bandwith_util_rate,
+        })
+    }
+
+    /// `dcmi_get_device_memory_info_v3()` (DDR).
+    pub fn memory_info_v3(&self, card: i32, device: i32) -> Result<DdrInfo, Raw> {
+        let f = self
+            .symbols
+            .dcmi_get_device_memory_info_v3
+            .ok_or(Raw::Missing)?;
+        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
+        let mut out: GetMemoryInfoC = unsafe { std::mem::zeroed() };
+        // SAFETY: `out` is a writable struct of the layout the function fills.
+        status(unsafe { f(card, device, &mut out) })?;
+        Ok(DdrInfo {
+            memory_size_mb: out.memory_size,
+            memory_available_mb: out.memory_available,
+        })
+    }
+
+    /// `dcmi_get_device_ecc_info()`; `device_type` 2 = HBM.
+    pub fn ecc_info(&self, card: i32, device: i32, device_type: i32) -> Result<EccInfo, Raw> {
+        let f = self.symbols.dcmi_get_device_ecc_info.ok_or(Raw::Missing)?;
+        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
+        let mut out: EccInfoC = unsafe { std::mem::zeroed() };
+        // SAFETY: `out` is the larger (36-byte) layout, so either header's library writes
+        // within bounds.
+        status(unsafe { f(card, device, device_type, &mut out) })?;
+        Ok(EccInfo {
+            enable_flag: out.enable_flag,
+            single: out.single_bit_error_cnt,
+            double: out.double_bit_error_cnt,
+            total_single: out.total_single_bit_error_cnt,
+            total_double: out.total_double_bit_error_cnt,
+            single_isolated_pages: out.single_bit_isolated_pages_cnt,
+            double_isolated_pages: out.double_bit_isolated_pages_cnt,
+        })
+    }
+
+    /// `dcmi_get_device_network_health()`: a `dcmi_rdfx_detect_result`.
+    pub fn network_health(&self, card: i32, device: i32) -> Result<i32, Raw> {
+        self.i32_out(self.symbols.dcmi_get_device_network_health, card, device)
+    }
+
+    /// `dcmi_get_netdev_pkt_stats_info()`: the 48 counters in header order.
+    pub fn netdev_pkt_stats(
+        &self,
+        card: i32,
+        device: i32,
+        port: i32,
+    ) -> Result<[u64; PKT_STATS_COUNTERS], Raw> {
+        let f = self
+            .symbols
+            .dcmi_get_netdev_pkt_stats_info
+            .ok_or(Raw::Missing)?;
+        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
+        let mut out: NetworkPktStatsC = unsafe { std::mem::zeroed() };
+        // SAFETY: `out` is a writable struct of the layout the function fills.
+        status(unsafe { f(card, device, port, &mut out) })?;
+        Ok(out.counters)
+    }
+
+    /// `dcmi_get_hccs_link_bandwidth_info()`, sampling for `profiling_ms` (1..=1000).
+    pub fn hccs_bandwidth(
+        &self,
+        card: i32,
+        device: i32,
+        profiling_ms: i32,
+    ) -> Result<HccsBandwidth, Raw> {
+        let f = self
+            .symbols
+            .dcmi_get_hccs_link_bandwidth_info
+            .ok_or(Raw::Missing)?;
+        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
+        let mut out: HccsBandwidthC = unsafe { std::mem::zeroed() };
+        out.profiling_time = profiling_ms;
+        // SAFETY: `out` is a readable/writable struct of the layout the function uses.
+        status(unsafe { f(card, device, &mut out) })?;
+        Ok(HccsBandwidth {
+            tx: out.tx_bandwidth,
+            rx: out.rx_bandwidth,
+        })
+    }
+
+    /// HCCS statistics through `dcmi_get_device_info(main 16, sub 5)`, 64-bit counters.
+    pub fn hccs_statistics_u64(&self, card: i32, device: i32) -> Result<HccsStatistics, Raw> {
+        let f = self.symbols.dcmi_get_device_info.ok_or(Raw::Missing)?;
+        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
+        let mut out: HccsStatisticU64C = unsafe { std::mem::zeroed() };
+        let mut size = size_of::<HccsStatisticU64C>() as c_uint;
+        // SAFETY: `out` has `size` writable bytes, and `size` is a valid in/out int.
+        status(unsafe {
+            f(
+                card,
+                device,
+                MAIN_CMD_HCCS,
+                5,
+                (&mut out as *mut HccsStatisticU64C).cast(),
+                &mut size,
+            )
+        })?;
+        Ok(HccsStatistics {
+            tx: out.tx_cnt,
+            rx: out.rx_cnt,
+            crc_errors: out.crc_err_cnt,
+        })
+    }
+
+    /// HCCS statistics through `dcmi_get_device_info(main 16, sub 3)`, 32-bit counters
+    /// (older drivers).
+    pub fn hccs_statistics_u32(&self, card: i32, device: i32) -> Result<HccsStatistics, Raw> {
+        let f = self.symbols.dcmi_get_device_info.ok_or(Raw::Missing)?;
+        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
+        let mut out: HccsStatisticU32C = unsafe { std::mem::zeroed() };
+        let mut size = size_of::<HccsStatisticU32C>() as c_uint;
+        // SAFETY: `out` has `size` writable bytes, and `size` is a valid in/out int.
+        status(unsafe {
+            f(
+                card,
+                device,
+                MAIN_CMD_HCCS,
+                3,
+                (&mut out as *mut HccsStatisticU32C).cast(),
+                &mut size,
+            )
+        })?;
+        let widen = |a: [c_uint; 16]| a.map(u64::from);
+        Ok(HccsStatistics {
+            tx: widen(out.tx_cnt),
+            rx: widen(out.rx_cnt),
+            crc_errors: widen(out.crc_err_cnt),
+        })
+    }
+
+    fn u32_out(&self, f: Option<FnU32Out>, card: i32, device: i32) -> Result<u32, Raw> {
+        let f = f.ok_or(Raw::Missing)?;
+        let mut v: c_uint = 0;
+        // SAFETY: `v` is a valid writable unsigned int.
+        status(unsafe { f(card, device, &mut v) })?;
+        Ok(v)
+    }
+
+    fn i32_out(&self, f: Option<FnI32Out>, card: i32, device: i32) -> Result<i32, Raw> {
+        let f = f.ok_or(Raw::Missing)?;
+        let mut v: c_int = 0;
+        // SAFETY: `v` is a valid writable int.
+        status(unsafe { f(card, device, &mut v) })?;
+        Ok(v)
+    }
+
+    fn typed_u32(&self, f: Option<FnTypedU32>, card: i32, device: i32, t: i32) -> Result<u32, Raw> {
+        let f = f.ok_or(Raw::Missing)?;
+        let mut v: c_uint = 0;
+        // SAFETY: `v` is a valid writable unsigned int.
+        status(unsafe { f(card, device, t, &mut v) })?;
+        Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_strings_are_bounded_and_lossy() {
+        assert_eq!(c_buf_to_string(b"910B3\0garbage"), "910B3");
+        assert_eq!(c_buf_to_string(b"no-terminator"), "no-terminator");
+        assert_eq!(c_buf_to_string(b"\xff\xfeA\0"), "\u{fffd}\u{fffd}A");
+        assert_eq!(c_buf_to_string(b" V1 \0"), "V1");
+    }
+
+    #[test]
+    fn missing_library_is_an_error_not_a_panic() {
+        let err = DcmiLib::open(Path::new("/nonexistent/libdcmi.so")).unwrap_err();
+        let msg = super::super::error_chain(&err);
+        assert!(msg.contains("/nonexistent/libdcmi.so"), "{msg}");
+    }
+}

@@ -1,0 +1,108 @@
+//! Device and host telemetry.
+//!
+//! A [`DeviceSource`] reads NPUs in *groups* (inventory, health, sensors, …), each on its
+//! own interval, because the readings differ in cost and urgency: health every few
+//! seconds, identity once a minute. A [`poller`] thread owns the source, runs the groups
+//! on schedule and publishes the results to the [`store::Store`]. Scrapes only read the
+//! store, so a slow or hung device can never slow a scrape.
+//!
+//! This module knows nothing about the network or about Prometheus.
+
+pub mod dcmi;
+pub mod host;
+pub mod model;
+pub mod poller;
+pub mod sim;
+pub mod store;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+pub use model::ChipReadings;
+
+/// A group of NPU readings collected together on one interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Group {
+    /// Chip list and identity.
+    Inventory,
+    /// Health, fault codes, network health.
+    Health,
+    /// Temperature, power, voltage, clock.
+    Sensors,
+    /// Utilisation.
+    Utilization,
+    /// HBM, DDR, ECC.
+    Memory,
+    /// Port counters, HCCS.
+    Network,
+}
+
+impl Group {
+    /// All groups, inventory first (the others need its chip list).
+    pub const ALL: [Group; 6] = [
+        Group::Inventory,
+        Group::Health,
+        Group::Sensors,
+        Group::Utilization,
+        Group::Memory,
+        Group::Network,
+    ];
+
+    /// The `collector` label value.
+    pub fn collector(self) -> &'static str {
+        match self {
+            Group::Inventory => "npu_inventory",
+            Group::Health => "npu_health",
+            Group::Sensors => "npu_sensors",
+            Group::Utilization => "npu_utilization",
+            Group::Memory => "npu_memory",
+            Group::Network => "npu_network",
+        }
+    }
+}
+
+/// The NPU state a source updates in place, one group at a time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NpuState {
+    /// Driver (DCMI) version.
+    pub driver_version: Option<String>,
+    /// Chips by physical id.
+    pub chips: BTreeMap<u32, ChipReadings>,
+}
+
+/// The result of collecting one group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GroupReport {
+    /// Readings that failed (unsupported readings are not failures).
+    pub errors: u32,
+}
+
+/// A source's own health counters, exported as `hcclwatch_dcmi_*`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SourceStats {
+    /// Errors by (call, code).
+    pub call_errors: BTreeMap<(String, String), u64>,
+    /// Deadline misses by call.
+    pub timeouts: BTreeMap<String, u64>,
+    /// Unsupported readings as (call, reason).
+    pub unsupported: BTreeSet<(String, &'static str)>,
+    /// Calls currently stuck past their deadline.
+    pub stuck_calls: usize,
+}
+
+/// Something that reads NPUs: DCMI on a real node, the simulator in demos and tests.
+///
+/// Calls are synchronous and may block (up to the source's own deadlines); they run on
+/// the poller's thread, never on an async runtime or a scrape.
+pub trait DeviceSource: Send {
+    /// Backend name, e.g. `dcmi`.
+    fn name(&self) -> &'static str;
+    /// Whether the backend is loaded and initialised.
+    fn available(&self) -> bool;
+    /// Collects one group for every chip, updating `state` in place. Readings of the
+    /// group that fail are set to `None`, never left at an older value.
+    fn collect(&mut self, group: Group, state: &mut NpuState) -> GroupReport;
+    /// The source's own counters.
+    fn stats(&self) -> SourceStats {
+        SourceStats::default()
+    }
+}

@@ -1,0 +1,140 @@
+//! Threads that run collections on schedule and publish them to the store.
+//!
+//! Each group has its own interval. The poller always runs the group that is due soonest;
+//! if a run overruns, the next one starts at once rather than bursting to catch up. The
+//! wait between runs is a receive on the shutdown channel, so stopping is immediate.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use super::host::HostSource;
+use super::store::{CollectorStatus, HostPart, NpuPart, Store};
+use super::{DeviceSource, Group, NpuState};
+
+/// Waits until `due` or shutdown; returns false on shutdown.
+fn wait_until(shutdown: &Receiver<()>, due: Instant) -> bool {
+    let now = Instant::now();
+    let timeout = due.saturating_duration_since(now);
+    match shutdown.recv_timeout(timeout) {
+        Err(RecvTimeoutError::Timeout) => true,
+        Ok(()) | Err(RecvTimeoutError::Disconnected) => false,
+    }
+}
+
+fn status(
+    name: &str,
+    success: bool,
+    duration: Duration,
+    previous: Option<&CollectorStatus>,
+) -> CollectorStatus {
+    CollectorStatus {
+        name: name.to_string(),
+        success,
+        duration,
+        last_success: if success {
+            Some(SystemTime::now())
+        } else {
+            previous.and_then(|p| p.last_success)
+        },
+    }
+}
+
+/// Starts the NPU poller thread. `schedule` lists the enabled groups and their intervals;
+/// the inventory group is always run first.
+pub fn spawn_npu(
+    mut source: Box<dyn DeviceSource>,
+    schedule: Vec<(Group, Duration)>,
+    store: Arc<Store>,
+    shutdown: Receiver<()>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("hcclwatch-npu".into())
+        .spawn(move || {
+            let start = Instant::now();
+            let mut due: Vec<(Group, Duration, Instant)> =
+                schedule.iter().map(|(g, i)| (*g, *i, start)).collect();
+            let mut state = NpuState::default();
+            let mut part = NpuPart {
+                backend: Some(source.name()),
+                ..NpuPart::default()
+            };
+            let mut seen: HashSet<Group> = HashSet::new();
+            loop {
+                // Earliest due; ties go to schedule order (inventory first).
+                let Some(idx) = (0..due.len()).min_by_key(|i| (due[*i].2, *i)) else {
+                    return;
+                };
+                if !wait_until(&shutdown, due[idx].2) {
+                    return;
+                }
+                let (group, interval, _) = due[idx];
+                let t0 = Instant::now();
+                let report = source.collect(group, &mut state);
+                let took = t0.elapsed();
+                let available = source.available();
+                let name = group.collector();
+                let st = status(
+                    name,
+                    available && report.errors == 0,
+                    took,
+                    part.collectors.get(name),
+                );
+                part.collectors.insert(name.to_string(), st);
+                if group == Group::Inventory {
+                    let backend = source.name();
+                    let st = status(
+                        backend,
+                        available && report.errors == 0,
+                        took,
+                        part.collectors.get(backend),
+                    );
+                    part.collectors.insert(backend.to_string(), st);
+                }
+                part.backend_up = available;
+                part.state = state.clone();
+                part.stats = source.stats();
+                store.publish_npu(part.clone());
+                seen.insert(group);
+                if seen.len() == due.len() {
+                    store.set_npu_ready();
+                }
+                let next = due[idx].2 + interval;
+                let now = Instant::now();
+                due[idx].2 = next.max(now);
+            }
+        })
+}
+
+/// Starts the host poller thread.
+pub fn spawn_host(
+    mut source: HostSource,
+    interval: Duration,
+    store: Arc<Store>,
+    shutdown: Receiver<()>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("hcclwatch-host".into())
+        .spawn(move || {
+            let mut due = Instant::now();
+            let mut part = HostPart::default();
+            loop {
+                if !wait_until(&shutdown, due) {
+                    return;
+                }
+                let t0 = Instant::now();
+                let readings = source.collect();
+                let took = t0.elapsed();
+                let st = status("host", readings.is_some(), took, part.collector.as_ref());
+                part.readings = readings;
+                part.collector = Some(st);
+                store.publish_host(part.clone());
+                store.set_host_ready();
+                let next = due + interval;
+                let now = Instant::now();
+                due = next.max(now);
+            }
+        })
+}

@@ -1,0 +1,106 @@
+//! The latest snapshot of everything collected, shared between pollers and scrapes.
+//!
+//! Each producer publishes an immutable `Arc` of its part; a scrape takes the `Arc`s under
+//! a lock held for a pointer copy and encodes without any lock. So a scrape never waits
+//! for a collection, and a collection never waits for a scrape.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+
+use super::host::HostReadings;
+use super::{NpuState, SourceStats};
+
+/// How the last run of one collector went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectorStatus {
+    /// `collector` label value.
+    pub name: String,
+    /// No reading of the last run failed.
+    pub success: bool,
+    /// How long the last run took.
+    pub duration: Duration,
+    /// When the collector last succeeded.
+    pub last_success: Option<SystemTime>,
+}
+
+/// NPU part of the snapshot.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NpuPart {
+    /// Backend name, when an NPU backend is configured.
+    pub backend: Option<&'static str>,
+    /// Backend loaded and initialised.
+    pub backend_up: bool,
+    /// Chips and driver version.
+    pub state: NpuState,
+    /// Per-group collector status.
+    pub collectors: BTreeMap<String, CollectorStatus>,
+    /// Source counters.
+    pub stats: SourceStats,
+}
+
+/// Host part of the snapshot.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostPart {
+    /// Latest readings.
+    pub readings: Option<HostReadings>,
+    /// Collector status.
+    pub collector: Option<CollectorStatus>,
+}
+
+/// The shared store.
+#[derive(Debug, Default)]
+pub struct Store {
+    npu: RwLock<Arc<NpuPart>>,
+    host: RwLock<Arc<HostPart>>,
+    npu_ready: AtomicBool,
+    host_ready: AtomicBool,
+}
+
+impl Store {
+    /// An empty store. `npu_expected`/`host_expected` say which pollers will run; one
+    /// that will not run counts as ready.
+    pub fn new(npu_expected: bool, host_expected: bool) -> Self {
+        Self {
+            npu_ready: AtomicBool::new(!npu_expected),
+            host_ready: AtomicBool::new(!host_expected),
+            ..Self::default()
+        }
+    }
+
+    /// The latest NPU part.
+    pub fn npu(&self) -> Arc<NpuPart> {
+        self.npu.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The latest host part.
+    pub fn host(&self) -> Arc<HostPart> {
+        self.host.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Publishes a new NPU part.
+    pub fn publish_npu(&self, part: NpuPart) {
+        *self.npu.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(part);
+    }
+
+    /// Publishes a new host part.
+    pub fn publish_host(&self, part: HostPart) {
+        *self.host.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(part);
+    }
+
+    /// Marks the NPU poller's first full pass done.
+    pub fn set_npu_ready(&self) {
+        self.npu_ready.store(true, Ordering::SeqCst);
+    }
+
+    /// Marks the host poller's first pass done.
+    pub fn set_host_ready(&self) {
+        self.host_ready.store(true, Ordering::SeqCst);
+    }
+
+    /// Every expected poller has completed a first full collection.
+    pub fn ready(&self) -> bool {
+        self.npu_ready.load(Ordering::SeqCst) && self.host_ready.load(Ordering::SeqCst)
+    }
+}

@@ -1,0 +1,1481 @@
+//! `libfake_dcmi.so`: a test double of Ascend's `libdcmi.so`.
+//!
+//! It exports the real DCMI symbol names with the real C signatures and struct layouts
+//! (see `shared/spec/dcmi.md`), so hcclwatch loads it through exactly the code path it uses
+//! on an Ascend node. Values come from the JSON scenario named by `FAKE_DCMI_SCENARIO`;
+//! the file is re-read whenever its mtime changes, so a test can change values under a
+//! running daemon. The schema is documented in `README.md` beside this crate.
+//!
+//! Fault knobs: per-call error codes (`fail`), per-call hangs (`hang_ms`), a chip that
+//! drops after N calls (`drop_after_calls`), a failing `dcmi_init` (`init_error`), and
+//! symbols that are genuinely absent from the dynamic symbol table (`missing_symbols`).
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, SystemTime};
+
+use serde::Deserialize;
+
+// ---------------------------------------------------------------------------------------
+// Return codes (DCMI_ERROR_CODE_BASE = -8000).
+const DCMI_OK: c_int = 0;
+const ERR_INVALID_PARAMETER: c_int = -8001;
+const ERR_INNER: c_int = -8005;
+const ERR_INVALID_DEVICE_ID: c_int = -8007;
+const ERR_NOT_READY: c_int = -8012;
+const ERR_NOT_SUPPORT: c_int = -8255;
+
+// ---------------------------------------------------------------------------------------
+// Scenario schema.
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Scenario {
+    #[serde(default)]
+    dcmi_version: Option<String>,
+    #[serde(default)]
+    missing_symbols: Vec<String>,
+    #[serde(default)]
+    init_error: Option<c_int>,
+    #[serde(default)]
+    cards: Vec<Card>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Card {
+    card_id: c_int,
+    #[serde(default)]
+    chips: Vec<Chip>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Chip {
+    phy_id: c_uint,
+    logic_id: c_int,
+    #[serde(default)]
+    chip: Option<ChipInfo>,
+    #[serde(default)]
+    pcie: Option<Pcie>,
+    #[serde(default)]
+    vdie_id: Option<[c_uint; 5]>,
+    #[serde(default)]
+    serial: Option<String>,
+    #[serde(default)]
+    health: Option<c_uint>,
+    #[serde(default)]
+    error_codes: Vec<c_uint>,
+    #[serde(default)]
+    temperature_c: Option<c_int>,
+    #[serde(default)]
+    power_dw: Option<c_int>,
+    #[serde(default)]
+    voltage_cv: Option<c_uint>,
+    #[serde(default)]
+    aicore_mhz: Option<c_uint>,
+    #[serde(default)]
+    utilization: Option<Utilization>,
+    #[serde(default)]
+    hbm: Option<Hbm>,
+    #[serde(default)]
+    ddr: Option<Ddr>,
+    #[serde(default)]
+    ecc_hbm: Option<Ecc>,
+    #[serde(default)]
+    network_health: Option<c_int>,
+    #[serde(default)]
+    pkt_stats: Option<HashMap<String, u64>>,
+    #[serde(default)]
+    hccs: Option<Hccs>,
+    #[serde(default)]
+    fail: HashMap<String, c_int>,
+    #[serde(default)]
+    hang_ms: HashMap<String, u64>,
+    #[serde(default)]
+    drop_after_calls: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChipInfo {
+    #[serde(rename = "type")]
+    chip_type: String,
+    name: String,
+    version: String,
+    #[serde(default)]
+    aicore_count: c_uint,
+    #[serde(default)]
+    npu_name: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Pcie {
+    domain: c_int,
+    bus: c_uint,
+    device: c_uint,
+    function: c_uint,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Utilization {
+    aicore: Option<c_uint>,
+    hbm: Option<c_uint>,
+    overall: Option<c_uint>,
+    vector: Option<c_uint>,
+    cube: Option<c_uint>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Hbm {
+    total_mb: u64,
+    used_mb: u64,
+    temp_c: c_int,
+    bandwidth_util: c_uint,
+    #[serde(default)]
+    freq_mhz: c_uint,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Ddr {
+    total_mb: u64,
+    available_mb: u64,
+    #[serde(default)]
+    freq_mhz: c_uint,
+    #[serde(default)]
+    utilization: c_uint,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Ecc {
+    enabled: c_int,
+    single: c_uint,
+    double: c_uint,
+    total_single: c_uint,
+    total_double: c_uint,
+    single_isolated_pages: c_uint,
+    double_isolated_pages: c_uint,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Hccs {
+    #[serde(default)]
+    tx_bandwidth_gbps: Vec<f64>,
+    #[serde(default)]
+    rx_bandwidth_gbps: Vec<f64>,
+    #[serde(default)]
+    tx_cnt: Vec<u64>,
+    #[serde(default)]
+    rx_cnt: Vec<u64>,
+    #[serde(default)]
+    crc_err_cnt: Vec<u64>,
+    /// When true, statistics sub-command 5 (64-bit) answers NOT_SUPPORT, as on older
+    /// drivers, so the caller must fall back to sub-command 3 (32-bit).
+    #[serde(default)]
+    stats_u32_only: bool,
+}
+
+// ---------------------------------------------------------------------------------------
+// C structs (x86_64 / LP64 layouts from the DCMI header).
+
+#[repr(C)]
+pub struct DcmiChipInfo {
+    chip_type: [u8; 32],
+    chip_name: [u8; 32],
+    chip_ver: [u8; 32],
+    aicore_cnt: c_uint,
+}
+
+#[repr(C)]
+pub struct DcmiChipInfoV2 {
+    chip_type: [u8; 32],
+    chip_name: [u8; 32],
+    chip_ver: [u8; 32],
+    aicore_cnt: c_uint,
+    npu_name: [u8; 32],
+}
+
+#[repr(C)]
+pub struct DcmiPcieInfoAll {
+    venderid: c_uint,
+    subvenderid: c_uint,
+    deviceid: c_uint,
+    subdeviceid: c_uint,
+    domain: c_int,
+    bdf_busid: c_uint,
+    bdf_deviceid: c_uint,
+    bdf_funcid: c_uint,
+    reserve: [u8; 32],
+}
+
+#[repr(C)]
+pub struct DcmiDieId {
+    soc_die: [c_uint; 5],
+}
+
+#[repr(C)]
+pub struct DcmiElabelInfo {
+    product_name: [u8; 256],
+    model: [u8; 256],
+    manufacturer: [u8; 256],
+    manufacturer_date: [u8; 256],
+    serial_number: [u8; 256],
+}
+
+#[repr(C)]
+pub struct DcmiHbmInfo {
+    memory_size: u64,
+    freq: c_uint,
+    memory_usage: u64,
+    temp: c_int,
+    bandwith_util_rate: c_uint,
+}
+
+#[repr(C)]
+pub struct DcmiGetMemoryInfo {
+    memory_size: u64,
+    memory_available: u64,
+    freq: c_uint,
+    hugepagesize: libc::c_ulong,
+    hugepages_total: libc::c_ulong,
+    hugepages_free: libc::c_ulong,
+    utiliza: c_uint,
+    reserve: [u8; 60],
+}
+
+/// The official header's 7-field layout: the fake writes exactly these 28 bytes, as the
+/// official library does, even though callers allocate the vendored 36-byte layout.
+#[repr(C)]
+pub struct DcmiEccInfo {
+    enable_flag: c_int,
+    single_bit_error_cnt: c_uint,
+    double_bit_error_cnt: c_uint,
+    total_single_bit_error_cnt: c_uint,
+    total_double_bit_error_cnt: c_uint,
+    single_bit_isolated_pages_cnt: c_uint,
+    double_bit_isolated_pages_cnt: c_uint,
+}
+
+#[repr(C)]
+pub struct DcmiMultiUtilization {
+    aic_util: c_uint,
+    aiv_util: c_uint,
+    aicore_util: c_uint,
+    npu_util: c_uint,
+    reserved: [c_uint; 8],
+}
+
+#[repr(C)]
+pub struct DcmiNetworkPktStats {
+    counters: [u64; 48],
+    tv_sec: libc::c_long,
+    tv_usec: libc::c_long,
+    reserved: [u8; 64],
+}
+
+#[repr(C)]
+pub struct DcmiHccsBandwidth {
+    profiling_time: c_int,
+    total_txbw: f64,
+    total_rxbw: f64,
+    tx_bandwidth: [f64; 16],
+    rx_bandwidth: [f64; 16],
+}
+
+const _: () = assert!(size_of::<DcmiChipInfo>() == 100);
+const _: () = assert!(size_of::<DcmiChipInfoV2>() == 132);
+const _: () = assert!(size_of::<DcmiPcieInfoAll>() == 64);
+const _: () = assert!(size_of::<DcmiDieId>() == 20);
+const _: () = assert!(size_of::<DcmiElabelInfo>() == 1280);
+const _: () = assert!(size_of::<DcmiHbmInfo>() == 32);
+const _: () = assert!(size_of::<DcmiGetMemoryInfo>() == 112);
+const _: () = assert!(size_of::<DcmiEccInfo>() == 28);
+const _: () = assert!(size_of::<DcmiMultiUtilization>() == 48);
+const _: () = assert!(size_of::<DcmiNetworkPktStats>() == 464);
+const _: () = assert!(size_of::<DcmiHccsBandwidth>() == 280);
+
+/// Field order of `struct dcmi_network_pkt_stats_info`'s 48 counters.
+const PKT_STATS_FIELDS: [&str; 48] = [
+    "mac_tx_mac_pause_num",
+    "mac_rx_mac_pause_num",
+    "mac_tx_pfc_pkt_num",
+    "mac_tx_pfc_pri0_pkt_num",
+    "mac_tx_pfc_pri1_pkt_num",
+    "mac_tx_pfc_pri2_pkt_num",
+    "mac_tx_pfc_pri3_pkt_num",
+    "mac_tx_pfc_pri4_pkt_num",
+    "mac_tx_pfc_pri5_pkt_num",
+    "mac_tx_pfc_pri6_pkt_num",
+    "mac_tx_pfc_pri7_pkt_num",
+    "mac_rx_pfc_pkt_num",
+    "mac_rx_pfc_pri0_pkt_num",
+    "mac_rx_pfc_pri1_pkt_num",
+    "mac_rx_pfc_pri2_pkt_num",
+    "mac_rx_pfc_pri3_pkt_num",
+    "mac_rx_pfc_pri4_pkt_num",
+    "mac_rx_pfc_pri5_pkt_num",
+    "mac_rx_pfc_pri6_pkt_num",
+    "mac_rx_pfc_pri7_pkt_num",
+    "mac_tx_total_pkt_num",
+    "mac_tx_total_oct_num",
+    "mac_tx_bad_pkt_num",
+    "mac_tx_bad_oct_num",
+    "mac_rx_total_pkt_num",
+    "mac_rx_total_oct_num",
+    "mac_rx_bad_pkt_num",
+    "mac_rx_bad_oct_num",
+    "mac_rx_fcs_err_pkt_num",
+    "roce_rx_rc_pkt_num",
+    "roce_rx_all_pkt_num",
+    "roce_rx_err_pkt_num",
+    "roce_tx_rc_pkt_num",
+    "roce_tx_all_pkt_num",
+    "roce_tx_err_pkt_num",
+    "roce_cqe_num",
+    "roce_rx_cnp_pkt_num",
+    "roce_tx_cnp_pkt_num",
+    "roce_err_ack_num",
+    "roce_err_psn_num",
+    "roce_verification_err_num",
+    "roce_err_qp_status_num",
+    "roce_new_pkt_rty_num",
+    "roce_ecn_db_num",
+    "nic_tx_all_pkg_num",
+    "nic_tx_all_oct_num",
+    "nic_rx_all_pkg_num",
+    "nic_rx_all_oct_num",
+];
+
+// ---------------------------------------------------------------------------------------
+// Scenario loading with mtime-based reload.
+
+struct Loaded {
+    path: PathBuf,
+    mtime: Option<SystemTime>,
+    scenario: Arc<Scenario>,
+}
+
+static LOADED: Mutex<Option<Loaded>> = Mutex::new(None);
+static INITIALISED: AtomicBool = AtomicBool::new(false);
+static CALLS: OnceLock<Mutex<HashMap<(c_int, c_int), u64>>> = OnceLock::new();
+
+fn scenario_path() -> Option<PathBuf> {
+    std::env::var_os("FAKE_DCMI_SCENARIO").map(PathBuf::from)
+}
+
+fn read_scenario(path: &PathBuf) -> Option<Scenario> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("fake-dcmi: cannot read scenario {}: {e}", path.display());
+            return None;
+        }
+    };
+    match serde_json::from_str(&text) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            eprintln!("fake-dcmi: invalid scenario {}: {e}", path.display());
+            None
+        }
+    }
+}
+
+/// The current scenario, re-read when the file's mtime changed. A scenario that fails to
+/// parse after a change keeps the previous one (a test writing the file non-atomically
+/// must not see a half-written state as "no chips").
+fn scenario() -> Option<Arc<Scenario>> {
+    let path = scenario_path()?;
+    let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+    let mut guard = LOADED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(loaded) = guard.as_ref()
+        && loaded.path == path
+        && loaded.mtime == mtime
+    {
+        return Some(loaded.scenario.clone());
+    }
+    match read_scenario(&path) {
+        Some(s) => {
+            let s = Arc::new(s);
+            *guard = Some(Loaded {
+                path,
+                mtime,
+                scenario: s.clone(),
+            });
+            Some(s)
+        }
+        None => guard.as_ref().map(|l| l.scenario.clone()),
+    }
+}
+
+fn find_chip(s: &Scenario, card_id: c_int, device_id: c_int) -> Option<&Chip> {
+    let card = s.cards.iter().find(|c| c.card_id == card_id)?;
+    usize::try_from(device_id)
+        .ok()
+        .and_then(|d| card.chips.get(d))
+}
+
+fn find_by_logic(s: &Scenario, logic_id: c_int) -> Option<(c_int, c_int, &Chip)> {
+    for card in &s.cards {
+        for (i, chip) in card.chips.iter().enumerate() {
+            if chip.logic_id == logic_id {
+                return Some((card.card_id, i as c_int, chip));
+            }
+        }
+    }
+    None
+}
+
+/// Common prologue for per-chip calls: init check, scenario, lookup, call counting for
+/// `drop_after_calls`, configured hangs and failures. Returns the chip to read from, or
+/// the error code the call must return.
+fn enter(
+    call: &str,
+    card_id: c_int,
+    device_id: c_int,
+    sub: Option<c_int>,
+) -> Result<ChipRef, c_int> {
+    if !INITIALISED.load(Ordering::SeqCst) {
+        return Err(ERR_INNER);
+    }
+    let s = scenario().ok_or(ERR_INNER)?;
+    let idx = {
+        let chip = find_chip(&s, card_id, device_id).ok_or(ERR_INVALID_DEVICE_ID)?;
+        let calls = CALLS.get_or_init(|| Mutex::new(HashMap::new()));
+        let n = {
+            let mut m = calls.lock().unwrap_or_else(|p| p.into_inner());
+            let n = m.entry((card_id, device_id)).or_insert(0);
+            *n += 1;
+            *n
+        };
+        if let Some(limit) = chip.drop_after_calls
+            && n > limit
+        {
+            return Err(ERR_NOT_READY);
+        }
+        if let Some(ms) = chip.hang_ms.get(call) {
+            std::thread::sleep(Duration::from_millis(*ms));
+        }
+        if let Some(sub) = sub
+            && let Some(code) = chip.fail.get(&format!("{call}:{sub}"))
+        {
+            return Err(*code);
+        }
+        if let Some(code) = chip.fail.get(call) {
+            return Err(*code);
+        }
+        (card_id, device_id)
+    };
+    Ok(ChipRef { s, idx })
+}
+
+struct ChipRef {
+    s: Arc<Scenario>,
+    idx: (c_int, c_int),
+}
+
+impl ChipRef {
+    fn chip(&self) -> &Chip {
+        find_chip(&self.s, self.idx.0, self.idx.1).expect("chip existed in enter()")
+    }
+}
+
+fn copy_str(dst: &mut [u8], src: &str) {
+    let n = src.len().min(dst.len().saturating_sub(1));
+    dst[..n].copy_from_slice(&src.as_bytes()[..n]);
+    dst[n] = 0;
+}
+
+/// Runs a chip call and writes its value through `out` only on success.
+macro_rules! chip_call {
+    ($name:literal, $card:expr, $dev:expr, $sub:expr, |$c:ident| $body:expr) => {{
+        match enter($name, $card, $dev, $sub) {
+            Err(code) => code,
+            Ok(r) => {
+                let $c = r.chip();
+                $body
+            }
+        }
+    }};
+}
+
+// ---------------------------------------------------------------------------------------
+// Exported DCMI API. Every pointer argument is checked for NULL, as libdcmi does.
+
+/// `int dcmi_init(void)`
+#[unsafe(no_mangle)]
+pub extern "C" fn dcmi_init() -> c_int {
+    let Some(s) = scenario() else {
+        return ERR_INNER;
+    };
+    if let Some(code) = s.init_error {
+        return code;
+    }
+    INITIALISED.store(true, Ordering::SeqCst);
+    DCMI_OK
+}
+
+/// `int dcmi_get_dcmi_version(char *dcmi_ver, unsigned int len)`
+///
+/// # Safety
+/// `ver` must point to `len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_dcmi_version(ver: *mut c_char, len: c_uint) -> c_int {
+    if !INITIALISED.load(Ordering::SeqCst) {
+        return ERR_INNER;
+    }
+    if ver.is_null() || len == 0 {
+        return ERR_INVALID_PARAMETER;
+    }
+    let Some(s) = scenario() else {
+        return ERR_INNER;
+    };
+    let Some(v) = s.dcmi_version.as_deref() else {
+        return ERR_NOT_SUPPORT;
+    };
+    if v.len() + 1 > len as usize {
+        return ERR_INVALID_PARAMETER;
+    }
+    // SAFETY: the caller guarantees `len` writable bytes at `ver`; we checked the string
+    // and its terminator fit.
+    let dst = unsafe { std::slice::from_raw_parts_mut(ver.cast::<u8>(), len as usize) };
+    copy_str(dst, v);
+    DCMI_OK
+}
+
+/// `int dcmi_get_card_list(int *card_num, int *card_list, int list_len)`
+///
+/// # Safety
+/// `card_num` must be writable; `card_list` must hold `list_len` ints.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_card_list(
+    card_num: *mut c_int,
+    card_list: *mut c_int,
+    list_len: c_int,
+) -> c_int {
+    if !INITIALISED.load(Ordering::SeqCst) {
+        return ERR_INNER;
+    }
+    if card_num.is_null() || card_list.is_null() || list_len <= 0 {
+        return ERR_INVALID_PARAMETER;
+    }
+    let Some(s) = scenario() else {
+        return ERR_INNER;
+    };
+    if s.cards.len() > list_len as usize {
+        return ERR_INVALID_PARAMETER;
+    }
+    // SAFETY: non-null, and the caller guarantees `list_len` ints; we write at most
+    // `cards.len() <= list_len` entries.
+    unsafe {
+        *card_num = s.cards.len() as c_int;
+        for (i, c) in s.cards.iter().enumerate() {
+            *card_list.add(i) = c.card_id;
+        }
+    }
+    DCMI_OK
+}
+
+/// `int dcmi_get_device_num_in_card(int card_id, int *device_num)`
+///
+/// # Safety
+/// `device_num` must be writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_num_in_card(
+    card_id: c_int,
+    device_num: *mut c_int,
+) -> c_int {
+    if !INITIALISED.load(Ordering::SeqCst) {
+        return ERR_INNER;
+    }
+    if device_num.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    let Some(s) = scenario() else {
+        return ERR_INNER;
+    };
+    let Some(card) = s.cards.iter().find(|c| c.card_id == card_id) else {
+        return ERR_INVALID_DEVICE_ID;
+    };
+    // SAFETY: checked non-null above.
+    unsafe { *device_num = card.chips.len() as c_int };
+    DCMI_OK
+}
+
+/// `int dcmi_get_device_logic_id(int *device_logic_id, int card_id, int device_id)`
+///
+/// # Safety
+/// `logic_id` must be writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_logic_id(
+    logic_id: *mut c_int,
+    card_id: c_int,
+    device_id: c_int,
+) -> c_int {
+    if logic_id.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!("dcmi_get_device_logic_id", card_id, device_id, None, |c| {
+        // SAFETY: checked non-null above.
+        unsafe { *logic_id = c.logic_id };
+        DCMI_OK
+    })
+}
+
+/// `int dcmi_get_device_phyid_from_logicid(unsigned int logicid, unsigned int *phyid)`
+///
+/// # Safety
+/// `phy_id` must be writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_phyid_from_logicid(
+    logic_id: c_uint,
+    phy_id: *mut c_uint,
+) -> c_int {
+    if !INITIALISED.load(Ordering::SeqCst) {
+        return ERR_INNER;
+    }
+    if phy_id.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    let Some(s) = scenario() else {
+        return ERR_INNER;
+    };
+    let Some((card, dev, _)) = find_by_logic(&s, logic_id as c_int) else {
+        return ERR_INVALID_DEVICE_ID;
+    };
+    chip_call!("dcmi_get_device_phyid_from_logicid", card, dev, None, |c| {
+        // SAFETY: checked non-null above.
+        unsafe { *phy_id = c.phy_id };
+        DCMI_OK
+    })
+}
+
+/// `int dcmi_get_device_chip_info(int card_id, int device_id, struct dcmi_chip_info *chip_info)`
+///
+/// # Safety
+/// `out` must point to a writable `struct dcmi_chip_info`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_chip_info(
+    card_id: c_int,
+    device_id: c_int,
+    out: *mut DcmiChipInfo,
+) -> c_int {
+    if out.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!("dcmi_get_device_chip_info", card_id, device_id, None, |c| {
+        let Some(info) = c.chip.as_ref() else {
+            return ERR_NOT_SUPPORT;
+        };
+        // SAFETY: non-null and points to a caller-owned struct of this layout.
+        let out = unsafe { &mut *out };
+        copy_str(&mut out.chip_type, &info.chip_type);
+        copy_str(&mut out.chip_name, &info.name);
+        copy_str(&mut out.chip_ver, &info.version);
+        out.aicore_cnt = info.aicore_count;
+        DCMI_OK
+    })
+}
+
+/// `int dcmi_get_device_chip_info_v2(int card_id, int device_id, struct dcmi_chip_info_v2 *chip_info)`
+///
+/// # Safety
+/// `out` must point to a writable `struct dcmi_chip_info_v2`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_chip_info_v2(
+    card_id: c_int,
+    device_id: c_int,
+    out: *mut DcmiChipInfoV2,
+) -> c_int {
+    if out.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!(
+        "dcmi_get_device_chip_info_v2",
+        card_id,
+        device_id,
+        None,
+        |c| {
+            let Some(info) = c.chip.as_ref() else {
+                return ERR_NOT_SUPPORT;
+            };
+            // SAFETY: non-null and points to a caller-owned struct of this layout.
+            let out = unsafe { &mut *out };
+            copy_str(&mut out.chip_type, &info.chip_type);
+            copy_str(&mut out.chip_name, &info.name);
+            copy_str(&mut out.chip_ver, &info.version);
+            out.aicore_cnt = info.aicore_count;
+            copy_str(&mut out.npu_name, info.npu_name.as_deref().unwrap_or(""));
+            DCMI_OK
+        }
+    )
+}
+
+/// `int dcmi_get_device_pcie_info_v2(int card_id, int device_id, struct dcmi_pcie_info_all *pcie_info)`
+///
+/// # Safety
+/// `out` must point to a writable `struct dcmi_pcie_info_all`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_pcie_info_v2(
+    card_id: c_int,
+    device_id: c_int,
+    out: *mut DcmiPcieInfoAll,
+) -> c_int {
+    if out.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!(
+        "dcmi_get_device_pcie_info_v2",
+        card_id,
+        device_id,
+        None,
+        |c| {
+            let Some(p) = c.pcie.as_ref() else {
+                return ERR_NOT_SUPPORT;
+            };
+            // SAFETY: non-null and points to a caller-owned struct of this layout.
+            let out = unsafe { &mut *out };
+            out.venderid = 0x19e5;
+            out.subvenderid = 0x0200;
+            out.deviceid = 0xd802;
+            out.subdeviceid = 0x0100;
+            out.domain = p.domain;
+            out.bdf_busid = p.bus;
+            out.bdf_deviceid = p.device;
+            out.bdf_funcid = p.function;
+            DCMI_OK
+        }
+    )
+}
+
+/// `int dcmi_get_device_die_v2(int card_id, int device_id, enum dcmi_die_type input_type, struct dcmi_die_id *die_id)`
+///
+/// # Safety
+/// `out` must point to a writable `struct dcmi_die_id`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_die_v2(
+    card_id: c_int,
+    device_id: c_int,
+    die_type: c_int,
+    out: *mut DcmiDieId,
+) -> c_int {
+    if out.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!(
+        "dcmi_get_device_die_v2",
+        card_id,
+        device_id,
+        Some(die_type),
+        |c| {
+            // Only VDIE (1) is modelled.
+            if die_type != 1 {
+                return ERR_NOT_SUPPORT;
+            }
+            let Some(words) = c.vdie_id else {
+                return ERR_NOT_SUPPORT;
+            };
+            // SAFETY: non-null and points to a caller-owned struct of this layout.
+            unsafe { (*out).soc_die = words };
+            DCMI_OK
+        }
+    )
+}
+
+/// `int dcmi_get_card_elabel_v2(int card_id, struct dcmi_elabel_info *elabel_info)`
+///
+/// The serial of the card is the serial of its first chip in the scenario.
+///
+/// # Safety
+/// `out` must point to a writable `struct dcmi_elabel_info`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_card_elabel_v2(
+    card_id: c_int,
+    out: *mut DcmiElabelInfo,
+) -> c_int {
+    if out.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!("dcmi_get_card_elabel_v2", card_id, 0, None, |c| {
+        let Some(serial) = c.serial.as_deref() else {
+            return ERR_NOT_SUPPORT;
+        };
+        // SAFETY: non-null and points to a caller-owned struct of this layout.
+        let out = unsafe { &mut *out };
+        copy_str(&mut out.product_name, "Atlas 800T A2");
+        copy_str(&mut out.model, "fake");
+        copy_str(&mut out.manufacturer, "hcclwatch tests");
+        copy_str(&mut out.manufacturer_date, "2026/01/01");
+        copy_str(&mut out.serial_number, serial);
+        DCMI_OK
+    })
+}
+
+/// `int dcmi_get_device_health(int card_id, int device_id, unsigned int *health)`
+///
+/// # Safety
+/// `health` must be writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_health(
+    card_id: c_int,
+    device_id: c_int,
+    health: *mut c_uint,
+) -> c_int {
+    if health.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!("dcmi_get_device_health", card_id, device_id, None, |c| {
+        let Some(h) = c.health else {
+            return ERR_NOT_SUPPORT;
+        };
+        // SAFETY: checked non-null above.
+        unsafe { *health = h };
+        DCMI_OK
+    })
+}
+
+/// `int dcmi_get_device_errorcode_v2(int card_id, int device_id, int *error_count, unsigned int *error_code_list, unsigned int list_len)`
+///
+/// # Safety
+/// `count` must be writable; `list` must hold `list_len` entries.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_errorcode_v2(
+    card_id: c_int,
+    device_id: c_int,
+    count: *mut c_int,
+    list: *mut c_uint,
+    list_len: c_uint,
+) -> c_int {
+    if count.is_null() || list.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!(
+        "dcmi_get_device_errorcode_v2",
+        card_id,
+        device_id,
+        None,
+        |c| {
+            let n = c.error_codes.len().min(list_len as usize);
+            // SAFETY: non-null; at most `list_len` entries are written.
+            unsafe {
+                *count = n as c_int;
+                for (i, code) in c.error_codes.iter().take(n).enumerate() {
+                    *list.add(i) = *code;
+                }
+            }
+            DCMI_OK
+        }
+    )
+}
+
+/// `int dcmi_get_device_temperature(int card_id, int device_id, int *temperature)`
+///
+/// # Safety
+/// `out` must be writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_temperature(
+    card_id: c_int,
+    device_id: c_int,
+    out: *mut c_int,
+) -> c_int {
+    if out.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!(
+        "dcmi_get_device_temperature",
+        card_id,
+        device_id,
+        None,
+        |c| {
+            let Some(v) = c.temperature_c else {
+                return ERR_NOT_SUPPORT;
+            };
+            // SAFETY: checked non-null above.
+            unsafe { *out = v };
+            DCMI_OK
+        }
+    )
+}
+
+/// `int dcmi_get_device_power_info(int card_id, int device_id, int *power)` (0.1 W)
+///
+/// # Safety
+/// `out` must be writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_power_info(
+    card_id: c_int,
+    device_id: c_int,
+    out: *mut c_int,
+) -> c_int {
+    if out.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!(
+        "dcmi_get_device_power_info",
+        card_id,
+        device_id,
+        None,
+        |c| {
+            let Some(v) = c.power_dw else {
+                return ERR_NOT_SUPPORT;
+            };
+            // SAFETY: checked non-null above.
+            unsafe { *out = v };
+            DCMI_OK
+        }
+    )
+}
+
+/// `int dcmi_get_device_voltage(int card_id, int device_id, unsigned int *voltage)` (0.01 V)
+///
+/// # Safety
+/// `out` must be writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_voltage(
+    card_id: c_int,
+    device_id: c_int,
+    out: *mut c_uint,
+) -> c_int {
+    if out.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!("dcmi_get_device_voltage", card_id, device_id, None, |c| {
+        let Some(v) = c.voltage_cv else {
+            return ERR_NOT_SUPPORT;
+        };
+        // SAFETY: checked non-null above.
+        unsafe { *out = v };
+        DCMI_OK
+    })
+}
+
+/// `int dcmi_get_device_frequency(int card_id, int device_id, enum dcmi_freq_type input_type, unsigned int *frequency)` (MHz)
+///
+/// # Safety
+/// `out` must be writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_frequency(
+    card_id: c_int,
+    device_id: c_int,
+    freq_type: c_int,
+    out: *mut c_uint,
+) -> c_int {
+    if out.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!(
+        "dcmi_get_device_frequency",
+        card_id,
+        device_id,
+        Some(freq_type),
+        |c| {
+            let v = match freq_type {
+                7 => c.aicore_mhz,
+                6 => c.hbm.as_ref().map(|h| h.freq_mhz),
+                _ => None,
+            };
+            let Some(v) = v else { return ERR_NOT_SUPPORT };
+            // SAFETY: checked non-null above.
+            unsafe { *out = v };
+            DCMI_OK
+        }
+    )
+}
+
+/// `int dcmi_get_device_utilization_rate(int card_id, int device_id, int input_type, unsigned int *utilization_rate)` (%)
+///
+/// # Safety
+/// `out` must be writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_utilization_rate(
+    card_id: c_int,
+    device_id: c_int,
+    input_type: c_int,
+    out: *mut c_uint,
+) -> c_int {
+    if out.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!(
+        "dcmi_get_device_utilization_rate",
+        card_id,
+        device_id,
+        Some(input_type),
+        |c| {
+            let Some(u) = c.utilization.as_ref() else {
+                return ERR_NOT_SUPPORT;
+            };
+            let v = match input_type {
+                2 => u.aicore,
+                6 => u.hbm,
+                12 => u.vector,
+                13 => u.overall,
+                14 => u.cube,
+                _ => None,
+            };
+            let Some(v) = v else { return ERR_NOT_SUPPORT };
+            // SAFETY: checked non-null above.
+            unsafe { *out = v };
+            DCMI_OK
+        }
+    )
+}
+
+/// `int dcmi_get_device_multi_utilization_rate(int card_id, int device_id, struct dcmi_multi_utilization_info *info)`
+///
+/// # Safety
+/// `out` must point to a writable `struct dcmi_multi_utilization_info`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_multi_utilization_rate(
+    card_id: c_int,
+    device_id: c_int,
+    out: *mut DcmiMultiUtilization,
+) -> c_int {
+    if out.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!(
+        "dcmi_get_device_multi_utilization_rate",
+        card_id,
+        device_id,
+        None,
+        |c| {
+            let Some(u) = c.utilization.as_ref() else {
+                return ERR_NOT_SUPPORT;
+            };
+            // SAFETY: non-null and points to a caller-owned struct of this layout.
+            let out = unsafe { &mut *out };
+            // A field the scenario leaves out reads as 0xFFFFFFFF, which callers must treat
+            // as "not available" (any value > 100 is invalid).
+            out.aic_util = u.cube.unwrap_or(u32::MAX);
+            out.aiv_util = u.vector.unwrap_or(u32::MAX);
+            out.aicore_util = u.aicore.unwrap_or(u32::MAX);
+            out.npu_util = u.overall.unwrap_or(u32::MAX);
+            DCMI_OK
+        }
+    )
+}
+
+/// `int dcmi_get_device_hbm_info(int card_id, int device_id, struct dcmi_hbm_info *hbm_info)` (MB)
+///
+/// # Safety
+/// `out` must point to a writable `struct dcmi_hbm_info`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_hbm_info(
+    card_id: c_int,
+    device_id: c_int,
+    out: *mut DcmiHbmInfo,
+) -> c_int {
+    if out.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!("dcmi_get_device_hbm_info", card_id, device_id, None, |c| {
+        let Some(h) = c.hbm.as_ref() else {
+            return ERR_NOT_SUPPORT;
+        };
+        // SAFETY: non-null and points to a caller-owned struct of this layout.
+        let out = unsafe { &mut *out };
+        out.memory_size = h.total_mb;
+        out.freq = h.freq_mhz;
+        out.memory_usage = h.used_mb;
+        out.temp = h.temp_c;
+        out.bandwith_util_rate = h.bandwidth_util;
+        DCMI_OK
+    })
+}
+
+/// `int dcmi_get_device_memory_info_v3(int card_id, int device_id, struct dcmi_get_memory_info_stru *memory_info)` (MB)
+///
+/// # Safety
+/// `out` must point to a writable `struct dcmi_get_memory_info_stru`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_memory_info_v3(
+    card_id: c_int,
+    device_id: c_int,
+    out: *mut DcmiGetMemoryInfo,
+) -> c_int {
+    if out.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!(
+        "dcmi_get_device_memory_info_v3",
+        card_id,
+        device_id,
+        None,
+        |c| {
+            let Some(d) = c.ddr.as_ref() else {
+                return ERR_NOT_SUPPORT;
+            };
+            // SAFETY: non-null and points to a caller-owned struct of this layout.
+            let out = unsafe { &mut *out };
+            out.memory_size = d.total_mb;
+            out.memory_available = d.available_mb;
+            out.freq = d.freq_mhz;
+            out.hugepagesize = 2048;
+            out.hugepages_total = 0;
+            out.hugepages_free = 0;
+            out.utiliza = d.utilization;
+            DCMI_OK
+        }
+    )
+}
+
+/// `int dcmi_get_device_ecc_info(int card_id, int device_id, enum dcmi_device_type input_type, struct dcmi_ecc_info *device_ecc_info)`
+///
+/// # Safety
+/// `out` must point to at least 28 writable bytes (the official 7-field layout).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_ecc_info(
+    card_id: c_int,
+    device_id: c_int,
+    input_type: c_int,
+    out: *mut DcmiEccInfo,
+) -> c_int {
+    if out.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!(
+        "dcmi_get_device_ecc_info",
+        card_id,
+        device_id,
+        Some(input_type),
+        |c| {
+            // HBM = 2 is the only type a 910B answers.
+            if input_type != 2 {
+                return ERR_NOT_SUPPORT;
+            }
+            let Some(e) = c.ecc_hbm.as_ref() else {
+                return ERR_NOT_SUPPORT;
+            };
+            // SAFETY: non-null; the caller provides at least the official 28-byte layout.
+            let out = unsafe { &mut *out };
+            out.enable_flag = e.enabled;
+            out.single_bit_error_cnt = e.single;
+            out.double_bit_error_cnt = e.double;
+            out.total_single_bit_error_cnt = e.total_single;
+            out.total_double_bit_error_cnt = e.total_double;
+            out.single_bit_isolated_pages_cnt = e.single_isolated_pages;
+            out.double_bit_isolated_pages_cnt = e.double_isolated_pages;
+            DCMI_OK
+        }
+    )
+}
+
+/// `int dcmi_get_device_network_health(int card_id, int device_id, enum dcmi_rdfx_detect_result *result)`
+///
+/// # Safety
+/// `out` must be writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_network_health(
+    card_id: c_int,
+    device_id: c_int,
+    out: *mut c_int,
+) -> c_int {
+    if out.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!(
+        "dcmi_get_device_network_health",
+        card_id,
+        device_id,
+        None,
+        |c| {
+            let Some(v) = c.network_health else {
+                return ERR_NOT_SUPPORT;
+            };
+            // SAFETY: checked non-null above.
+            unsafe { *out = v };
+            DCMI_OK
+        }
+    )
+}
+
+/// `int dcmi_get_netdev_pkt_stats_info(int card_id, int device_id, int port_id, struct dcmi_network_pkt_stats_info *info)`
+///
+/// # Safety
+/// `out` must point to a writable `struct dcmi_network_pkt_stats_info`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_netdev_pkt_stats_info(
+    card_id: c_int,
+    device_id: c_int,
+    port_id: c_int,
+    out: *mut DcmiNetworkPktStats,
+) -> c_int {
+    if out.is_null() || port_id != 0 {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!(
+        "dcmi_get_netdev_pkt_stats_info",
+        card_id,
+        device_id,
+        None,
+        |c| {
+            let Some(stats) = c.pkt_stats.as_ref() else {
+                return ERR_NOT_SUPPORT;
+            };
+            if let Some(bad) = stats
+                .keys()
+                .find(|k| !PKT_STATS_FIELDS.contains(&k.as_str()))
+            {
+                eprintln!("fake-dcmi: unknown pkt_stats key {bad:?}");
+                return ERR_INNER;
+            }
+            // SAFETY: non-null and points to a caller-owned struct of this layout.
+            let out = unsafe { &mut *out };
+            for (i, name) in PKT_STATS_FIELDS.iter().enumerate() {
+                out.counters[i] = stats.get(*name).copied().unwrap_or(0);
+            }
+            out.tv_sec = 0;
+            out.tv_usec = 0;
+            DCMI_OK
+        }
+    )
+}
+
+/// `int dcmi_get_hccs_link_bandwidth_info(int card_id, int device_id, struct dcmi_hccs_bandwidth_info *info)` (GB/s)
+///
+/// # Safety
+/// `out` must point to a readable and writable `struct dcmi_hccs_bandwidth_info`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_hccs_link_bandwidth_info(
+    card_id: c_int,
+    device_id: c_int,
+    out: *mut DcmiHccsBandwidth,
+) -> c_int {
+    if out.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    // SAFETY: non-null and points to a caller-owned struct of this layout.
+    let out = unsafe { &mut *out };
+    if !(1..=1000).contains(&out.profiling_time) {
+        return ERR_INVALID_PARAMETER;
+    }
+    chip_call!(
+        "dcmi_get_hccs_link_bandwidth_info",
+        card_id,
+        device_id,
+        None,
+        |c| {
+            let Some(h) = c.hccs.as_ref() else {
+                return ERR_NOT_SUPPORT;
+            };
+            out.tx_bandwidth = [0.0; 16];
+            out.rx_bandwidth = [0.0; 16];
+            for (i, v) in h.tx_bandwidth_gbps.iter().take(16).enumerate() {
+                out.tx_bandwidth[i] = *v;
+            }
+            for (i, v) in h.rx_bandwidth_gbps.iter().take(16).enumerate() {
+                out.rx_bandwidth[i] = *v;
+            }
+            out.total_txbw = out.tx_bandwidth.iter().sum();
+            out.total_rxbw = out.rx_bandwidth.iter().sum();
+            DCMI_OK
+        }
+    )
+}
+
+/// `int dcmi_get_device_info(int card_id, int device_id, enum dcmi_main_cmd main_cmd, unsigned int sub_cmd, void *buf, unsigned int *size)`
+///
+/// Only the HCCS statistics commands (main 16, sub 5 = 64-bit, sub 3 = 32-bit) are modelled.
+///
+/// # Safety
+/// `buf` must point to `*size` writable bytes; `size` must be readable and writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_info(
+    card_id: c_int,
+    device_id: c_int,
+    main_cmd: c_int,
+    sub_cmd: c_uint,
+    buf: *mut c_void,
+    size: *mut c_uint,
+) -> c_int {
+    if buf.is_null() || size.is_null() {
+        return ERR_INVALID_PARAMETER;
+    }
+    if main_cmd != 16 || (sub_cmd != 5 && sub_cmd != 3) {
+        return ERR_NOT_SUPPORT;
+    }
+    chip_call!(
+        "dcmi_get_device_info",
+        card_id,
+        device_id,
+        Some(sub_cmd as c_int),
+        |c| {
+            let Some(h) = c.hccs.as_ref() else {
+                return ERR_NOT_SUPPORT;
+            };
+            if sub_cmd == 5 && h.stats_u32_only {
+                return ERR_NOT_SUPPORT;
+            }
+            let fields = [&h.tx_cnt, &h.rx_cnt, &h.crc_err_cnt];
+            // SAFETY: `size` non-null, provided by the caller.
+            let avail = unsafe { *size } as usize;
+            if sub_cmd == 5 {
+                if avail < 1024 {
+                    return ERR_INVALID_PARAMETER;
+                }
+                let mut words = [0u64; 128];
+                for (f, values) in fields.iter().enumerate() {
+                    for (i, v) in values.iter().take(16).enumerate() {
+                        words[f * 16 + i] = *v;
+                    }
+                }
+                // SAFETY: `buf` holds at least 1024 bytes (checked); unaligned write is fine.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        words.as_ptr().cast::<u8>(),
+                        buf.cast::<u8>(),
+                        1024,
+                    );
+                    *size = 1024;
+                }
+            } else {
+                if avail < 512 {
+                    return ERR_INVALID_PARAMETER;
+                }
+                let mut words = [0u32; 128];
+                for (f, values) in fields.iter().enumerate() {
+                    for (i, v) in values.iter().take(16).enumerate() {
+                        words[f * 16 + i] = *v as u32;
+                    }
+                }
+                // SAFETY: `buf` holds at least 512 bytes (checked).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        words.as_ptr().cast::<u8>(),
+                        buf.cast::<u8>(),
+                        512,
+                    );
+                    *size = 512;
+                }
+            }
+            DCMI_OK
+        }
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// `missing_symbols`: make named exports genuinely absent.
+//
+// A symbol cannot be un-exported at run time, but `dlsym` finds names by comparing them
+// with the library's dynamic string table. Renaming an entry in our own mapped `.dynstr`
+// (first byte → 'X') before `dlopen` returns makes `dlsym("dcmi_…")` return NULL, which is
+// exactly what a caller sees with an older libdcmi.so that lacks the function.
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static HIDE_MISSING_SYMBOLS: extern "C" fn() = hide_missing_symbols;
+
+extern "C" fn hide_missing_symbols() {
+    let Some(path) = scenario_path() else { return };
+    let Some(s) = read_scenario(&path) else {
+        return;
+    };
+    if s.missing_symbols.is_empty() {
+        return;
+    }
+    // SAFETY: called once from the loader's constructor phase, before any other thread
+    // can look symbols up in this object; `hide` only touches this object's own mapping.
+    unsafe { hide(&s.missing_symbols) };
+}
+
+/// # Safety
+/// Must run while no other thread resolves symbols from this library.
+unsafe fn hide(names: &[String]) {
+    let mut info: libc::Dl_info = Dl_info_zeroed();
+    // SAFETY: dladdr only reads the loader's tables; the address is a function in this object.
+    if unsafe { libc::dladdr(hide_missing_symbols as *const c_void, &mut info) } == 0 {
+        return;
+    }
+    let base = info.dli_fbase as usize;
+    // SAFETY: `base` is the load address of this ELF object; its header and program
+    // headers are mapped read-only at that address for the object's whole lifetime.
+    unsafe {
+        let ehdr = &*(base as *const libc::Elf64_Ehdr);
+        let phdrs = std::slice::from_raw_parts(
+            (base + ehdr.e_phoff as usize) as *const libc::Elf64_Phdr,
+            ehdr.e_phnum as usize,
+        );
+        let Some(dynamic) = phdrs.iter().find(|p| p.p_type == libc::PT_DYNAMIC) else {
+            return;
+        };
+        let mut dynp = (base + dynamic.p_vaddr as usize) as *const Elf64Dyn;
+        let (mut strtab, mut strsz) = (0usize, 0usize);
+        while (*dynp).d_tag != 0 {
+            match (*dynp).d_tag {
+                5 => strtab = (*dynp).d_un as usize, // DT_STRTAB
+                10 => strsz = (*dynp).d_un as usize, // DT_STRSZ
+                _ => {}
+            }
+            dynp = dynp.add(1);
+        }
+        if strtab == 0 || strsz == 0 {
+            return;
+        }
+        // glibc relocates DT_STRTAB in place on x86_64; other loaders may leave it relative.
+        if strtab < base {
+            strtab += base;
+        }
+        let table = std::slice::from_raw_parts(strtab as *const u8, strsz);
+        let mut targets = Vec::new();
+        let mut start = 0;
+        for (i, b) in table.iter().enumerate() {
+            if *b == 0 {
+                if names.iter().any(|n| n.as_bytes() == &table[start..i]) {
+                    targets.push(strtab + start);
+                }
+                start = i + 1;
+            }
+        }
+        let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
+        let rel = strtab - base;
+        let seg = phdrs.iter().find(|p| {
+            p.p_type == libc::PT_LOAD
+                && (p.p_vaddr as usize) <= rel
+                && rel < (p.p_vaddr + p.p_memsz) as usize
+        });
+        let mut prot = libc::PROT_READ;
+        if let Some(seg) = seg {
+            if seg.p_flags & libc::PF_W != 0 {
+                prot |= libc::PROT_WRITE;
+            }
+            if seg.p_flags & libc::PF_X != 0 {
+                prot |= libc::PROT_EXEC;
+            }
+        }
+        for addr in targets {
+            let page_start = addr & !(page - 1);
+            if libc::mprotect(page_start as *mut c_void, page, prot | libc::PROT_WRITE) != 0 {
+                eprintln!("fake-dcmi: mprotect failed; missing_symbols not applied");
+                return;
+            }
+            *(addr as *mut u8) = b'X';
+            libc::mprotect(page_start as *mut c_void, page, prot);
+        }
+    }
+}
+
+/// `Elf64_Dyn` (libc does not define it): a tag and a value/pointer.
+#[repr(C)]
+struct Elf64Dyn {
+    d_tag: i64,
+    d_un: u64,
+}
+
+#[allow(non_snake_case)]
+fn Dl_info_zeroed() -> libc::Dl_info {
+    libc::Dl_info {
+        dli_fname: std::ptr::null(),
+        dli_fbase: std::ptr::null_mut(),
+        dli_sname: std::ptr::null(),
+        dli_saddr: std::ptr::null_mut(),
+    }
+}
