@@ -15,8 +15,8 @@ fn main() {
     let commit =
         run("git", &["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
     let date = run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]).unwrap_or_else(|| "unknown".into());
-    println!("cargo:rustc-env=HCCLWATCH_GIT_COMMIT={commit}");
-    println!("cargo:rustc-env=HCCLWATCH_BUILD_DATE={date}");
+    println!("cargo:rustc-env=BUILD_INFO_GIT_COMMIT={commit}");
+    println!("cargo:rustc-env=BUILD_INFO_DATE={date}");
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/refs/heads");
 }

@@ -541,16 +541,6 @@ impl Config {
                 "empty path; remove the key to search the standard locations".into(),
             ));
         }
-        if self.telemetry.network_health_deadline > self.telemetry.intervals.health {
-            out.push((
-                "telemetry.network_health_deadline".into(),
-                format!(
-                    "{} is longer than telemetry.intervals.health ({}); a hung call would delay every health cycle",
-                    duration::format(self.telemetry.network_health_deadline),
-                    duration::format(self.telemetry.intervals.health)
-                ),
-            ));
-        }
         out
     }
 }
@@ -701,11 +691,6 @@ helth = \"5s\"
         assert!(p[0].contains("reserved"), "{p:?}");
         let p = problems("[telemetry]\ndcmi_library = \"\"\n", &[]);
         assert!(p[0].contains("empty path"), "{p:?}");
-        let p = problems("[telemetry]\nnetwork_health_deadline = \"10s\"\n", &[]);
-        assert!(
-            p[0].starts_with("test.toml:2: telemetry.network_health_deadline: 10s is longer"),
-            "{p:?}"
-        );
         let p = problems("[web]\nlisten_address = \":99999\"\n", &[]);
         assert!(p[0].contains("not a number in 0..=65535"), "{p:?}");
     }

@@ -37,8 +37,8 @@ impl BuildInfo {
     pub fn current() -> Self {
         Self {
             version: env!("CARGO_PKG_VERSION"),
-            revision: env!("HCCLWATCH_GIT_COMMIT"),
-            build_date: env!("HCCLWATCH_BUILD_DATE"),
+            revision: env!("BUILD_INFO_GIT_COMMIT"),
+            build_date: env!("BUILD_INFO_DATE"),
         }
     }
 }

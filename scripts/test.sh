@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The one command that installs what the tests need (when missing) and runs the whole
+# suite: formatting, lints, the unsafe-code boundary, the workspace build (which produces
+# tests/fake-dcmi's libfake_dcmi.so) and every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages the tests use: promtool (prometheus) lints the exposition.
+missing=()
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "==> installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+echo "==> cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "==> cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "==> unsafe code only in telemetry/dcmi/ffi.rs"
+if grep -rnE '\bunsafe[[:space:]]*(\{|fn|impl|extern)' src | grep -v '^src/telemetry/dcmi/ffi.rs:'; then
+  echo "unsafe code outside src/telemetry/dcmi/ffi.rs" >&2
+  exit 1
+fi
+if [ "$(grep -rn 'allow(unsafe_code)' src | wc -l)" -ne 1 ]; then
+  echo "#[allow(unsafe_code)] must appear exactly once (on mod ffi)" >&2
+  exit 1
+fi
+
+echo "==> cargo build --workspace (builds libfake_dcmi.so)"
+cargo build --workspace --locked
+
+echo "==> cargo test --workspace"
+cargo test --workspace --locked

@@ -1,0 +1,332 @@
+//! Shared harness for black-box tests: start the real `hcclwatch` binary, learn its port
+//! from its own log line, scrape it over real TCP, and parse the exposition.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Path of `libfake_dcmi.so`, built by `cargo build --workspace`.
+pub fn fake_lib() -> PathBuf {
+    if let Some(p) = std::env::var_os("FAKE_DCMI_LIB") {
+        return PathBuf::from(p);
+    }
+    // Test binaries live in target/<profile>/deps; the cdylib in target/<profile>.
+    let exe = std::env::current_exe().expect("current_exe");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let lib = profile_dir.join("libfake_dcmi.so");
+    assert!(
+        lib.exists(),
+        "{} is missing: run `cargo build --workspace` (or `cargo build -p fake-dcmi`) before the tests",
+        lib.display()
+    );
+    lib
+}
+
+/// A running daemon; killed on drop.
+pub struct Daemon {
+    child: Child,
+    pub addr: String,
+    pub dir: tempfile::TempDir,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+/// How to start a daemon.
+pub struct Start<'a> {
+    pub config: &'a str,
+    pub scenario: Option<&'a str>,
+    pub env: Vec<(&'a str, String)>,
+    pub args: Vec<&'a str>,
+}
+
+impl<'a> Start<'a> {
+    pub fn new(config: &'a str) -> Self {
+        Self {
+            config,
+            scenario: None,
+            env: vec![],
+            args: vec![],
+        }
+    }
+
+    pub fn scenario(mut self, s: &'a str) -> Self {
+        self.scenario = Some(s);
+        self
+    }
+}
+
+/// A config using the fake library on an ephemeral loopback port, with fast intervals.
+pub fn fake_config(extra: &str) -> String {
+    format!(
+        r#"
+[web]
+listen_address = "127.0.0.1:0"
+
+[log]
+level = "debug"
+
+[telemetry]
+backend = "dcmi"
+dcmi_library = "{lib}"
+call_deadline = "500ms"
+network_health_deadline = "300ms"
+
+[telemetry.intervals]
+inventory = "2s"
+health = "300ms"
+sensors = "300ms"
+utilization = "300ms"
+memory = "300ms"
+network = "300ms"
+host = "1s"
+{extra}
+"#,
+        lib = fake_lib().display()
+    )
+}
+
+impl Daemon {
+    /// Starts the daemon and waits for its "listening" log line.
+    pub fn start(s: Start<'_>) -> Daemon {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cfg = dir.path().join("hcclwatch.toml");
+        std::fs::write(&cfg, s.config).expect("write config");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hcclwatch"));
+        cmd.arg("run").arg("--config.file").arg(&cfg).args(&s.args);
+        if let Some(scen) = s.scenario {
+            let p = dir.path().join("scenario.json");
+            std::fs::write(&p, scen).expect("write scenario");
+            cmd.env("FAKE_DCMI_SCENARIO", &p);
+        }
+        for (k, v) in &s.env {
+            cmd.env(k, v);
+        }
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn hcclwatch");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        let log2 = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("hcclwatch listening") {
+                    let _ = tx.send(line.clone());
+                }
+                log2.lock().unwrap().push(line);
+            }
+        });
+        let line = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(l) => l,
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "daemon did not start; log:\n{}",
+                    log.lock().unwrap().join("\n")
+                );
+            }
+        };
+        let addr = if line.starts_with('{') {
+            let v: serde_json::Value = serde_json::from_str(&line).expect("JSON log line");
+            v["address"].as_str().expect("address field").to_string()
+        } else {
+            line.split_whitespace()
+                .find_map(|kv| kv.strip_prefix("address="))
+                .expect("address in listening line")
+                .to_string()
+        };
+        Daemon {
+            child,
+            addr,
+            dir,
+            log,
+        }
+    }
+
+    pub fn scenario_path(&self) -> PathBuf {
+        self.dir.path().join("scenario.json")
+    }
+
+    /// Replaces the scenario atomically (write + rename), so the fake never reads half a file.
+    pub fn set_scenario(&self, json: &str) {
+        let tmp = self.dir.path().join("scenario.json.tmp");
+        std::fs::write(&tmp, json).unwrap();
+        std::fs::rename(&tmp, self.scenario_path()).unwrap();
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    pub fn get(&self, path: &str, accept: Option<&str>) -> Response {
+        http_get(&self.addr, path, accept)
+    }
+
+    pub fn scrape(&self) -> String {
+        let r = self.get("/metrics", None);
+        assert_eq!(r.status, 200, "scrape failed: {}", r.body);
+        r.body
+    }
+
+    /// Scrapes until `pred` holds, at most `timeout`; returns the matching scrape.
+    pub fn wait_for(&self, what: &str, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.scrape();
+            if pred(&s) {
+                return s;
+            }
+            if start.elapsed() > timeout {
+                panic!(
+                    "timed out waiting for {what}; last scrape:\n{s}\nlog:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Sends SIGTERM and waits for exit.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("daemon did not exit on SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal HTTP response.
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// HTTP/1.1 GET over a fresh TCP connection.
+pub fn http_get(addr: &str, path: &str, accept: Option<&str>) -> Response {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{accept}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read response");
+    let text = String::from_utf8(raw).expect("utf-8 response");
+    let (head, body) = text.split_once("\r\n\r\n").expect("header/body split");
+    let mut lines = head.lines();
+    let status: u16 = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .expect("status line");
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    Response {
+        status,
+        headers,
+        body: body.to_string(),
+    }
+}
+
+/// Parses the label set of an exposition line into pairs.
+fn parse_labels(s: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some((k, after)) = rest.split_once("=\"") {
+        let mut val = String::new();
+        let mut chars = after.char_indices();
+        let mut end = after.len();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' => {
+                    if let Some((_, n)) = chars.next() {
+                        val.push(n);
+                    }
+                }
+                '"' => {
+                    end = i + 1;
+                    break;
+                }
+                _ => val.push(c),
+            }
+        }
+        out.push((k.trim_start_matches(',').trim().to_string(), val));
+        rest = &after[end..];
+    }
+    out
+}
+
+/// Every sample of `name` whose labels include all of `want`.
+pub fn samples(text: &str, name: &str, want: &[(&str, &str)]) -> Vec<f64> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('#') {
+            continue;
+        }
+        let (series, value) = match line.rsplit_once(' ') {
+            Some(x) => x,
+            None => continue,
+        };
+        let (metric, labels) = match series.split_once('{') {
+            Some((m, l)) => (m, parse_labels(l.trim_end_matches('}'))),
+            None => (series, vec![]),
+        };
+        if metric != name {
+            continue;
+        }
+        if want
+            .iter()
+            .all(|(k, v)| labels.iter().any(|(lk, lv)| lk == k && lv == v))
+        {
+            out.push(value.parse().expect("numeric sample"));
+        }
+    }
+    out
+}
+
+/// The single sample of `name` with labels `want`, or `None` if absent. Panics if
+/// several series match: a test must name the series it means.
+pub fn value(text: &str, name: &str, want: &[(&str, &str)]) -> Option<f64> {
+    let v = samples(text, name, want);
+    assert!(v.len() <= 1, "{name}{want:?} matches {} series", v.len());
+    v.first().copied()
+}
