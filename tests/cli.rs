@@ -42,10 +42,10 @@ fn documented_example_covers_every_key() {
         if let Some(s) = l.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
             section = s.to_string();
             seen.insert(section.clone());
-        } else if let Some((k, _)) = l.split_once(" = ") {
-            if !k.contains(' ') {
-                seen.insert(format!("{section}.{k}"));
-            }
+        } else if let Some((k, _)) = l.split_once(" = ")
+            && !k.contains(' ')
+        {
+            seen.insert(format!("{section}.{k}"));
         }
     }
     for key in hcclwatch::config::schema::SCHEMA {
