@@ -748,3 +748,42 @@ host = "200ms"
     );
     assert_eq!(d.get("/-/healthy", None).status, 200);
 }
+
+/// Threads stuck inside DCMI are bounded by `max_stuck_calls`, and released when the
+/// calls return.
+#[test]
+fn stuck_calls_are_bounded_and_released() {
+    let cfg = fake_config("").replace("[telemetry]\n", "[telemetry]\nmax_stuck_calls = 2\n");
+    let hang = |ms: u64| {
+        scenario(|s| {
+            for (c, i) in [(0, 0), (0, 1), (1, 0)] {
+                chip_mut(s, c, i)["hang_ms"] = json!({"dcmi_get_device_temperature": ms});
+            }
+        })
+    };
+    let d = Daemon::start(Start::new(&cfg).scenario(&hang(2500)));
+    let s = d.wait_for("two stuck calls", Duration::from_secs(10), |s| {
+        value(s, "hcclwatch_dcmi_stuck_calls", &[]) == Some(2.0)
+    });
+    assert_eq!(
+        value(&s, "hcclwatch_npu_temperature_celsius", &npu("4")),
+        None
+    );
+    // Never more than the bound, however long the hang lasts.
+    for _ in 0..10 {
+        let s = d.scrape();
+        assert!(value(&s, "hcclwatch_dcmi_stuck_calls", &[]).unwrap() <= 2.0);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(d.log().contains("DCMI calls suspended until one returns"));
+    // Once the hangs end, the threads return and collection resumes.
+    d.set_scenario(&hang(0));
+    d.wait_for(
+        "stuck calls to drain and temperatures to return",
+        Duration::from_secs(10),
+        |s| {
+            value(s, "hcclwatch_dcmi_stuck_calls", &[]) == Some(0.0)
+                && value(s, "hcclwatch_npu_temperature_celsius", &npu("4")) == Some(49.0)
+        },
+    );
+}

@@ -668,3 +668,144 @@ pub fn index_page(telemetry_path: &str, build: &BuildInfo) -> String {
     );
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::model::Hccs;
+    use crate::telemetry::sim::SimSource;
+    use crate::telemetry::store::{CollectorStatus, HostPart, NpuPart};
+    use crate::telemetry::{DeviceSource, Group, NpuState, SourceStats};
+    use std::time::Duration;
+
+    fn full_store() -> Arc<Store> {
+        let mut sim = SimSource::new(2, 3);
+        let mut state = NpuState::default();
+        for g in Group::ALL {
+            sim.collect(g, &mut state);
+        }
+        for c in state.chips.values_mut() {
+            c.faults = Some(vec![model::FAULT_CARD_DROPPED]);
+            c.ddr = Some(model::Ddr {
+                total_bytes: 2,
+                used_bytes: 1,
+            });
+            c.hccs = Hccs {
+                tx_bytes_per_second: Some([1.0; 16]),
+                rx_bytes_per_second: Some([1.0; 16]),
+                tx_flits: Some([1; 16]),
+                rx_flits: Some([1; 16]),
+                crc_errors: Some([0; 16]),
+            };
+        }
+        let mut stats = SourceStats::default();
+        stats
+            .call_errors
+            .insert(("dcmi_get_device_health".into(), "-8012".into()), 1);
+        stats
+            .timeouts
+            .insert("dcmi_get_device_network_health".into(), 1);
+        stats
+            .unsupported
+            .insert(("dcmi_get_device_memory_info_v3".into(), "not_supported"));
+        let status = CollectorStatus {
+            name: "dcmi".into(),
+            success: true,
+            duration: Duration::from_millis(1),
+            last_success: Some(SystemTime::now()),
+        };
+        let store = Arc::new(Store::new(true, true));
+        store.publish_npu(NpuPart {
+            backend: Some("dcmi"),
+            backend_up: true,
+            state,
+            collectors: [("dcmi".to_string(), status.clone())].into_iter().collect(),
+            stats,
+        });
+        let mut host = crate::telemetry::host::HostSource::new();
+        let _ = host.collect();
+        store.publish_host(HostPart {
+            readings: host.collect(),
+            collector: Some(CollectorStatus {
+                name: "host".into(),
+                ..status
+            }),
+        });
+        store
+    }
+
+    /// Every family follows the Prometheus naming guide: one prefix, snake_case, `_total`
+    /// exactly on counters, a base unit where the name carries one.
+    #[test]
+    fn metric_names_follow_conventions() {
+        let reg = registry(full_store(), BuildInfo::current());
+        let text = encode(&reg, Format::Text004).unwrap();
+        let mut families = 0;
+        for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+            let mut parts = line.split_whitespace().skip(2);
+            let (name, kind) = (parts.next().unwrap(), parts.next().unwrap());
+            families += 1;
+            assert!(name.starts_with("hcclwatch_"), "{name}");
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{name} is not snake_case"
+            );
+            match kind {
+                "counter" => assert!(name.ends_with("_total"), "counter {name} lacks _total"),
+                "gauge" => assert!(
+                    !name.ends_with("_total") && !name.ends_with("_count"),
+                    "gauge {name} ends like a counter"
+                ),
+                other => panic!("unexpected type {other} for {name}"),
+            }
+            for bad in [
+                "_celsius_",
+                "_percent",
+                "_mb",
+                "_kb",
+                "_milliseconds",
+                "_mhz",
+            ] {
+                assert!(!name.contains(bad), "{name} uses a non-base unit");
+            }
+        }
+        assert!(families >= 40, "only {families} families rendered");
+        // No sample carries a timestamp: every sample line is `series value`.
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let after_labels = line.rsplit_once('}').map_or(line, |(_, rest)| rest);
+            assert_eq!(
+                after_labels.split_whitespace().count(),
+                if line.contains('}') { 1 } else { 2 },
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn format_negotiation() {
+        assert_eq!(Format::negotiate(None), Format::Text004);
+        assert_eq!(
+            Format::negotiate(Some("text/plain;version=0.0.4")),
+            Format::Text004
+        );
+        assert_eq!(
+            Format::negotiate(Some(
+                "application/openmetrics-text;version=1.0.0;q=0.9,*/*;q=0.1"
+            )),
+            Format::OpenMetrics
+        );
+    }
+
+    #[test]
+    fn empty_store_renders_build_info_and_zero_devices() {
+        let reg = registry(Arc::new(Store::new(false, false)), BuildInfo::current());
+        let text = encode(&reg, Format::Text004).unwrap();
+        assert!(text.contains("hcclwatch_build_info{"));
+        assert!(text.contains("hcclwatch_devices 0"));
+        assert!(
+            !text.contains("hcclwatch_npu_"),
+            "no NPU series without NPUs:\n{text}"
+        );
+    }
+}

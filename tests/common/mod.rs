@@ -112,6 +112,8 @@ impl Daemon {
         cmd.stdout(Stdio::null()).stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn hcclwatch");
         let stderr = child.stderr.take().expect("stderr");
+        // From here on the child is owned by a guard, so any panic below kills it.
+        let mut guard = KillOnDrop(Some(child));
         let log = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = mpsc::channel();
         let log2 = log.clone();
@@ -126,7 +128,6 @@ impl Daemon {
         let line = match rx.recv_timeout(Duration::from_secs(20)) {
             Ok(l) => l,
             Err(_) => {
-                let _ = child.kill();
                 panic!(
                     "daemon did not start; log:\n{}",
                     log.lock().unwrap().join("\n")
@@ -142,6 +143,7 @@ impl Daemon {
                 .expect("address in listening line")
                 .to_string()
         };
+        let child = guard.0.take().expect("child");
         Daemon {
             child,
             addr,
@@ -207,6 +209,17 @@ impl Daemon {
                 panic!("daemon did not exit on SIGTERM");
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+struct KillOnDrop(Option<Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
         }
     }
 }
