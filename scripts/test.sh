@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages the tests use: promtool (prometheus) lints the exposition.
+# Debian packages the tests use: promtool (prometheus) lints the 0.0.4 exposition.
 missing=()
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -13,6 +13,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# PyPI prometheus-client: the reference OpenMetrics parser, for the OpenMetrics output.
+if ! python3 -c "import prometheus_client.openmetrics.parser" >/dev/null 2>&1; then
+  echo "==> installing prometheus-client (PyPI)"
+  python3 -m pip install -q "prometheus-client==0.26.0"
 fi
 
 echo "==> cargo fmt --check"
