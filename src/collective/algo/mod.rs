@@ -1,0 +1,148 @@
+//! Collective algorithms, each a sequence of [`OpCtx::exchange`] steps.
+//!
+//! An algorithm sees only the mesh, byte buffers and a data type; it never allocates a
+//! connection or knows about bootstrap. Partition arithmetic lives here so every
+//! algorithm splits `count` elements the same way: the first `count % n` parts get one
+//! extra element.
+
+pub mod hd;
+pub mod pairwise;
+pub mod ring;
+pub mod select;
+pub mod tree;
+
+use std::ops::Range;
+use std::time::Instant;
+
+use super::dtype::DataType;
+use super::error::CollResult;
+use super::transport::{Mesh, RecvMode};
+
+/// Element counts of the `n` parts of `count` elements.
+pub fn part_counts(count: usize, n: usize) -> Vec<usize> {
+    let n = n.max(1);
+    (0..n)
+        .map(|i| count / n + usize::from(i < count % n))
+        .collect()
+}
+
+/// Byte ranges of the `n` parts of `count` elements of `elem` bytes.
+pub fn part_ranges(count: usize, n: usize, elem: usize) -> Vec<Range<usize>> {
+    let mut start = 0;
+    part_counts(count, n)
+        .into_iter()
+        .map(|c| {
+            let r = start..start + c * elem;
+            start = r.end;
+            r
+        })
+        .collect()
+}
+
+/// Borrows `send` immutably and `recv` mutably from one buffer; the ranges must not
+/// overlap (algorithms only ever pair distinct parts).
+pub fn split_pair(buf: &mut [u8], send: Range<usize>, recv: Range<usize>) -> (&[u8], &mut [u8]) {
+    assert!(
+        send.end <= recv.start || recv.end <= send.start || send.is_empty() || recv.is_empty(),
+        "overlapping parts"
+    );
+    if send.is_empty() {
+        return (&[], &mut buf[recv]);
+    }
+    if recv.is_empty() {
+        return (&buf[send], &mut []);
+    }
+    if send.start < recv.start {
+        let (a, b) = buf.split_at_mut(recv.start);
+        (&a[send], &mut b[..recv.len()])
+    } else {
+        let (a, b) = buf.split_at_mut(send.start);
+        (&b[..send.len()], &mut a[recv])
+    }
+}
+
+/// One operation's context: which mesh, which sequence numbers, the deadline, and the
+/// name used in errors.
+pub struct OpCtx<'a> {
+    /// Connections.
+    pub mesh: &'a Mesh,
+    /// Element type.
+    pub dtype: DataType,
+    /// Execution deadline of the whole operation.
+    pub deadline: Instant,
+    /// Operation and algorithm, for error messages.
+    pub name: String,
+    sends: std::collections::HashMap<usize, u64>,
+    recvs: std::collections::HashMap<usize, u64>,
+}
+
+impl<'a> OpCtx<'a> {
+    /// A context for one operation; `sends`/`recvs` list every peer the operation will
+    /// send to / receive from (their per-link sequence numbers are claimed now).
+    pub fn new(
+        mesh: &'a Mesh,
+        dtype: DataType,
+        deadline: Instant,
+        name: String,
+        sends: &[usize],
+        recvs: &[usize],
+    ) -> Self {
+        let (sends, recvs) = mesh.next_seqs(sends, recvs);
+        Self {
+            mesh,
+            dtype,
+            deadline,
+            name,
+            sends,
+            recvs,
+        }
+    }
+
+    /// One step: send `send.1` to `send.0` while receiving into `recv.1` from `recv.0`.
+    pub fn exchange(
+        &self,
+        step: &str,
+        send: Option<(usize, &[u8])>,
+        recv: Option<(usize, &mut [u8], RecvMode)>,
+    ) -> CollResult<()> {
+        let s = send
+            .as_ref()
+            .map_or(0, |(p, _)| self.sends.get(p).copied().unwrap_or(0));
+        let r = recv
+            .as_ref()
+            .map_or(0, |(p, _, _)| self.recvs.get(p).copied().unwrap_or(0));
+        let label = format!("{} {step}", self.name);
+        self.mesh
+            .exchange(&label, (s, r), self.dtype, send, recv, self.deadline)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn parts_cover_count(count in 0usize..100_000, n in 1usize..64) {
+            let c = part_counts(count, n);
+            prop_assert_eq!(c.len(), n);
+            prop_assert_eq!(c.iter().sum::<usize>(), count);
+            prop_assert!(c.iter().max().unwrap() - c.iter().min().unwrap() <= 1);
+            let r = part_ranges(count, n, 4);
+            prop_assert_eq!(r.last().unwrap().end, count * 4);
+            for w in r.windows(2) { prop_assert_eq!(w[0].end, w[1].start); }
+        }
+
+        #[test]
+        fn split_pair_gives_the_asked_parts(len in 2usize..200, a in 0usize..200, b in 0usize..200) {
+            let (a, b) = (a % len, b % len);
+            let (lo, hi) = (a.min(b), a.max(b));
+            let mut buf: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let expect_send: Vec<u8> = buf[0..lo].to_vec();
+            let (s, r) = split_pair(&mut buf, 0..lo, lo..hi);
+            prop_assert_eq!(s, &expect_send[..]);
+            prop_assert_eq!(r.len(), hi - lo);
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! Algorithm selection: an α-β cost comparison, or an explicit `HCCL_ALGO` override.
+//!
+//! α (per-message latency) and β (seconds per byte) are measured when the communicator
+//! starts. For all-reduce the costs of HCCL's published formulas are compared and the
+//! cheaper algorithm is used, ties going to ring as in HCCL. `HCCL_ALGO` uses HCCL's
+//! syntax: `level0:NA;level1:ring` for every operation, or the per-operation form
+//! `allreduce=level0:NA;level1:H-D_R/allgather=level0:NA;level1:ring`.
+
+use std::collections::HashMap;
+
+/// Algorithms this engine implements for all-reduce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Algo {
+    /// Ring reduce-scatter + all-gather.
+    Ring,
+    /// Recursive halving-doubling (HCCL `H-D_R`).
+    HalvingDoubling,
+}
+
+impl Algo {
+    /// HCCL's token.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algo::Ring => "ring",
+            Algo::HalvingDoubling => "H-D_R",
+        }
+    }
+}
+
+/// Measured link costs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Costs {
+    /// Seconds per message.
+    pub alpha: f64,
+    /// Seconds per byte.
+    pub beta: f64,
+}
+
+/// Predicted all-reduce time of `algo` for `bytes` on `n` ranks (HCCL's formulas, without
+/// the reduction term, which is the same for both).
+pub fn allreduce_cost(algo: Algo, n: usize, bytes: usize, c: Costs) -> f64 {
+    if n <= 1 {
+        return 0.0;
+    }
+    let (nf, b) = (n as f64, bytes as f64);
+    match algo {
+        Algo::Ring => 2.0 * (nf - 1.0) * c.alpha + 2.0 * ((nf - 1.0) / nf) * b * c.beta,
+        Algo::HalvingDoubling => {
+            let lg = (usize::BITS - 1 - n.leading_zeros()) as f64;
+            if n.is_power_of_two() {
+                2.0 * lg * c.alpha + 2.0 * ((nf - 1.0) / nf) * b * c.beta
+            } else {
+                let p2 = 2f64.powf(lg);
+                (2.0 * lg + 2.0) * c.alpha + (2.0 * (p2 - 1.0) / p2 + 2.0) * b * c.beta
+            }
+        }
+    }
+}
+
+/// The cheaper all-reduce algorithm; ties go to ring.
+pub fn choose_allreduce(n: usize, bytes: usize, c: Costs) -> Algo {
+    let ring = allreduce_cost(Algo::Ring, n, bytes, c);
+    let hd = allreduce_cost(Algo::HalvingDoubling, n, bytes, c);
+    if hd < ring {
+        Algo::HalvingDoubling
+    } else {
+        Algo::Ring
+    }
+}
+
+/// A parsed `HCCL_ALGO` value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Override {
+    /// Applies to every operation.
+    pub global: Option<Algo>,
+    /// Per operation (`allreduce`, `allgather`, …).
+    pub per_op: HashMap<String, Algo>,
+}
+
+impl Override {
+    /// The algorithm forced for `op`, if any.
+    pub fn for_op(&self, op: &str) -> Option<Algo> {
+        self.per_op.get(op).copied().or(self.global)
+    }
+}
+
+const HCCL_TOKENS: &[&str] = &[
+    "null",
+    "ring",
+    "pipeline",
+    "fullmesh",
+    "H-D_R",
+    "pairwise",
+    "NHR",
+    "NHR_V1",
+    "AHC",
+    "AHC_BROKE",
+    "NB",
+    "NA",
+];
+const HCCL_OPS: &[&str] = &[
+    "broadcast",
+    "allreduce",
+    "reduce",
+    "send",
+    "receive",
+    "allgather",
+    "reducescatter",
+    "alltoall",
+    "gather",
+    "scatter",
+    "sendrecv",
+    "others",
+];
+
+fn parse_levels(s: &str) -> Result<Option<Algo>, String> {
+    let mut level1 = None;
+    for part in s.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        let (level, algo) = part
+            .split_once(':')
+            .ok_or_else(|| format!("{part:?} is not `levelN:<algo>`"))?;
+        if !matches!(level, "level0" | "level1" | "level2" | "level3") {
+            return Err(format!("unknown level {level:?}; use level0..level3"));
+        }
+        if !HCCL_TOKENS.contains(&algo) {
+            return Err(format!(
+                "algo {algo:?} is not supported; HCCL accepts {}",
+                HCCL_TOKENS.join(", ")
+            ));
+        }
+        match (level, algo) {
+            ("level1", "ring") => level1 = Some(Algo::Ring),
+            ("level1", "H-D_R") => level1 = Some(Algo::HalvingDoubling),
+            ("level1", "null" | "NA") | ("level0" | "level2" | "level3", _) => {}
+            ("level1", other) => {
+                return Err(format!(
+                    "level1:{other} is valid HCCL but not implemented by hcclwatch's TCP engine; use ring or H-D_R"
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(level1)
+}
+
+/// Parses `HCCL_ALGO`.
+pub fn parse_hccl_algo(s: &str) -> Result<Override, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Ok(Override::default());
+    }
+    if !s.contains('=') {
+        return Ok(Override {
+            global: parse_levels(s)?,
+            per_op: HashMap::new(),
+        });
+    }
+    let mut per_op = HashMap::new();
+    for item in s.split('/') {
+        let (op, levels) = item.split_once('=').ok_or_else(|| {
+            format!("{item:?}: the global and per-operation forms cannot be mixed")
+        })?;
+        let op = op.trim();
+        if !HCCL_OPS.contains(&op) {
+            return Err(format!(
+                "unknown operation {op:?}; HCCL accepts {}",
+                HCCL_OPS.join(", ")
+            ));
+        }
+        if let Some(a) = parse_levels(levels)? {
+            per_op.insert(op.to_string(), a);
+        }
+    }
+    Ok(Override {
+        global: None,
+        per_op,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_both_forms() {
+        assert_eq!(
+            parse_hccl_algo("level0:NA;level1:ring").unwrap().global,
+            Some(Algo::Ring)
+        );
+        let o = parse_hccl_algo("allreduce=level0:NA;level1:H-D_R/allgather=level0:NA;level1:ring")
+            .unwrap();
+        assert_eq!(o.for_op("allreduce"), Some(Algo::HalvingDoubling));
+        assert_eq!(o.for_op("allgather"), Some(Algo::Ring));
+        assert_eq!(o.for_op("broadcast"), None);
+        assert!(
+            parse_hccl_algo("level1:Adapt")
+                .unwrap_err()
+                .contains("not supported")
+        );
+        assert!(
+            parse_hccl_algo("level1:NHR")
+                .unwrap_err()
+                .contains("not implemented")
+        );
+        assert!(
+            parse_hccl_algo("level9:ring")
+                .unwrap_err()
+                .contains("unknown level")
+        );
+        assert!(
+            parse_hccl_algo("allreduce=level1:ring/level1:ring")
+                .unwrap_err()
+                .contains("cannot be mixed")
+        );
+        assert!(
+            parse_hccl_algo("allsum=level1:ring")
+                .unwrap_err()
+                .contains("unknown operation")
+        );
+    }
+
+    #[test]
+    fn cost_model_prefers_hd_for_latency_and_ring_for_odd_sizes_at_bandwidth() {
+        let c = Costs {
+            alpha: 50e-6,
+            beta: 1.0 / 1e9,
+        };
+        assert_eq!(choose_allreduce(8, 8, c), Algo::HalvingDoubling);
+        // Non-power-of-two: HD moves more bytes, so ring wins for large buffers.
+        assert_eq!(choose_allreduce(6, 64 << 20, c), Algo::Ring);
+        // Two ranks: identical costs, tie goes to ring.
+        assert_eq!(choose_allreduce(2, 1 << 20, c), Algo::Ring);
+        assert_eq!(allreduce_cost(Algo::Ring, 1, 100, c), 0.0);
+    }
+}

@@ -1,0 +1,590 @@
+//! The communicator: HCCL's operations over the TCP mesh.
+//!
+//! Argument conventions follow HCCL: `count` is in elements; all-gather takes the
+//! per-rank *send* count, reduce-scatter the per-rank *receive* count; every rank passes
+//! the same count, type and operator. Buffers are byte slices whose lengths are checked
+//! against the counts before anything is sent (`HCCL_E_PARA` otherwise).
+//!
+//! Every operation is bounded by the execution timeout. After a failure the communicator
+//! is poisoned: its connections are shut down (so the other ranks fail fast too) and
+//! every later call returns the original error until the survivors [`reform`] a new one.
+//!
+//! [`reform`]: Communicator::reform
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::algo::select::{self, Algo, Costs, Override};
+use super::algo::{OpCtx, hd, pairwise, ring, tree};
+use super::dtype::{DataType, ReduceOp};
+use super::error::{CollError, CollResult, HcclCode};
+use super::timeline::{Event, Timeline};
+use super::transport::{Mesh, RecvMode, TransportConfig};
+
+/// Communicator settings.
+#[derive(Debug, Clone)]
+pub struct CommConfig {
+    /// Transport settings (communicator id, key, channels, timeouts, faults).
+    pub transport: TransportConfig,
+    /// Bound on every operation (like `HCCL_EXEC_TIMEOUT`).
+    pub exec_timeout: Duration,
+    /// `HCCL_ALGO`-style override.
+    pub algo: Override,
+    /// Measure α and β at start-up (otherwise assume typical TCP values).
+    pub measure_costs: bool,
+    /// Timeline capacity (events kept); 0 disables it.
+    pub timeline_events: usize,
+}
+
+impl CommConfig {
+    /// Defaults: 60 s execution timeout, measured costs, 4096 timeline events.
+    pub fn new(transport: TransportConfig) -> Self {
+        Self {
+            transport,
+            exec_timeout: Duration::from_secs(60),
+            algo: Override::default(),
+            measure_costs: true,
+            timeline_events: 4096,
+        }
+    }
+}
+
+/// A group of ranks that run collectives together.
+#[derive(Debug)]
+pub struct Communicator {
+    mesh: Mesh,
+    listener: Arc<TcpListener>,
+    addrs: Vec<SocketAddr>,
+    cfg: CommConfig,
+    costs: Costs,
+    broken: Option<CollError>,
+    timeline: Timeline,
+}
+
+fn check_len(op: &str, what: &str, len: usize, count: usize, dtype: DataType) -> CollResult<()> {
+    let need = count
+        .checked_mul(dtype.size())
+        .ok_or_else(|| CollError::para(op, "count overflows"))?;
+    if len != need {
+        return Err(CollError::para(
+            op,
+            format!(
+                "{what} buffer holds {len} bytes but {count} × {} needs {need}",
+                dtype.name()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl Communicator {
+    /// Joins the communicator as `rank`: `addrs[i]` is rank i's listening address and
+    /// `listener` is bound to `addrs[rank]`.
+    pub fn init(
+        listener: TcpListener,
+        rank: usize,
+        addrs: Vec<SocketAddr>,
+        cfg: CommConfig,
+    ) -> CollResult<Self> {
+        Self::init_shared(Arc::new(listener), rank, addrs, cfg)
+    }
+
+    fn init_shared(
+        listener: Arc<TcpListener>,
+        rank: usize,
+        addrs: Vec<SocketAddr>,
+        cfg: CommConfig,
+    ) -> CollResult<Self> {
+        if cfg.transport.key.is_empty() {
+            return Err(CollError::para("init", "an authentication key is required"));
+        }
+        let mesh = Mesh::establish(&listener, rank, &addrs, cfg.transport.clone())?;
+        let timeline = Timeline::new(cfg.timeline_events);
+        let mut c = Self {
+            mesh,
+            listener,
+            addrs,
+            costs: Costs {
+                alpha: 50e-6,
+                beta: 1.0 / 1e9,
+            },
+            cfg,
+            broken: None,
+            timeline,
+        };
+        if c.cfg.measure_costs && c.size() > 1 {
+            c.costs = c.measure()?;
+        }
+        Ok(c)
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.mesh.rank()
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> usize {
+        self.mesh.world()
+    }
+
+    /// The α-β costs measured at start-up (slowest rank's view).
+    pub fn costs(&self) -> Costs {
+        self.costs
+    }
+
+    /// The operation timeline.
+    pub fn timeline(&self) -> &Timeline {
+        &self.timeline
+    }
+
+    /// The error that broke this communicator, if any.
+    pub fn broken(&self) -> Option<&CollError> {
+        self.broken.as_ref()
+    }
+
+    /// The all-reduce algorithm that would be used for `bytes`.
+    pub fn allreduce_algo(&self, bytes: usize) -> Algo {
+        self.cfg
+            .algo
+            .for_op("allreduce")
+            .unwrap_or_else(|| select::choose_allreduce(self.size(), bytes, self.costs))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run<T>(
+        &mut self,
+        op: &str,
+        algo: &str,
+        bytes: usize,
+        sends: &[usize],
+        recvs: &[usize],
+        dtype: DataType,
+        f: impl FnOnce(&OpCtx<'_>) -> CollResult<T>,
+    ) -> CollResult<T> {
+        if let Some(e) = &self.broken {
+            return Err(CollError::new(
+                e.code,
+                op,
+                e.peer,
+                format!(
+                    "communicator is broken by an earlier failure ({e}); re-form it with the survivors"
+                ),
+            ));
+        }
+        let start = Instant::now();
+        let ctx = OpCtx::new(
+            &self.mesh,
+            dtype,
+            start + self.cfg.exec_timeout,
+            format!("{op} ({algo})"),
+            sends,
+            recvs,
+        );
+        let r = f(&ctx);
+        drop(ctx);
+        self.timeline.push(Event {
+            op: op.to_string(),
+            algo: algo.to_string(),
+            bytes,
+            rank: self.rank(),
+            start,
+            end: Instant::now(),
+            ok: r.is_ok(),
+        });
+        if let Err(e) = &r {
+            self.mesh.abort();
+            self.broken = Some(e.clone());
+        }
+        r
+    }
+
+    /// All-reduce `send` into `recv` (`count` elements each).
+    pub fn all_reduce(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        count: usize,
+        dtype: DataType,
+        op: ReduceOp,
+    ) -> CollResult<Algo> {
+        check_len("all_reduce", "send", send.len(), count, dtype)?;
+        check_len("all_reduce", "recv", recv.len(), count, dtype)?;
+        recv.copy_from_slice(send);
+        self.all_reduce_in_place(recv, count, dtype, op)
+    }
+
+    /// In-place all-reduce (HCCL allows `sendBuf == recvBuf`).
+    pub fn all_reduce_in_place(
+        &mut self,
+        buf: &mut [u8],
+        count: usize,
+        dtype: DataType,
+        op: ReduceOp,
+    ) -> CollResult<Algo> {
+        check_len("all_reduce", "buffer", buf.len(), count, dtype)?;
+        let (n, r) = (self.size(), self.rank());
+        let algo = self.allreduce_algo(buf.len());
+        if n == 1 {
+            return Ok(algo);
+        }
+        match algo {
+            Algo::Ring => {
+                let (left, right) = ring::neighbours(r, n);
+                self.run(
+                    "all_reduce",
+                    algo.name(),
+                    buf.len(),
+                    &[right],
+                    &[left],
+                    dtype,
+                    |ctx| ring::all_reduce(ctx, buf, count, op),
+                )?;
+            }
+            Algo::HalvingDoubling => {
+                let peers = hd::peers(r, n);
+                self.run(
+                    "all_reduce",
+                    algo.name(),
+                    buf.len(),
+                    &peers,
+                    &peers,
+                    dtype,
+                    |ctx| hd::all_reduce(ctx, buf, count, op),
+                )?;
+            }
+        }
+        Ok(algo)
+    }
+
+    /// All-gather: every rank contributes `send_count` elements; `recv` holds
+    /// `size × send_count`, rank i's block at position i.
+    pub fn all_gather(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        send_count: usize,
+        dtype: DataType,
+    ) -> CollResult<()> {
+        let (n, r) = (self.size(), self.rank());
+        check_len("all_gather", "send", send.len(), send_count, dtype)?;
+        check_len("all_gather", "recv", recv.len(), send_count * n, dtype)?;
+        let block = send.len();
+        recv[r * block..(r + 1) * block].copy_from_slice(send);
+        if n == 1 {
+            return Ok(());
+        }
+        let (left, right) = ring::neighbours(r, n);
+        self.run(
+            "all_gather",
+            "ring",
+            recv.len(),
+            &[right],
+            &[left],
+            dtype,
+            |ctx| ring::all_gather(ctx, recv, send_count * n, 0),
+        )
+    }
+
+    /// Reduce-scatter: `send` holds `size × recv_count` elements; rank i receives the
+    /// reduction of every rank's block i.
+    pub fn reduce_scatter(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        recv_count: usize,
+        dtype: DataType,
+        op: ReduceOp,
+    ) -> CollResult<()> {
+        let (n, r) = (self.size(), self.rank());
+        check_len("reduce_scatter", "send", send.len(), recv_count * n, dtype)?;
+        check_len("reduce_scatter", "recv", recv.len(), recv_count, dtype)?;
+        if n == 1 {
+            recv.copy_from_slice(send);
+            return Ok(());
+        }
+        let mut work = send.to_vec();
+        let (left, right) = ring::neighbours(r, n);
+        self.run(
+            "reduce_scatter",
+            "ring",
+            send.len(),
+            &[right],
+            &[left],
+            dtype,
+            |ctx| ring::reduce_scatter(ctx, &mut work, recv_count * n, op, n - 1),
+        )?;
+        let b = recv.len();
+        recv.copy_from_slice(&work[r * b..(r + 1) * b]);
+        Ok(())
+    }
+
+    /// Broadcast `buf` from `root`.
+    pub fn broadcast(
+        &mut self,
+        buf: &mut [u8],
+        count: usize,
+        dtype: DataType,
+        root: usize,
+    ) -> CollResult<()> {
+        let (n, r) = (self.size(), self.rank());
+        check_len("broadcast", "buffer", buf.len(), count, dtype)?;
+        if root >= n {
+            return Err(CollError::para(
+                "broadcast",
+                format!("root {root} is outside a world of {n}"),
+            ));
+        }
+        if n == 1 {
+            return Ok(());
+        }
+        let (parent, children) = tree::links(r, root, n);
+        let recvs: Vec<usize> = parent.into_iter().collect();
+        self.run(
+            "broadcast",
+            "binomial",
+            buf.len(),
+            &children,
+            &recvs,
+            dtype,
+            |ctx| tree::broadcast(ctx, buf, root),
+        )
+    }
+
+    /// Reduce to `root`: `recv` is written on the root only (other ranks may pass an
+    /// empty slice).
+    #[allow(clippy::too_many_arguments)]
+    pub fn reduce(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        count: usize,
+        dtype: DataType,
+        op: ReduceOp,
+        root: usize,
+    ) -> CollResult<()> {
+        let (n, r) = (self.size(), self.rank());
+        check_len("reduce", "send", send.len(), count, dtype)?;
+        if root >= n {
+            return Err(CollError::para(
+                "reduce",
+                format!("root {root} is outside a world of {n}"),
+            ));
+        }
+        if r == root {
+            check_len("reduce", "recv", recv.len(), count, dtype)?;
+        }
+        let mut work = send.to_vec();
+        if n > 1 {
+            let (parent, children) = tree::links(r, root, n);
+            let sends: Vec<usize> = parent.into_iter().collect();
+            self.run(
+                "reduce",
+                "binomial",
+                send.len(),
+                &sends,
+                &children,
+                dtype,
+                |ctx| tree::reduce(ctx, &mut work, op, root),
+            )?;
+        }
+        if r == root {
+            recv.copy_from_slice(&work);
+        }
+        Ok(())
+    }
+
+    /// All-to-all: block i (`count` elements) of `send` goes to rank i; block i of
+    /// `recv` comes from rank i.
+    pub fn all_to_all(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        count: usize,
+        dtype: DataType,
+    ) -> CollResult<()> {
+        let n = self.size();
+        check_len("all_to_all", "send", send.len(), count * n, dtype)?;
+        check_len("all_to_all", "recv", recv.len(), count * n, dtype)?;
+        let block = count * dtype.size();
+        let others: Vec<usize> = (0..n).filter(|p| *p != self.rank()).collect();
+        self.run(
+            "all_to_all",
+            "pairwise",
+            send.len(),
+            &others,
+            &others,
+            dtype,
+            |ctx| pairwise::all_to_all(ctx, send, recv, block),
+        )
+    }
+
+    /// Sends `buf` to `peer` (matched by the peer's [`recv`](Self::recv)).
+    pub fn send(
+        &mut self,
+        buf: &[u8],
+        count: usize,
+        dtype: DataType,
+        peer: usize,
+    ) -> CollResult<()> {
+        check_len("send", "send", buf.len(), count, dtype)?;
+        self.check_peer("send", peer)?;
+        self.run("send", "p2p", buf.len(), &[peer], &[], dtype, |ctx| {
+            ctx.exchange("send", Some((peer, buf)), None)
+        })
+    }
+
+    /// Receives `buf` from `peer`.
+    pub fn recv(
+        &mut self,
+        buf: &mut [u8],
+        count: usize,
+        dtype: DataType,
+        peer: usize,
+    ) -> CollResult<()> {
+        check_len("recv", "recv", buf.len(), count, dtype)?;
+        self.check_peer("recv", peer)?;
+        self.run("recv", "p2p", buf.len(), &[], &[peer], dtype, |ctx| {
+            ctx.exchange("recv", None, Some((peer, buf, RecvMode::Copy)))
+        })
+    }
+
+    fn check_peer(&self, op: &str, peer: usize) -> CollResult<()> {
+        if peer >= self.size() || peer == self.rank() {
+            return Err(CollError::para(
+                op,
+                format!(
+                    "peer {peer} is not another rank of a world of {}",
+                    self.size()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Returns once every rank has entered the barrier.
+    pub fn barrier(&mut self) -> CollResult<()> {
+        let (n, r) = (self.size(), self.rank());
+        if n == 1 {
+            return Ok(());
+        }
+        let rounds = pairwise::barrier_rounds(r, n);
+        let sends: Vec<usize> = rounds.iter().map(|x| x.0).collect();
+        let recvs: Vec<usize> = rounds.iter().map(|x| x.1).collect();
+        self.run(
+            "barrier",
+            "dissemination",
+            1,
+            &sends,
+            &recvs,
+            DataType::Uint8,
+            pairwise::barrier,
+        )
+    }
+
+    /// Builds a new communicator over `addrs` (which must contain this rank's address)
+    /// with a new id, reusing this rank's listener: drop a dead rank (shrink) or admit a
+    /// returning one (grow). Every member must call it with the same list and id.
+    pub fn reform(self, addrs: Vec<SocketAddr>, comm_id: u64) -> CollResult<Communicator> {
+        let me = self.addrs[self.rank()];
+        let rank = addrs.iter().position(|a| *a == me).ok_or_else(|| {
+            CollError::para(
+                "reform",
+                format!("this rank's address {me} is not in the new member list"),
+            )
+        })?;
+        self.mesh.abort();
+        let mut cfg = self.cfg.clone();
+        cfg.transport.comm_id = comm_id;
+        Self::init_shared(self.listener.clone(), rank, addrs, cfg)
+    }
+
+    /// [`reform`](Self::reform) without the ranks in `exclude`.
+    pub fn shrink(self, exclude: &[usize], comm_id: u64) -> CollResult<Communicator> {
+        let addrs: Vec<SocketAddr> = self
+            .addrs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !exclude.contains(i))
+            .map(|(_, a)| *a)
+            .collect();
+        self.reform(addrs, comm_id)
+    }
+
+    /// Measures α (8-byte ring exchange) and β (1 MiB ring exchange); every rank ends
+    /// with the slowest rank's figures.
+    fn measure(&mut self) -> CollResult<Costs> {
+        let (n, r) = (self.size(), self.rank());
+        let (left, right) = ring::neighbours(r, n);
+        let small = [0u8; 8];
+        let mut small_in = [0u8; 8];
+        let big = vec![0u8; 1 << 20];
+        let mut big_in = vec![0u8; 1 << 20];
+        const SMALL_ROUNDS: u32 = 16;
+        const BIG_ROUNDS: u32 = 3;
+        let t0 = Instant::now();
+        for _ in 0..SMALL_ROUNDS {
+            self.run(
+                "measure",
+                "ring",
+                8,
+                &[right],
+                &[left],
+                DataType::Uint8,
+                |ctx| {
+                    ctx.exchange(
+                        "alpha",
+                        Some((right, &small)),
+                        Some((left, &mut small_in, RecvMode::Copy)),
+                    )
+                },
+            )?;
+        }
+        let alpha = t0.elapsed().as_secs_f64() / f64::from(SMALL_ROUNDS);
+        let t1 = Instant::now();
+        for _ in 0..BIG_ROUNDS {
+            self.run(
+                "measure",
+                "ring",
+                big.len(),
+                &[right],
+                &[left],
+                DataType::Uint8,
+                |ctx| {
+                    ctx.exchange(
+                        "beta",
+                        Some((right, &big)),
+                        Some((left, &mut big_in, RecvMode::Copy)),
+                    )
+                },
+            )?;
+        }
+        let per = t1.elapsed().as_secs_f64() / f64::from(BIG_ROUNDS);
+        let beta = ((per - alpha) / big.len() as f64).max(1e-12);
+        let mut both = [0u8; 16];
+        both[..8].copy_from_slice(&alpha.to_ne_bytes());
+        both[8..].copy_from_slice(&beta.to_ne_bytes());
+        let mut ctx_buf = both;
+        self.run(
+            "measure",
+            "ring",
+            16,
+            &[right],
+            &[left],
+            DataType::Fp64,
+            |ctx| ring::all_reduce(ctx, &mut ctx_buf, 2, ReduceOp::Max),
+        )?;
+        let alpha = f64::from_ne_bytes(ctx_buf[..8].try_into().unwrap_or_default());
+        let beta = f64::from_ne_bytes(ctx_buf[8..].try_into().unwrap_or_default());
+        if !(alpha.is_finite() && beta.is_finite()) {
+            return Err(CollError::new(
+                HcclCode::Internal,
+                "measure",
+                None,
+                "non-finite link cost",
+            ));
+        }
+        Ok(Costs { alpha, beta })
+    }
+}

@@ -1,0 +1,116 @@
+//! Per-operation events in a bounded ring buffer, exportable as Chrome trace-event JSON
+//! (loads in Perfetto or chrome://tracing): one track per rank, one slice per operation.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// One finished operation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// Operation name.
+    pub op: String,
+    /// Algorithm.
+    pub algo: String,
+    /// Bytes of the operation's buffer.
+    pub bytes: usize,
+    /// Rank that recorded it.
+    pub rank: usize,
+    /// Start.
+    pub start: Instant,
+    /// End.
+    pub end: Instant,
+    /// Whether it succeeded.
+    pub ok: bool,
+}
+
+/// The bounded event buffer.
+#[derive(Debug)]
+pub struct Timeline {
+    cap: usize,
+    epoch: Instant,
+    events: Mutex<VecDeque<Event>>,
+}
+
+impl Timeline {
+    /// Keeps at most `cap` events (0 keeps none).
+    pub fn new(cap: usize) -> Self {
+        Self {
+            cap,
+            epoch: Instant::now(),
+            events: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// Records an event, dropping the oldest when full.
+    pub fn push(&self, e: Event) {
+        if self.cap == 0 {
+            return;
+        }
+        let mut q = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        if q.len() == self.cap {
+            q.pop_front();
+        }
+        q.push_back(e);
+    }
+
+    /// A copy of the events.
+    pub fn events(&self) -> Vec<Event> {
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// Chrome trace-event JSON (`traceEvents` with complete events, microseconds).
+    pub fn chrome_trace(&self) -> serde_json::Value {
+        let events: Vec<serde_json::Value> = self
+            .events()
+            .into_iter()
+            .map(|e| {
+                serde_json::json!({
+                    "name": e.op,
+                    "cat": e.algo,
+                    "ph": "X",
+                    "pid": 0,
+                    "tid": e.rank,
+                    "ts": e.start.saturating_duration_since(self.epoch).as_secs_f64() * 1e6,
+                    "dur": e.end.saturating_duration_since(e.start).as_secs_f64() * 1e6,
+                    "args": {"bytes": e.bytes, "algo": e.algo, "ok": e.ok}
+                })
+            })
+            .collect();
+        serde_json::json!({ "traceEvents": events, "displayTimeUnit": "ms" })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_and_exportable() {
+        let t = Timeline::new(2);
+        let now = Instant::now();
+        for i in 0..3 {
+            t.push(Event {
+                op: format!("op{i}"),
+                algo: "ring".into(),
+                bytes: i,
+                rank: 1,
+                start: now,
+                end: now,
+                ok: true,
+            });
+        }
+        let ev = t.events();
+        assert_eq!(ev.len(), 2);
+        assert_eq!(ev[0].op, "op1");
+        let j = t.chrome_trace();
+        assert_eq!(j["traceEvents"].as_array().unwrap().len(), 2);
+        assert_eq!(j["traceEvents"][0]["ph"], "X");
+        assert_eq!(j["traceEvents"][0]["tid"], 1);
+    }
+}

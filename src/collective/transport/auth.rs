@@ -1,0 +1,186 @@
+//! Shared-secret mutual authentication, before any collective data is accepted.
+//!
+//! Both sides contribute a 32-byte random nonce and both prove knowledge of the key with
+//! HMAC-SHA256 over both nonces and the connection's identity (communicator id, rank,
+//! channel), so a recorded handshake cannot be replayed and neither side can be
+//! impersonated by a peer that only relays.
+//!
+//! ```text
+//! acceptor  → connector : "HCWA" nonce_a
+//! connector → acceptor  : "HCWC" comm_id rank channel nonce_c HMAC(k, "C"|nonce_a|nonce_c|comm|rank|chan)
+//! acceptor  → connector : "OK\0\0" HMAC(k, "A"|nonce_c|nonce_a|comm)     or "NO\0\0" and close
+//! ```
+
+use std::io::{Read, Write};
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Who the connecting side claims to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hello {
+    /// Communicator id.
+    pub comm_id: u64,
+    /// Connector's rank.
+    pub rank: u32,
+    /// Channel index.
+    pub channel: u32,
+}
+
+/// Reads 32 random bytes from the kernel.
+pub fn nonce() -> std::io::Result<[u8; 32]> {
+    let mut n = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut n)?;
+    Ok(n)
+}
+
+fn mac(key: &[u8], parts: &[&[u8]]) -> HmacSha256 {
+    // HMAC accepts keys of any length; `new_from_slice` cannot fail for HMAC.
+    let mut m = <HmacSha256 as Mac>::new_from_slice(key)
+        .unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
+    for p in parts {
+        m.update(p);
+    }
+    m
+}
+
+/// Runs the acceptor side; returns the authenticated peer's hello.
+pub fn accept<S: Read + Write>(s: &mut S, key: &[u8], comm_id: u64) -> Result<Hello, String> {
+    let na = nonce().map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
+    let mut hello = [0u8; 4 + 32];
+    hello[..4].copy_from_slice(b"HCWA");
+    hello[4..].copy_from_slice(&na);
+    s.write_all(&hello)
+        .map_err(|e| format!("handshake write failed: {e}"))?;
+    let mut msg = [0u8; 4 + 8 + 4 + 4 + 32 + 32];
+    s.read_exact(&mut msg)
+        .map_err(|e| format!("handshake read failed: {e}"))?;
+    if &msg[..4] != b"HCWC" {
+        let _ = s.write_all(b"NO\0\0");
+        return Err("peer did not speak the hcclwatch handshake".into());
+    }
+    let peer = Hello {
+        comm_id: u64::from_le_bytes(msg[4..12].try_into().unwrap_or_default()),
+        rank: u32::from_le_bytes(msg[12..16].try_into().unwrap_or_default()),
+        channel: u32::from_le_bytes(msg[16..20].try_into().unwrap_or_default()),
+    };
+    let nc: [u8; 32] = msg[20..52].try_into().unwrap_or_default();
+    let proof = &msg[52..84];
+    let ok = mac(key, &[b"C", &na, &nc, &msg[4..20]])
+        .verify_slice(proof)
+        .is_ok();
+    if !ok {
+        let _ = s.write_all(&[b'N', b'O', 0, 0]);
+        return Err(format!(
+            "peer claiming rank {} failed authentication (wrong key)",
+            peer.rank
+        ));
+    }
+    if peer.comm_id != comm_id {
+        let _ = s.write_all(&[b'N', b'O', 0, 0]);
+        return Err(format!(
+            "peer rank {} belongs to communicator {:016x}, not {comm_id:016x}",
+            peer.rank, peer.comm_id
+        ));
+    }
+    let mut reply = [0u8; 4 + 32];
+    reply[..4].copy_from_slice(b"OK\0\0");
+    let tag = mac(key, &[b"A", &nc, &na, &comm_id.to_le_bytes()])
+        .finalize()
+        .into_bytes();
+    reply[4..].copy_from_slice(&tag);
+    s.write_all(&reply)
+        .map_err(|e| format!("handshake write failed: {e}"))?;
+    Ok(peer)
+}
+
+/// Runs the connector side.
+pub fn connect<S: Read + Write>(s: &mut S, key: &[u8], me: Hello) -> Result<(), String> {
+    let mut first = [0u8; 36];
+    s.read_exact(&mut first)
+        .map_err(|e| format!("handshake read failed: {e}"))?;
+    if &first[..4] != b"HCWA" {
+        return Err("peer did not speak the hcclwatch handshake".into());
+    }
+    let na: [u8; 32] = first[4..].try_into().unwrap_or_default();
+    let nc = nonce().map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
+    let mut ident = [0u8; 16];
+    ident[..8].copy_from_slice(&me.comm_id.to_le_bytes());
+    ident[8..12].copy_from_slice(&me.rank.to_le_bytes());
+    ident[12..16].copy_from_slice(&me.channel.to_le_bytes());
+    let proof = mac(key, &[b"C", &na, &nc, &ident]).finalize().into_bytes();
+    let mut msg = Vec::with_capacity(84);
+    msg.extend_from_slice(b"HCWC");
+    msg.extend_from_slice(&ident);
+    msg.extend_from_slice(&nc);
+    msg.extend_from_slice(&proof);
+    s.write_all(&msg)
+        .map_err(|e| format!("handshake write failed: {e}"))?;
+    let mut status = [0u8; 4];
+    s.read_exact(&mut status)
+        .map_err(|_| "authentication refused by peer (wrong key or communicator)".to_string())?;
+    if &status != b"OK\0\0" {
+        return Err("authentication refused by peer (wrong key or communicator)".into());
+    }
+    let mut tag = [0u8; 32];
+    s.read_exact(&mut tag)
+        .map_err(|e| format!("handshake read failed: {e}"))?;
+    mac(key, &[b"A", &nc, &na, &me.comm_id.to_le_bytes()])
+        .verify_slice(&tag)
+        .map_err(|_| "peer could not prove it holds the key".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    fn pair(
+        key_a: &'static [u8],
+        key_c: &'static [u8],
+        comm_c: u64,
+    ) -> (Result<Hello, String>, Result<(), String>) {
+        let (mut a, mut c) = UnixStream::pair().unwrap();
+        let t = std::thread::spawn(move || accept(&mut a, key_a, 7));
+        let rc = connect(
+            &mut c,
+            key_c,
+            Hello {
+                comm_id: comm_c,
+                rank: 3,
+                channel: 1,
+            },
+        );
+        (t.join().unwrap(), rc)
+    }
+
+    #[test]
+    fn same_key_authenticates_both_ways() {
+        let (a, c) = pair(b"secret", b"secret", 7);
+        assert_eq!(
+            a.unwrap(),
+            Hello {
+                comm_id: 7,
+                rank: 3,
+                channel: 1
+            }
+        );
+        c.unwrap();
+    }
+
+    #[test]
+    fn wrong_key_is_refused_and_reported_on_both_sides() {
+        let (a, c) = pair(b"secret", b"guess", 7);
+        assert!(a.unwrap_err().contains("failed authentication"));
+        assert!(c.unwrap_err().contains("authentication refused"));
+    }
+
+    #[test]
+    fn other_communicator_is_refused() {
+        let (a, c) = pair(b"k", b"k", 8);
+        assert!(a.unwrap_err().contains("belongs to communicator"));
+        assert!(c.is_err());
+    }
+}

@@ -1,0 +1,167 @@
+//! The wire format: a fixed 32-byte header before every payload.
+//!
+//! ```text
+//! 0      4     5     6      7      8          16         24        28        32
+//! | magic | ver | kind | dtype | rsvd | comm_id  |   seq    |   len   |  chunk  |
+//! ```
+//! All integers are little-endian. The receiver knows exactly what it expects (the op
+//! sequence, the type, the byte count of each chunk), so every field is checked and a
+//! mismatch is an error naming the field, never a silent misread.
+
+/// `"HCWT"`.
+pub const MAGIC: u32 = 0x5457_4348;
+/// Wire version.
+pub const VERSION: u8 = 1;
+/// Header length.
+pub const HEADER_LEN: usize = 32;
+
+/// Frame kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// Collective payload.
+    Data = 1,
+}
+
+/// A decoded header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// Frame kind.
+    pub kind: Kind,
+    /// HCCL data type code of the payload.
+    pub dtype: u8,
+    /// Communicator id.
+    pub comm_id: u64,
+    /// Operation sequence number within the communicator.
+    pub seq: u64,
+    /// Payload bytes.
+    pub len: u32,
+    /// Chunk index within the step.
+    pub chunk: u32,
+}
+
+impl Header {
+    /// Serialises the header.
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+        b[4] = VERSION;
+        b[5] = self.kind as u8;
+        b[6] = self.dtype;
+        b[8..16].copy_from_slice(&self.comm_id.to_le_bytes());
+        b[16..24].copy_from_slice(&self.seq.to_le_bytes());
+        b[24..28].copy_from_slice(&self.len.to_le_bytes());
+        b[28..32].copy_from_slice(&self.chunk.to_le_bytes());
+        b
+    }
+
+    /// Parses a header, checking magic, version and kind.
+    pub fn decode(b: &[u8; HEADER_LEN]) -> Result<Header, String> {
+        let magic = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        if magic != MAGIC {
+            return Err(format!(
+                "bad magic 0x{magic:08x} (not an hcclwatch peer, or the stream is out of sync)"
+            ));
+        }
+        if b[4] != VERSION {
+            return Err(format!(
+                "wire version {} (this build speaks {VERSION})",
+                b[4]
+            ));
+        }
+        let kind = match b[5] {
+            1 => Kind::Data,
+            k => return Err(format!("unknown frame kind {k}")),
+        };
+        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());
+        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap_or_default());
+        Ok(Header {
+            kind,
+            dtype: b[6],
+            comm_id: u64_at(8),
+            seq: u64_at(16),
+            len: u32_at(24),
+            chunk: u32_at(28),
+        })
+    }
+
+    /// Checks a received header against what the receiver expects.
+    pub fn expect(&self, want: &Header, max_frame: usize) -> Result<(), String> {
+        if self.len as usize > max_frame {
+            return Err(format!(
+                "frame of {} bytes exceeds the maximum {max_frame}",
+                self.len
+            ));
+        }
+        for (field, got, exp) in [
+            ("communicator id", self.comm_id, want.comm_id),
+            ("op sequence", self.seq, want.seq),
+            ("data type", u64::from(self.dtype), u64::from(want.dtype)),
+            ("byte count", u64::from(self.len), u64::from(want.len)),
+            ("chunk index", u64::from(self.chunk), u64::from(want.chunk)),
+        ] {
+            if got != exp {
+                return Err(format!(
+                    "{field} {got} where {exp} was expected (ranks disagree on the operation?)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn round_trip(dtype in any::<u8>(), comm in any::<u64>(), seq in any::<u64>(), len in any::<u32>(), chunk in any::<u32>()) {
+            let h = Header { kind: Kind::Data, dtype, comm_id: comm, seq, len, chunk };
+            prop_assert_eq!(Header::decode(&h.encode()).unwrap(), h);
+        }
+
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), HEADER_LEN)) {
+            let arr: [u8; HEADER_LEN] = bytes.try_into().unwrap();
+            let _ = Header::decode(&arr);
+        }
+    }
+
+    #[test]
+    fn mismatches_name_the_field() {
+        let want = Header {
+            kind: Kind::Data,
+            dtype: 4,
+            comm_id: 7,
+            seq: 3,
+            len: 16,
+            chunk: 0,
+        };
+        let mut got = want;
+        got.seq = 4;
+        assert!(
+            got.expect(&want, 1 << 20)
+                .unwrap_err()
+                .contains("op sequence 4 where 3")
+        );
+        let mut got = want;
+        got.len = 1 << 30;
+        assert!(
+            got.expect(&want, 1 << 20)
+                .unwrap_err()
+                .contains("exceeds the maximum")
+        );
+        let mut b = want.encode();
+        b[0] = b'X';
+        assert!(Header::decode(&b).unwrap_err().contains("bad magic"));
+        let mut b = want.encode();
+        b[5] = 9;
+        assert!(
+            Header::decode(&b)
+                .unwrap_err()
+                .contains("unknown frame kind 9")
+        );
+    }
+}

@@ -1,0 +1,720 @@
+//! TCP transport: a full mesh of authenticated connections, several per peer.
+//!
+//! Every rank listens; each pair of ranks is joined by `channels` connections, opened by
+//! the higher rank. Large transfers are striped over the channels, each stripe on its own
+//! thread, so one slow `write` never serialises the others (the "multi-stream" idea);
+//! small transfers go inline on channel 0, where the socket buffers absorb them. Every
+//! payload travels in [`frame`]s whose headers are checked field by field.
+//!
+//! Failure is loud and total: any I/O or protocol error aborts the mesh (all sockets shut
+//! down), so every other rank's pending operation fails promptly instead of waiting for
+//! its timeout, and the caller re-forms a communicator with the survivors.
+
+pub mod auth;
+pub mod frame;
+
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use self::frame::{HEADER_LEN, Header, Kind};
+use super::dtype::{DataType, ReduceOp, reduce_into};
+use super::error::{CollError, CollResult, HcclCode};
+
+/// Transfers up to this size go inline on channel 0 (they fit in the socket buffers, so a
+/// send-then-receive on both sides cannot deadlock).
+pub const INLINE_MAX: usize = 128 * 1024;
+
+/// Fault injection toward one peer (tests and the demo).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FaultSpec {
+    /// Added before every frame sent.
+    pub delay: Duration,
+    /// Throughput cap on sends, bytes per second.
+    pub rate_bytes_per_sec: Option<f64>,
+    /// Shut the connections down after this many payload bytes have been sent.
+    pub drop_after_bytes: Option<u64>,
+}
+
+/// Transport settings shared by every rank of a communicator.
+#[derive(Debug, Clone)]
+pub struct TransportConfig {
+    /// Communicator id; connections of another communicator are refused.
+    pub comm_id: u64,
+    /// Shared secret for the handshake.
+    pub key: Arc<Vec<u8>>,
+    /// Connections per peer.
+    pub channels: usize,
+    /// Bound on connection setup (`HCCL_CONNECT_TIMEOUT`).
+    pub connect_timeout: Duration,
+    /// `SO_SNDBUF` / `SO_RCVBUF`.
+    pub socket_buffer: usize,
+    /// Payload bytes per frame.
+    pub chunk_bytes: usize,
+    /// Largest payload a frame may announce.
+    pub max_frame: usize,
+    /// IP TOS byte (`HCCL_RDMA_TC` semantics: traffic class = DSCP × 4).
+    pub traffic_class: Option<u32>,
+    /// Bind outgoing connections to this interface (`SO_BINDTODEVICE`).
+    pub bind_device: Option<String>,
+    /// Fault injection, by peer rank.
+    pub faults: HashMap<usize, FaultSpec>,
+}
+
+impl TransportConfig {
+    /// Defaults for `comm_id` and `key`: 2 channels, 4 MiB socket buffers, 512 KiB chunks.
+    pub fn new(comm_id: u64, key: Vec<u8>) -> Self {
+        Self {
+            comm_id,
+            key: Arc::new(key),
+            channels: 2,
+            connect_timeout: Duration::from_secs(120),
+            socket_buffer: 4 << 20,
+            chunk_bytes: 512 << 10,
+            max_frame: 16 << 20,
+            traffic_class: None,
+            bind_device: None,
+            faults: HashMap::new(),
+        }
+    }
+}
+
+/// How received bytes land in the destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecvMode {
+    /// Copy.
+    Copy,
+    /// Reduce into the destination with this operator.
+    Reduce(ReduceOp),
+}
+
+#[derive(Debug)]
+struct Shaper {
+    spec: FaultSpec,
+    next_free: Instant,
+    sent: u64,
+}
+
+#[derive(Debug)]
+struct Peer {
+    streams: Vec<TcpStream>,
+    shaper: Option<Mutex<Shaper>>,
+}
+
+/// The connections of one rank to all others.
+#[derive(Debug)]
+pub struct Mesh {
+    rank: usize,
+    world: usize,
+    peers: Vec<Option<Peer>>,
+    cfg: TransportConfig,
+    send_seq: Mutex<Vec<u64>>,
+    recv_seq: Mutex<Vec<u64>>,
+}
+
+fn tune(s: &TcpStream, cfg: &TransportConfig) -> std::io::Result<()> {
+    s.set_nodelay(true)?;
+    let sock = socket2::SockRef::from(s);
+    sock.set_send_buffer_size(cfg.socket_buffer)?;
+    sock.set_recv_buffer_size(cfg.socket_buffer)?;
+    sock.set_keepalive(true)?;
+    if let Some(tc) = cfg.traffic_class {
+        sock.set_tos_v4(tc)?;
+    }
+    Ok(())
+}
+
+fn io_error(op: &str, peer: usize, e: &std::io::Error, timeout: bool) -> CollError {
+    if timeout || matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+        CollError::new(
+            HcclCode::Timeout,
+            op,
+            Some(peer),
+            "no progress before the execution timeout",
+        )
+    } else {
+        CollError::new(
+            HcclCode::TcpTransfer,
+            op,
+            Some(peer),
+            format!("connection lost ({e}); the peer exited, aborted or was cut off"),
+        )
+    }
+}
+
+impl Mesh {
+    /// Connects rank `rank` to every address in `addrs` (index = rank), using `listener`
+    /// (bound to `addrs[rank]`) for incoming connections.
+    pub fn establish(
+        listener: &TcpListener,
+        rank: usize,
+        addrs: &[SocketAddr],
+        cfg: TransportConfig,
+    ) -> CollResult<Mesh> {
+        let world = addrs.len();
+        if rank >= world {
+            return Err(CollError::para(
+                "init",
+                format!("rank {rank} is outside a world of {world}"),
+            ));
+        }
+        if cfg.channels == 0 || cfg.channels > 16 {
+            return Err(CollError::para(
+                "init",
+                format!("channels = {} (must be 1..=16)", cfg.channels),
+            ));
+        }
+        let deadline = Instant::now() + cfg.connect_timeout;
+        let channels = cfg.channels;
+        let mut peers: Vec<Option<Vec<Option<TcpStream>>>> = (0..world).map(|_| None).collect();
+        let expected = (world - rank - 1) * channels;
+
+        let (accepted, connected) = std::thread::scope(|scope| {
+            let acceptor =
+                scope.spawn(|| accept_all(listener, rank, world, &cfg, expected, deadline));
+            let mut out = Vec::new();
+            for (peer, addr) in addrs.iter().enumerate().take(rank) {
+                let mut chans = Vec::new();
+                for ch in 0..channels {
+                    match connect_one(*addr, rank, peer, ch, &cfg, deadline) {
+                        Ok(s) => chans.push(s),
+                        Err(e) => {
+                            return (acceptor.join().unwrap_or_else(|_| Err(e.clone())), Err(e));
+                        }
+                    }
+                }
+                out.push((peer, chans));
+            }
+            (
+                acceptor.join().unwrap_or_else(|_| {
+                    Err(CollError::new(
+                        HcclCode::Internal,
+                        "init",
+                        None,
+                        "acceptor thread panicked",
+                    ))
+                }),
+                Ok(out),
+            )
+        });
+        let connected = connected?;
+        let accepted = accepted?;
+        for (peer, chans) in connected {
+            peers[peer] = Some(chans.into_iter().map(Some).collect());
+        }
+        for (peer, ch, s) in accepted {
+            let slot = peers[peer].get_or_insert_with(|| (0..channels).map(|_| None).collect());
+            slot[ch] = Some(s);
+        }
+        let peers = peers
+            .into_iter()
+            .enumerate()
+            .map(|(p, chans)| {
+                chans.map(|c| Peer {
+                    streams: c.into_iter().flatten().collect(),
+                    shaper: cfg.faults.get(&p).map(|spec| {
+                        Mutex::new(Shaper {
+                            spec: spec.clone(),
+                            next_free: Instant::now(),
+                            sent: 0,
+                        })
+                    }),
+                })
+            })
+            .collect();
+        Ok(Mesh {
+            rank,
+            world,
+            peers,
+            send_seq: Mutex::new(vec![0; world]),
+            recv_seq: Mutex::new(vec![0; world]),
+            cfg,
+        })
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// World size.
+    pub fn world(&self) -> usize {
+        self.world
+    }
+
+    /// Shuts every connection down, so peers blocked on us fail at once.
+    pub fn abort(&self) {
+        for p in self.peers.iter().flatten() {
+            for s in &p.streams {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+    }
+
+    /// Claims the next per-link sequence numbers for one operation's traffic. Each link
+    /// direction counts the operations that used it, so ranks that skip a peer in some
+    /// operation (point-to-point, trees) stay in step with it.
+    pub fn next_seqs(
+        &self,
+        sends: &[usize],
+        recvs: &[usize],
+    ) -> (HashMap<usize, u64>, HashMap<usize, u64>) {
+        let mut s = self.send_seq.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = self.recv_seq.lock().unwrap_or_else(|p| p.into_inner());
+        let mut so = HashMap::new();
+        for &p in sends {
+            so.entry(p).or_insert_with(|| {
+                s[p] += 1;
+                s[p]
+            });
+        }
+        let mut ro = HashMap::new();
+        for &p in recvs {
+            ro.entry(p).or_insert_with(|| {
+                r[p] += 1;
+                r[p]
+            });
+        }
+        (so, ro)
+    }
+
+    fn peer(&self, p: usize, op: &str) -> CollResult<&Peer> {
+        self.peers.get(p).and_then(Option::as_ref).ok_or_else(|| {
+            CollError::para(
+                op,
+                format!(
+                    "rank {p} is not a peer of rank {} in a world of {}",
+                    self.rank, self.world
+                ),
+            )
+        })
+    }
+
+    /// Sends `data` to `to`, and receives `recv.len()` bytes from `from` into `recv`,
+    /// concurrently. Either side may be absent or empty.
+    #[allow(clippy::too_many_arguments)]
+    pub fn exchange(
+        &self,
+        op: &str,
+        seq: (u64, u64),
+        dtype: DataType,
+        send: Option<(usize, &[u8])>,
+        recv: Option<(usize, &mut [u8], RecvMode)>,
+        deadline: Instant,
+    ) -> CollResult<()> {
+        let send = send.filter(|(_, d)| !d.is_empty());
+        let recv = recv.filter(|(_, d, _)| !d.is_empty());
+        let small = send.as_ref().is_none_or(|(_, d)| d.len() <= INLINE_MAX)
+            && recv.as_ref().is_none_or(|(_, d, _)| d.len() <= INLINE_MAX);
+        if small {
+            if let Some((to, data)) = send {
+                self.send_stripe(op, to, seq.0, dtype, 0, data, deadline)?;
+            }
+            if let Some((from, buf, mode)) = recv {
+                self.recv_stripe(op, from, seq.1, dtype, 0, buf, mode, deadline)?;
+            }
+            return Ok(());
+        }
+        let elem = dtype.size();
+        std::thread::scope(|scope| {
+            let mut handles = Vec::new();
+            if let Some((to, data)) = send {
+                let n = self.peer(to, op)?.streams.len();
+                for (ch, part) in stripes(data.len(), n, elem).into_iter().enumerate() {
+                    let d = &data[part];
+                    handles
+                        .push(scope.spawn(move || {
+                            self.send_stripe(op, to, seq.0, dtype, ch, d, deadline)
+                        }));
+                }
+            }
+            let mut result = Ok(());
+            if let Some((from, buf, mode)) = recv {
+                let n = self.peer(from, op)?.streams.len();
+                let parts = stripes(buf.len(), n, elem);
+                let mut rest = buf;
+                let mut pieces = Vec::new();
+                for part in &parts {
+                    let (head, tail) = rest.split_at_mut(part.len());
+                    pieces.push(head);
+                    rest = tail;
+                }
+                let last = pieces.pop();
+                for (ch, piece) in pieces.into_iter().enumerate() {
+                    handles.push(scope.spawn(move || {
+                        self.recv_stripe(op, from, seq.1, dtype, ch, piece, mode, deadline)
+                    }));
+                }
+                if let Some(piece) = last {
+                    result = self.recv_stripe(
+                        op,
+                        from,
+                        seq.1,
+                        dtype,
+                        parts.len() - 1,
+                        piece,
+                        mode,
+                        deadline,
+                    );
+                }
+            }
+            for h in handles {
+                let r = h.join().unwrap_or_else(|_| {
+                    Err(CollError::new(
+                        HcclCode::Internal,
+                        op,
+                        None,
+                        "transfer thread panicked",
+                    ))
+                });
+                if result.is_ok() {
+                    result = r;
+                }
+            }
+            result
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn send_stripe(
+        &self,
+        op: &str,
+        to: usize,
+        seq: u64,
+        dtype: DataType,
+        ch: usize,
+        data: &[u8],
+        deadline: Instant,
+    ) -> CollResult<()> {
+        let peer = self.peer(to, op)?;
+        let mut s = &peer.streams[ch];
+        let chunk = self.chunk_bytes(dtype);
+        for (i, part) in data.chunks(chunk).enumerate() {
+            if let Some(sh) = &peer.shaper {
+                self.shape(sh, part.len(), to, op, deadline)?;
+            }
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(io_error(op, to, &ErrorKind::TimedOut.into(), true));
+            }
+            s.set_write_timeout(Some(remaining))
+                .map_err(|e| io_error(op, to, &e, false))?;
+            let h = Header {
+                kind: Kind::Data,
+                dtype: dtype.code(),
+                comm_id: self.cfg.comm_id,
+                seq,
+                len: part.len() as u32,
+                chunk: i as u32,
+            };
+            s.write_all(&h.encode())
+                .map_err(|e| io_error(op, to, &e, false))?;
+            s.write_all(part).map_err(|e| io_error(op, to, &e, false))?;
+        }
+        Ok(())
+    }
+
+    fn shape(
+        &self,
+        sh: &Mutex<Shaper>,
+        len: usize,
+        to: usize,
+        op: &str,
+        deadline: Instant,
+    ) -> CollResult<()> {
+        let wait = {
+            let mut g = sh.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(limit) = g.spec.drop_after_bytes
+                && g.sent + len as u64 > limit
+            {
+                drop(g);
+                if let Some(p) = self.peers[to].as_ref() {
+                    for s in &p.streams {
+                        let _ = s.shutdown(Shutdown::Both);
+                    }
+                }
+                return Err(CollError::new(
+                    HcclCode::TcpTransfer,
+                    op,
+                    Some(to),
+                    format!("fault injection: connection dropped after {limit} bytes"),
+                ));
+            }
+            g.sent += len as u64;
+            let now = Instant::now();
+            let start = g.next_free.max(now) + g.spec.delay;
+            let busy = g.spec.rate_bytes_per_sec.map_or(Duration::ZERO, |r| {
+                Duration::from_secs_f64(len as f64 / r.max(1.0))
+            });
+            g.next_free = start + busy;
+            g.next_free.saturating_duration_since(now)
+        };
+        if Instant::now() + wait > deadline {
+            return Err(io_error(op, to, &ErrorKind::TimedOut.into(), true));
+        }
+        std::thread::sleep(wait);
+        Ok(())
+    }
+
+    fn chunk_bytes(&self, dtype: DataType) -> usize {
+        let e = dtype.size();
+        (self.cfg.chunk_bytes.min(self.cfg.max_frame) / e).max(1) * e
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn recv_stripe(
+        &self,
+        op: &str,
+        from: usize,
+        seq: u64,
+        dtype: DataType,
+        ch: usize,
+        buf: &mut [u8],
+        mode: RecvMode,
+        deadline: Instant,
+    ) -> CollResult<()> {
+        let peer = self.peer(from, op)?;
+        let mut s = &peer.streams[ch];
+        let chunk = self.chunk_bytes(dtype);
+        let mut scratch = match mode {
+            RecvMode::Copy => Vec::new(),
+            RecvMode::Reduce(_) => vec![0u8; chunk.min(buf.len())],
+        };
+        for (i, dst) in buf.chunks_mut(chunk).enumerate() {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(io_error(op, from, &ErrorKind::TimedOut.into(), true));
+            }
+            s.set_read_timeout(Some(remaining))
+                .map_err(|e| io_error(op, from, &e, false))?;
+            let mut hb = [0u8; HEADER_LEN];
+            s.read_exact(&mut hb)
+                .map_err(|e| io_error(op, from, &e, false))?;
+            let want = Header {
+                kind: Kind::Data,
+                dtype: dtype.code(),
+                comm_id: self.cfg.comm_id,
+                seq,
+                len: dst.len() as u32,
+                chunk: i as u32,
+            };
+            Header::decode(&hb)
+                .and_then(|h| h.expect(&want, self.cfg.max_frame))
+                .map_err(|m| {
+                    CollError::new(
+                        HcclCode::TcpTransfer,
+                        op,
+                        Some(from),
+                        format!("bad frame: {m}"),
+                    )
+                })?;
+            match mode {
+                RecvMode::Copy => s
+                    .read_exact(dst)
+                    .map_err(|e| io_error(op, from, &e, false))?,
+                RecvMode::Reduce(rop) => {
+                    let tmp = &mut scratch[..dst.len()];
+                    s.read_exact(tmp)
+                        .map_err(|e| io_error(op, from, &e, false))?;
+                    reduce_into(rop, dtype, dst, tmp);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Splits `len` bytes into `n` contiguous ranges aligned to `elem`, as even as possible.
+pub fn stripes(len: usize, n: usize, elem: usize) -> Vec<std::ops::Range<usize>> {
+    let elems = len / elem;
+    let n = n.max(1).min(elems.max(1));
+    let (base, extra) = (elems / n, elems % n);
+    let mut out = Vec::with_capacity(n);
+    let mut start = 0;
+    for i in 0..n {
+        let size = (base + usize::from(i < extra)) * elem;
+        out.push(start..start + size);
+        start += size;
+    }
+    out
+}
+
+fn connect_one(
+    addr: SocketAddr,
+    rank: usize,
+    peer: usize,
+    ch: usize,
+    cfg: &TransportConfig,
+    deadline: Instant,
+) -> CollResult<TcpStream> {
+    let op = "init: connect";
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(CollError::new(
+                HcclCode::TcpConnect,
+                op,
+                Some(peer),
+                format!(
+                    "could not connect to {addr} within the connect timeout ({:?})",
+                    cfg.connect_timeout
+                ),
+            ));
+        }
+        let attempt = (|| -> std::io::Result<TcpStream> {
+            let sock = socket2::Socket::new(
+                socket2::Domain::for_address(addr),
+                socket2::Type::STREAM,
+                None,
+            )?;
+            if let Some(dev) = &cfg.bind_device {
+                sock.bind_device(Some(dev.as_bytes()))?;
+            }
+            sock.connect_timeout(&addr.into(), remaining.min(Duration::from_secs(2)))?;
+            Ok(sock.into())
+        })();
+        match attempt {
+            Ok(mut s) => {
+                tune(&s, cfg).map_err(|e| {
+                    CollError::new(HcclCode::TcpConnect, op, Some(peer), e.to_string())
+                })?;
+                let _ = s.set_read_timeout(Some(remaining));
+                let _ = s.set_write_timeout(Some(remaining));
+                let me = auth::Hello {
+                    comm_id: cfg.comm_id,
+                    rank: rank as u32,
+                    channel: ch as u32,
+                };
+                auth::connect(&mut s, &cfg.key, me).map_err(|m| {
+                    CollError::new(
+                        HcclCode::TcpConnect,
+                        op,
+                        Some(peer),
+                        format!("handshake with {addr} failed: {m}"),
+                    )
+                })?;
+                let _ = s.set_read_timeout(None);
+                let _ = s.set_write_timeout(None);
+                return Ok(s);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::ConnectionRefused | ErrorKind::TimedOut | ErrorKind::WouldBlock
+                ) =>
+            {
+                // The peer is not listening yet; retry until the deadline.
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => {
+                return Err(CollError::new(
+                    HcclCode::TcpConnect,
+                    op,
+                    Some(peer),
+                    format!("connect to {addr}: {e}"),
+                ));
+            }
+        }
+    }
+}
+
+fn accept_all(
+    listener: &TcpListener,
+    rank: usize,
+    world: usize,
+    cfg: &TransportConfig,
+    expected: usize,
+    deadline: Instant,
+) -> CollResult<Vec<(usize, usize, TcpStream)>> {
+    let op = "init: accept";
+    let mut got: Vec<(usize, usize, TcpStream)> = Vec::new();
+    let mut rejected: Vec<String> = Vec::new();
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| CollError::new(HcclCode::TcpConnect, op, None, e.to_string()))?;
+    while got.len() < expected {
+        if Instant::now() >= deadline {
+            let have: Vec<usize> = got.iter().map(|(p, _, _)| *p).collect();
+            let missing: Vec<usize> = (rank + 1..world).filter(|p| !have.contains(p)).collect();
+            let _ = listener.set_nonblocking(false);
+            return Err(CollError::new(
+                HcclCode::TcpConnect,
+                op,
+                missing.first().copied(),
+                format!(
+                    "timed out waiting for ranks {missing:?} to connect{}",
+                    if rejected.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; rejected: {}", rejected.join("; "))
+                    }
+                ),
+            ));
+        }
+        match listener.accept() {
+            Ok((mut s, from)) => {
+                let _ = s.set_nonblocking(false);
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                let _ = s.set_read_timeout(Some(remaining.min(Duration::from_secs(10))));
+                let _ = s.set_write_timeout(Some(remaining.min(Duration::from_secs(10))));
+                let _ = tune(&s, cfg);
+                match auth::accept(&mut s, &cfg.key, cfg.comm_id) {
+                    Ok(h) => {
+                        let (p, ch) = (h.rank as usize, h.channel as usize);
+                        if p <= rank
+                            || p >= world
+                            || ch >= cfg.channels
+                            || got.iter().any(|(gp, gc, _)| *gp == p && *gc == ch)
+                        {
+                            rejected.push(format!("{from}: unexpected rank {p} channel {ch}"));
+                            continue;
+                        }
+                        let _ = s.set_read_timeout(None);
+                        let _ = s.set_write_timeout(None);
+                        got.push((p, ch, s));
+                    }
+                    Err(m) => {
+                        tracing::warn!(peer = %from, "rejected connection: {m}");
+                        rejected.push(format!("{from}: {m}"));
+                    }
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(2))
+            }
+            Err(e) => {
+                rejected.push(format!("accept: {e}"));
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    }
+    let _ = listener.set_nonblocking(false);
+    Ok(got)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn stripes_cover_exactly_and_align(elems in 0usize..10_000, n in 1usize..9, esize in prop::sample::select(vec![1usize, 2, 4, 8])) {
+            let len = elems * esize;
+            let s = stripes(len, n, esize);
+            prop_assert!(!s.is_empty() && s.len() <= n);
+            let mut pos = 0;
+            for r in &s {
+                prop_assert_eq!(r.start, pos);
+                prop_assert_eq!(r.len() % esize, 0);
+                pos = r.end;
+            }
+            prop_assert_eq!(pos, len);
+            let sizes: Vec<usize> = s.iter().map(|r| r.len()).collect();
+            let (mn, mx) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+            prop_assert!(mx - mn <= esize);
+        }
+    }
+}

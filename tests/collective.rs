@@ -1,0 +1,624 @@
+//! The collective engine against a reference reduction: every operation × data type ×
+//! world size × algorithm, over real TCP on loopback (one thread per rank), with counts
+//! that are 0, 1, not divisible by the world, and large enough to take the striped,
+//! multi-threaded transfer path.
+
+use std::net::{SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
+
+use hcclwatch::collective::algo::select::{Algo, parse_hccl_algo};
+use hcclwatch::collective::transport::{FaultSpec, TransportConfig};
+use hcclwatch::collective::{CollError, CommConfig, Communicator, DataType, HcclCode, ReduceOp};
+
+fn config(comm_id: u64, key: &[u8], algo: Option<&str>) -> CommConfig {
+    let mut t = TransportConfig::new(comm_id, key.to_vec());
+    t.connect_timeout = Duration::from_secs(10);
+    let mut c = CommConfig::new(t);
+    c.exec_timeout = Duration::from_secs(20);
+    if let Some(a) = algo {
+        c.algo = parse_hccl_algo(a).unwrap();
+    }
+    c
+}
+
+fn listeners(n: usize) -> (Vec<TcpListener>, Vec<SocketAddr>) {
+    let ls: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let addrs = ls.iter().map(|l| l.local_addr().unwrap()).collect();
+    (ls, addrs)
+}
+
+fn world_with(n: usize, cfgs: Vec<CommConfig>) -> Vec<Result<Communicator, CollError>> {
+    let (ls, addrs) = listeners(n);
+    let handles: Vec<_> = ls
+        .into_iter()
+        .zip(cfgs)
+        .enumerate()
+        .map(|(r, (l, c))| {
+            let addrs = addrs.clone();
+            std::thread::spawn(move || Communicator::init(l, r, addrs, c))
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+fn world(n: usize, algo: Option<&str>) -> Vec<Communicator> {
+    world_with(n, (0..n).map(|_| config(7, b"test-key", algo)).collect())
+        .into_iter()
+        .map(|c| c.expect("init"))
+        .collect()
+}
+
+/// Runs `f` on every rank at once; returns the per-rank results in rank order.
+fn on_all<T: Send>(
+    comms: &mut [Communicator],
+    f: impl Fn(usize, &mut Communicator) -> T + Sync,
+) -> Vec<T> {
+    std::thread::scope(|s| {
+        let hs: Vec<_> = comms
+            .iter_mut()
+            .enumerate()
+            .map(|(r, c)| {
+                let f = &f;
+                s.spawn(move || f(r, c))
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// Input value of element `i` on rank `r` for operator `op`.
+fn input(d: DataType, op: ReduceOp, r: usize, i: usize) -> f64 {
+    let small = ((r * 7 + i * 3) % 5) as f64;
+    match op {
+        ReduceOp::Prod => 1.0 + ((r + i) % 2) as f64,
+        _ if d.is_float() => 0.1 * (r as f64 + 1.0) + 0.013 * (i % 97) as f64,
+        _ => {
+            small
+                + 1.0
+                + if matches!(
+                    d,
+                    DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64
+                ) {
+                    -2.0
+                } else {
+                    0.0
+                }
+        }
+    }
+}
+
+fn fill(d: DataType, op: ReduceOp, r: usize, count: usize, offset: usize) -> Vec<u8> {
+    let mut b = vec![0u8; count * d.size()];
+    for i in 0..count {
+        d.set(&mut b, i, input(d, op, r, i + offset));
+    }
+    b
+}
+
+/// Compares `got` with the reduction of what each rank actually stored.
+fn check_reduced(
+    d: DataType,
+    op: ReduceOp,
+    n: usize,
+    got: &[u8],
+    count: usize,
+    offset: usize,
+    what: &str,
+) {
+    for i in 0..count {
+        let mut acc: Option<f64> = None;
+        for r in 0..n {
+            let stored = fill(d, op, r, 1, i + offset);
+            let v = d.get(&stored, 0);
+            acc = Some(acc.map_or(v, |a| op.apply_f64(a, v)));
+        }
+        let want = acc.unwrap();
+        let g = d.get(got, i);
+        if d.is_float() {
+            let tol = d.tolerance(n) * want.abs().max(1.0);
+            assert!(
+                (g - want).abs() <= tol,
+                "{what}: element {i}: got {g}, want {want} ± {tol}"
+            );
+        } else {
+            let mut w = vec![0u8; d.size()];
+            d.set(&mut w, 0, want);
+            assert_eq!(g, d.get(&w, 0), "{what}: element {i}");
+        }
+    }
+}
+
+const COUNTS: [usize; 4] = [0, 1, 13, 40_003];
+
+#[test]
+fn all_reduce_matrix() {
+    for n in [1, 2, 3, 4, 5, 8] {
+        for algo in ["level0:NA;level1:ring", "level0:NA;level1:H-D_R"] {
+            let mut comms = world(n, Some(algo));
+            for d in DataType::ALL {
+                for op in ReduceOp::ALL {
+                    for count in COUNTS {
+                        if count > 1000 && (n > 4 || op != ReduceOp::Sum) {
+                            continue;
+                        }
+                        let outs = on_all(&mut comms, |r, c| {
+                            let send = fill(d, op, r, count, 0);
+                            let mut recv = vec![0u8; send.len()];
+                            let used = c.all_reduce(&send, &mut recv, count, d, op).unwrap();
+                            (used, recv)
+                        });
+                        for (r, (used, out)) in outs.iter().enumerate() {
+                            let expect = if algo.contains("ring") {
+                                Algo::Ring
+                            } else {
+                                Algo::HalvingDoubling
+                            };
+                            assert_eq!(*used, expect);
+                            check_reduced(
+                                d,
+                                op,
+                                n,
+                                out,
+                                count,
+                                0,
+                                &format!(
+                                    "all_reduce n={n} {algo} {d:?} {op:?} count={count} rank {r}"
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn in_place_all_reduce() {
+    let mut comms = world(3, None);
+    let outs = on_all(&mut comms, |r, c| {
+        let mut buf = fill(DataType::Int32, ReduceOp::Sum, r, 10, 0);
+        c.all_reduce_in_place(&mut buf, 10, DataType::Int32, ReduceOp::Sum)
+            .unwrap();
+        buf
+    });
+    for o in outs {
+        check_reduced(DataType::Int32, ReduceOp::Sum, 3, &o, 10, 0, "in place");
+    }
+}
+
+#[test]
+fn reduce_scatter_all_gather_broadcast_reduce_all_to_all_matrix() {
+    for n in [1, 2, 3, 4, 5, 8] {
+        let mut comms = world(n, None);
+        for d in DataType::ALL {
+            for count in COUNTS {
+                if count > 1000 && n > 3 {
+                    continue;
+                }
+                let op = if d.is_float() {
+                    ReduceOp::Sum
+                } else {
+                    ReduceOp::Max
+                };
+                // reduce_scatter: per-rank receive count.
+                let outs = on_all(&mut comms, |r, c| {
+                    let send = fill(d, op, r, count * n, 0);
+                    let mut recv = vec![0u8; count * d.size()];
+                    c.reduce_scatter(&send, &mut recv, count, d, op).unwrap();
+                    recv
+                });
+                for (r, o) in outs.iter().enumerate() {
+                    check_reduced(
+                        d,
+                        op,
+                        n,
+                        o,
+                        count,
+                        r * count,
+                        &format!("reduce_scatter n={n} {d:?} count={count} rank {r}"),
+                    );
+                }
+                // all_gather: per-rank send count.
+                let outs = on_all(&mut comms, |r, c| {
+                    let send = fill(d, ReduceOp::Sum, r, count, 1000 * r);
+                    let mut recv = vec![0u8; count * n * d.size()];
+                    c.all_gather(&send, &mut recv, count, d).unwrap();
+                    recv
+                });
+                for o in &outs {
+                    for src in 0..n {
+                        let want = fill(d, ReduceOp::Sum, src, count, 1000 * src);
+                        let b = count * d.size();
+                        assert_eq!(
+                            &o[src * b..(src + 1) * b],
+                            &want[..],
+                            "all_gather n={n} {d:?} count={count} block {src}"
+                        );
+                    }
+                }
+                // broadcast from the last rank.
+                let root = n - 1;
+                let outs = on_all(&mut comms, |r, c| {
+                    let mut buf = if r == root {
+                        fill(d, ReduceOp::Sum, 99, count, 0)
+                    } else {
+                        vec![0u8; count * d.size()]
+                    };
+                    c.broadcast(&mut buf, count, d, root).unwrap();
+                    buf
+                });
+                for o in &outs {
+                    assert_eq!(
+                        o,
+                        &fill(d, ReduceOp::Sum, 99, count, 0),
+                        "broadcast n={n} {d:?} count={count}"
+                    );
+                }
+                // reduce to the middle rank.
+                let root = n / 2;
+                let outs = on_all(&mut comms, |r, c| {
+                    let send = fill(d, op, r, count, 0);
+                    let mut recv = if r == root {
+                        vec![0u8; send.len()]
+                    } else {
+                        Vec::new()
+                    };
+                    c.reduce(&send, &mut recv, count, d, op, root).unwrap();
+                    recv
+                });
+                check_reduced(
+                    d,
+                    op,
+                    n,
+                    &outs[root],
+                    count,
+                    0,
+                    &format!("reduce n={n} {d:?} count={count}"),
+                );
+                // all_to_all: block p of rank r's input is (r, p)-specific.
+                let outs = on_all(&mut comms, |r, c| {
+                    let mut send = Vec::new();
+                    for p in 0..n {
+                        send.extend(fill(d, ReduceOp::Sum, r * 16 + p, count, 0));
+                    }
+                    let mut recv = vec![0u8; send.len()];
+                    c.all_to_all(&send, &mut recv, count, d).unwrap();
+                    recv
+                });
+                for (r, o) in outs.iter().enumerate() {
+                    for src in 0..n {
+                        let b = count * d.size();
+                        assert_eq!(
+                            &o[src * b..(src + 1) * b],
+                            &fill(d, ReduceOp::Sum, src * 16 + r, count, 0)[..],
+                            "all_to_all n={n} {d:?}"
+                        );
+                    }
+                }
+            }
+        }
+        on_all(&mut comms, |_, c| c.barrier().unwrap());
+    }
+}
+
+#[test]
+fn send_recv_ring_and_barrier() {
+    for n in [2, 3, 5] {
+        let mut comms = world(n, None);
+        for count in [0usize, 1, 100_000] {
+            let outs = on_all(&mut comms, |r, c| {
+                let d = DataType::Fp32;
+                let mine = fill(d, ReduceOp::Sum, r, count, 0);
+                let mut got = vec![0u8; mine.len()];
+                let (to, from) = ((r + 1) % n, (r + n - 1) % n);
+                if r % 2 == 0 {
+                    c.send(&mine, count, d, to).unwrap();
+                    c.recv(&mut got, count, d, from).unwrap();
+                } else {
+                    c.recv(&mut got, count, d, from).unwrap();
+                    c.send(&mine, count, d, to).unwrap();
+                }
+                c.barrier().unwrap();
+                got
+            });
+            for (r, o) in outs.iter().enumerate() {
+                assert_eq!(
+                    o,
+                    &fill(DataType::Fp32, ReduceOp::Sum, (r + n - 1) % n, count, 0)
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_arguments_are_hccl_e_para() {
+    let mut comms = world(2, None);
+    let e = comms[0]
+        .all_reduce(&[0u8; 8], &mut [0u8; 4], 2, DataType::Fp32, ReduceOp::Sum)
+        .unwrap_err();
+    assert_eq!(e.code, HcclCode::Para);
+    assert!(
+        e.message
+            .contains("recv buffer holds 4 bytes but 2 × fp32 needs 8"),
+        "{e}"
+    );
+    let e = comms[0]
+        .broadcast(&mut [0u8; 4], 1, DataType::Fp32, 5)
+        .unwrap_err();
+    assert_eq!(e.code, HcclCode::Para);
+    let e = comms[1].send(&[0u8; 4], 1, DataType::Fp32, 1).unwrap_err();
+    assert!(e.message.contains("not another rank"), "{e}");
+    // A parameter error is caught before anything is sent, so the communicator still works.
+    on_all(&mut comms, |_, c| c.barrier().unwrap());
+}
+
+#[test]
+fn wrong_key_is_refused_and_reported_on_both_sides() {
+    let cfgs = vec![config(1, b"right", None), config(1, b"wrong", None)];
+    let mut cfgs = cfgs;
+    for c in &mut cfgs {
+        c.transport.connect_timeout = Duration::from_secs(2);
+    }
+    let r = world_with(2, cfgs);
+    let e0 = r[0].as_ref().unwrap_err();
+    let e1 = r[1].as_ref().unwrap_err();
+    assert_eq!(e0.code, HcclCode::TcpConnect);
+    assert!(
+        e0.message.contains("failed authentication (wrong key)"),
+        "{e0}"
+    );
+    assert_eq!(e1.code, HcclCode::TcpConnect);
+    assert!(e1.message.contains("authentication refused"), "{e1}");
+}
+
+#[test]
+fn garbage_on_the_port_is_rejected_and_init_completes() {
+    let (ls, addrs) = listeners(2);
+    let target = addrs[0];
+    let hs: Vec<_> = ls
+        .into_iter()
+        .enumerate()
+        .map(|(r, l)| {
+            let a = addrs.clone();
+            std::thread::spawn(move || {
+                if r == 1 {
+                    // Let the stranger reach rank 0 first.
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Communicator::init(l, r, a, config(3, b"k", None))
+            })
+        })
+        .collect();
+    // A stranger connects to rank 0 and sends junk instead of the handshake.
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(target).unwrap();
+    let mut hello = [0u8; 36];
+    s.read_exact(&mut hello).unwrap();
+    assert_eq!(&hello[..4], b"HCWA");
+    s.write_all(&[0xAB; 200]).unwrap();
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply);
+    assert!(
+        reply.starts_with(b"NO"),
+        "the stranger is told no: {reply:?}"
+    );
+    let mut comms: Vec<Communicator> = hs.into_iter().map(|h| h.join().unwrap().unwrap()).collect();
+    on_all(&mut comms, |_, c| c.barrier().unwrap());
+}
+
+#[test]
+fn oversized_or_mismatched_frames_fail_the_op_clearly() {
+    use hcclwatch::collective::transport::auth;
+    use hcclwatch::collective::transport::frame::{Header, Kind};
+    use std::io::Write;
+    let (mut ls, addrs) = listeners(2);
+    let l0 = ls.remove(0);
+    let a0 = addrs.clone();
+    let real = std::thread::spawn(move || {
+        let mut c = Communicator::init(l0, 0, a0, {
+            let mut c = config(5, b"k", None);
+            c.measure_costs = false;
+            c.transport.channels = 1;
+            c
+        })?;
+        let mut buf = vec![0u8; 16];
+        c.recv(&mut buf, 4, DataType::Fp32, 1)
+    });
+    // A peer that knows the key but sends a frame announcing 1 GiB.
+    let mut s = std::net::TcpStream::connect(addrs[0]).unwrap();
+    auth::connect(
+        &mut s,
+        b"k",
+        auth::Hello {
+            comm_id: 5,
+            rank: 1,
+            channel: 0,
+        },
+    )
+    .unwrap();
+    let h = Header {
+        kind: Kind::Data,
+        dtype: DataType::Fp32.code(),
+        comm_id: 5,
+        seq: 1,
+        len: 1 << 30,
+        chunk: 0,
+    };
+    s.write_all(&h.encode()).unwrap();
+    let e = real.join().unwrap().unwrap_err();
+    assert_eq!(e.code, HcclCode::TcpTransfer);
+    assert_eq!(e.peer, Some(1));
+    assert!(
+        e.message
+            .contains("bad frame: frame of 1073741824 bytes exceeds the maximum"),
+        "{e}"
+    );
+}
+
+#[test]
+fn dead_peer_fails_every_rank_promptly_and_survivors_reform() {
+    let n = 4;
+    let mut comms = world(n, Some("level0:NA;level1:ring"));
+    let victim = comms.pop().unwrap();
+    let count = 2_000_000;
+    let started = Instant::now();
+    let results = std::thread::scope(|s| {
+        let hs: Vec<_> = comms
+            .iter_mut()
+            .map(|c| {
+                s.spawn(move || {
+                    let mut buf = vec![0u8; count * 4];
+                    let mut last = Ok(Algo::Ring);
+                    for _ in 0..50 {
+                        last =
+                            c.all_reduce_in_place(&mut buf, count, DataType::Fp32, ReduceOp::Sum);
+                        if last.is_err() {
+                            break;
+                        }
+                    }
+                    last
+                })
+            })
+            .collect();
+        // The victim takes part in a few operations, then dies (its sockets close, as on
+        // kill -9).
+        let mut victim = victim;
+        let mut buf = vec![0u8; count * 4];
+        for _ in 0..2 {
+            victim
+                .all_reduce_in_place(&mut buf, count, DataType::Fp32, ReduceOp::Sum)
+                .unwrap();
+        }
+        drop(victim);
+        hs.into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    for r in &results {
+        let e = r.as_ref().unwrap_err();
+        assert!(
+            matches!(e.code, HcclCode::TcpTransfer | HcclCode::Timeout),
+            "{e}"
+        );
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "failure took {:?}",
+        started.elapsed()
+    );
+    // Survivors re-form without rank 3 and complete an all-reduce.
+    let mut survivors: Vec<Communicator> = std::thread::scope(|s| {
+        let hs: Vec<_> = comms
+            .into_iter()
+            .map(|c| s.spawn(move || c.shrink(&[3], 8).unwrap()))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(survivors.iter().all(|c| c.size() == 3));
+    let outs = on_all(&mut survivors, |r, c| {
+        let send = fill(DataType::Int32, ReduceOp::Sum, r, 1000, 0);
+        let mut recv = vec![0u8; send.len()];
+        c.all_reduce(&send, &mut recv, 1000, DataType::Int32, ReduceOp::Sum)
+            .unwrap();
+        recv
+    });
+    for o in outs {
+        check_reduced(
+            DataType::Int32,
+            ReduceOp::Sum,
+            3,
+            &o,
+            1000,
+            0,
+            "after shrink",
+        );
+    }
+}
+
+#[test]
+fn fault_injection_caps_throughput_and_drops() {
+    // Rank 0 → rank 1 capped at 20 MB/s: 4 MB takes at least ~0.2 s.
+    let mut cfgs: Vec<CommConfig> = (0..2).map(|_| config(11, b"k", None)).collect();
+    cfgs[0].transport.faults.insert(
+        1,
+        FaultSpec {
+            rate_bytes_per_sec: Some(20e6),
+            ..FaultSpec::default()
+        },
+    );
+    let mut comms: Vec<Communicator> = world_with(2, cfgs)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let t = Instant::now();
+    on_all(&mut comms, |r, c| {
+        let mut buf = vec![0u8; 4_000_000];
+        if r == 0 {
+            c.send(&buf, 4_000_000, DataType::Uint8, 1).unwrap();
+        } else {
+            c.recv(&mut buf, 4_000_000, DataType::Uint8, 0).unwrap();
+        }
+    });
+    assert!(
+        t.elapsed() >= Duration::from_millis(190),
+        "cap not applied: {:?}",
+        t.elapsed()
+    );
+
+    let mut cfgs: Vec<CommConfig> = (0..2).map(|_| config(12, b"k", None)).collect();
+    cfgs[1].measure_costs = false;
+    cfgs[0].measure_costs = false;
+    cfgs[0].transport.faults.insert(
+        1,
+        FaultSpec {
+            drop_after_bytes: Some(1000),
+            ..FaultSpec::default()
+        },
+    );
+    let mut comms: Vec<Communicator> = world_with(2, cfgs)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let res = on_all(&mut comms, |r, c| {
+        let mut buf = vec![0u8; 4096];
+        if r == 0 {
+            c.send(&buf, 4096, DataType::Uint8, 1)
+        } else {
+            c.recv(&mut buf, 4096, DataType::Uint8, 0)
+        }
+    });
+    assert!(
+        res[0]
+            .as_ref()
+            .unwrap_err()
+            .message
+            .contains("fault injection: connection dropped after 1000 bytes")
+    );
+    assert_eq!(res[1].as_ref().unwrap_err().peer, Some(0));
+}
+
+#[test]
+fn timeline_records_operations_as_chrome_trace() {
+    let mut comms = world(2, None);
+    on_all(&mut comms, |_, c| {
+        let mut b = vec![0u8; 64];
+        c.all_reduce_in_place(&mut b, 16, DataType::Fp32, ReduceOp::Sum)
+            .unwrap();
+        c.barrier().unwrap();
+    });
+    let t = comms[0].timeline().chrome_trace();
+    let names: Vec<&str> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"all_reduce") && names.contains(&"barrier"),
+        "{names:?}"
+    );
+}
