@@ -26,6 +26,78 @@ pub enum Command {
     },
     /// Print version, git commit and build date.
     Version,
+    /// Benchmark the collective engine like hccl_test / nccl-tests.
+    Bench(BenchArgs),
+}
+
+/// Flags of `hcclwatch bench`, as in hccl_test and nccl-tests.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// all_reduce | all_gather | reduce_scatter | broadcast | reduce | all_to_all | sendrecv
+    pub op: String,
+    /// Start N local ranks as processes talking over TCP on 127.0.0.1.
+    #[arg(long, value_name = "N", conflicts_with_all = ["rank", "world", "root", "rank_table"])]
+    pub ranks: Option<usize>,
+    /// This process's rank (multi-host mode).
+    #[arg(long)]
+    pub rank: Option<usize>,
+    /// Number of ranks (with --root).
+    #[arg(long)]
+    pub world: Option<usize>,
+    /// Root info (hcclwatch-root://IP:PORT/ID) or IP:PORT; rank 0 serves it.
+    #[arg(long)]
+    pub root: Option<String>,
+    /// HCCL rank-table file (also RANK_TABLE_FILE).
+    #[arg(long = "rank-table", env = "RANK_TABLE_FILE")]
+    pub rank_table: Option<std::path::PathBuf>,
+    /// File holding the shared authentication key (required across hosts).
+    #[arg(long = "key-file")]
+    pub key_file: Option<std::path::PathBuf>,
+    /// Minimum size in bytes (K/M/G suffixes, 1024-based).
+    #[arg(short = 'b', long = "minbytes", default_value = "32M")]
+    pub min_bytes: String,
+    /// Maximum size in bytes.
+    #[arg(short = 'e', long = "maxbytes", default_value = "32M")]
+    pub max_bytes: String,
+    /// Multiplicative size step.
+    #[arg(short = 'f', long = "stepfactor", default_value_t = 0)]
+    pub step_factor: usize,
+    /// Additive size step in bytes.
+    #[arg(short = 'i', long = "stepbytes", default_value = "0")]
+    pub step_bytes: String,
+    /// Timed iterations per size.
+    #[arg(short = 'n', long = "iters", default_value_t = 20)]
+    pub iters: usize,
+    /// Warm-up iterations per size.
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
+    pub warmup: usize,
+    /// Check results against a reference: 0 off, 1 on.
+    #[arg(short = 'c', long = "check", default_value_t = 1)]
+    pub check: u8,
+    /// Reduction: sum, prod, max, min.
+    #[arg(short = 'o', long = "op", default_value = "sum")]
+    pub redop: String,
+    /// Data type: int8 … uint64, fp16, bfp16, fp32, fp64.
+    #[arg(short = 'd', long = "datatype", default_value = "fp32")]
+    pub dtype: String,
+    /// Root rank for broadcast and reduce.
+    #[arg(short = 'r', long = "root-rank", default_value_t = 0)]
+    pub root_rank: usize,
+    /// Connections per peer.
+    #[arg(long, default_value_t = 2)]
+    pub channels: usize,
+    /// HCCL_ALGO-style override (also read from HCCL_ALGO).
+    #[arg(long, env = "HCCL_ALGO")]
+    pub algo: Option<String>,
+    /// Print one JSON object per size instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write a Chrome trace of rank 0's operations.
+    #[arg(long, value_name = "FILE")]
+    pub timeline: Option<std::path::PathBuf>,
+    /// Write an SVG chart of busbw against size.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
 }
 
 /// Flags of `hcclwatch run`. Flags override the config file and the environment.

@@ -15,6 +15,7 @@
 #![deny(unsafe_code)]
 
 pub mod app;
+pub mod bench;
 pub mod collective;
 pub mod config;
 pub mod export;

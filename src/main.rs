@@ -1,5 +1,6 @@
 //! The `hcclwatch` binary: parse the command line, call into the library.
 
+mod bench_cli;
 mod cli;
 
 use std::process::ExitCode;
@@ -21,6 +22,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         cli::Command::CheckConfig { path } => check_config(&path),
+        cli::Command::Bench(args) => bench_cli::main(args),
         cli::Command::Run(run) => match run_daemon(&run) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -1,0 +1,248 @@
+//! `hcclwatch bench` as an SRE runs it: real processes over TCP on 127.0.0.1, the
+//! nccl-tests table parsed back, `#wrong` = 0; JSON rows; a rank killed with SIGKILL
+//! mid-run makes every other rank fail within the execution timeout.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bench() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_hcclwatch"))
+}
+
+/// Parses the table's data rows: (size, count, type, redop, root, time, algbw, busbw, wrong).
+fn rows(table: &str) -> Vec<Vec<String>> {
+    table
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect()
+}
+
+#[test]
+fn table_for_every_operation_has_no_wrong_elements() {
+    for (op, ranks, extra) in [
+        ("all_reduce", "3", vec!["-d", "bfp16"]),
+        (
+            "all_reduce",
+            "4",
+            vec![
+                "-o",
+                "max",
+                "-d",
+                "int8",
+                "--algo",
+                "level0:NA;level1:H-D_R",
+            ],
+        ),
+        ("all_gather", "3", vec![]),
+        ("reduce_scatter", "2", vec!["-o", "prod", "-d", "int32"]),
+        ("broadcast", "3", vec!["-r", "2"]),
+        ("reduce", "3", vec!["-r", "1", "-d", "fp16"]),
+        ("all_to_all", "2", vec![]),
+        ("sendrecv", "2", vec![]),
+    ] {
+        let out = bench()
+            .args([
+                "bench", op, "--ranks", ranks, "-b", "8", "-e", "1M", "-f", "8", "-n", "2", "-w",
+                "1", "-c", "1",
+            ])
+            .args(&extra)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{op}: {}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rows = rows(&stdout);
+        assert!(rows.len() >= 4, "{op}: {stdout}");
+        for r in &rows {
+            assert_eq!(r.len(), 10, "{op}: {r:?}");
+            assert_eq!(r[8], "0", "{op}: wrong elements in {r:?}");
+            let busbw: f64 = r[7].parse().unwrap();
+            assert!(busbw >= 0.0);
+        }
+        assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
+        // Sizes follow -b/-e/-f: 8 B rounded to whole elements/blocks, ×8 up to 1 MiB.
+        let last: usize = rows.last().unwrap()[0].parse().unwrap();
+        assert!(last <= 1 << 20 && last > 1 << 17, "{op}: last size {last}");
+    }
+}
+
+#[test]
+fn json_rows_and_artifacts() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.json");
+    let plot = dir.path().join("busbw.svg");
+    let out = bench()
+        .args([
+            "bench",
+            "all_reduce",
+            "--ranks",
+            "2",
+            "-b",
+            "1K",
+            "-e",
+            "64K",
+            "-f",
+            "4",
+            "-n",
+            "2",
+            "-w",
+            "0",
+            "--json",
+        ])
+        .arg("--timeline")
+        .arg(&trace)
+        .arg("--plot")
+        .arg(&plot)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4);
+    assert_eq!(lines[0]["size"], 1024);
+    assert_eq!(lines[0]["type"], "fp32");
+    assert_eq!(lines[0]["wrong"], 0);
+    assert_eq!(lines[3]["size"], 65536);
+    let t: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    assert!(!t["traceEvents"].as_array().unwrap().is_empty());
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("polyline"));
+}
+
+#[test]
+fn bad_flags_are_clear_errors() {
+    let out = bench()
+        .args(["bench", "all_gatherz", "--ranks", "2"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown operation \"all_gatherz\""));
+    let out = bench()
+        .args(["bench", "all_reduce", "--ranks", "2", "-b", "12Q"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("size \"12Q\" is not a number"));
+    let out = bench()
+        .args([
+            "bench",
+            "all_reduce",
+            "--ranks",
+            "2",
+            "--algo",
+            "level1:NHR",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not implemented by hcclwatch's TCP engine")
+    );
+}
+
+#[test]
+fn rank_killed_mid_run_fails_every_other_rank_within_the_timeout() {
+    let key_dir = tempfile::tempdir().unwrap();
+    let key = key_dir.path().join("key");
+    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let root = format!("127.0.0.1:{port}");
+    let spawn = |r: usize| {
+        bench()
+            .args([
+                "bench",
+                "all_reduce",
+                "--world",
+                "3",
+                "--rank",
+                &r.to_string(),
+                "--root",
+                &root,
+            ])
+            .args([
+                "-b",
+                "16M",
+                "-e",
+                "16M",
+                "-n",
+                "100000",
+                "-w",
+                "0",
+                "-c",
+                "0",
+                "--key-file",
+            ])
+            .arg(&key)
+            .env("HCCL_EXEC_TIMEOUT", "10")
+            .env("HCCL_CONNECT_TIMEOUT", "20")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut ranks: Vec<_> = (0..3).map(spawn).collect();
+    // Wait until every rank is moving data: each has spent CPU time beyond start-up.
+    let cpu_ticks = |pid: u32| -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let f: Vec<&str> = after.split_whitespace().collect();
+        f.get(11).and_then(|u| u.parse().ok()).unwrap_or(0)
+            + f.get(12).and_then(|s| s.parse().ok()).unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ranks.iter().all(|r| cpu_ticks(r.id()) >= 20) {
+        assert!(Instant::now() < deadline, "ranks never started moving data");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for r in &mut ranks {
+        assert!(
+            r.try_wait().unwrap().is_none(),
+            "a rank exited before the kill"
+        );
+    }
+    let victim = ranks.remove(1);
+    let killed_at = Instant::now();
+    Command::new("kill")
+        .args(["-9", &victim.id().to_string()])
+        .status()
+        .unwrap();
+    for mut r in ranks {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let status = loop {
+            if let Some(s) = r.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "a surviving rank did not fail within the timeout"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(!status.success());
+        let mut err = String::new();
+        std::io::Read::read_to_string(r.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert!(
+            err.contains("HCCL_E_TCP_TRANSFER") || err.contains("HCCL_E_TIMEOUT"),
+            "{err}"
+        );
+        assert!(err.contains("with peer rank"), "{err}");
+    }
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(12),
+        "took {:?}",
+        killed_at.elapsed()
+    );
+}
