@@ -74,7 +74,7 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> anyhow::Result<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         bail!("{KEY_ENV} is not hex");
     }
     (0..s.len())

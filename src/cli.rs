@@ -27,7 +27,7 @@ pub enum Command {
     /// Print version, git commit and build date.
     Version,
     /// Benchmark the collective engine like hccl_test / nccl-tests.
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
 }
 
 /// Flags of `hcclwatch bench`, as in hccl_test and nccl-tests.

@@ -22,7 +22,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         cli::Command::CheckConfig { path } => check_config(&path),
-        cli::Command::Bench(args) => bench_cli::main(args),
+        cli::Command::Bench(args) => bench_cli::main(*args),
         cli::Command::Run(run) => match run_daemon(&run) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
