@@ -213,7 +213,7 @@ fn rank_killed_mid_run_fails_every_other_rank_within_the_timeout() {
             "a rank exited before the kill"
         );
     }
-    let victim = ranks.remove(1);
+    let mut victim = ranks.remove(1);
     let killed_at = Instant::now();
     Command::new("kill")
         .args(["-9", &victim.id().to_string()])
