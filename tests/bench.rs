@@ -215,10 +215,9 @@ fn rank_killed_mid_run_fails_every_other_rank_within_the_timeout() {
     }
     let mut victim = ranks.remove(1);
     let killed_at = Instant::now();
-    Command::new("kill")
-        .args(["-9", &victim.id().to_string()])
-        .status()
-        .unwrap();
+    // Child::kill sends SIGKILL, exactly kill -9.
+    victim.kill().unwrap();
+    let _ = victim.wait();
     for mut r in ranks {
         let deadline = Instant::now() + Duration::from_secs(15);
         let status = loop {
