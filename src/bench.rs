@@ -31,6 +31,9 @@ pub enum BenchOp {
     AllToAll,
     /// Send/recv around a ring (each rank sends to the next).
     SendRecv,
+    /// One direction: rank 0 sends to rank 1, the others idle (compare with one TCP
+    /// stream).
+    P2p,
 }
 
 impl BenchOp {
@@ -44,7 +47,8 @@ impl BenchOp {
                 "broadcast" | "bcast" => BenchOp::Broadcast,
                 "reduce" => BenchOp::Reduce,
                 "alltoall" => BenchOp::AllToAll,
-                "sendrecv" | "p2p" => BenchOp::SendRecv,
+                "sendrecv" => BenchOp::SendRecv,
+                "p2p" | "send" => BenchOp::P2p,
                 _ => return None,
             },
         )
@@ -60,6 +64,7 @@ impl BenchOp {
             BenchOp::Reduce => "reduce",
             BenchOp::AllToAll => "all_to_all",
             BenchOp::SendRecv => "sendrecv",
+            BenchOp::P2p => "p2p",
         }
     }
 
@@ -69,7 +74,7 @@ impl BenchOp {
         match self {
             BenchOp::AllReduce => 2.0 * (n - 1.0) / n,
             BenchOp::AllGather | BenchOp::ReduceScatter | BenchOp::AllToAll => (n - 1.0) / n,
-            BenchOp::Broadcast | BenchOp::Reduce | BenchOp::SendRecv => 1.0,
+            BenchOp::Broadcast | BenchOp::Reduce | BenchOp::SendRecv | BenchOp::P2p => 1.0,
         }
     }
 
@@ -264,6 +269,14 @@ fn run_once(
             }
             "p2p".into()
         }
+        BenchOp::P2p => {
+            match r {
+                0 if n > 1 => c.send(&b.send, count, d, 1)?,
+                1 => c.recv(&mut b.recv, count, d, 0)?,
+                _ => {}
+            }
+            "p2p".into()
+        }
     };
     Ok(algo)
 }
@@ -271,7 +284,7 @@ fn run_once(
 fn prepare(o: &BenchOptions, n: usize, r: usize, count: usize) -> Buffers {
     let d = o.dtype;
     let (send_n, recv_n) = match o.op {
-        BenchOp::AllReduce | BenchOp::SendRecv | BenchOp::AllToAll => (count, count),
+        BenchOp::AllReduce | BenchOp::SendRecv | BenchOp::AllToAll | BenchOp::P2p => (count, count),
         BenchOp::AllGather => (count / n, count),
         BenchOp::ReduceScatter => (count, count / n),
         BenchOp::Broadcast => (0, count),
@@ -313,6 +326,8 @@ fn verify(o: &BenchOptions, n: usize, r: usize, count: usize, b: &Buffers) -> u6
             let from = (r + n - 1) % n;
             count_wrong(d, &b.recv, |i| d.get(&fill(d, o.redop, from, 1, i), 0))
         }
+        BenchOp::P2p if r == 1 => count_wrong(d, &b.recv, |i| d.get(&fill(d, o.redop, 0, 1, i), 0)),
+        BenchOp::P2p => 0,
     }
 }
 

@@ -33,7 +33,7 @@ pub enum Command {
 /// Flags of `hcclwatch bench`, as in hccl_test and nccl-tests.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
-    /// all_reduce | all_gather | reduce_scatter | broadcast | reduce | all_to_all | sendrecv
+    /// all_reduce | all_gather | reduce_scatter | broadcast | reduce | all_to_all | sendrecv | p2p
     pub op: String,
     /// Start N local ranks as processes talking over TCP on 127.0.0.1.
     #[arg(long, value_name = "N", conflicts_with_all = ["rank", "world", "root", "rank_table"])]

@@ -39,7 +39,8 @@ fn table_for_every_operation_has_no_wrong_elements() {
         ("broadcast", "3", vec!["-r", "2"]),
         ("reduce", "3", vec!["-r", "1", "-d", "fp16"]),
         ("all_to_all", "2", vec![]),
-        ("sendrecv", "2", vec![]),
+        ("sendrecv", "3", vec![]),
+        ("p2p", "2", vec![]),
     ] {
         let out = bench()
             .args([

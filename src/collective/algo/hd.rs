@@ -4,6 +4,13 @@
 //! one hands its data to the odd one and sits out), the p' active ranks reduce-scatter by
 //! recursive halving and all-gather by recursive doubling (log2 p' steps each), and the
 //! folded ranks get the result back. Latency grows with log2 n instead of n.
+//!
+//! Buffers of at most [`RECURSIVE_DOUBLING_MAX`] bytes skip the halving: the active ranks
+//! exchange the whole buffer at each of the log2 p' steps (recursive doubling), which
+//! halves the number of dependent steps, the cost that dominates small messages.
+
+/// Largest buffer reduced by plain recursive doubling.
+pub const RECURSIVE_DOUBLING_MAX: usize = 16 * 1024;
 
 use super::{OpCtx, part_ranges};
 use crate::collective::dtype::ReduceOp;
@@ -46,6 +53,30 @@ pub fn all_reduce(ctx: &OpCtx<'_>, buf: &mut [u8], count: usize, op: ReduceOp) -
     }
     let v = if r < 2 * rem { r / 2 } else { r - rem };
     let real = |v: usize| if v < rem { 2 * v + 1 } else { v + rem };
+    if buf.len() <= RECURSIVE_DOUBLING_MAX {
+        let mut theirs = vec![0u8; buf.len()];
+        let mut mask = 1;
+        while mask < p2 {
+            let partner = real(v ^ mask);
+            ctx.exchange(
+                &format!("doubling mask {mask}"),
+                Some((partner, &*buf)),
+                Some((partner, &mut theirs, RecvMode::Copy)),
+            )?;
+            // Reduce in rank order so both partners compute bit-identical results.
+            if partner < r {
+                crate::collective::dtype::reduce_into(op, ctx.dtype, &mut theirs, buf);
+                buf.copy_from_slice(&theirs);
+            } else {
+                crate::collective::dtype::reduce_into(op, ctx.dtype, buf, &theirs);
+            }
+            mask <<= 1;
+        }
+        if r < 2 * rem {
+            ctx.exchange("unfold", Some((r - 1, &*buf)), None)?;
+        }
+        return Ok(());
+    }
     let parts = part_ranges(count, p2, ctx.dtype.size());
     let span = |lo: usize, hi: usize| parts[lo].start..parts[hi - 1].end;
     // Reduce-scatter by recursive halving: keep the half named by our bit.

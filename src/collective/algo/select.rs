@@ -47,6 +47,15 @@ pub fn allreduce_cost(algo: Algo, n: usize, bytes: usize, c: Costs) -> f64 {
         Algo::Ring => 2.0 * (nf - 1.0) * c.alpha + 2.0 * ((nf - 1.0) / nf) * b * c.beta,
         Algo::HalvingDoubling => {
             let lg = (usize::BITS - 1 - n.leading_zeros()) as f64;
+            if bytes <= super::hd::RECURSIVE_DOUBLING_MAX {
+                // Recursive doubling, plus the fold and unfold when n is not a power of two.
+                let fold = if n.is_power_of_two() {
+                    0.0
+                } else {
+                    2.0 * (c.alpha + b * c.beta)
+                };
+                return lg * (c.alpha + b * c.beta) + fold;
+            }
             if n.is_power_of_two() {
                 2.0 * lg * c.alpha + 2.0 * ((nf - 1.0) / nf) * b * c.beta
             } else {
@@ -228,8 +237,10 @@ mod tests {
         assert_eq!(choose_allreduce(8, 8, c), Algo::HalvingDoubling);
         // Non-power-of-two: HD moves more bytes, so ring wins for large buffers.
         assert_eq!(choose_allreduce(6, 64 << 20, c), Algo::Ring);
-        // Two ranks: identical costs, tie goes to ring.
+        // Two ranks, large buffer: identical costs, tie goes to ring.
         assert_eq!(choose_allreduce(2, 1 << 20, c), Algo::Ring);
+        // Two ranks, small buffer: recursive doubling is one step instead of two.
+        assert_eq!(choose_allreduce(2, 64, c), Algo::HalvingDoubling);
         assert_eq!(allreduce_cost(Algo::Ring, 1, 100, c), 0.0);
     }
 }

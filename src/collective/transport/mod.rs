@@ -101,6 +101,40 @@ struct Shaper {
 struct Peer {
     streams: Vec<TcpStream>,
     shaper: Option<Mutex<Shaper>>,
+    /// Socket timeouts last set per stream (read, write): setting them costs a syscall,
+    /// so they are only changed when the remaining time drifts far from them.
+    timeouts: Vec<Mutex<(Option<Duration>, Option<Duration>)>>,
+}
+
+/// Frames whose payload is at most this size travel as one write (header + payload), so
+/// a small message is one TCP segment and one wake-up at the receiver.
+const COALESCE_MAX: usize = 64 * 1024;
+
+/// Sets a socket timeout only when `remaining` is well below or well above the one in
+/// force. Overshoot is bounded by 10 % of the remaining time (the op deadline is also
+/// checked between chunks).
+fn ensure_timeout(
+    cache: &Mutex<(Option<Duration>, Option<Duration>)>,
+    s: &TcpStream,
+    read: bool,
+    remaining: Duration,
+) -> std::io::Result<()> {
+    let mut g = cache.lock().unwrap_or_else(|p| p.into_inner());
+    let cur = if read { g.0 } else { g.1 };
+    let stale = match cur {
+        None => true,
+        Some(c) => remaining < c.mul_f64(0.9) || remaining > c.mul_f64(1.5),
+    };
+    if stale {
+        if read {
+            s.set_read_timeout(Some(remaining))?;
+            g.0 = Some(remaining);
+        } else {
+            s.set_write_timeout(Some(remaining))?;
+            g.1 = Some(remaining);
+        }
+    }
+    Ok(())
 }
 
 /// The connections of one rank to all others.
@@ -213,6 +247,7 @@ impl Mesh {
             .enumerate()
             .map(|(p, chans)| {
                 chans.map(|c| Peer {
+                    timeouts: c.iter().map(|_| Mutex::new((None, None))).collect(),
                     streams: c.into_iter().flatten().collect(),
                     shaper: cfg.faults.get(&p).map(|spec| {
                         Mutex::new(Shaper {
@@ -330,34 +365,19 @@ impl Mesh {
                         }));
                 }
             }
+            // Receive every stripe on this thread, in channel order: the senders run on
+            // their own threads, so a stripe waiting in its socket buffer never blocks
+            // another channel's sender, and no receive thread needs spawning.
             let mut result = Ok(());
             if let Some((from, buf, mode)) = recv {
                 let n = self.peer(from, op)?.streams.len();
-                let parts = stripes(buf.len(), n, elem);
                 let mut rest = buf;
-                let mut pieces = Vec::new();
-                for part in &parts {
+                for (ch, part) in stripes(rest.len(), n, elem).into_iter().enumerate() {
                     let (head, tail) = rest.split_at_mut(part.len());
-                    pieces.push(head);
                     rest = tail;
-                }
-                let last = pieces.pop();
-                for (ch, piece) in pieces.into_iter().enumerate() {
-                    handles.push(scope.spawn(move || {
-                        self.recv_stripe(op, from, seq.1, dtype, ch, piece, mode, deadline)
-                    }));
-                }
-                if let Some(piece) = last {
-                    result = self.recv_stripe(
-                        op,
-                        from,
-                        seq.1,
-                        dtype,
-                        parts.len() - 1,
-                        piece,
-                        mode,
-                        deadline,
-                    );
+                    if result.is_ok() {
+                        result = self.recv_stripe(op, from, seq.1, dtype, ch, head, mode, deadline);
+                    }
                 }
             }
             for h in handles {
@@ -391,6 +411,7 @@ impl Mesh {
         let peer = self.peer(to, op)?;
         let mut s = &peer.streams[ch];
         let chunk = self.chunk_bytes(dtype);
+        let mut small = Vec::new();
         for (i, part) in data.chunks(chunk).enumerate() {
             if let Some(sh) = &peer.shaper {
                 self.shape(sh, part.len(), to, op, deadline)?;
@@ -399,7 +420,7 @@ impl Mesh {
             if remaining.is_zero() {
                 return Err(io_error(op, to, &ErrorKind::TimedOut.into(), true));
             }
-            s.set_write_timeout(Some(remaining))
+            ensure_timeout(&peer.timeouts[ch], s, false, remaining)
                 .map_err(|e| io_error(op, to, &e, false))?;
             let h = Header {
                 kind: Kind::Data,
@@ -409,9 +430,17 @@ impl Mesh {
                 len: part.len() as u32,
                 chunk: i as u32,
             };
-            s.write_all(&h.encode())
-                .map_err(|e| io_error(op, to, &e, false))?;
-            s.write_all(part).map_err(|e| io_error(op, to, &e, false))?;
+            if part.len() <= COALESCE_MAX {
+                small.clear();
+                small.extend_from_slice(&h.encode());
+                small.extend_from_slice(part);
+                s.write_all(&small)
+                    .map_err(|e| io_error(op, to, &e, false))?;
+            } else {
+                s.write_all(&h.encode())
+                    .map_err(|e| io_error(op, to, &e, false))?;
+                s.write_all(part).map_err(|e| io_error(op, to, &e, false))?;
+            }
         }
         Ok(())
     }
@@ -482,16 +511,43 @@ impl Mesh {
             RecvMode::Copy => Vec::new(),
             RecvMode::Reduce(_) => vec![0u8; chunk.min(buf.len())],
         };
+        let mut small: Vec<u8> = Vec::new();
         for (i, dst) in buf.chunks_mut(chunk).enumerate() {
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
                 return Err(io_error(op, from, &ErrorKind::TimedOut.into(), true));
             }
-            s.set_read_timeout(Some(remaining))
+            ensure_timeout(&peer.timeouts[ch], s, true, remaining)
                 .map_err(|e| io_error(op, from, &e, false))?;
             let mut hb = [0u8; HEADER_LEN];
-            s.read_exact(&mut hb)
-                .map_err(|e| io_error(op, from, &e, false))?;
+            // A small frame usually arrives whole, so it is read with one call into a
+            // buffer sized by what this rank expects (never by what the peer announces);
+            // the header is checked as soon as its 32 bytes are in, before waiting for
+            // or using the payload.
+            let combined = dst.len() <= COALESCE_MAX;
+            let mut have = 0;
+            if combined {
+                small.resize(HEADER_LEN + dst.len(), 0);
+                while have < HEADER_LEN {
+                    match s.read(&mut small[have..]) {
+                        Ok(0) => {
+                            return Err(io_error(
+                                op,
+                                from,
+                                &ErrorKind::UnexpectedEof.into(),
+                                false,
+                            ));
+                        }
+                        Ok(n) => have += n,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(e) => return Err(io_error(op, from, &e, false)),
+                    }
+                }
+                hb.copy_from_slice(&small[..HEADER_LEN]);
+            } else {
+                s.read_exact(&mut hb)
+                    .map_err(|e| io_error(op, from, &e, false))?;
+            }
             let want = Header {
                 kind: Kind::Data,
                 dtype: dtype.code(),
@@ -510,7 +566,18 @@ impl Mesh {
                         format!("bad frame: {m}"),
                     )
                 })?;
+            if combined && have < small.len() {
+                s.read_exact(&mut small[have..])
+                    .map_err(|e| io_error(op, from, &e, false))?;
+            }
             match mode {
+                _ if combined => {
+                    let payload = &small[HEADER_LEN..];
+                    match mode {
+                        RecvMode::Copy => dst.copy_from_slice(payload),
+                        RecvMode::Reduce(rop) => reduce_into(rop, dtype, dst, payload),
+                    }
+                }
                 RecvMode::Copy => s
                     .read_exact(dst)
                     .map_err(|e| io_error(op, from, &e, false))?,

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The collective engine against its anchors, in one invocation on this machine:
+#   - all-reduce fp32 sum at 2 and 4 ranks, 8 B .. 64 MiB, vs Open MPI over TCP on loopback
+#     (shared/anchors/mpi-bench.sh);
+#   - busbw vs the loopback ceiling C/n, C = iperf3 --bidir sum (shared/anchors/iperf-loopback.sh);
+#   - point-to-point 64 MiB (rank 0 -> rank 1) vs one iperf3 stream.
+# Prints ratios. Usage: scripts/bench-collective.sh [iters (default 20)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ITERS=${1:-20}
+ANCHORS=${ANCHORS:-../shared/anchors}
+for p in mpirun:openmpi-bin mpicc:libopenmpi-dev iperf3:iperf3; do
+  command -v "${p%%:*}" >/dev/null || apt-get install -y -qq "${p##*:}" >/dev/null
+done
+cargo build --release -q
+HW=./target/release/hcclwatch
+OUT=$(mktemp -d); trap 'rm -rf "$OUT"' EXIT
+
+gbps() { python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2])/1e9:.3f}')" "$1" "${2:-1}"; }
+C=$(BIDIR=1 bash "$ANCHORS/iperf-loopback.sh" 5 | tail -1)
+ONE=$(bash "$ANCHORS/iperf-loopback.sh" 5 | tail -1)
+echo "loopback: C (iperf3 --bidir sum) = $(gbps "$C") GB/s; one stream = $(gbps "$ONE") GB/s"
+
+for n in 2 4; do
+  $HW bench all_reduce --ranks $n -b 8 -e 64M -f 4 -n "$ITERS" -w 3 -c 0 --json > "$OUT/hw$n.json"
+  bash "$ANCHORS/mpi-bench.sh" allreduce $n 8 67108864 4 "$ITERS" > "$OUT/mpi$n.txt" 2>/dev/null
+  echo
+  echo "all_reduce fp32 sum, $n ranks (ceiling C/$n = $(gbps "$C" "$n") GB/s)"
+  printf '%12s %10s %10s %10s %10s %9s %9s\n' size hw_us mpi_us hw_busbw mpi_busbw hw/mpi hw/ceil
+  python3 - "$OUT/hw$n.json" "$OUT/mpi$n.txt" "$C" "$n" <<'PY'
+import json, sys
+hw = {r["size"]: r for r in map(json.loads, open(sys.argv[1]))}
+mpi = {}
+for line in open(sys.argv[2]):
+    f = line.split()
+    if len(f) >= 5 and f[0].isdigit():
+        mpi[int(f[0])] = (float(f[2]), float(f[4]))
+C, n = float(sys.argv[3]), int(sys.argv[4])
+ceil = C / n / 1e9
+for size in sorted(hw):
+    h = hw[size]
+    m = mpi.get(size)
+    if m is None:
+        continue
+    ratio_t = (m[1] and h["busbw"] / m[1]) or 0
+    print(f'{size:12d} {h["time_us"]:10.1f} {m[0]:10.1f} {h["busbw"]:10.3f} {m[1]:10.3f} {ratio_t:9.2f} {h["busbw"]/ceil:9.2f}')
+PY
+done
+
+echo
+$HW bench p2p --ranks 2 -b 64M -e 64M -n "$ITERS" -w 3 -c 0 --json > "$OUT/p2p.json"
+python3 - "$OUT/p2p.json" "$ONE" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+one = float(sys.argv[2]) / 1e9
+print(f'p2p 64 MiB rank 0 -> 1: {r["algbw"]:.3f} GB/s; iperf3 one stream {one:.3f} GB/s; ratio {r["algbw"]/one:.2f}')
+PY
