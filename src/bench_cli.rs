@@ -112,6 +112,8 @@ fn comm_config(
 ) -> anyhow::Result<CommConfig> {
     let mut t = TransportConfig::new(comm_id, key);
     t.channels = a.channels;
+    t.chunk_bytes = parse_size(&a.chunk_bytes).context("--chunk-bytes")?.max(1);
+    t.socket_buffer = parse_size(&a.socket_buffer).context("--socket-buffer")?;
     t.connect_timeout = henv::connect_timeout(env).map_err(anyhow::Error::msg)?;
     t.traffic_class = henv::traffic_class(env).map_err(anyhow::Error::msg)?;
     let mut c = CommConfig::new(t);

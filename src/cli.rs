@@ -86,6 +86,12 @@ pub struct BenchArgs {
     /// Connections per peer.
     #[arg(long, default_value_t = 2)]
     pub channels: usize,
+    /// Payload bytes per frame (K/M suffixes).
+    #[arg(long = "chunk-bytes", default_value = "512K")]
+    pub chunk_bytes: String,
+    /// SO_SNDBUF/SO_RCVBUF request (the kernel caps it at net.core.[wr]mem_max × 2).
+    #[arg(long = "socket-buffer", default_value = "4M")]
+    pub socket_buffer: String,
     /// HCCL_ALGO-style override (also read from HCCL_ALGO).
     #[arg(long, env = "HCCL_ALGO")]
     pub algo: Option<String>,

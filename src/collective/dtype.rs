@@ -230,18 +230,26 @@ impl ReduceOp {
     }
 }
 
+/// One monomorphic loop per (type, operator): the operator is a closure inlined into the
+/// loop, so LLVM vectorises it (a function pointer here costs an indirect call per
+/// element, which profiling showed as a quarter of an all-reduce's CPU time).
+macro_rules! lanes {
+    ($t:ty, $n:expr, $acc:expr, $src:expr, $f:expr) => {{
+        for (a, b) in $acc.chunks_exact_mut($n).zip($src.chunks_exact($n)) {
+            let x = <$t>::from_ne_bytes(<[u8; $n]>::try_from(&a[..]).unwrap_or([0; $n]));
+            let y = <$t>::from_ne_bytes(<[u8; $n]>::try_from(b).unwrap_or([0; $n]));
+            a.copy_from_slice(&($f)(x, y).to_ne_bytes());
+        }
+    }};
+}
+
 macro_rules! reduce_native {
     ($t:ty, $n:expr, $acc:expr, $src:expr, $op:expr, $sum:expr, $prod:expr) => {{
-        let f: fn($t, $t) -> $t = match $op {
-            ReduceOp::Sum => $sum,
-            ReduceOp::Prod => $prod,
-            ReduceOp::Max => |a: $t, b: $t| if b > a { b } else { a },
-            ReduceOp::Min => |a: $t, b: $t| if b < a { b } else { a },
-        };
-        for (a, b) in $acc.chunks_exact_mut($n).zip($src.chunks_exact($n)) {
-            let x = <$t>::from_ne_bytes(a.try_into().unwrap_or_default());
-            let y = <$t>::from_ne_bytes(b.try_into().unwrap_or_default());
-            a.copy_from_slice(&f(x, y).to_ne_bytes());
+        match $op {
+            ReduceOp::Sum => lanes!($t, $n, $acc, $src, $sum),
+            ReduceOp::Prod => lanes!($t, $n, $acc, $src, $prod),
+            ReduceOp::Max => lanes!($t, $n, $acc, $src, |a: $t, b: $t| if b > a { b } else { a }),
+            ReduceOp::Min => lanes!($t, $n, $acc, $src, |a: $t, b: $t| if b < a { b } else { a }),
         }
     }};
 }
@@ -271,8 +279,24 @@ pub fn reduce_into(op: ReduceOp, dtype: DataType, acc: &mut [u8], src: &[u8]) {
         DataType::Uint64 => {
             reduce_native!(u64, 8, acc, src, op, u64::wrapping_add, u64::wrapping_mul)
         }
-        DataType::Fp32 => reduce_native!(f32, 4, acc, src, op, |a, b| a + b, |a, b| a * b),
-        DataType::Fp64 => reduce_native!(f64, 8, acc, src, op, |a, b| a + b, |a, b| a * b),
+        DataType::Fp32 => reduce_native!(
+            f32,
+            4,
+            acc,
+            src,
+            op,
+            |a: f32, b: f32| a + b,
+            |a: f32, b: f32| a * b
+        ),
+        DataType::Fp64 => reduce_native!(
+            f64,
+            8,
+            acc,
+            src,
+            op,
+            |a: f64, b: f64| a + b,
+            |a: f64, b: f64| a * b
+        ),
         DataType::Fp16 => {
             for (a, b) in acc.chunks_exact_mut(2).zip(src.chunks_exact(2)) {
                 let x = f16::from_ne_bytes([a[0], a[1]]).to_f32();

@@ -151,8 +151,11 @@ pub struct Mesh {
 fn tune(s: &TcpStream, cfg: &TransportConfig) -> std::io::Result<()> {
     s.set_nodelay(true)?;
     let sock = socket2::SockRef::from(s);
-    sock.set_send_buffer_size(cfg.socket_buffer)?;
-    sock.set_recv_buffer_size(cfg.socket_buffer)?;
+    // 0 leaves the buffers to Linux's autotuning (which an explicit size disables).
+    if cfg.socket_buffer > 0 {
+        sock.set_send_buffer_size(cfg.socket_buffer)?;
+        sock.set_recv_buffer_size(cfg.socket_buffer)?;
+    }
     sock.set_keepalive(true)?;
     if let Some(tc) = cfg.traffic_class {
         sock.set_tos_v4(tc)?;
