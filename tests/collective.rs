@@ -537,6 +537,55 @@ fn dead_peer_fails_every_rank_promptly_and_survivors_reform() {
             "after shrink",
         );
     }
+    // The failed node returns (a new process, a new listener) and the group grows back.
+    let newcomer = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut addrs: Vec<SocketAddr> = survivors.iter().map(|c| c.listen_addr()).collect();
+    addrs.push(newcomer.local_addr().unwrap());
+    let mut grown: Vec<Communicator> = std::thread::scope(|s| {
+        let mut hs: Vec<_> = survivors
+            .into_iter()
+            .map(|c| {
+                let a = addrs.clone();
+                s.spawn(move || c.reform(a, 9).unwrap())
+            })
+            .collect();
+        let a = addrs.clone();
+        hs.push(s.spawn(move || {
+            Communicator::init(
+                newcomer,
+                3,
+                a,
+                config(9, b"test-key", Some("level0:NA;level1:ring")),
+            )
+            .unwrap()
+        }));
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let outs = on_all(&mut grown, |r, c| {
+        let send = fill(DataType::Int32, ReduceOp::Sum, r, 100, 0);
+        let mut recv = vec![0u8; send.len()];
+        c.all_reduce(&send, &mut recv, 100, DataType::Int32, ReduceOp::Sum)
+            .unwrap();
+        recv
+    });
+    for o in outs {
+        check_reduced(DataType::Int32, ReduceOp::Sum, 4, &o, 100, 0, "after grow");
+    }
+}
+
+#[test]
+fn traffic_class_sets_the_ip_tos_byte() {
+    let mut cfgs: Vec<CommConfig> = (0..2).map(|_| config(13, b"k", None)).collect();
+    for c in &mut cfgs {
+        c.transport.traffic_class = Some(132);
+        c.measure_costs = false;
+    }
+    let comms: Vec<Communicator> = world_with(2, cfgs)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(comms[0].socket_tos(1).unwrap(), vec![132; 2]);
+    assert_eq!(comms[1].socket_tos(0).unwrap(), vec![132; 2]);
 }
 
 #[test]

@@ -139,6 +139,16 @@ impl Communicator {
         &self.timeline
     }
 
+    /// The address this rank listens on.
+    pub fn listen_addr(&self) -> SocketAddr {
+        self.addrs[self.rank()]
+    }
+
+    /// The IP TOS byte of each connection to `peer` (diagnostics for DSCP marking).
+    pub fn socket_tos(&self, peer: usize) -> std::io::Result<Vec<u32>> {
+        self.mesh.socket_tos(peer)
+    }
+
     /// The error that broke this communicator, if any.
     pub fn broken(&self) -> Option<&CollError> {
         self.broken.as_ref()

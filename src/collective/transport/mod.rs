@@ -282,6 +282,19 @@ impl Mesh {
         self.world
     }
 
+    /// The IP TOS byte of each connection to `peer`.
+    pub fn socket_tos(&self, peer: usize) -> std::io::Result<Vec<u32>> {
+        let p = self
+            .peers
+            .get(peer)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| std::io::Error::other(format!("no peer {peer}")))?;
+        p.streams
+            .iter()
+            .map(|s| socket2::SockRef::from(s).tos_v4())
+            .collect()
+    }
+
     /// Shuts every connection down, so peers blocked on us fail at once.
     pub fn abort(&self) {
         for p in self.peers.iter().flatten() {
