@@ -78,7 +78,8 @@ impl BenchOp {
         }
     }
 
-    fn reduces(self) -> bool {
+    /// Whether the operation reduces (and so has a `redop`).
+    pub fn reduces(self) -> bool {
         matches!(
             self,
             BenchOp::AllReduce | BenchOp::ReduceScatter | BenchOp::Reduce

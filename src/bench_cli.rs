@@ -249,7 +249,11 @@ fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 "hcclwatch bench {}: {world} ranks, {} {}, {} channels, alpha {:.1} us, beta {:.3} GB/s",
                 o.op.name(),
                 o.dtype.name(),
-                o.redop.name(),
+                if o.op.reduces() {
+                    o.redop.name()
+                } else {
+                    "no reduction"
+                },
                 a.channels,
                 c.alpha * 1e6,
                 1.0 / c.beta / 1e9

@@ -246,3 +246,93 @@ fn rank_killed_mid_run_fails_every_other_rank_within_the_timeout() {
         killed_at.elapsed()
     );
 }
+
+#[test]
+fn ranks_from_an_hccl_rank_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..3)
+        .map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        })
+        .collect();
+    let table = format!(
+        r#"{{"status":"completed","version":"1.0","server_count":"2","server_list":[
+          {{"server_id":"node_0","host_ip":"127.0.0.1","device":[
+            {{"device_id":"0","device_ip":"192.168.1.8","rank_id":"0","host_port":"{}"}},
+            {{"device_id":"1","device_ip":"192.168.1.9","rank_id":"1","host_port":"{}"}}]}},
+          {{"server_id":"node_1","host_ip":"127.0.0.1","device":[
+            {{"device_id":"0","device_ip":"192.168.2.8","rank_id":"2","host_port":"{}"}}]}}]}}"#,
+        ports[0], ports[1], ports[2]
+    );
+    let path = dir.path().join("rank_table.json");
+    std::fs::write(&path, table).unwrap();
+    let key = dir.path().join("key");
+    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    let children: Vec<_> = (0..3)
+        .map(|r| {
+            bench()
+                .args([
+                    "bench",
+                    "all_gather",
+                    "--rank",
+                    &r.to_string(),
+                    "-b",
+                    "1K",
+                    "-e",
+                    "64K",
+                    "-f",
+                    "8",
+                    "-n",
+                    "2",
+                    "-w",
+                    "1",
+                ])
+                .arg("--rank-table")
+                .arg(&path)
+                .arg("--key-file")
+                .arg(&key)
+                .env("HCCL_CONNECT_TIMEOUT", "20")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<_> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    for (r, o) in outs.iter().enumerate() {
+        assert!(
+            o.status.success(),
+            "rank {r}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let table = String::from_utf8_lossy(&outs[0].stdout);
+    assert!(table.contains("3 ranks"), "{table}");
+    let rows = rows(&table);
+    assert_eq!(rows.len(), 3, "{table}");
+    assert!(rows.iter().all(|r| r[8] == "0"), "{table}");
+    // A broken table is refused with the field named.
+    std::fs::write(&path, r#"{"version":"1.0","server_list":[{"server_id":"a","device":[{"device_id":"0","rank_id":0}]}]}"#).unwrap();
+    let o = bench()
+        .args(["bench", "all_gather", "--rank", "0"])
+        .arg("--rank-table")
+        .arg(&path)
+        .arg("--key-file")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("server_list[0].device[0].rank_id: expected a string"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
