@@ -141,9 +141,12 @@ fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         return launch_local(n);
     }
     let env = env_map();
+    if let Some(path) = &a.config_file {
+        return run_static(&a, &o, path, &env);
+    }
     let rank = a
         .rank
-        .context("give --ranks N, or --rank with --root/--world or --rank-table")?;
+        .context("give --ranks N, or --rank with --root/--world, --rank-table or --config.file")?;
     let key = load_key(&a)?;
     let (comm, world) = if let Some(table) = &a.rank_table {
         let text = std::fs::read_to_string(table)
@@ -218,6 +221,99 @@ fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
             world,
         )
     };
+    finish(&a, &o, comm, rank, world)
+}
+
+/// Static bootstrap from a config file's `[collective]` section.
+fn run_static(
+    a: &BenchArgs,
+    o: &BenchOptions,
+    path: &std::path::Path,
+    env: &HashMap<String, String>,
+) -> anyhow::Result<ExitCode> {
+    let cfg = match hcclwatch::config::load(Some(path), &[]) {
+        Ok(c) => c.collective,
+        Err(hcclwatch::config::ConfigError::Invalid(p)) => {
+            bail!(
+                "{}",
+                p.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            )
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if cfg.peers.is_empty() {
+        bail!(
+            "{}: collective.peers is empty; list every member's IP:port",
+            path.display()
+        );
+    }
+    let addrs: Vec<SocketAddr> = cfg
+        .peers
+        .iter()
+        .map(|p| {
+            p.parse()
+                .with_context(|| format!("collective.peers: {p:?}"))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let rank = match (a.rank, cfg.rank) {
+        (Some(r), _) => r,
+        (None, r) if r >= 0 => r as usize,
+        _ => {
+            let local: Vec<IpAddr> = henv::interfaces().into_iter().map(|i| i.addr).collect();
+            let mine: Vec<usize> = (0..addrs.len())
+                .filter(|i| local.contains(&addrs[*i].ip()))
+                .collect();
+            match mine.as_slice() {
+                [one] => *one,
+                [] => bail!(
+                    "no address in collective.peers belongs to this host; set collective.rank or --rank"
+                ),
+                _ => bail!(
+                    "several addresses in collective.peers belong to this host ({mine:?}); set collective.rank or --rank"
+                ),
+            }
+        }
+    };
+    let me = *addrs.get(rank).with_context(|| {
+        format!(
+            "rank {rank} is outside collective.peers ({} members)",
+            addrs.len()
+        )
+    })?;
+    let key_path = cfg
+        .key_file
+        .as_ref()
+        .or(a.key_file.as_ref())
+        .context("collective.key_file (or --key-file) is required")?;
+    let mut args = a.clone();
+    args.key_file = Some(key_path.clone());
+    let key = load_key(&args)?;
+    let mut c = comm_config(&args, 0x5717_1c00 ^ addrs.len() as u64, key, env)?;
+    c.transport.channels = cfg.channels as usize;
+    c.transport.connect_timeout = cfg.connect_timeout;
+    c.exec_timeout = cfg.exec_timeout;
+    if !cfg.algo.is_empty() {
+        c.algo = parse_hccl_algo(&cfg.algo).map_err(|e| anyhow::anyhow!("collective.algo: {e}"))?;
+    }
+    if cfg.traffic_class >= 0 {
+        c.transport.traffic_class = Some(cfg.traffic_class as u32);
+    }
+    let listener = TcpListener::bind(me).with_context(|| format!("listening on {me}"))?;
+    let n = addrs.len();
+    let comm = Communicator::init(listener, rank, addrs, c)?;
+    finish(a, o, comm, rank, n)
+}
+
+fn finish(
+    a: &BenchArgs,
+    o: &BenchOptions,
+    comm: Communicator,
+    rank: usize,
+    world: usize,
+) -> anyhow::Result<ExitCode> {
     let mut comm = comm;
     if o.root >= world {
         bail!("-r {} is outside a world of {world}", o.root);

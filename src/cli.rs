@@ -36,7 +36,7 @@ pub struct BenchArgs {
     /// all_reduce | all_gather | reduce_scatter | broadcast | reduce | all_to_all | sendrecv | p2p
     pub op: String,
     /// Start N local ranks as processes talking over TCP on 127.0.0.1.
-    #[arg(long, value_name = "N", conflicts_with_all = ["rank", "world", "root", "rank_table"])]
+    #[arg(long, value_name = "N", conflicts_with_all = ["rank", "world", "root", "rank_table", "config_file"])]
     pub ranks: Option<usize>,
     /// This process's rank (multi-host mode).
     #[arg(long)]
@@ -50,6 +50,9 @@ pub struct BenchArgs {
     /// HCCL rank-table file (also RANK_TABLE_FILE).
     #[arg(long = "rank-table", env = "RANK_TABLE_FILE")]
     pub rank_table: Option<std::path::PathBuf>,
+    /// Config file whose `[collective]` section lists the peers (static bootstrap).
+    #[arg(long = "config.file", value_name = "PATH", conflicts_with_all = ["ranks", "root", "rank_table"])]
+    pub config_file: Option<std::path::PathBuf>,
     /// File holding the shared authentication key (required across hosts).
     #[arg(long = "key-file")]
     pub key_file: Option<std::path::PathBuf>,

@@ -336,3 +336,71 @@ fn ranks_from_an_hccl_rank_table() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn ranks_from_the_static_peer_list_of_a_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..2)
+        .map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        })
+        .collect();
+    let key = dir.path().join("probe.key");
+    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    let cfg = dir.path().join("hcclwatch.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[collective]\npeers = [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]\nkey_file = \"{}\"\nchannels = 1\nalgo = \"level0:NA;level1:ring\"\n",
+            ports[0],
+            ports[1],
+            key.display()
+        ),
+    )
+    .unwrap();
+    let children: Vec<_> = (0..2)
+        .map(|r| {
+            bench()
+                .args([
+                    "bench",
+                    "all_reduce",
+                    "--rank",
+                    &r.to_string(),
+                    "-b",
+                    "4K",
+                    "-e",
+                    "4K",
+                    "-n",
+                    "2",
+                    "-w",
+                    "0",
+                ])
+                .arg("--config.file")
+                .arg(&cfg)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<_> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    for (r, o) in outs.iter().enumerate() {
+        assert!(
+            o.status.success(),
+            "rank {r}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let table = String::from_utf8_lossy(&outs[0].stdout);
+    let rows = rows(&table);
+    assert_eq!(rows.len(), 1, "{table}");
+    assert_eq!(rows[0][8], "0");
+    assert_eq!(rows[0][9], "ring", "collective.algo is honoured: {table}");
+}

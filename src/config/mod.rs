@@ -28,8 +28,51 @@ pub struct Config {
     pub log: LogConfig,
     /// Device telemetry settings.
     pub telemetry: TelemetryConfig,
+    /// The collective engine: peers and transport (used by `bench --config.file` and
+    /// by probing).
+    pub collective: CollectiveConfig,
     /// Which collectors run.
     pub collectors: CollectorsConfig,
+}
+
+/// `[collective]`: a static peer list and the engine's transport settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CollectiveConfig {
+    /// Listen address of every member, in rank order.
+    pub peers: Vec<String>,
+    /// This node's rank in `peers`; -1 finds it by matching a local address.
+    pub rank: i64,
+    /// File holding the shared authentication key (at least 16 bytes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
+    /// Connections per peer.
+    pub channels: u32,
+    /// Bound on connection setup (like `HCCL_CONNECT_TIMEOUT`).
+    #[serde(with = "duration::serde_str")]
+    pub connect_timeout: Duration,
+    /// Bound on every operation (like `HCCL_EXEC_TIMEOUT`).
+    #[serde(with = "duration::serde_str")]
+    pub exec_timeout: Duration,
+    /// `HCCL_ALGO` syntax; empty selects by α-β cost.
+    pub algo: String,
+    /// `HCCL_RDMA_TC`-style traffic class (DSCP × 4) for the IP TOS byte; -1 leaves it.
+    pub traffic_class: i64,
+}
+
+impl Default for CollectiveConfig {
+    fn default() -> Self {
+        Self {
+            peers: Vec::new(),
+            rank: -1,
+            key_file: None,
+            channels: 2,
+            connect_timeout: Duration::from_secs(120),
+            exec_timeout: Duration::from_secs(60),
+            algo: String::new(),
+            traffic_class: -1,
+        }
+    }
 }
 
 /// `[web]`: where `/metrics` is served.
@@ -533,6 +576,31 @@ impl Config {
                 format!("{p:?} may only contain letters, digits, '/', '_', '.' and '-'"),
             ));
         }
+        let c = &self.collective;
+        if c.rank >= 0 && c.rank as usize >= c.peers.len() {
+            out.push((
+                "collective.rank".into(),
+                format!(
+                    "rank {} but collective.peers lists {} members",
+                    c.rank,
+                    c.peers.len()
+                ),
+            ));
+        }
+        if c.traffic_class >= 0 && c.traffic_class % 4 != 0 {
+            out.push((
+                "collective.traffic_class".into(),
+                format!(
+                    "{} is not a multiple of 4 (it is DSCP × 4)",
+                    c.traffic_class
+                ),
+            ));
+        }
+        if !c.algo.is_empty()
+            && let Err(e) = crate::collective::algo::select::parse_hccl_algo(&c.algo)
+        {
+            out.push(("collective.algo".into(), e));
+        }
         if let Some(lib) = &self.telemetry.dcmi_library
             && lib.as_os_str().is_empty()
         {
@@ -599,6 +667,7 @@ mod tests {
         // schema must find no unknown key.
         let mut cfg = Config::default();
         cfg.telemetry.dcmi_library = Some("/x/libdcmi.so".into());
+        cfg.collective.key_file = Some("/x/key".into());
         let text = toml::to_string(&cfg).unwrap();
         assert_eq!(problems(&text, &[]), Vec::<String>::new(), "{text}");
         // And the converse: every schema leaf is set in that document.
@@ -725,6 +794,43 @@ helth = \"5s\"
         assert!(
             p[0].starts_with("env:HCCLWATCH_WEB_LISTEN_ADDRESS: web.listen_address:"),
             "{p:?}"
+        );
+    }
+
+    #[test]
+    fn collective_section() {
+        let cfg = load_str(
+            "[collective]\npeers = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\nrank = 1\nalgo = \"level0:NA;level1:ring\"\n",
+            None,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(cfg.collective.peers.len(), 2);
+        let p = problems(
+            "[collective]\npeers = [\"127.0.0.1:1\"]\nrank = 3\ntraffic_class = 130\nalgo = \"level1:fast\"\n",
+            &[],
+        );
+        assert_eq!(p.len(), 3, "{p:?}");
+        assert!(
+            p[0].starts_with(
+                "test.toml:3: collective.rank: rank 3 but collective.peers lists 1 members"
+            ),
+            "{p:?}"
+        );
+        assert!(
+            p[1].contains("collective.traffic_class: 130 is not a multiple of 4"),
+            "{p:?}"
+        );
+        assert!(
+            p[2].contains("collective.algo: algo \"fast\" is not supported"),
+            "{p:?}"
+        );
+        let p = problems("[collective]\npeers = [\"nowhere\"]\n", &[]);
+        assert_eq!(
+            p,
+            vec![
+                "test.toml:2: collective.peers: element 0 (\"nowhere\") is not an IP:port address"
+            ]
         );
     }
 

@@ -37,6 +37,8 @@ pub enum Kind {
     },
     /// One of a fixed set of strings.
     Enum(&'static [&'static str]),
+    /// An array of `host:port` / `[v6]:port` socket addresses.
+    AddrList,
 }
 
 /// One key of the config file.
@@ -170,6 +172,51 @@ pub const SCHEMA: &[Key] = &[
         },
     },
     Key {
+        path: "collective",
+        kind: Kind::Table,
+    },
+    Key {
+        path: "collective.peers",
+        kind: Kind::AddrList,
+    },
+    Key {
+        path: "collective.rank",
+        kind: Kind::Int {
+            min: -1,
+            max: 65535,
+        },
+    },
+    Key {
+        path: "collective.key_file",
+        kind: Kind::Path,
+    },
+    Key {
+        path: "collective.channels",
+        kind: Kind::Int { min: 1, max: 16 },
+    },
+    Key {
+        path: "collective.connect_timeout",
+        kind: Kind::Duration {
+            min: ms(1000),
+            max: ms(7_200_000),
+        },
+    },
+    Key {
+        path: "collective.exec_timeout",
+        kind: Kind::Duration {
+            min: ms(100),
+            max: ms(86_400_000),
+        },
+    },
+    Key {
+        path: "collective.algo",
+        kind: Kind::Str,
+    },
+    Key {
+        path: "collective.traffic_class",
+        kind: Kind::Int { min: -1, max: 255 },
+    },
+    Key {
         path: "collectors",
         kind: Kind::Table,
     },
@@ -297,6 +344,29 @@ pub fn check_value(kind: Kind, value: &toml::Value) -> Result<(), String> {
             options.join(", "),
             type_name(v)
         )),
+        (Kind::AddrList, toml::Value::Array(items)) => {
+            let mut seen = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let toml::Value::String(s) = item else {
+                    return Err(format!(
+                        "element {i} is {}, expected \"host:port\"",
+                        type_name(item)
+                    ));
+                };
+                let a: std::net::SocketAddr = s
+                    .parse()
+                    .map_err(|_| format!("element {i} ({s:?}) is not an IP:port address"))?;
+                if seen.contains(&a) {
+                    return Err(format!("element {i} ({s}) is listed twice"));
+                }
+                seen.push(a);
+            }
+            Ok(())
+        }
+        (Kind::AddrList, v) => Err(format!(
+            "expected an array of \"IP:port\" strings, found {}",
+            type_name(v)
+        )),
     }
 }
 
@@ -314,6 +384,13 @@ pub fn value_from_env(kind: Kind, text: &str) -> Result<toml::Value, String> {
             .map(toml::Value::Integer)
             .map_err(|_| format!("{text:?} is not an integer")),
         Kind::Table => Err("a table cannot be set from the environment".into()),
+        Kind::AddrList => Ok(toml::Value::Array(
+            text.split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(|t| toml::Value::String(t.to_string()))
+                .collect(),
+        )),
         Kind::Str | Kind::Path | Kind::Duration { .. } | Kind::Enum(_) => {
             Ok(toml::Value::String(text.to_string()))
         }
@@ -410,6 +487,30 @@ mod tests {
                 .unwrap_err()
                 .contains("duration string")
         );
+    }
+
+    #[test]
+    fn address_lists() {
+        let k = Kind::AddrList;
+        let arr = |v: &[&str]| {
+            toml::Value::Array(
+                v.iter()
+                    .map(|s| toml::Value::String(s.to_string()))
+                    .collect(),
+            )
+        };
+        assert!(check_value(k, &arr(&["10.0.0.1:60000", "[::1]:60001"])).is_ok());
+        assert!(
+            check_value(k, &arr(&["10.0.0.1"]))
+                .unwrap_err()
+                .contains("element 0")
+        );
+        assert!(
+            check_value(k, &arr(&["10.0.0.1:1", "10.0.0.1:1"]))
+                .unwrap_err()
+                .contains("listed twice")
+        );
+        assert_eq!(value_from_env(k, "a:1, b:2").unwrap(), arr(&["a:1", "b:2"]));
     }
 
     #[test]
