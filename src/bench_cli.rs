@@ -319,7 +319,7 @@ fn finish(
         bail!("-r {} is outside a world of {world}", o.root);
     }
     let show_progress = rank == 0 && std::io::stderr().is_terminal();
-    let rows = bench::run(&mut comm, &o, |done, total| {
+    let rows = bench::run(&mut comm, o, |done, total| {
         if show_progress {
             let w = 30;
             let filled = done * w / total.max(1);
