@@ -193,6 +193,7 @@ impl Communicator {
             recvs,
         );
         let r = f(&ctx);
+        let steps = ctx.take_steps();
         drop(ctx);
         self.timeline.push(Event {
             op: op.to_string(),
@@ -202,6 +203,7 @@ impl Communicator {
             start,
             end: Instant::now(),
             ok: r.is_ok(),
+            steps,
         });
         if let Err(e) = &r {
             self.mesh.abort();

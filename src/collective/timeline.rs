@@ -5,6 +5,21 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Instant;
 
+/// One step of an operation: what went to and came from which peer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// Step name, e.g. `reduce-scatter step 1/3`.
+    pub name: String,
+    /// Peer sent to and bytes sent.
+    pub send: Option<(usize, usize)>,
+    /// Peer received from and bytes received.
+    pub recv: Option<(usize, usize)>,
+    /// Start.
+    pub start: Instant,
+    /// End.
+    pub end: Instant,
+}
+
 /// One finished operation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
@@ -22,6 +37,8 @@ pub struct Event {
     pub end: Instant,
     /// Whether it succeeded.
     pub ok: bool,
+    /// Its steps, in order.
+    pub steps: Vec<Step>,
 }
 
 /// The bounded event buffer.
@@ -66,11 +83,31 @@ impl Timeline {
 
     /// Chrome trace-event JSON (`traceEvents` with complete events, microseconds).
     pub fn chrome_trace(&self) -> serde_json::Value {
+        let us = |t: Instant| t.saturating_duration_since(self.epoch).as_secs_f64() * 1e6;
         let events: Vec<serde_json::Value> = self
             .events()
             .into_iter()
-            .map(|e| {
-                serde_json::json!({
+            .flat_map(|e| {
+                let steps: Vec<serde_json::Value> = e
+                    .steps
+                    .iter()
+                    .map(|s| {
+                        serde_json::json!({
+                            "name": s.name,
+                            "cat": "step",
+                            "ph": "X",
+                            "pid": 0,
+                            "tid": e.rank,
+                            "ts": us(s.start),
+                            "dur": s.end.saturating_duration_since(s.start).as_secs_f64() * 1e6,
+                            "args": {
+                                "send_peer": s.send.map(|x| x.0), "send_bytes": s.send.map(|x| x.1),
+                                "recv_peer": s.recv.map(|x| x.0), "recv_bytes": s.recv.map(|x| x.1)
+                            }
+                        })
+                    })
+                    .collect();
+                std::iter::once(serde_json::json!({
                     "name": e.op,
                     "cat": e.algo,
                     "ph": "X",
@@ -79,7 +116,8 @@ impl Timeline {
                     "ts": e.start.saturating_duration_since(self.epoch).as_secs_f64() * 1e6,
                     "dur": e.end.saturating_duration_since(e.start).as_secs_f64() * 1e6,
                     "args": {"bytes": e.bytes, "algo": e.algo, "ok": e.ok}
-                })
+                }))
+                .chain(steps)
             })
             .collect();
         serde_json::json!({ "traceEvents": events, "displayTimeUnit": "ms" })
@@ -103,13 +141,25 @@ mod tests {
                 start: now,
                 end: now,
                 ok: true,
+                steps: vec![Step {
+                    name: "s".into(),
+                    send: Some((0, 8)),
+                    recv: None,
+                    start: now,
+                    end: now,
+                }],
             });
         }
         let ev = t.events();
         assert_eq!(ev.len(), 2);
         assert_eq!(ev[0].op, "op1");
         let j = t.chrome_trace();
-        assert_eq!(j["traceEvents"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            j["traceEvents"].as_array().unwrap().len(),
+            4,
+            "2 ops, 1 step each"
+        );
+        assert_eq!(j["traceEvents"][1]["args"]["send_bytes"], 8);
         assert_eq!(j["traceEvents"][0]["ph"], "X");
         assert_eq!(j["traceEvents"][0]["tid"], 1);
     }

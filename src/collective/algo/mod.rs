@@ -74,6 +74,7 @@ pub struct OpCtx<'a> {
     pub name: String,
     sends: std::collections::HashMap<usize, u64>,
     recvs: std::collections::HashMap<usize, u64>,
+    steps: std::cell::RefCell<Vec<crate::collective::timeline::Step>>,
 }
 
 impl<'a> OpCtx<'a> {
@@ -95,7 +96,13 @@ impl<'a> OpCtx<'a> {
             name,
             sends,
             recvs,
+            steps: std::cell::RefCell::new(Vec::new()),
         }
+    }
+
+    /// The steps taken so far (for the timeline).
+    pub fn take_steps(&self) -> Vec<crate::collective::timeline::Step> {
+        std::mem::take(&mut self.steps.borrow_mut())
     }
 
     /// One step: send `send.1` to `send.0` while receiving into `recv.1` from `recv.0`.
