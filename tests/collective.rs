@@ -671,3 +671,89 @@ fn timeline_records_operations_as_chrome_trace() {
         "{names:?}"
     );
 }
+
+#[test]
+fn hierarchical_all_reduce_when_ranks_share_hosts() {
+    // Five ranks on three hosts: 127.0.0.1 ×2, 127.0.0.2 ×2, 127.0.0.3 ×1 (all loopback).
+    let hosts = [
+        "127.0.0.1",
+        "127.0.0.2",
+        "127.0.0.1",
+        "127.0.0.3",
+        "127.0.0.2",
+    ];
+    let ls: Vec<TcpListener> = hosts
+        .iter()
+        .map(|h| TcpListener::bind((*h, 0)).unwrap())
+        .collect();
+    let addrs: Vec<SocketAddr> = ls.iter().map(|l| l.local_addr().unwrap()).collect();
+    let hs: Vec<_> = ls
+        .into_iter()
+        .enumerate()
+        .map(|(r, l)| {
+            let a = addrs.clone();
+            std::thread::spawn(move || Communicator::init(l, r, a, config(21, b"k", None)).unwrap())
+        })
+        .collect();
+    let mut comms: Vec<Communicator> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(
+        comms[0].host_groups(),
+        vec![vec![0, 2], vec![1, 4], vec![3]]
+    );
+    for d in DataType::ALL {
+        for op in ReduceOp::ALL {
+            for count in [0usize, 1, 7, 30_001] {
+                if count > 100 && op != ReduceOp::Sum {
+                    continue;
+                }
+                let outs = on_all(&mut comms, |r, c| {
+                    let send = fill(d, op, r, count, 0);
+                    let mut recv = vec![0u8; send.len()];
+                    let algo = c.all_reduce(&send, &mut recv, count, d, op).unwrap();
+                    (algo, recv)
+                });
+                for (r, (algo, o)) in outs.iter().enumerate() {
+                    assert_eq!(*algo, Algo::Hierarchical);
+                    check_reduced(
+                        d,
+                        op,
+                        5,
+                        o,
+                        count,
+                        0,
+                        &format!("hierarchical {d:?} {op:?} count={count} rank {r}"),
+                    );
+                }
+            }
+        }
+    }
+    // HCCL_ALGO can force a flat algorithm on the same layout.
+    let mut flat = {
+        let hosts = ["127.0.0.1", "127.0.0.2", "127.0.0.1"];
+        let ls: Vec<TcpListener> = hosts
+            .iter()
+            .map(|h| TcpListener::bind((*h, 0)).unwrap())
+            .collect();
+        let addrs: Vec<SocketAddr> = ls.iter().map(|l| l.local_addr().unwrap()).collect();
+        let hs: Vec<_> = ls
+            .into_iter()
+            .enumerate()
+            .map(|(r, l)| {
+                let a = addrs.clone();
+                std::thread::spawn(move || {
+                    Communicator::init(l, r, a, config(22, b"k", Some("level0:NA;level1:ring")))
+                        .unwrap()
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let algos = on_all(&mut flat, |_, c| {
+        let mut b = vec![0u8; 16];
+        c.all_reduce_in_place(&mut b, 4, DataType::Fp32, ReduceOp::Sum)
+            .unwrap()
+    });
+    assert!(algos.iter().all(|a| *a == Algo::Ring));
+}

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::algo::select::{self, Algo, Costs, Override};
-use super::algo::{OpCtx, hd, pairwise, ring, tree};
+use super::algo::{OpCtx, hd, hier, pairwise, ring, tree};
 use super::dtype::{DataType, ReduceOp};
 use super::error::{CollError, CollResult, HcclCode};
 use super::timeline::{Event, Timeline};
@@ -154,12 +154,23 @@ impl Communicator {
         self.broken.as_ref()
     }
 
-    /// The all-reduce algorithm that would be used for `bytes`.
+    /// The all-reduce algorithm that would be used for `bytes`: hierarchical when ranks
+    /// share hosts and there are several hosts (as HCCL splits intra- and inter-server),
+    /// unless `HCCL_ALGO` forces a flat one; otherwise the cheaper by α-β cost.
     pub fn allreduce_algo(&self, bytes: usize) -> Algo {
-        self.cfg
-            .algo
-            .for_op("allreduce")
-            .unwrap_or_else(|| select::choose_allreduce(self.size(), bytes, self.costs))
+        if let Some(forced) = self.cfg.algo.for_op("allreduce") {
+            return forced;
+        }
+        if hier::applies(&self.host_groups()) {
+            return Algo::Hierarchical;
+        }
+        select::choose_allreduce(self.size(), bytes, self.costs)
+    }
+
+    /// Ranks grouped by the host (IP address) they listen on.
+    pub fn host_groups(&self) -> Vec<Vec<usize>> {
+        let ips: Vec<std::net::IpAddr> = self.addrs.iter().map(SocketAddr::ip).collect();
+        hier::groups(&ips)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -264,6 +275,19 @@ impl Communicator {
                     &peers,
                     dtype,
                     |ctx| hd::all_reduce(ctx, buf, count, op),
+                )?;
+            }
+            Algo::Hierarchical => {
+                let groups = self.host_groups();
+                let peers = hier::peers(r, &groups);
+                self.run(
+                    "all_reduce",
+                    algo.name(),
+                    buf.len(),
+                    &peers,
+                    &peers,
+                    dtype,
+                    |ctx| hier::all_reduce(ctx, &groups, buf, count, op),
                 )?;
             }
         }

@@ -6,6 +6,7 @@
 //! extra element.
 
 pub mod hd;
+pub mod hier;
 pub mod pairwise;
 pub mod ring;
 pub mod select;

@@ -15,6 +15,8 @@ pub enum Algo {
     Ring,
     /// Recursive halving-doubling (HCCL `H-D_R`).
     HalvingDoubling,
+    /// Intra-host reduce, inter-host ring, intra-host broadcast (ranks sharing hosts).
+    Hierarchical,
 }
 
 impl Algo {
@@ -23,6 +25,7 @@ impl Algo {
         match self {
             Algo::Ring => "ring",
             Algo::HalvingDoubling => "H-D_R",
+            Algo::Hierarchical => "hierarchical",
         }
     }
 }
@@ -44,6 +47,8 @@ pub fn allreduce_cost(algo: Algo, n: usize, bytes: usize, c: Costs) -> f64 {
     }
     let (nf, b) = (n as f64, bytes as f64);
     match algo {
+        // Not compared by cost: chosen whenever ranks share hosts (see comm.rs).
+        Algo::Hierarchical => f64::INFINITY,
         Algo::Ring => 2.0 * (nf - 1.0) * c.alpha + 2.0 * ((nf - 1.0) / nf) * b * c.beta,
         Algo::HalvingDoubling => {
             let lg = (usize::BITS - 1 - n.leading_zeros()) as f64;
@@ -139,6 +144,7 @@ fn parse_levels(s: &str) -> Result<Option<Algo>, String> {
         }
         match (level, algo) {
             ("level1", "ring") => level1 = Some(Algo::Ring),
+            ("level1", "AHC" | "AHC_BROKE" | "pipeline") => level1 = Some(Algo::Hierarchical),
             ("level1", "H-D_R") => level1 = Some(Algo::HalvingDoubling),
             ("level1", "null" | "NA") | ("level0" | "level2" | "level3", _) => {}
             ("level1", other) => {
