@@ -111,7 +111,9 @@ fn comm_config(
     env: &HashMap<String, String>,
 ) -> anyhow::Result<CommConfig> {
     let mut t = TransportConfig::new(comm_id, key);
-    t.channels = a.channels;
+    if let Some(ch) = a.channels {
+        t.channels = ch;
+    }
     t.chunk_bytes = parse_size(&a.chunk_bytes).context("--chunk-bytes")?.max(1);
     t.socket_buffer = parse_size(&a.socket_buffer).context("--socket-buffer")?;
     t.connect_timeout = henv::connect_timeout(env).map_err(anyhow::Error::msg)?;
@@ -350,7 +352,7 @@ fn finish(
                 } else {
                     "no reduction"
                 },
-                a.channels,
+                comm.channels(),
                 c.alpha * 1e6,
                 1.0 / c.beta / 1e9
             );

@@ -86,9 +86,9 @@ pub struct BenchArgs {
     /// Root rank for broadcast and reduce.
     #[arg(short = 'r', long = "root-rank", default_value_t = 0)]
     pub root_rank: usize,
-    /// Connections per peer.
-    #[arg(long, default_value_t = 2)]
-    pub channels: usize,
+    /// Connections per peer (default: one per two CPUs, 1..4).
+    #[arg(long)]
+    pub channels: Option<usize>,
     /// Payload bytes per frame (K/M suffixes).
     #[arg(long = "chunk-bytes", default_value = "512K")]
     pub chunk_bytes: String,

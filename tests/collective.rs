@@ -578,6 +578,7 @@ fn traffic_class_sets_the_ip_tos_byte() {
     let mut cfgs: Vec<CommConfig> = (0..2).map(|_| config(13, b"k", None)).collect();
     for c in &mut cfgs {
         c.transport.traffic_class = Some(132);
+        c.transport.channels = 2;
         c.measure_costs = false;
     }
     let comms: Vec<Communicator> = world_with(2, cfgs)

@@ -139,6 +139,11 @@ impl Communicator {
         &self.timeline
     }
 
+    /// Connections per peer.
+    pub fn channels(&self) -> usize {
+        self.cfg.transport.channels
+    }
+
     /// The address this rank listens on.
     pub fn listen_addr(&self) -> SocketAddr {
         self.addrs[self.rank()]

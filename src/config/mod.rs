@@ -66,7 +66,7 @@ impl Default for CollectiveConfig {
             peers: Vec::new(),
             rank: -1,
             key_file: None,
-            channels: 2,
+            channels: crate::collective::transport::default_channels() as u32,
             connect_timeout: Duration::from_secs(120),
             exec_timeout: Duration::from_secs(60),
             algo: String::new(),
