@@ -157,6 +157,10 @@ pub struct Mesh {
     cfg: TransportConfig,
     send_seq: Mutex<Vec<u64>>,
     recv_seq: Mutex<Vec<u64>>,
+    /// Largest transfer sent inline (without a sender thread): half of the smallest
+    /// effective socket send buffer, so a blocking write of that size always completes
+    /// into the kernel even if the peer is writing to us at the same moment.
+    inline_max: usize,
 }
 
 fn tune(s: &TcpStream, cfg: &TransportConfig) -> std::io::Result<()> {
@@ -256,7 +260,7 @@ impl Mesh {
             let slot = peers[peer].get_or_insert_with(|| (0..channels).map(|_| None).collect());
             slot[ch] = Some(s);
         }
-        let peers = peers
+        let peers: Vec<Option<Peer>> = peers
             .into_iter()
             .enumerate()
             .map(|(p, chans)| {
@@ -273,7 +277,16 @@ impl Mesh {
                 })
             })
             .collect();
+        let inline_max = peers
+            .iter()
+            .flatten()
+            .flat_map(|p: &Peer| p.streams.iter())
+            .map(|s: &TcpStream| s)
+            .filter_map(|s| socket2::SockRef::from(s).send_buffer_size().ok())
+            .min()
+            .map_or(INLINE_MAX, |b| (b / 2).clamp(INLINE_MAX, 4 << 20));
         Ok(Mesh {
+            inline_max,
             rank,
             world,
             peers,
@@ -368,14 +381,43 @@ impl Mesh {
     ) -> CollResult<()> {
         let send = send.filter(|(_, d)| !d.is_empty());
         let recv = recv.filter(|(_, d, _)| !d.is_empty());
-        let small = send.as_ref().is_none_or(|(_, d)| d.len() <= INLINE_MAX)
+        // Wire layout depends only on the size and INLINE_MAX, which every rank shares:
+        // up to INLINE_MAX one frame sequence on channel 0, above it striped over the
+        // channels. Whether a rank sends from its own thread or from a helper thread is
+        // its own business (it depends on its socket buffers), not the peer's.
+        let tiny = send.as_ref().is_none_or(|(_, d)| d.len() <= INLINE_MAX)
             && recv.as_ref().is_none_or(|(_, d, _)| d.len() <= INLINE_MAX);
-        if small {
+        if tiny {
             if let Some((to, data)) = send {
                 self.send_stripe(op, to, seq.0, dtype, 0, data, deadline)?;
             }
             if let Some((from, buf, mode)) = recv {
                 self.recv_small(op, from, seq.1, dtype, buf, mode, deadline)?;
+            }
+            return Ok(());
+        }
+        let elem = dtype.size();
+        let fits = send
+            .as_ref()
+            .is_none_or(|(_, d)| d.len() <= self.inline_max);
+        if fits {
+            // The whole send fits in the kernel's socket buffers, so it completes without
+            // the peer reading: send inline, then receive, with no helper thread competing
+            // for the CPU.
+            if let Some((to, data)) = send {
+                let n = self.peer(to, op)?.streams.len();
+                for (ch, part) in stripes(data.len(), n, elem).into_iter().enumerate() {
+                    self.send_stripe(op, to, seq.0, dtype, ch, &data[part], deadline)?;
+                }
+            }
+            if let Some((from, buf, mode)) = recv {
+                let n = self.peer(from, op)?.streams.len();
+                let mut rest = buf;
+                for (ch, part) in stripes(rest.len(), n, elem).into_iter().enumerate() {
+                    let (head, tail) = rest.split_at_mut(part.len());
+                    rest = tail;
+                    self.recv_stripe(op, from, seq.1, dtype, ch, head, mode, deadline)?;
+                }
             }
             return Ok(());
         }
