@@ -86,7 +86,7 @@ pub struct BenchArgs {
     /// Root rank for broadcast and reduce.
     #[arg(short = 'r', long = "root-rank", default_value_t = 0)]
     pub root_rank: usize,
-    /// Connections per peer (default: one per two CPUs, 1..4).
+    /// Connections per peer (default: one per CPU, 1..4).
     #[arg(long)]
     pub channels: Option<usize>,
     /// Payload bytes per frame (K/M suffixes).
