@@ -235,7 +235,9 @@ fn rank_killed_mid_run_fails_every_other_rank_within_the_timeout() {
         let mut err = String::new();
         std::io::Read::read_to_string(r.stderr.as_mut().unwrap(), &mut err).unwrap();
         assert!(
-            err.contains("HCCL_E_TCP_TRANSFER") || err.contains("HCCL_E_TIMEOUT"),
+            err.contains("HCCL_E_TCP_TRANSFER")
+                || err.contains("HCCL_E_TIMEOUT")
+                || err.contains("HCCL_E_REMOTE"),
             "{err}"
         );
         assert!(err.contains("with peer rank"), "{err}");

@@ -501,7 +501,10 @@ fn dead_peer_fails_every_rank_promptly_and_survivors_reform() {
     for r in &results {
         let e = r.as_ref().unwrap_err();
         assert!(
-            matches!(e.code, HcclCode::TcpTransfer | HcclCode::Timeout),
+            matches!(
+                e.code,
+                HcclCode::TcpTransfer | HcclCode::Timeout | HcclCode::Remote
+            ),
             "{e}"
         );
     }
@@ -757,4 +760,44 @@ fn hierarchical_all_reduce_when_ranks_share_hosts() {
             .unwrap()
     });
     assert!(algos.iter().all(|a| *a == Algo::Ring));
+}
+
+#[test]
+fn a_failing_rank_tells_its_peers_why() {
+    // Rank 2 disagrees on the count. In a 3-rank ring, rank 0 receives rank 2's frame,
+    // rejects it, and aborts with that reason; rank 1, which receives from rank 0, gets
+    // HCCL_E_REMOTE carrying rank 0's diagnosis instead of a bare lost connection.
+    let mut comms = world(3, Some("level0:NA;level1:ring"));
+    let errs = on_all(&mut comms, |r, c| {
+        let count = if r == 2 { 8000 } else { 4000 };
+        let mut buf = vec![0u8; count * 4];
+        c.all_reduce_in_place(&mut buf, count, DataType::Fp32, ReduceOp::Sum)
+            .unwrap_err()
+    });
+    assert_eq!(errs[0].code, HcclCode::TcpTransfer, "{}", errs[0]);
+    assert!(
+        errs[0].message.contains("bad frame: byte count"),
+        "{}",
+        errs[0]
+    );
+    assert_eq!(errs[1].code, HcclCode::Remote, "{}", errs[1]);
+    assert_eq!(errs[1].peer, Some(0));
+    assert!(
+        errs[1]
+            .message
+            .contains("peer rank 0 aborted the operation"),
+        "{}",
+        errs[1]
+    );
+    assert!(
+        errs[1].message.contains("byte count"),
+        "root cause forwarded: {}",
+        errs[1]
+    );
+    // The broken communicator keeps reporting the original failure.
+    let again = comms[1].barrier().unwrap_err();
+    assert!(
+        again.message.contains("broken by an earlier failure"),
+        "{again}"
+    );
 }

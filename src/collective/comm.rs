@@ -222,7 +222,8 @@ impl Communicator {
             steps,
         });
         if let Err(e) = &r {
-            self.mesh.abort();
+            // Tell the peers why before closing, so their errors name the root cause.
+            self.mesh.abort_with(&e.to_string());
             self.broken = Some(e.clone());
         }
         r

@@ -21,7 +21,13 @@ pub const HEADER_LEN: usize = 32;
 pub enum Kind {
     /// Collective payload.
     Data = 1,
+    /// The sender failed its operation; the payload is its error message (UTF-8, at most
+    /// [`ABORT_MAX`] bytes) and the connection closes after it.
+    Abort = 2,
 }
+
+/// Longest abort message read.
+pub const ABORT_MAX: usize = 1024;
 
 /// A decoded header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +77,7 @@ impl Header {
         }
         let kind = match b[5] {
             1 => Kind::Data,
+            2 => Kind::Abort,
             k => return Err(format!("unknown frame kind {k}")),
         };
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());

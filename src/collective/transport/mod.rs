@@ -19,7 +19,7 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use self::frame::{HEADER_LEN, Header, Kind};
+use self::frame::{ABORT_MAX, HEADER_LEN, Header, Kind};
 use super::dtype::{DataType, ReduceOp, reduce_into};
 use super::error::{CollError, CollResult, HcclCode};
 
@@ -328,6 +328,30 @@ impl Mesh {
                 let _ = s.shutdown(Shutdown::Both);
             }
         }
+    }
+
+    /// Tells every peer why this rank failed (an abort frame on channel 0, best effort,
+    /// 100 ms per peer at most), then shuts every connection down. A peer waiting on us
+    /// then reports `HCCL_E_REMOTE` with our reason instead of a bare lost connection.
+    pub fn abort_with(&self, reason: &str) {
+        let msg = &reason.as_bytes()[..reason.len().min(ABORT_MAX)];
+        let h = Header {
+            kind: Kind::Abort,
+            dtype: 0,
+            comm_id: self.cfg.comm_id,
+            seq: 0,
+            len: msg.len() as u32,
+            chunk: 0,
+        };
+        let mut frame = h.encode().to_vec();
+        frame.extend_from_slice(msg);
+        for p in self.peers.iter().flatten() {
+            if let Some(mut s) = p.streams.first() {
+                let _ = s.set_write_timeout(Some(Duration::from_millis(100)));
+                let _ = s.write_all(&frame);
+            }
+        }
+        self.abort();
     }
 
     /// Claims the next per-link sequence numbers for one operation's traffic. Each link
@@ -663,6 +687,17 @@ impl Mesh {
                 len: dst.len() as u32,
                 chunk: i as u32,
             };
+            if let Ok(h) = Header::decode(&hb)
+                && h.kind == Kind::Abort
+                && h.comm_id == self.cfg.comm_id
+            {
+                let already = if combined {
+                    &small[HEADER_LEN..have]
+                } else {
+                    &[][..]
+                };
+                return Err(read_abort(s, from, op, already, h.len as usize));
+            }
             Header::decode(&hb)
                 .and_then(|h| h.expect(&want, self.cfg.max_frame))
                 .map_err(|m| {
@@ -698,6 +733,29 @@ impl Mesh {
         }
         Ok(())
     }
+}
+
+/// Reads an abort frame's message (part of which may already be in `already`) and turns
+/// it into the `HCCL_E_REMOTE` error the operation returns.
+fn read_abort(mut s: &TcpStream, from: usize, op: &str, already: &[u8], len: usize) -> CollError {
+    let len = len.min(ABORT_MAX);
+    let mut msg = already[..already.len().min(len)].to_vec();
+    if msg.len() < len {
+        let mut rest = vec![0u8; len - msg.len()];
+        let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+        if s.read_exact(&mut rest).is_ok() {
+            msg.extend_from_slice(&rest);
+        }
+    }
+    CollError::new(
+        HcclCode::Remote,
+        op,
+        Some(from),
+        format!(
+            "peer rank {from} aborted the operation: {}",
+            String::from_utf8_lossy(&msg)
+        ),
+    )
 }
 
 /// Splits `len` bytes into `n` contiguous ranges aligned to `elem`, as even as possible.
