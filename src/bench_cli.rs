@@ -114,6 +114,7 @@ fn comm_config(
     if let Some(ch) = a.channels {
         t.channels = ch;
     }
+    t.bind_device = a.bind_device.clone();
     t.chunk_bytes = parse_size(&a.chunk_bytes).context("--chunk-bytes")?.max(1);
     t.socket_buffer = parse_size(&a.socket_buffer).context("--socket-buffer")?;
     t.connect_timeout = henv::connect_timeout(env).map_err(anyhow::Error::msg)?;
@@ -302,6 +303,9 @@ fn run_static(
     }
     if cfg.traffic_class >= 0 {
         c.transport.traffic_class = Some(cfg.traffic_class as u32);
+    }
+    if cfg.bind_device.is_some() {
+        c.transport.bind_device = cfg.bind_device.clone();
     }
     let listener = TcpListener::bind(me).with_context(|| format!("listening on {me}"))?;
     let n = addrs.len();

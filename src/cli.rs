@@ -89,6 +89,9 @@ pub struct BenchArgs {
     /// Connections per peer (default: one per CPU, 1..4).
     #[arg(long)]
     pub channels: Option<usize>,
+    /// Bind outgoing connections to this interface (SO_BINDTODEVICE, needs root).
+    #[arg(long = "bind-device", value_name = "IFACE")]
+    pub bind_device: Option<String>,
     /// Payload bytes per frame (K/M suffixes).
     #[arg(long = "chunk-bytes", default_value = "512K")]
     pub chunk_bytes: String,

@@ -406,3 +406,59 @@ fn ranks_from_the_static_peer_list_of_a_config_file() {
     assert_eq!(rows[0][8], "0");
     assert_eq!(rows[0][9], "ring", "collective.algo is honoured: {table}");
 }
+
+#[test]
+fn bind_device_pins_connections_to_an_interface() {
+    // Binding to the loopback interface works for loopback peers ...
+    let out = bench()
+        .args([
+            "bench",
+            "p2p",
+            "--ranks",
+            "2",
+            "-b",
+            "1M",
+            "-e",
+            "1M",
+            "-n",
+            "2",
+            "-w",
+            "0",
+            "--bind-device",
+            "lo",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // ... and a missing interface is a clear connect error, not a hang.
+    let out = bench()
+        .args([
+            "bench",
+            "p2p",
+            "--ranks",
+            "2",
+            "-b",
+            "1K",
+            "-e",
+            "1K",
+            "-n",
+            "1",
+            "-w",
+            "0",
+            "--bind-device",
+            "nosuchif0",
+        ])
+        .env("HCCL_CONNECT_TIMEOUT", "5")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("HCCL_E_TCP_CONNECT") && err.contains("No such device"),
+        "{err}"
+    );
+}

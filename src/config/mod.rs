@@ -58,6 +58,9 @@ pub struct CollectiveConfig {
     pub algo: String,
     /// `HCCL_RDMA_TC`-style traffic class (DSCP × 4) for the IP TOS byte; -1 leaves it.
     pub traffic_class: i64,
+    /// Bind outgoing connections to this interface (`SO_BINDTODEVICE`, needs root).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bind_device: Option<String>,
 }
 
 impl Default for CollectiveConfig {
@@ -71,6 +74,7 @@ impl Default for CollectiveConfig {
             exec_timeout: Duration::from_secs(60),
             algo: String::new(),
             traffic_class: -1,
+            bind_device: None,
         }
     }
 }
@@ -668,6 +672,7 @@ mod tests {
         let mut cfg = Config::default();
         cfg.telemetry.dcmi_library = Some("/x/libdcmi.so".into());
         cfg.collective.key_file = Some("/x/key".into());
+        cfg.collective.bind_device = Some("eth0".into());
         let text = toml::to_string(&cfg).unwrap();
         assert_eq!(problems(&text, &[]), Vec::<String>::new(), "{text}");
         // And the converse: every schema leaf is set in that document.

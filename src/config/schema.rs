@@ -213,6 +213,10 @@ pub const SCHEMA: &[Key] = &[
         kind: Kind::Str,
     },
     Key {
+        path: "collective.bind_device",
+        kind: Kind::Str,
+    },
+    Key {
         path: "collective.traffic_class",
         kind: Kind::Int { min: -1, max: 255 },
     },
