@@ -176,6 +176,33 @@ fn all_reduce_matrix() {
 }
 
 #[test]
+fn multi_segment_all_reduce() {
+    // Parts larger than one 4 MiB segment: 2 ranks × 3 M elements = 6 MiB per part.
+    for n in [2, 3] {
+        let mut comms = world(n, Some("level0:NA;level1:ring"));
+        let count = 3_000_001;
+        let outs = on_all(&mut comms, |r, c| {
+            let send = fill(DataType::Int32, ReduceOp::Sum, r, count, 0);
+            let mut recv = vec![0u8; send.len()];
+            c.all_reduce(&send, &mut recv, count, DataType::Int32, ReduceOp::Sum)
+                .unwrap();
+            recv
+        });
+        for o in outs {
+            check_reduced(
+                DataType::Int32,
+                ReduceOp::Sum,
+                n,
+                &o,
+                count,
+                0,
+                "multi-segment",
+            );
+        }
+    }
+}
+
+#[test]
 fn in_place_all_reduce() {
     let mut comms = world(3, None);
     let outs = on_all(&mut comms, |r, c| {
@@ -308,7 +335,8 @@ fn reduce_scatter_all_gather_broadcast_reduce_all_to_all_matrix() {
 fn send_recv_ring_and_barrier() {
     for n in [2, 3, 5] {
         let mut comms = world(n, None);
-        for count in [0usize, 1, 100_000] {
+        // 1_200_003 fp32 elements span several 4 MiB segments and end mid-segment.
+        for count in [0usize, 1, 100_000, 1_200_003] {
             let outs = on_all(&mut comms, |r, c| {
                 let d = DataType::Fp32;
                 let mine = fill(d, ReduceOp::Sum, r, count, 0);

@@ -116,6 +116,9 @@ struct Peer {
     timeouts: Vec<Mutex<(Option<Duration>, Option<Duration>)>>,
 }
 
+/// Transfers are exchanged in segments of at most this many bytes.
+pub const SEGMENT: usize = 4 << 20;
+
 /// How long a small receive polls before it sleeps in a blocking read.
 const SPIN: Duration = Duration::from_micros(50);
 
@@ -395,8 +398,55 @@ impl Mesh {
 
     /// Sends `data` to `to`, and receives `recv.len()` bytes from `from` into `recv`,
     /// concurrently. Either side may be absent or empty.
+    ///
+    /// Transfers are cut into [`SEGMENT`]-byte segments exchanged one after another (both
+    /// directions cut the same way, so the wire layout depends only on sizes). A segment
+    /// that fits in the local socket buffers goes inline without a helper thread, which
+    /// on a small host is faster than threads competing for the cores; only one segment
+    /// per direction is ever in flight.
     #[allow(clippy::too_many_arguments)]
     pub fn exchange(
+        &self,
+        op: &str,
+        seq: (u64, u64),
+        dtype: DataType,
+        send: Option<(usize, &[u8])>,
+        recv: Option<(usize, &mut [u8], RecvMode)>,
+        deadline: Instant,
+    ) -> CollResult<()> {
+        let seg = (SEGMENT / dtype.size()).max(1) * dtype.size();
+        let send_len = send.as_ref().map_or(0, |(_, d)| d.len());
+        let recv_len = recv.as_ref().map_or(0, |(_, d, _)| d.len());
+        if send_len <= seg && recv_len <= seg {
+            return self.exchange_segment(op, seq, dtype, send, recv, deadline);
+        }
+        let (send, mut recv) = (send, recv);
+        let mut k = 0;
+        loop {
+            let s_part = send.as_ref().and_then(|(p, d)| {
+                let lo = (k * seg).min(d.len());
+                let hi = ((k + 1) * seg).min(d.len());
+                (lo < hi).then(|| (*p, &d[lo..hi]))
+            });
+            let r_part = match recv.as_mut() {
+                Some((p, d, m)) => {
+                    let lo = (k * seg).min(d.len());
+                    let hi = ((k + 1) * seg).min(d.len());
+                    (lo < hi).then(|| (*p, &mut d[lo..hi], *m))
+                }
+                None => None,
+            };
+            if s_part.is_none() && r_part.is_none() {
+                break;
+            }
+            self.exchange_segment(op, seq, dtype, s_part, r_part, deadline)?;
+            k += 1;
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn exchange_segment(
         &self,
         op: &str,
         seq: (u64, u64),
