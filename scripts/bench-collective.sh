@@ -22,8 +22,8 @@ ONE=$(bash "$ANCHORS/iperf-loopback.sh" 5 | tail -1)
 echo "loopback: C (iperf3 --bidir sum) = $(gbps "$C") GB/s; one stream = $(gbps "$ONE") GB/s"
 
 for n in 2 4; do
-  $HW bench all_reduce --ranks $n -b 8 -e 64M -f 4 -n "$ITERS" -w 3 -c 0 --json > "$OUT/hw$n.json"
-  bash "$ANCHORS/mpi-bench.sh" allreduce $n 8 67108864 4 "$ITERS" > "$OUT/mpi$n.txt" 2>/dev/null
+  $HW bench all_reduce --ranks $n -b 8 -e 64M -f 2 -n "$ITERS" -w 3 -c 0 --json > "$OUT/hw$n.json"
+  bash "$ANCHORS/mpi-bench.sh" allreduce $n 8 67108864 2 "$ITERS" > "$OUT/mpi$n.txt" 2>/dev/null
   echo
   echo "all_reduce fp32 sum, $n ranks (ceiling C/$n = $(gbps "$C" "$n") GB/s)"
   printf '%12s %10s %10s %10s %10s %9s %9s\n' size hw_us mpi_us hw_busbw mpi_busbw hw/mpi hw/ceil
