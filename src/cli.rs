@@ -28,6 +28,29 @@ pub enum Command {
     Version,
     /// Benchmark the collective engine like hccl_test / nccl-tests.
     Bench(Box<BenchArgs>),
+    /// Run the health engine on synthetic rounds with injected faults and report
+    /// precision, recall, detection times and false-alarm rates.
+    Simulate(SimulateArgs),
+}
+
+/// Flags of `hcclwatch simulate`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SimulateArgs {
+    /// Nodes (4..=10000).
+    #[arg(long, default_value_t = 256)]
+    pub nodes: usize,
+    /// Simulated hours (30 s rounds).
+    #[arg(long, default_value_t = 4.0)]
+    pub hours: f64,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Turn congestion episodes off.
+    #[arg(long = "no-congestion")]
+    pub no_congestion: bool,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Flags of `hcclwatch bench`, as in hccl_test and nccl-tests.

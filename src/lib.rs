@@ -19,5 +19,6 @@ pub mod bench;
 pub mod collective;
 pub mod config;
 pub mod export;
+pub mod health;
 pub mod logging;
 pub mod telemetry;

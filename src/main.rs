@@ -23,6 +23,7 @@ fn main() -> ExitCode {
         }
         cli::Command::CheckConfig { path } => check_config(&path),
         cli::Command::Bench(args) => bench_cli::main(*args),
+        cli::Command::Simulate(a) => simulate(&a),
         cli::Command::Run(run) => match run_daemon(&run) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -31,6 +32,33 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+fn simulate(a: &cli::SimulateArgs) -> ExitCode {
+    if !(4..=10_000).contains(&a.nodes) || !(a.hours > 0.0 && a.hours <= 1000.0) {
+        eprintln!("hcclwatch simulate: --nodes must be 4..=10000 and --hours in (0, 1000]");
+        return ExitCode::FAILURE;
+    }
+    let o = hcclwatch::health::sim::SimOptions {
+        nodes: a.nodes,
+        hours: a.hours,
+        seed: a.seed,
+        congestion: !a.no_congestion,
+        health: hcclwatch::health::HealthConfig::default(),
+    };
+    let r = hcclwatch::health::sim::run(&o);
+    if a.json {
+        match serde_json::to_string_pretty(&r) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("hcclwatch simulate: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        print!("{}", hcclwatch::health::sim::text(&r));
+    }
+    ExitCode::SUCCESS
 }
 
 fn process_env() -> Vec<(String, String)> {

@@ -272,3 +272,42 @@ fn not_ready_until_first_collection() {
         |_| d.get("/-/ready", None).status == 200,
     );
 }
+
+#[test]
+fn simulate_prints_a_report_and_json() {
+    let out = hcclwatch()
+        .args(["simulate", "--nodes", "32", "--hours", "1", "--seed", "4"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "slow node x1.2",
+        "precision",
+        "false quarantines",
+        "quarantines from fabric dips",
+        "node-rounds/s",
+    ] {
+        assert!(text.contains(want), "{want} missing:\n{text}");
+    }
+    let out = hcclwatch()
+        .args([
+            "simulate", "--nodes", "32", "--hours", "1", "--seed", "4", "--json",
+        ])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["nodes"], 32);
+    assert_eq!(v["rounds"], 120);
+    assert!(v["precision"].as_f64().unwrap() <= 1.0);
+    let out = hcclwatch()
+        .args(["simulate", "--nodes", "20000"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--nodes must be 4..=10000"));
+}

@@ -1,0 +1,758 @@
+//! The health engine: probe measurements in, per-node states with evidence out.
+//!
+//! Each round the engine receives the probes of a permutation round (every node sends one
+//! flow and receives one), the confirmation probes it asked for, and any hard faults from
+//! telemetry. It scores every probe against the same round's median (peer-relative, so a
+//! fabric-wide dip moves the median, not the residuals), keeps a window per node, and
+//! moves nodes through
+//!
+//! ```text
+//! healthy → suspect → confirmed → quarantine_recommended → probation → healthy
+//! ```
+//!
+//! with exit thresholds below entry thresholds. A suspect is only confirmed when probes
+//! against known-good peers reproduce the slowness (transient congestion usually does not
+//! survive re-pairing); hard faults skip straight to a quarantine recommendation; and a
+//! fabric-wide slowdown (the round median against a slow baseline) freezes every per-node
+//! escalation. Every transition records its reason and the evidence.
+
+use std::collections::{BTreeMap, VecDeque};
+
+/// Thresholds; defaults chosen with `hcclwatch simulate` (see the README).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthConfig {
+    /// Rounds in the scoring window (W).
+    pub window: usize,
+    /// Effect size to enter suspect: the window median of the node's log residual must
+    /// exceed ln(1 + delta).
+    pub delta: f64,
+    /// Robust-z threshold on the window median.
+    pub z: f64,
+    /// Floor on the robust spread (log units), so tight data cannot manufacture 10σ.
+    pub mad_floor: f64,
+    /// Known-good peers a suspect is re-paired with.
+    pub confirm_peers: usize,
+    /// Rounds a confirmed node must stay above the entry threshold before a quarantine
+    /// is recommended.
+    pub confirm_hold: usize,
+    /// Consecutive rounds below ln(1 + delta/2) to leave suspect/confirmed (or to move
+    /// from quarantine_recommended to probation).
+    pub exit_rounds: usize,
+    /// Rounds of probation (re-entry threshold halved) before healthy.
+    pub probation_rounds: usize,
+    /// Round median above baseline × this ratio counts as a fabric-slow round.
+    pub fabric_ratio: f64,
+    /// Fabric-slow rounds, out of the last `window`, that make a fabric verdict.
+    pub fabric_rounds: usize,
+    /// Observations of one pair needed for a link verdict.
+    pub link_observations: usize,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        Self {
+            window: 10,
+            delta: 0.08,
+            z: 3.0,
+            mad_floor: 0.01,
+            confirm_peers: 3,
+            confirm_hold: 5,
+            exit_rounds: 60,
+            probation_rounds: 240,
+            fabric_ratio: 1.0 / 0.9,
+            fabric_rounds: 3,
+            link_observations: 2,
+        }
+    }
+}
+
+/// One probe: how long `src → dst` took, normalised to the probe size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Probe {
+    /// Sender.
+    pub src: usize,
+    /// Receiver.
+    pub dst: usize,
+    /// Seconds (any consistent unit; only ratios matter).
+    pub seconds: f64,
+}
+
+/// What the engine receives for one round.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RoundInput {
+    /// Permutation-round probes.
+    pub probes: Vec<Probe>,
+    /// Confirmation probes (suspect with known-good peers), as requested last round.
+    pub confirmations: Vec<Probe>,
+    /// Hard faults from telemetry: (node, reason).
+    pub hard_faults: Vec<(usize, String)>,
+    /// Re-measurements of pairs the engine asked about (link localisation).
+    pub link_probes: Vec<Probe>,
+}
+
+/// A node's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NodeState {
+    /// Nothing wrong.
+    Healthy,
+    /// Slow in the window; awaiting confirmation.
+    Suspect,
+    /// Confirmed slow against known-good peers.
+    Confirmed,
+    /// Take it out of scheduling.
+    QuarantineRecommended,
+    /// Back within bounds after a quarantine; watched with halved thresholds.
+    Probation,
+}
+
+impl NodeState {
+    /// Every state, in order.
+    pub const ALL: [NodeState; 5] = [
+        NodeState::Healthy,
+        NodeState::Suspect,
+        NodeState::Confirmed,
+        NodeState::QuarantineRecommended,
+        NodeState::Probation,
+    ];
+
+    /// Label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeState::Healthy => "healthy",
+            NodeState::Suspect => "suspect",
+            NodeState::Confirmed => "confirmed",
+            NodeState::QuarantineRecommended => "quarantine_recommended",
+            NodeState::Probation => "probation",
+        }
+    }
+}
+
+/// A recorded state change, with its evidence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    /// Round of the change.
+    pub round: u64,
+    /// Node.
+    pub node: usize,
+    /// Old state.
+    pub from: NodeState,
+    /// New state.
+    pub to: NodeState,
+    /// Why, in words.
+    pub reason: String,
+    /// The numbers behind it: (what, value).
+    pub evidence: Vec<(String, f64)>,
+}
+
+#[derive(Debug, Clone)]
+struct NodeTrack {
+    state: NodeState,
+    /// (round, log residual, robust z) of the node's own probes (both directions).
+    hist: VecDeque<(u64, f64, f64)>,
+    below: usize,
+    above: usize,
+    since: u64,
+    confirm_pending: bool,
+    /// Independent confirmations that reproduced since the node became suspect.
+    confirmations: usize,
+}
+
+/// What a round produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RoundOutput {
+    /// State changes this round.
+    pub transitions: Vec<Transition>,
+    /// Nodes to re-pair with known-good peers next round.
+    pub confirm_requests: Vec<usize>,
+    /// Whether the fabric as a whole is slow (per-node escalation is frozen).
+    pub fabric_degraded: bool,
+    /// Pairs judged degraded links this round (src, dst).
+    pub link_verdicts: Vec<(usize, usize)>,
+    /// Pairs to re-measure next round (one slow observation, endpoints healthy).
+    pub link_requests: Vec<(usize, usize)>,
+    /// Window score per node (median log residual), for `hcclwatch_straggler_score`.
+    pub scores: Vec<f64>,
+}
+
+/// The engine.
+#[derive(Debug, Clone)]
+pub struct HealthEngine {
+    cfg: HealthConfig,
+    nodes: Vec<NodeTrack>,
+    round: u64,
+    baseline: Option<f64>,
+    fabric_hist: VecDeque<bool>,
+    links: BTreeMap<(usize, usize), VecDeque<f64>>,
+}
+
+fn healthy_end_pair(a: usize, b: usize, nodes: &[NodeTrack], scores: &[f64], exit: f64) -> bool {
+    [a, b]
+        .iter()
+        .all(|&x| nodes[x].state == NodeState::Healthy && scores.get(x).is_some_and(|s| *s < exit))
+}
+
+/// Median of a slice (NaN-free input); 0 for an empty slice.
+pub fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+impl HealthEngine {
+    /// An engine for `nodes` nodes.
+    pub fn new(nodes: usize, cfg: HealthConfig) -> Self {
+        Self {
+            nodes: (0..nodes)
+                .map(|_| NodeTrack {
+                    state: NodeState::Healthy,
+                    hist: VecDeque::new(),
+                    below: 0,
+                    above: 0,
+                    since: 0,
+                    confirm_pending: false,
+                    confirmations: 0,
+                })
+                .collect(),
+            cfg,
+            round: 0,
+            baseline: None,
+            fabric_hist: VecDeque::new(),
+            links: BTreeMap::new(),
+        }
+    }
+
+    /// The current state of every node.
+    pub fn states(&self) -> Vec<NodeState> {
+        self.nodes.iter().map(|n| n.state).collect()
+    }
+
+    fn set(
+        &mut self,
+        node: usize,
+        to: NodeState,
+        reason: String,
+        evidence: Vec<(String, f64)>,
+        out: &mut RoundOutput,
+    ) {
+        let from = self.nodes[node].state;
+        if from == to {
+            return;
+        }
+        let n = &mut self.nodes[node];
+        n.state = to;
+        n.since = self.round;
+        n.below = 0;
+        n.above = 0;
+        out.transitions.push(Transition {
+            round: self.round,
+            node,
+            from,
+            to,
+            reason,
+            evidence,
+        });
+    }
+
+    /// Processes one round.
+    pub fn step(&mut self, input: &RoundInput) -> RoundOutput {
+        self.round += 1;
+        let cfg = self.cfg.clone();
+        let mut out = RoundOutput::default();
+        let n = self.nodes.len();
+
+        // Peer-relative scoring against this round's median.
+        let logs: Vec<f64> = input
+            .probes
+            .iter()
+            .filter(|p| p.seconds.is_finite() && p.seconds > 0.0)
+            .map(|p| p.seconds.ln())
+            .collect();
+        let round_median = median(&mut logs.clone());
+        let mut dev: Vec<f64> = logs.iter().map(|l| (l - round_median).abs()).collect();
+        let spread = (1.4826 * median(&mut dev)).max(cfg.mad_floor);
+
+        // Fabric: the round median against a slowly learned baseline.
+        let fabric_slow = match self.baseline {
+            Some(b) if !logs.is_empty() => round_median - b > cfg.fabric_ratio.ln(),
+            _ => false,
+        };
+        if !logs.is_empty() {
+            self.baseline = Some(match self.baseline {
+                None => round_median,
+                Some(b) if !fabric_slow => b + 0.02 * (round_median - b),
+                Some(b) => b,
+            });
+        }
+        self.fabric_hist.push_back(fabric_slow);
+        while self.fabric_hist.len() > cfg.window {
+            self.fabric_hist.pop_front();
+        }
+        let fabric = self.fabric_hist.iter().filter(|x| **x).count() >= cfg.fabric_rounds;
+        out.fabric_degraded = fabric;
+
+        for p in input
+            .probes
+            .iter()
+            .filter(|p| p.seconds.is_finite() && p.seconds > 0.0)
+        {
+            if p.src >= n || p.dst >= n {
+                continue;
+            }
+            let d = p.seconds.ln() - round_median;
+            let z = d / spread;
+            for node in [p.src, p.dst] {
+                self.nodes[node].hist.push_back((self.round, d, z));
+            }
+        }
+        // A node contributes two probes per round (one sent, one received).
+        for track in &mut self.nodes {
+            while track.hist.len() > 2 * cfg.window {
+                track.hist.pop_front();
+            }
+        }
+
+        // Confirmation probes: the suspect against known-good peers.
+        let mut confirm: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+        for p in &input.confirmations {
+            if p.src < n && p.dst < n && p.seconds > 0.0 && p.seconds.is_finite() {
+                let d = p.seconds.ln() - round_median;
+                for node in [p.src, p.dst] {
+                    if self.nodes[node].confirm_pending {
+                        confirm.entry(node).or_default().push(d);
+                    }
+                }
+            }
+        }
+
+        // Hard faults skip the hysteresis.
+        for (node, reason) in &input.hard_faults {
+            if *node < n && self.nodes[*node].state != NodeState::QuarantineRecommended {
+                self.set(
+                    *node,
+                    NodeState::QuarantineRecommended,
+                    format!("hard fault: {reason}"),
+                    vec![],
+                    &mut out,
+                );
+            }
+        }
+        let hard: Vec<usize> = input.hard_faults.iter().map(|(n, _)| *n).collect();
+
+        let entry = (1.0 + cfg.delta).ln();
+        let exit = (1.0 + cfg.delta / 2.0).ln();
+        for i in 0..n {
+            let mut ds: Vec<f64> = self.nodes[i].hist.iter().map(|x| x.1).collect();
+            let mut zs: Vec<f64> = self.nodes[i].hist.iter().map(|x| x.2).collect();
+            let full = ds.len() >= 2 * cfg.window;
+            let score = median(&mut ds);
+            let zmed = median(&mut zs);
+            out.scores.push(score);
+            if hard.contains(&i) {
+                continue;
+            }
+            let state = self.nodes[i].state;
+            let threshold = if state == NodeState::Probation {
+                (1.0 + cfg.delta / 2.0).ln()
+            } else {
+                entry
+            };
+            let elevated = full && score > threshold && zmed > cfg.z;
+            if score < exit {
+                self.nodes[i].below += 1;
+            } else {
+                self.nodes[i].below = 0;
+            }
+            if elevated {
+                self.nodes[i].above += 1;
+            }
+            let ev = || {
+                vec![
+                    ("window_median_log_residual".to_string(), score),
+                    ("window_median_z".to_string(), zmed),
+                ]
+            };
+            match state {
+                NodeState::Healthy | NodeState::Probation if elevated && !fabric => {
+                    self.nodes[i].confirm_pending = true;
+                    out.confirm_requests.push(i);
+                    self.set(
+                        i,
+                        NodeState::Suspect,
+                        format!(
+                            "{:.1}% slower than the round median over {} rounds (robust z {zmed:.1})",
+                            (score.exp() - 1.0) * 100.0,
+                            cfg.window
+                        ),
+                        ev(),
+                        &mut out,
+                    );
+                }
+                NodeState::Probation
+                    if self.round - self.nodes[i].since >= cfg.probation_rounds as u64 =>
+                {
+                    self.set(
+                        i,
+                        NodeState::Healthy,
+                        "probation passed".into(),
+                        ev(),
+                        &mut out,
+                    );
+                }
+                NodeState::Suspect => {
+                    if let Some(mut c) = confirm.remove(&i) {
+                        self.nodes[i].confirm_pending = false;
+                        let got = c.len();
+                        // Every re-pairing must reproduce the slowness: one congested
+                        // path must not be enough to condemn a node.
+                        let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
+                        let _ = median(&mut c);
+                        if got >= cfg.confirm_peers && cm > entry && !fabric {
+                            self.nodes[i].confirmations = 1;
+                            let mut e = ev();
+                            e.push(("confirmation_min_log_residual".into(), cm));
+                            e.push(("confirmation_probes".into(), got as f64));
+                            self.set(
+                                i,
+                                NodeState::Confirmed,
+                                format!(
+                                    "re-paired with {got} known-good peers: still {:.1}% slower",
+                                    (cm.exp() - 1.0) * 100.0
+                                ),
+                                e,
+                                &mut out,
+                            );
+                        } else {
+                            let mut e = ev();
+                            e.push(("confirmation_min_log_residual".into(), cm));
+                            self.set(
+                                i,
+                                NodeState::Healthy,
+                                format!(
+                                    "not reproduced against {got} known-good peers ({:.1}%): transient or path congestion",
+                                    (cm.exp() - 1.0) * 100.0
+                                ),
+                                e,
+                                &mut out,
+                            );
+                        }
+                    } else if self.nodes[i].below >= cfg.exit_rounds {
+                        self.set(
+                            i,
+                            NodeState::Healthy,
+                            "back within bounds".into(),
+                            ev(),
+                            &mut out,
+                        );
+                    } else if elevated {
+                        // Still slow and no confirmation arrived: ask again.
+                        self.nodes[i].confirm_pending = true;
+                        out.confirm_requests.push(i);
+                    }
+                }
+                NodeState::Confirmed => {
+                    if let Some(c) = confirm.remove(&i) {
+                        self.nodes[i].confirm_pending = false;
+                        let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
+                        if c.len() >= cfg.confirm_peers && cm > entry && !fabric {
+                            self.nodes[i].confirmations += 1;
+                            let mut e = ev();
+                            e.push(("second_confirmation_min_log_residual".into(), cm));
+                            self.set(
+                                i,
+                                NodeState::QuarantineRecommended,
+                                format!(
+                                    "confirmed straggler: still {:.1}% slower after {} rounds and a second re-pairing with {} known-good peers",
+                                    (score.exp() - 1.0) * 100.0,
+                                    cfg.confirm_hold,
+                                    c.len()
+                                ),
+                                e,
+                                &mut out,
+                            );
+                        } else {
+                            let mut e = ev();
+                            e.push(("second_confirmation_min_log_residual".into(), cm));
+                            self.set(
+                                i,
+                                NodeState::Healthy,
+                                "second re-pairing did not reproduce".into(),
+                                e,
+                                &mut out,
+                            );
+                        }
+                    } else if fabric {
+                        // Frozen: a fabric-wide event blocks per-node escalation.
+                    } else if self.nodes[i].above >= cfg.confirm_hold && elevated {
+                        self.nodes[i].confirm_pending = true;
+                        out.confirm_requests.push(i);
+                    } else if self.nodes[i].below >= cfg.exit_rounds {
+                        self.set(
+                            i,
+                            NodeState::Healthy,
+                            "back within bounds".into(),
+                            ev(),
+                            &mut out,
+                        );
+                    }
+                }
+                NodeState::QuarantineRecommended if self.nodes[i].below >= cfg.exit_rounds => {
+                    self.set(
+                        i,
+                        NodeState::Probation,
+                        "back within bounds; probation".into(),
+                        ev(),
+                        &mut out,
+                    );
+                }
+                _ => {}
+            }
+        }
+
+        // Links: a pair slow in the regular round is re-measured; a link verdict needs
+        // `link_observations` slow measurements in a row with both ends otherwise normal.
+        for p in input.probes.iter().chain(&input.link_probes) {
+            if p.src >= n || p.dst >= n || !(p.seconds > 0.0 && p.seconds.is_finite()) {
+                continue;
+            }
+            let d = p.seconds.ln() - round_median;
+            if d <= entry || d / spread <= cfg.z {
+                self.links.remove(&(p.src, p.dst));
+            }
+        }
+        for p in &input.link_probes {
+            if p.src >= n || p.dst >= n || !(p.seconds > 0.0 && p.seconds.is_finite()) {
+                continue;
+            }
+            let d = p.seconds.ln() - round_median;
+            if d > entry && d / spread > cfg.z {
+                let obs = self.links.entry((p.src, p.dst)).or_default();
+                obs.push_back(d);
+            }
+        }
+        let scores = out.scores.clone();
+        let mut requests = Vec::new();
+        let mut verdicts = Vec::new();
+        for p in &input.probes {
+            if p.src >= n || p.dst >= n || !(p.seconds > 0.0 && p.seconds.is_finite()) {
+                continue;
+            }
+            let d = p.seconds.ln() - round_median;
+            if d > entry && d / spread > cfg.z && !fabric {
+                self.links.entry((p.src, p.dst)).or_default().push_back(d);
+            }
+        }
+        for ((a, b), obs) in self.links.iter_mut() {
+            while obs.len() > cfg.link_observations.max(1) {
+                obs.pop_front();
+            }
+            if fabric || !healthy_end_pair(*a, *b, &self.nodes, &scores, exit) {
+                continue;
+            }
+            if obs.len() >= cfg.link_observations {
+                verdicts.push((*a, *b));
+            } else {
+                requests.push((*a, *b));
+            }
+        }
+        out.link_verdicts = verdicts;
+        out.link_requests = requests;
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(
+        n: usize,
+        stride: usize,
+        slow: &[(usize, f64)],
+        jitter: impl Fn(usize) -> f64,
+    ) -> RoundInput {
+        let probes = (0..n)
+            .map(|i| {
+                let j = (i + stride) % n;
+                let f: f64 = slow
+                    .iter()
+                    .filter(|(s, _)| *s == i || *s == j)
+                    .map(|(_, f)| *f)
+                    .product();
+                Probe {
+                    src: i,
+                    dst: j,
+                    seconds: f * (1.0 + jitter(i)),
+                }
+            })
+            .collect();
+        RoundInput {
+            probes,
+            ..RoundInput::default()
+        }
+    }
+
+    #[test]
+    fn median_cases() {
+        assert_eq!(median(&mut []), 0.0);
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn slow_node_goes_suspect_confirmed_quarantine_and_back() {
+        let n = 16;
+        let mut e = HealthEngine::new(n, HealthConfig::default());
+        let jitter = |i: usize| (i % 3) as f64 * 0.002;
+        let mut states = Vec::new();
+        let mut confirm = Vec::new();
+        for r in 0..40 {
+            let mut input = round(n, 1 + r % 7, &[(5, 1.3)], jitter);
+            for &s in &confirm {
+                input.confirmations.push(Probe {
+                    src: s,
+                    dst: (s + 3) % n,
+                    seconds: 1.3,
+                });
+                input.confirmations.push(Probe {
+                    src: (s + 9) % n,
+                    dst: s,
+                    seconds: 1.3,
+                });
+                input.confirmations.push(Probe {
+                    src: s,
+                    dst: (s + 11) % n,
+                    seconds: 1.3,
+                });
+            }
+            let out = e.step(&input);
+            confirm = out.confirm_requests.clone();
+            states.push(e.states()[5]);
+            for t in &out.transitions {
+                assert!(!t.reason.is_empty());
+            }
+        }
+        assert!(states.contains(&NodeState::Suspect));
+        assert!(states.contains(&NodeState::Confirmed));
+        assert_eq!(*states.last().unwrap(), NodeState::QuarantineRecommended);
+        // Only the slow node moved.
+        assert!(
+            e.states()
+                .iter()
+                .enumerate()
+                .all(|(i, s)| i == 5 || *s == NodeState::Healthy)
+        );
+        // Recovery: within bounds for exit_rounds → probation.
+        for r in 0..70 {
+            e.step(&round(n, 1 + r % 7, &[], jitter));
+        }
+        assert_eq!(e.states()[5], NodeState::Probation);
+    }
+
+    #[test]
+    fn unconfirmed_suspect_returns_to_healthy() {
+        let n = 16;
+        let mut e = HealthEngine::new(n, HealthConfig::default());
+        let mut confirm = Vec::new();
+        let mut saw_suspect = false;
+        for r in 0..30 {
+            let mut input = round(n, 1 + r % 7, &[(2, 1.3)], |_| 0.0);
+            // Confirmation against good peers is normal: the slowness was path-specific.
+            for &s in &confirm {
+                input.confirmations.push(Probe {
+                    src: s,
+                    dst: (s + 3) % n,
+                    seconds: 1.0,
+                });
+                input.confirmations.push(Probe {
+                    src: (s + 9) % n,
+                    dst: s,
+                    seconds: 1.0,
+                });
+                input.confirmations.push(Probe {
+                    src: s,
+                    dst: (s + 11) % n,
+                    seconds: 1.0,
+                });
+            }
+            let out = e.step(&input);
+            saw_suspect |= out
+                .transitions
+                .iter()
+                .any(|t| t.node == 2 && t.to == NodeState::Suspect);
+            if let Some(t) = out
+                .transitions
+                .iter()
+                .find(|t| t.node == 2 && t.from == NodeState::Suspect)
+            {
+                assert_eq!(t.to, NodeState::Healthy);
+                assert!(t.reason.contains("not reproduced"), "{}", t.reason);
+                return;
+            }
+            confirm = out.confirm_requests;
+        }
+        panic!("suspect never resolved (saw suspect: {saw_suspect})");
+    }
+
+    #[test]
+    fn fabric_wide_slowdown_blocks_node_verdicts() {
+        let n = 16;
+        let mut e = HealthEngine::new(n, HealthConfig::default());
+        for r in 0..20 {
+            e.step(&round(n, 1 + r % 7, &[], |_| 0.0));
+        }
+        let mut fabric_seen = false;
+        for r in 0..30 {
+            // Everything 25% slower, one node a bit more.
+            let mut input = round(n, 1 + r % 7, &[(4, 1.1)], |_| 0.0);
+            for p in &mut input.probes {
+                p.seconds *= 1.25;
+            }
+            let out = e.step(&input);
+            fabric_seen |= out.fabric_degraded;
+            assert!(
+                out.transitions
+                    .iter()
+                    .all(|t| t.to != NodeState::QuarantineRecommended)
+            );
+        }
+        assert!(fabric_seen);
+    }
+
+    #[test]
+    fn hard_fault_skips_hysteresis() {
+        let mut e = HealthEngine::new(4, HealthConfig::default());
+        let out = e.step(&RoundInput {
+            hard_faults: vec![(2, "card dropped (0x40F84E00)".into())],
+            ..RoundInput::default()
+        });
+        assert_eq!(out.transitions[0].to, NodeState::QuarantineRecommended);
+        assert!(out.transitions[0].reason.contains("card dropped"));
+    }
+
+    #[test]
+    fn degraded_link_is_a_link_verdict_not_a_node() {
+        let n = 8;
+        let mut e = HealthEngine::new(n, HealthConfig::default());
+        let mut links = Vec::new();
+        for r in 0..40 {
+            let stride = 1 + r % 3;
+            let mut input = round(n, stride, &[], |i| (i % 2) as f64 * 0.003);
+            for p in &mut input.probes {
+                if p.src == 1 && p.dst == 2 {
+                    p.seconds *= 1.5;
+                }
+            }
+            let out = e.step(&input);
+            links.extend(out.link_verdicts);
+        }
+        assert!(links.contains(&(1, 2)), "{links:?}");
+        assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
+    }
+}
