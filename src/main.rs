@@ -35,7 +35,8 @@ fn main() -> ExitCode {
 }
 
 fn simulate(a: &cli::SimulateArgs) -> ExitCode {
-    if !(4..=10_000).contains(&a.nodes) || !(a.hours > 0.0 && a.hours <= 1000.0) {
+    let hours_ok = a.hours > 0.0 && a.hours <= 1000.0;
+    if !(4..=10_000).contains(&a.nodes) || !hours_ok {
         eprintln!("hcclwatch simulate: --nodes must be 4..=10000 and --hours in (0, 1000]");
         return ExitCode::FAILURE;
     }
