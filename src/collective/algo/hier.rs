@@ -7,7 +7,7 @@
 //! result back to its host. Only one rank per host crosses the network, which is what a
 //! real multi-NPU server does with its HCCS-then-RoCE split.
 
-use super::{OpCtx, part_ranges, split_pair};
+use super::{OpCtx, ring};
 use crate::collective::dtype::{ReduceOp, reduce_into};
 use crate::collective::error::CollResult;
 use crate::collective::transport::RecvMode;
@@ -53,45 +53,6 @@ pub fn peers(r: usize, groups: &[Vec<usize>]) -> Vec<usize> {
     out
 }
 
-/// Ring all-reduce among `members` (global ranks, this rank among them).
-fn ring_among(
-    ctx: &OpCtx<'_>,
-    members: &[usize],
-    buf: &mut [u8],
-    count: usize,
-    op: ReduceOp,
-) -> CollResult<()> {
-    let m = members.len();
-    if m < 2 {
-        return Ok(());
-    }
-    let me = ctx.mesh.rank();
-    let i = members.iter().position(|x| *x == me).unwrap_or(0);
-    let (left, right) = (members[(i + m - 1) % m], members[(i + 1) % m]);
-    let parts = part_ranges(count, m, ctx.dtype.size());
-    for s in 0..m - 1 {
-        let send = (i + 2 * m - s) % m;
-        let recv = (i + 2 * m - s - 1) % m;
-        let (sb, rb) = split_pair(buf, parts[send].clone(), parts[recv].clone());
-        ctx.exchange(
-            &format!("inter-host reduce-scatter step {}/{}", s + 1, m - 1),
-            Some((right, sb)),
-            Some((left, rb, RecvMode::Reduce(op))),
-        )?;
-    }
-    for s in 0..m - 1 {
-        let send = (i + 1 + 2 * m - s) % m;
-        let recv = (i + 2 * m - s) % m;
-        let (sb, rb) = split_pair(buf, parts[send].clone(), parts[recv].clone());
-        ctx.exchange(
-            &format!("inter-host all-gather step {}/{}", s + 1, m - 1),
-            Some((right, sb)),
-            Some((left, rb, RecvMode::Copy)),
-        )?;
-    }
-    Ok(())
-}
-
 /// In-place hierarchical all-reduce over host `groups`.
 pub fn all_reduce(
     ctx: &OpCtx<'_>,
@@ -126,7 +87,24 @@ pub fn all_reduce(
         reduce_into(op, ctx.dtype, buf, &theirs);
     }
     let leaders: Vec<usize> = groups.iter().map(|g| g[0]).collect();
-    ring_among(ctx, &leaders, buf, count, op)?;
+    ring::pass(
+        ctx,
+        &leaders,
+        buf,
+        count,
+        0,
+        RecvMode::Reduce(op),
+        "inter-host reduce-scatter",
+    )?;
+    ring::pass(
+        ctx,
+        &leaders,
+        buf,
+        count,
+        1,
+        RecvMode::Copy,
+        "inter-host all-gather",
+    )?;
     for &m in &mine[1..] {
         ctx.exchange("intra-host broadcast", Some((m, &*buf)), None)?;
     }

@@ -15,6 +15,46 @@ pub fn neighbours(rank: usize, n: usize) -> (usize, usize) {
     ((rank + n - 1) % n, (rank + 1) % n)
 }
 
+/// One ring pass of m − 1 steps over `members` (global ranks in ring order, this rank
+/// among them): in step s, member i sends part (i + shift − s) mod m to its right
+/// neighbour and receives part (i + shift − s − 1) mod m from its left, reducing or
+/// copying it. A reduce-scatter pass leaves part (i + shift + 1) mod m complete; an
+/// all-gather pass starts from part (i + shift) mod m.
+#[allow(clippy::too_many_arguments)]
+pub fn pass(
+    ctx: &OpCtx<'_>,
+    members: &[usize],
+    buf: &mut [u8],
+    count: usize,
+    shift: usize,
+    mode: RecvMode,
+    what: &str,
+) -> CollResult<()> {
+    let m = members.len();
+    if m < 2 {
+        return Ok(());
+    }
+    let me = ctx.mesh.rank();
+    let i = members.iter().position(|x| *x == me).unwrap_or(0);
+    let (left, right) = (members[(i + m - 1) % m], members[(i + 1) % m]);
+    let parts = part_ranges(count, m, ctx.dtype.size());
+    for s in 0..m - 1 {
+        let send_part = (i + 2 * m - s + shift) % m;
+        let recv_part = (i + 2 * m - s - 1 + shift) % m;
+        let (sb, rb) = split_pair(buf, parts[send_part].clone(), parts[recv_part].clone());
+        ctx.exchange(
+            &format!("{what} step {}/{}", s + 1, m - 1),
+            Some((right, sb)),
+            Some((left, rb, mode)),
+        )?;
+    }
+    Ok(())
+}
+
+fn everyone(ctx: &OpCtx<'_>) -> Vec<usize> {
+    (0..ctx.mesh.world()).collect()
+}
+
 /// In-place ring reduce-scatter over `buf` (`count` elements in n parts). Afterwards
 /// part `(rank + 1 + shift) % n` holds the full reduction.
 pub fn reduce_scatter(
@@ -24,39 +64,29 @@ pub fn reduce_scatter(
     op: ReduceOp,
     shift: usize,
 ) -> CollResult<()> {
-    let (n, r) = (ctx.mesh.world(), ctx.mesh.rank());
-    let (left, right) = neighbours(r, n);
-    let parts = part_ranges(count, n, ctx.dtype.size());
-    for s in 0..n - 1 {
-        let send_part = (r + 2 * n - s + shift) % n;
-        let recv_part = (r + 2 * n - s - 1 + shift) % n;
-        let (sb, rb) = split_pair(buf, parts[send_part].clone(), parts[recv_part].clone());
-        ctx.exchange(
-            &format!("reduce-scatter step {}/{}", s + 1, n - 1),
-            Some((right, sb)),
-            Some((left, rb, RecvMode::Reduce(op))),
-        )?;
-    }
-    Ok(())
+    pass(
+        ctx,
+        &everyone(ctx),
+        buf,
+        count,
+        shift,
+        RecvMode::Reduce(op),
+        "reduce-scatter",
+    )
 }
 
 /// In-place ring all-gather: part `(rank + shift) % n` is this rank's; afterwards every
 /// part is filled.
 pub fn all_gather(ctx: &OpCtx<'_>, buf: &mut [u8], count: usize, shift: usize) -> CollResult<()> {
-    let (n, r) = (ctx.mesh.world(), ctx.mesh.rank());
-    let (left, right) = neighbours(r, n);
-    let parts = part_ranges(count, n, ctx.dtype.size());
-    for s in 0..n - 1 {
-        let send_part = (r + 2 * n - s + shift) % n;
-        let recv_part = (r + 2 * n - s - 1 + shift) % n;
-        let (sb, rb) = split_pair(buf, parts[send_part].clone(), parts[recv_part].clone());
-        ctx.exchange(
-            &format!("all-gather step {}/{}", s + 1, n - 1),
-            Some((right, sb)),
-            Some((left, rb, RecvMode::Copy)),
-        )?;
-    }
-    Ok(())
+    pass(
+        ctx,
+        &everyone(ctx),
+        buf,
+        count,
+        shift,
+        RecvMode::Copy,
+        "all-gather",
+    )
 }
 
 /// In-place ring all-reduce.
