@@ -76,15 +76,16 @@ pub fn spawn_npu(
                 let took = t0.elapsed();
                 let available = source.available();
                 let name = group.collector();
-                let st = status(
-                    name,
-                    available && report.errors == 0,
-                    took,
-                    part.collectors.get(name),
-                );
-                part.collectors.insert(name.to_string(), st);
+                let backend = source.name();
+                if available {
+                    let st = status(name, report.errors == 0, took, part.collectors.get(name));
+                    part.collectors.insert(name.to_string(), st);
+                } else {
+                    // One cause, one signal: while the backend is absent only its own
+                    // collector reports failure, not every reading group.
+                    part.collectors.retain(|k, _| k == backend);
+                }
                 if group == Group::Inventory {
-                    let backend = source.name();
                     let st = status(
                         backend,
                         available && report.errors == 0,
