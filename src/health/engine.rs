@@ -13,8 +13,10 @@
 //! with exit thresholds below entry thresholds. A suspect is only confirmed when probes
 //! against known-good peers reproduce the slowness (transient congestion usually does not
 //! survive re-pairing); hard faults skip straight to a quarantine recommendation; and a
-//! fabric-wide slowdown (the round median against a slow baseline) freezes every per-node
-//! escalation. Every transition records its reason and the evidence.
+//! fabric-wide slowdown (the round median against a slow baseline) blocks every quarantine
+//! recommendation while it lasts (detection goes on: residuals are peer-relative, so a
+//! node slower than its peers still stands out). Every transition records its reason and
+//! the evidence.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -379,7 +381,7 @@ impl HealthEngine {
                 ]
             };
             match state {
-                NodeState::Healthy | NodeState::Probation if elevated && !fabric => {
+                NodeState::Healthy | NodeState::Probation if elevated => {
                     self.nodes[i].confirm_pending = true;
                     out.confirm_requests.push(i);
                     self.set(
@@ -413,7 +415,7 @@ impl HealthEngine {
                         // path must not be enough to condemn a node.
                         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
                         let _ = median(&mut c);
-                        if got >= cfg.confirm_peers && cm > entry && !fabric {
+                        if got >= cfg.confirm_peers && cm > entry {
                             self.nodes[i].confirmations = 1;
                             let mut e = ev();
                             e.push(("confirmation_min_log_residual".into(), cm));
@@ -460,7 +462,10 @@ impl HealthEngine {
                     if let Some(c) = confirm.remove(&i) {
                         self.nodes[i].confirm_pending = false;
                         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
-                        if c.len() >= cfg.confirm_peers && cm > entry && !fabric {
+                        if fabric {
+                            // A fabric-wide event blocks cordons: stay confirmed and ask
+                            // again once the fabric is back to normal.
+                        } else if c.len() >= cfg.confirm_peers && cm > entry {
                             self.nodes[i].confirmations += 1;
                             let mut e = ev();
                             e.push(("second_confirmation_min_log_residual".into(), cm));
