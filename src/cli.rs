@@ -48,6 +48,9 @@ pub struct SimulateArgs {
     /// Turn congestion episodes off.
     #[arg(long = "no-congestion")]
     pub no_congestion: bool,
+    /// Take the engine thresholds from this config file's `[health]` section.
+    #[arg(long = "config.file", value_name = "PATH")]
+    pub config_file: Option<PathBuf>,
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,

@@ -40,12 +40,28 @@ fn simulate(a: &cli::SimulateArgs) -> ExitCode {
         eprintln!("hcclwatch simulate: --nodes must be 4..=10000 and --hours in (0, 1000]");
         return ExitCode::FAILURE;
     }
+    let health = match &a.config_file {
+        None => hcclwatch::health::HealthConfig::default(),
+        Some(p) => match config::load(Some(p), &process_env()) {
+            Ok(c) => c.health.engine(),
+            Err(ConfigError::Invalid(problems)) => {
+                for p in problems {
+                    eprintln!("{p}");
+                }
+                return ExitCode::FAILURE;
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
     let o = hcclwatch::health::sim::SimOptions {
         nodes: a.nodes,
         hours: a.hours,
         seed: a.seed,
         congestion: !a.no_congestion,
-        health: hcclwatch::health::HealthConfig::default(),
+        health,
     };
     let r = hcclwatch::health::sim::run(&o);
     if a.json {

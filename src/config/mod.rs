@@ -31,8 +31,81 @@ pub struct Config {
     /// The collective engine: peers and transport (used by `bench --config.file` and
     /// by probing).
     pub collective: CollectiveConfig,
+    /// Straggler-detection thresholds.
+    pub health: HealthSection,
     /// Which collectors run.
     pub collectors: CollectorsConfig,
+}
+
+/// `[health]`: the health engine's thresholds (defaults chosen with `hcclwatch simulate`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthSection {
+    /// Rounds in the scoring window.
+    pub window: u32,
+    /// Effect size to enter suspect (0.08 = 8 % slower than the round median).
+    pub delta: f64,
+    /// Robust-z threshold.
+    pub z: f64,
+    /// Floor on the robust spread, in log units.
+    pub mad_floor: f64,
+    /// Known-good peers a suspect is re-paired with.
+    pub confirm_peers: u32,
+    /// Slow rounds after confirmation before the second re-pairing.
+    pub confirm_hold: u32,
+    /// Rounds within bounds to leave suspect/confirmed or a quarantine recommendation.
+    pub exit_rounds: u32,
+    /// Rounds of probation after a quarantine.
+    pub probation_rounds: u32,
+    /// Round median above baseline × this is a fabric-slow round.
+    pub fabric_ratio: f64,
+    /// Fabric-slow rounds in the window that make a fabric verdict.
+    pub fabric_rounds: u32,
+    /// Slow re-measurements of one pair that make a link verdict.
+    pub link_observations: u32,
+}
+
+impl Default for HealthSection {
+    fn default() -> Self {
+        HealthSection::from(&crate::health::HealthConfig::default())
+    }
+}
+
+impl From<&crate::health::HealthConfig> for HealthSection {
+    fn from(h: &crate::health::HealthConfig) -> Self {
+        Self {
+            window: h.window as u32,
+            delta: h.delta,
+            z: h.z,
+            mad_floor: h.mad_floor,
+            confirm_peers: h.confirm_peers as u32,
+            confirm_hold: h.confirm_hold as u32,
+            exit_rounds: h.exit_rounds as u32,
+            probation_rounds: h.probation_rounds as u32,
+            fabric_ratio: h.fabric_ratio,
+            fabric_rounds: h.fabric_rounds as u32,
+            link_observations: h.link_observations as u32,
+        }
+    }
+}
+
+impl HealthSection {
+    /// The engine configuration.
+    pub fn engine(&self) -> crate::health::HealthConfig {
+        crate::health::HealthConfig {
+            window: self.window as usize,
+            delta: self.delta,
+            z: self.z,
+            mad_floor: self.mad_floor,
+            confirm_peers: self.confirm_peers as usize,
+            confirm_hold: self.confirm_hold as usize,
+            exit_rounds: self.exit_rounds as usize,
+            probation_rounds: self.probation_rounds as usize,
+            fabric_ratio: self.fabric_ratio,
+            fabric_rounds: self.fabric_rounds as usize,
+            link_observations: self.link_observations as usize,
+        }
+    }
 }
 
 /// `[collective]`: a static peer list and the engine's transport settings.
@@ -580,6 +653,15 @@ impl Config {
                 format!("{p:?} may only contain letters, digits, '/', '_', '.' and '-'"),
             ));
         }
+        if self.health.fabric_rounds > self.health.window {
+            out.push((
+                "health.fabric_rounds".into(),
+                format!(
+                    "{} is more than health.window ({}); a fabric verdict could never form",
+                    self.health.fabric_rounds, self.health.window
+                ),
+            ));
+        }
         let c = &self.collective;
         if c.rank >= 0 && c.rank as usize >= c.peers.len() {
             out.push((
@@ -837,6 +919,34 @@ helth = \"5s\"
                 "test.toml:2: collective.peers: element 0 (\"nowhere\") is not an IP:port address"
             ]
         );
+    }
+
+    #[test]
+    fn health_section() {
+        let cfg = load_str("[health]\nwindow = 20\ndelta = 0.1\nz = 4\n", None, &[]).unwrap();
+        let e = cfg.health.engine();
+        assert_eq!((e.window, e.delta, e.z), (20, 0.1, 4.0));
+        assert_eq!(
+            Config::default().health.engine(),
+            crate::health::HealthConfig::default()
+        );
+        let p = problems(
+            "[health]\ndelta = \"big\"\nz = 100.0\nwindow = 5\nfabric_rounds = 6\n",
+            &[],
+        );
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert_eq!(
+            p[0],
+            "test.toml:2: health.delta: expected a number, found a string"
+        );
+        assert_eq!(p[1], "test.toml:3: health.z: 100 is out of range 0.5..=50");
+        let p = problems("[health]\nwindow = 5\nfabric_rounds = 6\n", &[]);
+        assert!(
+            p[0].starts_with("test.toml:3: health.fabric_rounds: 6 is more than health.window (5)"),
+            "{p:?}"
+        );
+        let cfg = load_str("", None, &[("HCCLWATCH_HEALTH_DELTA".into(), "0.2".into())]).unwrap();
+        assert_eq!(cfg.health.delta, 0.2);
     }
 
     #[test]

@@ -39,6 +39,13 @@ pub enum Kind {
     Enum(&'static [&'static str]),
     /// An array of `host:port` / `[v6]:port` socket addresses.
     AddrList,
+    /// A number within inclusive bounds (integers are accepted).
+    Float {
+        /// Smallest accepted value.
+        min: f64,
+        /// Largest accepted value.
+        max: f64,
+    },
 }
 
 /// One key of the config file.
@@ -221,6 +228,69 @@ pub const SCHEMA: &[Key] = &[
         kind: Kind::Int { min: -1, max: 255 },
     },
     Key {
+        path: "health",
+        kind: Kind::Table,
+    },
+    Key {
+        path: "health.window",
+        kind: Kind::Int { min: 3, max: 1000 },
+    },
+    Key {
+        path: "health.delta",
+        kind: Kind::Float {
+            min: 0.01,
+            max: 2.0,
+        },
+    },
+    Key {
+        path: "health.z",
+        kind: Kind::Float {
+            min: 0.5,
+            max: 50.0,
+        },
+    },
+    Key {
+        path: "health.mad_floor",
+        kind: Kind::Float { min: 0.0, max: 1.0 },
+    },
+    Key {
+        path: "health.confirm_peers",
+        kind: Kind::Int { min: 1, max: 16 },
+    },
+    Key {
+        path: "health.confirm_hold",
+        kind: Kind::Int { min: 0, max: 1000 },
+    },
+    Key {
+        path: "health.exit_rounds",
+        kind: Kind::Int {
+            min: 1,
+            max: 100_000,
+        },
+    },
+    Key {
+        path: "health.probation_rounds",
+        kind: Kind::Int {
+            min: 0,
+            max: 1_000_000,
+        },
+    },
+    Key {
+        path: "health.fabric_ratio",
+        kind: Kind::Float {
+            min: 1.0,
+            max: 10.0,
+        },
+    },
+    Key {
+        path: "health.fabric_rounds",
+        kind: Kind::Int { min: 1, max: 1000 },
+    },
+    Key {
+        path: "health.link_observations",
+        kind: Kind::Int { min: 1, max: 100 },
+    },
+    Key {
         path: "collectors",
         kind: Kind::Table,
     },
@@ -371,6 +441,22 @@ pub fn check_value(kind: Kind, value: &toml::Value) -> Result<(), String> {
             "expected an array of \"IP:port\" strings, found {}",
             type_name(v)
         )),
+        (Kind::Float { min, max }, toml::Value::Float(x)) => {
+            if x.is_finite() && (min..=max).contains(x) {
+                Ok(())
+            } else {
+                Err(format!("{x} is out of range {min}..={max}"))
+            }
+        }
+        (Kind::Float { min, max }, toml::Value::Integer(i)) => {
+            let x = *i as f64;
+            if (min..=max).contains(&x) {
+                Ok(())
+            } else {
+                Err(format!("{x} is out of range {min}..={max}"))
+            }
+        }
+        (Kind::Float { .. }, v) => Err(format!("expected a number, found {}", type_name(v))),
     }
 }
 
@@ -388,6 +474,11 @@ pub fn value_from_env(kind: Kind, text: &str) -> Result<toml::Value, String> {
             .map(toml::Value::Integer)
             .map_err(|_| format!("{text:?} is not an integer")),
         Kind::Table => Err("a table cannot be set from the environment".into()),
+        Kind::Float { .. } => text
+            .trim()
+            .parse::<f64>()
+            .map(toml::Value::Float)
+            .map_err(|_| format!("{text:?} is not a number")),
         Kind::AddrList => Ok(toml::Value::Array(
             text.split(',')
                 .map(str::trim)
