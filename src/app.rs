@@ -49,6 +49,108 @@ pub enum AppError {
     /// The HTTP server failed.
     #[error("HTTP server failed: {0}")]
     Serve(std::io::Error),
+    /// Probing is enabled but cannot be set up.
+    #[error("probe.enabled: {0}")]
+    Probe(String),
+}
+
+/// Probing settings from the config, or why they are unusable.
+pub fn probe_settings(config: &Config) -> Result<crate::probe::ProbeSettings, String> {
+    use crate::collective::transport::{FaultSpec, TransportConfig};
+    let c = &config.collective;
+    let peers: Vec<std::net::SocketAddr> = c
+        .peers
+        .iter()
+        .map(|p| {
+            p.parse()
+                .map_err(|_| format!("collective.peers: {p:?} is not IP:port"))
+        })
+        .collect::<Result<_, _>>()?;
+    let rank = if c.rank >= 0 {
+        c.rank as usize
+    } else {
+        let local: Vec<std::net::IpAddr> = crate::collective::bootstrap::env::interfaces()
+            .into_iter()
+            .map(|i| i.addr)
+            .collect();
+        let mine: Vec<usize> = (0..peers.len())
+            .filter(|i| local.contains(&peers[*i].ip()))
+            .collect();
+        match mine.as_slice() {
+            [one] => *one,
+            _ => {
+                return Err(format!(
+                    "collective.rank is -1 and {} peers match a local address; set collective.rank",
+                    mine.len()
+                ));
+            }
+        }
+    };
+    if rank >= peers.len() {
+        return Err(format!(
+            "collective.rank {rank} is outside collective.peers"
+        ));
+    }
+    let key_path = c
+        .key_file
+        .as_ref()
+        .ok_or("collective.key_file is required")?;
+    let key: Vec<u8> = std::fs::read(key_path)
+        .map_err(|e| format!("reading collective.key_file {}: {e}", key_path.display()))?
+        .into_iter()
+        .filter(|b| !b.is_ascii_whitespace())
+        .collect();
+    if key.len() < 16 {
+        return Err(format!(
+            "collective.key_file {} holds {} bytes; use at least 16 random bytes",
+            key_path.display(),
+            key.len()
+        ));
+    }
+    let comm_id = c
+        .peers
+        .iter()
+        .flat_map(|p| p.bytes())
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+    let mut t = TransportConfig::new(comm_id, key);
+    t.channels = c.channels as usize;
+    t.connect_timeout = c
+        .connect_timeout
+        .min((config.probe.interval * 2).max(Duration::from_secs(2)));
+    if c.traffic_class >= 0 {
+        t.traffic_class = Some(c.traffic_class as u32);
+    }
+    t.bind_device = c.bind_device.clone();
+    if config.probe.inject_throttle_bytes_per_second > 0 {
+        for p in (0..peers.len()).filter(|p| *p != rank) {
+            t.faults.insert(
+                p,
+                FaultSpec {
+                    rate_bytes_per_sec: Some(config.probe.inject_throttle_bytes_per_second as f64),
+                    ..FaultSpec::default()
+                },
+            );
+        }
+    }
+    let mut comm = crate::collective::CommConfig::new(t);
+    comm.exec_timeout = c.exec_timeout;
+    if !c.algo.is_empty() {
+        comm.algo = crate::collective::algo::select::parse_hccl_algo(&c.algo)?;
+    }
+    Ok(crate::probe::ProbeSettings {
+        names: c.peers.clone(),
+        peers,
+        rank,
+        comm,
+        interval: config.probe.interval,
+        small_bytes: config.probe.small_bytes as usize,
+        link_bytes: config.probe.link_bytes as usize,
+        ring_every: config.probe.ring_every,
+        ring_bytes: config.probe.ring_bytes as usize,
+        health: config.health.engine(),
+    })
 }
 
 /// Inputs of [`run`] that come from the process environment.
@@ -137,6 +239,15 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
                 what: "NPU poller",
                 source,
             }
+        })?;
+    }
+    if config.probe.enabled {
+        let settings = probe_settings(&config).map_err(AppError::Probe)?;
+        let (tx, rx) = mpsc::channel();
+        stops.push(tx);
+        crate::probe::spawn(settings, store.clone(), rx).map_err(|source| AppError::Start {
+            what: "prober",
+            source,
         })?;
     }
     if config.collectors.host {

@@ -21,4 +21,5 @@ pub mod config;
 pub mod export;
 pub mod health;
 pub mod logging;
+pub mod probe;
 pub mod telemetry;

@@ -477,6 +477,39 @@ impl Communicator {
         })
     }
 
+    /// Sends `send` to `to` while receiving `recv` from `from` (each `count` elements);
+    /// `to` and `from` may be the same rank. The matching ranks call it with the roles
+    /// mirrored.
+    pub fn send_recv(
+        &mut self,
+        send: &[u8],
+        to: usize,
+        recv: &mut [u8],
+        from: usize,
+        count: usize,
+        dtype: DataType,
+    ) -> CollResult<()> {
+        check_len("send_recv", "send", send.len(), count, dtype)?;
+        check_len("send_recv", "recv", recv.len(), count, dtype)?;
+        self.check_peer("send_recv", to)?;
+        self.check_peer("send_recv", from)?;
+        self.run(
+            "send_recv",
+            "p2p",
+            send.len(),
+            &[to],
+            &[from],
+            dtype,
+            |ctx| {
+                ctx.exchange(
+                    "send_recv",
+                    Some((to, send)),
+                    Some((from, recv, RecvMode::Copy)),
+                )
+            },
+        )
+    }
+
     /// Receives `buf` from `peer`.
     pub fn recv(
         &mut self,

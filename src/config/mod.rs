@@ -31,10 +31,47 @@ pub struct Config {
     /// The collective engine: peers and transport (used by `bench --config.file` and
     /// by probing).
     pub collective: CollectiveConfig,
+    /// Continuous probing between the `[collective]` peers.
+    pub probe: ProbeSection,
     /// Straggler-detection thresholds.
     pub health: HealthSection,
     /// Which collectors run.
     pub collectors: CollectorsConfig,
+}
+
+/// `[probe]`: continuous probing rounds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProbeSection {
+    /// Run probe rounds with the `[collective]` peers.
+    pub enabled: bool,
+    /// Time between round starts.
+    #[serde(with = "duration::serde_str")]
+    pub interval: Duration,
+    /// Bytes of the latency all-reduce.
+    pub small_bytes: u64,
+    /// Bytes of each permutation / confirmation exchange.
+    pub link_bytes: u64,
+    /// A ring all-reduce every this many rounds (0: never).
+    pub ring_every: u64,
+    /// Bytes of the ring all-reduce.
+    pub ring_bytes: u64,
+    /// Fault injection for tests and the demo: cap this node's probe sends (0: off).
+    pub inject_throttle_bytes_per_second: u64,
+}
+
+impl Default for ProbeSection {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            interval: Duration::from_secs(30),
+            small_bytes: 8192,
+            link_bytes: 1 << 20,
+            ring_every: 10,
+            ring_bytes: 4 << 20,
+            inject_throttle_bytes_per_second: 0,
+        }
+    }
 }
 
 /// `[health]`: the health engine's thresholds (defaults chosen with `hcclwatch simulate`).
@@ -651,6 +688,18 @@ impl Config {
             out.push((
                 "web.telemetry_path".into(),
                 format!("{p:?} may only contain letters, digits, '/', '_', '.' and '-'"),
+            ));
+        }
+        if self.probe.enabled && self.collective.peers.len() < 2 {
+            out.push((
+                "probe.enabled".into(),
+                "probing needs at least 2 members in collective.peers".into(),
+            ));
+        }
+        if self.probe.enabled && self.collective.key_file.is_none() {
+            out.push((
+                "probe.enabled".into(),
+                "probing needs collective.key_file (the peers authenticate with it)".into(),
             ));
         }
         if self.health.fabric_rounds > self.health.window {

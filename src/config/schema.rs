@@ -228,6 +228,56 @@ pub const SCHEMA: &[Key] = &[
         kind: Kind::Int { min: -1, max: 255 },
     },
     Key {
+        path: "probe",
+        kind: Kind::Table,
+    },
+    Key {
+        path: "probe.enabled",
+        kind: Kind::Bool,
+    },
+    Key {
+        path: "probe.interval",
+        kind: Kind::Duration {
+            min: ms(100),
+            max: ms(3_600_000),
+        },
+    },
+    Key {
+        path: "probe.small_bytes",
+        kind: Kind::Int {
+            min: 4,
+            max: 1 << 20,
+        },
+    },
+    Key {
+        path: "probe.link_bytes",
+        kind: Kind::Int {
+            min: 1,
+            max: 1 << 30,
+        },
+    },
+    Key {
+        path: "probe.ring_every",
+        kind: Kind::Int {
+            min: 0,
+            max: 100_000,
+        },
+    },
+    Key {
+        path: "probe.ring_bytes",
+        kind: Kind::Int {
+            min: 4,
+            max: 1 << 30,
+        },
+    },
+    Key {
+        path: "probe.inject_throttle_bytes_per_second",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+    },
+    Key {
         path: "health",
         kind: Kind::Table,
     },

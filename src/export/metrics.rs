@@ -598,6 +598,108 @@ impl Collector for SnapshotCollector {
             counts(|h| h.crc_errors, None),
         )?;
 
+        // --- Probing and verdicts -----------------------------------------------------------
+        if let Some(pr) = self.store.probe() {
+            let node = |i: usize| pr.nodes.get(i).cloned().unwrap_or_else(|| i.to_string());
+            f.gauge(
+                "hcclwatch_probe_active",
+                "Whether probing runs with a formed group (0: paused, fail-closed; telemetry continues).",
+                vec![(vec![], if pr.active { 1.0 } else { 0.0 })],
+            )?;
+            f.counter(
+                "hcclwatch_probe_rounds",
+                "Probe rounds by result.",
+                vec![
+                    (vec![("result", "ok".to_string())], pr.rounds_ok),
+                    (vec![("result", "failed".to_string())], pr.rounds_failed),
+                ],
+            )?;
+            f.counter(
+                "hcclwatch_probe_bytes",
+                "Probe payload bytes this node sent.",
+                vec![(vec![], pr.bytes_sent)],
+            )?;
+            f.gauge(
+                "hcclwatch_peer_up",
+                "Whether the peer took part in the last probe round.",
+                pr.peer_up
+                    .iter()
+                    .enumerate()
+                    .map(|(i, u)| (vec![("peer", node(i))], if *u { 1.0 } else { 0.0 }))
+                    .collect(),
+            )?;
+            if pr.active || pr.rounds_ok > 0 {
+                f.gauge(
+                    "hcclwatch_node_state",
+                    "1 for the node's current health state.",
+                    pr.states
+                        .iter()
+                        .enumerate()
+                        .flat_map(|(i, st)| {
+                            crate::health::NodeState::ALL.iter().map(move |s| {
+                                (
+                                    vec![("node", node(i)), ("state", s.as_str().to_string())],
+                                    if s == st { 1.0 } else { 0.0 },
+                                )
+                            })
+                        })
+                        .collect(),
+                )?;
+                f.gauge(
+                    "hcclwatch_straggler_score",
+                    "Window median of the node's log time residual against its peers (0.08 ≈ 8% slower).",
+                    pr.scores.iter().enumerate().map(|(i, v)| (vec![("node", node(i))], *v)).collect(),
+                )?;
+                f.gauge(
+                    "hcclwatch_rank_arrival_lag_seconds",
+                    "How much later than the last arrival's peers the node reached the round's barrier (the straggler waits least).",
+                    pr.arrival_lag.iter().enumerate().map(|(i, v)| (vec![("node", node(i))], *v)).collect(),
+                )?;
+                f.gauge(
+                    "hcclwatch_link_bandwidth_bytes_per_second",
+                    "Exchange bandwidth of the pairs in the current permutation round.",
+                    pr.links
+                        .iter()
+                        .map(|(a, b, v)| (vec![("src_node", node(*a)), ("dst_node", node(*b))], *v))
+                        .collect(),
+                )?;
+                f.gauge(
+                    "hcclwatch_fabric_degraded",
+                    "Whether the whole probe group is slow against its baseline (blocks quarantine recommendations).",
+                    vec![(vec![], if pr.fabric_degraded { 1.0 } else { 0.0 })],
+                )?;
+                f.gauge(
+                    "hcclwatch_quarantine_recommended",
+                    "Nodes the health engine recommends taking out of scheduling, with the reason.",
+                    pr.quarantine
+                        .iter()
+                        .map(|(i, why)| (vec![("node", node(*i)), ("reason", why.clone())], 1.0))
+                        .collect(),
+                )?;
+                if let Some(l) = pr.latency {
+                    f.gauge(
+                        "hcclwatch_probe_latency_seconds",
+                        "Duration of the round's small all-reduce (slowest rank).",
+                        vec![(vec![], l)],
+                    )?;
+                }
+                if let Some((algo, bytes, busbw)) = &pr.busbw {
+                    f.gauge(
+                        "hcclwatch_collective_busbw_bytes_per_second",
+                        "Bus bandwidth of the last probe ring all-reduce.",
+                        vec![(
+                            vec![
+                                ("op", "all_reduce".to_string()),
+                                ("algo", algo.clone()),
+                                ("size_bytes", bytes.to_string()),
+                            ],
+                            *busbw,
+                        )],
+                    )?;
+                }
+            }
+        }
+
         // --- Host ----------------------------------------------------------------------------
         if let Some(h) = &host.readings {
             f.gauge(

@@ -34,6 +34,7 @@ pub fn router(store: Arc<Store>, build: BuildInfo, telemetry_path: &str) -> Rout
         .route(telemetry_path, get(metrics_handler))
         .route("/-/healthy", get(|| async { "Healthy\n" }))
         .route("/-/ready", get(ready_handler))
+        .route("/api/v1/state", get(state_handler))
         .route("/", get(index_handler))
         .with_state(state)
 }
@@ -60,6 +61,43 @@ async fn ready_handler(State(s): State<AppState>) -> Response {
         )
             .into_response()
     }
+}
+
+async fn state_handler(State(s): State<AppState>) -> Response {
+    let Some(p) = s.store.probe() else {
+        let body = serde_json::json!({"error": "probing is not enabled (probe.enabled = false)"});
+        return (
+            StatusCode::NOT_FOUND,
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response();
+    };
+    let node = |i: usize| p.nodes.get(i).cloned().unwrap_or_else(|| i.to_string());
+    let body = serde_json::json!({
+        "active": p.active,
+        "last_error": p.last_error,
+        "rounds": {"ok": p.rounds_ok, "failed": p.rounds_failed},
+        "fabric_degraded": p.fabric_degraded,
+        "members": p.nodes.iter().enumerate().map(|(i, n)| serde_json::json!({
+            "node": n,
+            "up": p.peer_up.get(i).copied().unwrap_or(false),
+            "state": p.states.get(i).map(|s| s.as_str()),
+            "score": p.scores.get(i),
+            "arrival_lag_seconds": p.arrival_lag.get(i),
+        })).collect::<Vec<_>>(),
+        "matrix": p.links.iter().map(|(a, b, v)| serde_json::json!({"src": node(*a), "dst": node(*b), "bytes_per_second": v})).collect::<Vec<_>>(),
+        "transitions": p.transitions.iter().map(|t| serde_json::json!({
+            "round": t.round, "node": node(t.node), "from": t.from.as_str(), "to": t.to.as_str(),
+            "reason": t.reason,
+            "evidence": t.evidence.iter().map(|(k, v)| serde_json::json!({"what": k, "value": v})).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    });
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 async fn index_handler(State(s): State<AppState>) -> Html<String> {

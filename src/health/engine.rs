@@ -149,8 +149,10 @@ pub struct Transition {
 #[derive(Debug, Clone)]
 struct NodeTrack {
     state: NodeState,
-    /// (round, log residual, robust z) of the node's own probes (both directions).
-    hist: VecDeque<(u64, f64, f64)>,
+    /// (log residual, robust z) of the probes the node sent (its row of the matrix).
+    out_hist: VecDeque<(f64, f64)>,
+    /// (log residual, robust z) of the probes the node received (its column).
+    in_hist: VecDeque<(f64, f64)>,
     below: usize,
     above: usize,
     since: u64,
@@ -214,7 +216,8 @@ impl HealthEngine {
             nodes: (0..nodes)
                 .map(|_| NodeTrack {
                     state: NodeState::Healthy,
-                    hist: VecDeque::new(),
+                    out_hist: VecDeque::new(),
+                    in_hist: VecDeque::new(),
                     below: 0,
                     above: 0,
                     since: 0,
@@ -309,14 +312,15 @@ impl HealthEngine {
             }
             let d = p.seconds.ln() - round_median;
             let z = d / spread;
-            for node in [p.src, p.dst] {
-                self.nodes[node].hist.push_back((self.round, d, z));
-            }
+            self.nodes[p.src].out_hist.push_back((d, z));
+            self.nodes[p.dst].in_hist.push_back((d, z));
         }
-        // A node contributes two probes per round (one sent, one received).
         for track in &mut self.nodes {
-            while track.hist.len() > 2 * cfg.window {
-                track.hist.pop_front();
+            while track.out_hist.len() > cfg.window {
+                track.out_hist.pop_front();
+            }
+            while track.in_hist.len() > cfg.window {
+                track.in_hist.pop_front();
             }
         }
 
@@ -350,11 +354,20 @@ impl HealthEngine {
         let entry = (1.0 + cfg.delta).ln();
         let exit = (1.0 + cfg.delta / 2.0).ln();
         for i in 0..n {
-            let mut ds: Vec<f64> = self.nodes[i].hist.iter().map(|x| x.1).collect();
-            let mut zs: Vec<f64> = self.nodes[i].hist.iter().map(|x| x.2).collect();
-            let full = ds.len() >= 2 * cfg.window;
-            let score = median(&mut ds);
-            let zmed = median(&mut zs);
+            // A node is as slow as its slower side: its row (sending) or its column
+            // (receiving) of the matrix.
+            let side = |h: &VecDeque<(f64, f64)>| {
+                let mut ds: Vec<f64> = h.iter().map(|x| x.0).collect();
+                let mut zs: Vec<f64> = h.iter().map(|x| x.1).collect();
+                (median(&mut ds), median(&mut zs), h.len() >= cfg.window)
+            };
+            let (out_d, out_z, out_full) = side(&self.nodes[i].out_hist);
+            let (in_d, in_z, in_full) = side(&self.nodes[i].in_hist);
+            let (score, zmed, full) = if out_d >= in_d {
+                (out_d, out_z, out_full)
+            } else {
+                (in_d, in_z, in_full)
+            };
             out.scores.push(score);
             if hard.contains(&i) {
                 continue;

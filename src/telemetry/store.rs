@@ -54,6 +54,7 @@ pub struct HostPart {
 pub struct Store {
     npu: RwLock<Arc<NpuPart>>,
     host: RwLock<Arc<HostPart>>,
+    probe: RwLock<Option<Arc<crate::probe::ProbePart>>>,
     npu_ready: AtomicBool,
     host_ready: AtomicBool,
 }
@@ -77,6 +78,16 @@ impl Store {
     /// The latest host part.
     pub fn host(&self) -> Arc<HostPart> {
         self.host.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The latest probing part, if probing is configured.
+    pub fn probe(&self) -> Option<Arc<crate::probe::ProbePart>> {
+        self.probe.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Publishes a new probing part.
+    pub fn publish_probe(&self, part: crate::probe::ProbePart) {
+        *self.probe.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(part));
     }
 
     /// Publishes a new NPU part.

@@ -1,0 +1,371 @@
+//! Continuous probing: every node's daemon runs rounds of collectives with its peers and
+//! feeds the timings to the health engine.
+//!
+//! A round is: a barrier (each node's wait gives the arrival lag: the straggler waits
+//! least), a small all-reduce (latency), a permutation round (node i exchanges with
+//! i + s and i − s, the stride rotating every round, so every node sends one flow and
+//! receives one), the confirmation re-pairings the engine asked for, and periodically a
+//! ring all-reduce at a bandwidth size (a ring runs at its slowest link). The per-node
+//! timings are all-gathered, so every member feeds identical input to its engine and
+//! reaches identical verdicts without a coordinator.
+//!
+//! Failure is fail-closed: if the group cannot be formed or a round fails, probing stops
+//! (`hcclwatch_probe_active 0`), the daemon keeps exporting telemetry, and the group is
+//! re-formed at the next round.
+
+use std::collections::VecDeque;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::collective::algo::select::Algo;
+use crate::collective::{CollResult, CommConfig, Communicator, DataType, ReduceOp};
+use crate::health::{HealthConfig, HealthEngine, NodeState, Probe, RoundInput, Transition};
+use crate::telemetry::store::Store;
+
+/// Probing settings.
+#[derive(Debug, Clone)]
+pub struct ProbeSettings {
+    /// Members' listen addresses, in rank order.
+    pub peers: Vec<SocketAddr>,
+    /// This node's rank.
+    pub rank: usize,
+    /// Node names for labels (default: the addresses).
+    pub names: Vec<String>,
+    /// Engine transport and timeouts.
+    pub comm: CommConfig,
+    /// Time between round starts.
+    pub interval: Duration,
+    /// Bytes of the latency all-reduce.
+    pub small_bytes: usize,
+    /// Bytes of each permutation and confirmation exchange.
+    pub link_bytes: usize,
+    /// A ring all-reduce every this many rounds (0: never).
+    pub ring_every: u64,
+    /// Bytes of the ring all-reduce.
+    pub ring_bytes: usize,
+    /// Engine thresholds.
+    pub health: HealthConfig,
+}
+
+/// What probing exports.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProbePart {
+    /// Probing runs and the group is formed.
+    pub active: bool,
+    /// Node names, by rank.
+    pub nodes: Vec<String>,
+    /// Engine state per node.
+    pub states: Vec<NodeState>,
+    /// Window score per node (median log residual).
+    pub scores: Vec<f64>,
+    /// Arrival lag per node in the last barrier, seconds.
+    pub arrival_lag: Vec<f64>,
+    /// Last permutation round: (src, dst, bytes/s).
+    pub links: Vec<(usize, usize, f64)>,
+    /// Small all-reduce duration, seconds (slowest rank).
+    pub latency: Option<f64>,
+    /// Last ring all-reduce: (algorithm, bytes, busbw bytes/s).
+    pub busbw: Option<(String, usize, f64)>,
+    /// Rounds completed.
+    pub rounds_ok: u64,
+    /// Rounds that failed (including failures to form the group).
+    pub rounds_failed: u64,
+    /// Probe payload bytes sent by this node.
+    pub bytes_sent: u64,
+    /// Whether each peer took part in the last successful round.
+    pub peer_up: Vec<bool>,
+    /// Fabric verdict.
+    pub fabric_degraded: bool,
+    /// Latest transitions (bounded), with reasons and evidence.
+    pub transitions: VecDeque<Transition>,
+    /// Why probing is inactive, if it is.
+    pub last_error: Option<String>,
+    /// Quarantine recommendations with their reason.
+    pub quarantine: Vec<(usize, String)>,
+}
+
+struct Measured {
+    wait: f64,
+    latency: f64,
+    link: f64,
+    ring: f64,
+    hard: bool,
+    confirm: Vec<f64>,
+}
+
+fn confirm_pairs(requests: &[usize], states: &[NodeState], per: usize) -> Vec<(usize, usize)> {
+    let n = states.len();
+    let good: Vec<usize> = (0..n)
+        .filter(|i| states[*i] == NodeState::Healthy)
+        .collect();
+    let mut out = Vec::new();
+    for &x in requests {
+        let peers: Vec<usize> = good.iter().copied().filter(|p| *p != x).collect();
+        for k in 0..per.min(peers.len()) {
+            out.push((x, peers[(x * 7 + k * 13) % peers.len()]));
+        }
+        out.dedup();
+    }
+    out
+}
+
+fn f64s(v: &[f64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_ne_bytes()).collect()
+}
+
+fn from_f64s(b: &[u8]) -> Vec<f64> {
+    b.chunks_exact(8)
+        .map(|c| f64::from_ne_bytes(c.try_into().unwrap_or_default()))
+        .collect()
+}
+
+fn round_trip(
+    comm: &mut Communicator,
+    s: &ProbeSettings,
+    round: u64,
+    pairs: &[(usize, usize)],
+    hard: bool,
+    bytes_sent: &mut u64,
+) -> CollResult<(Vec<Measured>, usize, Option<(String, f64)>)> {
+    let (n, r) = (comm.size(), comm.rank());
+    let t = Instant::now();
+    comm.barrier()?;
+    let wait = t.elapsed().as_secs_f64();
+    let small_count = (s.small_bytes / 4).max(1);
+    let mut small = vec![0u8; small_count * 4];
+    let t = Instant::now();
+    comm.all_reduce_in_place(&mut small, small_count, DataType::Fp32, ReduceOp::Sum)?;
+    let latency = t.elapsed().as_secs_f64();
+    let stride = 1 + (round as usize % (n - 1).max(1));
+    let send = vec![0x5au8; s.link_bytes.max(1)];
+    let mut recv = vec![0u8; send.len()];
+    let t = Instant::now();
+    comm.send_recv(
+        &send,
+        (r + stride) % n,
+        &mut recv,
+        (r + n - stride) % n,
+        send.len(),
+        DataType::Uint8,
+    )?;
+    let link = t.elapsed().as_secs_f64();
+    *bytes_sent += send.len() as u64;
+    let mut confirm = vec![f64::NAN; pairs.len()];
+    for (k, &(x, p)) in pairs.iter().enumerate() {
+        if r == x || r == p {
+            let other = if r == x { p } else { x };
+            let t = Instant::now();
+            comm.send_recv(&send, other, &mut recv, other, send.len(), DataType::Uint8)?;
+            *bytes_sent += send.len() as u64;
+            if r == x {
+                confirm[k] = t.elapsed().as_secs_f64();
+            }
+        }
+    }
+    let mut ring_result = None;
+    let mut ring = f64::NAN;
+    if s.ring_every > 0 && round % s.ring_every == 0 {
+        let count = (s.ring_bytes / 4).max(1);
+        let mut buf = vec![0u8; count * 4];
+        let t = Instant::now();
+        let algo: Algo =
+            comm.all_reduce_in_place(&mut buf, count, DataType::Fp32, ReduceOp::Sum)?;
+        ring = t.elapsed().as_secs_f64();
+        *bytes_sent += (2 * (n - 1) * buf.len() / n) as u64;
+        ring_result = Some((algo.name().to_string(), buf.len()));
+    }
+    let mine = [
+        vec![wait, latency, link, ring, if hard { 1.0 } else { 0.0 }],
+        confirm,
+    ]
+    .concat();
+    let width = mine.len();
+    let mut all = vec![0u8; width * 8 * n];
+    comm.all_gather(&f64s(&mine), &mut all, width, DataType::Fp64)?;
+    let v = from_f64s(&all);
+    let measured = (0..n)
+        .map(|i| {
+            let row = &v[i * width..(i + 1) * width];
+            Measured {
+                wait: row[0],
+                latency: row[1],
+                link: row[2],
+                ring: row[3],
+                hard: row[4] != 0.0,
+                confirm: row[5..].to_vec(),
+            }
+        })
+        .collect();
+    let ring_out = ring_result.map(|(a, b)| (a, b as f64));
+    Ok((measured, stride, ring_out))
+}
+
+fn local_hard_fault(store: &Store) -> bool {
+    store
+        .npu()
+        .state
+        .chips
+        .values()
+        .any(|c| c.dropped || c.health == Some(3))
+}
+
+/// Starts the prober thread.
+pub fn spawn(
+    s: ProbeSettings,
+    store: Arc<Store>,
+    shutdown: Receiver<()>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new().name("hcclwatch-probe".into()).spawn(move || {
+        let n = s.peers.len();
+        let mut part = ProbePart {
+            nodes: s.names.clone(),
+            states: vec![NodeState::Healthy; n],
+            peer_up: vec![false; n],
+            ..ProbePart::default()
+        };
+        let listener = match TcpListener::bind(s.peers[s.rank]) {
+            Ok(l) => Arc::new(l),
+            Err(e) => {
+                part.last_error = Some(format!("cannot listen on {}: {e}", s.peers[s.rank]));
+                tracing::error!(address = %s.peers[s.rank], "probing disabled: cannot listen: {e}");
+                store.publish_probe(part);
+                return;
+            }
+        };
+        let mut comm: Option<Communicator> = None;
+        let mut engine = HealthEngine::new(n, s.health.clone());
+        let mut requests: Vec<usize> = Vec::new();
+        let mut round: u64 = 0;
+        let mut next = Instant::now();
+        loop {
+            match shutdown.recv_timeout(next.saturating_duration_since(Instant::now())) {
+                Err(RecvTimeoutError::Timeout) => {}
+                _ => return,
+            }
+            next = (next + s.interval).max(Instant::now());
+            if comm.is_none() {
+                let l = match listener.try_clone() {
+                    Ok(l) => l,
+                    Err(e) => {
+                        part.last_error = Some(e.to_string());
+                        continue;
+                    }
+                };
+                match Communicator::init(l, s.rank, s.peers.clone(), s.comm.clone()) {
+                    Ok(c) => {
+                        tracing::info!(members = n, "probe group formed");
+                        comm = Some(c);
+                    }
+                    Err(e) => {
+                        part.active = false;
+                        part.rounds_failed += 1;
+                        if let Some(p) = e.peer {
+                            part.peer_up[p] = false;
+                        }
+                        if part.last_error.as_deref() != Some(&e.to_string()) {
+                            tracing::warn!(error = %e, "cannot form the probe group; probing paused, telemetry continues");
+                        }
+                        part.last_error = Some(e.to_string());
+                        store.publish_probe(part.clone());
+                        continue;
+                    }
+                }
+            }
+            let Some(c) = comm.as_mut() else { continue };
+            round += 1;
+            let pairs = confirm_pairs(&requests, &engine.states(), s.health.confirm_peers);
+            let hard = local_hard_fault(&store);
+            match round_trip(c, &s, round, &pairs, hard, &mut part.bytes_sent) {
+                Ok((m, stride, ring)) => {
+                    let probes: Vec<Probe> = (0..n)
+                        .map(|i| Probe { src: i, dst: (i + stride) % n, seconds: m[i].link })
+                        .collect();
+                    let confirmations: Vec<Probe> = pairs
+                        .iter()
+                        .enumerate()
+                        .map(|(k, &(x, p))| Probe { src: x, dst: p, seconds: m[x].confirm.get(k).copied().unwrap_or(f64::NAN) })
+                        .collect();
+                    let hard_faults: Vec<(usize, String)> = (0..n)
+                        .filter(|i| m[*i].hard)
+                        .map(|i| (i, "NPU hard fault (card dropped or health critical)".to_string()))
+                        .collect();
+                    let out = engine.step(&RoundInput { probes, confirmations, hard_faults, link_probes: Vec::new() });
+                    requests = out.confirm_requests.clone();
+                    let max_wait = m.iter().map(|x| x.wait).fold(0.0, f64::max);
+                    part.active = true;
+                    part.last_error = None;
+                    part.rounds_ok += 1;
+                    part.states = engine.states();
+                    part.scores = out.scores.clone();
+                    part.arrival_lag = m.iter().map(|x| max_wait - x.wait).collect();
+                    part.latency = Some(m.iter().map(|x| x.latency).fold(0.0, f64::max));
+                    part.links = (0..n)
+                        .map(|i| (i, (i + stride) % n, s.link_bytes as f64 / m[i].link.max(1e-9)))
+                        .collect();
+                    if let Some((algo, bytes)) = ring {
+                        let t = m.iter().map(|x| x.ring).fold(0.0, f64::max).max(1e-9);
+                        let busbw = bytes / t * 2.0 * (n as f64 - 1.0) / n as f64;
+                        part.busbw = Some((algo, bytes as usize, busbw));
+                    }
+                    part.peer_up = vec![true; n];
+                    part.fabric_degraded = out.fabric_degraded;
+                    for t in out.transitions {
+                        tracing::info!(node = %s.names[t.node], from = t.from.as_str(), to = t.to.as_str(), reason = %t.reason, "node state changed");
+                        if t.to == NodeState::QuarantineRecommended {
+                            part.quarantine.retain(|(x, _)| *x != t.node);
+                            part.quarantine.push((t.node, t.reason.clone()));
+                        }
+                        part.transitions.push_back(t);
+                        while part.transitions.len() > 100 {
+                            part.transitions.pop_front();
+                        }
+                    }
+                    let states = part.states.clone();
+                    part.quarantine.retain(|(x, _)| states[*x] == NodeState::QuarantineRecommended);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "probe round failed; the group will be re-formed");
+                    part.active = false;
+                    part.rounds_failed += 1;
+                    if let Some(p) = e.peer {
+                        part.peer_up[p] = false;
+                    }
+                    part.last_error = Some(e.to_string());
+                    comm = None;
+                }
+            }
+            store.publish_probe(part.clone());
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn confirmation_pairs_avoid_suspects_and_are_deterministic() {
+        let mut states = vec![NodeState::Healthy; 8];
+        states[2] = NodeState::Suspect;
+        states[5] = NodeState::Suspect;
+        let a = confirm_pairs(&[2, 5], &states, 3);
+        assert_eq!(a, confirm_pairs(&[2, 5], &states, 3));
+        assert_eq!(a.len(), 6);
+        for (x, p) in &a {
+            assert!(*x == 2 || *x == 5);
+            assert_eq!(states[*p], NodeState::Healthy);
+        }
+    }
+
+    #[test]
+    fn f64_round_trip() {
+        let v = [1.5, f64::NAN, -3.0];
+        let back = from_f64s(&f64s(&v));
+        assert_eq!(back[0], 1.5);
+        assert!(back[1].is_nan());
+        assert_eq!(back[2], -3.0);
+    }
+}
