@@ -96,6 +96,9 @@ struct Measured {
     confirm: Vec<f64>,
 }
 
+/// Every member's measurements, the stride used, and the ring result (algorithm, bytes).
+type RoundResult = (Vec<Measured>, usize, Option<(String, f64)>);
+
 fn confirm_pairs(requests: &[usize], states: &[NodeState], per: usize) -> Vec<(usize, usize)> {
     let n = states.len();
     let good: Vec<usize> = (0..n)
@@ -129,7 +132,7 @@ fn round_trip(
     pairs: &[(usize, usize)],
     hard: bool,
     bytes_sent: &mut u64,
-) -> CollResult<(Vec<Measured>, usize, Option<(String, f64)>)> {
+) -> CollResult<RoundResult> {
     let (n, r) = (comm.size(), comm.rank());
     let t = Instant::now();
     comm.barrier()?;
@@ -167,7 +170,7 @@ fn round_trip(
     }
     let mut ring_result = None;
     let mut ring = f64::NAN;
-    if s.ring_every > 0 && round % s.ring_every == 0 {
+    if s.ring_every > 0 && round.is_multiple_of(s.ring_every) {
         let count = (s.ring_bytes / 4).max(1);
         let mut buf = vec![0u8; count * 4];
         let t = Instant::now();
