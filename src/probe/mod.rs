@@ -283,8 +283,10 @@ pub fn spawn(
             let hard = local_hard_fault(&store);
             match round_trip(c, &s, round, &pairs, hard, &mut part.bytes_sent) {
                 Ok((m, stride, ring)) => {
+                    // Each rank sends first (inline) and then waits for its left neighbour,
+                    // so its exchange time measures the link it received on: i − s → i.
                     let probes: Vec<Probe> = (0..n)
-                        .map(|i| Probe { src: i, dst: (i + stride) % n, seconds: m[i].link })
+                        .map(|i| Probe { src: (i + n - stride) % n, dst: i, seconds: m[i].link })
                         .collect();
                     let confirmations: Vec<Probe> = pairs
                         .iter()
@@ -306,7 +308,7 @@ pub fn spawn(
                     part.arrival_lag = m.iter().map(|x| max_wait - x.wait).collect();
                     part.latency = Some(m.iter().map(|x| x.latency).fold(0.0, f64::max));
                     part.links = (0..n)
-                        .map(|i| (i, (i + stride) % n, s.link_bytes as f64 / m[i].link.max(1e-9)))
+                        .map(|i| ((i + n - stride) % n, i, s.link_bytes as f64 / m[i].link.max(1e-9)))
                         .collect();
                     if let Some((algo, bytes)) = ring {
                         let t = m.iter().map(|x| x.ring).fold(0.0, f64::max).max(1e-9);

@@ -1,0 +1,170 @@
+//! Continuous probing between real daemons over real TCP on loopback: six `hcclwatch run`
+//! processes probe each other (peer-relative scoring needs the slow node's probes to be a
+//! minority of each round: with four members its two slow probes would be half); one of them is slowed by the engine's fault injection (a
+//! send throttle). Every daemon must reach the same verdict: that node, and only that
+//! node, is recommended for quarantine, with its reason. A killed member makes the others
+//! fail closed while their telemetry keeps flowing.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Daemon, Start, value};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn config(peers: &[String], rank: usize, key: &std::path::Path, throttle: u64) -> String {
+    let list = peers
+        .iter()
+        .map(|p| format!("\"{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        r#"
+[web]
+listen_address = "127.0.0.1:0"
+[telemetry]
+backend = "none"
+[collective]
+peers = [{list}]
+rank = {rank}
+key_file = "{key}"
+connect_timeout = "5s"
+exec_timeout = "5s"
+[probe]
+enabled = true
+interval = "150ms"
+small_bytes = 1024
+link_bytes = 262144
+ring_every = 5
+ring_bytes = 262144
+inject_throttle_bytes_per_second = {throttle}
+[health]
+# Six daemons share two cores here, so the round median swings far more than on a real
+# fabric; raise the fabric threshold so scheduler noise is not taken for a fabric dip.
+fabric_ratio = 3.0
+# The same jitter inflates the robust spread; the effect size (delta) stays at 8 %.
+z = 2.0
+"#,
+        key = key.display()
+    )
+}
+
+fn state(s: &str, node: &str, st: &str) -> Option<f64> {
+    value(s, "hcclwatch_node_state", &[("node", node), ("state", st)])
+}
+
+#[test]
+fn slowed_node_and_only_it_is_recommended_for_quarantine() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("probe.key");
+    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    let members = 6;
+    let peers: Vec<String> = (0..members)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let slow = 2;
+    let daemons: Vec<Daemon> = (0..members)
+        .map(|r| {
+            let throttle = if r == slow { 20_000_000 } else { 0 };
+            let cfg = config(&peers, r, &key, throttle);
+            Daemon::start(Start::new(&cfg))
+        })
+        .collect();
+    for d in &daemons {
+        let s = d.wait_for(
+            "the slowed node's quarantine recommendation",
+            Duration::from_secs(90),
+            |s| state(s, &peers[slow], "quarantine_recommended") == Some(1.0),
+        );
+        for (i, p) in peers.iter().enumerate() {
+            if i != slow {
+                assert_eq!(
+                    state(&s, p, "healthy"),
+                    Some(1.0),
+                    "{p} should be healthy:\n{s}"
+                );
+            }
+        }
+        assert_eq!(value(&s, "hcclwatch_probe_active", &[]), Some(1.0));
+        assert!(value(&s, "hcclwatch_probe_rounds_total", &[("result", "ok")]).unwrap() >= 10.0);
+        assert_eq!(
+            value(&s, "hcclwatch_peer_up", &[("peer", &peers[0])]),
+            Some(1.0)
+        );
+        let reasons = common::samples(
+            &s,
+            "hcclwatch_quarantine_recommended",
+            &[("node", &peers[slow])],
+        );
+        assert_eq!(reasons, vec![1.0]);
+        assert!(value(&s, "hcclwatch_straggler_score", &[("node", &peers[slow])]).unwrap() > 0.08);
+        assert!(s.contains("hcclwatch_collective_busbw_bytes_per_second{op=\"all_reduce\""));
+    }
+    // The API explains the verdict.
+    let api = daemons[0].get("/api/v1/state", None);
+    assert_eq!(api.status, 200);
+    let v: serde_json::Value = serde_json::from_str(&api.body).unwrap();
+    let t = v["transitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["to"] == "quarantine_recommended")
+        .expect("a quarantine transition");
+    assert_eq!(t["node"], peers[slow].as_str());
+    assert!(
+        t["reason"]
+            .as_str()
+            .unwrap()
+            .contains("confirmed straggler"),
+        "{t}"
+    );
+    assert!(!t["evidence"].as_array().unwrap().is_empty());
+    assert_eq!(v["members"].as_array().unwrap().len(), members);
+
+    // A member dies: the others fail closed (probing paused) and keep exporting telemetry.
+    let mut daemons = daemons;
+    let victim = daemons.remove(members - 1);
+    drop(victim);
+    for d in &daemons {
+        let s = d.wait_for(
+            "probing to pause after a member died",
+            Duration::from_secs(30),
+            |s| value(s, "hcclwatch_probe_active", &[]) == Some(0.0),
+        );
+        assert!(value(&s, "hcclwatch_probe_rounds_total", &[("result", "failed")]).unwrap() >= 1.0);
+        assert!(
+            value(&s, "hcclwatch_host_memory_total_bytes", &[]).is_some(),
+            "telemetry continues"
+        );
+    }
+}
+
+#[test]
+fn probing_config_errors_are_reported() {
+    let cfg = "[probe]\nenabled = true\n[collective]\npeers = [\"127.0.0.1:1\"]\n";
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.toml");
+    std::fs::write(&p, cfg).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hcclwatch"))
+        .arg("check-config")
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("probe.enabled: probing needs at least 2 members in collective.peers"),
+        "{err}"
+    );
+    assert!(
+        err.contains("probe.enabled: probing needs collective.key_file"),
+        "{err}"
+    );
+}
