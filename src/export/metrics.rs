@@ -670,7 +670,7 @@ impl Collector for SnapshotCollector {
                 )?;
                 f.gauge(
                     "hcclwatch_quarantine_recommended",
-                    "Nodes the health engine recommends taking out of scheduling, with the reason.",
+                    "Nodes the health engine recommends taking out of scheduling; reason is straggler or hard_fault (details in /api/v1/state).",
                     pr.quarantine
                         .iter()
                         .map(|(i, why)| (vec![("node", node(*i)), ("reason", why.clone())], 1.0))

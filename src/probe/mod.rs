@@ -83,7 +83,7 @@ pub struct ProbePart {
     pub transitions: VecDeque<Transition>,
     /// Why probing is inactive, if it is.
     pub last_error: Option<String>,
-    /// Quarantine recommendations with their reason.
+    /// Quarantine recommendations with their reason category (`straggler`, `hard_fault`).
     pub quarantine: Vec<(usize, String)>,
 }
 
@@ -320,8 +320,11 @@ pub fn spawn(
                     for t in out.transitions {
                         tracing::info!(node = %s.names[t.node], from = t.from.as_str(), to = t.to.as_str(), reason = %t.reason, "node state changed");
                         if t.to == NodeState::QuarantineRecommended {
+                            // The label is a bounded category; the full reason and the
+                            // evidence are in the log and in /api/v1/state.
+                            let category = if t.reason.starts_with("hard fault") { "hard_fault" } else { "straggler" };
                             part.quarantine.retain(|(x, _)| *x != t.node);
-                            part.quarantine.push((t.node, t.reason.clone()));
+                            part.quarantine.push((t.node, category.to_string()));
                         }
                         part.transitions.push_back(t);
                         while part.transitions.len() > 100 {
