@@ -149,6 +149,7 @@ pub fn probe_settings(config: &Config) -> Result<crate::probe::ProbeSettings, St
         link_bytes: config.probe.link_bytes as usize,
         ring_every: config.probe.ring_every,
         ring_bytes: config.probe.ring_bytes as usize,
+        budget_bytes_per_hour: config.probe.budget_bytes_per_hour,
         health: config.health.engine(),
     })
 }

@@ -168,3 +168,61 @@ fn probing_config_errors_are_reported() {
         "{err}"
     );
 }
+
+#[test]
+fn over_budget_group_keeps_probing_with_reduced_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("probe.key");
+    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    let peers: Vec<String> = (0..2)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    // One full round sends more than 300 KB, so rank 0 is over its budget after the first
+    // round; rank 1 has no budget and must follow the group decision all the same.
+    let daemons: Vec<Daemon> = (0..2)
+        .map(|r| {
+            let budget = if r == 0 { 300_000 } else { 0 };
+            let cfg = config(&peers, r, &key, 0).replace(
+                "[probe]\n",
+                &format!("[probe]\nbudget_bytes_per_hour = {budget}\n"),
+            );
+            Daemon::start(Start::new(&cfg))
+        })
+        .collect();
+    for (r, d) in daemons.iter().enumerate() {
+        let s = d.wait_for("reduced probe rounds", Duration::from_secs(30), |s| {
+            value(s, "hcclwatch_probe_budget_limited", &[]) == Some(1.0)
+                && value(s, "hcclwatch_probe_rounds_total", &[("result", "ok")])
+                    .is_some_and(|v| v >= 5.0)
+        });
+        let ratio = value(&s, "hcclwatch_probe_budget_ratio", &[]);
+        if r == 0 {
+            assert!(ratio.unwrap() >= 1.0, "{s}");
+        } else {
+            assert_eq!(ratio, None, "no budget, no ratio series:\n{s}");
+        }
+        assert_eq!(value(&s, "hcclwatch_probe_coverage_ratio", &[]), Some(1.0));
+        assert!(
+            !s.contains("hcclwatch_link_bandwidth_bytes_per_second{"),
+            "reduced rounds must not export link bandwidth:\n{s}"
+        );
+    }
+    // Sent bytes keep growing, but by latency-sized exchanges only. Bytes and rounds come
+    // from the same scrape so they describe the same moment.
+    let read = |s: &str| {
+        (
+            value(s, "hcclwatch_probe_bytes_total", &[]).unwrap(),
+            value(s, "hcclwatch_probe_rounds_total", &[("result", "ok")]).unwrap(),
+        )
+    };
+    let (b0, r0) = read(&daemons[0].get("/metrics", None).body);
+    let s = daemons[0].wait_for("more rounds", Duration::from_secs(30), |s| {
+        value(s, "hcclwatch_probe_rounds_total", &[("result", "ok")]).is_some_and(|v| v >= r0 + 5.0)
+    });
+    let (b1, r1) = read(&s);
+    let per_round = (b1 - b0) / (r1 - r0);
+    assert!(
+        per_round > 0.0 && per_round < 262_144.0 / 4.0,
+        "{per_round} bytes per reduced round"
+    );
+}

@@ -56,6 +56,8 @@ pub struct ProbeSection {
     pub ring_every: u64,
     /// Bytes of the ring all-reduce.
     pub ring_bytes: u64,
+    /// Probe bytes this node may send per hour (0: unlimited).
+    pub budget_bytes_per_hour: u64,
     /// Fault injection for tests and the demo: cap this node's probe sends (0: off).
     pub inject_throttle_bytes_per_second: u64,
 }
@@ -69,6 +71,7 @@ impl Default for ProbeSection {
             link_bytes: 1 << 20,
             ring_every: 10,
             ring_bytes: 4 << 20,
+            budget_bytes_per_hour: 1 << 30,
             inject_throttle_bytes_per_second: 0,
         }
     }

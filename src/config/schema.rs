@@ -271,6 +271,13 @@ pub const SCHEMA: &[Key] = &[
         },
     },
     Key {
+        path: "probe.budget_bytes_per_hour",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+    },
+    Key {
         path: "probe.inject_throttle_bytes_per_second",
         kind: Kind::Int {
             min: 0,

@@ -620,6 +620,21 @@ impl Collector for SnapshotCollector {
                 vec![(vec![], pr.bytes_sent)],
             )?;
             f.gauge(
+                "hcclwatch_probe_budget_ratio",
+                "Probe bytes sent in the last hour divided by probe.budget_bytes_per_hour.",
+                pr.budget_ratio.map(|r| (vec![], r)).into_iter().collect(),
+            )?;
+            f.gauge(
+                "hcclwatch_probe_budget_limited",
+                "Whether the group runs reduced rounds because a member is over its probe budget.",
+                vec![(vec![], if pr.budget_limited { 1.0 } else { 0.0 })],
+            )?;
+            f.gauge(
+                "hcclwatch_probe_coverage_ratio",
+                "Distinct peers this node exchanged with over the last n-1 rounds, divided by n-1.",
+                vec![(vec![], pr.coverage)],
+            )?;
+            f.gauge(
                 "hcclwatch_peer_up",
                 "Whether the peer took part in the last probe round.",
                 pr.peer_up

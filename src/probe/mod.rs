@@ -46,6 +46,9 @@ pub struct ProbeSettings {
     pub ring_every: u64,
     /// Bytes of the ring all-reduce.
     pub ring_bytes: usize,
+    /// Probe bytes this node may send per hour (0: unlimited). Over budget, the group
+    /// drops to latency-sized exchanges and skips the ring until usage falls.
+    pub budget_bytes_per_hour: u64,
     /// Engine thresholds.
     pub health: HealthConfig,
 }
@@ -83,6 +86,12 @@ pub struct ProbePart {
     pub transitions: VecDeque<Transition>,
     /// Why probing is inactive, if it is.
     pub last_error: Option<String>,
+    /// Bytes sent in the last hour ÷ the budget (None without a budget).
+    pub budget_ratio: Option<f64>,
+    /// Whether the group is running reduced rounds because a member is over budget.
+    pub budget_limited: bool,
+    /// Distinct peers this node exchanged with over the last n − 1 rounds ÷ (n − 1).
+    pub coverage: f64,
     /// Quarantine recommendations with their reason category (`straggler`, `hard_fault`).
     pub quarantine: Vec<(usize, String)>,
 }
@@ -93,6 +102,7 @@ struct Measured {
     link: f64,
     ring: f64,
     hard: bool,
+    over_budget: bool,
     confirm: Vec<f64>,
 }
 
@@ -125,12 +135,15 @@ fn from_f64s(b: &[u8]) -> Vec<f64> {
         .collect()
 }
 
+#[allow(clippy::too_many_arguments)]
 fn round_trip(
     comm: &mut Communicator,
     s: &ProbeSettings,
     round: u64,
     pairs: &[(usize, usize)],
     hard: bool,
+    limited: bool,
+    over_budget: bool,
     bytes_sent: &mut u64,
 ) -> CollResult<RoundResult> {
     let (n, r) = (comm.size(), comm.rank());
@@ -143,7 +156,14 @@ fn round_trip(
     comm.all_reduce_in_place(&mut small, small_count, DataType::Fp32, ReduceOp::Sum)?;
     let latency = t.elapsed().as_secs_f64();
     let stride = 1 + (round as usize % (n - 1).max(1));
-    let send = vec![0x5au8; s.link_bytes.max(1)];
+    // Over budget (a group decision from the last round), every exchange shrinks to the
+    // latency size: detection goes on at a fraction of the bytes.
+    let link_bytes = if limited {
+        s.small_bytes.max(1)
+    } else {
+        s.link_bytes.max(1)
+    };
+    let send = vec![0x5au8; link_bytes];
     let mut recv = vec![0u8; send.len()];
     let t = Instant::now();
     comm.send_recv(
@@ -170,7 +190,7 @@ fn round_trip(
     }
     let mut ring_result = None;
     let mut ring = f64::NAN;
-    if s.ring_every > 0 && round.is_multiple_of(s.ring_every) {
+    if !limited && s.ring_every > 0 && round.is_multiple_of(s.ring_every) {
         let count = (s.ring_bytes / 4).max(1);
         let mut buf = vec![0u8; count * 4];
         let t = Instant::now();
@@ -181,7 +201,14 @@ fn round_trip(
         ring_result = Some((algo.name().to_string(), buf.len()));
     }
     let mine = [
-        vec![wait, latency, link, ring, if hard { 1.0 } else { 0.0 }],
+        vec![
+            wait,
+            latency,
+            link,
+            ring,
+            if hard { 1.0 } else { 0.0 },
+            if over_budget { 1.0 } else { 0.0 },
+        ],
         confirm,
     ]
     .concat();
@@ -198,7 +225,8 @@ fn round_trip(
                 link: row[2],
                 ring: row[3],
                 hard: row[4] != 0.0,
-                confirm: row[5..].to_vec(),
+                over_budget: row[5] != 0.0,
+                confirm: row[6..].to_vec(),
             }
         })
         .collect();
@@ -243,6 +271,9 @@ pub fn spawn(
         let mut requests: Vec<usize> = Vec::new();
         let mut round: u64 = 0;
         let mut next = Instant::now();
+        let mut limited = false;
+        let mut sent_log: VecDeque<(Instant, u64)> = VecDeque::new();
+        let mut met: VecDeque<(u64, usize)> = VecDeque::new();
         loop {
             match shutdown.recv_timeout(next.saturating_duration_since(Instant::now())) {
                 Err(RecvTimeoutError::Timeout) => {}
@@ -281,7 +312,18 @@ pub fn spawn(
             round += 1;
             let pairs = confirm_pairs(&requests, &engine.states(), s.health.confirm_peers);
             let hard = local_hard_fault(&store);
-            match round_trip(c, &s, round, &pairs, hard, &mut part.bytes_sent) {
+            let hour_ago = Instant::now().checked_sub(Duration::from_secs(3600));
+            while sent_log.front().is_some_and(|(t, _)| hour_ago.is_some_and(|h| *t < h)) {
+                sent_log.pop_front();
+            }
+            let used: u64 = sent_log.iter().map(|(_, b)| b).sum();
+            let over_budget = s.budget_bytes_per_hour > 0 && used >= s.budget_bytes_per_hour;
+            part.budget_ratio = (s.budget_bytes_per_hour > 0).then(|| used as f64 / s.budget_bytes_per_hour as f64);
+            let before = part.bytes_sent;
+            let round_limited = limited;
+            let result = round_trip(c, &s, round, &pairs, hard, round_limited, over_budget, &mut part.bytes_sent);
+            sent_log.push_back((Instant::now(), part.bytes_sent - before));
+            match result {
                 Ok((m, stride, ring)) => {
                     // Each rank sends first (inline) and then waits for its left neighbour,
                     // so its exchange time measures the link it received on: i − s → i.
@@ -299,6 +341,19 @@ pub fn spawn(
                         .collect();
                     let out = engine.step(&RoundInput { probes, confirmations, hard_faults, link_probes: Vec::new() });
                     requests = out.confirm_requests.clone();
+                    // The next round's size is decided from data every member shares.
+                    limited = m.iter().any(|x| x.over_budget);
+                    part.budget_limited = limited;
+                    let me = s.rank;
+                    met.push_back((round, (me + stride) % n));
+                    met.push_back((round, (me + n - stride) % n));
+                    while met.front().is_some_and(|(r0, _)| round - r0 >= (n as u64 - 1).max(1)) {
+                        met.pop_front();
+                    }
+                    let mut distinct: Vec<usize> = met.iter().map(|(_, p)| *p).filter(|p| *p != me).collect();
+                    distinct.sort_unstable();
+                    distinct.dedup();
+                    part.coverage = distinct.len() as f64 / (n as f64 - 1.0).max(1.0);
                     let max_wait = m.iter().map(|x| x.wait).fold(0.0, f64::max);
                     part.active = true;
                     part.last_error = None;
@@ -307,9 +362,15 @@ pub fn spawn(
                     part.scores = out.scores.clone();
                     part.arrival_lag = m.iter().map(|x| max_wait - x.wait).collect();
                     part.latency = Some(m.iter().map(|x| x.latency).fold(0.0, f64::max));
-                    part.links = (0..n)
-                        .map(|i| ((i + n - stride) % n, i, s.link_bytes as f64 / m[i].link.max(1e-9)))
-                        .collect();
+                    // A latency-sized exchange says nothing about a link's bandwidth, so a
+                    // reduced round omits the link series instead of exporting a misleading dip.
+                    part.links = if round_limited {
+                        Vec::new()
+                    } else {
+                        (0..n)
+                            .map(|i| ((i + n - stride) % n, i, s.link_bytes.max(1) as f64 / m[i].link.max(1e-9)))
+                            .collect()
+                    };
                     if let Some((algo, bytes)) = ring {
                         let t = m.iter().map(|x| x.ring).fold(0.0, f64::max).max(1e-9);
                         let busbw = bytes / t * 2.0 * (n as f64 - 1.0) / n as f64;
