@@ -88,3 +88,61 @@ fn promtool_rejects_a_broken_exposition() {
         "promtool accepted a broken exposition"
     );
 }
+
+/// The probe families (histograms, per-link and per-node series) pass promtool too. Two
+/// daemons form a real probe group over loopback TCP.
+#[test]
+fn promtool_accepts_the_probe_families() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("probe.key");
+    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    let peers: Vec<String> = (0..2)
+        .map(|_| {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("127.0.0.1:{}", l.local_addr().unwrap().port())
+        })
+        .collect();
+    let daemons: Vec<Daemon> = (0..2)
+        .map(|rank| {
+            let cfg = format!(
+                "[web]\nlisten_address = \"127.0.0.1:0\"\n[telemetry]\nbackend = \"none\"\n\
+                 [collective]\npeers = [\"{}\", \"{}\"]\nrank = {rank}\nkey_file = \"{}\"\n\
+                 [probe]\nenabled = true\ninterval = \"100ms\"\nsmall_bytes = 1024\n\
+                 link_bytes = 65536\nring_every = 2\nring_bytes = 65536\n",
+                peers[0],
+                peers[1],
+                key.display()
+            );
+            Daemon::start(Start::new(&cfg))
+        })
+        .collect();
+    let s = daemons[0].wait_for("probe histograms", Duration::from_secs(30), |s| {
+        value(s, "hcclwatch_probe_rounds_total", &[("result", "ok")]).is_some_and(|v| v >= 4.0)
+            && s.contains("hcclwatch_collective_duration_seconds_bucket{op=\"all_reduce\",size_bytes=\"65536\"")
+    });
+    let rounds = value(&s, "hcclwatch_probe_rounds_total", &[("result", "ok")]).unwrap();
+    // One RTT and one small all-reduce per round, recorded with the round's other numbers.
+    assert_eq!(
+        value(&s, "hcclwatch_link_rtt_seconds_count", &[]),
+        Some(rounds)
+    );
+    assert_eq!(
+        value(
+            &s,
+            "hcclwatch_collective_duration_seconds_count",
+            &[("op", "all_reduce"), ("size_bytes", "1024")]
+        ),
+        Some(rounds)
+    );
+    assert_eq!(
+        value(&s, "hcclwatch_link_rtt_seconds_bucket", &[("le", "+Inf")]),
+        Some(rounds)
+    );
+    assert!(value(&s, "hcclwatch_link_rtt_seconds_sum", &[]).unwrap() > 0.0);
+    let (ok, msg) = check(&s);
+    assert!(ok, "promtool check metrics failed:\n{msg}");
+    assert!(
+        msg.trim().is_empty(),
+        "promtool reported lint problems:\n{msg}"
+    );
+}

@@ -12,12 +12,13 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
+use crate::probe::histogram::Histogram;
 use crate::telemetry::model::{self, ChipReadings};
 use crate::telemetry::store::Store;
 
@@ -133,6 +134,32 @@ impl Family<'_, '_> {
             .encode_descriptor(name, help, None, MetricType::Counter)?;
         for (labels, v) in &series {
             ConstCounter::new(*v).encode(m.encode_family(labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+impl Family<'_, '_> {
+    /// Encodes bucketed observations; an empty series list writes nothing.
+    fn histogram(
+        &mut self,
+        name: &str,
+        help: &str,
+        series: Vec<(Labels, &Histogram)>,
+    ) -> std::fmt::Result {
+        if series.is_empty() {
+            return Ok(());
+        }
+        let mut m = self
+            .enc
+            .encode_descriptor(name, help, None, MetricType::Histogram)?;
+        for (labels, h) in &series {
+            m.encode_family(labels)?.encode_histogram::<NoLabelSet>(
+                h.sum(),
+                h.count(),
+                &h.buckets(),
+                None,
+            )?;
         }
         Ok(())
     }
@@ -698,6 +725,26 @@ impl Collector for SnapshotCollector {
                         vec![(vec![], l)],
                     )?;
                 }
+                if pr.link_rtt.count() > 0 {
+                    f.histogram(
+                        "hcclwatch_link_rtt_seconds",
+                        "Latency-sized ping-pong round trips from this node to its permutation peer of the round.",
+                        vec![(vec![], &pr.link_rtt)],
+                    )?;
+                }
+                f.histogram(
+                    "hcclwatch_collective_duration_seconds",
+                    "Duration of this node's probe collectives.",
+                    pr.collective_durations
+                        .iter()
+                        .map(|(op, bytes, h)| {
+                            (
+                                vec![("op", op.clone()), ("size_bytes", bytes.to_string())],
+                                h,
+                            )
+                        })
+                        .collect(),
+                )?;
                 if let Some((algo, bytes, busbw)) = &pr.busbw {
                     f.gauge(
                         "hcclwatch_collective_busbw_bytes_per_second",

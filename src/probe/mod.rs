@@ -13,6 +13,8 @@
 //! (`hcclwatch_probe_active 0`), the daemon keeps exporting telemetry, and the group is
 //! re-formed at the next round.
 
+pub mod histogram;
+
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -24,6 +26,8 @@ use crate::collective::algo::select::Algo;
 use crate::collective::{CollResult, CommConfig, Communicator, DataType, ReduceOp};
 use crate::health::{HealthConfig, HealthEngine, NodeState, Probe, RoundInput, Transition};
 use crate::telemetry::store::Store;
+
+use histogram::Histogram;
 
 /// Probing settings.
 #[derive(Debug, Clone)]
@@ -94,6 +98,10 @@ pub struct ProbePart {
     pub coverage: f64,
     /// Quarantine recommendations with their reason category (`straggler`, `hard_fault`).
     pub quarantine: Vec<(usize, String)>,
+    /// Latency-sized ping-pong round trips this node measured to its permutation peer.
+    pub link_rtt: Histogram,
+    /// This node's collective durations by (op, size in bytes).
+    pub collective_durations: Vec<(String, usize, Histogram)>,
 }
 
 struct Measured {
@@ -103,6 +111,7 @@ struct Measured {
     ring: f64,
     hard: bool,
     over_budget: bool,
+    rtt: f64,
     confirm: Vec<f64>,
 }
 
@@ -163,6 +172,17 @@ fn round_trip(
     } else {
         s.link_bytes.max(1)
     };
+    // A latency-sized ping-pong with the permutation peer: ping to i + s (while receiving
+    // i − s's ping), then answer i − s (while receiving i + s's answer). The time to the
+    // answer is this node's round trip to i + s.
+    let ping = vec![0x5au8; s.small_bytes.max(1)];
+    let mut pong = vec![0u8; ping.len()];
+    let (right, left) = ((r + stride) % n, (r + n - stride) % n);
+    let t = Instant::now();
+    comm.send_recv(&ping, right, &mut pong, left, ping.len(), DataType::Uint8)?;
+    comm.send_recv(&ping, left, &mut pong, right, ping.len(), DataType::Uint8)?;
+    let rtt = t.elapsed().as_secs_f64();
+    *bytes_sent += 2 * ping.len() as u64;
     let send = vec![0x5au8; link_bytes];
     let mut recv = vec![0u8; send.len()];
     let t = Instant::now();
@@ -208,6 +228,7 @@ fn round_trip(
             ring,
             if hard { 1.0 } else { 0.0 },
             if over_budget { 1.0 } else { 0.0 },
+            rtt,
         ],
         confirm,
     ]
@@ -226,12 +247,38 @@ fn round_trip(
                 ring: row[3],
                 hard: row[4] != 0.0,
                 over_budget: row[5] != 0.0,
-                confirm: row[6..].to_vec(),
+                rtt: row[6],
+                confirm: row[7..].to_vec(),
             }
         })
         .collect();
     let ring_out = ring_result.map(|(a, b)| (a, b as f64));
     Ok((measured, stride, ring_out))
+}
+
+/// One step of xorshift64: enough randomness for schedule jitter, with no dependency.
+fn xorshift(mut x: u64) -> u64 {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    x
+}
+
+/// `interval` scaled by a factor in [0.9, 1.1] drawn from `random`.
+fn jittered(interval: Duration, random: u64) -> Duration {
+    let spread = (random % 2001) as f64 / 1000.0 - 1.0;
+    interval.mul_f64(1.0 + 0.1 * spread)
+}
+
+fn observe_duration(h: &mut Vec<(String, usize, Histogram)>, op: &str, bytes: usize, v: f64) {
+    match h.iter_mut().find(|(o, b, _)| o == op && *b == bytes) {
+        Some((_, _, x)) => x.observe(v),
+        None => {
+            let mut x = Histogram::default();
+            x.observe(v);
+            h.push((op.to_string(), bytes, x));
+        }
+    }
 }
 
 fn local_hard_fault(store: &Store) -> bool {
@@ -272,6 +319,10 @@ pub fn spawn(
         let mut round: u64 = 0;
         let mut next = Instant::now();
         let mut limited = false;
+        let mut jitter_state: u64 = 0x9e37_79b9_7f4a_7c15 ^ ((s.rank as u64 + 1) << 17)
+            ^ std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
         let mut sent_log: VecDeque<(Instant, u64)> = VecDeque::new();
         let mut met: VecDeque<(u64, usize)> = VecDeque::new();
         loop {
@@ -279,7 +330,11 @@ pub fn spawn(
                 Err(RecvTimeoutError::Timeout) => {}
                 _ => return,
             }
-            next = (next + s.interval).max(Instant::now());
+            // Jitter of ±10 % keeps groups (and nodes restarted together) from locking onto
+            // one phase with each other or with a training step; the barrier re-aligns the
+            // members of one group every round anyway.
+            jitter_state = xorshift(jitter_state);
+            next = (next + jittered(s.interval, jitter_state)).max(Instant::now());
             if comm.is_none() {
                 let l = match listener.try_clone() {
                     Ok(l) => l,
@@ -362,6 +417,13 @@ pub fn spawn(
                     part.scores = out.scores.clone();
                     part.arrival_lag = m.iter().map(|x| max_wait - x.wait).collect();
                     part.latency = Some(m.iter().map(|x| x.latency).fold(0.0, f64::max));
+                    let own = &m[s.rank];
+                    part.link_rtt.observe(own.rtt);
+                    let small = (s.small_bytes / 4).max(1) * 4;
+                    observe_duration(&mut part.collective_durations, "all_reduce", small, own.latency);
+                    if let Some((_, bytes)) = &ring {
+                        observe_duration(&mut part.collective_durations, "all_reduce", *bytes as usize, own.ring);
+                    }
                     // A latency-sized exchange says nothing about a link's bandwidth, so a
                     // reduced round omits the link series instead of exporting a misleading dip.
                     part.links = if round_limited {
@@ -414,6 +476,24 @@ pub fn spawn(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jitter_stays_within_ten_percent_and_varies() {
+        let base = Duration::from_secs(30);
+        let mut x = 0x1234_5678_9abc_def0;
+        let mut seen = Vec::new();
+        for _ in 0..1000 {
+            x = xorshift(x);
+            let d = jittered(base, x);
+            assert!(d >= base.mul_f64(0.9) && d <= base.mul_f64(1.1), "{d:?}");
+            seen.push(d);
+        }
+        seen.sort();
+        assert!(
+            seen[999] - seen[0] > Duration::from_secs(5),
+            "jitter barely moves"
+        );
+    }
 
     #[test]
     fn confirmation_pairs_avoid_suspects_and_are_deterministic() {
