@@ -226,3 +226,56 @@ fn over_budget_group_keeps_probing_with_reduced_rounds() {
         "{per_round} bytes per reduced round"
     );
 }
+
+/// Members from an HCCL rank table: two hosts (127.0.0.2 and 127.0.0.3, both loopback), two
+/// devices each; the daemons probe one member per host on `rank_table_port`.
+#[test]
+fn members_from_a_rank_table_form_a_probe_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("probe.key");
+    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    let port = free_port();
+    let table = dir.path().join("rank_table.json");
+    std::fs::write(
+        &table,
+        r#"{"version":"1.0","server_count":"2","server_list":[
+          {"server_id":"host-a","host_ip":"127.0.0.2","device":[
+            {"device_id":"0","device_ip":"192.168.1.8","rank_id":"0"},
+            {"device_id":"1","device_ip":"192.168.1.9","rank_id":"1"}]},
+          {"server_id":"host-b","host_ip":"127.0.0.3","device":[
+            {"device_id":"0","device_ip":"192.168.2.8","rank_id":"2"},
+            {"device_id":"1","device_ip":"192.168.2.9","rank_id":"3"}]}]}"#,
+    )
+    .unwrap();
+    let daemons: Vec<Daemon> = (0..2)
+        .map(|rank| {
+            let cfg = format!(
+                "[web]\nlisten_address = \"127.0.0.1:0\"\n[telemetry]\nbackend = \"none\"\n\
+                 [collective]\nrank_table_file = \"{}\"\nrank_table_port = {port}\nrank = {rank}\n\
+                 key_file = \"{}\"\n[probe]\nenabled = true\ninterval = \"100ms\"\n\
+                 small_bytes = 1024\nlink_bytes = 65536\nring_every = 0\n",
+                table.display(),
+                key.display()
+            );
+            Daemon::start(Start::new(&cfg))
+        })
+        .collect();
+    for d in &daemons {
+        let s = d.wait_for(
+            "rounds among rank-table members",
+            Duration::from_secs(30),
+            |s| {
+                value(s, "hcclwatch_probe_rounds_total", &[("result", "ok")])
+                    .is_some_and(|v| v >= 3.0)
+            },
+        );
+        for host in ["127.0.0.2", "127.0.0.3"] {
+            let peer = format!("{host}:{port}");
+            assert_eq!(
+                value(&s, "hcclwatch_peer_up", &[("peer", &peer)]),
+                Some(1.0),
+                "{s}"
+            );
+        }
+    }
+}

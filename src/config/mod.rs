@@ -156,6 +156,12 @@ pub struct CollectiveConfig {
     pub peers: Vec<String>,
     /// This node's rank in `peers`; -1 finds it by matching a local address.
     pub rank: i64,
+    /// An HCCL rank table (`RANK_TABLE_FILE`) to take the members from instead of `peers`:
+    /// one member per server, in order of first appearance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank_table_file: Option<PathBuf>,
+    /// Port every member listens on when members come from the rank table.
+    pub rank_table_port: u16,
     /// File holding the shared authentication key (at least 16 bytes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key_file: Option<PathBuf>,
@@ -181,6 +187,8 @@ impl Default for CollectiveConfig {
         Self {
             peers: Vec::new(),
             rank: -1,
+            rank_table_file: None,
+            rank_table_port: 60_100,
             key_file: None,
             channels: crate::collective::transport::default_channels() as u32,
             connect_timeout: Duration::from_secs(120),
@@ -189,6 +197,54 @@ impl Default for CollectiveConfig {
             traffic_class: -1,
             bind_device: None,
         }
+    }
+}
+
+impl CollectiveConfig {
+    /// Fills `peers` from `rank_table_file`, if one is set. The daemon is per node, so the
+    /// members are the table's hosts, not its device ranks: each host's address is its
+    /// first rank's `host_ip` (else `device_ip`) on `rank_table_port`.
+    pub fn resolve_rank_table(&mut self) -> Result<(), (String, String)> {
+        let Some(path) = &self.rank_table_file else {
+            return Ok(());
+        };
+        let key = "collective.rank_table_file".to_string();
+        if !self.peers.is_empty() {
+            return Err((
+                key,
+                "set either collective.peers or collective.rank_table_file, not both".into(),
+            ));
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| (key.clone(), format!("cannot read {}: {e}", path.display())))?;
+        let table = crate::collective::bootstrap::ranktable::parse(&text)
+            .map_err(|e| (key.clone(), format!("{}: {e}", path.display())))?;
+        // A node is known by its host address when the table gives one (v2.0 groups by
+        // network instance, which can span hosts), else by its server id.
+        let mut servers: Vec<String> = Vec::new();
+        for r in &table.ranks {
+            let id = r
+                .host_ip
+                .map_or_else(|| r.server_id.clone(), |ip| ip.to_string());
+            if servers.contains(&id) {
+                continue;
+            }
+            let ip = r.host_ip.or(r.device_ip).ok_or_else(|| {
+                (
+                    key.clone(),
+                    format!(
+                        "{}: server {:?} (rank {}) has neither host_ip nor device_ip",
+                        path.display(),
+                        r.server_id,
+                        r.rank_id
+                    ),
+                )
+            })?;
+            servers.push(id);
+            self.peers
+                .push(SocketAddr::new(ip, self.rank_table_port).to_string());
+        }
+        Ok(())
     }
 }
 
@@ -539,6 +595,14 @@ pub fn load_str(
                 reason: e.message().to_string(),
             }])
         })?;
+    let mut config = config;
+    if let Err((key, reason)) = config.collective.resolve_rank_table() {
+        return Err(ConfigError::Invalid(vec![Problem {
+            location: origins.locate(&key),
+            key,
+            reason,
+        }]));
+    }
     let semantic: Vec<Problem> = config
         .validate()
         .into_iter()
@@ -696,7 +760,7 @@ impl Config {
         if self.probe.enabled && self.collective.peers.len() < 2 {
             out.push((
                 "probe.enabled".into(),
-                "probing needs at least 2 members in collective.peers".into(),
+                "probing needs at least 2 members in collective.peers (or the rank table)".into(),
             ));
         }
         if self.probe.enabled && self.collective.key_file.is_none() {
@@ -782,6 +846,59 @@ pub fn parse_listen_address(s: &str) -> Result<SocketAddr, String> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn members_come_from_a_rank_table_one_per_host() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = dir.path().join("rank_table.json");
+        std::fs::write(
+            &table,
+            r#"{"version":"1.0","server_list":[
+              {"server_id":"node_0","host_ip":"10.0.0.1","device":[
+                {"device_id":"0","device_ip":"192.168.1.8","rank_id":"0"},
+                {"device_id":"1","device_ip":"192.168.1.9","rank_id":"1"}]},
+              {"server_id":"node_1","device":[
+                {"device_id":"0","device_ip":"192.168.2.8","rank_id":"2"},
+                {"device_id":"1","device_ip":"192.168.2.9","rank_id":"3"}]}]}"#,
+        )
+        .unwrap();
+        let text = format!(
+            "[collective]\nrank_table_file = \"{}\"\nrank_table_port = 7000\n",
+            table.display()
+        );
+        let cfg = load_str(&text, Some("t.toml"), &[]).unwrap();
+        assert_eq!(
+            cfg.collective.peers,
+            vec!["10.0.0.1:7000".to_string(), "192.168.2.8:7000".to_string()]
+        );
+
+        let both = format!("{text}peers = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\n");
+        let err = load_str(&both, Some("t.toml"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("t.toml:2: collective.rank_table_file: set either"),
+            "{err}"
+        );
+
+        std::fs::write(&table, "{\"version\":\"1.0\"}").unwrap();
+        let err = load_str(&text, Some("t.toml"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("{}: server_list: missing", table.display())),
+            "{err}"
+        );
+
+        let missing = text.replace("rank_table.json", "absent.json");
+        let err = load_str(&missing, Some("t.toml"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("cannot read") && err.contains("absent.json"),
+            "{err}"
+        );
+    }
+
     fn problems(text: &str, env: &[(&str, &str)]) -> Vec<String> {
         let env: Vec<(String, String)> = env
             .iter()
@@ -807,6 +924,15 @@ mod tests {
         cfg.telemetry.dcmi_library = Some("/x/libdcmi.so".into());
         cfg.collective.key_file = Some("/x/key".into());
         cfg.collective.bind_device = Some("eth0".into());
+        let dir = tempfile::tempdir().unwrap();
+        let table = dir.path().join("rank_table.json");
+        std::fs::write(
+            &table,
+            r#"{"version":"1.0","server_list":[{"server_id":"a","host_ip":"10.0.0.1",
+              "device":[{"device_id":"0","device_ip":"10.1.0.1","rank_id":"0"}]}]}"#,
+        )
+        .unwrap();
+        cfg.collective.rank_table_file = Some(table);
         let text = toml::to_string(&cfg).unwrap();
         assert_eq!(problems(&text, &[]), Vec::<String>::new(), "{text}");
         // And the converse: every schema leaf is set in that document.

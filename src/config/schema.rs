@@ -198,6 +198,14 @@ pub const SCHEMA: &[Key] = &[
         kind: Kind::Path,
     },
     Key {
+        path: "collective.rank_table_file",
+        kind: Kind::Path,
+    },
+    Key {
+        path: "collective.rank_table_port",
+        kind: Kind::Int { min: 1, max: 65535 },
+    },
+    Key {
         path: "collective.channels",
         kind: Kind::Int { min: 1, max: 16 },
     },

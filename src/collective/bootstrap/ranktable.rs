@@ -59,7 +59,13 @@ impl RankTable {
 }
 
 fn field<'a>(obj: &'a Value, key: &str, at: &str) -> Result<&'a Value, String> {
-    obj.get(key).ok_or_else(|| format!("{at}.{key}: missing"))
+    obj.get(key).ok_or_else(|| {
+        if at.is_empty() {
+            format!("{key}: missing")
+        } else {
+            format!("{at}.{key}: missing")
+        }
+    })
 }
 
 fn string_field(obj: &Value, key: &str, at: &str) -> Result<String, String> {
