@@ -31,6 +31,33 @@ pub enum Command {
     /// Run the health engine on synthetic rounds with injected faults and report
     /// precision, recall, detection times and false-alarm rates.
     Simulate(SimulateArgs),
+    /// Start a local fleet of daemons on 127.0.0.1 (one slowed by default) and watch the
+    /// health engine find the slow node.
+    Demo(DemoArgs),
+}
+
+/// Flags of `hcclwatch demo`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DemoArgs {
+    /// Daemons to start (2..=32).
+    #[arg(long, default_value_t = 6)]
+    pub nodes: usize,
+    /// Cap NODE's probe throughput at FACTOR of the others' (0 < FACTOR < 1), e.g. `2=0.3`.
+    /// Repeatable. Default: node 2 at 0.3 (with --healthy: none).
+    #[arg(long, value_name = "NODE=FACTOR")]
+    pub slow: Vec<String>,
+    /// Slow no node (overrides the default slowdown).
+    #[arg(long)]
+    pub healthy: bool,
+    /// Kill NODE's daemon SECONDS after the start, e.g. `4@30`. Repeatable.
+    #[arg(long, value_name = "NODE@SECONDS")]
+    pub kill: Vec<String>,
+    /// Stop after this many seconds (default: run until Ctrl-C).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// At the end, write every node's final state, with reasons, to this file (JSON).
+    #[arg(long = "json-out", value_name = "FILE")]
+    pub json_out: Option<PathBuf>,
 }
 
 /// Flags of `hcclwatch simulate`.

@@ -2,6 +2,7 @@
 
 mod bench_cli;
 mod cli;
+mod demo_cli;
 
 use std::process::ExitCode;
 
@@ -24,6 +25,13 @@ fn main() -> ExitCode {
         cli::Command::CheckConfig { path } => check_config(&path),
         cli::Command::Bench(args) => bench_cli::main(*args),
         cli::Command::Simulate(a) => simulate(&a),
+        cli::Command::Demo(a) => match demo_cli::main(&a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("hcclwatch demo: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
         cli::Command::Run(run) => match run_daemon(&run) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

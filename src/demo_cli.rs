@@ -1,0 +1,417 @@
+//! `hcclwatch demo`: a local fleet on 127.0.0.1 that shows the health engine at work.
+//!
+//! Every node is a real `hcclwatch run` process with sim devices, its own web port and its
+//! own probe port, probing the others over loopback TCP. Loopback is far faster than any
+//! fabric and the processes share a few cores, so every node's probe sends are capped at
+//! the same nominal rate; `--slow NODE=FACTOR` caps one node at FACTOR of it. That keeps
+//! the comparison between nodes about the links, not about the scheduler.
+//!
+//! The view polls each node's `/api/v1/state`, so what it shows is what the daemons
+//! themselves decided; the demo computes nothing of its own.
+
+use std::io::{IsTerminal, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use crate::cli::DemoArgs;
+
+/// Every node's probe send cap, bytes per second, before any `--slow` factor.
+const NOMINAL_BYTES_PER_SECOND: f64 = 100e6;
+
+struct Node {
+    web: u16,
+    probe: u16,
+    child: Option<Child>,
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").context("binding a free port on 127.0.0.1")?;
+    Ok(l.local_addr()?.port())
+}
+
+fn parse_pairs(
+    items: &[String],
+    sep: char,
+    what: &str,
+    nodes: usize,
+) -> anyhow::Result<Vec<(usize, f64)>> {
+    items
+        .iter()
+        .map(|s| {
+            let (n, v) = s
+                .split_once(sep)
+                .with_context(|| format!("{what} {s:?}: expected NODE{sep}VALUE"))?;
+            let n: usize = n
+                .trim()
+                .parse()
+                .with_context(|| format!("{what} {s:?}: {n:?} is not a node index"))?;
+            let v: f64 = v
+                .trim()
+                .parse()
+                .with_context(|| format!("{what} {s:?}: {v:?} is not a number"))?;
+            if n >= nodes {
+                bail!(
+                    "{what} {s:?}: node {n} does not exist (nodes are 0..{})",
+                    nodes - 1
+                );
+            }
+            Ok((n, v))
+        })
+        .collect()
+}
+
+fn config(rank: usize, nodes: &[Node], key: &Path, throttle: u64) -> String {
+    let peers = nodes
+        .iter()
+        .map(|n| format!("\"127.0.0.1:{}\"", n.probe))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        r#"[web]
+listen_address = "127.0.0.1:{web}"
+[telemetry]
+backend = "sim"
+[collective]
+peers = [{peers}]
+rank = {rank}
+key_file = "{key}"
+connect_timeout = "5s"
+exec_timeout = "5s"
+[probe]
+enabled = true
+interval = "250ms"
+small_bytes = 1024
+link_bytes = 262144
+ring_every = 5
+ring_bytes = 262144
+inject_throttle_bytes_per_second = {throttle}
+[health]
+# Many daemons share a few cores here: scheduler noise is far larger than on a fabric.
+fabric_ratio = 3.0
+z = 2.0
+"#,
+        web = nodes[rank].web,
+        key = key.display()
+    )
+}
+
+/// GET `path` from 127.0.0.1:`port`, bounded by a short timeout; `None` on any failure.
+fn get_json(port: u16, path: &str) -> Option<Value> {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf);
+    let body = text.split_once("\r\n\r\n")?.1;
+    serde_json::from_str(body).ok()
+}
+
+/// The reason of the node's latest transition, as `node` sees it.
+fn latest_reason(state: &Value, node: &str) -> String {
+    state["transitions"]
+        .as_array()
+        .and_then(|t| t.iter().rev().find(|t| t["node"] == node))
+        .and_then(|t| t["reason"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn render(nodes: &[Node], views: &[Option<Value>], elapsed: f64) -> String {
+    let mut out = format!("hcclwatch demo: {} nodes, {elapsed:.0} s\n", nodes.len());
+    // Any live node's view: they all hold the same all-gathered matrix and verdicts.
+    let Some(v) = views.iter().flatten().find(|v| v["members"].is_array()) else {
+        out.push_str("waiting for the first probe round...\n");
+        return out;
+    };
+    let mut bw_in = vec![Vec::new(); nodes.len()];
+    let mut bw_out = vec![Vec::new(); nodes.len()];
+    let members = v["members"].as_array().cloned().unwrap_or_default();
+    let index = |name: &str| members.iter().position(|m| m["node"] == name);
+    for l in v["matrix"].as_array().into_iter().flatten() {
+        let (Some(a), Some(b), Some(bw)) = (
+            l["src"].as_str().and_then(index),
+            l["dst"].as_str().and_then(index),
+            l["bytes_per_second"].as_f64(),
+        ) else {
+            continue;
+        };
+        bw_out[a].push(bw);
+        bw_in[b].push(bw);
+    }
+    let all: Vec<f64> = bw_in.iter().flatten().copied().collect();
+    let median = median_of(&all);
+    out.push_str(&format!(
+        "fabric degraded: {}   rounds ok: {}\n",
+        v["fabric_degraded"], v["rounds"]["ok"]
+    ));
+    out.push_str(&format!(
+        "{:<4} {:<22} {:<7} {:<24} {:>10} {:>8} {:>8}  {}\n",
+        "node", "probe address", "web", "state", "lag ms", "out/med", "in/med", "reason"
+    ));
+    for (i, m) in members.iter().enumerate() {
+        let name = m["node"].as_str().unwrap_or("?");
+        let ratio = |x: &[f64]| match (x.first(), median) {
+            (Some(b), Some(med)) if med > 0.0 => format!("{:.2}", b / med),
+            _ => "-".into(),
+        };
+        let web = nodes.get(i).map_or(0, |n| n.web);
+        let alive = nodes.get(i).is_some_and(|n| n.child.is_some());
+        let state = if alive {
+            m["state"].as_str().unwrap_or("?").to_string()
+        } else {
+            "killed".to_string()
+        };
+        out.push_str(&format!(
+            "{i:<4} {name:<22} {web:<7} {state:<24} {:>10.2} {:>8} {:>8}  {}\n",
+            m["arrival_lag_seconds"].as_f64().unwrap_or(f64::NAN) * 1e3,
+            ratio(&bw_out[i]),
+            ratio(&bw_in[i]),
+            latest_reason(v, name)
+        ));
+    }
+    out
+}
+
+fn median_of(v: &[f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    Some(s[s.len() / 2])
+}
+
+/// Sets the flag on SIGINT or SIGTERM.
+fn watch_signals(stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the signal watcher")?;
+    std::thread::spawn(move || {
+        rt.block_on(async {
+            let Ok(mut term) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            else {
+                return;
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            stop.store(true, Ordering::SeqCst);
+        });
+    });
+    Ok(())
+}
+
+/// Runs the demo until `--duration` or a signal, then stops every daemon.
+pub fn main(a: &DemoArgs) -> anyhow::Result<()> {
+    if !(2..=32).contains(&a.nodes) {
+        bail!("--nodes must be 2..=32 (got {})", a.nodes);
+    }
+    let mut slow = parse_pairs(&a.slow, '=', "--slow", a.nodes)?;
+    if let Some((n, f)) = slow
+        .iter()
+        .find(|(_, f)| f.is_nan() || *f <= 0.0 || *f >= 1.0)
+    {
+        bail!("--slow {n}={f}: FACTOR must be between 0 and 1 (exclusive)");
+    }
+    if slow.is_empty() && !a.healthy && a.nodes > 2 {
+        slow.push((2, 0.3));
+    }
+    let kill = parse_pairs(&a.kill, '@', "--kill", a.nodes)?;
+    if let Some(d) = a.duration
+        && (d.is_nan() || d <= 0.0)
+    {
+        bail!("--duration must be positive (got {d})");
+    }
+
+    let dir = std::env::temp_dir().join(format!("hcclwatch-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let key = dir.join("probe.key");
+    let secret: String = format!(
+        "{:032x}",
+        std::process::id() as u128 * 0x9e37_79b9_7f4a_7c15
+    );
+    std::fs::write(&key, secret).with_context(|| format!("writing {}", key.display()))?;
+    let exe = std::env::current_exe().context("locating the hcclwatch binary")?;
+
+    let mut nodes: Vec<Node> = (0..a.nodes)
+        .map(|_| {
+            Ok(Node {
+                web: free_port()?,
+                probe: free_port()?,
+                child: None,
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    watch_signals(stop.clone())?;
+    let result = run(a, &dir, &key, &exe, &mut nodes, &slow, &kill, &stop);
+    for n in &mut nodes {
+        if let Some(mut c) = n.child.take() {
+            // SIGTERM first so each daemon shuts down cleanly (std has no safe way to send
+            // it, and unsafe code stays in the FFI modules); kill only if it lingers.
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(c.id().to_string())
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    a: &DemoArgs,
+    dir: &Path,
+    key: &Path,
+    exe: &PathBuf,
+    nodes: &mut [Node],
+    slow: &[(usize, f64)],
+    kill: &[(usize, f64)],
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    for rank in 0..nodes.len() {
+        let factor = slow
+            .iter()
+            .find(|(n, _)| *n == rank)
+            .map_or(1.0, |(_, f)| *f);
+        let cfg = config(rank, nodes, key, (NOMINAL_BYTES_PER_SECOND * factor) as u64);
+        let path = dir.join(format!("node{rank}.toml"));
+        std::fs::write(&path, cfg).with_context(|| format!("writing {}", path.display()))?;
+        let log = std::fs::File::create(dir.join(format!("node{rank}.log")))?;
+        let child = Command::new(exe)
+            .arg("run")
+            .arg("--config.file")
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting node {rank}"))?;
+        nodes[rank].child = Some(child);
+    }
+    let tty = std::io::stdout().is_terminal();
+    println!(
+        "hcclwatch demo: {} daemons; logs and configs in {}",
+        nodes.len(),
+        dir.display()
+    );
+    for (i, n) in nodes.iter().enumerate() {
+        let note = slow
+            .iter()
+            .find(|(x, _)| *x == i)
+            .map_or(String::new(), |(_, f)| {
+                format!("  (slowed to {f} of nominal)")
+            });
+        println!("  node {i}: http://127.0.0.1:{}/metrics{note}", n.web);
+    }
+    let start = Instant::now();
+    let mut last = String::new();
+    let mut views: Vec<Option<Value>> = vec![None; nodes.len()];
+    loop {
+        let elapsed = start.elapsed().as_secs_f64();
+        if stop.load(Ordering::SeqCst) || a.duration.is_some_and(|d| elapsed >= d) {
+            break;
+        }
+        for &(n, at) in kill {
+            if elapsed >= at
+                && let Some(mut c) = nodes[n].child.take()
+            {
+                let _ = c.kill();
+                let _ = c.wait();
+                println!("killed node {n} at {elapsed:.1} s");
+            }
+        }
+        for (i, n) in nodes.iter_mut().enumerate() {
+            if let Some(c) = &mut n.child
+                && let Ok(Some(status)) = c.try_wait()
+            {
+                n.child = None;
+                eprintln!(
+                    "node {i} exited unexpectedly ({status}); see {}",
+                    dir.join(format!("node{i}.log")).display()
+                );
+            }
+            views[i] = n
+                .child
+                .as_ref()
+                .and_then(|_| get_json(n.web, "/api/v1/state"));
+        }
+        let screen = render(nodes, &views, elapsed);
+        if tty {
+            print!("\x1b[2J\x1b[H{screen}");
+            std::io::stdout().flush()?;
+        } else {
+            // Without a terminal, print only when a state or reason changed.
+            let body: String = screen.lines().skip(2).collect::<Vec<_>>().join("\n");
+            let summary: String = body
+                .lines()
+                .map(|l| {
+                    l.split_whitespace()
+                        .filter(|w| !w.contains('.'))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            if summary != last {
+                println!("{screen}");
+                last = summary;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    if let Some(path) = &a.json_out {
+        let finals: Vec<Value> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let view = n
+                    .child
+                    .as_ref()
+                    .and_then(|_| get_json(n.web, "/api/v1/state"));
+                let me = view
+                    .as_ref()
+                    .and_then(|v| v["members"].as_array().and_then(|m| m.get(i)).cloned());
+                let name = format!("127.0.0.1:{}", n.probe);
+                serde_json::json!({
+                    "node": i,
+                    "probe_address": name,
+                    "web_port": n.web,
+                    "alive": n.child.is_some(),
+                    "slow_factor": slow.iter().find(|(x, _)| *x == i).map(|(_, f)| *f),
+                    "state": me.as_ref().and_then(|m| m["state"].as_str().map(str::to_string)),
+                    "reason": view.as_ref().map(|v| latest_reason(v, &name)),
+                    "view": view,
+                })
+            })
+            .collect();
+        let doc = serde_json::json!({ "nodes": finals, "seconds": start.elapsed().as_secs_f64() });
+        std::fs::write(path, serde_json::to_string_pretty(&doc)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("final states written to {}", path.display());
+    }
+    Ok(())
+}
