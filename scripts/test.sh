@@ -5,9 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages the tests use: promtool (prometheus) lints the 0.0.4 exposition.
+# Debian packages the tests use: promtool (prometheus) lints the 0.0.4 exposition; ip and
+# tc (iproute2) build the network-namespace test's network, curl reads the daemons in it.
 missing=()
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v tc >/dev/null 2>&1 || missing+=(iproute2)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "==> installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -203,9 +203,10 @@ fn round_trip(
             let t = Instant::now();
             comm.send_recv(&send, other, &mut recv, other, send.len(), DataType::Uint8)?;
             *bytes_sent += send.len() as u64;
-            if r == x {
-                confirm[k] = t.elapsed().as_secs_f64();
-            }
+            // Both ends time the exchange: a send returns once the kernel has the bytes,
+            // so a node whose egress is shaped looks fast from its own side and slow only
+            // from its peer's. The pair's value is the slower end (see `pair_seconds`).
+            confirm[k] = t.elapsed().as_secs_f64();
         }
     }
     let mut ring_result = None;
@@ -254,6 +255,21 @@ fn round_trip(
         .collect();
     let ring_out = ring_result.map(|(a, b)| (a, b as f64));
     Ok((measured, stride, ring_out))
+}
+
+/// A confirmation exchange's duration: the slower of its two ends (NaN if neither timed it).
+fn pair_seconds(m: &[Measured], k: usize, x: usize, p: usize) -> f64 {
+    let at = |i: usize| {
+        m.get(i)
+            .and_then(|r| r.confirm.get(k))
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    match (at(x), at(p)) {
+        (a, b) if a.is_nan() => b,
+        (a, b) if b.is_nan() => a,
+        (a, b) => a.max(b),
+    }
 }
 
 /// One step of xorshift64: enough randomness for schedule jitter, with no dependency.
@@ -388,7 +404,7 @@ pub fn spawn(
                     let confirmations: Vec<Probe> = pairs
                         .iter()
                         .enumerate()
-                        .map(|(k, &(x, p))| Probe { src: x, dst: p, seconds: m[x].confirm.get(k).copied().unwrap_or(f64::NAN) })
+                        .map(|(k, &(x, p))| Probe { src: x, dst: p, seconds: pair_seconds(&m, k, x, p) })
                         .collect();
                     let hard_faults: Vec<(usize, String)> = (0..n)
                         .filter(|i| m[*i].hard)
