@@ -12,6 +12,10 @@ use std::time::{Duration, Instant};
 const MEMBERS: usize = 6;
 const SLOW: usize = 2;
 
+/// Twelve daemons on two cores would drown the signal in scheduler noise: one network at a
+/// time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("run ip");
     assert!(
@@ -66,17 +70,17 @@ fn get(ns: &str, url: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).to_string())
 }
 
-#[test]
-fn tbf_shaped_node_and_only_it_is_recommended_for_quarantine() {
+/// Builds the network with egress `rates[i]` on node i and starts a daemon in each.
+fn start(tag: char, rates: &[&str]) -> (Net, tempfile::TempDir) {
     let mut net = Net {
-        prefix: format!("hw{}", std::process::id() % 100_000),
+        prefix: format!("hw{}{tag}", std::process::id() % 100_000),
         daemons: Vec::new(),
     };
     let br = net.bridge_ns();
     ip(&["netns", "add", &br]);
     ip(&["-n", &br, "link", "add", "br0", "type", "bridge"]);
     ip(&["-n", &br, "link", "set", "br0", "up"]);
-    for i in 0..MEMBERS {
+    for (i, rate) in rates.iter().enumerate() {
         let ns = net.ns(i);
         ip(&["netns", "add", &ns]);
         let port = format!("p{i}");
@@ -95,7 +99,6 @@ fn tbf_shaped_node_and_only_it_is_recommended_for_quarantine() {
         ]);
         ip(&["-n", &ns, "link", "set", "eth0", "up"]);
         ip(&["-n", &ns, "link", "set", "lo", "up"]);
-        let rate = if i == SLOW { "50mbit" } else { "100mbit" };
         let out = Command::new("ip")
             .args([
                 "netns", "exec", &ns, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf",
@@ -165,13 +168,35 @@ z = 2.0
             .unwrap();
         net.daemons.push(child);
     }
+    (net, dir)
+}
+
+fn view(net: &Net, i: usize) -> Option<serde_json::Value> {
+    get(&net.ns(i), &format!("http://{}:9478/api/v1/state", addr(i)))
+        .and_then(|b| serde_json::from_str(&b).ok())
+}
+
+fn logs(dir: &tempfile::TempDir) -> String {
+    (0..MEMBERS)
+        .map(|k| {
+            std::fs::read_to_string(dir.path().join(format!("node{k}.log"))).unwrap_or_default()
+        })
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+#[test]
+fn tbf_shaped_node_and_only_it_is_recommended_for_quarantine() {
+    let rates: Vec<&str> = (0..MEMBERS)
+        .map(|i| if i == SLOW { "50mbit" } else { "100mbit" })
+        .collect();
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (net, dir) = start('s', &rates);
     let slow = format!("{}:7100", addr(SLOW));
     let deadline = Instant::now() + Duration::from_secs(120);
     for i in 0..MEMBERS {
-        let url = format!("http://{}:9478/api/v1/state", addr(i));
         let view = loop {
-            let v = get(&net.ns(i), &url)
-                .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok());
+            let v = view(&net, i);
             let done = v.as_ref().is_some_and(|v| {
                 v["members"].as_array().is_some_and(|m| {
                     m.iter().any(|m| {
@@ -183,14 +208,10 @@ z = 2.0
                 break v.unwrap();
             }
             if Instant::now() > deadline {
-                let logs: String = (0..MEMBERS)
-                    .map(|k| {
-                        std::fs::read_to_string(dir.path().join(format!("node{k}.log")))
-                            .unwrap_or_default()
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n---\n");
-                panic!("node {i} never recommended {slow}; last view {v:?}\nlogs:\n{logs}");
+                panic!(
+                    "node {i} never recommended {slow}; last view {v:?}\nlogs:\n{}",
+                    logs(&dir)
+                );
             }
             // Polling the HTTP API of a process in another namespace: there is no event to
             // wait on, and each poll is bounded by curl's own timeout.
@@ -208,5 +229,80 @@ z = 2.0
             )),
             "{metrics}"
         );
+    }
+}
+
+/// Every link slows down together (a congested spine, a job-wide slowdown): the daemons
+/// must call it a fabric problem and condemn no node.
+#[test]
+fn every_link_shaped_is_a_fabric_verdict_and_no_node_verdict() {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (net, dir) = start('f', &["100mbit"; MEMBERS]);
+    // Learn the baseline at full rate first.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while view(&net, 0).is_none_or(|v| v["rounds"]["ok"].as_u64().unwrap_or(0) < 30) {
+        assert!(
+            Instant::now() < deadline,
+            "no baseline rounds:\n{}",
+            logs(&dir)
+        );
+        // No event crosses the namespace boundary; each poll is bounded by curl's timeout.
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    for i in 0..MEMBERS {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &net.ns(i),
+                "tc",
+                "qdisc",
+                "change",
+                "dev",
+                "eth0",
+                "root",
+                "tbf",
+            ])
+            .args(["rate", "15mbit", "burst", "32kb", "latency", "100ms"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut degraded_at: Vec<Option<u64>> = vec![None; MEMBERS];
+    loop {
+        let mut done = true;
+        for (i, at) in degraded_at.iter_mut().enumerate() {
+            let Some(v) = view(&net, i) else {
+                done = false;
+                continue;
+            };
+            let rounds = v["rounds"]["ok"].as_u64().unwrap_or(0);
+            for m in v["members"].as_array().into_iter().flatten() {
+                assert!(
+                    m["state"] != "quarantine_recommended",
+                    "node {i} recommended {} during a fabric-wide slowdown: {v}",
+                    m["node"]
+                );
+            }
+            if at.is_none() && v["fabric_degraded"] == true {
+                *at = Some(rounds);
+            }
+            // Keep watching for 10 rounds after the fabric verdict.
+            done &= at.is_some_and(|r| rounds >= r + 10);
+        }
+        if done {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "fabric verdict not reached everywhere ({degraded_at:?}):\n{}",
+            logs(&dir)
+        );
+        std::thread::sleep(Duration::from_millis(250));
     }
 }
