@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use hcclwatch::health::engine::median;
 use serde_json::Value;
 
 use crate::cli::DemoArgs;
@@ -129,12 +130,13 @@ fn latest_reason(state: &Value, node: &str) -> String {
         .to_string()
 }
 
-fn render(nodes: &[Node], views: &[Option<Value>], elapsed: f64) -> String {
+/// The screen, and each node's state and reason (what the non-terminal output prints on).
+fn render(nodes: &[Node], views: &[Option<Value>], elapsed: f64) -> (String, String) {
     let mut out = format!("hcclwatch demo: {} nodes, {elapsed:.0} s\n", nodes.len());
     // Any live node's view: they all hold the same all-gathered matrix and verdicts.
     let Some(v) = views.iter().flatten().find(|v| v["members"].is_array()) else {
         out.push_str("waiting for the first probe round...\n");
-        return out;
+        return (out, String::new());
     };
     let mut bw_in = vec![Vec::new(); nodes.len()];
     let mut bw_out = vec![Vec::new(); nodes.len()];
@@ -151,8 +153,8 @@ fn render(nodes: &[Node], views: &[Option<Value>], elapsed: f64) -> String {
         bw_out[a].push(bw);
         bw_in[b].push(bw);
     }
-    let all: Vec<f64> = bw_in.iter().flatten().copied().collect();
-    let median = median_of(&all);
+    let mut all: Vec<f64> = bw_in.iter().flatten().copied().collect();
+    let median = (!all.is_empty()).then(|| median(&mut all));
     out.push_str(&format!(
         "fabric degraded: {}   rounds ok: {}\n",
         v["fabric_degraded"], v["rounds"]["ok"]
@@ -161,6 +163,7 @@ fn render(nodes: &[Node], views: &[Option<Value>], elapsed: f64) -> String {
         "{:<4} {:<22} {:<7} {:<24} {:>10} {:>8} {:>8}  {}\n",
         "node", "probe address", "web", "state", "lag ms", "out/med", "in/med", "reason"
     ));
+    let mut verdicts = String::new();
     for (i, m) in members.iter().enumerate() {
         let name = m["node"].as_str().unwrap_or("?");
         let ratio = |x: &[f64]| match (x.first(), median) {
@@ -174,24 +177,16 @@ fn render(nodes: &[Node], views: &[Option<Value>], elapsed: f64) -> String {
         } else {
             "killed".to_string()
         };
+        let reason = latest_reason(v, name);
         out.push_str(&format!(
-            "{i:<4} {name:<22} {web:<7} {state:<24} {:>10.2} {:>8} {:>8}  {}\n",
+            "{i:<4} {name:<22} {web:<7} {state:<24} {:>10.2} {:>8} {:>8}  {reason}\n",
             m["arrival_lag_seconds"].as_f64().unwrap_or(f64::NAN) * 1e3,
             ratio(&bw_out[i]),
             ratio(&bw_in[i]),
-            latest_reason(v, name)
         ));
+        verdicts.push_str(&format!("{state} {reason}\n"));
     }
-    out
-}
-
-fn median_of(v: &[f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    Some(s[s.len() / 2])
+    (out, verdicts)
 }
 
 /// Sets the flag on SIGINT or SIGTERM.
@@ -359,27 +354,14 @@ fn run(
                 .as_ref()
                 .and_then(|_| get_json(n.web, "/api/v1/state"));
         }
-        let screen = render(nodes, &views, elapsed);
+        let (screen, verdicts) = render(nodes, &views, elapsed);
         if tty {
             print!("\x1b[2J\x1b[H{screen}");
             std::io::stdout().flush()?;
-        } else {
+        } else if verdicts != last {
             // Without a terminal, print only when a state or reason changed.
-            let body: String = screen.lines().skip(2).collect::<Vec<_>>().join("\n");
-            let summary: String = body
-                .lines()
-                .map(|l| {
-                    l.split_whitespace()
-                        .filter(|w| !w.contains('.'))
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                })
-                .collect::<Vec<_>>()
-                .join("\n");
-            if summary != last {
-                println!("{screen}");
-                last = summary;
-            }
+            println!("{screen}");
+            last = verdicts;
         }
         std::thread::sleep(Duration::from_millis(500));
     }

@@ -2,6 +2,8 @@
 //! nccl-tests table parsed back, `#wrong` = 0; JSON rows; a rank killed with SIGKILL
 //! mid-run makes every other rank fail within the execution timeout.
 
+mod common;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -153,13 +155,8 @@ fn bad_flags_are_clear_errors() {
 #[test]
 fn rank_killed_mid_run_fails_every_other_rank_within_the_timeout() {
     let key_dir = tempfile::tempdir().unwrap();
-    let key = key_dir.path().join("key");
-    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let key = common::write_key(key_dir.path(), "key");
+    let port = common::free_port();
     let root = format!("127.0.0.1:{port}");
     let spawn = |r: usize| {
         bench()
@@ -252,15 +249,7 @@ fn rank_killed_mid_run_fails_every_other_rank_within_the_timeout() {
 #[test]
 fn ranks_from_an_hccl_rank_table() {
     let dir = tempfile::tempdir().unwrap();
-    let ports: Vec<u16> = (0..3)
-        .map(|_| {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port()
-        })
-        .collect();
+    let ports: Vec<u16> = (0..3).map(|_| common::free_port()).collect();
     let table = format!(
         r#"{{"status":"completed","version":"1.0","server_count":"2","server_list":[
           {{"server_id":"node_0","host_ip":"127.0.0.1","device":[
@@ -272,8 +261,7 @@ fn ranks_from_an_hccl_rank_table() {
     );
     let path = dir.path().join("rank_table.json");
     std::fs::write(&path, table).unwrap();
-    let key = dir.path().join("key");
-    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    let key = common::write_key(dir.path(), "key");
     let children: Vec<_> = (0..3)
         .map(|r| {
             bench()
@@ -342,17 +330,8 @@ fn ranks_from_an_hccl_rank_table() {
 #[test]
 fn ranks_from_the_static_peer_list_of_a_config_file() {
     let dir = tempfile::tempdir().unwrap();
-    let ports: Vec<u16> = (0..2)
-        .map(|_| {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port()
-        })
-        .collect();
-    let key = dir.path().join("probe.key");
-    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    let ports: Vec<u16> = (0..2).map(|_| common::free_port()).collect();
+    let key = common::write_key(dir.path(), "probe.key");
     let cfg = dir.path().join("hcclwatch.toml");
     std::fs::write(
         &cfg,

@@ -6,6 +6,8 @@
 //! Needs root (CAP_NET_ADMIN) and iproute2, which CI has; the test fails with that reason
 //! rather than passing silently when it cannot build the network.
 
+mod common;
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,6 +26,14 @@ fn ip(args: &[&str]) {
         args.join(" "),
         String::from_utf8_lossy(&out.stderr).trim()
     );
+}
+
+/// Adds or changes the egress token bucket on `ns`'s eth0.
+fn shape(ns: &str, verb: &str, rate: &str) {
+    ip(&[
+        "netns", "exec", ns, "tc", "qdisc", verb, "dev", "eth0", "root", "tbf", "rate", rate,
+        "burst", "32kb", "latency", "100ms",
+    ]);
 }
 
 /// Owns the namespaces and the daemons; dropping it kills the daemons and deletes the
@@ -99,22 +109,10 @@ fn start(tag: char, rates: &[&str]) -> (Net, tempfile::TempDir) {
         ]);
         ip(&["-n", &ns, "link", "set", "eth0", "up"]);
         ip(&["-n", &ns, "link", "set", "lo", "up"]);
-        let out = Command::new("ip")
-            .args([
-                "netns", "exec", &ns, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf",
-            ])
-            .args(["rate", rate, "burst", "32kb", "latency", "100ms"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "tc tbf in {ns}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        shape(&ns, "add", rate);
     }
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("probe.key");
-    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    let key = common::write_key(dir.path(), "probe.key");
     let peers = (0..MEMBERS)
         .map(|i| format!("\"{}:7100\"", addr(i)))
         .collect::<Vec<_>>()
@@ -250,27 +248,7 @@ fn every_link_shaped_is_a_fabric_verdict_and_no_node_verdict() {
         std::thread::sleep(Duration::from_millis(250));
     }
     for i in 0..MEMBERS {
-        let out = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &net.ns(i),
-                "tc",
-                "qdisc",
-                "change",
-                "dev",
-                "eth0",
-                "root",
-                "tbf",
-            ])
-            .args(["rate", "15mbit", "burst", "32kb", "latency", "100ms"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        shape(&net.ns(i), "change", "15mbit");
     }
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut degraded_at: Vec<Option<u64>> = vec![None; MEMBERS];

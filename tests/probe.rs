@@ -9,15 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Daemon, Start, value};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use common::{Daemon, Start, free_port, value, write_key};
 
 fn config(peers: &[String], rank: usize, key: &std::path::Path, throttle: u64) -> String {
     let list = peers
@@ -63,8 +55,7 @@ fn state(s: &str, node: &str, st: &str) -> Option<f64> {
 #[test]
 fn slowed_node_and_only_it_is_recommended_for_quarantine() {
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("probe.key");
-    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    let key = write_key(dir.path(), "probe.key");
     let members = 6;
     let peers: Vec<String> = (0..members)
         .map(|_| format!("127.0.0.1:{}", free_port()))
@@ -172,8 +163,7 @@ fn probing_config_errors_are_reported() {
 #[test]
 fn over_budget_group_keeps_probing_with_reduced_rounds() {
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("probe.key");
-    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    let key = write_key(dir.path(), "probe.key");
     let peers: Vec<String> = (0..2)
         .map(|_| format!("127.0.0.1:{}", free_port()))
         .collect();
@@ -232,8 +222,7 @@ fn over_budget_group_keeps_probing_with_reduced_rounds() {
 #[test]
 fn members_from_a_rank_table_form_a_probe_group() {
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("probe.key");
-    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    let key = write_key(dir.path(), "probe.key");
     let port = free_port();
     let table = dir.path().join("rank_table.json");
     std::fs::write(

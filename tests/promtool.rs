@@ -94,13 +94,9 @@ fn promtool_rejects_a_broken_exposition() {
 #[test]
 fn promtool_accepts_the_probe_families() {
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("probe.key");
-    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    let key = common::write_key(dir.path(), "probe.key");
     let peers: Vec<String> = (0..2)
-        .map(|_| {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            format!("127.0.0.1:{}", l.local_addr().unwrap().port())
-        })
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
         .collect();
     let daemons: Vec<Daemon> = (0..2)
         .map(|rank| {

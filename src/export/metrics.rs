@@ -140,13 +140,15 @@ impl Family<'_, '_> {
 }
 
 impl Family<'_, '_> {
-    /// Encodes bucketed observations; an empty series list writes nothing.
+    /// Encodes bucketed observations; histograms with no observation yet are left out,
+    /// and with none left the family writes nothing.
     fn histogram(
         &mut self,
         name: &str,
         help: &str,
-        series: Vec<(Labels, &Histogram)>,
+        mut series: Vec<(Labels, &Histogram)>,
     ) -> std::fmt::Result {
+        series.retain(|(_, h)| h.count() > 0);
         if series.is_empty() {
             return Ok(());
         }
@@ -725,13 +727,11 @@ impl Collector for SnapshotCollector {
                         vec![(vec![], l)],
                     )?;
                 }
-                if pr.link_rtt.count() > 0 {
-                    f.histogram(
-                        "hcclwatch_link_rtt_seconds",
-                        "Latency-sized ping-pong round trips from this node to its permutation peer of the round.",
-                        vec![(vec![], &pr.link_rtt)],
-                    )?;
-                }
+                f.histogram(
+                    "hcclwatch_link_rtt_seconds",
+                    "Latency-sized ping-pong round trips from this node to its permutation peer of the round.",
+                    vec![(vec![], &pr.link_rtt)],
+                )?;
                 f.histogram(
                     "hcclwatch_collective_duration_seconds",
                     "Duration of this node's probe collectives.",

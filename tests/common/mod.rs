@@ -343,3 +343,20 @@ pub fn value(text: &str, name: &str, want: &[(&str, &str)]) -> Option<f64> {
     assert!(v.len() <= 1, "{name}{want:?} matches {} series", v.len());
     v.first().copied()
 }
+
+/// A loopback port that was free a moment ago (the listener is dropped, so a daemon can
+/// bind it; the race with other processes is acceptable in tests).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Writes a shared collective key (32 bytes) into `dir` as `name` and returns its path.
+pub fn write_key(dir: &Path, name: &str) -> PathBuf {
+    let key = dir.join(name);
+    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    key
+}
