@@ -5,14 +5,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages the tests use: promtool (prometheus) lints the 0.0.4 exposition; ip and
-# tc (iproute2) build the network-namespace test's network, curl reads the daemons in it.
+# Debian packages the tests use: prometheus (promtool and the server) lints the 0.0.4
+# exposition, checks and unit-tests the alert rules and runs the end-to-end alerting test
+# with prometheus-alertmanager (the server and amtool); ip and tc (iproute2) build the
+# network-namespace tests' network, curl reads the daemons in it; systemd-analyze verifies
+# the shipped unit.
 missing=()
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+command -v amtool >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
+command -v prometheus-alertmanager >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v tc >/dev/null 2>&1 || missing+=(iproute2)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 if [ ${#missing[@]} -gt 0 ]; then
+  mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
   echo "==> installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
@@ -24,6 +32,15 @@ if ! python3 -c "import prometheus_client.openmetrics.parser" >/dev/null 2>&1; t
   echo "==> installing prometheus-client (PyPI)"
   python3 -m pip install -q "prometheus-client==0.26.0"
 fi
+
+# PyPI kubernetes-validate: offline Kubernetes schemas for the rendered kustomize base.
+if ! command -v kubernetes-validate >/dev/null 2>&1; then
+  echo "==> installing kubernetes-validate (PyPI)"
+  python3 -m pip install -q "kubernetes-validate==1.37.0"
+fi
+# kubectl renders the kustomize base; it comes with the machine image (Debian cannot
+# install a current one), so say so plainly if it is missing.
+command -v kubectl >/dev/null 2>&1 || { echo "kubectl is required (kubectl kustomize renders deploy/kubernetes)" >&2; exit 1; }
 
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check

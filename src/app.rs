@@ -140,7 +140,11 @@ pub fn probe_settings(config: &Config) -> Result<crate::probe::ProbeSettings, St
         comm.algo = crate::collective::algo::select::parse_hccl_algo(&c.algo)?;
     }
     Ok(crate::probe::ProbeSettings {
-        names: c.peers.clone(),
+        names: if c.peer_names.is_empty() {
+            c.peers.clone()
+        } else {
+            c.peer_names.clone()
+        },
         peers,
         rank,
         comm,
@@ -154,11 +158,26 @@ pub fn probe_settings(config: &Config) -> Result<crate::probe::ProbeSettings, St
     })
 }
 
+/// Re-reads the configuration the way start-up read it (file, environment, flags) and
+/// returns it, or every problem found.
+pub type Reloader = Arc<dyn Fn() -> Result<Config, Vec<String>> + Send + Sync>;
+
 /// Inputs of [`run`] that come from the process environment.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Environment {
     /// `LD_LIBRARY_PATH`, searched for `libdcmi.so`.
     pub ld_library_path: Option<String>,
+    /// How SIGHUP re-checks the configuration; `None` ignores SIGHUP's check.
+    pub reload: Option<Reloader>,
+}
+
+impl std::fmt::Debug for Environment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Environment")
+            .field("ld_library_path", &self.ld_library_path)
+            .field("reload", &self.reload.is_some())
+            .finish()
+    }
 }
 
 /// The DCMI options a config implies.
@@ -230,6 +249,7 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
         })?;
     let source = npu_source(&config, &env)?;
     let store = Arc::new(Store::new(source.is_some(), config.collectors.host));
+    store.record_reload(true, std::time::SystemTime::now());
 
     let mut stops: Vec<mpsc::Sender<()>> = Vec::new();
     if let Some(source) = source {
@@ -293,6 +313,9 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
             "hcclwatch listening"
         );
         let router = server::router(store.clone(), build.clone(), &config.web.telemetry_path);
+        if let Some(reload) = env.reload.clone() {
+            tokio::spawn(check_on_sighup(reload, config.clone(), store.clone()));
+        }
         server::serve(listener, router, shutdown_signal())
             .await
             .map_err(AppError::Serve)
@@ -302,6 +325,88 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
     drop(stops);
     tracing::info!("hcclwatch stopped");
     result
+}
+
+/// SIGHUP re-reads and validates the configuration, so a bad edit to a ConfigMap or file is
+/// caught while the daemon still runs on the old one (and alerted on through
+/// `hcclwatch_config_last_reload_successful`) instead of at the next restart. The running
+/// components are not rebuilt: keys that changed are named in the log and apply at restart.
+async fn check_on_sighup(reload: Reloader, running: Config, store: Arc<Store>) {
+    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        tracing::warn!("cannot listen for SIGHUP; configuration checks on SIGHUP are off");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        let now = std::time::SystemTime::now();
+        match tokio::task::spawn_blocking({
+            let reload = reload.clone();
+            move || reload()
+        })
+        .await
+        {
+            Ok(Ok(new)) => {
+                store.record_reload(true, now);
+                let changed = changed_keys(&running, &new);
+                if changed.is_empty() {
+                    tracing::info!("configuration re-checked on SIGHUP: valid, unchanged");
+                } else {
+                    tracing::warn!(
+                        changed = %changed.join(","),
+                        "configuration re-checked on SIGHUP: valid; the changed keys apply when the daemon restarts"
+                    );
+                }
+            }
+            Ok(Err(problems)) => {
+                store.record_reload(false, now);
+                for p in &problems {
+                    tracing::error!(problem = %p, "configuration re-check failed");
+                }
+                tracing::error!(
+                    problems = problems.len(),
+                    "configuration on disk is invalid; still running on the previous one, and a restart would fail: fix the file"
+                );
+            }
+            Err(e) => {
+                store.record_reload(false, now);
+                tracing::error!(error = %e, "configuration re-check did not complete");
+            }
+        }
+    }
+}
+
+/// Dotted keys whose values differ between two configurations.
+pub fn changed_keys(a: &Config, b: &Config) -> Vec<String> {
+    fn walk(path: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
+        match (a, b) {
+            (serde_json::Value::Object(x), serde_json::Value::Object(y)) => {
+                let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+                keys.sort();
+                keys.dedup();
+                for k in keys {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    let null = serde_json::Value::Null;
+                    walk(
+                        &p,
+                        x.get(k).unwrap_or(&null),
+                        y.get(k).unwrap_or(&null),
+                        out,
+                    );
+                }
+            }
+            _ if a != b => out.push(path.to_string()),
+            _ => {}
+        }
+    }
+    let (Ok(a), Ok(b)) = (serde_json::to_value(a), serde_json::to_value(b)) else {
+        return vec!["(configuration not comparable)".to_string()];
+    };
+    let mut out = Vec::new();
+    walk("", &a, &b, &mut out);
+    out
 }
 
 async fn shutdown_signal() {

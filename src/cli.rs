@@ -166,7 +166,7 @@ pub struct BenchArgs {
 }
 
 /// Flags of `hcclwatch run`. Flags override the config file and the environment.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
     /// Config file (TOML). Without it, embedded defaults are used.
     #[arg(long = "config.file", value_name = "PATH")]

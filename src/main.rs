@@ -196,8 +196,20 @@ fn run_daemon(run: &cli::RunArgs) -> anyhow::Result<()> {
         }
     };
     hcclwatch::logging::init(&cfg.log.level, cfg.log.format).context("setting up logging")?;
+    let reload_args = run.clone();
+    let reload: hcclwatch::app::Reloader = std::sync::Arc::new(move || {
+        let cfg = match config::load(reload_args.config_file.as_deref(), &process_env()) {
+            Ok(c) => c,
+            Err(ConfigError::Invalid(problems)) => {
+                return Err(problems.iter().map(ToString::to_string).collect());
+            }
+            Err(e) => return Err(vec![e.to_string()]),
+        };
+        apply_flags(cfg, &reload_args).map_err(|p| p.iter().map(ToString::to_string).collect())
+    });
     let env = hcclwatch::app::Environment {
         ld_library_path: std::env::var("LD_LIBRARY_PATH").ok(),
+        reload: Some(reload),
     };
     hcclwatch::app::run(cfg, env)?;
     Ok(())

@@ -154,6 +154,10 @@ impl HealthSection {
 pub struct CollectiveConfig {
     /// Listen address of every member, in rank order.
     pub peers: Vec<String>,
+    /// Names for the members in metric labels and logs (same order as `peers`), e.g. the
+    /// Kubernetes node names, so probe series and device series name a node the same way.
+    /// Empty: the addresses.
+    pub peer_names: Vec<String>,
     /// This node's rank in `peers`; -1 finds it by matching a local address.
     pub rank: i64,
     /// An HCCL rank table (`RANK_TABLE_FILE`) to take the members from instead of `peers`:
@@ -186,6 +190,7 @@ impl Default for CollectiveConfig {
     fn default() -> Self {
         Self {
             peers: Vec::new(),
+            peer_names: Vec::new(),
             rank: -1,
             rank_table_file: None,
             rank_table_port: 60_100,
@@ -779,6 +784,16 @@ impl Config {
             ));
         }
         let c = &self.collective;
+        if !c.peer_names.is_empty() && c.peer_names.len() != c.peers.len() {
+            out.push((
+                "collective.peer_names".into(),
+                format!(
+                    "{} names for {} members; give one name per member of collective.peers (or the rank table), in the same order",
+                    c.peer_names.len(),
+                    c.peers.len()
+                ),
+            ));
+        }
         if c.rank >= 0 && c.rank as usize >= c.peers.len() {
             out.push((
                 "collective.rank".into(),
@@ -1143,5 +1158,30 @@ helth = \"5s\"
         );
         assert!(parse_listen_address("localhost:9478").is_ok());
         assert!(parse_listen_address(":").is_err());
+    }
+
+    #[test]
+    fn peer_names_need_one_distinct_name_per_member() {
+        let ok = "[collective]\npeers = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\npeer_names = [\"node-a\", \"node-b\"]\n";
+        let cfg = load_str(ok, Some("t.toml"), &[]).unwrap();
+        assert_eq!(cfg.collective.peer_names, vec!["node-a", "node-b"]);
+
+        let short = ok.replace(", \"node-b\"", "");
+        let err = load_str(&short, Some("t.toml"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("t.toml:3: collective.peer_names: 1 names for 2 members"),
+            "{err}"
+        );
+
+        let twice = ok.replace("node-b", "node-a");
+        let err = load_str(&twice, Some("t.toml"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("collective.peer_names: element 1 (node-a) is listed twice"),
+            "{err}"
+        );
     }
 }

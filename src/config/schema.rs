@@ -39,6 +39,8 @@ pub enum Kind {
     Enum(&'static [&'static str]),
     /// An array of `host:port` / `[v6]:port` socket addresses.
     AddrList,
+    /// An array of distinct, non-empty label-safe names.
+    NameList,
     /// A number within inclusive bounds (integers are accepted).
     Float {
         /// Smallest accepted value.
@@ -185,6 +187,10 @@ pub const SCHEMA: &[Key] = &[
     Key {
         path: "collective.peers",
         kind: Kind::AddrList,
+    },
+    Key {
+        path: "collective.peer_names",
+        kind: Kind::NameList,
     },
     Key {
         path: "collective.rank",
@@ -502,6 +508,31 @@ pub fn check_value(kind: Kind, value: &toml::Value) -> Result<(), String> {
             }
             Ok(())
         }
+        (Kind::NameList, toml::Value::Array(items)) => {
+            let mut seen: Vec<&str> = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let toml::Value::String(s) = item else {
+                    return Err(format!(
+                        "element {i} is {}, expected a name",
+                        type_name(item)
+                    ));
+                };
+                if s.is_empty() || s.len() > 253 || s.chars().any(|c| c.is_control()) {
+                    return Err(format!(
+                        "element {i} ({s:?}) must be 1..253 characters without control characters"
+                    ));
+                }
+                if seen.contains(&s.as_str()) {
+                    return Err(format!("element {i} ({s}) is listed twice"));
+                }
+                seen.push(s);
+            }
+            Ok(())
+        }
+        (Kind::NameList, v) => Err(format!(
+            "expected an array of name strings, found {}",
+            type_name(v)
+        )),
         (Kind::AddrList, v) => Err(format!(
             "expected an array of \"IP:port\" strings, found {}",
             type_name(v)
@@ -544,7 +575,7 @@ pub fn value_from_env(kind: Kind, text: &str) -> Result<toml::Value, String> {
             .parse::<f64>()
             .map(toml::Value::Float)
             .map_err(|_| format!("{text:?} is not a number")),
-        Kind::AddrList => Ok(toml::Value::Array(
+        Kind::AddrList | Kind::NameList => Ok(toml::Value::Array(
             text.split(',')
                 .map(str::trim)
                 .filter(|t| !t.is_empty())

@@ -238,6 +238,22 @@ impl Collector for SnapshotCollector {
             )],
         )?;
 
+        if let Some(r) = self.store.reload() {
+            f.gauge(
+                "hcclwatch_config_last_reload_successful",
+                "Whether the last configuration check (start-up or SIGHUP) loaded and validated the file.",
+                vec![(vec![], if r.ok { 1.0 } else { 0.0 })],
+            )?;
+            f.gauge(
+                "hcclwatch_config_last_reload_success_timestamp_seconds",
+                "Unix time of the last configuration check that passed.",
+                r.last_success
+                    .map(|t| (vec![], unix_seconds(t)))
+                    .into_iter()
+                    .collect(),
+            )?;
+        }
+
         // --- Collector self-metrics ---------------------------------------------------
         let mut statuses: Vec<_> = npu.collectors.values().cloned().collect();
         if let Some(h) = &host.collector {
@@ -713,6 +729,14 @@ impl Collector for SnapshotCollector {
                     vec![(vec![], if pr.fabric_degraded { 1.0 } else { 0.0 })],
                 )?;
                 f.gauge(
+                    "hcclwatch_link_degraded",
+                    "Pairs the health engine judged a degraded link (both ends otherwise normal); a link verdict never quarantines a node.",
+                    pr.link_degraded
+                        .iter()
+                        .map(|(a, b)| (vec![("src_node", node(*a)), ("dst_node", node(*b))], 1.0))
+                        .collect(),
+                )?;
+                f.gauge(
                     "hcclwatch_quarantine_recommended",
                     "Nodes the health engine recommends taking out of scheduling; reason is straggler or hard_fault (details in /api/v1/state).",
                     pr.quarantine
@@ -757,6 +781,23 @@ impl Collector for SnapshotCollector {
                             ],
                             *busbw,
                         )],
+                    )?;
+                    f.gauge(
+                        "hcclwatch_collective_busbw_expected_bytes_per_second",
+                        "Bus bandwidth the alpha-beta model predicts for the same all-reduce, from the latency and per-byte costs measured when the probe group formed.",
+                        pr.busbw_expected
+                            .map(|e| {
+                                (
+                                    vec![
+                                        ("op", "all_reduce".to_string()),
+                                        ("algo", algo.clone()),
+                                        ("size_bytes", bytes.to_string()),
+                                    ],
+                                    e,
+                                )
+                            })
+                            .into_iter()
+                            .collect(),
                     )?;
                 }
             }

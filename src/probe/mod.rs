@@ -22,7 +22,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::collective::algo::select::Algo;
+use crate::collective::algo::select::{Algo, allreduce_cost};
 use crate::collective::{CollResult, CommConfig, Communicator, DataType, ReduceOp};
 use crate::health::{HealthConfig, HealthEngine, NodeState, Probe, RoundInput, Transition};
 use crate::telemetry::store::Store;
@@ -76,6 +76,9 @@ pub struct ProbePart {
     pub latency: Option<f64>,
     /// Last ring all-reduce: (algorithm, bytes, busbw bytes/s).
     pub busbw: Option<(String, usize, f64)>,
+    /// The α-β model's busbw for that all-reduce, from the costs measured when the group
+    /// formed: what the fabric delivered then, for comparison with `busbw` now.
+    pub busbw_expected: Option<f64>,
     /// Rounds completed.
     pub rounds_ok: u64,
     /// Rounds that failed (including failures to form the group).
@@ -86,6 +89,8 @@ pub struct ProbePart {
     pub peer_up: Vec<bool>,
     /// Fabric verdict.
     pub fabric_degraded: bool,
+    /// Pairs the engine judged degraded links (src, dst) in the last round.
+    pub link_degraded: Vec<(usize, usize)>,
     /// Latest transitions (bounded), with reasons and evidence.
     pub transitions: VecDeque<Transition>,
     /// Why probing is inactive, if it is.
@@ -115,8 +120,9 @@ struct Measured {
     confirm: Vec<f64>,
 }
 
-/// Every member's measurements, the stride used, and the ring result (algorithm, bytes).
-type RoundResult = (Vec<Measured>, usize, Option<(String, f64)>);
+/// Every member's measurements, the stride used, and the ring result (algorithm, bytes,
+/// α-β predicted seconds).
+type RoundResult = (Vec<Measured>, usize, Option<(String, f64, f64)>);
 
 fn confirm_pairs(requests: &[usize], states: &[NodeState], per: usize) -> Vec<(usize, usize)> {
     let n = states.len();
@@ -219,7 +225,8 @@ fn round_trip(
             comm.all_reduce_in_place(&mut buf, count, DataType::Fp32, ReduceOp::Sum)?;
         ring = t.elapsed().as_secs_f64();
         *bytes_sent += (2 * (n - 1) * buf.len() / n) as u64;
-        ring_result = Some((algo.name().to_string(), buf.len()));
+        let predicted = allreduce_cost(algo, n, buf.len(), comm.costs());
+        ring_result = Some((algo.name().to_string(), buf.len(), predicted));
     }
     let mine = [
         vec![
@@ -253,7 +260,7 @@ fn round_trip(
             }
         })
         .collect();
-    let ring_out = ring_result.map(|(a, b)| (a, b as f64));
+    let ring_out = ring_result.map(|(a, b, p)| (a, b as f64, p));
     Ok((measured, stride, ring_out))
 }
 
@@ -437,7 +444,7 @@ pub fn spawn(
                     part.link_rtt.observe(own.rtt);
                     let small = (s.small_bytes / 4).max(1) * 4;
                     observe_duration(&mut part.collective_durations, "all_reduce", small, own.latency);
-                    if let Some((_, bytes)) = &ring {
+                    if let Some((_, bytes, _)) = &ring {
                         observe_duration(&mut part.collective_durations, "all_reduce", *bytes as usize, own.ring);
                     }
                     // A latency-sized exchange says nothing about a link's bandwidth, so a
@@ -449,13 +456,15 @@ pub fn spawn(
                             .map(|i| ((i + n - stride) % n, i, s.link_bytes.max(1) as f64 / m[i].link.max(1e-9)))
                             .collect()
                     };
-                    if let Some((algo, bytes)) = ring {
+                    if let Some((algo, bytes, predicted)) = ring {
                         let t = m.iter().map(|x| x.ring).fold(0.0, f64::max).max(1e-9);
-                        let busbw = bytes / t * 2.0 * (n as f64 - 1.0) / n as f64;
-                        part.busbw = Some((algo, bytes as usize, busbw));
+                        let factor = 2.0 * (n as f64 - 1.0) / n as f64;
+                        part.busbw = Some((algo, bytes as usize, bytes / t * factor));
+                        part.busbw_expected = (predicted > 0.0).then(|| bytes / predicted * factor);
                     }
                     part.peer_up = vec![true; n];
                     part.fabric_degraded = out.fabric_degraded;
+                    part.link_degraded = out.link_verdicts.clone();
                     for t in out.transitions {
                         tracing::info!(node = %s.names[t.node], from = t.from.as_str(), to = t.to.as_str(), reason = %t.reason, "node state changed");
                         if t.to == NodeState::QuarantineRecommended {

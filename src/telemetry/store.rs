@@ -49,12 +49,22 @@ pub struct HostPart {
     pub collector: Option<CollectorStatus>,
 }
 
+/// The last configuration check: whether the file on disk loaded and validated.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReloadStatus {
+    /// The last check passed.
+    pub ok: bool,
+    /// When a check last passed.
+    pub last_success: Option<SystemTime>,
+}
+
 /// The shared store.
 #[derive(Debug, Default)]
 pub struct Store {
     npu: RwLock<Arc<NpuPart>>,
     host: RwLock<Arc<HostPart>>,
     probe: RwLock<Option<Arc<crate::probe::ProbePart>>>,
+    reload: RwLock<Option<ReloadStatus>>,
     npu_ready: AtomicBool,
     host_ready: AtomicBool,
 }
@@ -88,6 +98,22 @@ impl Store {
     /// Publishes a new probing part.
     pub fn publish_probe(&self, part: crate::probe::ProbePart) {
         *self.probe.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(part));
+    }
+
+    /// The outcome of the last configuration check (start-up or SIGHUP).
+    pub fn reload(&self) -> Option<ReloadStatus> {
+        *self.reload.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a configuration check. A failure keeps the last success time.
+    pub fn record_reload(&self, ok: bool, at: SystemTime) {
+        let mut r = self.reload.write().unwrap_or_else(|p| p.into_inner());
+        let last_success = if ok {
+            Some(at)
+        } else {
+            r.and_then(|x| x.last_success)
+        };
+        *r = Some(ReloadStatus { ok, last_success });
     }
 
     /// Publishes a new NPU part.

@@ -195,6 +195,20 @@ impl Daemon {
         }
     }
 
+    /// Sends a signal (by name, as `kill -s` takes it) to the daemon.
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args(["-s", sig, &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(ok.success(), "kill -s {sig} failed");
+    }
+
+    /// The config file the daemon was started with.
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("hcclwatch.toml")
+    }
+
     /// Sends SIGTERM and waits for exit.
     pub fn stop(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();
