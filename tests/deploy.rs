@@ -6,6 +6,8 @@
 //! (`promtool check config`), the systemd unit (`systemd-analyze verify`), and the
 //! generated Kubernetes objects against their sources.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -254,15 +256,6 @@ fn dashboards() -> Vec<(String, serde_json::Value)> {
     out
 }
 
-/// A panel expression with Grafana's variables replaced by match-everything values.
-fn substitute(expr: &str) -> String {
-    expr.replace("$__rate_interval", "1m")
-        .replace("$__interval", "1m")
-        .replace("$cluster", ".*")
-        .replace("$node", ".*")
-        .replace("$npu", ".*")
-}
-
 #[test]
 fn dashboards_are_well_formed_and_query_real_metrics() {
     let dash = dashboards();
@@ -324,7 +317,10 @@ fn dashboards_are_well_formed_and_query_real_metrics() {
             assert!(!targets.is_empty(), "{file}/{title}: no query");
             for t in targets {
                 let expr = t["expr"].as_str().unwrap();
-                let names = metric_names(&substitute(expr), &format!("{file}/{title}"));
+                let names = metric_names(
+                    &common::substitute_grafana_vars(expr),
+                    &format!("{file}/{title}"),
+                );
                 assert!(
                     !names.is_empty(),
                     "{file}/{title}: {expr} selects no metric"

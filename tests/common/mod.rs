@@ -227,7 +227,8 @@ impl Daemon {
     }
 }
 
-struct KillOnDrop(Option<Child>);
+/// Kills and reaps the child on drop, so a failing test leaves no process behind.
+pub struct KillOnDrop(pub Option<Child>);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
@@ -283,15 +284,51 @@ pub fn http_get(addr: &str, path: &str, accept: Option<&str>) -> Response {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|c| c.parse().ok())
         .expect("status line");
-    let headers = lines
+    let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
         .collect();
+    let chunked = headers.iter().any(|(k, v)| {
+        k.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked")
+    });
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
     Response {
         status,
         headers,
-        body: body.to_string(),
+        body,
     }
+}
+
+/// Decodes an HTTP/1.1 chunked body (Go servers chunk large responses).
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
+            .expect("chunk size");
+        if n == 0 {
+            break;
+        }
+        out.push_str(&tail[..n]);
+        rest = &tail[n..];
+        rest = rest.strip_prefix("\r\n").unwrap_or(rest);
+    }
+    out
+}
+
+/// Percent-encodes a query-string value.
+pub fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// Parses the label set of an exposition line into pairs.
@@ -373,4 +410,41 @@ pub fn write_key(dir: &Path, name: &str) -> PathBuf {
     let key = dir.join(name);
     std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
     key
+}
+
+/// A Grafana panel expression with the dashboard variables replaced by match-everything
+/// values and the interval macros by fixed windows, so Prometheus can run it.
+pub fn substitute_grafana_vars(expr: &str) -> String {
+    expr.replace("$__rate_interval", "30s")
+        .replace("$__interval", "30s")
+        .replace("$cluster", ".*")
+        .replace("$node", ".*")
+        .replace("$npu", ".*")
+}
+
+/// Every panel query of every shipped dashboard: ("file/panel title", substituted expr).
+pub fn dashboard_queries() -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("dashboards/")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let d: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&f).expect("read dashboard"))
+                .expect("dashboard JSON");
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        for p in d["panels"].as_array().into_iter().flatten() {
+            for t in p["targets"].as_array().into_iter().flatten() {
+                if let Some(e) = t["expr"].as_str() {
+                    let title = p["title"].as_str().unwrap_or("?");
+                    out.push((format!("{name}/{title}"), substitute_grafana_vars(e)));
+                }
+            }
+        }
+    }
+    out
 }
