@@ -409,7 +409,8 @@ pub fn changed_keys(a: &Config, b: &Config) -> Vec<String> {
     out
 }
 
-async fn shutdown_signal() {
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };

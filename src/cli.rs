@@ -34,6 +34,26 @@ pub enum Command {
     /// Start a local fleet of daemons on 127.0.0.1 (one slowed by default) and watch the
     /// health engine find the slow node.
     Demo(DemoArgs),
+    /// Serve the Alertmanager webhook that cordons, taints and annotates bad nodes, behind
+    /// dry-run, a circuit breaker, cooldowns, selectors and a killswitch.
+    Remediate(RemediateArgs),
+}
+
+/// Flags of `hcclwatch remediate`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RemediateArgs {
+    /// The receiver's config file (TOML; see deploy/remediate/remediate.toml).
+    #[arg(long = "config.file", value_name = "PATH")]
+    pub config_file: PathBuf,
+    /// Only validate the config file: print every problem and exit.
+    #[arg(long)]
+    pub check: bool,
+    /// Log level: error, warn, info, debug, trace.
+    #[arg(long = "log.level", value_name = "LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// Log format.
+    #[arg(long = "log.format", value_name = "FORMAT", value_parser = ["logfmt", "json"], default_value = "logfmt")]
+    pub log_format: String,
 }
 
 /// Flags of `hcclwatch demo`.

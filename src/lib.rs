@@ -22,4 +22,5 @@ pub mod export;
 pub mod health;
 pub mod logging;
 pub mod probe;
+pub mod remediate;
 pub mod telemetry;

@@ -32,6 +32,13 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        cli::Command::Remediate(a) => match remediate(&a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("hcclwatch remediate: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
         cli::Command::Run(run) => match run_daemon(&run) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -40,6 +47,22 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+fn remediate(a: &cli::RemediateArgs) -> anyhow::Result<()> {
+    let cfg = hcclwatch::remediate::config::RemediateConfig::load(&a.config_file)?;
+    if a.check {
+        println!("{}: valid", a.config_file.display());
+        return Ok(());
+    }
+    let format = if a.log_format == "json" {
+        LogFormat::Json
+    } else {
+        LogFormat::Logfmt
+    };
+    hcclwatch::logging::init(&a.log_level, format).context("setting up logging")?;
+    hcclwatch::remediate::run(cfg)?;
+    Ok(())
 }
 
 fn simulate(a: &cli::SimulateArgs) -> ExitCode {

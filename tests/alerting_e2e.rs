@@ -3,32 +3,31 @@
 //! slowed by the engine's fault injection. Prometheus scrapes them every second and
 //! evaluates the shipped rules, with only the `for:` holds shortened (minutes become
 //! seconds) in a derived copy in the test's temporary directory. Alertmanager runs the
-//! shipped example config, with the remediation webhook's URL and token file pointed at a
-//! receiver inside this test. (The remediation receiver of the remediation issue has not
-//! landed; this recorder stands in for it and checks what it would be sent.)
+//! shipped example config, with the remediation webhook's URL and token file pointed at the
+//! real remediation receiver (`hcclwatch remediate`, not in dry-run), which acts on the
+//! stand-in Kubernetes API server of `common/fake_apiserver.rs` (no real API server can
+//! run here).
 //!
-//! Asserted: the quarantine alert fires for node-2 and reaches the receiver with its
-//! labels and the bearer token; no alert fires for a healthy node (every firing alert is
-//! about node-2); and every dashboard panel query returns data from the live Prometheus.
+//! Asserted: the quarantine alert fires for node-2, reaches the receiver with its labels
+//! and the bearer token, and node-2 (only node-2) is cordoned and tainted; no alert fires
+//! for a healthy node (every firing alert is about node-2); and every dashboard panel query
+//! returns data from the live Prometheus.
 //!
-//! Every process (daemons, Prometheus, Alertmanager) is killed on every exit path by drop
-//! guards; the temporary directories go with them. The whole test is bounded by the waits
-//! below (about two minutes at worst).
+//! Every process (daemons, Prometheus, Alertmanager, the receiver) is killed on every exit
+//! path by drop guards; the temporary directories go with them. The whole test is bounded
+//! by the waits below (about two minutes at worst).
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use common::receiver::Setup;
 use common::{Daemon, KillOnDrop, Start, fake_lib, free_port, http_get, url_encode, write_key};
 
 const MEMBERS: usize = 6;
 const SLOW: usize = 2;
-const TOKEN: &str = "e2e-remediation-token-7f3a";
 
 fn daemon_config(peers: &[String], rank: usize, key: &Path, throttle: u64) -> String {
     let list = |v: &[String]| {
@@ -146,62 +145,6 @@ fn start_server(bin: &str, package: &str, args: &[String], addr: &str, log: &Pat
     }
 }
 
-/// One webhook notification: the Authorization header and the JSON body.
-struct Notification {
-    authorization: Option<String>,
-    body: serde_json::Value,
-}
-
-/// A webhook receiver on 127.0.0.1: every POST is answered 200 and forwarded.
-fn receiver() -> (String, mpsc::Receiver<Notification>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut len = 0usize;
-            let mut auth = None;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                let line = line.trim_end();
-                if line.is_empty() {
-                    break;
-                }
-                if let Some((k, v)) = line.split_once(':') {
-                    if k.eq_ignore_ascii_case("content-length") {
-                        len = v.trim().parse().unwrap_or(0);
-                    }
-                    if k.eq_ignore_ascii_case("authorization") {
-                        auth = Some(v.trim().to_string());
-                    }
-                }
-            }
-            let mut body = vec![0u8; len];
-            if reader.read_exact(&mut body).is_err() {
-                continue;
-            }
-            let _ = stream
-                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-            if let Ok(v) = serde_json::from_slice(&body)
-                && tx
-                    .send(Notification {
-                        authorization: auth,
-                        body: v,
-                    })
-                    .is_err()
-            {
-                return;
-            }
-        }
-    });
-    (addr, rx)
-}
-
 fn query(prom: &str, q: &str) -> serde_json::Value {
     let r = http_get(
         prom,
@@ -233,11 +176,19 @@ fn quarantine_alert_reaches_the_receiver_and_only_for_the_slow_node() {
         });
     }
 
-    let (hook, notifications) = receiver();
+    // The remediation receiver, acting for real on a stand-in API server with the fleet's
+    // nodes.
+    let names: Vec<String> = (0..MEMBERS).map(|i| format!("node-{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let k8s = Setup::new(&refs);
+    let receiver = k8s.start(&k8s.config(
+        "dry_run = false\n[breaker]\nmax_percent = 100.0",
+        r#"actions = ["cordon", "taint", "condition", "event"]"#,
+    ));
+    let hook = receiver.addr.clone();
     let am_port = free_port();
     let am_addr = format!("127.0.0.1:{am_port}");
-    let token = dir.path().join("remediate-token");
-    std::fs::write(&token, TOKEN).unwrap();
+    let token = k8s.dir.path().join("token");
     let am_cfg = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/alertmanager/alertmanager.yml"),
     )
@@ -307,55 +258,52 @@ fn quarantine_alert_reaches_the_receiver_and_only_for_the_slow_node() {
         &dir.path().join("prometheus.log"),
     );
 
-    // The quarantine notification for node-2 arrives at the receiver.
+    // The quarantine alert for node-2 reaches the receiver, which cordons and taints it.
     let deadline = Instant::now() + Duration::from_secs(90);
-    let alert = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let n = notifications.recv_timeout(left).unwrap_or_else(|_| {
-            panic!(
-                "no quarantine notification within 90 s; Prometheus alerts: {}\nnode-0 log tail:\n{}",
-                http_get(&prom, "/api/v1/alerts", None).body,
-                daemons[0].log().lines().rev().take(20).collect::<Vec<_>>().join("\n")
-            )
-        });
-        assert_eq!(
-            n.authorization.as_deref(),
-            Some(format!("Bearer {TOKEN}").as_str())
+    while k8s.api.node("node-2")["spec"]["unschedulable"] != true {
+        assert!(
+            Instant::now() < deadline,
+            "node-2 not quarantined within 90 s; Prometheus alerts: {}\nreceiver log:\n{}\nnode-0 log tail:\n{}",
+            http_get(&prom, "/api/v1/alerts", None).body,
+            receiver.log(),
+            daemons[0]
+                .log()
+                .lines()
+                .rev()
+                .take(20)
+                .collect::<Vec<_>>()
+                .join("\n")
         );
-        assert_eq!(n.body["version"], "4");
-        assert_eq!(n.body["receiver"], "hcclwatch-remediation");
-        let found = n.body["alerts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| {
-                a["labels"]["alertname"] == "HcclwatchQuarantineRecommended"
-                    && a["status"] == "firing"
-            })
-            .cloned();
-        if let Some(a) = found {
-            break a;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let node = k8s.api.node("node-2");
+    let taints: Vec<&str> = node["spec"]["taints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["value"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(taints, vec!["straggler"], "{node}");
+    let audit = k8s.audit();
+    let rec = audit
+        .iter()
+        .find(|r| r["action"] == "cordon" && r["result"] == "applied")
+        .expect("an applied cordon in the audit log");
+    assert_eq!(rec["node"], "node-2");
+    assert_eq!(rec["alertname"], "HcclwatchQuarantineRecommended");
+    assert_eq!(rec["reason"], "straggler");
+    assert_eq!(rec["status"], "firing");
+    assert!(rec["who"].as_str().unwrap().starts_with("bearer@"), "{rec}");
+    assert!(!rec["fingerprint"].as_str().unwrap().is_empty());
+    for (i, n) in names.iter().enumerate() {
+        if i != SLOW {
+            assert_eq!(
+                k8s.api.node(n)["spec"].get("unschedulable"),
+                None,
+                "{n} was touched"
+            );
         }
-    };
-    let labels = &alert["labels"];
-    assert_eq!(labels["node"], "node-2", "{alert}");
-    assert_eq!(labels["reason"], "straggler", "{alert}");
-    assert_eq!(labels["severity"], "critical");
-    assert_eq!(labels["action"], "quarantine");
-    assert_eq!(labels["cluster"], "e2e");
-    assert!(
-        alert["annotations"]["summary"]
-            .as_str()
-            .unwrap()
-            .contains("node-2"),
-        "{alert}"
-    );
-    assert!(
-        alert["annotations"]["runbook_url"]
-            .as_str()
-            .unwrap()
-            .ends_with("#hcclwatchquarantinerecommended")
-    );
+    }
 
     // No alert fires for a healthy node: every firing alert is about node-2.
     let alerts = query(&prom, "ALERTS{alertstate=\"firing\"}");

@@ -413,11 +413,12 @@ fn kustomize_base_renders_and_validates() {
     let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&rendered)
         .map(|d| serde::Deserialize::deserialize(d).unwrap())
         .collect();
-    let find = |kind: &str| {
+    let named = |kind: &str, name: &str| {
         docs.iter()
-            .find(|d| d["kind"] == kind)
-            .unwrap_or_else(|| panic!("no {kind} rendered"))
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind} {name} rendered"))
     };
+    let find = |kind: &str| named(kind, "hcclwatch");
     let ds = find("DaemonSet");
     assert_eq!(ds["metadata"]["namespace"], "hcclwatch");
     let spec = &ds["spec"]["template"]["spec"];
@@ -485,6 +486,42 @@ fn kustomize_base_renders_and_validates() {
         "the ServiceMonitor must set `node` from the pod's node"
     );
     assert_eq!(find("PrometheusRule")["spec"], rules());
+
+    // The remediation receiver: its own account with exactly the verbs it uses, non-root,
+    // dry-run by default, reachable where the Alertmanager example sends the webhook.
+    let role = named("ClusterRole", "hcclwatch-remediate");
+    let verbs = |resource: &str| -> Vec<String> {
+        role["rules"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|r| r["resources"][0] == resource)
+            .map(|r| {
+                r["verbs"]
+                    .as_sequence()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(verbs("nodes"), vec!["get", "list", "update", "patch"]);
+    assert_eq!(verbs("nodes/status"), vec!["patch"]);
+    assert_eq!(verbs("events"), vec!["create"]);
+    assert!(verbs("pods/eviction").is_empty());
+    let dep = named("Deployment", "hcclwatch-remediate");
+    let pod = &dep["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "hcclwatch-remediate");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        named("Service", "hcclwatch-remediate")["spec"]["ports"][0]["port"],
+        9479
+    );
+    let am = read("deploy/alertmanager/alertmanager.yml");
+    assert!(am.contains("http://hcclwatch-remediate.hcclwatch.svc:9479/webhook"));
+    let cfg = read("deploy/kubernetes/remediate/remediate.toml");
+    assert!(cfg.contains("dry_run = true"));
 }
 
 #[test]

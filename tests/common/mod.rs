@@ -3,6 +3,9 @@
 
 #![allow(dead_code)]
 
+pub mod fake_apiserver;
+pub mod receiver;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -264,16 +267,39 @@ impl Response {
 
 /// HTTP/1.1 GET over a fresh TCP connection.
 pub fn http_get(addr: &str, path: &str, accept: Option<&str>) -> Response {
+    let headers: Vec<(&str, &str)> = accept.map(|a| ("Accept", a)).into_iter().collect();
+    http_request(addr, "GET", path, &headers, b"")
+}
+
+/// HTTP/1.1 POST of `body` with extra headers.
+pub fn http_post(addr: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
+    http_request(addr, "POST", path, headers, body)
+}
+
+fn http_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Response {
     let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let accept = accept
-        .map(|a| format!("Accept: {a}\r\n"))
-        .unwrap_or_default();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
+    let len = if method == "GET" {
+        String::new()
+    } else {
+        format!("Content-Length: {}\r\n", body.len())
+    };
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{accept}Connection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}{len}Connection: close\r\n\r\n"
     )
     .unwrap();
+    s.write_all(body).unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).expect("read response");
     let text = String::from_utf8(raw).expect("utf-8 response");

@@ -1,0 +1,133 @@
+//! The receiver's own metrics, served on its `/metrics`.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(String, String)>;
+
+/// Every metric of the receiver, registered once.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    actions: Family<Labels, Counter>,
+    requests: Family<Labels, Counter>,
+    /// 1 while the circuit breaker is open.
+    pub breaker_open: Gauge,
+    /// Nodes that carry hcclwatch's quarantine annotations.
+    pub nodes_quarantined: Gauge,
+    /// Manual uncordons of nodes hcclwatch had cordoned.
+    pub manual_overrides: Counter,
+    /// 1 while the killswitch file exists.
+    pub killswitch: Gauge,
+    /// 1 in dry-run mode.
+    pub dry_run: Gauge,
+    /// Nodes the API lists.
+    pub fleet_nodes: Gauge,
+    last_reconcile: Gauge<f64, AtomicU64>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let m = Self {
+            actions: Family::default(),
+            requests: Family::default(),
+            breaker_open: Gauge::default(),
+            nodes_quarantined: Gauge::default(),
+            manual_overrides: Counter::default(),
+            killswitch: Gauge::default(),
+            dry_run: Gauge::default(),
+            fleet_nodes: Gauge::default(),
+            last_reconcile: Gauge::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "hcclwatch_remediation_actions",
+            "Remediation decisions by action, result (applied, would_apply, already_done, refused, breaker_open, rate_limited, cooldown, manual_override, paused, not_found, forbidden, failed, ...) and dry_run.",
+            m.actions.clone(),
+        );
+        registry.register(
+            "hcclwatch_remediation_webhook_requests",
+            "Webhook requests by HTTP status code answered.",
+            m.requests.clone(),
+        );
+        registry.register(
+            "hcclwatch_remediation_breaker_open",
+            "1 while the circuit breaker refuses new quarantines.",
+            m.breaker_open.clone(),
+        );
+        registry.register(
+            "hcclwatch_remediation_nodes_quarantined",
+            "Nodes currently carrying hcclwatch's quarantine annotations.",
+            m.nodes_quarantined.clone(),
+        );
+        registry.register(
+            "hcclwatch_remediation_manual_overrides",
+            "Nodes someone uncordoned by hand after hcclwatch cordoned them.",
+            m.manual_overrides.clone(),
+        );
+        registry.register(
+            "hcclwatch_remediation_killswitch_active",
+            "1 while the killswitch file exists (every action paused).",
+            m.killswitch.clone(),
+        );
+        registry.register(
+            "hcclwatch_remediation_dry_run",
+            "1 when the receiver only logs and audits what it would do.",
+            m.dry_run.clone(),
+        );
+        registry.register(
+            "hcclwatch_remediation_fleet_nodes",
+            "Nodes the Kubernetes API listed at the last reconcile (the breaker's fleet size).",
+            m.fleet_nodes.clone(),
+        );
+        registry.register(
+            "hcclwatch_remediation_last_reconcile_timestamp_seconds",
+            "Unix time of the last successful read of every node.",
+            m.last_reconcile.clone(),
+        );
+        Self { registry, ..m }
+    }
+
+    /// Counts one decision.
+    pub fn action(&self, action: &str, result: &str, dry_run: bool) {
+        self.actions
+            .get_or_create_owned(&vec![
+                ("action".to_string(), action.to_string()),
+                ("result".to_string(), result.to_string()),
+                ("dry_run".to_string(), dry_run.to_string()),
+            ])
+            .inc();
+    }
+
+    /// Counts one webhook request by the status answered.
+    pub fn request(&self, code: u16) {
+        self.requests
+            .get_or_create_owned(&vec![("code".to_string(), code.to_string())])
+            .inc();
+    }
+
+    /// Marks a successful reconcile now.
+    pub fn reconciled(&self) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        self.last_reconcile.set(now);
+    }
+
+    /// The registry, for encoding.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+}

@@ -1,0 +1,292 @@
+//! `hcclwatch remediate`: the guarded Alertmanager webhook receiver that takes confirmed bad
+//! nodes out of scheduling.
+//!
+//! Alertmanager (webhook payload version 4) posts to `/webhook`; the receiver authenticates
+//! the request, validates the whole payload, and hands each alert that matches a rule to
+//! the [`engine`], which walks it through the safety rails and, outside dry-run, cordons,
+//! taints, sets a node condition, writes an event or runs a hook. It answers 5xx only for
+//! transient failures, so Alertmanager retries exactly those; every step is idempotent.
+//!
+//! - [`config`]: the receiver's own config file;
+//! - [`payload`]: the webhook body and its validation;
+//! - [`safety`]: selectors, circuit breaker, rate limit;
+//! - [`kube`]: the Kubernetes API and the ownership annotations;
+//! - [`hooks`]: exec hook and generic HTTP webhook;
+//! - [`audit`]: the fsynced JSON-lines audit log;
+//! - [`metrics`]: the receiver's metrics.
+
+pub mod audit;
+pub mod config;
+pub mod engine;
+pub mod hooks;
+pub mod kube;
+pub mod metrics;
+pub mod payload;
+pub mod safety;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use self::config::RemediateConfig;
+use self::engine::Remediator;
+
+/// Why the receiver could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RemediateError {
+    /// A secret file could not be read.
+    #[error("reading {what} {path}: {source}")]
+    Secret {
+        /// Which secret.
+        what: &'static str,
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Anything else at start-up, with what to do.
+    #[error("{0}")]
+    Start(String),
+}
+
+/// The credentials a request must present.
+#[derive(Clone)]
+enum Credentials {
+    Bearer(String),
+    Basic { user: String, password: String },
+}
+
+/// Compares without an early exit, so response time does not leak how much matched.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl Credentials {
+    fn load(cfg: &RemediateConfig) -> Result<Self, RemediateError> {
+        let read = |what: &'static str, path: &std::path::Path| {
+            std::fs::read_to_string(path)
+                .map(|s| s.trim().to_string())
+                .map_err(|source| RemediateError::Secret {
+                    what,
+                    path: path.to_path_buf(),
+                    source,
+                })
+        };
+        let a = &cfg.auth;
+        let c = match (
+            &a.bearer_token_file,
+            &a.basic_username,
+            &a.basic_password_file,
+        ) {
+            (Some(p), _, _) => Credentials::Bearer(read("auth.bearer_token_file", p)?),
+            (None, Some(u), Some(p)) => Credentials::Basic {
+                user: u.clone(),
+                password: read("auth.basic_password_file", p)?,
+            },
+            _ => {
+                return Err(RemediateError::Start(
+                    "auth: no credentials configured".into(),
+                ));
+            }
+        };
+        let empty = match &c {
+            Credentials::Bearer(t) => t.is_empty(),
+            Credentials::Basic { password, .. } => password.is_empty(),
+        };
+        if empty {
+            return Err(RemediateError::Start(
+                "the auth secret file is empty; put the token (or password) in it".into(),
+            ));
+        }
+        Ok(c)
+    }
+
+    /// The caller's identity if the header carries these credentials.
+    fn check(&self, headers: &HeaderMap) -> Option<String> {
+        use base64::Engine as _;
+        let h = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+        match self {
+            Credentials::Bearer(t) => {
+                let got = h.strip_prefix("Bearer ")?;
+                same(got.trim().as_bytes(), t.as_bytes()).then(|| "bearer".to_string())
+            }
+            Credentials::Basic { user, password } => {
+                let raw = base64::engine::general_purpose::STANDARD
+                    .decode(h.strip_prefix("Basic ")?.trim())
+                    .ok()?;
+                let text = String::from_utf8(raw).ok()?;
+                let (u, p) = text.split_once(':')?;
+                (same(u.as_bytes(), user.as_bytes()) & same(p.as_bytes(), password.as_bytes()))
+                    .then(|| format!("basic:{u}"))
+            }
+        }
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    engine: Arc<Remediator>,
+    creds: Credentials,
+    ready: Arc<AtomicBool>,
+}
+
+fn reply(engine: &Remediator, code: StatusCode, body: String) -> Response {
+    engine.metrics().request(code.as_u16());
+    (
+        code,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+async fn webhook(
+    State(s): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let e = &s.engine;
+    let Some(who) = s.creds.check(&headers) else {
+        tracing::warn!(peer = %peer, "webhook request without valid credentials rejected");
+        let mut r = reply(e, StatusCode::UNAUTHORIZED, "unauthorized\n".into());
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer, Basic realm=\"hcclwatch\""),
+        );
+        return r;
+    };
+    let who = format!("{who}@{peer}");
+    let limit = e.config().max_body_bytes;
+    let bytes = match axum::body::to_bytes(body, limit).await {
+        Ok(b) => b,
+        Err(_) => {
+            tracing::warn!(who = %who, limit, "webhook payload rejected: larger than max_body_bytes or unreadable");
+            return reply(
+                e,
+                StatusCode::BAD_REQUEST,
+                format!("payload larger than {limit} bytes (max_body_bytes) or unreadable\n"),
+            );
+        }
+    };
+    let node_label = e.config().node_label.clone();
+    let n = match payload::parse(&bytes, &node_label, |a| e.rule_for(a).is_some()) {
+        Ok(n) => n,
+        Err(why) => {
+            tracing::warn!(who = %who, reason = %why, "webhook payload rejected; nothing was acted on");
+            return reply(e, StatusCode::BAD_REQUEST, format!("bad payload: {why}\n"));
+        }
+    };
+    match e.handle(&n, &who).await {
+        Ok(()) => reply(e, StatusCode::OK, "ok\n".into()),
+        Err(why) => {
+            tracing::warn!(who = %who, error = %why, "transient failure; Alertmanager will retry");
+            reply(
+                e,
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("retry: {why}\n"),
+            )
+        }
+    }
+}
+
+async fn metrics_handler(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    use crate::export::metrics::{Format, encode};
+    let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+    match encode(s.engine.metrics().registry(), format) {
+        Ok(body) => ([(header::CONTENT_TYPE, format.content_type())], body).into_response(),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "error encoding metrics\n",
+        )
+            .into_response(),
+    }
+}
+
+async fn ready_handler(State(s): State<AppState>) -> Response {
+    if s.ready.load(Ordering::SeqCst) {
+        (StatusCode::OK, "Ready\n").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Not ready: the nodes have not been read yet\n",
+        )
+            .into_response()
+    }
+}
+
+/// Runs the receiver until SIGINT or SIGTERM.
+pub fn run(cfg: RemediateConfig) -> Result<(), RemediateError> {
+    let address = crate::config::parse_listen_address(&cfg.listen_address).map_err(|e| {
+        RemediateError::Start(format!("listen_address {:?}: {e}", cfg.listen_address))
+    })?;
+    let creds = Credentials::load(&cfg)?;
+    let audit = audit::AuditLog::open(&cfg.audit_log).map_err(|e| {
+        RemediateError::Start(format!(
+            "opening the audit log {}: {e}; the receiver does not act without one",
+            cfg.audit_log.display()
+        ))
+    })?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("hcclwatch-remediate")
+        .enable_all()
+        .build()
+        .map_err(|e| RemediateError::Start(format!("tokio runtime: {e}")))?;
+    runtime.block_on(async move {
+        let kube = kube::Kube::connect(cfg.kubernetes.kubeconfig.as_deref(), &cfg.kubernetes.event_namespace)
+            .await
+            .map_err(RemediateError::Start)?;
+        let dry = cfg.dry_run;
+        let interval = cfg.reconcile_interval;
+        let engine = Arc::new(
+            Remediator::new(cfg, kube, audit, metrics::Metrics::new()).map_err(RemediateError::Start)?,
+        );
+        let ready = Arc::new(AtomicBool::new(false));
+        // The state comes from the nodes' annotations: read them before acting, and keep
+        // re-reading them (manual uncordons, fleet size, breaker window).
+        {
+            let engine = engine.clone();
+            let ready = ready.clone();
+            tokio::spawn(async move {
+                loop {
+                    match engine.reconcile().await {
+                        Ok(()) => {
+                            if !ready.swap(true, Ordering::SeqCst) {
+                                tracing::info!("node state rebuilt from annotations; receiver ready");
+                            }
+                        }
+                        Err(e) => tracing::error!(error = %e, "reading the nodes failed; will retry"),
+                    }
+                    tokio::time::sleep(interval).await;
+                }
+            });
+        }
+        let state = AppState { engine, creds, ready };
+        let app = Router::new()
+            .route("/webhook", post(webhook))
+            .route("/metrics", get(metrics_handler))
+            .route("/-/healthy", get(|| async { "Healthy\n" }))
+            .route("/-/ready", get(ready_handler))
+            .with_state(state);
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|e| RemediateError::Start(format!("binding {address}: {e}")))?;
+        let bound = listener.local_addr().map_err(|e| RemediateError::Start(e.to_string()))?;
+        if dry {
+            tracing::warn!("DRY RUN: decisions are logged, counted and audited, but no node is changed (set dry_run = false to act)");
+        }
+        tracing::info!(address = %bound, dry_run = dry, "hcclwatch remediate listening");
+        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+            .with_graceful_shutdown(crate::app::shutdown_signal())
+            .await
+            .map_err(|e| RemediateError::Start(format!("serving: {e}")))
+    })
+}

@@ -1,0 +1,226 @@
+//! The Alertmanager webhook payload (version 4) and its validation.
+//!
+//! Everything here comes from the network, so nothing is trusted: the body is parsed into
+//! typed structs (unknown fields are tolerated, as Alertmanager adds fields over time), then
+//! checked as a whole before anything is acted on. One bad alert rejects the request: a
+//! payload that is partly nonsense is not a basis for cordoning nodes.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Largest number of alerts accepted in one notification.
+pub const MAX_ALERTS: usize = 1000;
+
+/// The webhook body.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Notification {
+    /// Payload version; only "4" exists.
+    pub version: String,
+    /// Alertmanager's group key.
+    #[serde(default)]
+    pub group_key: String,
+    /// Group status.
+    pub status: Status,
+    /// The Alertmanager receiver name.
+    #[serde(default)]
+    pub receiver: String,
+    /// The alerts of the group.
+    pub alerts: Vec<Alert>,
+}
+
+/// Firing or resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// The alert fires.
+    Firing,
+    /// The alert stopped firing.
+    Resolved,
+}
+
+impl Status {
+    /// `firing` or `resolved`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Firing => "firing",
+            Status::Resolved => "resolved",
+        }
+    }
+}
+
+/// One alert.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Alert {
+    /// This alert's status.
+    pub status: Status,
+    /// Its labels (`alertname` among them).
+    pub labels: BTreeMap<String, String>,
+    /// Its annotations.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    /// When it started firing.
+    #[serde(default)]
+    pub starts_at: String,
+    /// Alertmanager's identity of the label set.
+    pub fingerprint: String,
+}
+
+impl Alert {
+    /// The `alertname` label.
+    pub fn name(&self) -> &str {
+        self.labels
+            .get("alertname")
+            .map(String::as_str)
+            .unwrap_or("")
+    }
+}
+
+/// Parses and checks a body. `node_label` names the label that carries the node; it must
+/// be present and a valid node name on every alert `needs_node` selects.
+pub fn parse(
+    body: &[u8],
+    node_label: &str,
+    needs_node: impl Fn(&Alert) -> bool,
+) -> Result<Notification, String> {
+    let n: Notification = serde_json::from_slice(body)
+        .map_err(|e| format!("not an Alertmanager webhook payload: {e}"))?;
+    if n.version != "4" {
+        return Err(format!(
+            "payload version {:?}; only version \"4\" is understood",
+            n.version
+        ));
+    }
+    if n.alerts.is_empty() {
+        return Err("no alerts in the payload".into());
+    }
+    if n.alerts.len() > MAX_ALERTS {
+        return Err(format!(
+            "{} alerts in one payload; at most {MAX_ALERTS}",
+            n.alerts.len()
+        ));
+    }
+    for (i, a) in n.alerts.iter().enumerate() {
+        if a.name().is_empty() {
+            return Err(format!("alerts[{i}] has no alertname label"));
+        }
+        if a.fingerprint.is_empty()
+            || a.fingerprint.len() > 64
+            || !a.fingerprint.chars().all(|c| c.is_ascii_hexdigit())
+        {
+            return Err(format!(
+                "alerts[{i}] ({}): fingerprint {:?} is not a hex id",
+                a.name(),
+                a.fingerprint
+            ));
+        }
+        if needs_node(a) {
+            match a.labels.get(node_label) {
+                None => {
+                    return Err(format!(
+                        "alerts[{i}] ({}) matches a rule but has no {node_label:?} label",
+                        a.name()
+                    ));
+                }
+                Some(node) if !valid_node_name(node) => {
+                    return Err(format!(
+                        "alerts[{i}] ({}): {node_label}={node:?} is not a Kubernetes node name (RFC 1123 subdomain)",
+                        a.name()
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// A Kubernetes node name: an RFC 1123 DNS subdomain.
+pub fn valid_node_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|part| {
+            !part.is_empty()
+                && part.len() <= 63
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        })
+}
+
+/// A label or taint key: optional DNS-subdomain prefix and `/`, then a name of at most 63
+/// alphanumerics, `-`, `_`, `.`, starting and ending alphanumeric.
+pub fn valid_qualified_name(s: &str) -> bool {
+    let (prefix, name) = match s.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, s),
+    };
+    prefix.is_none_or(valid_node_name) && valid_label_value(name) && !name.is_empty()
+}
+
+/// A label value: empty, or at most 63 alphanumerics, `-`, `_`, `.`, starting and ending
+/// alphanumeric.
+pub fn valid_label_value(s: &str) -> bool {
+    s.is_empty()
+        || (s.len() <= 63
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+            && s.as_bytes()[0].is_ascii_alphanumeric()
+            && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(node: &str, fp: &str) -> Vec<u8> {
+        format!(
+            r#"{{"version":"4","status":"firing","receiver":"r","groupKey":"g","alerts":[
+            {{"status":"firing","labels":{{"alertname":"Q","node":"{node}"}},"annotations":{{}},
+              "startsAt":"2026-11-29T00:00:00Z","fingerprint":"{fp}","extra":1}}]}}"#
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn accepts_alertmanager_v4_and_rejects_what_it_must() {
+        let n = parse(&body("npu-node-1", "a1b2c3d4e5f60718"), "node", |_| true).unwrap();
+        assert_eq!(n.alerts[0].labels["node"], "npu-node-1");
+        for (node, fp, want) in [
+            ("Bad_Node", "a1", "not a Kubernetes node name"),
+            ("10.0.0.1:60100", "a1", "not a Kubernetes node name"),
+            ("n1", "zz", "not a hex id"),
+            ("n1", "", "not a hex id"),
+        ] {
+            let e = parse(&body(node, fp), "node", |_| true).unwrap_err();
+            assert!(e.contains(want), "{node} {fp}: {e}");
+        }
+        let e = parse(
+            b"{\"version\":\"3\",\"status\":\"firing\",\"alerts\":[]}",
+            "node",
+            |_| true,
+        )
+        .unwrap_err();
+        assert!(e.contains("version"), "{e}");
+        let e = parse(b"[1,2]", "node", |_| true).unwrap_err();
+        assert!(e.contains("not an Alertmanager webhook payload"), "{e}");
+        // An alert no rule acts on needs no node.
+        assert!(parse(&body("Bad_Node", "a1"), "node", |_| false).is_ok());
+    }
+
+    #[test]
+    fn names() {
+        assert!(valid_node_name("ip-10-0-0-1.ec2.internal"));
+        assert!(!valid_node_name("-a"));
+        assert!(!valid_node_name(""));
+        assert!(valid_qualified_name("hcclwatch.io/quarantine"));
+        assert!(!valid_qualified_name("hcclwatch.io/"));
+        assert!(!valid_qualified_name("a b"));
+        assert!(valid_label_value("straggler"));
+        assert!(!valid_label_value("-x"));
+    }
+}

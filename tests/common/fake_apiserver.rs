@@ -1,0 +1,441 @@
+//! A small, faithful stand-in for the Kubernetes API server, for the endpoints the
+//! remediation receiver uses. No real API server can run on these machines (there is no
+//! kube-apiserver package, and kind/k3s need images), so this one implements, on
+//! 127.0.0.1 over real HTTP:
+//!
+//! - `GET /api/v1/nodes` and `GET /api/v1/nodes/{name}`;
+//! - `PUT /api/v1/nodes/{name}` with optimistic concurrency: a stale `resourceVersion` gets
+//!   409 Conflict, as does a PUT the test chose to race with a concurrent writer;
+//! - `PATCH /api/v1/nodes/{name}` as strategic-merge, JSON merge or JSON patch (RFC 6902,
+//!   a failed `test` gets 422), and `PATCH /api/v1/nodes/{name}/status` (conditions merged
+//!   by `type`, as the Node schema's patch strategy says);
+//! - `POST /api/v1/namespaces/{ns}/events`;
+//! - 404 Status for an unknown node, 403 Status for a verb the test's "RBAC" denies.
+//!
+//! Every write bumps `resourceVersion`. Responses are `Status` objects on errors, as the
+//! real server's are, so the real kube client parses them.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+/// What the server holds.
+#[derive(Default)]
+pub struct ApiState {
+    nodes: BTreeMap<String, Value>,
+    rv: u64,
+    /// Events created, in order.
+    pub events: Vec<Value>,
+    /// (verb, resource) pairs answered 403.
+    deny: Vec<(String, String)>,
+    /// Writes (method, path, content type), in order.
+    pub writes: Vec<(String, String, String)>,
+    /// PUTs still to be answered with a conflict (after a simulated concurrent write).
+    conflicts: u32,
+}
+
+/// The running server.
+pub struct FakeApi {
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    state: Arc<Mutex<ApiState>>,
+}
+
+fn status(code: StatusCode, reason: &str, message: String) -> Response {
+    let body = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code.as_u16(),
+    });
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn ok(code: StatusCode, v: &Value) -> Response {
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
+}
+
+/// Strategic merge as the Node schema defines it for the fields used here: objects merge
+/// recursively (null deletes a key), `conditions` merge by `type`, other lists replace.
+fn strategic_merge(target: &mut Value, patch: &Value, key: &str) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    strategic_merge(t.entry(k.clone()).or_insert(Value::Null), v, k);
+                }
+            }
+        }
+        (t @ Value::Array(_), Value::Array(p)) if key == "conditions" => {
+            let list = t.as_array_mut().unwrap();
+            for c in p {
+                match list.iter_mut().find(|x| x["type"] == c["type"]) {
+                    Some(x) => strategic_merge(x, c, ""),
+                    None => list.push(c.clone()),
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+/// RFC 7386 merge patch.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    if let (Value::Object(t), Value::Object(p)) = (&mut *target, patch) {
+        for (k, v) in p {
+            if v.is_null() {
+                t.remove(k);
+            } else {
+                merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+    } else {
+        *target = patch.clone();
+    }
+}
+
+impl ApiState {
+    fn denied(&self, verb: &str, resource: &str, name: &str) -> Option<Response> {
+        self.deny.iter().any(|(v, r)| v == verb && r == resource).then(|| {
+            status(
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                format!("{resource} \"{name}\" is forbidden: User \"system:serviceaccount:hcclwatch:hcclwatch-remediate\" cannot {verb} resource \"{resource}\" in API group \"\" at the cluster scope"),
+            )
+        })
+    }
+
+    fn bump(&mut self, name: &str) -> Value {
+        self.rv += 1;
+        let n = self.nodes.get_mut(name).unwrap();
+        n["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
+        n.clone()
+    }
+}
+
+async fn list(State(s): State<Arc<Mutex<ApiState>>>) -> Response {
+    let s = s.lock().unwrap();
+    if let Some(r) = s.denied("list", "nodes", "") {
+        return r;
+    }
+    let items: Vec<Value> = s.nodes.values().cloned().collect();
+    ok(
+        StatusCode::OK,
+        &json!({"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": s.rv.to_string()}, "items": items}),
+    )
+}
+
+async fn node(
+    State(s): State<Arc<Mutex<ApiState>>>,
+    method: Method,
+    UrlPath(name): UrlPath<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let mut s = s.lock().unwrap();
+    let verb = match method {
+        Method::GET => "get",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        _ => {
+            return status(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                "method not allowed".into(),
+            );
+        }
+    };
+    if let Some(r) = s.denied(verb, "nodes", &name) {
+        return r;
+    }
+    let Some(current) = s.nodes.get(&name).cloned() else {
+        return status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("nodes \"{name}\" not found"),
+        );
+    };
+    if method == Method::GET {
+        return ok(StatusCode::OK, &current);
+    }
+    let ctype = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    s.writes.push((
+        verb.to_string(),
+        format!("/api/v1/nodes/{name}"),
+        ctype.clone(),
+    ));
+    let Ok(patch) = serde_json::from_slice::<Value>(&body) else {
+        return status(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "body is not JSON".into(),
+        );
+    };
+    let mut next = current.clone();
+    if method == Method::PUT {
+        if s.conflicts > 0 {
+            // Another writer got there first: it added its own taint.
+            s.conflicts -= 1;
+            let n = s.nodes.get_mut(&name).unwrap();
+            let taints = n["spec"]
+                .as_object_mut()
+                .unwrap()
+                .entry("taints")
+                .or_insert(json!([]));
+            taints.as_array_mut().unwrap().push(json!({"key": "racer.example.com/maintenance", "value": "yes", "effect": "NoSchedule"}));
+            s.bump(&name);
+            return status(
+                StatusCode::CONFLICT,
+                "Conflict",
+                format!(
+                    "Operation cannot be fulfilled on nodes \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+                ),
+            );
+        }
+        if patch["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] {
+            return status(
+                StatusCode::CONFLICT,
+                "Conflict",
+                format!(
+                    "Operation cannot be fulfilled on nodes \"{name}\": the object has been modified"
+                ),
+            );
+        }
+        next = patch;
+        // The main resource ignores status (it has its own subresource).
+        next["status"] = current["status"].clone();
+    } else if ctype.starts_with("application/json-patch+json") {
+        let Ok(p) = serde_json::from_value::<json_patch::Patch>(patch) else {
+            return status(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                "not a JSON patch".into(),
+            );
+        };
+        if let Err(e) = json_patch::patch(&mut next, &p) {
+            return status(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid",
+                format!("the server rejected our request due to an error in our request: {e}"),
+            );
+        }
+    } else if ctype.starts_with("application/merge-patch+json") {
+        merge_patch(&mut next, &patch);
+    } else if ctype.starts_with("application/strategic-merge-patch+json") {
+        strategic_merge(&mut next, &patch, "");
+    } else {
+        return status(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format: {ctype}"),
+        );
+    }
+    next["metadata"]["name"] = Value::String(name.clone());
+    s.nodes.insert(name.clone(), next);
+    let v = s.bump(&name);
+    ok(StatusCode::OK, &v)
+}
+
+async fn node_status(
+    State(s): State<Arc<Mutex<ApiState>>>,
+    UrlPath(name): UrlPath<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let mut s = s.lock().unwrap();
+    if let Some(r) = s.denied("patch", "nodes/status", &name) {
+        return r;
+    }
+    let Some(mut next) = s.nodes.get(&name).cloned() else {
+        return status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("nodes \"{name}\" not found"),
+        );
+    };
+    let ctype = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    s.writes.push((
+        "patch".into(),
+        format!("/api/v1/nodes/{name}/status"),
+        ctype.clone(),
+    ));
+    let Ok(patch) = serde_json::from_slice::<Value>(&body) else {
+        return status(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "body is not JSON".into(),
+        );
+    };
+    if !ctype.starts_with("application/strategic-merge-patch+json") {
+        return status(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            ctype,
+        );
+    }
+    // The status subresource changes only status.
+    strategic_merge(&mut next["status"], &patch["status"], "status");
+    s.nodes.insert(name.clone(), next);
+    let v = s.bump(&name);
+    ok(StatusCode::OK, &v)
+}
+
+async fn create_event(
+    State(s): State<Arc<Mutex<ApiState>>>,
+    UrlPath(ns): UrlPath<String>,
+    body: Bytes,
+) -> Response {
+    let mut s = s.lock().unwrap();
+    if let Some(r) = s.denied("create", "events", "") {
+        return r;
+    }
+    let Ok(mut ev) = serde_json::from_slice::<Value>(&body) else {
+        return status(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "body is not JSON".into(),
+        );
+    };
+    s.rv += 1;
+    let name = format!(
+        "{}{:x}",
+        ev["metadata"]["generateName"].as_str().unwrap_or("event."),
+        s.rv
+    );
+    ev["metadata"]["name"] = Value::String(name);
+    ev["metadata"]["namespace"] = Value::String(ns.clone());
+    ev["metadata"]["resourceVersion"] = Value::String(s.rv.to_string());
+    s.writes.push((
+        "create".into(),
+        format!("/api/v1/namespaces/{ns}/events"),
+        String::new(),
+    ));
+    s.events.push(ev.clone());
+    ok(StatusCode::CREATED, &ev)
+}
+
+impl FakeApi {
+    /// Starts the server on an ephemeral port, on its own thread and runtime.
+    pub fn start() -> Self {
+        let state = Arc::new(Mutex::new(ApiState::default()));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let app = Router::new()
+            .route("/api/v1/nodes", get(list))
+            .route("/api/v1/nodes/{name}", get(node).put(node).patch(node))
+            .route(
+                "/api/v1/nodes/{name}/status",
+                axum::routing::patch(node_status),
+            )
+            .route("/api/v1/namespaces/{ns}/events", post(create_event))
+            .fallback(|| async {
+                status(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    "the server could not find the requested resource".into(),
+                )
+            })
+            .with_state(state.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let l = tokio::net::TcpListener::from_std(listener).unwrap();
+                let _ = axum::serve(l, app).await;
+            });
+        });
+        Self { addr, state }
+    }
+
+    /// Adds a Ready node with these labels.
+    pub fn add_node(&self, name: &str, labels: &[(&str, &str)]) {
+        let mut s = self.state.lock().unwrap();
+        s.rv += 1;
+        let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+        let node = json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "uid": format!("uid-{name}"), "labels": labels, "resourceVersion": s.rv.to_string()},
+            "spec": {},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}]},
+        });
+        s.nodes.insert(name.to_string(), node);
+    }
+
+    /// The node as the server holds it.
+    pub fn node(&self, name: &str) -> Value {
+        self.state.lock().unwrap().nodes[name].clone()
+    }
+
+    /// Changes a node as another client (a human with kubectl) would; bumps the version.
+    pub fn edit(&self, name: &str, f: impl FnOnce(&mut Value)) {
+        let mut s = self.state.lock().unwrap();
+        f(s.nodes.get_mut(name).unwrap());
+        s.bump(name);
+    }
+
+    /// Answers 403 to `verb` on `resource` (e.g. "patch", "nodes/status").
+    pub fn deny(&self, verb: &str, resource: &str) {
+        self.state
+            .lock()
+            .unwrap()
+            .deny
+            .push((verb.into(), resource.into()));
+    }
+
+    /// Makes the next `n` PUTs race with a concurrent writer (409 after its change).
+    pub fn conflict_next_puts(&self, n: u32) {
+        self.state.lock().unwrap().conflicts = n;
+    }
+
+    /// Events created so far.
+    pub fn events(&self) -> Vec<Value> {
+        self.state.lock().unwrap().events.clone()
+    }
+
+    /// Writes so far: (verb, path, content type).
+    pub fn writes(&self) -> Vec<(String, String, String)> {
+        self.state.lock().unwrap().writes.clone()
+    }
+
+    /// A kubeconfig that points the real kube client at this server.
+    pub fn kubeconfig(&self, dir: &std::path::Path) -> std::path::PathBuf {
+        let p = dir.join("kubeconfig");
+        std::fs::write(
+            &p,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{}\nusers:\n- name: remediate\n  user:\n    token: fake-token\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: remediate\ncurrent-context: fake\n",
+                self.addr
+            ),
+        )
+        .unwrap();
+        p
+    }
+}
