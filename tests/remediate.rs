@@ -1028,3 +1028,56 @@ receivers:
         && x["result"] == "applied"
         && x["node"] == "npu-node-2"));
 }
+
+#[test]
+fn released_node_is_not_quarantined_again_within_its_cooldown_and_basic_auth_works() {
+    let s = Setup::new(&["n1"]);
+    std::fs::write(s.dir.path().join("password"), "s3cret-pass\n").unwrap();
+    let cfg = s
+        .config("dry_run = false\n[breaker]\nmax_percent = 100.0", ALL_K8S)
+        .replace(
+            &format!(
+                "bearer_token_file = \"{}\"",
+                s.dir.path().join("token").display()
+            ),
+            &format!(
+                "basic_username = \"alertmanager\"\nbasic_password_file = \"{}\"",
+                s.dir.path().join("password").display()
+            ),
+        );
+    let r = s.start(&cfg);
+    // base64("alertmanager:s3cret-pass")
+    let auth = "Basic YWxlcnRtYW5hZ2VyOnMzY3JldC1wYXNz";
+    let post = |a: Value| r.post_raw(&notification(vec![a]).to_string(), Some(auth));
+    assert_eq!(
+        r.post(&notification(vec![alert(
+            "firing",
+            "n1",
+            "straggler",
+            "c1"
+        )]))
+        .status,
+        401,
+        "a bearer token is not basic auth"
+    );
+    assert_eq!(post(alert("firing", "n1", "straggler", "c1")).status, 200);
+    assert_eq!(s.api.node("n1")["spec"]["unschedulable"], true);
+    assert_eq!(post(alert("resolved", "n1", "straggler", "c1")).status, 200);
+    assert_eq!(s.api.node("n1")["spec"]["unschedulable"], false);
+    // It comes back within limits.node_cooldown (30m by default): not quarantined again.
+    assert_eq!(post(alert("firing", "n1", "straggler", "c2")).status, 200);
+    assert_eq!(s.api.node("n1")["spec"]["unschedulable"], false);
+    let rec = s
+        .audit()
+        .into_iter()
+        .rfind(|x| x["action"] == "cordon")
+        .unwrap();
+    assert_eq!(rec["result"], "cooldown");
+    assert!(
+        rec["who"]
+            .as_str()
+            .unwrap()
+            .starts_with("basic:alertmanager@"),
+        "{rec}"
+    );
+}
