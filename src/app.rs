@@ -49,6 +49,9 @@ pub enum AppError {
     /// The HTTP server failed.
     #[error("HTTP server failed: {0}")]
     Serve(std::io::Error),
+    /// OTLP export could not be set up.
+    #[error("OTLP export: {0}")]
+    Otlp(String),
     /// Probing is enabled but cannot be set up.
     #[error("probe.enabled: {0}")]
     Probe(String),
@@ -296,7 +299,44 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
             source,
         })?;
     let build = BuildInfo::current();
+    let read_env = |k: &str| std::env::var(k).ok();
+    let otlp = match crate::export::otlp::settings(&config.otlp, &read_env)
+        .map_err(AppError::Otlp)?
+    {
+        Some(s) => {
+            let o = crate::export::otlp::Otlp::start(
+                &s,
+                store.clone(),
+                build.clone(),
+                runtime.handle().clone(),
+                &read_env,
+            )
+            .map_err(AppError::Otlp)?;
+            tracing::info!(
+                endpoint = s.metrics_endpoint.as_deref().unwrap_or("(from OTEL_EXPORTER_OTLP_*)"),
+                interval = ?s.interval,
+                traces = s.traces,
+                "OTLP export on"
+            );
+            Some(Arc::new(o))
+        }
+        None => None,
+    };
     let result = runtime.block_on(async {
+        if let Some(o) = otlp.clone() {
+            // New families appear as collectors and probing get going; give them
+            // instruments. The callbacks themselves read the same snapshot as /metrics.
+            // Every second: an encode costs about a millisecond, and a family that appears
+            // between two discoveries misses at most one export.
+            let every = Duration::from_secs(1);
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let o = o.clone();
+                    let _ = tokio::task::spawn_blocking(move || o.discover()).await;
+                }
+            });
+        }
         let listener = tokio::net::TcpListener::bind(address)
             .await
             .map_err(|source| AppError::Bind {
@@ -323,6 +363,10 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
     // Dropping the senders wakes every poller; a poller inside a stuck DCMI call is left
     // to the process exit rather than joined.
     drop(stops);
+    // Flush OTLP outside the runtime (its exporter blocks on the runtime's handle).
+    if let Some(o) = &otlp {
+        o.shutdown();
+    }
     tracing::info!("hcclwatch stopped");
     result
 }

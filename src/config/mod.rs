@@ -37,6 +37,52 @@ pub struct Config {
     pub health: HealthSection,
     /// Which collectors run.
     pub collectors: CollectorsConfig,
+    /// OpenTelemetry (OTLP) export; off unless an endpoint is configured.
+    pub otlp: OtlpConfig,
+}
+
+/// `[otlp]`: push every metric (and optionally probe-round traces) over OTLP/HTTP.
+///
+/// The standard `OTEL_EXPORTER_OTLP_*` variables apply where a key here is left at its
+/// default; a key set here wins.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OtlpConfig {
+    /// Base URL of the OTLP/HTTP receiver (`/v1/metrics`, `/v1/traces` are appended);
+    /// empty: `OTEL_EXPORTER_OTLP_ENDPOINT`, and without either, no export.
+    pub endpoint: String,
+    /// Wire protocol; only `http/protobuf` is built.
+    pub protocol: String,
+    /// Time between metric exports.
+    #[serde(with = "duration::serde_str")]
+    pub interval: Duration,
+    /// Extra request headers as `name=value`.
+    pub headers: Vec<String>,
+    /// Bound on one export request.
+    #[serde(with = "duration::serde_str")]
+    pub timeout: Duration,
+    /// `none` (or what `OTEL_EXPORTER_OTLP_COMPRESSION` says) or `gzip`.
+    pub compression: String,
+    /// Export a span per probe round, with a child span per collective.
+    pub traces: bool,
+    /// How long the final flush may take at shutdown.
+    #[serde(with = "duration::serde_str")]
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for OtlpConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: String::new(),
+            protocol: "http/protobuf".into(),
+            interval: Duration::from_secs(60),
+            headers: Vec::new(),
+            timeout: Duration::from_secs(10),
+            compression: "none".into(),
+            traces: false,
+            shutdown_timeout: Duration::from_secs(5),
+        }
+    }
 }
 
 /// `[probe]`: continuous probing rounds.
@@ -782,6 +828,25 @@ impl Config {
                     self.health.fabric_rounds, self.health.window
                 ),
             ));
+        }
+        let o = &self.otlp;
+        let http = o.endpoint.starts_with("http://") || o.endpoint.starts_with("https://");
+        if !(o.endpoint.is_empty() || http) {
+            out.push((
+                "otlp.endpoint".into(),
+                format!(
+                    "{:?} is not an http:// or https:// URL (e.g. \"http://otel-collector:4318\")",
+                    o.endpoint
+                ),
+            ));
+        }
+        for (i, h) in o.headers.iter().enumerate() {
+            if h.split_once('=').is_none_or(|(k, _)| k.trim().is_empty()) {
+                out.push((
+                    "otlp.headers".into(),
+                    format!("element {i} ({h:?}) is not name=value"),
+                ));
+            }
         }
         let c = &self.collective;
         if !c.peer_names.is_empty() && c.peer_names.len() != c.peers.len() {

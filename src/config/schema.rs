@@ -389,6 +389,51 @@ pub const SCHEMA: &[Key] = &[
         path: "collectors.host",
         kind: Kind::Bool,
     },
+    Key {
+        path: "otlp",
+        kind: Kind::Table,
+    },
+    Key {
+        path: "otlp.endpoint",
+        kind: Kind::Str,
+    },
+    Key {
+        path: "otlp.protocol",
+        kind: Kind::Enum(&["http/protobuf"]),
+    },
+    Key {
+        path: "otlp.interval",
+        kind: Kind::Duration {
+            min: ms(500),
+            max: ms(3_600_000),
+        },
+    },
+    Key {
+        path: "otlp.headers",
+        kind: Kind::NameList,
+    },
+    Key {
+        path: "otlp.timeout",
+        kind: Kind::Duration {
+            min: ms(100),
+            max: ms(300_000),
+        },
+    },
+    Key {
+        path: "otlp.compression",
+        kind: Kind::Enum(&["none", "gzip"]),
+    },
+    Key {
+        path: "otlp.traces",
+        kind: Kind::Bool,
+    },
+    Key {
+        path: "otlp.shutdown_timeout",
+        kind: Kind::Duration {
+            min: ms(100),
+            max: ms(60_000),
+        },
+    },
 ];
 
 /// Looks a dotted path up in [`SCHEMA`].

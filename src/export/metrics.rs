@@ -254,6 +254,37 @@ impl Collector for SnapshotCollector {
             )?;
         }
 
+        if let Some(o) = self.store.otlp() {
+            let mut signals = vec![("metrics", o.metrics.read())];
+            if let Some(t) = &o.traces {
+                signals.push(("traces", t.read()));
+            }
+            f.counter(
+                "hcclwatch_otlp_exports",
+                "OTLP export attempts by signal (each after its retries).",
+                signals
+                    .iter()
+                    .map(|(s, r)| (vec![("signal", s.to_string())], r.0))
+                    .collect(),
+            )?;
+            f.counter(
+                "hcclwatch_otlp_export_failures",
+                "OTLP exports that failed after their retries, by signal.",
+                signals
+                    .iter()
+                    .map(|(s, r)| (vec![("signal", s.to_string())], r.1))
+                    .collect(),
+            )?;
+            f.gauge(
+                "hcclwatch_otlp_last_success_timestamp_seconds",
+                "Unix time of the last successful OTLP export, by signal.",
+                signals
+                    .iter()
+                    .filter_map(|(s, r)| r.2.map(|t| (vec![("signal", s.to_string())], t)))
+                    .collect(),
+            )?;
+        }
+
         // --- Collector self-metrics ---------------------------------------------------
         let mut statuses: Vec<_> = npu.collectors.values().cloned().collect();
         if let Some(h) = &host.collector {

@@ -3,4 +3,5 @@
 //! Exporters read the [`crate::telemetry::store::Store`]; they never trigger a collection.
 
 pub mod metrics;
+pub mod otlp;
 pub mod server;

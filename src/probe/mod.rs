@@ -150,8 +150,76 @@ fn from_f64s(b: &[u8]) -> Vec<f64> {
         .collect()
 }
 
+/// Child spans of a probe round (no-ops unless `otlp.traces` installed a tracer).
+mod trace {
+    use opentelemetry::trace::{Span as _, TraceContextExt as _, Tracer as _};
+    use opentelemetry::{Context, KeyValue, global};
+
+    /// Starts the round's root span.
+    pub fn round(round: u64, peers: usize) -> Context {
+        let span = global::tracer("hcclwatch.probe").start("probe.round");
+        let cx = Context::current_with_span(span);
+        cx.span().set_attributes([
+            KeyValue::new("round", round as i64),
+            KeyValue::new("peers", peers as i64),
+        ]);
+        cx
+    }
+
+    /// Records one collective as a child of the round: op, algorithm, bytes, peers, and its
+    /// bus bandwidth (bytes ÷ seconds × `bus_factor`: 2(n − 1)/n for an all-reduce, as
+    /// hccl_test and nccl-tests report it; 1 for point-to-point).
+    #[allow(clippy::too_many_arguments)]
+    pub fn op(
+        cx: &Context,
+        name: &'static str,
+        op: &'static str,
+        algo: &str,
+        bytes: usize,
+        peers: usize,
+        bus_factor: f64,
+        start: std::time::SystemTime,
+        seconds: f64,
+    ) {
+        let mut span = global::tracer("hcclwatch.probe")
+            .span_builder(name)
+            .with_start_time(start)
+            .start_with_context(&global::tracer("hcclwatch.probe"), cx);
+        span.set_attributes([
+            KeyValue::new("op", op),
+            KeyValue::new("algorithm", algo.to_string()),
+            KeyValue::new("bytes", bytes as i64),
+            KeyValue::new("peers", peers as i64),
+            KeyValue::new(
+                "busbw",
+                if seconds > 0.0 {
+                    bytes as f64 * bus_factor / seconds
+                } else {
+                    0.0
+                },
+            ),
+            KeyValue::new("result", "ok"),
+        ]);
+        span.end_with_timestamp(start + std::time::Duration::from_secs_f64(seconds.max(0.0)));
+    }
+
+    /// Ends the round's span with its result.
+    pub fn end(cx: &Context, result: Result<(), String>) {
+        let span = cx.span();
+        match result {
+            Ok(()) => span.set_attribute(KeyValue::new("result", "ok")),
+            Err(e) => {
+                span.set_attribute(KeyValue::new("result", "failed"));
+                span.set_status(opentelemetry::trace::Status::error(e));
+            }
+        }
+        span.end();
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn round_trip(
+    cx: &opentelemetry::Context,
     comm: &mut Communicator,
     s: &ProbeSettings,
     round: u64,
@@ -162,14 +230,27 @@ fn round_trip(
     bytes_sent: &mut u64,
 ) -> CollResult<RoundResult> {
     let (n, r) = (comm.size(), comm.rank());
-    let t = Instant::now();
+    let now = std::time::SystemTime::now;
+    let (t, w) = (Instant::now(), now());
     comm.barrier()?;
     let wait = t.elapsed().as_secs_f64();
+    trace::op(cx, "probe.barrier", "barrier", "", 0, n, 1.0, w, wait);
     let small_count = (s.small_bytes / 4).max(1);
     let mut small = vec![0u8; small_count * 4];
-    let t = Instant::now();
-    comm.all_reduce_in_place(&mut small, small_count, DataType::Fp32, ReduceOp::Sum)?;
+    let (t, w) = (Instant::now(), now());
+    let algo = comm.all_reduce_in_place(&mut small, small_count, DataType::Fp32, ReduceOp::Sum)?;
     let latency = t.elapsed().as_secs_f64();
+    trace::op(
+        cx,
+        "probe.all_reduce",
+        "all_reduce",
+        algo.name(),
+        small.len(),
+        n,
+        2.0 * (n as f64 - 1.0) / n as f64,
+        w,
+        latency,
+    );
     let stride = 1 + (round as usize % (n - 1).max(1));
     // Over budget (a group decision from the last round), every exchange shrinks to the
     // latency size: detection goes on at a fraction of the bytes.
@@ -184,14 +265,25 @@ fn round_trip(
     let ping = vec![0x5au8; s.small_bytes.max(1)];
     let mut pong = vec![0u8; ping.len()];
     let (right, left) = ((r + stride) % n, (r + n - stride) % n);
-    let t = Instant::now();
+    let (t, w) = (Instant::now(), now());
     comm.send_recv(&ping, right, &mut pong, left, ping.len(), DataType::Uint8)?;
     comm.send_recv(&ping, left, &mut pong, right, ping.len(), DataType::Uint8)?;
     let rtt = t.elapsed().as_secs_f64();
+    trace::op(
+        cx,
+        "probe.ping_pong",
+        "send_recv",
+        "direct",
+        2 * ping.len(),
+        2,
+        1.0,
+        w,
+        rtt,
+    );
     *bytes_sent += 2 * ping.len() as u64;
     let send = vec![0x5au8; link_bytes];
     let mut recv = vec![0u8; send.len()];
-    let t = Instant::now();
+    let (t, w) = (Instant::now(), now());
     comm.send_recv(
         &send,
         (r + stride) % n,
@@ -201,13 +293,35 @@ fn round_trip(
         DataType::Uint8,
     )?;
     let link = t.elapsed().as_secs_f64();
+    trace::op(
+        cx,
+        "probe.exchange",
+        "send_recv",
+        "permutation",
+        send.len(),
+        2,
+        1.0,
+        w,
+        link,
+    );
     *bytes_sent += send.len() as u64;
     let mut confirm = vec![f64::NAN; pairs.len()];
     for (k, &(x, p)) in pairs.iter().enumerate() {
         if r == x || r == p {
             let other = if r == x { p } else { x };
-            let t = Instant::now();
+            let (t, w) = (Instant::now(), now());
             comm.send_recv(&send, other, &mut recv, other, send.len(), DataType::Uint8)?;
+            trace::op(
+                cx,
+                "probe.confirm",
+                "send_recv",
+                "confirmation",
+                send.len(),
+                2,
+                1.0,
+                w,
+                t.elapsed().as_secs_f64(),
+            );
             *bytes_sent += send.len() as u64;
             // Both ends time the exchange: a send returns once the kernel has the bytes,
             // so a node whose egress is shaped looks fast from its own side and slow only
@@ -220,10 +334,22 @@ fn round_trip(
     if !limited && s.ring_every > 0 && round.is_multiple_of(s.ring_every) {
         let count = (s.ring_bytes / 4).max(1);
         let mut buf = vec![0u8; count * 4];
-        let t = Instant::now();
+        let (t, w) = (Instant::now(), now());
         let algo: Algo =
             comm.all_reduce_in_place(&mut buf, count, DataType::Fp32, ReduceOp::Sum)?;
         ring = t.elapsed().as_secs_f64();
+        let factor = 2.0 * (n as f64 - 1.0) / n as f64;
+        trace::op(
+            cx,
+            "probe.all_reduce",
+            "all_reduce",
+            algo.name(),
+            buf.len(),
+            n,
+            factor,
+            w,
+            ring,
+        );
         *bytes_sent += (2 * (n - 1) * buf.len() / n) as u64;
         let predicted = allreduce_cost(algo, n, buf.len(), comm.costs());
         ring_result = Some((algo.name().to_string(), buf.len(), predicted));
@@ -243,7 +369,19 @@ fn round_trip(
     .concat();
     let width = mine.len();
     let mut all = vec![0u8; width * 8 * n];
+    let (t, w) = (Instant::now(), now());
     comm.all_gather(&f64s(&mine), &mut all, width, DataType::Fp64)?;
+    trace::op(
+        cx,
+        "probe.all_gather",
+        "all_gather",
+        "ring",
+        all.len(),
+        n,
+        (n as f64 - 1.0) / n as f64,
+        w,
+        t.elapsed().as_secs_f64(),
+    );
     let v = from_f64s(&all);
     let measured = (0..n)
         .map(|i| {
@@ -399,7 +537,9 @@ pub fn spawn(
             part.budget_ratio = (s.budget_bytes_per_hour > 0).then(|| used as f64 / s.budget_bytes_per_hour as f64);
             let before = part.bytes_sent;
             let round_limited = limited;
-            let result = round_trip(c, &s, round, &pairs, hard, round_limited, over_budget, &mut part.bytes_sent);
+            let cx = trace::round(round, c.size());
+            let result = round_trip(&cx, c, &s, round, &pairs, hard, round_limited, over_budget, &mut part.bytes_sent);
+            trace::end(&cx, result.as_ref().map(|_| ()).map_err(|e| e.to_string()));
             sent_log.push_back((Instant::now(), part.bytes_sent - before));
             match result {
                 Ok((m, stride, ring)) => {

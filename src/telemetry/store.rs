@@ -65,6 +65,7 @@ pub struct Store {
     host: RwLock<Arc<HostPart>>,
     probe: RwLock<Option<Arc<crate::probe::ProbePart>>>,
     reload: RwLock<Option<ReloadStatus>>,
+    otlp: RwLock<Option<Arc<crate::export::otlp::OtlpStatus>>>,
     npu_ready: AtomicBool,
     host_ready: AtomicBool,
 }
@@ -114,6 +115,16 @@ impl Store {
             r.and_then(|x| x.last_success)
         };
         *r = Some(ReloadStatus { ok, last_success });
+    }
+
+    /// The OTLP export outcomes, when OTLP export runs.
+    pub fn otlp(&self) -> Option<Arc<crate::export::otlp::OtlpStatus>> {
+        self.otlp.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Attaches the OTLP export outcomes, so `/metrics` shows them.
+    pub fn set_otlp(&self, s: Arc<crate::export::otlp::OtlpStatus>) {
+        *self.otlp.write().unwrap_or_else(|p| p.into_inner()) = Some(s);
     }
 
     /// Publishes a new NPU part.

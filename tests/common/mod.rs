@@ -358,7 +358,7 @@ pub fn url_encode(s: &str) -> String {
 }
 
 /// Parses the label set of an exposition line into pairs.
-fn parse_labels(s: &str) -> Vec<(String, String)> {
+pub fn parse_labels(s: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut rest = s;
     while let Some((k, after)) = rest.split_once("=\"") {
