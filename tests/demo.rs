@@ -92,3 +92,62 @@ fn demo_rejects_bad_options_with_a_reason() {
     let out = demo(&["--kill", "1@soon"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("\"soon\" is not a number"));
 }
+
+#[test]
+fn demo_bad_link_is_a_link_verdict_not_a_node_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_file = dir.path().join("final.json");
+    let out = demo(&[
+        "--duration",
+        "20",
+        "--bad-link",
+        "1-3=0.2",
+        "--json-out",
+        out_file.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("link 1-3: degraded to 0.2 of nominal"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("degraded links: "),
+        "the view never showed the link verdict:\n{stdout}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out_file).unwrap()).unwrap();
+    for n in doc["nodes"].as_array().unwrap() {
+        let view = &n["view"];
+        let members = view["members"].as_array().unwrap();
+        let name = |i: usize| members[i]["node"].as_str().unwrap().to_string();
+        let links: Vec<(String, String)> = view["link_degraded"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                (
+                    l["src"].as_str().unwrap().to_string(),
+                    l["dst"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert!(
+            links.contains(&(name(1), name(3))) || links.contains(&(name(3), name(1))),
+            "node {} has no verdict on link 1-3: {links:?}",
+            n["node"]
+        );
+        for m in members {
+            assert_ne!(
+                m["state"], "quarantine_recommended",
+                "a bad link quarantined a node: {n}"
+            );
+        }
+    }
+    let e = demo(&["--bad-link", "1-1"]);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("two different nodes"));
+}

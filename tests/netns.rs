@@ -1,7 +1,9 @@
 //! A real network: six Linux network namespaces on a bridge (itself in a namespace of its
 //! own, so nothing touches the host's interfaces or addresses), one daemon in each. Every
 //! node's egress is shaped by `tc tbf` to 100 Mbit/s and one node's to 50 Mbit/s; that node,
-//! and only that node, must reach `quarantine_recommended` in every daemon's view.
+//! and only that node, must reach `quarantine_recommended` in every daemon's view. Shaping
+//! every node is a fabric verdict; shaping only the traffic between two nodes (`tc htb`
+//! with a `u32` destination filter on both ends) is a link verdict, and no node verdict.
 //!
 //! Needs root (CAP_NET_ADMIN) and iproute2, which CI has; the test fails with that reason
 //! rather than passing silently when it cannot build the network.
@@ -33,6 +35,31 @@ fn shape(ns: &str, verb: &str, rate: &str) {
     ip(&[
         "netns", "exec", ns, "tc", "qdisc", verb, "dev", "eth0", "root", "tbf", "rate", rate,
         "burst", "32kb", "latency", "100ms",
+    ]);
+}
+
+/// Shapes only `ns`'s egress to `dst` (an htb class behind a destination filter); the rest
+/// of its traffic keeps `rest`.
+fn shape_link(ns: &str, dst: &str, rate: &str, rest: &str) {
+    let tc = |args: &[&str]| {
+        let mut a = vec!["netns", "exec", ns, "tc"];
+        a.extend_from_slice(args);
+        ip(&a);
+    };
+    tc(&[
+        "qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "htb", "default", "10", "r2q",
+        "100",
+    ]);
+    tc(&[
+        "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate", rest,
+    ]);
+    tc(&[
+        "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate", rate,
+    ]);
+    let to = format!("{dst}/32");
+    tc(&[
+        "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+        "match", "ip", "dst", &to, "flowid", "1:20",
     ]);
 }
 
@@ -279,6 +306,62 @@ fn every_link_shaped_is_a_fabric_verdict_and_no_node_verdict() {
         assert!(
             Instant::now() < deadline,
             "fabric verdict not reached everywhere ({degraded_at:?}):\n{}",
+            logs(&dir)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[test]
+fn one_shaped_link_is_a_link_verdict_and_no_node_verdict() {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (net, dir) = start('l', &["100mbit"; MEMBERS]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while view(&net, 0).is_none_or(|v| v["rounds"]["ok"].as_u64().unwrap_or(0) < 30) {
+        assert!(
+            Instant::now() < deadline,
+            "no baseline rounds:\n{}",
+            logs(&dir)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let (a, b) = (1, 3);
+    shape_link(&net.ns(a), &addr(b), "15mbit", "100mbit");
+    shape_link(&net.ns(b), &addr(a), "15mbit", "100mbit");
+    let names = [format!("{}:7100", addr(a)), format!("{}:7100", addr(b))];
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut seen = vec![false; MEMBERS];
+    loop {
+        for (i, s) in seen.iter_mut().enumerate() {
+            let Some(v) = view(&net, i) else { continue };
+            for m in v["members"].as_array().into_iter().flatten() {
+                assert!(
+                    m["state"] != "quarantine_recommended",
+                    "node {i} recommended {} for a degraded link: {v}",
+                    m["node"]
+                );
+            }
+            let links: Vec<(String, String)> = v["link_degraded"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|l| {
+                    (
+                        l["src"].as_str().unwrap_or("").to_string(),
+                        l["dst"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect();
+            *s |= links
+                .iter()
+                .any(|(x, y)| names.contains(x) && names.contains(y));
+        }
+        if seen.iter().all(|s| *s) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "link verdict not reached everywhere ({seen:?}):\n{}",
             logs(&dir)
         );
         std::thread::sleep(Duration::from_millis(250));

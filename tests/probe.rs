@@ -9,48 +9,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Daemon, Start, free_port, value, write_key};
-
-fn config(peers: &[String], rank: usize, key: &std::path::Path, throttle: u64) -> String {
-    let list = peers
-        .iter()
-        .map(|p| format!("\"{p}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        r#"
-[web]
-listen_address = "127.0.0.1:0"
-[telemetry]
-backend = "none"
-[collective]
-peers = [{list}]
-rank = {rank}
-key_file = "{key}"
-connect_timeout = "5s"
-exec_timeout = "5s"
-[probe]
-enabled = true
-interval = "150ms"
-small_bytes = 1024
-link_bytes = 262144
-ring_every = 5
-ring_bytes = 262144
-inject_throttle_bytes_per_second = {throttle}
-[health]
-# Six daemons share two cores here, so the round median swings far more than on a real
-# fabric; raise the fabric threshold so scheduler noise is not taken for a fabric dip.
-fabric_ratio = 3.0
-# The same jitter inflates the robust spread; the effect size (delta) stays at 8 %.
-z = 2.0
-"#,
-        key = key.display()
-    )
-}
-
-fn state(s: &str, node: &str, st: &str) -> Option<f64> {
-    value(s, "hcclwatch_node_state", &[("node", node), ("state", st)])
-}
+use common::{
+    Daemon, Start, free_port, node_state as state, probe_config as config, value, write_key,
+};
 
 #[test]
 fn slowed_node_and_only_it_is_recommended_for_quarantine() {

@@ -469,9 +469,15 @@ struct Bridge {
 
 impl Bridge {
     fn snapshot(&self) -> Arc<Families> {
+        self.render(false)
+    }
+
+    /// The parsed exposition: the cached one if it is fresh and `force` is false.
+    fn render(&self, force: bool) -> Arc<Families> {
         let mut c = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((at, s)) = c.as_ref()
             && at.elapsed() < SNAPSHOT_TTL
+            && !force
         {
             return s.clone();
         }
@@ -483,7 +489,9 @@ impl Bridge {
 
     /// Registers an observable instrument for every family not seen before.
     fn discover(self: &Arc<Self>) {
-        let snap = self.snapshot();
+        // Always a fresh render: a cached one from just before a family appeared would hide
+        // it (at shutdown, for good).
+        let snap = self.render(true);
         let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
         for (name, fam) in snap.iter() {
             if !known.insert(name.clone()) {

@@ -79,6 +79,7 @@ async fn state_handler(State(s): State<AppState>) -> Response {
         "last_error": p.last_error,
         "rounds": {"ok": p.rounds_ok, "failed": p.rounds_failed},
         "fabric_degraded": p.fabric_degraded,
+        "link_degraded": p.link_degraded.iter().map(|(a, b)| serde_json::json!({"src": node(*a), "dst": node(*b)})).collect::<Vec<_>>(),
         "members": p.nodes.iter().enumerate().map(|(i, n)| serde_json::json!({
             "node": n,
             "up": p.peer_up.get(i).copied().unwrap_or(false),

@@ -120,6 +120,9 @@ struct Measured {
     confirm: Vec<f64>,
 }
 
+/// Link re-measurements per round at most (each is one `link_bytes` exchange).
+const MAX_LINK_REMEASURES: usize = 4;
+
 /// Every member's measurements, the stride used, and the ring result (algorithm, bytes,
 /// α-β predicted seconds).
 type RoundResult = (Vec<Measured>, usize, Option<(String, f64, f64)>);
@@ -309,6 +312,11 @@ fn round_trip(
     for (k, &(x, p)) in pairs.iter().enumerate() {
         if r == x || r == p {
             let other = if r == x { p } else { x };
+            // Meet first (one byte each way, untimed): the pairs run one after another,
+            // and time spent waiting for a partner still busy with its previous pair is
+            // not the link's.
+            let mut one = [0u8; 1];
+            comm.send_recv(&[1u8], other, &mut one, other, 1, DataType::Uint8)?;
             let (t, w) = (Instant::now(), now());
             comm.send_recv(&send, other, &mut recv, other, send.len(), DataType::Uint8)?;
             trace::op(
@@ -477,6 +485,7 @@ pub fn spawn(
         let mut comm: Option<Communicator> = None;
         let mut engine = HealthEngine::new(n, s.health.clone());
         let mut requests: Vec<usize> = Vec::new();
+        let mut link_requests: Vec<(usize, usize)> = Vec::new();
         let mut round: u64 = 0;
         let mut next = Instant::now();
         let mut limited = false;
@@ -526,7 +535,13 @@ pub fn spawn(
             }
             let Some(c) = comm.as_mut() else { continue };
             round += 1;
-            let pairs = confirm_pairs(&requests, &engine.states(), s.health.confirm_peers);
+            let mut pairs = confirm_pairs(&requests, &engine.states(), s.health.confirm_peers);
+            let n_confirm = pairs.len();
+            // Pairs the engine found slow are re-measured (link localisation), a few per
+            // round; never in a budget-limited round, whose exchanges are latency-sized.
+            if !limited {
+                pairs.extend(link_requests.iter().copied().filter(|(a, b)| a != b && *a < n && *b < n).take(MAX_LINK_REMEASURES));
+            }
             let hard = local_hard_fault(&store);
             let hour_ago = Instant::now().checked_sub(Duration::from_secs(3600));
             while sent_log.front().is_some_and(|(t, _)| hour_ago.is_some_and(|h| *t < h)) {
@@ -543,22 +558,32 @@ pub fn spawn(
             sent_log.push_back((Instant::now(), part.bytes_sent - before));
             match result {
                 Ok((m, stride, ring)) => {
-                    // Each rank sends first (inline) and then waits for its left neighbour,
-                    // so its exchange time measures the link it received on: i − s → i.
+                    // Rank i's exchange time covers two links: the one it sent on
+                    // (i → i + s) and the one it received on (i − s → i); a send can block as
+                    // long as the receive (a shaped egress, full socket buffers). So each end's
+                    // time bounds the link between them from above, and the tighter bound,
+                    // the smaller of the two ends, is the link's time: a slow link shows at
+                    // both of its ends, a slow node's links at it and at its neighbours.
                     let probes: Vec<Probe> = (0..n)
-                        .map(|i| Probe { src: (i + n - stride) % n, dst: i, seconds: m[i].link })
+                        .map(|i| {
+                            let src = (i + n - stride) % n;
+                            Probe { src, dst: i, seconds: m[i].link.min(m[src].link) }
+                        })
                         .collect();
-                    let confirmations: Vec<Probe> = pairs
+                    let measured: Vec<Probe> = pairs
                         .iter()
                         .enumerate()
                         .map(|(k, &(x, p))| Probe { src: x, dst: p, seconds: pair_seconds(&m, k, x, p) })
                         .collect();
+                    let (confirmations, link_probes) = measured.split_at(n_confirm);
+                    let (confirmations, link_probes) = (confirmations.to_vec(), link_probes.to_vec());
                     let hard_faults: Vec<(usize, String)> = (0..n)
                         .filter(|i| m[*i].hard)
                         .map(|i| (i, "NPU hard fault (card dropped or health critical)".to_string()))
                         .collect();
-                    let out = engine.step(&RoundInput { probes, confirmations, hard_faults, link_probes: Vec::new() });
+                    let out = engine.step(&RoundInput { probes, confirmations, hard_faults, link_probes });
                     requests = out.confirm_requests.clone();
+                    link_requests = out.link_requests.clone();
                     // The next round's size is decided from data every member shares.
                     limited = m.iter().any(|x| x.over_budget);
                     part.budget_limited = limited;

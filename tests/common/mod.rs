@@ -474,3 +474,47 @@ pub fn dashboard_queries() -> Vec<(String, String)> {
     }
     out
 }
+
+/// A probing daemon config for loopback tests: fast rounds, detection thresholds widened
+/// for two shared cores, and an optional send throttle (the engine's fault injection).
+pub fn probe_config(peers: &[String], rank: usize, key: &std::path::Path, throttle: u64) -> String {
+    let list = peers
+        .iter()
+        .map(|p| format!("\"{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        r#"
+[web]
+listen_address = "127.0.0.1:0"
+[telemetry]
+backend = "none"
+[collective]
+peers = [{list}]
+rank = {rank}
+key_file = "{key}"
+connect_timeout = "5s"
+exec_timeout = "5s"
+[probe]
+enabled = true
+interval = "150ms"
+small_bytes = 1024
+link_bytes = 262144
+ring_every = 5
+ring_bytes = 262144
+inject_throttle_bytes_per_second = {throttle}
+[health]
+# Six daemons share two cores here, so the round median swings far more than on a real
+# fabric; raise the fabric threshold so scheduler noise is not taken for a fabric dip.
+fabric_ratio = 3.0
+# The same jitter inflates the robust spread; the effect size (delta) stays at 8 %.
+z = 2.0
+"#,
+        key = key.display()
+    )
+}
+
+/// The `hcclwatch_node_state` sample of `node` in `st`.
+pub fn node_state(s: &str, node: &str, st: &str) -> Option<f64> {
+    value(s, "hcclwatch_node_state", &[("node", node), ("state", st)])
+}
