@@ -1,7 +1,13 @@
-//! One degraded link between real daemons over real TCP on loopback: six `hcclwatch run`
-//! processes probe each other, and two of them (nodes 1 and 3) throttle, by the engine's
-//! fault injection, only what they send to each other. A test binary of its own, so that
-//! it never shares the two cores with the other six-daemon tests.
+//! Verdicts other than a slow node, between real daemons over real TCP on loopback:
+//! - one degraded link: six `hcclwatch run` processes probe each other, and two of them
+//!   (nodes 1 and 3) throttle, by the engine's fault injection, only what they send to each
+//!   other;
+//! - hard faults from telemetry: a node whose `libfake_dcmi.so` starts reporting
+//!   uncorrectable ECC errors (or a downed RoCE network) is recommended for quarantine at
+//!   once, with the reason, without the straggler hysteresis.
+//!
+//! A test binary of its own, so that it never shares the two cores with the other
+//! six-daemon tests.
 
 mod common;
 
@@ -78,4 +84,72 @@ fn degraded_link_is_localised_and_quarantines_nobody() {
             .count();
         assert!(verdicts <= 2, "more links than the degraded one:\n{s}");
     }
+}
+
+#[test]
+fn telemetry_hard_faults_skip_the_hysteresis() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = write_key(dir.path(), "probe.key");
+    let peers: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let scenario = include_str!("fake-dcmi/scenarios/example.json");
+    let daemons: Vec<Daemon> = (0..3)
+        .map(|r| {
+            let cfg = config(&peers, r, &key, 0).replace(
+                "[telemetry]\nbackend = \"none\"",
+                &format!(
+                    "[telemetry]\nbackend = \"dcmi\"\ndcmi_library = \"{}\"\n[telemetry.intervals]\nhealth = \"300ms\"\nmemory = \"300ms\"\nnetwork = \"300ms\"",
+                    common::fake_lib().display()
+                ),
+            );
+            Daemon::start(Start::new(&cfg).scenario(scenario))
+        })
+        .collect();
+    for d in &daemons {
+        d.wait_for("rounds", Duration::from_secs(30), |s| {
+            value(s, "hcclwatch_probe_rounds_total", &[("result", "ok")]).is_some_and(|v| v >= 5.0)
+        });
+    }
+    // Node 1's NPU reports two more uncorrectable ECC errors.
+    let mut sc: serde_json::Value = serde_json::from_str(scenario).unwrap();
+    sc["cards"][0]["chips"][0]["ecc_hbm"]["total_double"] = serde_json::json!(2);
+    sc["cards"][0]["chips"][0]["ecc_hbm"]["double"] = serde_json::json!(2);
+    daemons[1].set_scenario(&sc.to_string());
+    for d in &daemons {
+        let s = d.wait_for(
+            "the hard-fault recommendation",
+            Duration::from_secs(30),
+            |s| {
+                value(
+                    s,
+                    "hcclwatch_quarantine_recommended",
+                    &[("node", &peers[1]), ("reason", "hard_fault")],
+                ) == Some(1.0)
+            },
+        );
+        assert_eq!(state(&s, &peers[0], "healthy"), Some(1.0));
+        assert_eq!(state(&s, &peers[2], "healthy"), Some(1.0));
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&daemons[0].get("/api/v1/state", None).body).unwrap();
+    let t = v["transitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["node"] == peers[1].as_str() && t["to"] == "quarantine_recommended")
+        .expect("a transition for node 1");
+    assert!(t["reason"].as_str().unwrap().contains("double-bit"), "{t}");
+
+    // Node 2's RoCE network health goes bad (3: unreachable).
+    let mut sc: serde_json::Value = serde_json::from_str(scenario).unwrap();
+    sc["cards"][0]["chips"][0]["network_health"] = serde_json::json!(3);
+    daemons[2].set_scenario(&sc.to_string());
+    daemons[0].wait_for("the network hard fault", Duration::from_secs(30), |s| {
+        value(
+            s,
+            "hcclwatch_quarantine_recommended",
+            &[("node", &peers[2]), ("reason", "hard_fault")],
+        ) == Some(1.0)
+    });
 }

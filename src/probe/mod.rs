@@ -114,7 +114,7 @@ struct Measured {
     latency: f64,
     link: f64,
     ring: f64,
-    hard: bool,
+    hard: u8,
     over_budget: bool,
     rtt: f64,
     confirm: Vec<f64>,
@@ -227,7 +227,7 @@ fn round_trip(
     s: &ProbeSettings,
     round: u64,
     pairs: &[(usize, usize)],
-    hard: bool,
+    hard: u8,
     limited: bool,
     over_budget: bool,
     bytes_sent: &mut u64,
@@ -368,7 +368,7 @@ fn round_trip(
             latency,
             link,
             ring,
-            if hard { 1.0 } else { 0.0 },
+            f64::from(hard),
             if over_budget { 1.0 } else { 0.0 },
             rtt,
         ],
@@ -399,7 +399,7 @@ fn round_trip(
                 latency: row[1],
                 link: row[2],
                 ring: row[3],
-                hard: row[4] != 0.0,
+                hard: row[4].clamp(0.0, 255.0) as u8,
                 over_budget: row[5] != 0.0,
                 rtt: row[6],
                 confirm: row[7..].to_vec(),
@@ -450,13 +450,49 @@ fn observe_duration(h: &mut Vec<(String, usize, Histogram)>, op: &str, bytes: us
     }
 }
 
-fn local_hard_fault(store: &Store) -> bool {
-    store
-        .npu()
-        .state
-        .chips
-        .values()
-        .any(|c| c.dropped || c.health == Some(3))
+/// Hard faults that skip the hysteresis, as a code shared through the round's all-gather
+/// (0: none). Ordered by severity: the first that applies is reported.
+#[derive(Debug, Default)]
+struct HardFaults {
+    /// Double-bit ECC count per chip when probing started (or the chip first reported).
+    ecc_base: std::collections::BTreeMap<u32, u64>,
+}
+
+impl HardFaults {
+    fn code(&mut self, store: &Store) -> u8 {
+        let npu = store.npu();
+        let mut code = 0u8;
+        for (id, c) in &npu.state.chips {
+            let ecc = c.ecc.as_ref().map(|e| e.total_double.max(e.double));
+            let base = ecc.map(|v| *self.ecc_base.entry(*id).or_insert(v));
+            let this = if c.dropped {
+                1
+            } else if c.health == Some(3) {
+                2
+            } else if ecc.zip(base).is_some_and(|(v, b)| v > b) {
+                3
+            } else if c.network_health.is_some_and(|h| h != 0 && h != 6) {
+                4
+            } else {
+                0
+            };
+            if this != 0 && (code == 0 || this < code) {
+                code = this;
+            }
+        }
+        code
+    }
+}
+
+/// The reason a hard-fault code stands for.
+fn hard_fault_reason(code: u8) -> &'static str {
+    match code {
+        1 => "NPU hard fault: card dropped",
+        2 => "NPU hard fault: health critical",
+        3 => "NPU hard fault: uncorrectable (double-bit) HBM ECC errors increased",
+        4 => "NPU hard fault: RoCE network health down",
+        _ => "NPU hard fault",
+    }
 }
 
 /// Starts the prober thread.
@@ -486,6 +522,7 @@ pub fn spawn(
         let mut engine = HealthEngine::new(n, s.health.clone());
         let mut requests: Vec<usize> = Vec::new();
         let mut link_requests: Vec<(usize, usize)> = Vec::new();
+        let mut faults = HardFaults::default();
         let mut round: u64 = 0;
         let mut next = Instant::now();
         let mut limited = false;
@@ -542,7 +579,7 @@ pub fn spawn(
             if !limited {
                 pairs.extend(link_requests.iter().copied().filter(|(a, b)| a != b && *a < n && *b < n).take(MAX_LINK_REMEASURES));
             }
-            let hard = local_hard_fault(&store);
+            let hard = faults.code(&store);
             let hour_ago = Instant::now().checked_sub(Duration::from_secs(3600));
             while sent_log.front().is_some_and(|(t, _)| hour_ago.is_some_and(|h| *t < h)) {
                 sent_log.pop_front();
@@ -578,8 +615,8 @@ pub fn spawn(
                     let (confirmations, link_probes) = measured.split_at(n_confirm);
                     let (confirmations, link_probes) = (confirmations.to_vec(), link_probes.to_vec());
                     let hard_faults: Vec<(usize, String)> = (0..n)
-                        .filter(|i| m[*i].hard)
-                        .map(|i| (i, "NPU hard fault (card dropped or health critical)".to_string()))
+                        .filter(|i| m[*i].hard != 0)
+                        .map(|i| (i, hard_fault_reason(m[i].hard).to_string()))
                         .collect();
                     let out = engine.step(&RoundInput { probes, confirmations, hard_faults, link_probes });
                     requests = out.confirm_requests.clone();
