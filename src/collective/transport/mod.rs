@@ -855,7 +855,15 @@ fn connect_one(
                 sock.bind_device(Some(dev.as_bytes()))?;
             }
             sock.connect_timeout(&addr.into(), remaining.min(Duration::from_secs(2)))?;
-            Ok(sock.into())
+            let s: TcpStream = sock.into();
+            // Connecting to a port nobody listens on can connect the socket to itself when
+            // the kernel picks that very port as the source (TCP simultaneous open on the
+            // same address). It would then "handshake" with its own hello: treat it as the
+            // refusal it really is.
+            if s.local_addr().ok() == s.peer_addr().ok() {
+                return Err(ErrorKind::ConnectionRefused.into());
+            }
+            Ok(s)
         })();
         match attempt {
             Ok(mut s) => {
