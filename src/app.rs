@@ -313,14 +313,8 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
         .map_err(AppError::Otlp)?
     {
         Some(s) => {
-            let o = crate::export::otlp::Otlp::start(
-                &s,
-                store.clone(),
-                build.clone(),
-                runtime.handle().clone(),
-                &read_env,
-            )
-            .map_err(AppError::Otlp)?;
+            let o = crate::export::otlp::Otlp::start(&s, store.clone(), build.clone(), &read_env)
+                .map_err(AppError::Otlp)?;
             tracing::info!(
                 endpoint = s.metrics_endpoint.as_deref().unwrap_or("(from OTEL_EXPORTER_OTLP_*)"),
                 interval = ?s.interval,
@@ -353,6 +347,7 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
                 source,
             })?;
         let bound = listener.local_addr().map_err(AppError::Serve)?;
+        let shutdown = shutdown_signal();
         tracing::info!(
             version = build.version,
             revision = build.revision,
@@ -365,14 +360,14 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
         if let Some(reload) = env.reload.clone() {
             tokio::spawn(check_on_sighup(reload, config.clone(), store.clone()));
         }
-        server::serve(listener, router, shutdown_signal())
+        server::serve(listener, router, shutdown)
             .await
             .map_err(AppError::Serve)
     });
     // Dropping the senders wakes every poller; a poller inside a stuck DCMI call is left
     // to the process exit rather than joined.
     drop(stops);
-    // Flush OTLP outside the runtime (its exporter blocks on the runtime's handle).
+    // The last OTLP flush, bounded by otlp.shutdown_timeout.
     if let Some(o) = &otlp {
         o.shutdown();
     }
@@ -462,22 +457,27 @@ pub fn changed_keys(a: &Config, b: &Config) -> Vec<String> {
     out
 }
 
-/// Completes on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+/// A future that completes on SIGINT or SIGTERM. The handlers are installed when this is
+/// called, not when the future is first polled, so a signal that arrives right after
+/// start-up (before the server polls it) still shuts down gracefully instead of killing
+/// the process. Call it inside the runtime, before announcing readiness.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate()).ok();
+    let int = signal(SignalKind::interrupt()).ok();
+    async move {
+        let wait = |s: Option<tokio::signal::unix::Signal>| async move {
+            match s {
+                Some(mut s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
+        };
+        tokio::select! {
+            _ = wait(term) => {},
+            _ = wait(int) => {},
         }
-    };
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+        tracing::info!("shutdown signal received");
     }
-    tracing::info!("shutdown signal received");
 }

@@ -15,7 +15,7 @@
 //! no NPU device type, so an NPU is a `hw.type = "gpu"` device there.
 //!
 //! **Failures never block anything.** The SDK's periodic reader runs on its own thread;
-//! its exports run on the daemon's runtime with a per-request timeout and two bounded
+//! its exports run on a small runtime of their own with a per-request timeout and two bounded
 //! retries with backoff, and are counted (`hcclwatch_otlp_export_failures_total`,
 //! `hcclwatch_otlp_last_success_timestamp_seconds`). Scrapes and collection never wait for
 //! them. At shutdown the last data is flushed within `otlp.shutdown_timeout`.
@@ -667,6 +667,10 @@ impl SpanExporter for SpansOut {
 
 /// The running export.
 pub struct Otlp {
+    /// The exporters' own runtime (the HTTP client needs one). Never dropped: an export
+    /// may still be in flight on the SDK's thread when the daemon exits, and a runtime shut
+    /// down under it would panic that thread; the process exit ends it instead.
+    _rt: std::mem::ManuallyDrop<tokio::runtime::Runtime>,
     meters: SdkMeterProvider,
     tracers: Option<SdkTracerProvider>,
     bridge: Arc<Bridge>,
@@ -702,14 +706,20 @@ fn hostname() -> Option<String> {
 }
 
 impl Otlp {
-    /// Starts exporting. Must be called from outside the runtime `rt` belongs to.
+    /// Starts exporting, on a small runtime of its own.
     pub fn start(
         s: &Settings,
         store: Arc<Store>,
         build: BuildInfo,
-        rt: tokio::runtime::Handle,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, String> {
+        let own = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("hcclwatch-otlp")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("starting the OTLP runtime: {e}"))?;
+        let rt = own.handle().clone();
         let status = Arc::new(OtlpStatus {
             metrics: SignalStatus::default(),
             traces: s.traces.then(SignalStatus::default),
@@ -779,6 +789,7 @@ impl Otlp {
             None
         };
         Ok(Self {
+            _rt: std::mem::ManuallyDrop::new(own),
             meters,
             tracers,
             bridge,

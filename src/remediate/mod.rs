@@ -280,12 +280,13 @@ pub fn run(cfg: RemediateConfig) -> Result<(), RemediateError> {
             .await
             .map_err(|e| RemediateError::Start(format!("binding {address}: {e}")))?;
         let bound = listener.local_addr().map_err(|e| RemediateError::Start(e.to_string()))?;
+        let shutdown = crate::app::shutdown_signal();
         if dry {
             tracing::warn!("DRY RUN: decisions are logged, counted and audited, but no node is changed (set dry_run = false to act)");
         }
         tracing::info!(address = %bound, dry_run = dry, "hcclwatch remediate listening");
         axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(crate::app::shutdown_signal())
+            .with_graceful_shutdown(shutdown)
             .await
             .map_err(|e| RemediateError::Start(format!("serving: {e}")))
     })

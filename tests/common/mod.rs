@@ -212,6 +212,16 @@ impl Daemon {
         self.dir.path().join("hcclwatch.toml")
     }
 
+    /// Sends SIGTERM, waits for exit, and returns the status with the whole log.
+    pub fn stop_logged(self) -> (std::process::ExitStatus, String) {
+        let log = self.log.clone();
+        let status = self.stop();
+        // The reader thread ends with the pipe; give it a moment to take the last lines.
+        std::thread::sleep(Duration::from_millis(100));
+        let text = log.lock().unwrap().join("\n");
+        (status, text)
+    }
+
     /// Sends SIGTERM and waits for exit.
     pub fn stop(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();
