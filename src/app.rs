@@ -126,21 +126,12 @@ pub fn probe_settings(config: &Config) -> Result<crate::probe::ProbeSettings, St
         t.traffic_class = Some(c.traffic_class as u32);
     }
     t.bind_device = c.bind_device.clone();
-    let mut per_peer = std::collections::HashMap::new();
-    for e in &config.probe.inject_peer_throttle {
-        let (p, rate) = config.probe.peer_throttle(e, &c.peers)?;
-        per_peer.insert(p, rate);
-    }
-    for p in (0..peers.len()).filter(|p| *p != rank) {
-        let rate = per_peer
-            .get(&p)
-            .copied()
-            .unwrap_or(config.probe.inject_throttle_bytes_per_second);
-        if rate > 0 {
+    if config.probe.inject_throttle_bytes_per_second > 0 {
+        for p in (0..peers.len()).filter(|p| *p != rank) {
             t.faults.insert(
                 p,
                 FaultSpec {
-                    rate_bytes_per_sec: Some(rate as f64),
+                    rate_bytes_per_sec: Some(config.probe.inject_throttle_bytes_per_second as f64),
                     ..FaultSpec::default()
                 },
             );

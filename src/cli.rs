@@ -69,10 +69,6 @@ pub struct DemoArgs {
     /// Slow no node (overrides the default slowdown).
     #[arg(long)]
     pub healthy: bool,
-    /// Degrade the link between nodes A and B (both directions) to FACTOR of nominal,
-    /// e.g. `1-3=0.2` (FACTOR defaults to 0.3). Repeatable. Given alone, no node is slowed.
-    #[arg(long = "bad-link", value_name = "A-B[=FACTOR]")]
-    pub bad_link: Vec<String>,
     /// Kill NODE's daemon SECONDS after the start, e.g. `4@30`. Repeatable.
     #[arg(long, value_name = "NODE@SECONDS")]
     pub kill: Vec<String>,

@@ -68,66 +68,7 @@ fn parse_pairs(
         .collect()
 }
 
-/// Parses `--bad-link A-B[=FACTOR]` values.
-fn parse_links(items: &[String], nodes: usize) -> anyhow::Result<Vec<(usize, usize, f64)>> {
-    items
-        .iter()
-        .map(|s| {
-            let (pair, f) = s.split_once('=').unwrap_or((s.as_str(), "0.3"));
-            let (a, b) = pair
-                .split_once('-')
-                .with_context(|| format!("--bad-link {s:?}: expected A-B or A-B=FACTOR"))?;
-            let node = |x: &str| -> anyhow::Result<usize> {
-                let n: usize = x
-                    .trim()
-                    .parse()
-                    .with_context(|| format!("--bad-link {s:?}: {x:?} is not a node index"))?;
-                if n >= nodes {
-                    bail!(
-                        "--bad-link {s:?}: node {n} does not exist (nodes are 0..{})",
-                        nodes - 1
-                    );
-                }
-                Ok(n)
-            };
-            let (a, b) = (node(a)?, node(b)?);
-            if a == b {
-                bail!("--bad-link {s:?}: a link joins two different nodes");
-            }
-            let f: f64 = f
-                .trim()
-                .parse()
-                .with_context(|| format!("--bad-link {s:?}: {f:?} is not a number"))?;
-            if !(f > 0.0 && f < 1.0) {
-                bail!("--bad-link {s:?}: FACTOR must be between 0 and 1 (exclusive)");
-            }
-            Ok((a, b, f))
-        })
-        .collect()
-}
-
-fn config(
-    rank: usize,
-    nodes: &[Node],
-    key: &Path,
-    throttle: u64,
-    links: &[(usize, usize, f64)],
-) -> String {
-    let per_peer = links
-        .iter()
-        .filter_map(|&(a, b, f)| {
-            let other = if a == rank {
-                b
-            } else if b == rank {
-                a
-            } else {
-                return None;
-            };
-            let rate = (throttle as f64 * f) as u64;
-            Some(format!("\"127.0.0.1:{}={rate}\"", nodes[other].probe))
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
+fn config(rank: usize, nodes: &[Node], key: &Path, throttle: u64) -> String {
     let peers = nodes
         .iter()
         .map(|n| format!("\"127.0.0.1:{}\"", n.probe))
@@ -152,7 +93,6 @@ link_bytes = 262144
 ring_every = 5
 ring_bytes = 262144
 inject_throttle_bytes_per_second = {throttle}
-inject_peer_throttle = [{per_peer}]
 [health]
 # Many daemons share a few cores here: scheduler noise is far larger than on a fabric.
 fabric_ratio = 3.0
@@ -219,26 +159,11 @@ fn render(nodes: &[Node], views: &[Option<Value>], elapsed: f64) -> (String, Str
         "fabric degraded: {}   rounds ok: {}\n",
         v["fabric_degraded"], v["rounds"]["ok"]
     ));
-    let link_verdicts: Vec<String> = v["link_degraded"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|l| {
-            let (a, b) = (
-                l["src"].as_str().and_then(index)?,
-                l["dst"].as_str().and_then(index)?,
-            );
-            Some(format!("{a}→{b}"))
-        })
-        .collect();
-    if !link_verdicts.is_empty() {
-        out.push_str(&format!("degraded links: {}\n", link_verdicts.join(", ")));
-    }
     out.push_str(&format!(
         "{:<4} {:<22} {:<7} {:<24} {:>10} {:>8} {:>8}  {}\n",
         "node", "probe address", "web", "state", "lag ms", "out/med", "in/med", "reason"
     ));
-    let mut verdicts = link_verdicts.join(",");
+    let mut verdicts = String::new();
     for (i, m) in members.iter().enumerate() {
         let name = m["node"].as_str().unwrap_or("?");
         let ratio = |x: &[f64]| match (x.first(), median) {
@@ -299,8 +224,7 @@ pub fn main(a: &DemoArgs) -> anyhow::Result<()> {
     {
         bail!("--slow {n}={f}: FACTOR must be between 0 and 1 (exclusive)");
     }
-    let links = parse_links(&a.bad_link, a.nodes)?;
-    if slow.is_empty() && links.is_empty() && !a.healthy && a.nodes > 2 {
+    if slow.is_empty() && !a.healthy && a.nodes > 2 {
         slow.push((2, 0.3));
     }
     let kill = parse_pairs(&a.kill, '@', "--kill", a.nodes)?;
@@ -331,7 +255,7 @@ pub fn main(a: &DemoArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()?;
     let stop = Arc::new(AtomicBool::new(false));
     watch_signals(stop.clone())?;
-    let result = run(a, &dir, &key, &exe, &mut nodes, &slow, &links, &kill, &stop);
+    let result = run(a, &dir, &key, &exe, &mut nodes, &slow, &kill, &stop);
     for n in &mut nodes {
         if let Some(mut c) = n.child.take() {
             // SIGTERM first so each daemon shuts down cleanly (std has no safe way to send
@@ -360,7 +284,6 @@ fn run(
     exe: &PathBuf,
     nodes: &mut [Node],
     slow: &[(usize, f64)],
-    links: &[(usize, usize, f64)],
     kill: &[(usize, f64)],
     stop: &AtomicBool,
 ) -> anyhow::Result<()> {
@@ -369,13 +292,7 @@ fn run(
             .iter()
             .find(|(n, _)| *n == rank)
             .map_or(1.0, |(_, f)| *f);
-        let cfg = config(
-            rank,
-            nodes,
-            key,
-            (NOMINAL_BYTES_PER_SECOND * factor) as u64,
-            links,
-        );
+        let cfg = config(rank, nodes, key, (NOMINAL_BYTES_PER_SECOND * factor) as u64);
         let path = dir.join(format!("node{rank}.toml"));
         std::fs::write(&path, cfg).with_context(|| format!("writing {}", path.display()))?;
         let log = std::fs::File::create(dir.join(format!("node{rank}.log")))?;
@@ -404,9 +321,6 @@ fn run(
                 format!("  (slowed to {f} of nominal)")
             });
         println!("  node {i}: http://127.0.0.1:{}/metrics{note}", n.web);
-    }
-    for (x, y, f) in links {
-        println!("  link {x}-{y}: degraded to {f} of nominal, both directions");
     }
     let start = Instant::now();
     let mut last = String::new();

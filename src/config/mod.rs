@@ -85,24 +85,6 @@ impl Default for OtlpConfig {
     }
 }
 
-impl ProbeSection {
-    /// Parses one `"ADDR=BYTES_PER_SECOND"` entry of `inject_peer_throttle` into the peer's
-    /// index in `peers` and the rate.
-    pub fn peer_throttle(&self, entry: &str, peers: &[String]) -> Result<(usize, u64), String> {
-        let (addr, rate) = entry
-            .rsplit_once('=')
-            .ok_or_else(|| format!("{entry:?} is not ADDR=BYTES_PER_SECOND"))?;
-        let i = peers
-            .iter()
-            .position(|p| p == addr.trim())
-            .ok_or_else(|| format!("{entry:?}: {addr} is not one of collective.peers"))?;
-        let r: u64 = rate.trim().parse().ok().filter(|r| *r > 0).ok_or_else(|| {
-            format!("{entry:?}: {rate:?} is not a positive number of bytes per second")
-        })?;
-        Ok((i, r))
-    }
-}
-
 /// `[probe]`: continuous probing rounds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -124,10 +106,6 @@ pub struct ProbeSection {
     pub budget_bytes_per_hour: u64,
     /// Fault injection for tests and the demo: cap this node's probe sends (0: off).
     pub inject_throttle_bytes_per_second: u64,
-    /// Per-peer caps, `"ADDR=BYTES_PER_SECOND"` (ADDR from `collective.peers`), applied
-    /// instead of the node-wide cap to sends to that peer: a degraded link rather than a
-    /// degraded node.
-    pub inject_peer_throttle: Vec<String>,
 }
 
 impl Default for ProbeSection {
@@ -141,7 +119,6 @@ impl Default for ProbeSection {
             ring_bytes: 4 << 20,
             budget_bytes_per_hour: 1 << 30,
             inject_throttle_bytes_per_second: 0,
-            inject_peer_throttle: Vec::new(),
         }
     }
 }
@@ -869,11 +846,6 @@ impl Config {
                     "otlp.headers".into(),
                     format!("element {i} ({h:?}) is not name=value"),
                 ));
-            }
-        }
-        for e in &self.probe.inject_peer_throttle {
-            if let Err(why) = self.probe.peer_throttle(e, &self.collective.peers) {
-                out.push(("probe.inject_peer_throttle".into(), why));
             }
         }
         let c = &self.collective;

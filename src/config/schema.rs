@@ -299,10 +299,6 @@ pub const SCHEMA: &[Key] = &[
         },
     },
     Key {
-        path: "probe.inject_peer_throttle",
-        kind: Kind::NameList,
-    },
-    Key {
         path: "health",
         kind: Kind::Table,
     },

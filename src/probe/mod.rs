@@ -595,17 +595,12 @@ pub fn spawn(
             sent_log.push_back((Instant::now(), part.bytes_sent - before));
             match result {
                 Ok((m, stride, ring)) => {
-                    // Rank i's exchange time covers two links: the one it sent on
-                    // (i → i + s) and the one it received on (i − s → i); a send can block as
-                    // long as the receive (a shaped egress, full socket buffers). So each end's
-                    // time bounds the link between them from above, and the tighter bound,
-                    // the smaller of the two ends, is the link's time: a slow link shows at
-                    // both of its ends, a slow node's links at it and at its neighbours.
+                    // Each rank sends first (the probe fits in the socket buffers, so the
+                    // send completes without the peer) and then waits for its left
+                    // neighbour: its exchange time measures the link it received on,
+                    // i − s → i. (A shaped egress delays the receiver, not the sender.)
                     let probes: Vec<Probe> = (0..n)
-                        .map(|i| {
-                            let src = (i + n - stride) % n;
-                            Probe { src, dst: i, seconds: m[i].link.min(m[src].link) }
-                        })
+                        .map(|i| Probe { src: (i + n - stride) % n, dst: i, seconds: m[i].link })
                         .collect();
                     let measured: Vec<Probe> = pairs
                         .iter()
