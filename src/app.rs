@@ -57,6 +57,27 @@ pub enum AppError {
     Probe(String),
 }
 
+/// The members (config ranks, in order) of `rank`'s probe group: those with its topology
+/// label (all, without labels), cut into contiguous groups of balanced size, at most `max`
+/// each unless that would leave a member alone.
+pub fn probe_group(topology: &[String], rank: usize, n: usize, max: usize) -> Vec<usize> {
+    let same: Vec<usize> = (0..n)
+        .filter(|i| topology.is_empty() || topology.get(*i) == topology.get(rank))
+        .collect();
+    let len = same.len();
+    let mut groups = len.div_ceil(max.max(2)).max(1);
+    while groups > 1 && len / groups < 2 {
+        groups -= 1;
+    }
+    let pos = same.iter().position(|&i| i == rank).unwrap_or(0);
+    let mine = pos * groups / len.max(1);
+    same.iter()
+        .enumerate()
+        .filter(|(p, _)| p * groups / len.max(1) == mine)
+        .map(|(_, &i)| i)
+        .collect()
+}
+
 /// Probing settings from the config, or why they are unusable.
 pub fn probe_settings(config: &Config) -> Result<crate::probe::ProbeSettings, String> {
     use crate::collective::transport::{FaultSpec, TransportConfig};
@@ -110,8 +131,30 @@ pub fn probe_settings(config: &Config) -> Result<crate::probe::ProbeSettings, St
             key.len()
         ));
     }
-    let comm_id = c
-        .peers
+    // This node's probe group: the members sharing its topology label, split into
+    // balanced groups of at most probe.max_group_size.
+    let group = probe_group(
+        &c.peer_topology,
+        rank,
+        peers.len(),
+        config.probe.max_group_size as usize,
+    );
+    if group.len() < 2 {
+        return Err(format!(
+            "this node ({}) is alone in its probe group; give its topology label more members",
+            c.peers[rank]
+        ));
+    }
+    let all_names = if c.peer_names.is_empty() {
+        c.peers.clone()
+    } else {
+        c.peer_names.clone()
+    };
+    let names: Vec<String> = group.iter().map(|&i| all_names[i].clone()).collect();
+    let group_peers: Vec<String> = group.iter().map(|&i| c.peers[i].clone()).collect();
+    let peers: Vec<std::net::SocketAddr> = group.iter().map(|&i| peers[i]).collect();
+    let rank = group.iter().position(|&i| i == rank).unwrap_or(0);
+    let comm_id = group_peers
         .iter()
         .flat_map(|p| p.bytes())
         .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
@@ -143,11 +186,7 @@ pub fn probe_settings(config: &Config) -> Result<crate::probe::ProbeSettings, St
         comm.algo = crate::collective::algo::select::parse_hccl_algo(&c.algo)?;
     }
     Ok(crate::probe::ProbeSettings {
-        names: if c.peer_names.is_empty() {
-            c.peers.clone()
-        } else {
-            c.peer_names.clone()
-        },
+        names,
         peers,
         rank,
         comm,
@@ -470,5 +509,31 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
             _ = wait(int) => {},
         }
         tracing::info!("shutdown signal received");
+    }
+}
+
+#[cfg(test)]
+mod group_tests {
+    use super::probe_group;
+
+    #[test]
+    fn groups_are_balanced_capped_and_never_singletons() {
+        assert_eq!(probe_group(&[], 0, 4, 64), vec![0, 1, 2, 3]);
+        assert_eq!(probe_group(&[], 1, 4, 2), vec![0, 1]);
+        assert_eq!(probe_group(&[], 3, 4, 2), vec![2, 3]);
+        // 5 members, at most 2 per group: 3 + 2, not 2 + 2 + a lonely fifth.
+        assert_eq!(probe_group(&[], 0, 5, 2), vec![0, 1, 2]);
+        assert_eq!(probe_group(&[], 4, 5, 2), vec![3, 4]);
+        assert_eq!(probe_group(&[], 2, 3, 2), vec![0, 1, 2]);
+        // 100 members, at most 32: 4 groups of 25.
+        let g = probe_group(&[], 99, 100, 32);
+        assert_eq!(g.len(), 25);
+        assert_eq!(g[0], 75);
+        let t: Vec<String> = ["a", "b", "a", "b", "a"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(probe_group(&t, 1, 5, 64), vec![1, 3]);
+        assert_eq!(probe_group(&t, 4, 5, 64), vec![0, 2, 4]);
     }
 }

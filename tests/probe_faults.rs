@@ -79,3 +79,47 @@ fn telemetry_hard_faults_skip_the_hysteresis() {
         ) == Some(1.0)
     });
 }
+
+/// Groups: with probe.max_group_size = 2, four daemons form two probe groups of two, and
+/// each exports only its own group's members; with topology labels, members group by label.
+#[test]
+fn members_are_split_into_capped_and_labelled_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = write_key(dir.path(), "probe.key");
+    for (extra, groups) in [
+        ("max_group_size = 2", [[0usize, 1], [2, 3]]),
+        ("", [[0, 2], [1, 3]]),
+    ] {
+        let peers: Vec<String> = (0..4)
+            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .collect();
+        let labels = if extra.is_empty() {
+            "peer_topology = [\"r1\", \"r2\", \"r1\", \"r2\"]\n"
+        } else {
+            ""
+        };
+        let daemons: Vec<Daemon> = (0..4)
+            .map(|r| {
+                let cfg = config(&peers, r, &key, 0)
+                    .replace("[probe]\n", &format!("{labels}[probe]\n{extra}\n"));
+                Daemon::start(Start::new(&cfg))
+            })
+            .collect();
+        for g in groups {
+            for &r in &g {
+                let s = daemons[r].wait_for("its group's rounds", Duration::from_secs(30), |s| {
+                    value(s, "hcclwatch_probe_rounds_total", &[("result", "ok")])
+                        .is_some_and(|v| v >= 3.0)
+                });
+                for (i, p) in peers.iter().enumerate() {
+                    let exported = state(&s, p, "healthy").is_some();
+                    assert_eq!(
+                        exported,
+                        g.contains(&i),
+                        "daemon {r} ({extra:?}{labels:?}) and member {i}:\n{s}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -104,6 +104,9 @@ pub struct ProbeSection {
     pub ring_bytes: u64,
     /// Probe bytes this node may send per hour (0: unlimited).
     pub budget_bytes_per_hour: u64,
+    /// Members per probe group at most; a bigger fleet (or topology label) is split into
+    /// balanced groups, since a pair recurs in the permutation only once per n − 1 rounds.
+    pub max_group_size: u64,
     /// Fault injection for tests and the demo: cap this node's probe sends (0: off).
     pub inject_throttle_bytes_per_second: u64,
 }
@@ -118,6 +121,7 @@ impl Default for ProbeSection {
             ring_every: 10,
             ring_bytes: 4 << 20,
             budget_bytes_per_hour: 1 << 30,
+            max_group_size: 64,
             inject_throttle_bytes_per_second: 0,
         }
     }
@@ -204,6 +208,10 @@ pub struct CollectiveConfig {
     /// Kubernetes node names, so probe series and device series name a node the same way.
     /// Empty: the addresses.
     pub peer_names: Vec<String>,
+    /// A topology label per member (same order as `peers`), e.g. the rack or superpod:
+    /// members probe only within their label, in groups of at most
+    /// `probe.max_group_size`. Empty: one label for all.
+    pub peer_topology: Vec<String>,
     /// This node's rank in `peers`; -1 finds it by matching a local address.
     pub rank: i64,
     /// An HCCL rank table (`RANK_TABLE_FILE`) to take the members from instead of `peers`:
@@ -237,6 +245,7 @@ impl Default for CollectiveConfig {
         Self {
             peers: Vec::new(),
             peer_names: Vec::new(),
+            peer_topology: Vec::new(),
             rank: -1,
             rank_table_file: None,
             rank_table_port: 60_100,
@@ -849,6 +858,29 @@ impl Config {
             }
         }
         let c = &self.collective;
+        if !c.peer_topology.is_empty() && c.peer_topology.len() != c.peers.len() {
+            out.push((
+                "collective.peer_topology".into(),
+                format!(
+                    "{} labels for {} members; give one label per member of collective.peers, in the same order",
+                    c.peer_topology.len(),
+                    c.peers.len()
+                ),
+            ));
+        } else if self.probe.enabled && !c.peer_topology.is_empty() {
+            for label in &c.peer_topology {
+                let n = c.peer_topology.iter().filter(|l| *l == label).count();
+                if n < 2 {
+                    out.push((
+                        "collective.peer_topology".into(),
+                        format!(
+                            "label {label:?} has a single member, which would have nobody to probe"
+                        ),
+                    ));
+                    break;
+                }
+            }
+        }
         if !c.peer_names.is_empty() && c.peer_names.len() != c.peers.len() {
             out.push((
                 "collective.peer_names".into(),
@@ -1248,5 +1280,27 @@ helth = \"5s\"
             err.contains("collective.peer_names: element 1 (node-a) is listed twice"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn topology_labels_match_the_members_and_leave_nobody_alone() {
+        let base = "[collective]\npeers = [\"127.0.0.1:1\", \"127.0.0.1:2\", \"127.0.0.1:3\"]\n";
+        let short = format!("{base}peer_topology = [\"a\", \"a\"]\n");
+        let err = load_str(&short, Some("t.toml"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("collective.peer_topology: 2 labels for 3 members"),
+            "{err}"
+        );
+        let alone = format!(
+            "{base}peer_topology = [\"a\", \"a\", \"b\"]\nkey_file = \"/k\"\n[probe]\nenabled = true\n"
+        );
+        let err = load_str(&alone, Some("t.toml"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("label \"b\" has a single member"), "{err}");
+        let ok = format!("{base}peer_topology = [\"a\", \"a\", \"a\"]\n");
+        assert!(load_str(&ok, Some("t.toml"), &[]).is_ok());
     }
 }

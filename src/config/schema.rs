@@ -41,6 +41,8 @@ pub enum Kind {
     AddrList,
     /// An array of distinct, non-empty label-safe names.
     NameList,
+    /// An array of non-empty strings (repeats allowed).
+    StrList,
     /// A number within inclusive bounds (integers are accepted).
     Float {
         /// Smallest accepted value.
@@ -193,6 +195,10 @@ pub const SCHEMA: &[Key] = &[
         kind: Kind::NameList,
     },
     Key {
+        path: "collective.peer_topology",
+        kind: Kind::StrList,
+    },
+    Key {
         path: "collective.rank",
         kind: Kind::Int {
             min: -1,
@@ -283,6 +289,10 @@ pub const SCHEMA: &[Key] = &[
             min: 4,
             max: 1 << 30,
         },
+    },
+    Key {
+        path: "probe.max_group_size",
+        kind: Kind::Int { min: 2, max: 1024 },
     },
     Key {
         path: "probe.budget_bytes_per_hour",
@@ -574,6 +584,30 @@ pub fn check_value(kind: Kind, value: &toml::Value) -> Result<(), String> {
             }
             Ok(())
         }
+        (Kind::StrList, toml::Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                match item {
+                    toml::Value::String(s) if !s.is_empty() && !s.chars().any(char::is_control) => {
+                    }
+                    toml::Value::String(s) => {
+                        return Err(format!(
+                            "element {i} ({s:?}) must be non-empty, without control characters"
+                        ));
+                    }
+                    other => {
+                        return Err(format!(
+                            "element {i} is {}, expected a string",
+                            type_name(other)
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        }
+        (Kind::StrList, v) => Err(format!(
+            "expected an array of strings, found {}",
+            type_name(v)
+        )),
         (Kind::NameList, v) => Err(format!(
             "expected an array of name strings, found {}",
             type_name(v)
@@ -620,7 +654,7 @@ pub fn value_from_env(kind: Kind, text: &str) -> Result<toml::Value, String> {
             .parse::<f64>()
             .map(toml::Value::Float)
             .map_err(|_| format!("{text:?} is not a number")),
-        Kind::AddrList | Kind::NameList => Ok(toml::Value::Array(
+        Kind::AddrList | Kind::NameList | Kind::StrList => Ok(toml::Value::Array(
             text.split(',')
                 .map(str::trim)
                 .filter(|t| !t.is_empty())
