@@ -307,7 +307,7 @@ impl Remediator {
             return Ok(());
         }
 
-        let own = match self.mark(rule, c, now).await {
+        let own = match self.mark(rule, c, now, node.clone()).await {
             Ok(own) => own,
             Err(e) => {
                 inner.breaker.forget(c.node);
@@ -378,17 +378,23 @@ impl Remediator {
     }
 
     /// Cordon, taint and ownership annotations in one conditional replace; returns the
-    /// changes that were hcclwatch's own.
+    /// changes that were hcclwatch's own. `read` is the node as just read: the first
+    /// attempt uses it, a conflict reads it again.
     async fn mark(
         &self,
         rule: &Rule,
         c: &Ctx<'_>,
         now: SystemTime,
+        read: Node,
     ) -> Result<Vec<String>, ApiError> {
         let taint = self.taint(rule, c.alert);
         let mut last = None;
+        let mut fresh = Some(read);
         for _ in 0..UPDATE_ATTEMPTS {
-            let mut node = self.kube.get(c.node).await?;
+            let mut node = match fresh.take() {
+                Some(n) => n,
+                None => self.kube.get(c.node).await?,
+            };
             if let Some(o) = k::ownership(&node) {
                 return Ok(o.actions);
             }
@@ -477,8 +483,13 @@ impl Remediator {
         }
         let mut done = None;
         let mut last = None;
+        // The first attempt uses the node as just read; a conflict reads it again.
+        let mut fresh = Some(node.clone());
         for _ in 0..UPDATE_ATTEMPTS {
-            let node = self.kube.get(c.node).await?;
+            let node = match fresh.take() {
+                Some(n) => n,
+                None => self.kube.get(c.node).await?,
+            };
             let Some(own) = k::ownership(&node).filter(|o| o.fingerprint == c.alert.fingerprint)
             else {
                 rec(
