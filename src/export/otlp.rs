@@ -532,6 +532,8 @@ impl Bridge {
             by_name.entry(m.name).or_default().push(m);
         }
         for (name, parts) in by_name {
+            // Every part of one name shares its kind and unit.
+            let first = parts[0];
             let weak: Weak<Bridge> = Arc::downgrade(self);
             let observe = move |o: &dyn AsyncInstrument<f64>| {
                 let Some(b) = weak.upgrade() else { return };
@@ -546,7 +548,6 @@ impl Bridge {
                     }
                 }
             };
-            let first = HW_MAPPING.iter().find(|m| m.name == name).expect("listed");
             if first.counter {
                 self.meter
                     .f64_observable_counter(name)

@@ -184,10 +184,11 @@ mod trace {
         start: std::time::SystemTime,
         seconds: f64,
     ) {
-        let mut span = global::tracer("hcclwatch.probe")
+        let tracer = global::tracer("hcclwatch.probe");
+        let mut span = tracer
             .span_builder(name)
             .with_start_time(start)
-            .start_with_context(&global::tracer("hcclwatch.probe"), cx);
+            .start_with_context(&tracer, cx);
         span.set_attributes([
             KeyValue::new("op", op),
             KeyValue::new("algorithm", algo.to_string()),
@@ -602,13 +603,12 @@ pub fn spawn(
                     let probes: Vec<Probe> = (0..n)
                         .map(|i| Probe { src: (i + n - stride) % n, dst: i, seconds: m[i].link })
                         .collect();
-                    let measured: Vec<Probe> = pairs
+                    let mut confirmations: Vec<Probe> = pairs
                         .iter()
                         .enumerate()
                         .map(|(k, &(x, p))| Probe { src: x, dst: p, seconds: pair_seconds(&m, k, x, p) })
                         .collect();
-                    let (confirmations, link_probes) = measured.split_at(n_confirm);
-                    let (confirmations, link_probes) = (confirmations.to_vec(), link_probes.to_vec());
+                    let link_probes = confirmations.split_off(n_confirm);
                     let hard_faults: Vec<(usize, String)> = (0..n)
                         .filter(|i| m[*i].hard != 0)
                         .map(|i| (i, hard_fault_reason(m[i].hard).to_string()))
