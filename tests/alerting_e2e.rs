@@ -29,54 +29,22 @@ use common::{Daemon, KillOnDrop, Start, fake_lib, free_port, http_get, url_encod
 const MEMBERS: usize = 6;
 const SLOW: usize = 2;
 
+/// The shared probing config (tests/common), reading the fake DCMI library at short
+/// intervals, with the members named node-0.. as the Prometheus targets are.
 fn daemon_config(peers: &[String], rank: usize, key: &Path, throttle: u64) -> String {
-    let list = |v: &[String]| {
-        v.iter()
-            .map(|p| format!("\"{p}\""))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let names: Vec<String> = (0..peers.len()).map(|i| format!("node-{i}")).collect();
-    format!(
-        r#"
-[web]
-listen_address = "127.0.0.1:0"
-[telemetry]
-backend = "dcmi"
-dcmi_library = "{lib}"
-[telemetry.intervals]
-inventory = "5s"
-health = "1s"
-sensors = "1s"
-utilization = "1s"
-memory = "1s"
-network = "1s"
-host = "2s"
-[collective]
-peers = [{peers}]
-peer_names = [{names}]
-rank = {rank}
-key_file = "{key}"
-connect_timeout = "5s"
-exec_timeout = "5s"
-[probe]
-enabled = true
-interval = "150ms"
-small_bytes = 1024
-link_bytes = 262144
-ring_every = 5
-ring_bytes = 262144
-inject_throttle_bytes_per_second = {throttle}
-[health]
-# Six daemons, Prometheus and Alertmanager share two cores: see tests/probe.rs.
-fabric_ratio = 3.0
-z = 2.0
-"#,
-        lib = fake_lib().display(),
-        peers = list(peers),
-        names = list(&names),
-        key = key.display()
-    )
+    let names = (0..peers.len())
+        .map(|i| format!("\"node-{i}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let telemetry = format!(
+        "[telemetry]\nbackend = \"dcmi\"\ndcmi_library = \"{}\"\n[telemetry.intervals]\ninventory = \"5s\"\nhealth = \"1s\"\nsensors = \"1s\"\nutilization = \"1s\"\nmemory = \"1s\"\nnetwork = \"1s\"\nhost = \"2s\"\n",
+        fake_lib().display()
+    );
+    let base = common::probe_config(peers, rank, key, throttle);
+    let rank_line = format!("rank = {rank}\n");
+    assert!(base.contains("[telemetry]\nbackend = \"none\"\n") && base.contains(&rank_line));
+    base.replace("[telemetry]\nbackend = \"none\"\n", &telemetry)
+        .replace(&rank_line, &format!("peer_names = [{names}]\n{rank_line}"))
 }
 
 /// The example scenario with every reading present (no failing power call), and on node 4

@@ -28,6 +28,17 @@ fn alert(status: &str, node: &str, reason: &str, fp: &str) -> Value {
     })
 }
 
+/// Posts one alert as Alertmanager would, with the test token.
+fn send(
+    r: &common::receiver::Receiver,
+    status: &str,
+    node: &str,
+    reason: &str,
+    fp: &str,
+) -> common::Response {
+    r.post(&notification(vec![alert(status, node, reason, fp)]))
+}
+
 fn notification(alerts: Vec<Value>) -> Value {
     let status = if alerts.iter().any(|a| a["status"] == "firing") {
         "firing"
@@ -90,12 +101,7 @@ fn quarantine_and_release_with_every_kubernetes_action() {
     let r = s.start(&s.config("dry_run = false", ALL_K8S));
     // The first PUT races with another writer: the receiver must re-read and retry.
     s.api.conflict_next_puts(1);
-    let resp = r.post(&notification(vec![alert(
-        "firing",
-        "n1",
-        "straggler",
-        "a1b2c3",
-    )]));
+    let resp = send(&r, "firing", "n1", "straggler", "a1b2c3");
     assert_eq!(resp.status, 200, "{}\n{}", resp.body, r.log());
 
     let n = s.api.node("n1");
@@ -164,12 +170,7 @@ fn quarantine_and_release_with_every_kubernetes_action() {
     );
 
     // Resolved: exactly what hcclwatch did is undone.
-    let resp = r.post(&notification(vec![alert(
-        "resolved",
-        "n1",
-        "straggler",
-        "a1b2c3",
-    )]));
+    let resp = send(&r, "resolved", "n1", "straggler", "a1b2c3");
     assert_eq!(resp.status, 200, "{}", resp.body);
     let n = s.api.node("n1");
     assert_eq!(n["spec"]["unschedulable"], false);
@@ -214,12 +215,7 @@ fn dry_run_by_default_changes_nothing_but_audits_and_counts() {
     let r = s.start(&s.config("", ALL_K8S));
     assert!(r.log().contains("DRY RUN"), "{}", r.log());
     let before = s.api.node("n1");
-    let resp = r.post(&notification(vec![alert(
-        "firing",
-        "n1",
-        "straggler",
-        "ff01",
-    )]));
+    let resp = send(&r, "firing", "n1", "straggler", "ff01");
     assert_eq!(resp.status, 200);
     assert_eq!(s.api.node("n1"), before, "dry run changed the node");
     assert!(s.api.writes().is_empty(), "{:?}", s.api.writes());
@@ -233,12 +229,7 @@ fn dry_run_by_default_changes_nothing_but_audits_and_counts() {
     assert_eq!(cordon["fingerprint"], "ff01");
     assert_eq!(cordon["reason"], "straggler");
     // Duplicates stay idempotent in dry run too.
-    r.post(&notification(vec![alert(
-        "firing",
-        "n1",
-        "straggler",
-        "ff01",
-    )]));
+    send(&r, "firing", "n1", "straggler", "ff01");
     assert_eq!(actions(&r.metrics(), "cordon", "would_apply", "true"), 1.0);
 }
 
@@ -292,23 +283,13 @@ fn only_what_hcclwatch_did_is_undone() {
         ALL_K8S,
     );
     let r = s.start(&cfg);
-    r.post(&notification(vec![alert(
-        "firing",
-        "n1",
-        "straggler",
-        "1111",
-    )]));
+    send(&r, "firing", "n1", "straggler", "1111");
     let n = s.api.node("n1");
     assert_eq!(
         n["metadata"]["annotations"]["hcclwatch.io/quarantined-actions"],
         "taint,condition"
     );
-    r.post(&notification(vec![alert(
-        "resolved",
-        "n1",
-        "straggler",
-        "1111",
-    )]));
+    send(&r, "resolved", "n1", "straggler", "1111");
     let n = s.api.node("n1");
     assert_eq!(
         n["spec"]["unschedulable"], true,
@@ -317,12 +298,7 @@ fn only_what_hcclwatch_did_is_undone() {
     assert!(taints(&n).is_empty(), "{:?}", taints(&n));
     // A resolved alert for a node hcclwatch never touched leaves it alone.
     let before = s.api.node("n2");
-    r.post(&notification(vec![alert(
-        "resolved",
-        "n2",
-        "straggler",
-        "2222",
-    )]));
+    send(&r, "resolved", "n2", "straggler", "2222");
     assert_eq!(s.api.node("n2"), before);
     assert!(
         s.audit()
@@ -330,15 +306,8 @@ fn only_what_hcclwatch_did_is_undone() {
             .any(|x| x["node"] == "n2" && x["result"] == "not_ours")
     );
     // A different alert's resolution does not release n1's quarantine of another alert.
-    r.post(&notification(vec![alert(
-        "firing",
-        "n1",
-        "hard_fault",
-        "3333",
-    )]));
-    r.post(&notification(vec![alert(
-        "resolved", "n1", "other", "4444",
-    )]));
+    send(&r, "firing", "n1", "hard_fault", "3333");
+    send(&r, "resolved", "n1", "other", "4444");
     assert_eq!(
         s.api.node("n1")["metadata"]["annotations"]["hcclwatch.io/quarantined-fingerprint"],
         "3333"
@@ -349,12 +318,7 @@ fn only_what_hcclwatch_did_is_undone() {
 fn manual_uncordon_is_recorded_counted_and_respected() {
     let s = Setup::new(&["n1"]);
     let r = s.start(&s.config("dry_run = false", ALL_K8S));
-    r.post(&notification(vec![alert(
-        "firing",
-        "n1",
-        "straggler",
-        "aaaa",
-    )]));
+    send(&r, "firing", "n1", "straggler", "aaaa");
     assert_eq!(s.api.node("n1")["spec"]["unschedulable"], true);
     // An operator uncordons it by hand.
     s.api
@@ -368,12 +332,7 @@ fn manual_uncordon_is_recorded_counted_and_respected() {
         s.api.node("n1")["metadata"]["annotations"]["hcclwatch.io/manual-override-at"].is_string()
     );
     // Alertmanager repeats the alert: hcclwatch does not cordon the node again.
-    r.post(&notification(vec![alert(
-        "firing",
-        "n1",
-        "straggler",
-        "aaaa",
-    )]));
+    send(&r, "firing", "n1", "straggler", "aaaa");
     assert_eq!(s.api.node("n1")["spec"]["unschedulable"], false);
     assert_eq!(
         actions(&r.metrics(), "cordon", "manual_override", "false"),
@@ -397,12 +356,7 @@ fn manual_uncordon_is_recorded_counted_and_respected() {
         Some(1.0)
     );
     // Released and re-alerted within the cooldown: still not re-cordoned.
-    r.post(&notification(vec![alert(
-        "resolved",
-        "n1",
-        "straggler",
-        "aaaa",
-    )]));
+    send(&r, "resolved", "n1", "straggler", "aaaa");
     assert_eq!(
         value(
             &r.metrics(),
@@ -412,12 +366,7 @@ fn manual_uncordon_is_recorded_counted_and_respected() {
         Some(1.0),
         "the release counted the same override again"
     );
-    r.post(&notification(vec![alert(
-        "firing",
-        "n1",
-        "straggler",
-        "bbbb",
-    )]));
+    send(&r, "firing", "n1", "straggler", "bbbb");
     assert_eq!(s.api.node("n1")["spec"]["unschedulable"], false);
     assert!(actions(&r.metrics(), "cordon", "manual_override_cooldown", "false") >= 1.0);
 }
@@ -432,24 +381,9 @@ fn circuit_breaker_trips_and_recovers() {
         r#"actions = ["cordon"]"#,
     );
     let r = s.start(&cfg);
-    r.post(&notification(vec![alert(
-        "firing",
-        "n1",
-        "straggler",
-        "01",
-    )]));
-    r.post(&notification(vec![alert(
-        "firing",
-        "n2",
-        "straggler",
-        "02",
-    )]));
-    r.post(&notification(vec![alert(
-        "firing",
-        "n3",
-        "straggler",
-        "03",
-    )]));
+    send(&r, "firing", "n1", "straggler", "01");
+    send(&r, "firing", "n2", "straggler", "02");
+    send(&r, "firing", "n3", "straggler", "03");
     assert_eq!(s.api.node("n1")["spec"]["unschedulable"], true);
     assert_eq!(s.api.node("n2")["spec"]["unschedulable"], true);
     assert_eq!(
@@ -473,12 +407,7 @@ fn circuit_breaker_trips_and_recovers() {
     r.wait_metric("the breaker to close", |m| {
         value(m, "hcclwatch_remediation_breaker_open", &[]) == Some(0.0)
     });
-    r.post(&notification(vec![alert(
-        "firing",
-        "n3",
-        "straggler",
-        "03",
-    )]));
+    send(&r, "firing", "n3", "straggler", "03");
     assert_eq!(s.api.node("n3")["spec"]["unschedulable"], true);
 }
 
@@ -547,12 +476,7 @@ fn restart_in_the_middle_of_a_quarantine_rebuilds_state_from_annotations() {
         ALL_K8S,
     );
     let r = s.start(&cfg);
-    r.post(&notification(vec![alert(
-        "firing",
-        "n1",
-        "straggler",
-        "c0ffee",
-    )]));
+    send(&r, "firing", "n1", "straggler", "c0ffee");
     assert_eq!(s.api.node("n1")["spec"]["unschedulable"], true);
     drop(r);
 
@@ -564,30 +488,15 @@ fn restart_in_the_middle_of_a_quarantine_rebuilds_state_from_annotations() {
         "{m}"
     );
     // The breaker window came back from the annotations: a second node is refused.
-    r.post(&notification(vec![alert(
-        "firing",
-        "n2",
-        "straggler",
-        "beef",
-    )]));
+    send(&r, "firing", "n2", "straggler", "beef");
     assert_eq!(s.api.node("n2")["spec"].get("unschedulable"), None);
     // A repeat of n1's alert is recognised as already done, and its resolution releases it.
-    r.post(&notification(vec![alert(
-        "firing",
-        "n1",
-        "straggler",
-        "c0ffee",
-    )]));
+    send(&r, "firing", "n1", "straggler", "c0ffee");
     assert_eq!(
         actions(&r.metrics(), "cordon", "already_done", "false"),
         1.0
     );
-    r.post(&notification(vec![alert(
-        "resolved",
-        "n1",
-        "straggler",
-        "c0ffee",
-    )]));
+    send(&r, "resolved", "n1", "straggler", "c0ffee");
     let n = s.api.node("n1");
     assert_eq!(n["spec"]["unschedulable"], false);
     assert!(taints(&n).is_empty());
@@ -615,16 +524,7 @@ fn exec_hook_gets_the_alert_and_is_killed_on_timeout() {
         1,
     );
     let r = s.start(&s.config("dry_run = false\n[breaker]\nmax_percent = 100.0", &rule));
-    assert_eq!(
-        r.post(&notification(vec![alert(
-            "firing",
-            "n1",
-            "straggler",
-            "e1"
-        )]))
-        .status,
-        200
-    );
+    assert_eq!(send(&r, "firing", "n1", "straggler", "e1").status, 200);
     let text = std::fs::read_to_string(&out).unwrap();
     let first = text.lines().next().unwrap();
     assert_eq!(first, "n1 firing straggler critical");
@@ -640,11 +540,7 @@ fn exec_hook_gets_the_alert_and_is_killed_on_timeout() {
     assert!(rec["detail"].as_str().unwrap().contains("drained"), "{rec}");
 
     let start = Instant::now();
-    assert_eq!(
-        r.post(&notification(vec![alert("firing", "n2", "slowhook", "e2")]))
-            .status,
-        200
-    );
+    assert_eq!(send(&r, "firing", "n2", "slowhook", "e2").status, 200);
     assert!(
         start.elapsed() < Duration::from_secs(10),
         "the hook was not killed at its timeout"
@@ -674,40 +570,21 @@ fn forbidden_unknown_node_killswitch_and_selectors() {
     ));
     // 403 on the status subresource: the condition fails and says what RBAC is missing;
     // the rest is applied.
-    r.post(&notification(vec![alert(
-        "firing",
-        "n1",
-        "straggler",
-        "d1",
-    )]));
+    send(&r, "firing", "n1", "straggler", "d1");
     let audit = s.audit();
     let c = audit.iter().find(|x| x["action"] == "condition").unwrap();
     assert_eq!(c["result"], "failed");
     assert!(c["detail"].as_str().unwrap().contains("forbidden"), "{c}");
     assert_eq!(s.api.node("n1")["spec"]["unschedulable"], true);
     // 404: audited, nothing else.
-    assert_eq!(
-        r.post(&notification(vec![alert(
-            "firing",
-            "ghost",
-            "straggler",
-            "d2"
-        )]))
-        .status,
-        200
-    );
+    assert_eq!(send(&r, "firing", "ghost", "straggler", "d2").status, 200);
     assert!(
         s.audit()
             .iter()
             .any(|x| x["node"] == "ghost" && x["result"] == "not_found")
     );
     // Deny selector.
-    r.post(&notification(vec![alert(
-        "firing",
-        "cp1",
-        "straggler",
-        "d3",
-    )]));
+    send(&r, "firing", "cp1", "straggler", "d3");
     assert_eq!(s.api.node("cp1")["spec"].get("unschedulable"), None);
     assert!(
         s.audit()
@@ -716,12 +593,7 @@ fn forbidden_unknown_node_killswitch_and_selectors() {
     );
     // Killswitch.
     std::fs::write(s.dir.path().join("pause"), "").unwrap();
-    r.post(&notification(vec![alert(
-        "firing",
-        "n2",
-        "straggler",
-        "d4",
-    )]));
+    send(&r, "firing", "n2", "straggler", "d4");
     assert_eq!(s.api.node("n2")["spec"].get("unschedulable"), None);
     assert!(
         s.audit()
@@ -784,16 +656,7 @@ fn webhook_action_posts_json_with_retries() {
         "actions = [\"webhook\"]\nwebhook = {{ url = \"{url}\", retries = 3, backoff = \"50ms\" }}"
     );
     let r = s.start(&s.config("dry_run = false", &rule));
-    assert_eq!(
-        r.post(&notification(vec![alert(
-            "firing",
-            "n1",
-            "straggler",
-            "f1"
-        )]))
-        .status,
-        200
-    );
+    assert_eq!(send(&r, "firing", "n1", "straggler", "f1").status, 200);
     let first: Value =
         serde_json::from_str(&rx.recv_timeout(Duration::from_secs(5)).unwrap()).unwrap();
     let second: Value =
@@ -1050,13 +913,7 @@ fn released_node_is_not_quarantined_again_within_its_cooldown_and_basic_auth_wor
     let auth = "Basic YWxlcnRtYW5hZ2VyOnMzY3JldC1wYXNz";
     let post = |a: Value| r.post_raw(&notification(vec![a]).to_string(), Some(auth));
     assert_eq!(
-        r.post(&notification(vec![alert(
-            "firing",
-            "n1",
-            "straggler",
-            "c1"
-        )]))
-        .status,
+        send(&r, "firing", "n1", "straggler", "c1").status,
         401,
         "a bearer token is not basic auth"
     );
