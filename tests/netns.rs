@@ -201,6 +201,21 @@ fn view(net: &Net, i: usize) -> Option<serde_json::Value> {
         .and_then(|b| serde_json::from_str(&b).ok())
 }
 
+/// Waits until the group has run 30 rounds at full rate, so the engine knows its baseline
+/// before the test shapes anything.
+fn wait_for_baseline(net: &Net, dir: &tempfile::TempDir) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while view(net, 0).is_none_or(|v| v["rounds"]["ok"].as_u64().unwrap_or(0) < 30) {
+        assert!(
+            Instant::now() < deadline,
+            "no baseline rounds:\n{}",
+            logs(dir)
+        );
+        // No event crosses the namespace boundary; each poll is bounded by curl's timeout.
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 fn logs(dir: &tempfile::TempDir) -> String {
     (0..MEMBERS)
         .map(|k| {
@@ -263,17 +278,7 @@ fn tbf_shaped_node_and_only_it_is_recommended_for_quarantine() {
 fn every_link_shaped_is_a_fabric_verdict_and_no_node_verdict() {
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (net, dir) = start('f', &["100mbit"; MEMBERS]);
-    // Learn the baseline at full rate first.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while view(&net, 0).is_none_or(|v| v["rounds"]["ok"].as_u64().unwrap_or(0) < 30) {
-        assert!(
-            Instant::now() < deadline,
-            "no baseline rounds:\n{}",
-            logs(&dir)
-        );
-        // No event crosses the namespace boundary; each poll is bounded by curl's timeout.
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    wait_for_baseline(&net, &dir);
     for i in 0..MEMBERS {
         shape(&net.ns(i), "change", "15mbit");
     }
@@ -316,15 +321,7 @@ fn every_link_shaped_is_a_fabric_verdict_and_no_node_verdict() {
 fn one_shaped_link_is_a_link_verdict_and_no_node_verdict() {
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (net, dir) = start('l', &["100mbit"; MEMBERS]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while view(&net, 0).is_none_or(|v| v["rounds"]["ok"].as_u64().unwrap_or(0) < 30) {
-        assert!(
-            Instant::now() < deadline,
-            "no baseline rounds:\n{}",
-            logs(&dir)
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    wait_for_baseline(&net, &dir);
     let (a, b) = (1, 3);
     shape_link(&net.ns(a), &addr(b), "15mbit", "100mbit");
     shape_link(&net.ns(b), &addr(a), "15mbit", "100mbit");
