@@ -38,29 +38,48 @@ fn shape(ns: &str, verb: &str, rate: &str) {
     ]);
 }
 
-/// Shapes only `ns`'s egress to `dst` (an htb class behind a destination filter); the rest
-/// of its traffic keeps `rest`.
-fn shape_link(ns: &str, dst: &str, rate: &str, rest: &str) {
-    let tc = |args: &[&str]| {
-        let mut a = vec!["netns", "exec", ns, "tc"];
-        a.extend_from_slice(args);
-        ip(&a);
-    };
-    tc(&[
-        "qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "htb", "default", "10", "r2q",
-        "100",
-    ]);
-    tc(&[
-        "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate", rest,
-    ]);
-    tc(&[
-        "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate", rate,
-    ]);
+/// Runs `tc` inside namespace `ns`.
+fn tc(ns: &str, args: &[&str]) {
+    let mut a = vec!["netns", "exec", ns, "tc"];
+    a.extend_from_slice(args);
+    ip(&a);
+}
+
+/// Replaces `ns`'s root qdisc with htb, all traffic in one class at `rate`.
+fn htb_root(ns: &str, rate: &str) {
+    tc(
+        ns,
+        &[
+            "qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "htb", "default", "10",
+            "r2q", "100",
+        ],
+    );
+    tc(
+        ns,
+        &[
+            "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate", rate,
+            "burst", "32kb",
+        ],
+    );
+}
+
+/// Under an [`htb_root`], sends the traffic to `dst` only through a class at `rate`.
+fn htb_limit_to(ns: &str, dst: &str, rate: &str) {
+    tc(
+        ns,
+        &[
+            "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate", rate,
+            "burst", "32kb",
+        ],
+    );
     let to = format!("{dst}/32");
-    tc(&[
-        "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-        "match", "ip", "dst", &to, "flowid", "1:20",
-    ]);
+    tc(
+        ns,
+        &[
+            "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+            "match", "ip", "dst", &to, "flowid", "1:20",
+        ],
+    );
 }
 
 /// Owns the namespaces and the daemons; dropping it kills the daemons and deletes the
@@ -321,10 +340,15 @@ fn every_link_shaped_is_a_fabric_verdict_and_no_node_verdict() {
 fn one_shaped_link_is_a_link_verdict_and_no_node_verdict() {
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (net, dir) = start('l', &["100mbit"; MEMBERS]);
+    // Every node on the same htb qdisc, so that the shaped pair's ends differ from the
+    // others only by the one link (htb and tbf at the same rate are not the same speed).
+    for i in 0..MEMBERS {
+        htb_root(&net.ns(i), "100mbit");
+    }
     wait_for_baseline(&net, &dir);
     let (a, b) = (1, 3);
-    shape_link(&net.ns(a), &addr(b), "15mbit", "100mbit");
-    shape_link(&net.ns(b), &addr(a), "15mbit", "100mbit");
+    htb_limit_to(&net.ns(a), &addr(b), "15mbit");
+    htb_limit_to(&net.ns(b), &addr(a), "15mbit");
     let names = [format!("{}:7100", addr(a)), format!("{}:7100", addr(b))];
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut seen = vec![false; MEMBERS];
