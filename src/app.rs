@@ -78,9 +78,11 @@ pub fn probe_group(topology: &[String], rank: usize, n: usize, max: usize) -> Ve
         .collect()
 }
 
-/// Probing settings from the config, or why they are unusable.
-pub fn probe_settings(config: &Config) -> Result<crate::probe::ProbeSettings, String> {
-    use crate::collective::transport::{FaultSpec, TransportConfig};
+/// Members from `collective.peers` (or the rank table), cut to this node's probe group:
+/// the source, the listen address, and the group's base communicator id.
+fn static_members(
+    config: &Config,
+) -> Result<(crate::probe::membership::Source, std::net::SocketAddr, u64), String> {
     let c = &config.collective;
     let peers: Vec<std::net::SocketAddr> = c
         .peers
@@ -115,22 +117,6 @@ pub fn probe_settings(config: &Config) -> Result<crate::probe::ProbeSettings, St
             "collective.rank {rank} is outside collective.peers"
         ));
     }
-    let key_path = c
-        .key_file
-        .as_ref()
-        .ok_or("collective.key_file is required")?;
-    let key: Vec<u8> = std::fs::read(key_path)
-        .map_err(|e| format!("reading collective.key_file {}: {e}", key_path.display()))?
-        .into_iter()
-        .filter(|b| !b.is_ascii_whitespace())
-        .collect();
-    if key.len() < 16 {
-        return Err(format!(
-            "collective.key_file {} holds {} bytes; use at least 16 random bytes",
-            key_path.display(),
-            key.len()
-        ));
-    }
     // This node's probe group: the members sharing its topology label, split into
     // balanced groups of at most probe.max_group_size.
     let group = probe_group(
@@ -160,7 +146,68 @@ pub fn probe_settings(config: &Config) -> Result<crate::probe::ProbeSettings, St
         .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
         });
-    let mut t = TransportConfig::new(comm_id, key);
+    Ok((
+        crate::probe::membership::Source::Static {
+            peers: peers.clone(),
+            names,
+            rank,
+        },
+        peers[rank],
+        comm_id,
+    ))
+}
+
+/// Probing settings from the config, or why they are unusable.
+pub fn probe_settings(config: &Config) -> Result<crate::probe::ProbeSettings, String> {
+    use crate::collective::transport::{FaultSpec, TransportConfig};
+    use crate::probe::membership::Source;
+    let c = &config.collective;
+    let (source, listen, base_id) = if c.peers_dns.is_empty() {
+        static_members(config)?
+    } else {
+        let (host, port) = c
+            .peers_dns
+            .rsplit_once(':')
+            .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)))
+            .ok_or_else(|| format!("collective.peers_dns: {:?} is not host:port", c.peers_dns))?;
+        let own: Option<std::net::SocketAddr> = if c.own_address.is_empty() {
+            None
+        } else {
+            Some(c.own_address.parse().map_err(|_| {
+                format!("collective.own_address: {:?} is not IP:port", c.own_address)
+            })?)
+        };
+        let listen = own.unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], port)));
+        let base_id = c.peers_dns.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        let source = Source::Dns {
+            host,
+            port,
+            own,
+            refresh: config.probe.dns_refresh,
+            stale_after: config.probe.membership_stale_after,
+            max_group_size: config.probe.max_group_size as usize,
+        };
+        (source, listen, base_id)
+    };
+    let key_path = c
+        .key_file
+        .as_ref()
+        .ok_or("collective.key_file is required")?;
+    let key: Vec<u8> = std::fs::read(key_path)
+        .map_err(|e| format!("reading collective.key_file {}: {e}", key_path.display()))?
+        .into_iter()
+        .filter(|b| !b.is_ascii_whitespace())
+        .collect();
+    if key.len() < 16 {
+        return Err(format!(
+            "collective.key_file {} holds {} bytes; use at least 16 random bytes",
+            key_path.display(),
+            key.len()
+        ));
+    }
+    let mut t = TransportConfig::new(base_id, key);
     t.channels = c.channels as usize;
     t.connect_timeout = c
         .connect_timeout
@@ -169,26 +216,32 @@ pub fn probe_settings(config: &Config) -> Result<crate::probe::ProbeSettings, St
         t.traffic_class = Some(c.traffic_class as u32);
     }
     t.bind_device = c.bind_device.clone();
-    if config.probe.inject_throttle_bytes_per_second > 0 {
-        for p in (0..peers.len()).filter(|p| *p != rank) {
-            t.faults.insert(
-                p,
-                FaultSpec {
-                    rate_bytes_per_sec: Some(config.probe.inject_throttle_bytes_per_second as f64),
-                    ..FaultSpec::default()
-                },
-            );
-        }
-    }
     let mut comm = crate::collective::CommConfig::new(t);
     comm.exec_timeout = c.exec_timeout;
     if !c.algo.is_empty() {
         comm.algo = crate::collective::algo::select::parse_hccl_algo(&c.algo)?;
     }
+    let own_name = [
+        c.node_name.clone(),
+        std::env::var("NODE_NAME").unwrap_or_default(),
+    ]
+    .into_iter()
+    .find(|n| !n.is_empty())
+    .or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+    })
+    .unwrap_or_default();
     Ok(crate::probe::ProbeSettings {
-        names,
-        peers,
-        rank,
+        source,
+        listen,
+        member_timeout: config.probe.member_timeout,
+        own_name,
+        inject: (config.probe.inject_throttle_bytes_per_second > 0).then(|| FaultSpec {
+            rate_bytes_per_sec: Some(config.probe.inject_throttle_bytes_per_second as f64),
+            ..FaultSpec::default()
+        }),
         comm,
         interval: config.probe.interval,
         small_bytes: config.probe.small_bytes as usize,

@@ -109,6 +109,16 @@ pub struct ProbeSection {
     pub max_group_size: u64,
     /// Fault injection for tests and the demo: cap this node's probe sends (0: off).
     pub inject_throttle_bytes_per_second: u64,
+    /// A member that has not accepted a connection for this long is left out of the group
+    /// (the others go on probing) until it accepts again.
+    #[serde(with = "duration::serde_str")]
+    pub member_timeout: Duration,
+    /// How often `collective.peers_dns` is resolved again.
+    #[serde(with = "duration::serde_str")]
+    pub dns_refresh: Duration,
+    /// A DNS member list not refreshed for this long is stale: probing stops (fail closed).
+    #[serde(with = "duration::serde_str")]
+    pub membership_stale_after: Duration,
 }
 
 impl Default for ProbeSection {
@@ -123,6 +133,9 @@ impl Default for ProbeSection {
             budget_bytes_per_hour: 1 << 30,
             max_group_size: 64,
             inject_throttle_bytes_per_second: 0,
+            member_timeout: Duration::from_secs(90),
+            dns_refresh: Duration::from_secs(30),
+            membership_stale_after: Duration::from_secs(300),
         }
     }
 }
@@ -214,6 +227,15 @@ pub struct CollectiveConfig {
     pub peer_topology: Vec<String>,
     /// This node's rank in `peers`; -1 finds it by matching a local address.
     pub rank: i64,
+    /// `host:port` of a DNS name resolving to every member (e.g. a Kubernetes headless
+    /// Service), instead of `peers`; re-resolved every `probe.dns_refresh`. Empty: unused.
+    pub peers_dns: String,
+    /// With `peers_dns`: this node's own `IP:port` among the resolved addresses. Empty:
+    /// the resolved address on one of this host's interfaces.
+    pub own_address: String,
+    /// With `peers_dns`: the name this node announces to the group for metric labels.
+    /// Empty: the `NODE_NAME` environment variable, else the host name.
+    pub node_name: String,
     /// An HCCL rank table (`RANK_TABLE_FILE`) to take the members from instead of `peers`:
     /// one member per server, in order of first appearance.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -247,6 +269,9 @@ impl Default for CollectiveConfig {
             peer_names: Vec::new(),
             peer_topology: Vec::new(),
             rank: -1,
+            peers_dns: String::new(),
+            own_address: String::new(),
+            node_name: String::new(),
             rank_table_file: None,
             rank_table_port: 60_100,
             key_file: None,
@@ -817,10 +842,32 @@ impl Config {
                 format!("{p:?} may only contain letters, digits, '/', '_', '.' and '-'"),
             ));
         }
-        if self.probe.enabled && self.collective.peers.len() < 2 {
+        let c = &self.collective;
+        if !c.peers_dns.is_empty() {
+            match c.peers_dns.rsplit_once(':') {
+                Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) => {}
+                _ => out.push((
+                    "collective.peers_dns".into(),
+                    format!("{:?} is not host:port (e.g. \"hcclwatch.monitoring.svc.cluster.local:60100\")", c.peers_dns),
+                )),
+            }
+            if !c.peers.is_empty() || c.rank_table_file.is_some() {
+                out.push((
+                    "collective.peers_dns".into(),
+                    "set one of collective.peers, collective.rank_table_file and collective.peers_dns".into(),
+                ));
+            }
+        }
+        if !c.own_address.is_empty() && c.own_address.parse::<std::net::SocketAddr>().is_err() {
+            out.push((
+                "collective.own_address".into(),
+                format!("{:?} is not IP:port", c.own_address),
+            ));
+        }
+        if self.probe.enabled && c.peers_dns.is_empty() && c.peers.len() < 2 {
             out.push((
                 "probe.enabled".into(),
-                "probing needs at least 2 members in collective.peers (or the rank table)".into(),
+                "probing needs at least 2 members in collective.peers (or the rank table, or collective.peers_dns)".into(),
             ));
         }
         if self.probe.enabled && self.collective.key_file.is_none() {
@@ -857,7 +904,6 @@ impl Config {
                 ));
             }
         }
-        let c = &self.collective;
         if !c.peer_topology.is_empty() && c.peer_topology.len() != c.peers.len() {
             out.push((
                 "collective.peer_topology".into(),

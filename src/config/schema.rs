@@ -206,6 +206,18 @@ pub const SCHEMA: &[Key] = &[
         },
     },
     Key {
+        path: "collective.peers_dns",
+        kind: Kind::Str,
+    },
+    Key {
+        path: "collective.own_address",
+        kind: Kind::Str,
+    },
+    Key {
+        path: "collective.node_name",
+        kind: Kind::Str,
+    },
+    Key {
         path: "collective.key_file",
         kind: Kind::Path,
     },
@@ -288,6 +300,27 @@ pub const SCHEMA: &[Key] = &[
         kind: Kind::Int {
             min: 4,
             max: 1 << 30,
+        },
+    },
+    Key {
+        path: "probe.member_timeout",
+        kind: Kind::Duration {
+            min: ms(1000),
+            max: ms(86_400_000),
+        },
+    },
+    Key {
+        path: "probe.dns_refresh",
+        kind: Kind::Duration {
+            min: ms(1000),
+            max: ms(86_400_000),
+        },
+    },
+    Key {
+        path: "probe.membership_stale_after",
+        kind: Kind::Duration {
+            min: ms(1000),
+            max: ms(86_400_000),
         },
     },
     Key {

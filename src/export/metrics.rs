@@ -711,8 +711,18 @@ impl Collector for SnapshotCollector {
                 vec![(vec![], pr.coverage)],
             )?;
             f.gauge(
+                "hcclwatch_probe_group_members",
+                "Members of the formed probe group (0 while it is not formed).",
+                vec![(vec![], pr.members as f64)],
+            )?;
+            f.gauge(
+                "hcclwatch_membership_stale",
+                "Whether the member list could not be refreshed for probe.membership_stale_after (probing stops, fail-closed).",
+                vec![(vec![], if pr.membership_stale { 1.0 } else { 0.0 })],
+            )?;
+            f.gauge(
                 "hcclwatch_peer_up",
-                "Whether the peer took part in the last probe round.",
+                "Whether the member is in the formed probe group (0: not answering, left out after probe.member_timeout, or probing paused).",
                 pr.peer_up
                     .iter()
                     .enumerate()
@@ -739,12 +749,12 @@ impl Collector for SnapshotCollector {
                 f.gauge(
                     "hcclwatch_straggler_score",
                     "Window median of the node's log time residual against its peers (0.08 ≈ 8% slower).",
-                    pr.scores.iter().enumerate().map(|(i, v)| (vec![("node", node(i))], *v)).collect(),
+                    pr.scores.iter().enumerate().filter(|(_, v)| v.is_finite()).map(|(i, v)| (vec![("node", node(i))], *v)).collect(),
                 )?;
                 f.gauge(
                     "hcclwatch_rank_arrival_lag_seconds",
                     "How much later than the last arrival's peers the node reached the round's barrier (the straggler waits least).",
-                    pr.arrival_lag.iter().enumerate().map(|(i, v)| (vec![("node", node(i))], *v)).collect(),
+                    pr.arrival_lag.iter().enumerate().filter(|(_, v)| v.is_finite()).map(|(i, v)| (vec![("node", node(i))], *v)).collect(),
                 )?;
                 f.gauge(
                     "hcclwatch_link_bandwidth_bytes_per_second",

@@ -80,12 +80,13 @@ async fn state_handler(State(s): State<AppState>) -> Response {
         "rounds": {"ok": p.rounds_ok, "failed": p.rounds_failed},
         "fabric_degraded": p.fabric_degraded,
         "link_degraded": p.link_degraded.iter().map(|(a, b)| serde_json::json!({"src": node(*a), "dst": node(*b)})).collect::<Vec<_>>(),
+        "membership": {"group_members": p.members, "stale": p.membership_stale},
         "members": p.nodes.iter().enumerate().map(|(i, n)| serde_json::json!({
             "node": n,
             "up": p.peer_up.get(i).copied().unwrap_or(false),
             "state": p.states.get(i).map(|s| s.as_str()),
-            "score": p.scores.get(i),
-            "arrival_lag_seconds": p.arrival_lag.get(i),
+            "score": p.scores.get(i).filter(|v| v.is_finite()),
+            "arrival_lag_seconds": p.arrival_lag.get(i).filter(|v| v.is_finite()),
         })).collect::<Vec<_>>(),
         "matrix": p.links.iter().map(|(a, b, v)| serde_json::json!({"src": node(*a), "dst": node(*b), "bytes_per_second": v})).collect::<Vec<_>>(),
         "transitions": p.transitions.iter().map(|t| serde_json::json!({

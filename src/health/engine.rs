@@ -90,6 +90,9 @@ pub struct RoundInput {
     pub hard_faults: Vec<(usize, String)>,
     /// Re-measurements of pairs the engine asked about (link localisation).
     pub link_probes: Vec<Probe>,
+    /// Nodes outside this round's group (removed after a timeout): their state and
+    /// history are kept, frozen, until they return.
+    pub absent: Vec<usize>,
 }
 
 /// A node's state.
@@ -233,6 +236,28 @@ impl HealthEngine {
         }
     }
 
+    /// Carries the engine over to a new member list: `map[old]` is the old node's new
+    /// index (None: gone). New indices without an old node start healthy and empty. Used
+    /// when a DNS re-resolution changes the candidates, so that nobody's state or history is
+    /// reset because somebody else joined or left.
+    pub fn remap(&mut self, map: &[Option<usize>], nodes: usize) {
+        let fresh = HealthEngine::new(nodes, self.cfg.clone());
+        let mut tracks = fresh.nodes;
+        for (old, new) in map.iter().enumerate() {
+            if let (Some(new), Some(t)) = (new, self.nodes.get(old))
+                && let Some(slot) = tracks.get_mut(*new)
+            {
+                *slot = t.clone();
+            }
+        }
+        self.nodes = tracks;
+        let idx = |i: usize| map.get(i).copied().flatten();
+        self.links = std::mem::take(&mut self.links)
+            .into_iter()
+            .filter_map(|((a, b), h)| Some(((idx(a)?, idx(b)?), h)))
+            .collect();
+    }
+
     /// The current state of every node.
     pub fn states(&self) -> Vec<NodeState> {
         self.nodes.iter().map(|n| n.state).collect()
@@ -369,7 +394,7 @@ impl HealthEngine {
                 (in_d, in_z, in_full)
             };
             out.scores.push(score);
-            if hard.contains(&i) {
+            if hard.contains(&i) || input.absent.contains(&i) {
                 continue;
             }
             let state = self.nodes[i].state;
@@ -741,6 +766,42 @@ mod tests {
             );
         }
         assert!(fabric_seen);
+    }
+
+    #[test]
+    fn an_absent_node_keeps_its_state_and_a_remap_carries_states_by_node() {
+        let n = 8;
+        let jitter = |i: usize| (i % 3) as f64 * 0.002;
+        let mut e = HealthEngine::new(n, HealthConfig::default());
+        for r in 0..30 {
+            e.step(&round(n, 1 + r % 7, &[(5, 1.3)], jitter));
+        }
+        let st = e.states()[5];
+        assert_ne!(st, NodeState::Healthy, "the slow node is at least suspect");
+        // Node 5 leaves the group: many healthy rounds without it do not move its state.
+        for r in 0..200 {
+            let mut input = round(n, 1 + r % 7, &[], jitter);
+            input.probes.retain(|p| p.src != 5 && p.dst != 5);
+            input.absent = vec![5];
+            let out = e.step(&input);
+            assert!(
+                out.transitions.iter().all(|t| t.node != 5),
+                "{:?}",
+                out.transitions
+            );
+        }
+        assert_eq!(e.states()[5], st);
+        // The candidates change: node 0 goes, a new node arrives last; node 5 becomes 4.
+        let map: Vec<Option<usize>> = (0..n).map(|i| i.checked_sub(1)).collect();
+        e.remap(&map, n);
+        let after = e.states();
+        assert_eq!(after.len(), n);
+        assert_eq!(after[4], st);
+        assert_eq!(after[n - 1], NodeState::Healthy);
+        assert_eq!(
+            after.iter().filter(|s| **s != NodeState::Healthy).count(),
+            1
+        );
     }
 
     #[test]

@@ -295,6 +295,7 @@ pub fn run(o: &SimOptions) -> SimReport {
             confirmations,
             hard_faults,
             link_probes,
+            absent: Vec::new(),
         };
         let t0 = Instant::now();
         let out = engine.step(&input);

@@ -14,6 +14,7 @@
 //! re-formed at the next round.
 
 pub mod histogram;
+pub mod membership;
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener};
@@ -32,12 +33,17 @@ use histogram::Histogram;
 /// Probing settings.
 #[derive(Debug, Clone)]
 pub struct ProbeSettings {
-    /// Members' listen addresses, in rank order.
-    pub peers: Vec<SocketAddr>,
-    /// This node's rank.
-    pub rank: usize,
-    /// Node names for labels (default: the addresses).
-    pub names: Vec<String>,
+    /// Where the members come from.
+    pub source: membership::Source,
+    /// Address the probe listener binds.
+    pub listen: SocketAddr,
+    /// A member that has not accepted a connection for this long is left out of the group
+    /// until it does again.
+    pub member_timeout: Duration,
+    /// The name this node announces to a DNS-discovered group.
+    pub own_name: String,
+    /// Fault injection on every exchange this node sends (tests and the demo).
+    pub inject: Option<crate::collective::transport::FaultSpec>,
     /// Engine transport and timeouts.
     pub comm: CommConfig,
     /// Time between round starts.
@@ -85,8 +91,12 @@ pub struct ProbePart {
     pub rounds_failed: u64,
     /// Probe payload bytes sent by this node.
     pub bytes_sent: u64,
-    /// Whether each peer took part in the last successful round.
+    /// Whether each candidate is in the current group (it took part in the last round).
     pub peer_up: Vec<bool>,
+    /// Members of the current group (0 while it is not formed).
+    pub members: usize,
+    /// Whether the membership view is stale (probing stopped, fail-closed).
+    pub membership_stale: bool,
     /// Fabric verdict.
     pub fabric_degraded: bool,
     /// Pairs the engine judged degraded links (src, dst) in the last round.
@@ -127,13 +137,21 @@ const MAX_LINK_REMEASURES: usize = 4;
 /// α-β predicted seconds).
 type RoundResult = (Vec<Measured>, usize, Option<(String, f64, f64)>);
 
-fn confirm_pairs(requests: &[usize], states: &[NodeState], per: usize) -> Vec<(usize, usize)> {
+/// Confirmation pairs in candidate indices: each requested suspect with `per` healthy
+/// members of the current group (`present`), chosen deterministically so that every member
+/// computes the same pairs.
+fn confirm_pairs(
+    requests: &[usize],
+    states: &[NodeState],
+    present: &[bool],
+    per: usize,
+) -> Vec<(usize, usize)> {
     let n = states.len();
     let good: Vec<usize> = (0..n)
-        .filter(|i| states[*i] == NodeState::Healthy)
+        .filter(|i| states[*i] == NodeState::Healthy && present.get(*i) == Some(&true))
         .collect();
     let mut out = Vec::new();
-    for &x in requests {
+    for &x in requests.iter().filter(|x| present.get(**x) == Some(&true)) {
         let peers: Vec<usize> = good.iter().copied().filter(|p| *p != x).collect();
         for k in 0..per.min(peers.len()) {
             out.push((x, peers[(x * 7 + k * 13) % peers.len()]));
@@ -502,197 +520,521 @@ pub fn spawn(
     store: Arc<Store>,
     shutdown: Receiver<()>,
 ) -> std::io::Result<JoinHandle<()>> {
-    std::thread::Builder::new().name("hcclwatch-probe".into()).spawn(move || {
-        let n = s.peers.len();
-        let mut part = ProbePart {
-            nodes: s.names.clone(),
-            states: vec![NodeState::Healthy; n],
-            peer_up: vec![false; n],
-            ..ProbePart::default()
-        };
-        let listener = match TcpListener::bind(s.peers[s.rank]) {
-            Ok(l) => Arc::new(l),
-            Err(e) => {
-                part.last_error = Some(format!("cannot listen on {}: {e}", s.peers[s.rank]));
-                tracing::error!(address = %s.peers[s.rank], "probing disabled: cannot listen: {e}");
-                store.publish_probe(part);
-                return;
+    std::thread::Builder::new()
+        .name("hcclwatch-probe".into())
+        .spawn(move || {
+            let listener = match TcpListener::bind(s.listen) {
+                Ok(l) => Arc::new(l),
+                Err(e) => {
+                    let part = ProbePart {
+                        last_error: Some(format!("cannot listen on {}: {e}", s.listen)),
+                        ..ProbePart::default()
+                    };
+                    tracing::error!(address = %s.listen, "probing disabled: cannot listen: {e}");
+                    store.publish_probe(part);
+                    return;
+                }
+            };
+            let mut p = Prober::new(s, listener, Instant::now());
+            let mut next = Instant::now();
+            loop {
+                match shutdown.recv_timeout(next.saturating_duration_since(Instant::now())) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    _ => return,
+                }
+                // Jitter of ±10 % keeps groups (and nodes restarted together) from locking onto
+                // one phase with each other or with a training step; the barrier re-aligns the
+                // members of one group every round anyway.
+                p.jitter = xorshift(p.jitter);
+                next = (next + jittered(p.s.interval, p.jitter)).max(Instant::now());
+                p.tick(&store);
+                store.publish_probe(p.part.clone());
             }
-        };
-        let mut comm: Option<Communicator> = None;
-        let mut engine = HealthEngine::new(n, s.health.clone());
-        let mut requests: Vec<usize> = Vec::new();
-        let mut link_requests: Vec<(usize, usize)> = Vec::new();
-        let mut faults = HardFaults::default();
-        let mut round: u64 = 0;
-        let mut next = Instant::now();
-        let mut limited = false;
-        let mut jitter_state: u64 = 0x9e37_79b9_7f4a_7c15 ^ ((s.rank as u64 + 1) << 17)
+        })
+}
+
+/// The prober's state between rounds.
+struct Prober {
+    s: ProbeSettings,
+    listener: Arc<TcpListener>,
+    view: membership::Membership,
+    comm: Option<Communicator>,
+    /// Candidate index of each rank of `comm`.
+    group: Vec<usize>,
+    engine: HealthEngine,
+    requests: Vec<usize>,
+    link_requests: Vec<(usize, usize)>,
+    faults: HardFaults,
+    round: u64,
+    limited: bool,
+    jitter: u64,
+    sent_log: VecDeque<(Instant, u64)>,
+    /// (round, candidate) of the peers this node exchanged with.
+    met: VecDeque<(u64, usize)>,
+    part: ProbePart,
+    /// The membership problem last logged, so that a persisting one is logged once.
+    logged: Option<String>,
+}
+
+impl Prober {
+    fn new(s: ProbeSettings, listener: Arc<TcpListener>, now: Instant) -> Self {
+        let view = membership::Membership::new(s.source.clone(), s.member_timeout, now);
+        let n = view.candidates().len();
+        let jitter = 0x9e37_79b9_7f4a_7c15
+            ^ (u64::from(s.listen.port()) << 17)
             ^ std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
-        let mut sent_log: VecDeque<(Instant, u64)> = VecDeque::new();
-        let mut met: VecDeque<(u64, usize)> = VecDeque::new();
-        loop {
-            match shutdown.recv_timeout(next.saturating_duration_since(Instant::now())) {
-                Err(RecvTimeoutError::Timeout) => {}
-                _ => return,
+        let mut p = Self {
+            engine: HealthEngine::new(n, s.health.clone()),
+            s,
+            listener,
+            view,
+            comm: None,
+            group: Vec::new(),
+            requests: Vec::new(),
+            link_requests: Vec::new(),
+            faults: HardFaults::default(),
+            round: 0,
+            limited: false,
+            jitter,
+            sent_log: VecDeque::new(),
+            met: VecDeque::new(),
+            part: ProbePart::default(),
+            logged: None,
+        };
+        p.resize_part();
+        p
+    }
+
+    /// Sizes the per-candidate parts of the export to the current candidates.
+    fn resize_part(&mut self) {
+        let n = self.view.candidates().len();
+        self.part.nodes = self
+            .view
+            .candidates()
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        self.part.states = self.engine.states();
+        self.part.peer_up = vec![false; n];
+        self.part.scores.clear();
+        self.part.arrival_lag.clear();
+        self.part.links.clear();
+        self.part.link_degraded.clear();
+        self.part.quarantine.clear();
+    }
+
+    /// Pauses probing with `why` (fail closed: telemetry goes on).
+    fn pause(&mut self, why: String, failed_round: bool) {
+        if self.logged.as_deref() != Some(&why) {
+            tracing::warn!(reason = %why, "probing paused; telemetry continues");
+            self.logged = Some(why.clone());
+        }
+        self.part.active = false;
+        self.part.members = 0;
+        self.part.peer_up.iter_mut().for_each(|u| *u = false);
+        self.part.last_error = Some(why);
+        if failed_round {
+            self.part.rounds_failed += 1;
+        }
+        self.comm = None;
+    }
+
+    /// One scheduled round: membership upkeep, forming the group if needed, and the round.
+    fn tick(&mut self, store: &Store) {
+        let now = Instant::now();
+        match self
+            .view
+            .refresh(now, membership::system_resolve, membership::is_local)
+        {
+            Ok(membership::Refresh::Unchanged) => {}
+            Ok(membership::Refresh::Changed(map)) => {
+                let addrs: Vec<String> = self
+                    .view
+                    .candidates()
+                    .iter()
+                    .map(|c| c.addr.to_string())
+                    .collect();
+                tracing::info!(candidates = %addrs.join(","), "membership changed; the group re-forms");
+                self.engine.remap(&map, addrs.len());
+                self.requests.clear();
+                self.link_requests.clear();
+                self.met.clear();
+                self.comm = None;
+                self.resize_part();
             }
-            // Jitter of ±10 % keeps groups (and nodes restarted together) from locking onto
-            // one phase with each other or with a training step; the barrier re-aligns the
-            // members of one group every round anyway.
-            jitter_state = xorshift(jitter_state);
-            next = (next + jittered(s.interval, jitter_state)).max(Instant::now());
-            if comm.is_none() {
-                let l = match listener.try_clone() {
-                    Ok(l) => l,
-                    Err(e) => {
-                        part.last_error = Some(e.to_string());
-                        continue;
-                    }
-                };
-                match Communicator::init(l, s.rank, s.peers.clone(), s.comm.clone()) {
-                    Ok(c) => {
-                        tracing::info!(members = n, "probe group formed");
-                        comm = Some(c);
-                    }
-                    Err(e) => {
-                        part.active = false;
-                        part.rounds_failed += 1;
-                        if let Some(p) = e.peer {
-                            part.peer_up[p] = false;
-                        }
-                        if part.last_error.as_deref() != Some(&e.to_string()) {
-                            tracing::warn!(error = %e, "cannot form the probe group; probing paused, telemetry continues");
-                        }
-                        part.last_error = Some(e.to_string());
-                        store.publish_probe(part.clone());
-                        continue;
-                    }
+            Err(e) => {
+                tracing::warn!(error = %e, "membership refresh failed; keeping the last view")
+            }
+        }
+        self.part.membership_stale = false;
+        if let Some(why) = self.view.stale(now) {
+            self.part.membership_stale = true;
+            self.pause(why, false);
+            return;
+        }
+        let me = self.view.me().unwrap_or(0);
+        let n = self.view.candidates().len();
+        let ping = self
+            .s
+            .comm
+            .transport
+            .connect_timeout
+            .min(Duration::from_secs(1));
+        // Re-admission: a left-out candidate that accepts again makes the group re-form.
+        // Every member sees the return at about the same round; one that does not yet
+        // fails its next round on the departed connections and re-forms then.
+        if self.comm.is_some() {
+            let out: Vec<usize> = (0..n).filter(|i| !self.group.contains(i)).collect();
+            if !out.is_empty() {
+                let back = membership::reachable(&self.addrs(&out), ping);
+                for (i, ok) in out.iter().zip(&back) {
+                    self.view.record(*i, *ok, now);
+                }
+                if back.iter().any(|b| *b) {
+                    tracing::info!(
+                        "a left-out member accepts connections again; re-forming the group"
+                    );
+                    self.comm = None;
                 }
             }
-            let Some(c) = comm.as_mut() else { continue };
-            round += 1;
-            let mut pairs = confirm_pairs(&requests, &engine.states(), s.health.confirm_peers);
-            let n_confirm = pairs.len();
-            // Pairs the engine found slow are re-measured (link localisation), a few per
-            // round; never in a budget-limited round, whose exchanges are latency-sized.
-            if !limited {
-                pairs.extend(link_requests.iter().copied().filter(|(a, b)| a != b && *a < n && *b < n).take(MAX_LINK_REMEASURES));
+        }
+        if self.comm.is_none() && !self.form(now, me, n, ping) {
+            return;
+        }
+        self.run_round(store, me);
+    }
+
+    fn addrs(&self, idx: &[usize]) -> Vec<SocketAddr> {
+        idx.iter()
+            .map(|i| self.view.candidates()[*i].addr)
+            .collect()
+    }
+
+    /// Forms the group from the candidates that answer; false (with the export updated)
+    /// if it cannot.
+    fn form(&mut self, now: Instant, me: usize, n: usize, ping: Duration) -> bool {
+        let others: Vec<usize> = (0..n).filter(|i| *i != me).collect();
+        let up = membership::reachable(&self.addrs(&others), ping);
+        for (i, ok) in others.iter().zip(&up) {
+            self.view.record(*i, *ok, now);
+        }
+        let members = self.view.members(now);
+        let left_out: Vec<String> = (0..n)
+            .filter(|i| !members.contains(i))
+            .map(|i| self.view.candidates()[i].name.clone())
+            .collect();
+        if members.len() < 2 {
+            self.pause(
+                format!(
+                    "no other member of the probe group answers (left out: {})",
+                    left_out.join(", ")
+                ),
+                true,
+            );
+            return false;
+        }
+        let rank = members.iter().position(|i| *i == me).unwrap_or(0);
+        let mut cfg = self.s.comm.clone();
+        cfg.transport.comm_id = self.view.comm_id(self.s.comm.transport.comm_id, &members);
+        if let Some(spec) = &self.s.inject {
+            for p in (0..members.len()).filter(|p| *p != rank) {
+                cfg.transport.faults.insert(p, spec.clone());
             }
-            let hard = faults.code(&store);
-            let hour_ago = Instant::now().checked_sub(Duration::from_secs(3600));
-            while sent_log.front().is_some_and(|(t, _)| hour_ago.is_some_and(|h| *t < h)) {
-                sent_log.pop_front();
+        }
+        let l = match self.listener.try_clone() {
+            Ok(l) => l,
+            Err(e) => {
+                self.pause(format!("cannot share the probe listener: {e}"), true);
+                return false;
             }
-            let used: u64 = sent_log.iter().map(|(_, b)| b).sum();
-            let over_budget = s.budget_bytes_per_hour > 0 && used >= s.budget_bytes_per_hour;
-            part.budget_ratio = (s.budget_bytes_per_hour > 0).then(|| used as f64 / s.budget_bytes_per_hour as f64);
-            let before = part.bytes_sent;
-            let round_limited = limited;
-            let cx = trace::round(round, c.size());
-            let result = round_trip(&cx, c, &s, round, &pairs, hard, round_limited, over_budget, &mut part.bytes_sent);
-            trace::end(&cx, result.as_ref().map(|_| ()).map_err(|e| e.to_string()));
-            sent_log.push_back((Instant::now(), part.bytes_sent - before));
-            match result {
-                Ok((m, stride, ring)) => {
-                    // Each rank sends first (the probe fits in the socket buffers, so the
-                    // send completes without the peer) and then waits for its left
-                    // neighbour: its exchange time measures the link it received on,
-                    // i − s → i. (A shaped egress delays the receiver, not the sender.)
-                    let probes: Vec<Probe> = (0..n)
-                        .map(|i| Probe { src: (i + n - stride) % n, dst: i, seconds: m[i].link })
-                        .collect();
-                    let mut confirmations: Vec<Probe> = pairs
-                        .iter()
-                        .enumerate()
-                        .map(|(k, &(x, p))| Probe { src: x, dst: p, seconds: pair_seconds(&m, k, x, p) })
-                        .collect();
-                    let link_probes = confirmations.split_off(n_confirm);
-                    let hard_faults: Vec<(usize, String)> = (0..n)
-                        .filter(|i| m[*i].hard != 0)
-                        .map(|i| (i, hard_fault_reason(m[i].hard).to_string()))
-                        .collect();
-                    let out = engine.step(&RoundInput { probes, confirmations, hard_faults, link_probes });
-                    requests = out.confirm_requests.clone();
-                    link_requests = out.link_requests.clone();
-                    // The next round's size is decided from data every member shares.
-                    limited = m.iter().any(|x| x.over_budget);
-                    part.budget_limited = limited;
-                    let me = s.rank;
-                    met.push_back((round, (me + stride) % n));
-                    met.push_back((round, (me + n - stride) % n));
-                    while met.front().is_some_and(|(r0, _)| round - r0 >= (n as u64 - 1).max(1)) {
-                        met.pop_front();
-                    }
-                    let mut distinct: Vec<usize> = met.iter().map(|(_, p)| *p).filter(|p| *p != me).collect();
-                    distinct.sort_unstable();
-                    distinct.dedup();
-                    part.coverage = distinct.len() as f64 / (n as f64 - 1.0).max(1.0);
-                    let max_wait = m.iter().map(|x| x.wait).fold(0.0, f64::max);
-                    part.active = true;
-                    part.last_error = None;
-                    part.rounds_ok += 1;
-                    part.states = engine.states();
-                    part.scores = out.scores.clone();
-                    part.arrival_lag = m.iter().map(|x| max_wait - x.wait).collect();
-                    part.latency = Some(m.iter().map(|x| x.latency).fold(0.0, f64::max));
-                    let own = &m[s.rank];
-                    part.link_rtt.observe(own.rtt);
-                    let small = (s.small_bytes / 4).max(1) * 4;
-                    observe_duration(&mut part.collective_durations, "all_reduce", small, own.latency);
-                    if let Some((_, bytes, _)) = &ring {
-                        observe_duration(&mut part.collective_durations, "all_reduce", *bytes as usize, own.ring);
-                    }
-                    // A latency-sized exchange says nothing about a link's bandwidth, so a
-                    // reduced round omits the link series instead of exporting a misleading dip.
-                    part.links = if round_limited {
-                        Vec::new()
-                    } else {
-                        (0..n)
-                            .map(|i| ((i + n - stride) % n, i, s.link_bytes.max(1) as f64 / m[i].link.max(1e-9)))
-                            .collect()
-                    };
-                    if let Some((algo, bytes, predicted)) = ring {
-                        let t = m.iter().map(|x| x.ring).fold(0.0, f64::max).max(1e-9);
-                        let factor = 2.0 * (n as f64 - 1.0) / n as f64;
-                        part.busbw = Some((algo, bytes as usize, bytes / t * factor));
-                        part.busbw_expected = (predicted > 0.0).then(|| bytes / predicted * factor);
-                    }
-                    part.peer_up = vec![true; n];
-                    part.fabric_degraded = out.fabric_degraded;
-                    part.link_degraded = out.link_verdicts.clone();
-                    for t in out.transitions {
-                        tracing::info!(node = %s.names[t.node], from = t.from.as_str(), to = t.to.as_str(), reason = %t.reason, "node state changed");
-                        if t.to == NodeState::QuarantineRecommended {
-                            // The label is a bounded category; the full reason and the
-                            // evidence are in the log and in /api/v1/state.
-                            let category = if t.reason.starts_with("hard fault") { "hard_fault" } else { "straggler" };
-                            part.quarantine.retain(|(x, _)| *x != t.node);
-                            part.quarantine.push((t.node, category.to_string()));
-                        }
-                        part.transitions.push_back(t);
-                        while part.transitions.len() > 100 {
-                            part.transitions.pop_front();
+        };
+        let addrs = self.addrs(&members);
+        let mut c = match Communicator::init(l, rank, addrs, cfg) {
+            Ok(c) => c,
+            Err(e) => {
+                self.pause(format!("cannot form the probe group: {e}"), true);
+                return false;
+            }
+        };
+        if self.view.is_dns() {
+            // Members found by DNS are known by address until they say their names.
+            match exchange_names(&mut c, &self.s.own_name) {
+                Ok(names) => {
+                    for (k, name) in names.into_iter().enumerate() {
+                        if let Some(name) = name {
+                            self.part.nodes[members[k]] = name;
                         }
                     }
-                    let states = part.states.clone();
-                    part.quarantine.retain(|(x, _)| states[*x] == NodeState::QuarantineRecommended);
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "probe round failed; the group will be re-formed");
-                    part.active = false;
-                    part.rounds_failed += 1;
-                    if let Some(p) = e.peer {
-                        part.peer_up[p] = false;
-                    }
-                    part.last_error = Some(e.to_string());
-                    comm = None;
+                    self.pause(
+                        format!("probe group formed but the name exchange failed: {e}"),
+                        true,
+                    );
+                    return false;
                 }
             }
-            store.publish_probe(part.clone());
         }
-    })
+        if left_out.is_empty() {
+            tracing::info!(members = members.len(), "probe group formed");
+        } else {
+            tracing::warn!(members = members.len(), left_out = %left_out.join(","), "probe group formed without members that stopped answering");
+        }
+        self.logged = None;
+        self.group = members;
+        self.comm = Some(c);
+        true
+    }
+
+    fn run_round(&mut self, store: &Store, me: usize) {
+        let Some(c) = self.comm.as_mut() else { return };
+        let s = &self.s;
+        let n = self.view.candidates().len();
+        let g = self.group.clone();
+        let m_size = g.len();
+        let present: Vec<bool> = (0..n).map(|i| g.contains(&i)).collect();
+        let rank_of = |i: usize| g.iter().position(|x| *x == i);
+        self.round += 1;
+        let round = self.round;
+        let mut pairs = confirm_pairs(
+            &self.requests,
+            &self.engine.states(),
+            &present,
+            s.health.confirm_peers,
+        );
+        let n_confirm = pairs.len();
+        // Pairs the engine found slow are re-measured (link localisation), a few per round;
+        // never in a budget-limited round, whose exchanges are latency-sized.
+        if !self.limited {
+            pairs.extend(
+                self.link_requests
+                    .iter()
+                    .copied()
+                    .filter(|(a, b)| {
+                        a != b && present.get(*a) == Some(&true) && present.get(*b) == Some(&true)
+                    })
+                    .take(MAX_LINK_REMEASURES),
+            );
+        }
+        let ranked: Vec<(usize, usize)> = pairs
+            .iter()
+            .filter_map(|(a, b)| Some((rank_of(*a)?, rank_of(*b)?)))
+            .collect();
+        let hard = self.faults.code(store);
+        let hour_ago = Instant::now().checked_sub(Duration::from_secs(3600));
+        while self
+            .sent_log
+            .front()
+            .is_some_and(|(t, _)| hour_ago.is_some_and(|h| *t < h))
+        {
+            self.sent_log.pop_front();
+        }
+        let used: u64 = self.sent_log.iter().map(|(_, b)| b).sum();
+        let over_budget = s.budget_bytes_per_hour > 0 && used >= s.budget_bytes_per_hour;
+        let part = &mut self.part;
+        part.budget_ratio =
+            (s.budget_bytes_per_hour > 0).then(|| used as f64 / s.budget_bytes_per_hour as f64);
+        let before = part.bytes_sent;
+        let round_limited = self.limited;
+        let cx = trace::round(round, c.size());
+        let result = round_trip(
+            &cx,
+            c,
+            s,
+            round,
+            &ranked,
+            hard,
+            round_limited,
+            over_budget,
+            &mut part.bytes_sent,
+        );
+        trace::end(&cx, result.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+        self.sent_log
+            .push_back((Instant::now(), part.bytes_sent - before));
+        let (m, stride, ring) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                // The peer the error names is the first suspect for removal; the next
+                // formation's liveness check decides.
+                if let Some(p) = e.peer.and_then(|p| g.get(p)) {
+                    self.view.record(*p, false, Instant::now());
+                }
+                self.pause(
+                    format!("probe round failed; the group will be re-formed: {e}"),
+                    true,
+                );
+                return;
+            }
+        };
+        // Each rank sends first (the probe fits in the socket buffers, so the send
+        // completes without the peer) and then waits for its left neighbour: its exchange
+        // time measures the link it received on, i − s → i. (A shaped egress delays the
+        // receiver, not the sender.)
+        let from = |k: usize| g[(k + m_size - stride) % m_size];
+        let probes: Vec<Probe> = (0..m_size)
+            .map(|k| Probe {
+                src: from(k),
+                dst: g[k],
+                seconds: m[k].link,
+            })
+            .collect();
+        let mut confirmations: Vec<Probe> = ranked
+            .iter()
+            .enumerate()
+            .map(|(k, &(x, p))| Probe {
+                src: g[x],
+                dst: g[p],
+                seconds: pair_seconds(&m, k, x, p),
+            })
+            .collect();
+        let link_probes = confirmations.split_off(n_confirm.min(confirmations.len()));
+        let hard_faults: Vec<(usize, String)> = (0..m_size)
+            .filter(|k| m[*k].hard != 0)
+            .map(|k| (g[k], hard_fault_reason(m[k].hard).to_string()))
+            .collect();
+        let absent: Vec<usize> = (0..n).filter(|i| !present[*i]).collect();
+        let out = self.engine.step(&RoundInput {
+            probes,
+            confirmations,
+            hard_faults,
+            link_probes,
+            absent,
+        });
+        self.requests = out.confirm_requests.clone();
+        self.link_requests = out.link_requests.clone();
+        // The next round's size is decided from data every member shares.
+        self.limited = m.iter().any(|x| x.over_budget);
+        part.budget_limited = self.limited;
+        let r = rank_of(me).unwrap_or(0);
+        self.met.push_back((round, g[(r + stride) % m_size]));
+        self.met
+            .push_back((round, g[(r + m_size - stride) % m_size]));
+        while self
+            .met
+            .front()
+            .is_some_and(|(r0, _)| round - r0 >= (m_size as u64 - 1).max(1))
+        {
+            self.met.pop_front();
+        }
+        let mut distinct: Vec<usize> = self
+            .met
+            .iter()
+            .map(|(_, p)| *p)
+            .filter(|p| *p != me && present[*p])
+            .collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        part.coverage = distinct.len() as f64 / (m_size as f64 - 1.0).max(1.0);
+        let max_wait = m.iter().map(|x| x.wait).fold(0.0, f64::max);
+        part.active = true;
+        part.last_error = None;
+        part.rounds_ok += 1;
+        part.members = m_size;
+        part.states = self.engine.states();
+        // Per-node probe values only for the members measured this round: a left-out
+        // node's frozen score is not a measurement.
+        part.scores = (0..n)
+            .map(|i| {
+                if present[i] {
+                    out.scores.get(i).copied().unwrap_or(f64::NAN)
+                } else {
+                    f64::NAN
+                }
+            })
+            .collect();
+        part.arrival_lag = (0..n)
+            .map(|i| rank_of(i).map_or(f64::NAN, |k| max_wait - m[k].wait))
+            .collect();
+        part.latency = Some(m.iter().map(|x| x.latency).fold(0.0, f64::max));
+        let own = &m[r];
+        part.link_rtt.observe(own.rtt);
+        let small = (s.small_bytes / 4).max(1) * 4;
+        observe_duration(
+            &mut part.collective_durations,
+            "all_reduce",
+            small,
+            own.latency,
+        );
+        if let Some((_, bytes, _)) = &ring {
+            observe_duration(
+                &mut part.collective_durations,
+                "all_reduce",
+                *bytes as usize,
+                own.ring,
+            );
+        }
+        // A latency-sized exchange says nothing about a link's bandwidth, so a reduced
+        // round omits the link series instead of exporting a misleading dip.
+        part.links = if round_limited {
+            Vec::new()
+        } else {
+            (0..m_size)
+                .map(|k| {
+                    (
+                        from(k),
+                        g[k],
+                        s.link_bytes.max(1) as f64 / m[k].link.max(1e-9),
+                    )
+                })
+                .collect()
+        };
+        if let Some((algo, bytes, predicted)) = ring {
+            let t = m.iter().map(|x| x.ring).fold(0.0, f64::max).max(1e-9);
+            let factor = 2.0 * (m_size as f64 - 1.0) / m_size as f64;
+            part.busbw = Some((algo, bytes as usize, bytes / t * factor));
+            part.busbw_expected = (predicted > 0.0).then(|| bytes / predicted * factor);
+        }
+        part.peer_up = present.clone();
+        part.fabric_degraded = out.fabric_degraded;
+        part.link_degraded = out.link_verdicts.clone();
+        for t in out.transitions {
+            tracing::info!(node = %part.nodes[t.node], from = t.from.as_str(), to = t.to.as_str(), reason = %t.reason, "node state changed");
+            if t.to == NodeState::QuarantineRecommended {
+                // The label is a bounded category; the full reason and the evidence are in
+                // the log and in /api/v1/state.
+                let category = if t.reason.starts_with("hard fault") {
+                    "hard_fault"
+                } else {
+                    "straggler"
+                };
+                part.quarantine.retain(|(x, _)| *x != t.node);
+                part.quarantine.push((t.node, category.to_string()));
+            }
+            part.transitions.push_back(t);
+            while part.transitions.len() > 100 {
+                part.transitions.pop_front();
+            }
+        }
+        let states = part.states.clone();
+        part.quarantine
+            .retain(|(x, _)| states[*x] == NodeState::QuarantineRecommended);
+    }
+}
+
+/// Longest node name a member announces (bytes of UTF-8).
+const NAME_MAX: usize = 128;
+
+/// All-gathers every member's announced name. A name that is empty, not UTF-8 or not a
+/// printable label is ignored (None: the member stays known by its address).
+fn exchange_names(c: &mut Communicator, own: &str) -> CollResult<Vec<Option<String>>> {
+    let mut mine = [0u8; NAME_MAX];
+    let b = own.as_bytes();
+    let len = if b.len() <= NAME_MAX { b.len() } else { 0 };
+    mine[..len].copy_from_slice(&b[..len]);
+    let mut all = vec![0u8; NAME_MAX * c.size()];
+    c.all_gather(&mine, &mut all, NAME_MAX, DataType::Uint8)?;
+    Ok(all
+        .chunks_exact(NAME_MAX)
+        .map(|raw| {
+            let end = raw.iter().position(|b| *b == 0).unwrap_or(NAME_MAX);
+            std::str::from_utf8(&raw[..end])
+                .ok()
+                .filter(|n| !n.is_empty() && n.chars().all(|ch| ch.is_ascii_graphic()))
+                .map(str::to_string)
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -718,17 +1060,28 @@ mod tests {
     }
 
     #[test]
-    fn confirmation_pairs_avoid_suspects_and_are_deterministic() {
+    fn confirmation_pairs_avoid_suspects_and_left_out_members_and_are_deterministic() {
         let mut states = vec![NodeState::Healthy; 8];
         states[2] = NodeState::Suspect;
         states[5] = NodeState::Suspect;
-        let a = confirm_pairs(&[2, 5], &states, 3);
-        assert_eq!(a, confirm_pairs(&[2, 5], &states, 3));
+        let all = vec![true; 8];
+        let a = confirm_pairs(&[2, 5], &states, &all, 3);
+        assert_eq!(a, confirm_pairs(&[2, 5], &states, &all, 3));
         assert_eq!(a.len(), 6);
         for (x, p) in &a {
             assert!(*x == 2 || *x == 5);
             assert_eq!(states[*p], NodeState::Healthy);
         }
+        // Node 7 is out of the group and node 5 too: neither pairs.
+        let mut present = all.clone();
+        present[7] = false;
+        present[5] = false;
+        let b = confirm_pairs(&[2, 5], &states, &present, 3);
+        assert_eq!(b.len(), 3);
+        assert!(
+            b.iter().all(|(x, p)| *x == 2 && *p != 7 && *p != 5),
+            "{b:?}"
+        );
     }
 
     #[test]

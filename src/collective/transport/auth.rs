@@ -11,7 +11,7 @@
 //! acceptor  → connector : "OK\0\0" HMAC(k, "A"|nonce_c|nonce_a|comm)     or "NO\0\0" and close
 //! ```
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -46,16 +46,37 @@ fn mac(key: &[u8], parts: &[&[u8]]) -> HmacSha256 {
     m
 }
 
+/// What [`accept`] returns for a connection closed before it sent a byte: a member's
+/// liveness check (see `probe::membership`), not an attack or a misconfiguration.
+pub const CLOSED_UNSPOKEN: &str = "closed before the handshake (a liveness check)";
+
 /// Runs the acceptor side; returns the authenticated peer's hello.
 pub fn accept<S: Read + Write>(s: &mut S, key: &[u8], comm_id: u64) -> Result<Hello, String> {
     let na = nonce().map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
     let mut hello = [0u8; 4 + 32];
     hello[..4].copy_from_slice(b"HCWA");
     hello[4..].copy_from_slice(&na);
-    s.write_all(&hello)
-        .map_err(|e| format!("handshake write failed: {e}"))?;
+    let unspoken = |e: &std::io::Error| {
+        matches!(
+            e.kind(),
+            ErrorKind::BrokenPipe | ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof
+        )
+    };
+    s.write_all(&hello).map_err(|e| {
+        if unspoken(&e) {
+            CLOSED_UNSPOKEN.to_string()
+        } else {
+            format!("handshake write failed: {e}")
+        }
+    })?;
     let mut msg = [0u8; 4 + 8 + 4 + 4 + 32 + 32];
-    s.read_exact(&mut msg)
+    match s.read(&mut msg[..1]) {
+        Ok(0) => return Err(CLOSED_UNSPOKEN.into()),
+        Err(e) if unspoken(&e) => return Err(CLOSED_UNSPOKEN.into()),
+        Err(e) => return Err(format!("handshake read failed: {e}")),
+        Ok(_) => {}
+    }
+    s.read_exact(&mut msg[1..])
         .map_err(|e| format!("handshake read failed: {e}"))?;
     if &msg[..4] != b"HCWC" {
         let _ = s.write_all(b"NO\0\0");

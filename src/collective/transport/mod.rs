@@ -965,6 +965,9 @@ fn accept_all(
                         let _ = s.set_write_timeout(None);
                         got.push((p, ch, s));
                     }
+                    Err(m) if m == auth::CLOSED_UNSPOKEN => {
+                        tracing::debug!(peer = %from, "connection {m}");
+                    }
                     Err(m) => {
                         tracing::warn!(peer = %from, "rejected connection: {m}");
                         rejected.push(format!("{from}: {m}"));
