@@ -105,3 +105,192 @@ fn a_silent_member_is_left_out_after_the_timeout_and_readmitted_when_it_returns(
         |s| rounds_ok(s) >= 3.0,
     );
 }
+
+/// One namespace with its own `/etc/hosts` (bind-mounted by `ip netns exec` from
+/// `/etc/netns/<ns>/hosts`), daemons on 127.0.0.x inside it. Dropping it kills the
+/// daemons and removes the namespace and its files, also when an assertion fails.
+struct DnsNet {
+    ns: String,
+    daemons: Vec<std::process::Child>,
+    dir: tempfile::TempDir,
+}
+
+const NAME: &str = "probe-group.hcclwatch.test";
+
+impl DnsNet {
+    fn hosts(&self) -> std::path::PathBuf {
+        std::path::PathBuf::from("/etc/netns")
+            .join(&self.ns)
+            .join("hosts")
+    }
+
+    /// Makes `NAME` resolve to 127.0.0.{k} for each k (none: the name is unknown). The file
+    /// is rewritten in place: the namespace's mount shows this inode.
+    fn publish(&self, ks: &[u8]) {
+        let mut text = String::from("127.0.0.1 localhost\n");
+        for k in ks {
+            text.push_str(&format!("127.0.0.{k} {NAME}\n"));
+        }
+        std::fs::write(self.hosts(), text).unwrap();
+    }
+
+    fn start(&mut self, k: u8) {
+        let key = self.dir.path().join("probe.key");
+        let cfg = self.dir.path().join(format!("node{k}.toml"));
+        std::fs::write(
+            &cfg,
+            format!(
+                r#"[web]
+listen_address = "127.0.0.{k}:9478"
+[telemetry]
+backend = "none"
+[collective]
+peers_dns = "{NAME}:7100"
+own_address = "127.0.0.{k}:7100"
+node_name = "node-{k}"
+key_file = "{key}"
+connect_timeout = "3s"
+exec_timeout = "5s"
+[probe]
+enabled = true
+interval = "200ms"
+small_bytes = 1024
+link_bytes = 65536
+ring_every = 0
+member_timeout = "2s"
+dns_refresh = "1s"
+membership_stale_after = "3s"
+"#,
+                key = key.display()
+            ),
+        )
+        .unwrap();
+        let log = std::fs::File::create(self.dir.path().join(format!("node{k}.log"))).unwrap();
+        let child = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns,
+                env!("CARGO_BIN_EXE_hcclwatch"),
+                "run",
+            ])
+            .arg("--config.file")
+            .arg(&cfg)
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.daemons.push(child);
+    }
+
+    fn logs(&self) -> String {
+        let mut out = String::new();
+        for e in std::fs::read_dir(self.dir.path()).unwrap().flatten() {
+            if e.path().extension().is_some_and(|x| x == "log") {
+                out.push_str(&format!("--- {}\n", e.path().display()));
+                out.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
+            }
+        }
+        out
+    }
+
+    /// Polls node k's metrics until `pred` holds. No event crosses the namespace boundary;
+    /// each poll is bounded by curl's timeout.
+    fn wait(&self, k: u8, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(40);
+        loop {
+            let s = common::netns::get(&self.ns, &format!("http://127.0.0.{k}:9478/metrics"))
+                .unwrap_or_default();
+            if pred(&s) {
+                return s;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "node {k}: timed out waiting for {what}; last scrape:\n{s}\nlogs:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for DnsNet {
+    fn drop(&mut self) {
+        for c in &mut self.daemons {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.ns])
+            .status();
+        let _ = std::fs::remove_dir_all(PathBuf::from("/etc/netns").join(&self.ns));
+    }
+}
+
+use std::path::PathBuf;
+
+#[test]
+fn members_from_dns_are_re_resolved_and_a_stale_list_stops_probing() {
+    let mut net = DnsNet {
+        ns: format!("hwdns{}", std::process::id() % 100_000),
+        daemons: Vec::new(),
+        dir: tempfile::tempdir().unwrap(),
+    };
+    common::netns::ip(&["netns", "add", &net.ns]);
+    common::netns::ip(&["-n", &net.ns, "link", "set", "lo", "up"]);
+    std::fs::create_dir_all(net.hosts().parent().unwrap()).unwrap();
+    write_key(net.dir.path(), "probe.key");
+    net.publish(&[2, 3, 4]);
+    for k in 2..=4 {
+        net.start(k);
+    }
+    for k in 2..=4 {
+        let s = net.wait(k, "a group of three from DNS", |s| {
+            members(s) == Some(3.0) && rounds_ok(s) >= 3.0
+        });
+        // The members announced their names; the series use them, not addresses.
+        for other in 2..=4 {
+            assert_eq!(up(&s, &format!("node-{other}")), Some(1.0), "{s}");
+        }
+        assert_eq!(value(&s, "hcclwatch_membership_stale", &[]), Some(0.0));
+    }
+
+    // A fourth member appears in DNS and starts: the next resolution takes it in.
+    net.publish(&[2, 3, 4, 5]);
+    net.start(5);
+    for k in 2..=5 {
+        let s = net.wait(k, "the new member taken in", |s| {
+            members(s) == Some(4.0) && up(s, "node-5") == Some(1.0)
+        });
+        assert_eq!(up(&s, "node-2"), Some(1.0), "{s}");
+    }
+
+    // The name stops resolving: the last view serves until it is stale, then probing stops
+    // (fail closed) and telemetry goes on.
+    net.publish(&[]);
+    for k in 2..=5 {
+        let s = net.wait(k, "a stale member list", |s| {
+            value(s, "hcclwatch_membership_stale", &[]) == Some(1.0)
+        });
+        assert_eq!(value(&s, "hcclwatch_probe_active", &[]), Some(0.0), "{s}");
+        assert_eq!(members(&s), Some(0.0));
+        assert!(
+            value(&s, "hcclwatch_host_memory_total_bytes", &[]).is_some(),
+            "telemetry continues"
+        );
+    }
+    let api = common::netns::get(&net.ns, "http://127.0.0.2:9478/api/v1/state").unwrap();
+    let v: serde_json::Value = serde_json::from_str(&api).unwrap();
+    let why = v["last_error"].as_str().unwrap_or_default();
+    assert!(why.contains("stale") && why.contains(NAME), "{v}");
+
+    // It resolves again: probing resumes.
+    net.publish(&[2, 3, 4, 5]);
+    for k in 2..=5 {
+        net.wait(k, "probing resumed", |s| {
+            value(s, "hcclwatch_membership_stale", &[]) == Some(0.0)
+                && value(s, "hcclwatch_probe_active", &[]) == Some(1.0)
+                && members(s) == Some(4.0)
+        });
+    }
+}

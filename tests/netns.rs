@@ -10,6 +10,8 @@
 
 mod common;
 
+use common::netns::{get, ip};
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,16 +21,6 @@ const SLOW: usize = 2;
 /// Twelve daemons on two cores would drown the signal in scheduler noise: one network at a
 /// time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {} (this test needs root and iproute2)",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-}
 
 /// Adds or changes the egress token bucket on `ns`'s eth0.
 fn shape(ns: &str, verb: &str, rate: &str) {
@@ -112,18 +104,6 @@ impl Drop for Net {
 
 fn addr(i: usize) -> String {
     format!("10.77.0.{}", i + 1)
-}
-
-/// GET from inside namespace `ns` with curl (the test process lives in the host namespace,
-/// which has no route to the test network, by design).
-fn get(ns: &str, url: &str) -> Option<String> {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "curl", "-s", "--max-time", "2", url])
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).to_string())
 }
 
 /// Builds the network with egress `rates[i]` on node i and starts a daemon in each.

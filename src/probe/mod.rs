@@ -133,9 +133,74 @@ struct Measured {
 /// Link re-measurements per round at most (each is one `link_bytes` exchange).
 const MAX_LINK_REMEASURES: usize = 4;
 
-/// Every member's measurements, the stride used, and the ring result (algorithm, bytes,
-/// α-β predicted seconds).
-type RoundResult = (Vec<Measured>, usize, Option<(String, f64, f64)>);
+/// Every member's measurements, the stride used, the ring result (algorithm, bytes, α-β
+/// predicted seconds), and the plan the round ran.
+type RoundResult = (Vec<Measured>, usize, Option<(String, f64, f64)>, Plan);
+
+/// What a round does beyond its fixed parts. Each member proposes one from its own state;
+/// rank 0's is broadcast and run by all. Members agree anyway while their engines saw the
+/// same rounds, but one that just joined (or re-joined) has a fresh engine and its own
+/// round count, and a round whose members run different exchanges would deadlock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Plan {
+    /// Round number (sets the stride and whether the ring runs).
+    round: u64,
+    /// Latency-sized exchanges only (a member is over budget).
+    limited: bool,
+    /// Extra pairs in communicator ranks: the first `n_confirm` are confirmations, the
+    /// rest link re-measurements.
+    pairs: Vec<(usize, usize)>,
+    /// How many of `pairs` are confirmations.
+    n_confirm: usize,
+}
+
+/// Most extra pairs a plan carries (confirmations and link re-measurements).
+const PLAN_PAIRS: usize = 64;
+
+impl Plan {
+    const WORDS: usize = 4 + 2 * PLAN_PAIRS;
+
+    fn encode(&self) -> Vec<u8> {
+        let pairs = &self.pairs[..self.pairs.len().min(PLAN_PAIRS)];
+        let mut w: Vec<u64> = vec![
+            self.round,
+            u64::from(self.limited),
+            pairs.len() as u64,
+            self.n_confirm.min(pairs.len()) as u64,
+        ];
+        w.extend(pairs.iter().flat_map(|(a, b)| [*a as u64, *b as u64]));
+        w.resize(Self::WORDS, 0);
+        w.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    /// Decodes rank 0's plan; pairs naming a rank outside the group are dropped.
+    fn decode(b: &[u8], size: usize) -> Plan {
+        let w: Vec<u64> = b
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect();
+        let at = |i: usize| w.get(i).copied().unwrap_or(0);
+        let len = (at(2) as usize).min(PLAN_PAIRS);
+        let n_confirm = (at(3) as usize).min(len);
+        let mut pairs = Vec::new();
+        let mut confirms = 0;
+        for k in 0..len {
+            let (a, b) = (at(4 + 2 * k) as usize, at(5 + 2 * k) as usize);
+            if a < size && b < size && a != b {
+                pairs.push((a, b));
+                if k < n_confirm {
+                    confirms += 1;
+                }
+            }
+        }
+        Plan {
+            round: at(0),
+            limited: at(1) != 0,
+            pairs,
+            n_confirm: confirms,
+        }
+    }
+}
 
 /// Confirmation pairs in candidate indices: each requested suspect with `per` healthy
 /// members of the current group (`present`), chosen deterministically so that every member
@@ -244,10 +309,8 @@ fn round_trip(
     cx: &opentelemetry::Context,
     comm: &mut Communicator,
     s: &ProbeSettings,
-    round: u64,
-    pairs: &[(usize, usize)],
+    proposal: &Plan,
     hard: u8,
-    limited: bool,
     over_budget: bool,
     bytes_sent: &mut u64,
 ) -> CollResult<RoundResult> {
@@ -257,6 +320,12 @@ fn round_trip(
     comm.barrier()?;
     let wait = t.elapsed().as_secs_f64();
     trace::op(cx, "probe.barrier", "barrier", "", 0, n, 1.0, w, wait);
+    // After the barrier, so that the plan's broadcast does not absorb the arrival lag.
+    let mut plan_bytes = proposal.encode();
+    let words = plan_bytes.len() / 8;
+    comm.broadcast(&mut plan_bytes, words, DataType::Uint64, 0)?;
+    let plan = Plan::decode(&plan_bytes, n);
+    let (round, limited, pairs) = (plan.round, plan.limited, &plan.pairs);
     let small_count = (s.small_bytes / 4).max(1);
     let mut small = vec![0u8; small_count * 4];
     let (t, w) = (Instant::now(), now());
@@ -426,7 +495,7 @@ fn round_trip(
         })
         .collect();
     let ring_out = ring_result.map(|(a, b, p)| (a, b as f64, p));
-    Ok((measured, stride, ring_out))
+    Ok((measured, stride, ring_out, plan))
 }
 
 /// A confirmation exchange's duration: the slower of its two ends (NaN if neither timed it).
@@ -818,10 +887,13 @@ impl Prober {
                     .take(MAX_LINK_REMEASURES),
             );
         }
-        let ranked: Vec<(usize, usize)> = pairs
-            .iter()
-            .filter_map(|(a, b)| Some((rank_of(*a)?, rank_of(*b)?)))
-            .collect();
+        let in_group = |(a, b): &(usize, usize)| Some((rank_of(*a)?, rank_of(*b)?));
+        let proposal = Plan {
+            round,
+            limited: self.limited,
+            n_confirm: pairs[..n_confirm].iter().filter_map(in_group).count(),
+            pairs: pairs.iter().filter_map(in_group).collect(),
+        };
         let hard = self.faults.code(store);
         let hour_ago = Instant::now().checked_sub(Duration::from_secs(3600));
         while self
@@ -837,23 +909,20 @@ impl Prober {
         part.budget_ratio =
             (s.budget_bytes_per_hour > 0).then(|| used as f64 / s.budget_bytes_per_hour as f64);
         let before = part.bytes_sent;
-        let round_limited = self.limited;
         let cx = trace::round(round, c.size());
         let result = round_trip(
             &cx,
             c,
             s,
-            round,
-            &ranked,
+            &proposal,
             hard,
-            round_limited,
             over_budget,
             &mut part.bytes_sent,
         );
         trace::end(&cx, result.as_ref().map(|_| ()).map_err(|e| e.to_string()));
         self.sent_log
             .push_back((Instant::now(), part.bytes_sent - before));
-        let (m, stride, ring) = match result {
+        let (m, stride, ring, plan) = match result {
             Ok(r) => r,
             Err(e) => {
                 // The peer the error names is the first suspect for removal; the next
@@ -880,7 +949,11 @@ impl Prober {
                 seconds: m[k].link,
             })
             .collect();
-        let mut confirmations: Vec<Probe> = ranked
+        // The agreed plan: rank 0's round number and pairs.
+        self.round = plan.round;
+        let round_limited = plan.limited;
+        let mut confirmations: Vec<Probe> = plan
+            .pairs
             .iter()
             .enumerate()
             .map(|(k, &(x, p))| Probe {
@@ -889,7 +962,7 @@ impl Prober {
                 seconds: pair_seconds(&m, k, x, p),
             })
             .collect();
-        let link_probes = confirmations.split_off(n_confirm.min(confirmations.len()));
+        let link_probes = confirmations.split_off(plan.n_confirm.min(confirmations.len()));
         let hard_faults: Vec<(usize, String)> = (0..m_size)
             .filter(|k| m[*k].hard != 0)
             .map(|k| (g[k], hard_fault_reason(m[k].hard).to_string()))
@@ -908,6 +981,9 @@ impl Prober {
         self.limited = m.iter().any(|x| x.over_budget);
         part.budget_limited = self.limited;
         let r = rank_of(me).unwrap_or(0);
+        // The count is rank 0's: it may have jumped (either way) when the group re-formed.
+        let round = plan.round;
+        self.met.retain(|(r0, _)| *r0 < round);
         self.met.push_back((round, g[(r + stride) % m_size]));
         self.met
             .push_back((round, g[(r + m_size - stride) % m_size]));
@@ -1082,6 +1158,36 @@ mod tests {
             b.iter().all(|(x, p)| *x == 2 && *p != 7 && *p != 5),
             "{b:?}"
         );
+    }
+
+    #[test]
+    fn a_plan_survives_its_encoding_and_drops_pairs_outside_the_group() {
+        let p = Plan {
+            round: 1 << 40,
+            limited: true,
+            pairs: vec![(0, 3), (2, 1), (1, 4)],
+            n_confirm: 2,
+        };
+        let b = p.encode();
+        assert_eq!(b.len(), Plan::WORDS * 8);
+        assert_eq!(Plan::decode(&b, 5), p);
+        // In a group of four, (1, 4) names nobody; a confirmation stays a confirmation.
+        let small = Plan::decode(&b, 4);
+        assert_eq!(small.pairs, vec![(0, 3), (2, 1)]);
+        assert_eq!(small.n_confirm, 2);
+        let small = Plan::decode(&b, 3);
+        assert_eq!((small.pairs.clone(), small.n_confirm), (vec![(2, 1)], 1));
+        // Too many pairs are cut, garbage decodes to something bounded.
+        let many = Plan {
+            round: 1,
+            limited: false,
+            pairs: vec![(0, 1); 100],
+            n_confirm: 100,
+        };
+        let d = Plan::decode(&many.encode(), 2);
+        assert_eq!((d.pairs.len(), d.n_confirm), (PLAN_PAIRS, PLAN_PAIRS));
+        let junk = Plan::decode(&[0xff; 17], 8);
+        assert!(junk.pairs.is_empty() && junk.n_confirm == 0);
     }
 
     #[test]

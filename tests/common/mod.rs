@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod fake_apiserver;
+pub mod netns;
 pub mod receiver;
 
 use std::io::{BufRead, BufReader, Read, Write};
