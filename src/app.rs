@@ -64,18 +64,29 @@ pub fn probe_group(topology: &[String], rank: usize, n: usize, max: usize) -> Ve
     let same: Vec<usize> = (0..n)
         .filter(|i| topology.is_empty() || topology.get(*i) == topology.get(rank))
         .collect();
-    let len = same.len();
+    let pos = same.iter().position(|&i| i == rank).unwrap_or(0);
+    balanced_groups(same.len(), max)
+        .into_iter()
+        .find(|g| g.contains(&pos))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| same[p])
+        .collect()
+}
+
+/// `0..len` cut into contiguous groups of balanced size, at most `max` each unless that
+/// would leave a member alone (what every member computes for itself in
+/// [`probe_group`], and what the simulator runs).
+pub fn balanced_groups(len: usize, max: usize) -> Vec<Vec<usize>> {
     let mut groups = len.div_ceil(max.max(2)).max(1);
     while groups > 1 && len / groups < 2 {
         groups -= 1;
     }
-    let pos = same.iter().position(|&i| i == rank).unwrap_or(0);
-    let mine = pos * groups / len.max(1);
-    same.iter()
-        .enumerate()
-        .filter(|(p, _)| p * groups / len.max(1) == mine)
-        .map(|(_, &i)| i)
-        .collect()
+    let mut out = vec![Vec::new(); groups];
+    for p in 0..len {
+        out[p * groups / len].push(p);
+    }
+    out
 }
 
 /// Members from `collective.peers` (or the rank table), cut to this node's probe group:

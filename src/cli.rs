@@ -95,6 +95,9 @@ pub struct SimulateArgs {
     /// Turn congestion episodes off.
     #[arg(long = "no-congestion")]
     pub no_congestion: bool,
+    /// Members per probe group at most, as the daemon's `probe.max_group_size` (2..=1024).
+    #[arg(long = "group-size", default_value_t = 64)]
+    pub group_size: usize,
     /// Take the engine thresholds from this config file's `[health]` section.
     #[arg(long = "config.file", value_name = "PATH")]
     pub config_file: Option<PathBuf>,

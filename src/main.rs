@@ -67,8 +67,10 @@ fn remediate(a: &cli::RemediateArgs) -> anyhow::Result<()> {
 
 fn simulate(a: &cli::SimulateArgs) -> ExitCode {
     let hours_ok = a.hours > 0.0 && a.hours <= 1000.0;
-    if !(4..=10_000).contains(&a.nodes) || !hours_ok {
-        eprintln!("hcclwatch simulate: --nodes must be 4..=10000 and --hours in (0, 1000]");
+    if !(4..=10_000).contains(&a.nodes) || !hours_ok || !(2..=1024).contains(&a.group_size) {
+        eprintln!(
+            "hcclwatch simulate: --nodes must be 4..=10000, --hours in (0, 1000] and --group-size 2..=1024"
+        );
         return ExitCode::FAILURE;
     }
     let health = match &a.config_file {
@@ -92,6 +94,7 @@ fn simulate(a: &cli::SimulateArgs) -> ExitCode {
         hours: a.hours,
         seed: a.seed,
         congestion: !a.no_congestion,
+        group_size: a.group_size,
         health,
     };
     let r = hcclwatch::health::sim::run(&o);

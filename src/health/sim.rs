@@ -25,6 +25,10 @@ pub struct SimOptions {
     pub seed: u64,
     /// Congestion episodes on.
     pub congestion: bool,
+    /// Members per probe group at most (the daemon's `probe.max_group_size`): nodes are
+    /// cut into balanced groups, each with its own engine and its own permutation rounds,
+    /// as the daemons do.
+    pub group_size: usize,
     /// Engine thresholds.
     pub health: HealthConfig,
 }
@@ -52,6 +56,10 @@ pub struct ClassReport {
 pub struct SimReport {
     /// Nodes.
     pub nodes: usize,
+    /// Probe groups the nodes were cut into.
+    pub groups: usize,
+    /// The first node verdicts (confirmed or quarantine) on healthy nodes, with reasons.
+    pub false_verdicts: Vec<String>,
     /// Rounds.
     pub rounds: u64,
     /// Seed.
@@ -85,6 +93,9 @@ pub struct SimReport {
     /// Engine throughput.
     pub node_rounds_per_second: f64,
 }
+
+/// One probe group's engine, with the confirmation and link requests it made last round.
+type GroupEngine = (HealthEngine, Vec<usize>, Vec<(usize, usize)>);
 
 struct Rng(u64);
 
@@ -137,7 +148,10 @@ pub fn run(o: &SimOptions) -> SimReport {
     let rounds = (o.hours * 120.0).round().max(60.0) as u64;
     let mut rng = Rng(o.seed ^ 0x5EED);
     let warm = 40u64;
-    let onset = |rng: &mut Rng| warm + (rng.next() % (rounds.saturating_sub(warm + 60)).max(1));
+    // Faults start early enough to be judged: a pair of a group of g meets once per g − 1
+    // rounds, so the last two such cycles (at least 60 rounds) get no new faults.
+    let tail = (2 * o.group_size.min(n).saturating_sub(1) as u64).max(60);
+    let onset = |rng: &mut Rng| warm + (rng.next() % (rounds.saturating_sub(warm + tail)).max(1));
 
     // Faults on distinct nodes.
     let mut free: Vec<usize> = (0..n).collect();
@@ -173,13 +187,31 @@ pub fn run(o: &SimOptions) -> SimReport {
             hard: true,
         });
     }
+    let groups = crate::app::balanced_groups(n, o.group_size);
+    let group_of: Vec<usize> = {
+        let mut g = vec![0; n];
+        for (k, members) in groups.iter().enumerate() {
+            for &i in members {
+                g[i] = k;
+            }
+        }
+        g
+    };
+    // Degraded links between members of one group: probing measures only those (a link
+    // between groups carries no probe traffic, in the daemon as here).
     let mut links: Vec<(usize, usize, u64)> = Vec::new();
     for _ in 0..(n / 64).clamp(2, 40) {
         if free.len() < 8 {
             break;
         }
         let a = take(&mut rng, &mut free);
-        let b = take(&mut rng, &mut free);
+        let mates: Vec<usize> = (0..free.len())
+            .filter(|k| group_of[free[*k]] == group_of[a])
+            .collect();
+        if mates.is_empty() {
+            continue;
+        }
+        let b = free.swap_remove(mates[rng.below(mates.len())]);
         links.push((a, b, onset(&mut rng)));
     }
     let dips: Vec<(u64, f64)> = (0..3)
@@ -192,11 +224,20 @@ pub fn run(o: &SimOptions) -> SimReport {
         .filter(|(s, _)| s + 20 < rounds)
         .collect();
 
-    let mut engine = HealthEngine::new(n, o.health.clone());
+    // Per group: its engine, and the confirmation and link requests it made last round
+    // (all in the group's own indices).
+    let mut engines: Vec<GroupEngine> = groups
+        .iter()
+        .map(|g| {
+            (
+                HealthEngine::new(g.len(), o.health.clone()),
+                Vec::new(),
+                Vec::new(),
+            )
+        })
+        .collect();
     let mut congested: Vec<(u64, f64)> = vec![(0, 0.0); n]; // (until round, magnitude)
     let mut drift = 0.0f64;
-    let mut confirm_requests: Vec<usize> = Vec::new();
-    let mut link_requests: Vec<(usize, usize)> = Vec::new();
     let mut transitions = Vec::new();
     let mut fabric_rounds_flagged: Vec<u64> = Vec::new();
     let mut link_verdicts: Vec<(usize, usize, u64)> = Vec::new();
@@ -231,7 +272,6 @@ pub fn run(o: &SimOptions) -> SimReport {
                 0.0
             }
         };
-        let stride = 1 + rng.below(n - 1);
         let measure = |rng: &mut Rng, s: usize, d: usize, disjoint: bool| -> f64 {
             let mut l = drift + dip + rng.t3(0.03) + slow(&faults, s, r) + slow(&faults, d, r);
             if rng.unit() < 0.01 {
@@ -248,67 +288,83 @@ pub fn run(o: &SimOptions) -> SimReport {
             }
             l.exp()
         };
-        let probes: Vec<Probe> = (0..n)
-            .map(|i| {
-                let j = (i + stride) % n;
-                Probe {
-                    src: i,
-                    dst: j,
-                    seconds: measure(&mut rng, i, j, false),
-                }
-            })
-            .collect();
-        let states = engine.states();
-        let mut confirmations = Vec::new();
-        for &x in &confirm_requests {
-            let good: Vec<usize> = (0..n)
-                .filter(|p| *p != x && states[*p] == NodeState::Healthy)
+        let mut flagged = false;
+        for (members, (engine, confirm_requests, link_requests)) in
+            groups.iter().zip(engines.iter_mut())
+        {
+            let g = members.len();
+            // The daemon's rotating stride: every pair of the group meets once per g − 1
+            // rounds.
+            let stride = 1 + (r as usize % (g - 1).max(1));
+            let probes: Vec<Probe> = (0..g)
+                .map(|i| {
+                    let j = (i + stride) % g;
+                    Probe {
+                        src: i,
+                        dst: j,
+                        seconds: measure(&mut rng, members[i], members[j], false),
+                    }
+                })
                 .collect();
-            for k in 0..o.health.confirm_peers {
-                if good.is_empty() {
-                    break;
+            let states = engine.states();
+            let mut confirmations = Vec::new();
+            for &x in confirm_requests.iter() {
+                let good: Vec<usize> = (0..g)
+                    .filter(|p| *p != x && states[*p] == NodeState::Healthy)
+                    .collect();
+                for k in 0..o.health.confirm_peers {
+                    if good.is_empty() {
+                        break;
+                    }
+                    let p = good[rng.below(good.len())];
+                    let (s, d) = if k % 2 == 0 { (x, p) } else { (p, x) };
+                    confirmations.push(Probe {
+                        src: s,
+                        dst: d,
+                        seconds: measure(&mut rng, members[s], members[d], true),
+                    });
                 }
-                let p = good[rng.below(good.len())];
-                let (s, d) = if k % 2 == 0 { (x, p) } else { (p, x) };
-                confirmations.push(Probe {
+            }
+            let hard_faults: Vec<(usize, String)> = faults
+                .iter()
+                .filter(|f| f.hard && r >= f.onset && group_of[f.node] == group_of[members[0]])
+                .filter_map(|f| {
+                    let local = members.iter().position(|m| *m == f.node)?;
+                    Some((local, "device lost (0x40F84E00)".to_string()))
+                })
+                .collect();
+            let link_probes: Vec<Probe> = link_requests
+                .iter()
+                .map(|&(s, d)| Probe {
                     src: s,
                     dst: d,
-                    seconds: measure(&mut rng, s, d, true),
-                });
+                    seconds: measure(&mut rng, members[s], members[d], false),
+                })
+                .collect();
+            let input = RoundInput {
+                probes,
+                confirmations,
+                hard_faults,
+                link_probes,
+                absent: Vec::new(),
+            };
+            let t0 = Instant::now();
+            let out = engine.step(&input);
+            engine_time += t0.elapsed().as_secs_f64();
+            flagged |= out.fabric_degraded;
+            for (a, b) in out.link_verdicts {
+                link_verdicts.push((members[a], members[b], r));
             }
+            *confirm_requests = out.confirm_requests;
+            *link_requests = out.link_requests;
+            transitions.extend(out.transitions.into_iter().map(|mut t| {
+                t.node = members[t.node];
+                t
+            }));
         }
-        let hard_faults: Vec<(usize, String)> = faults
-            .iter()
-            .filter(|f| f.hard && r >= f.onset)
-            .map(|f| (f.node, "device lost (0x40F84E00)".to_string()))
-            .collect();
-        let link_probes: Vec<Probe> = link_requests
-            .iter()
-            .map(|&(s, d)| Probe {
-                src: s,
-                dst: d,
-                seconds: measure(&mut rng, s, d, false),
-            })
-            .collect();
-        let input = RoundInput {
-            probes,
-            confirmations,
-            hard_faults,
-            link_probes,
-            absent: Vec::new(),
-        };
-        let t0 = Instant::now();
-        let out = engine.step(&input);
-        engine_time += t0.elapsed().as_secs_f64();
-        if out.fabric_degraded {
+        if flagged {
             fabric_rounds_flagged.push(r);
         }
-        for (a, b) in out.link_verdicts {
-            link_verdicts.push((a, b, r));
-        }
-        confirm_requests = out.confirm_requests;
-        link_requests = out.link_requests;
-        transitions.extend(out.transitions);
     }
 
     // --- Scoring --------------------------------------------------------------------------
@@ -366,6 +422,20 @@ pub fn run(o: &SimOptions) -> SimReport {
         .iter()
         .filter(|t| faulty_at(t.node, t.round))
         .count();
+    let false_verdicts: Vec<String> = verdicts
+        .iter()
+        .filter(|t| !faulty_at(t.node, t.round))
+        .take(10)
+        .map(|t| {
+            format!(
+                "round {} node {} → {}: {}",
+                t.round,
+                t.node,
+                t.to.as_str(),
+                t.reason
+            )
+        })
+        .collect();
     let precision = if verdicts.is_empty() {
         1.0
     } else {
@@ -424,6 +494,8 @@ pub fn run(o: &SimOptions) -> SimReport {
         .count();
     SimReport {
         nodes: n,
+        groups: groups.len(),
+        false_verdicts,
         rounds,
         seed: o.seed,
         slow_10,
@@ -455,8 +527,9 @@ pub fn run(o: &SimOptions) -> SimReport {
 pub fn text(r: &SimReport) -> String {
     let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |x| format!("{x:.0}"));
     let mut s = format!(
-        "hcclwatch simulate: {} nodes, {} rounds (30 s), seed {}\n\n{:<22} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}\n",
+        "hcclwatch simulate: {} nodes in {} probe groups, {} rounds (30 s), seed {}\n\n{:<22} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}\n",
         r.nodes,
+        r.groups,
         r.rounds,
         r.seed,
         "fault",
@@ -511,6 +584,7 @@ mod tests {
             hours: 1.0,
             seed: 3,
             congestion: true,
+            group_size: 64,
             health: HealthConfig::default(),
         };
         let mut a = run(&o);
@@ -527,10 +601,11 @@ mod tests {
     fn campaign_meets_the_safety_targets_on_several_seeds() {
         for seed in [1, 2, 3] {
             let r = run(&SimOptions {
-                nodes: 96,
+                nodes: 128,
                 hours: 3.0,
                 seed,
                 congestion: true,
+                group_size: 64,
                 health: HealthConfig::default(),
             });
             assert_eq!(
@@ -543,9 +618,15 @@ mod tests {
                 "seed {seed}: precision {}",
                 r.precision
             );
-            for c in [&r.slow_10, &r.slow_20, &r.slow_50, &r.hard] {
+            // Degraded links too: in groups (two of 64 here) every pair meets once per
+            // 63 rounds.
+            for c in [&r.slow_10, &r.slow_20, &r.slow_50, &r.hard, &r.links] {
                 assert_eq!(c.detected, c.injected, "seed {seed}: {c:?}");
             }
+            assert!(
+                r.links.injected >= 2 && r.localisation >= 0.95,
+                "seed {seed}: {r:#?}"
+            );
             assert_eq!(r.fabric_dips_flagged, r.fabric_dips, "seed {seed}");
         }
     }
@@ -557,6 +638,7 @@ mod tests {
             hours: 2.0,
             seed: 9,
             congestion: false,
+            group_size: 64,
             health: HealthConfig::default(),
         };
         o.nodes = 64;
