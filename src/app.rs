@@ -249,6 +249,24 @@ pub fn probe_settings(config: &Config) -> Result<crate::probe::ProbeSettings, St
         listen,
         member_timeout: config.probe.member_timeout,
         own_name,
+        inject_peers: config
+            .probe
+            .inject_peer_throttle
+            .iter()
+            .map(|e| {
+                crate::config::parse_peer_throttle(e)
+                    .map(|(addr, rate)| {
+                        (
+                            addr,
+                            FaultSpec {
+                                rate_bytes_per_sec: Some(rate as f64),
+                                ..FaultSpec::default()
+                            },
+                        )
+                    })
+                    .map_err(|why| format!("probe.inject_peer_throttle {e:?}: {why}"))
+            })
+            .collect::<Result<_, _>>()?,
         inject: (config.probe.inject_throttle_bytes_per_second > 0).then(|| FaultSpec {
             rate_bytes_per_sec: Some(config.probe.inject_throttle_bytes_per_second as f64),
             ..FaultSpec::default()

@@ -66,6 +66,10 @@ pub struct DemoArgs {
     /// Repeatable. Default: node 2 at 0.3 (with --healthy: none).
     #[arg(long, value_name = "NODE=FACTOR")]
     pub slow: Vec<String>,
+    /// Cap the link between nodes A and B (both directions) at FACTOR of nominal
+    /// (0 < FACTOR < 1), e.g. `1-4=0.3`: a link verdict, not a node verdict. Repeatable.
+    #[arg(long = "bad-link", value_name = "A-B=FACTOR")]
+    pub bad_link: Vec<String>,
     /// Slow no node (overrides the default slowdown).
     #[arg(long)]
     pub healthy: bool,

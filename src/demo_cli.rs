@@ -3,8 +3,9 @@
 //! Every node is a real `hcclwatch run` process with sim devices, its own web port and its
 //! own probe port, probing the others over loopback TCP. Loopback is far faster than any
 //! fabric and the processes share a few cores, so every node's probe sends are capped at
-//! the same nominal rate; `--slow NODE=FACTOR` caps one node at FACTOR of it. That keeps
-//! the comparison between nodes about the links, not about the scheduler.
+//! the same nominal rate; `--slow NODE=FACTOR` caps one node at FACTOR of it, and
+//! `--bad-link A-B=FACTOR` caps what A sends to B and B to A. That keeps the comparison
+//! between nodes about the links, not about the scheduler.
 //!
 //! The view polls each node's `/api/v1/state`, so what it shows is what the daemons
 //! themselves decided; the demo computes nothing of its own.
@@ -68,7 +69,70 @@ fn parse_pairs(
         .collect()
 }
 
-fn config(rank: usize, nodes: &[Node], key: &Path, throttle: u64) -> String {
+/// Parses `--bad-link A-B=FACTOR` items.
+fn parse_links(items: &[String], nodes: usize) -> anyhow::Result<Vec<(usize, usize, f64)>> {
+    items
+        .iter()
+        .map(|s| {
+            let (ab, f) = s
+                .split_once('=')
+                .with_context(|| format!("--bad-link {s:?}: expected A-B=FACTOR"))?;
+            let (a, b) = ab
+                .split_once('-')
+                .with_context(|| format!("--bad-link {s:?}: expected A-B=FACTOR"))?;
+            let node = |x: &str| -> anyhow::Result<usize> {
+                let n: usize = x
+                    .trim()
+                    .parse()
+                    .with_context(|| format!("--bad-link {s:?}: {x:?} is not a node index"))?;
+                if n >= nodes {
+                    bail!(
+                        "--bad-link {s:?}: node {n} does not exist (nodes are 0..{})",
+                        nodes - 1
+                    );
+                }
+                Ok(n)
+            };
+            let (a, b) = (node(a)?, node(b)?);
+            let f: f64 = f
+                .trim()
+                .parse()
+                .with_context(|| format!("--bad-link {s:?}: {f:?} is not a number"))?;
+            if a == b {
+                bail!("--bad-link {s:?}: a link needs two different nodes");
+            }
+            if f.is_nan() || f <= 0.0 || f >= 1.0 {
+                bail!("--bad-link {s:?}: FACTOR must be between 0 and 1 (exclusive)");
+            }
+            Ok((a, b, f))
+        })
+        .collect()
+}
+
+fn config(
+    rank: usize,
+    nodes: &[Node],
+    key: &Path,
+    throttle: u64,
+    links: &[(usize, usize, f64)],
+) -> String {
+    // A bad link caps both ends' sends to each other.
+    let peer_caps = links
+        .iter()
+        .filter_map(|&(a, b, f)| match rank {
+            r if r == a => Some((b, f)),
+            r if r == b => Some((a, f)),
+            _ => None,
+        })
+        .map(|(p, f)| {
+            format!(
+                "\"127.0.0.1:{}={}\"",
+                nodes[p].probe,
+                (throttle as f64 * f) as u64
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
     let peers = nodes
         .iter()
         .map(|n| format!("\"127.0.0.1:{}\"", n.probe))
@@ -93,6 +157,7 @@ link_bytes = 262144
 ring_every = 5
 ring_bytes = 262144
 inject_throttle_bytes_per_second = {throttle}
+inject_peer_throttle = [{peer_caps}]
 [health]
 # Many daemons share a few cores here: scheduler noise is far larger than on a fabric.
 fabric_ratio = 3.0
@@ -155,15 +220,35 @@ fn render(nodes: &[Node], views: &[Option<Value>], elapsed: f64) -> (String, Str
     }
     let mut all: Vec<f64> = bw_in.iter().flatten().copied().collect();
     let median = (!all.is_empty()).then(|| median(&mut all));
+    let bad_links: Vec<String> = v["link_degraded"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| {
+            let at = |k: &str| {
+                l[k].as_str()
+                    .and_then(index)
+                    .map_or("?".to_string(), |i| i.to_string())
+            };
+            l.is_object()
+                .then(|| format!("{}→{}", at("src"), at("dst")))
+        })
+        .collect();
     out.push_str(&format!(
-        "fabric degraded: {}   rounds ok: {}\n",
-        v["fabric_degraded"], v["rounds"]["ok"]
+        "fabric degraded: {}   rounds ok: {}   degraded links: {}\n",
+        v["fabric_degraded"],
+        v["rounds"]["ok"],
+        if bad_links.is_empty() {
+            "none".to_string()
+        } else {
+            bad_links.join(" ")
+        }
     ));
     out.push_str(&format!(
         "{:<4} {:<22} {:<7} {:<24} {:>10} {:>8} {:>8}  {}\n",
         "node", "probe address", "web", "state", "lag ms", "out/med", "in/med", "reason"
     ));
-    let mut verdicts = String::new();
+    let mut verdicts = format!("links {bad_links:?}\n");
     for (i, m) in members.iter().enumerate() {
         let name = m["node"].as_str().unwrap_or("?");
         let ratio = |x: &[f64]| match (x.first(), median) {
@@ -227,6 +312,7 @@ pub fn main(a: &DemoArgs) -> anyhow::Result<()> {
     if slow.is_empty() && !a.healthy && a.nodes > 2 {
         slow.push((2, 0.3));
     }
+    let links = parse_links(&a.bad_link, a.nodes)?;
     let kill = parse_pairs(&a.kill, '@', "--kill", a.nodes)?;
     if let Some(d) = a.duration
         && (d.is_nan() || d <= 0.0)
@@ -255,7 +341,12 @@ pub fn main(a: &DemoArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()?;
     let stop = Arc::new(AtomicBool::new(false));
     watch_signals(stop.clone())?;
-    let result = run(a, &dir, &key, &exe, &mut nodes, &slow, &kill, &stop);
+    let faults = Faults {
+        slow: &slow,
+        links: &links,
+        kill: &kill,
+    };
+    let result = run(a, &dir, &key, &exe, &mut nodes, &faults, &stop);
     for n in &mut nodes {
         if let Some(mut c) = n.child.take() {
             // SIGTERM first so each daemon shuts down cleanly (std has no safe way to send
@@ -276,23 +367,38 @@ pub fn main(a: &DemoArgs) -> anyhow::Result<()> {
     result
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What the demo injects.
+struct Faults<'a> {
+    /// Slowed nodes and their factor.
+    slow: &'a [(usize, f64)],
+    /// Slowed links (both directions) and their factor.
+    links: &'a [(usize, usize, f64)],
+    /// Nodes to kill, and when (seconds).
+    kill: &'a [(usize, f64)],
+}
+
 fn run(
     a: &DemoArgs,
     dir: &Path,
     key: &Path,
     exe: &PathBuf,
     nodes: &mut [Node],
-    slow: &[(usize, f64)],
-    kill: &[(usize, f64)],
+    faults: &Faults<'_>,
     stop: &AtomicBool,
 ) -> anyhow::Result<()> {
+    let (slow, kill) = (faults.slow, faults.kill);
     for rank in 0..nodes.len() {
         let factor = slow
             .iter()
             .find(|(n, _)| *n == rank)
             .map_or(1.0, |(_, f)| *f);
-        let cfg = config(rank, nodes, key, (NOMINAL_BYTES_PER_SECOND * factor) as u64);
+        let cfg = config(
+            rank,
+            nodes,
+            key,
+            (NOMINAL_BYTES_PER_SECOND * factor) as u64,
+            faults.links,
+        );
         let path = dir.join(format!("node{rank}.toml"));
         std::fs::write(&path, cfg).with_context(|| format!("writing {}", path.display()))?;
         let log = std::fs::File::create(dir.join(format!("node{rank}.log")))?;
@@ -321,6 +427,9 @@ fn run(
                 format!("  (slowed to {f} of nominal)")
             });
         println!("  node {i}: http://127.0.0.1:{}/metrics{note}", n.web);
+    }
+    for (x, y, f) in faults.links {
+        println!("  link {x}-{y}: slowed to {f} of nominal, both directions");
     }
     let start = Instant::now();
     let mut last = String::new();

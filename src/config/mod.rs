@@ -85,6 +85,24 @@ impl Default for OtlpConfig {
     }
 }
 
+/// Parses a `probe.inject_peer_throttle` element, `"IP:PORT=BYTES_PER_SECOND"`.
+pub fn parse_peer_throttle(e: &str) -> Result<(std::net::SocketAddr, u64), String> {
+    let (addr, rate) = e
+        .split_once('=')
+        .ok_or("expected IP:PORT=BYTES_PER_SECOND")?;
+    let addr = addr
+        .trim()
+        .parse()
+        .map_err(|_| format!("{:?} is not IP:PORT", addr.trim()))?;
+    let rate: u64 = rate.trim().parse().ok().filter(|r| *r > 0).ok_or_else(|| {
+        format!(
+            "{:?} is not a positive number of bytes per second",
+            rate.trim()
+        )
+    })?;
+    Ok((addr, rate))
+}
+
 /// `[probe]`: continuous probing rounds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -109,6 +127,10 @@ pub struct ProbeSection {
     pub max_group_size: u64,
     /// Fault injection for tests and the demo: cap this node's probe sends (0: off).
     pub inject_throttle_bytes_per_second: u64,
+    /// Fault injection for tests and the demo: cap this node's probe sends to one peer,
+    /// as `"IP:PORT=BYTES_PER_SECOND"` (that peer's probe address); overrides
+    /// `inject_throttle_bytes_per_second` for it. Set on both ends, it is a slow link.
+    pub inject_peer_throttle: Vec<String>,
     /// A member that has not accepted a connection for this long is left out of the group
     /// (the others go on probing) until it accepts again.
     #[serde(with = "duration::serde_str")]
@@ -133,6 +155,7 @@ impl Default for ProbeSection {
             budget_bytes_per_hour: 1 << 30,
             max_group_size: 64,
             inject_throttle_bytes_per_second: 0,
+            inject_peer_throttle: Vec::new(),
             member_timeout: Duration::from_secs(90),
             dns_refresh: Duration::from_secs(30),
             membership_stale_after: Duration::from_secs(300),
@@ -855,6 +878,14 @@ impl Config {
                 out.push((
                     "collective.peers_dns".into(),
                     "set one of collective.peers, collective.rank_table_file and collective.peers_dns".into(),
+                ));
+            }
+        }
+        for (i, e) in self.probe.inject_peer_throttle.iter().enumerate() {
+            if let Err(why) = parse_peer_throttle(e) {
+                out.push((
+                    "probe.inject_peer_throttle".into(),
+                    format!("element {i} ({e:?}): {why}"),
                 ));
             }
         }

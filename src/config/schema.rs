@@ -335,6 +335,10 @@ pub const SCHEMA: &[Key] = &[
         },
     },
     Key {
+        path: "probe.inject_peer_throttle",
+        kind: Kind::StrList,
+    },
+    Key {
         path: "probe.inject_throttle_bytes_per_second",
         kind: Kind::Int {
             min: 0,

@@ -190,6 +190,10 @@ pub struct HealthEngine {
     baseline: Option<f64>,
     fabric_hist: VecDeque<bool>,
     links: BTreeMap<(usize, usize), VecDeque<f64>>,
+    /// Pairs with a link verdict: held until a measurement of the pair is normal again,
+    /// so that the verdict does not flicker when an end's score moves (the slow link
+    /// itself lifts its ends' scores).
+    held: std::collections::BTreeSet<(usize, usize)>,
 }
 
 fn healthy_end_pair(a: usize, b: usize, nodes: &[NodeTrack], scores: &[f64], exit: f64) -> bool {
@@ -233,6 +237,7 @@ impl HealthEngine {
             baseline: None,
             fabric_hist: VecDeque::new(),
             links: BTreeMap::new(),
+            held: Default::default(),
         }
     }
 
@@ -255,6 +260,10 @@ impl HealthEngine {
         self.links = std::mem::take(&mut self.links)
             .into_iter()
             .filter_map(|((a, b), h)| Some(((idx(a)?, idx(b)?), h)))
+            .collect();
+        self.held = std::mem::take(&mut self.held)
+            .into_iter()
+            .filter_map(|(a, b)| Some((idx(a)?, idx(b)?)))
             .collect();
     }
 
@@ -567,6 +576,7 @@ impl HealthEngine {
             let d = p.seconds.ln() - round_median;
             if d <= entry || d / spread <= cfg.z {
                 self.links.remove(&(p.src, p.dst));
+                self.held.remove(&(p.src, p.dst));
             }
         }
         for p in &input.link_probes {
@@ -595,11 +605,16 @@ impl HealthEngine {
             while obs.len() > cfg.link_observations.max(1) {
                 obs.pop_front();
             }
+            if self.held.contains(&(*a, *b)) {
+                verdicts.push((*a, *b));
+                continue;
+            }
             if fabric || !healthy_end_pair(*a, *b, &self.nodes, &scores, exit) {
                 continue;
             }
             if obs.len() >= cfg.link_observations {
                 verdicts.push((*a, *b));
+                self.held.insert((*a, *b));
             } else {
                 requests.push((*a, *b));
             }
@@ -639,6 +654,12 @@ mod tests {
             probes,
             ..RoundInput::default()
         }
+    }
+
+    /// The scores after a quiet round that measures nobody (an empty round changes no
+    /// window).
+    fn scores(e: &HealthEngine) -> Vec<f64> {
+        e.clone().step(&RoundInput::default()).scores
     }
 
     #[test]
@@ -833,5 +854,17 @@ mod tests {
         }
         assert!(links.contains(&(1, 2)), "{links:?}");
         assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
+        // The verdict holds while the pair is not measured (its alert needs a steady
+        // series), also when an end's score rises above the exit threshold (a slow link
+        // does that to its ends), and ends with the first normal measurement of the pair.
+        for r in 0..14 {
+            let out = e.step(&round(n, 2 + r % 2, &[(1, 1.06)], |i| {
+                (i % 2) as f64 * 0.003
+            }));
+            assert_eq!(out.link_verdicts, vec![(1, 2)], "round {r}");
+        }
+        assert!(scores(&e)[1] > (1.0f64 + 0.04).ln());
+        let out = e.step(&round(n, 1, &[], |i| (i % 2) as f64 * 0.003));
+        assert!(out.link_verdicts.is_empty(), "{:?}", out.link_verdicts);
     }
 }

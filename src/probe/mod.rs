@@ -44,6 +44,9 @@ pub struct ProbeSettings {
     pub own_name: String,
     /// Fault injection on every exchange this node sends (tests and the demo).
     pub inject: Option<crate::collective::transport::FaultSpec>,
+    /// Fault injection on what this node sends to one peer (by probe address); overrides
+    /// `inject` for that peer.
+    pub inject_peers: Vec<(SocketAddr, crate::collective::transport::FaultSpec)>,
     /// Engine transport and timeouts.
     pub comm: CommConfig,
     /// Time between round starts.
@@ -807,8 +810,15 @@ impl Prober {
         let rank = members.iter().position(|i| *i == me).unwrap_or(0);
         let mut cfg = self.s.comm.clone();
         cfg.transport.comm_id = self.view.comm_id(self.s.comm.transport.comm_id, &members);
-        if let Some(spec) = &self.s.inject {
-            for p in (0..members.len()).filter(|p| *p != rank) {
+        for p in (0..members.len()).filter(|p| *p != rank) {
+            let addr = self.view.candidates()[members[p]].addr;
+            let own = self
+                .s
+                .inject_peers
+                .iter()
+                .find(|(a, _)| *a == addr)
+                .map(|(_, f)| f);
+            if let Some(spec) = own.or(self.s.inject.as_ref()) {
                 cfg.transport.faults.insert(p, spec.clone());
             }
         }
