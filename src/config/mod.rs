@@ -177,6 +177,8 @@ pub struct HealthSection {
     pub mad_floor: f64,
     /// Known-good peers a suspect is re-paired with.
     pub confirm_peers: u32,
+    /// Consecutive rounds of re-pairings that must reproduce before a suspect is confirmed.
+    pub confirm_rounds: u32,
     /// Slow rounds after confirmation before the second re-pairing.
     pub confirm_hold: u32,
     /// Rounds within bounds to leave suspect/confirmed or a quarantine recommendation.
@@ -205,6 +207,7 @@ impl From<&crate::health::HealthConfig> for HealthSection {
             z: h.z,
             mad_floor: h.mad_floor,
             confirm_peers: h.confirm_peers as u32,
+            confirm_rounds: h.confirm_rounds as u32,
             confirm_hold: h.confirm_hold as u32,
             exit_rounds: h.exit_rounds as u32,
             probation_rounds: h.probation_rounds as u32,
@@ -224,6 +227,7 @@ impl HealthSection {
             z: self.z,
             mad_floor: self.mad_floor,
             confirm_peers: self.confirm_peers as usize,
+            confirm_rounds: self.confirm_rounds as usize,
             confirm_hold: self.confirm_hold as usize,
             exit_rounds: self.exit_rounds as usize,
             probation_rounds: self.probation_rounds as usize,

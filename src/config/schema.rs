@@ -376,6 +376,10 @@ pub const SCHEMA: &[Key] = &[
         kind: Kind::Int { min: 1, max: 16 },
     },
     Key {
+        path: "health.confirm_rounds",
+        kind: Kind::Int { min: 1, max: 10 },
+    },
+    Key {
         path: "health.confirm_hold",
         kind: Kind::Int { min: 0, max: 1000 },
     },

@@ -34,6 +34,10 @@ pub struct HealthConfig {
     pub mad_floor: f64,
     /// Known-good peers a suspect is re-paired with.
     pub confirm_peers: usize,
+    /// Consecutive re-pairings (one per round) that must all reproduce the slowness
+    /// before a suspect is confirmed: one round's re-pairings share whatever congestion
+    /// the node's uplink has at that moment.
+    pub confirm_rounds: usize,
     /// Rounds a confirmed node must stay above the entry threshold before a quarantine
     /// is recommended.
     pub confirm_hold: usize,
@@ -58,6 +62,7 @@ impl Default for HealthConfig {
             z: 3.0,
             mad_floor: 0.01,
             confirm_peers: 3,
+            confirm_rounds: 2,
             confirm_hold: 5,
             exit_rounds: 60,
             probation_rounds: 240,
@@ -430,6 +435,7 @@ impl HealthEngine {
             match state {
                 NodeState::Healthy | NodeState::Probation if elevated => {
                     self.nodes[i].confirm_pending = true;
+                    self.nodes[i].confirmations = 0;
                     out.confirm_requests.push(i);
                     self.set(
                         i,
@@ -462,7 +468,15 @@ impl HealthEngine {
                         // path must not be enough to condemn a node.
                         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
                         let _ = median(&mut c);
-                        if got >= cfg.confirm_peers && cm > entry {
+                        let reproduced = got >= cfg.confirm_peers && cm > entry;
+                        if reproduced {
+                            self.nodes[i].confirmations += 1;
+                        }
+                        if reproduced && self.nodes[i].confirmations < cfg.confirm_rounds {
+                            // Reproduced once: ask again next round before condemning.
+                            self.nodes[i].confirm_pending = true;
+                            out.confirm_requests.push(i);
+                        } else if reproduced {
                             self.nodes[i].confirmations = 1;
                             let mut e = ev();
                             e.push(("confirmation_min_log_residual".into(), cm));
@@ -717,6 +731,56 @@ mod tests {
             e.step(&round(n, 1 + r % 7, &[], jitter));
         }
         assert_eq!(e.states()[5], NodeState::Probation);
+    }
+
+    /// A suspect is confirmed only after `confirm_rounds` consecutive rounds of re-pairings
+    /// all reproduce: one round that reproduces (a congested uplink at that moment) and one
+    /// that does not send it back to healthy.
+    #[test]
+    fn one_reproducing_round_of_re_pairings_is_not_enough() {
+        let n = 16;
+        for second_reproduces in [false, true] {
+            let mut e = HealthEngine::new(n, HealthConfig::default());
+            let mut confirm: Vec<usize> = Vec::new();
+            let mut rounds_of_confirmation = 0;
+            let mut outcome = None;
+            for r in 0..40 {
+                let mut input = round(n, 1 + r % 7, &[(2, 1.3)], |_| 0.0);
+                if !confirm.is_empty() {
+                    rounds_of_confirmation += 1;
+                }
+                let slow = rounds_of_confirmation == 1 || second_reproduces;
+                for &s in &confirm {
+                    for k in [3, 9, 11] {
+                        input.confirmations.push(Probe {
+                            src: s,
+                            dst: (s + k) % n,
+                            seconds: if slow { 1.3 } else { 1.0 },
+                        });
+                    }
+                }
+                let out = e.step(&input);
+                if let Some(t) = out
+                    .transitions
+                    .iter()
+                    .find(|t| t.node == 2 && t.from == NodeState::Suspect)
+                {
+                    outcome = Some((t.to, rounds_of_confirmation));
+                    break;
+                }
+                confirm = out.confirm_requests;
+            }
+            let want = if second_reproduces {
+                NodeState::Confirmed
+            } else {
+                NodeState::Healthy
+            };
+            assert_eq!(
+                outcome,
+                Some((want, 2)),
+                "second round reproduces: {second_reproduces}"
+            );
+        }
     }
 
     #[test]
