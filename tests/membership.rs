@@ -106,6 +106,51 @@ fn a_silent_member_is_left_out_after_the_timeout_and_readmitted_when_it_returns(
     );
 }
 
+#[test]
+fn a_member_that_shuts_down_is_dropped_at_once_not_after_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = write_key(dir.path(), "probe.key");
+    let n = 4;
+    let peers: Vec<String> = (0..n)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    // A timeout far longer than the test waits: only the leave notice can explain a group
+    // that re-forms without the member in time.
+    let config = |r: usize| {
+        probe_config(&peers, r, &key, 0).replace("[probe]\n", "[probe]\nmember_timeout = \"10m\"\n")
+    };
+    let mut daemons: Vec<Daemon> = (0..n)
+        .map(|r| Daemon::start(Start::new(&config(r))))
+        .collect();
+    for d in &daemons {
+        d.wait_for("a group of four", Duration::from_secs(30), |s| {
+            members(s) == Some(4.0) && rounds_ok(s) >= 3.0
+        });
+    }
+    let leaving = daemons.pop().unwrap();
+    let started = std::time::Instant::now();
+    let (status, _) = leaving.stop_logged();
+    assert!(status.success(), "{status}");
+    for d in &daemons {
+        let s = d.wait_for(
+            "a group of three after the member left",
+            Duration::from_secs(30),
+            |s| members(s) == Some(3.0) && value(s, "hcclwatch_probe_active", &[]) == Some(1.0),
+        );
+        assert_eq!(up(&s, &peers[n - 1]), Some(0.0), "{s}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        daemons[0].log().contains("a member left the probe group"),
+        "{}",
+        daemons[0].log()
+    );
+}
+
 /// One namespace with its own `/etc/hosts` (bind-mounted by `ip netns exec` from
 /// `/etc/netns/<ns>/hosts`), daemons on 127.0.0.x inside it. Dropping it kills the
 /// daemons and removes the namespace and its files, also when an assertion fails.

@@ -159,6 +159,13 @@ impl Communicator {
         self.broken.as_ref()
     }
 
+    /// Leaves the communicator on purpose: every peer's next operation with this rank
+    /// fails with `HCCL_E_REMOTE` carrying `reason` (instead of a bare lost connection), so
+    /// the others can tell a departure from a crash.
+    pub fn leave(self, reason: &str) {
+        self.mesh.abort_with(reason);
+    }
+
     /// The all-reduce algorithm that would be used for `bytes`: hierarchical when ranks
     /// share hosts and there are several hosts (as HCCL splits intra- and inter-server),
     /// unless `HCCL_ALGO` forces a flat one; otherwise the cheaper by α-β cost.

@@ -261,6 +261,14 @@ impl Membership {
         }
     }
 
+    /// Records that candidate `i` announced it is leaving: it is out at once (not after
+    /// `member_timeout`), until it accepts connections again.
+    pub fn left(&mut self, i: usize, now: Instant) {
+        if let Some(d) = self.down_since.get_mut(i) {
+            *d = Some(now.checked_sub(self.member_timeout).unwrap_or(now));
+        }
+    }
+
     /// Whether candidate `i` has been unreachable for `member_timeout` (left out of the
     /// group until it accepts again).
     pub fn removed(&self, i: usize, now: Instant) -> bool {

@@ -612,7 +612,15 @@ pub fn spawn(
             loop {
                 match shutdown.recv_timeout(next.saturating_duration_since(Instant::now())) {
                     Err(RecvTimeoutError::Timeout) => {}
-                    _ => return,
+                    _ => {
+                        // Leaving is explicit: the others drop this member at once instead
+                        // of pausing for probe.member_timeout as they would for a crash.
+                        if let Some(c) = p.comm.take() {
+                            let me = c.rank();
+                            c.leave(&format!("{LEAVING} (rank {me})"));
+                        }
+                        return;
+                    }
                 }
                 // Jitter of ±10 % keeps groups (and nodes restarted together) from locking onto
                 // one phase with each other or with a training step; the barrier re-aligns the
@@ -623,6 +631,17 @@ pub fn spawn(
                 store.publish_probe(p.part.clone());
             }
         })
+}
+
+/// The reason a member gives its group when it shuts down; `(rank N)` follows.
+const LEAVING: &str = "hcclwatch member leaving the probe group";
+
+/// The communicator rank that announced it is leaving, if `err` carries its notice (it may
+/// arrive nested in another rank's abort).
+fn leaver(err: &str) -> Option<usize> {
+    let rest = &err[err.find(LEAVING)? + LEAVING.len()..];
+    let rest = rest.strip_prefix(" (rank ")?;
+    rest[..rest.find(')')?].parse().ok()
 }
 
 /// The prober's state between rounds.
@@ -935,9 +954,13 @@ impl Prober {
         let (m, stride, ring, plan) = match result {
             Ok(r) => r,
             Err(e) => {
-                // The peer the error names is the first suspect for removal; the next
-                // formation's liveness check decides.
-                if let Some(p) = e.peer.and_then(|p| g.get(p)) {
+                // A member that said it is leaving is out at once. Otherwise the peer the
+                // error names is the first suspect for removal, and the next formation's
+                // liveness check decides.
+                if let Some(p) = leaver(&e.to_string()).and_then(|p| g.get(p)) {
+                    tracing::info!(member = %self.part.nodes[*p], "a member left the probe group");
+                    self.view.left(*p, Instant::now());
+                } else if let Some(p) = e.peer.and_then(|p| g.get(p)) {
                     self.view.record(*p, false, Instant::now());
                 }
                 self.pause(
@@ -1198,6 +1221,21 @@ mod tests {
         assert_eq!((d.pairs.len(), d.n_confirm), (PLAN_PAIRS, PLAN_PAIRS));
         let junk = Plan::decode(&[0xff; 17], 8);
         assert!(junk.pairs.is_empty() && junk.n_confirm == 0);
+    }
+
+    #[test]
+    fn a_leaving_notice_is_found_also_when_nested() {
+        let direct = format!(
+            "HCCL_E_REMOTE (21): barrier with peer rank 2: peer rank 2 aborted the operation: {LEAVING} (rank 2)"
+        );
+        assert_eq!(leaver(&direct), Some(2));
+        let nested = format!(
+            "HCCL_E_REMOTE (21): send_recv with peer rank 1: peer rank 1 aborted the operation: HCCL_E_REMOTE (21): x: peer rank 3 aborted the operation: {LEAVING} (rank 3)"
+        );
+        assert_eq!(leaver(&nested), Some(3));
+        assert_eq!(leaver("HCCL_E_TCP_TRANSFER (13): connection lost"), None);
+        assert_eq!(leaver(&format!("{LEAVING} (rank x)")), None);
+        assert_eq!(leaver(LEAVING), None);
     }
 
     #[test]
