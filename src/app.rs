@@ -278,6 +278,7 @@ pub fn probe_settings(config: &Config) -> Result<crate::probe::ProbeSettings, St
         ring_every: config.probe.ring_every,
         ring_bytes: config.probe.ring_bytes as usize,
         budget_bytes_per_hour: config.probe.budget_bytes_per_hour,
+        budget_busy_ratio: config.probe.budget_busy_ratio,
         health: config.health.engine(),
     })
 }

@@ -181,6 +181,41 @@ fn over_budget_group_keeps_probing_with_reduced_rounds() {
 /// Members from an HCCL rank table: two hosts (127.0.0.2 and 127.0.0.3, both loopback), two
 /// devices each; the daemons probe one member per host on `rank_table_port`.
 #[test]
+fn over_the_time_budget_the_group_runs_reduced_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = write_key(dir.path(), "probe.key");
+    let peers: Vec<String> = (0..2)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    // 0.00001 of an hour is 36 ms: a few rounds use it up. The byte budget stays default.
+    let daemons: Vec<Daemon> = (0..2)
+        .map(|r| {
+            let ratio = if r == 0 { "0.00001" } else { "0" };
+            let cfg = config(&peers, r, &key, 0).replace(
+                "[probe]\n",
+                &format!("[probe]\nbudget_busy_ratio = {ratio}\n"),
+            );
+            Daemon::start(Start::new(&cfg))
+        })
+        .collect();
+    for (r, d) in daemons.iter().enumerate() {
+        let s = d.wait_for("reduced probe rounds", Duration::from_secs(30), |s| {
+            value(s, "hcclwatch_probe_budget_limited", &[]) == Some(1.0)
+        });
+        let busy = value(&s, "hcclwatch_probe_busy_ratio", &[]);
+        if r == 0 {
+            assert!(busy.unwrap() >= 1.0, "{s}");
+            assert!(
+                value(&s, "hcclwatch_probe_budget_ratio", &[]).unwrap() < 1.0,
+                "{s}"
+            );
+        } else {
+            assert_eq!(busy, None, "no time budget, no ratio series:\n{s}");
+        }
+    }
+}
+
+#[test]
 fn members_from_a_rank_table_form_a_probe_group() {
     let dir = tempfile::tempdir().unwrap();
     let key = write_key(dir.path(), "probe.key");

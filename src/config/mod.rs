@@ -122,6 +122,9 @@ pub struct ProbeSection {
     pub ring_bytes: u64,
     /// Probe bytes this node may send per hour (0: unlimited).
     pub budget_bytes_per_hour: u64,
+    /// Fraction of wall time this node may spend in probe rounds over the last hour (0:
+    /// unlimited); over it, the group runs reduced rounds as for the byte budget.
+    pub budget_busy_ratio: f64,
     /// Members per probe group at most; a bigger fleet (or topology label) is split into
     /// balanced groups, since a pair recurs in the permutation only once per n − 1 rounds.
     pub max_group_size: u64,
@@ -153,6 +156,7 @@ impl Default for ProbeSection {
             ring_every: 10,
             ring_bytes: 4 << 20,
             budget_bytes_per_hour: 1 << 30,
+            budget_busy_ratio: 0.01,
             max_group_size: 64,
             inject_throttle_bytes_per_second: 0,
             inject_peer_throttle: Vec::new(),

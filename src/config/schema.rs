@@ -328,6 +328,10 @@ pub const SCHEMA: &[Key] = &[
         kind: Kind::Int { min: 2, max: 1024 },
     },
     Key {
+        path: "probe.budget_busy_ratio",
+        kind: Kind::Float { min: 0.0, max: 1.0 },
+    },
+    Key {
         path: "probe.budget_bytes_per_hour",
         kind: Kind::Int {
             min: 0,

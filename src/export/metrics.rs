@@ -701,6 +701,11 @@ impl Collector for SnapshotCollector {
                 pr.budget_ratio.map(|r| (vec![], r)).into_iter().collect(),
             )?;
             f.gauge(
+                "hcclwatch_probe_busy_ratio",
+                "Seconds this node spent in probe rounds in the last hour divided by 3600 x probe.budget_busy_ratio.",
+                pr.busy_ratio.map(|r| (vec![], r)).into_iter().collect(),
+            )?;
+            f.gauge(
                 "hcclwatch_probe_budget_limited",
                 "Whether the group runs reduced rounds because a member is over its probe budget.",
                 vec![(vec![], if pr.budget_limited { 1.0 } else { 0.0 })],

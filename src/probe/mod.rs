@@ -62,6 +62,9 @@ pub struct ProbeSettings {
     /// Probe bytes this node may send per hour (0: unlimited). Over budget, the group
     /// drops to latency-sized exchanges and skips the ring until usage falls.
     pub budget_bytes_per_hour: u64,
+    /// Fraction of wall time this node may spend in probe rounds, over the last hour (0:
+    /// unlimited). Over it, the group runs reduced rounds as for the byte budget.
+    pub budget_busy_ratio: f64,
     /// Engine thresholds.
     pub health: HealthConfig,
 }
@@ -110,6 +113,9 @@ pub struct ProbePart {
     pub last_error: Option<String>,
     /// Bytes sent in the last hour ÷ the budget (None without a budget).
     pub budget_ratio: Option<f64>,
+    /// Seconds spent in probe rounds in the last hour ÷ (3600 × the busy budget) (None
+    /// without one).
+    pub busy_ratio: Option<f64>,
     /// Whether the group is running reduced rounds because a member is over budget.
     pub budget_limited: bool,
     /// Distinct peers this node exchanged with over the last n − 1 rounds ÷ (n − 1).
@@ -659,7 +665,8 @@ struct Prober {
     round: u64,
     limited: bool,
     jitter: u64,
-    sent_log: VecDeque<(Instant, u64)>,
+    /// (end, bytes sent, seconds spent) of each round in the last hour.
+    sent_log: VecDeque<(Instant, u64, f64)>,
     /// (round, candidate) of the peers this node exchanged with.
     met: VecDeque<(u64, usize)>,
     part: ProbePart,
@@ -928,15 +935,20 @@ impl Prober {
         while self
             .sent_log
             .front()
-            .is_some_and(|(t, _)| hour_ago.is_some_and(|h| *t < h))
+            .is_some_and(|(t, _, _)| hour_ago.is_some_and(|h| *t < h))
         {
             self.sent_log.pop_front();
         }
-        let used: u64 = self.sent_log.iter().map(|(_, b)| b).sum();
-        let over_budget = s.budget_bytes_per_hour > 0 && used >= s.budget_bytes_per_hour;
+        let used: u64 = self.sent_log.iter().map(|(_, b, _)| b).sum();
+        let busy: f64 = self.sent_log.iter().map(|(_, _, t)| t).sum();
+        let busy_budget = 3600.0 * s.budget_busy_ratio;
+        let over_budget = (s.budget_bytes_per_hour > 0 && used >= s.budget_bytes_per_hour)
+            || (busy_budget > 0.0 && busy >= busy_budget);
         let part = &mut self.part;
         part.budget_ratio =
             (s.budget_bytes_per_hour > 0).then(|| used as f64 / s.budget_bytes_per_hour as f64);
+        part.busy_ratio = (busy_budget > 0.0).then(|| busy / busy_budget);
+        let started = Instant::now();
         let before = part.bytes_sent;
         let cx = trace::round(round, c.size());
         let result = round_trip(
@@ -949,8 +961,11 @@ impl Prober {
             &mut part.bytes_sent,
         );
         trace::end(&cx, result.as_ref().map(|_| ()).map_err(|e| e.to_string()));
-        self.sent_log
-            .push_back((Instant::now(), part.bytes_sent - before));
+        self.sent_log.push_back((
+            Instant::now(),
+            part.bytes_sent - before,
+            started.elapsed().as_secs_f64(),
+        ));
         let (m, stride, ring, plan) = match result {
             Ok(r) => r,
             Err(e) => {
