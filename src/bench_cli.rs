@@ -339,6 +339,11 @@ fn finish(
             }
         }
     })?;
+    // Every rank's timeline goes to rank 0, which writes one trace with a track per rank.
+    let traces = match &a.timeline {
+        Some(_) => Some(gather_traces(&mut comm)?),
+        None => None,
+    };
     if rank == 0 {
         let mut out = std::io::stdout().lock();
         if a.json {
@@ -362,10 +367,10 @@ fn finish(
             );
             write!(out, "{}", bench::table(&rows, &header))?;
         }
-        if let Some(p) = &a.timeline {
+        if let (Some(p), Some(traces)) = (&a.timeline, &traces) {
             std::fs::write(
                 p,
-                serde_json::to_vec_pretty(&comm.timeline().chrome_trace())?,
+                serde_json::to_vec_pretty(&hcclwatch::collective::timeline::merge_traces(traces))?,
             )
             .with_context(|| format!("writing {}", p.display()))?;
         }
@@ -383,6 +388,39 @@ fn finish(
     } else {
         ExitCode::from(2)
     })
+}
+
+/// Every rank's Chrome trace, gathered to all (lengths first, then the documents padded
+/// to the longest). Every rank must take part: `--timeline` goes to all of them.
+fn gather_traces(comm: &mut Communicator) -> anyhow::Result<Vec<serde_json::Value>> {
+    let mine = serde_json::to_vec(&comm.timeline().chrome_trace())?;
+    let n = comm.size();
+    let mut lens = vec![0u8; 8 * n];
+    comm.all_gather(
+        &(mine.len() as u64).to_le_bytes(),
+        &mut lens,
+        1,
+        DataType::Uint64,
+    )
+    .context("gathering the ranks' timelines (give --timeline to every rank)")?;
+    let lens: Vec<usize> = lens
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()) as usize)
+        .collect();
+    let max = lens.iter().copied().max().unwrap_or(0).max(1);
+    let mut padded = mine;
+    padded.resize(max, b' ');
+    let mut all = vec![0u8; max * n];
+    comm.all_gather(&padded, &mut all, max, DataType::Uint8)
+        .context("gathering the ranks' timelines")?;
+    all.chunks_exact(max)
+        .zip(lens)
+        .enumerate()
+        .map(|(r, (doc, len))| {
+            serde_json::from_slice(&doc[..len.min(max)])
+                .with_context(|| format!("rank {r}'s timeline is not valid JSON"))
+        })
+        .collect()
 }
 
 /// `--ranks N`: start N rank processes on 127.0.0.1 joined through a root store.

@@ -117,7 +117,36 @@ fn json_rows_and_artifacts() {
     assert_eq!(lines[0]["wrong"], 0);
     assert_eq!(lines[3]["size"], 65536);
     let t: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
-    assert!(!t["traceEvents"].as_array().unwrap().is_empty());
+    // One trace with a process track per rank, on one clock: both ranks ran the same
+    // operations at the same time.
+    let ev = t["traceEvents"].as_array().unwrap();
+    let ops = |pid: u64| -> Vec<(f64, f64)> {
+        ev.iter()
+            .filter(|e| e["pid"] == pid && e["name"] == "all_reduce" && e["ph"] == "X")
+            .map(|e| (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap()))
+            .collect()
+    };
+    let (r0, r1) = (ops(0), ops(1));
+    assert!(
+        !r0.is_empty() && r0.len() == r1.len(),
+        "{} vs {}",
+        r0.len(),
+        r1.len()
+    );
+    for ((t0, d0), (t1, d1)) in r0.iter().zip(&r1) {
+        assert!(
+            t0 < &(t1 + d1) && t1 < &(t0 + d0),
+            "op at {t0}+{d0} on rank 0, {t1}+{d1} on rank 1"
+        );
+    }
+    for r in 0..2u64 {
+        assert!(
+            ev.iter().any(|e| e["ph"] == "M"
+                && e["pid"] == r
+                && e["args"]["name"] == format!("rank {r}")),
+            "rank {r} names its track"
+        );
+    }
     let svg = std::fs::read_to_string(&plot).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("polyline"));
 }

@@ -1,9 +1,14 @@
 //! Per-operation events in a bounded ring buffer, exportable as Chrome trace-event JSON
-//! (loads in Perfetto or chrome://tracing): one track per rank, one slice per operation.
+//! (loads in Perfetto or chrome://tracing): one process track per rank, one slice per
+//! operation with its steps beneath.
+//!
+//! Timestamps are wall-clock microseconds since the Unix epoch, so the traces of ranks in
+//! different processes (or on hosts whose clocks agree) line up when merged with
+//! [`merge_traces`].
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 /// One step of an operation: what went to and came from which peer.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +51,8 @@ pub struct Event {
 pub struct Timeline {
     cap: usize,
     epoch: Instant,
+    /// The wall-clock time of `epoch`.
+    wall_epoch: SystemTime,
     events: Mutex<VecDeque<Event>>,
 }
 
@@ -55,6 +62,7 @@ impl Timeline {
         Self {
             cap,
             epoch: Instant::now(),
+            wall_epoch: SystemTime::now(),
             events: Mutex::new(VecDeque::new()),
         }
     }
@@ -81,12 +89,23 @@ impl Timeline {
             .collect()
     }
 
-    /// Chrome trace-event JSON (`traceEvents` with complete events, microseconds).
+    /// Chrome trace-event JSON (`traceEvents` with complete events, microseconds since the
+    /// Unix epoch; the process is the rank), ending with a `process_name` record per rank.
     pub fn chrome_trace(&self) -> serde_json::Value {
-        let us = |t: Instant| t.saturating_duration_since(self.epoch).as_secs_f64() * 1e6;
-        let events: Vec<serde_json::Value> = self
+        let base = self
+            .wall_epoch
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64() * 1e6);
+        let us = |t: Instant| base + t.saturating_duration_since(self.epoch).as_secs_f64() * 1e6;
+        let mut ranks: Vec<usize> = Vec::new();
+        let mut events: Vec<serde_json::Value> = self
             .events()
             .into_iter()
+            .inspect(|e| {
+                if !ranks.contains(&e.rank) {
+                    ranks.push(e.rank);
+                }
+            })
             .flat_map(|e| {
                 let steps: Vec<serde_json::Value> = e
                     .steps
@@ -96,7 +115,7 @@ impl Timeline {
                             "name": s.name,
                             "cat": "step",
                             "ph": "X",
-                            "pid": 0,
+                            "pid": e.rank,
                             "tid": e.rank,
                             "ts": us(s.start),
                             "dur": s.end.saturating_duration_since(s.start).as_secs_f64() * 1e6,
@@ -111,17 +130,32 @@ impl Timeline {
                     "name": e.op,
                     "cat": e.algo,
                     "ph": "X",
-                    "pid": 0,
+                    "pid": e.rank,
                     "tid": e.rank,
-                    "ts": e.start.saturating_duration_since(self.epoch).as_secs_f64() * 1e6,
+                    "ts": us(e.start),
                     "dur": e.end.saturating_duration_since(e.start).as_secs_f64() * 1e6,
                     "args": {"bytes": e.bytes, "algo": e.algo, "ok": e.ok}
                 }))
                 .chain(steps)
             })
             .collect();
+        events.extend(ranks.into_iter().map(|r| {
+            serde_json::json!({"name": "process_name", "ph": "M", "pid": r, "args": {"name": format!("rank {r}")}})
+        }));
         serde_json::json!({ "traceEvents": events, "displayTimeUnit": "ms" })
     }
+}
+
+/// One trace from several ranks' [`Timeline::chrome_trace`] documents: their events in
+/// one `traceEvents` list (each rank is already its own process track).
+pub fn merge_traces(traces: &[serde_json::Value]) -> serde_json::Value {
+    let events: Vec<serde_json::Value> = traces
+        .iter()
+        .filter_map(|t| t["traceEvents"].as_array())
+        .flatten()
+        .cloned()
+        .collect();
+    serde_json::json!({ "traceEvents": events, "displayTimeUnit": "ms" })
 }
 
 #[cfg(test)]
@@ -156,9 +190,21 @@ mod tests {
         let j = t.chrome_trace();
         assert_eq!(
             j["traceEvents"].as_array().unwrap().len(),
-            4,
-            "2 ops, 1 step each"
+            5,
+            "2 ops, 1 step each, and the rank's name"
         );
+        assert_eq!(j["traceEvents"][4]["ph"], "M");
+        assert_eq!(j["traceEvents"][4]["args"]["name"], "rank 1");
+        // Wall-clock microseconds: within a minute of now.
+        let now_us = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+            * 1e6;
+        let ts = j["traceEvents"][0]["ts"].as_f64().unwrap();
+        assert!((now_us - ts).abs() < 60e6, "{ts} vs {now_us}");
+        let merged = merge_traces(&[j.clone(), j.clone()]);
+        assert_eq!(merged["traceEvents"].as_array().unwrap().len(), 10);
         assert_eq!(j["traceEvents"][1]["args"]["send_bytes"], 8);
         assert_eq!(j["traceEvents"][0]["ph"], "X");
         assert_eq!(j["traceEvents"][0]["tid"], 1);
