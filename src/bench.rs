@@ -438,16 +438,88 @@ pub fn table(rows: &[Row], header: &str) -> String {
     s
 }
 
+/// The chart both renderers draw: busbw against size on a log2 axis, one line per
+/// (op, algo).
+struct Chart {
+    w: f64,
+    h: f64,
+    m: f64,
+    xmin: f64,
+    xmax: f64,
+    ymax: f64,
+    /// (name, points as (log2 size, busbw GB/s)).
+    series: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+/// Series colours (RGB).
+const COLOURS: [[u8; 3]; 5] = [
+    [0x1f, 0x77, 0xb4],
+    [0xd6, 0x27, 0x28],
+    [0x2c, 0xa0, 0x2c],
+    [0xff, 0x7f, 0x0e],
+    [0x94, 0x67, 0xbd],
+];
+
+impl Chart {
+    fn new(rows: &[Row]) -> Chart {
+        let xs: Vec<f64> = rows.iter().map(|r| (r.size.max(1) as f64).log2()).collect();
+        let (xmin, xmax) = xs
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
+        let ymax = rows.iter().map(|r| r.busbw).fold(0.0, f64::max).max(1e-9) * 1.1;
+        let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        for r in rows {
+            let key = format!("{} {}", r.op, r.algo);
+            let p = ((r.size.max(1) as f64).log2(), r.busbw);
+            match series.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, v)) => v.push(p),
+                None => series.push((key, vec![p])),
+            }
+        }
+        Chart {
+            w: 720.0,
+            h: 420.0,
+            m: 60.0,
+            xmin: if rows.is_empty() { 0.0 } else { xmin },
+            xmax: if rows.is_empty() { 1.0 } else { xmax },
+            ymax,
+            series,
+        }
+    }
+    fn sx(&self, x: f64) -> f64 {
+        self.m + (x - self.xmin) / (self.xmax - self.xmin).max(1.0) * (self.w - 2.0 * self.m)
+    }
+    fn sy(&self, y: f64) -> f64 {
+        self.h - self.m - y / self.ymax * (self.h - 2.0 * self.m)
+    }
+    /// Labelled x ticks: (log2 size, label).
+    fn x_ticks(&self) -> Vec<(f64, String)> {
+        let mut out = Vec::new();
+        let mut x = self.xmin.ceil();
+        while x <= self.xmax {
+            out.push((x, format!("2^{x}")));
+            x += ((self.xmax - self.xmin) / 8.0).ceil().max(1.0);
+        }
+        out
+    }
+    /// Labelled y ticks: (busbw, label).
+    fn y_ticks(&self) -> Vec<(f64, String)> {
+        (0..=4)
+            .map(|i| {
+                let y = self.ymax * f64::from(i) / 4.0;
+                (y, format!("{y:.2}"))
+            })
+            .collect()
+    }
+}
+
+const X_TITLE: &str = "message size (bytes, log2)";
+const Y_TITLE: &str = "busbw (GB/s)";
+
 /// An SVG chart of busbw against size (log2 axis), one line per (op, algo).
 pub fn svg(rows: &[Row]) -> String {
-    let (w, h, m) = (720.0, 420.0, 60.0);
-    let xs: Vec<f64> = rows.iter().map(|r| (r.size.max(1) as f64).log2()).collect();
-    let (xmin, xmax) = xs
-        .iter()
-        .fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
-    let ymax = rows.iter().map(|r| r.busbw).fold(0.0, f64::max).max(1e-9) * 1.1;
-    let sx = |x: f64| m + (x - xmin) / (xmax - xmin).max(1.0) * (w - 2.0 * m);
-    let sy = |y: f64| h - m - y / ymax * (h - 2.0 * m);
+    let c = Chart::new(rows);
+    let (w, h, m) = (c.w, c.h, c.m);
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -468,70 +540,170 @@ pub fn svg(rows: &[Row]) -> String {
     );
     let _ = writeln!(
         s,
-        r#"<text x="{}" y="{}" text-anchor="middle">message size (bytes, log2)</text>"#,
+        r#"<text x="{}" y="{}" text-anchor="middle">{X_TITLE}</text>"#,
         w / 2.0,
         h - 15.0
     );
     let _ = writeln!(
         s,
-        r#"<text x="15" y="{}" transform="rotate(-90 15 {})" text-anchor="middle">busbw (GB/s)</text>"#,
+        r#"<text x="15" y="{}" transform="rotate(-90 15 {})" text-anchor="middle">{Y_TITLE}</text>"#,
         h / 2.0,
         h / 2.0
     );
-    for i in 0..=4 {
-        let y = ymax * f64::from(i) / 4.0;
+    for (y, label) in c.y_ticks() {
         let _ = writeln!(
             s,
-            r#"<text x="{}" y="{}" text-anchor="end">{y:.2}</text>"#,
+            r#"<text x="{}" y="{}" text-anchor="end">{label}</text>"#,
             m - 5.0,
-            sy(y) + 4.0
+            c.sy(y) + 4.0
         );
     }
-    let mut x = xmin.ceil();
-    while x <= xmax {
+    for (x, label) in c.x_ticks() {
         let _ = writeln!(
             s,
-            r#"<text x="{}" y="{}" text-anchor="middle">2^{x}</text>"#,
-            sx(x),
+            r#"<text x="{}" y="{}" text-anchor="middle">{label}</text>"#,
+            c.sx(x),
             h - m + 16.0
         );
-        x += ((xmax - xmin) / 8.0).ceil().max(1.0);
     }
-    let colours = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"];
-    let mut series: Vec<(String, Vec<&Row>)> = Vec::new();
-    for r in rows {
-        let key = format!("{} {}", r.op, r.algo);
-        match series.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, v)) => v.push(r),
-            None => series.push((key, vec![r])),
-        }
-    }
-    for (i, (name, pts)) in series.iter().enumerate() {
-        let c = colours[i % colours.len()];
+    for (i, (name, pts)) in c.series.iter().enumerate() {
+        let [r, g, b] = COLOURS[i % COLOURS.len()];
+        let colour = format!("#{r:02x}{g:02x}{b:02x}");
         let points: Vec<String> = pts
             .iter()
-            .map(|r| {
-                format!(
-                    "{:.1},{:.1}",
-                    sx((r.size.max(1) as f64).log2()),
-                    sy(r.busbw)
-                )
-            })
+            .map(|(x, y)| format!("{:.1},{:.1}", c.sx(*x), c.sy(*y)))
             .collect();
         let _ = writeln!(
             s,
-            r#"<polyline fill="none" stroke="{c}" stroke-width="2" points="{}"/>"#,
+            r#"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"/>"#,
             points.join(" ")
         );
         let _ = writeln!(
             s,
-            r#"<text x="{}" y="{}" fill="{c}">{name}</text>"#,
+            r#"<text x="{}" y="{}" fill="{colour}">{name}</text>"#,
             m + 10.0,
             m + 15.0 * (i as f64 + 1.0)
         );
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// An RGB raster with just what the chart needs: thick lines and 8×8 bitmap text.
+struct Raster {
+    w: usize,
+    h: usize,
+    px: Vec<u8>,
+}
+
+impl Raster {
+    fn new(w: usize, h: usize) -> Raster {
+        Raster {
+            w,
+            h,
+            px: vec![0xff; w * h * 3],
+        }
+    }
+    fn dot(&mut self, x: i64, y: i64, c: [u8; 3]) {
+        if x >= 0 && y >= 0 && (x as usize) < self.w && (y as usize) < self.h {
+            let i = (y as usize * self.w + x as usize) * 3;
+            self.px[i..i + 3].copy_from_slice(&c);
+        }
+    }
+    /// A line `thick` pixels wide (a square brush stepped along the longer axis).
+    fn line(&mut self, (x0, y0): (f64, f64), (x1, y1): (f64, f64), thick: i64, c: [u8; 3]) {
+        let steps = (x1 - x0).abs().max((y1 - y0).abs()).ceil().max(1.0) as i64;
+        for k in 0..=steps {
+            let t = k as f64 / steps as f64;
+            let (x, y) = (
+                (x0 + t * (x1 - x0)).round() as i64,
+                (y0 + t * (y1 - y0)).round() as i64,
+            );
+            for dx in 0..thick {
+                for dy in 0..thick {
+                    self.dot(x + dx - thick / 2, y + dy - thick / 2, c);
+                }
+            }
+        }
+    }
+    /// Text with its top-left corner at (x, y); `vertical` writes it bottom-up.
+    fn text(&mut self, x: f64, y: f64, s: &str, c: [u8; 3], vertical: bool) {
+        use font8x8::UnicodeFonts as _;
+        for (k, ch) in s.chars().enumerate() {
+            let glyph = font8x8::BASIC_FONTS.get(ch).unwrap_or([0; 8]);
+            for (row, bits) in glyph.iter().enumerate() {
+                for col in 0..8 {
+                    if bits & (1 << col) != 0 {
+                        let (gx, gy) = (k as i64 * 8 + col, row as i64);
+                        let (px, py) = if vertical {
+                            (x as i64 + gy, y as i64 - gx)
+                        } else {
+                            (x as i64 + gx, y as i64 + gy)
+                        };
+                        self.dot(px, py, c);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The same chart as [`svg`], as a PNG image.
+pub fn png(rows: &[Row]) -> Result<Vec<u8>, png::EncodingError> {
+    let c = Chart::new(rows);
+    let (w, h, m) = (c.w, c.h, c.m);
+    let mut r = Raster::new(w as usize, h as usize);
+    let black = [0, 0, 0];
+    r.line((m, h - m), (w - m, h - m), 1, black);
+    r.line((m, m), (m, h - m), 1, black);
+    let width = |s: &str| 8.0 * s.chars().count() as f64;
+    r.text(
+        w / 2.0 - width(X_TITLE) / 2.0,
+        h - 22.0,
+        X_TITLE,
+        black,
+        false,
+    );
+    r.text(8.0, h / 2.0 + width(Y_TITLE) / 2.0, Y_TITLE, black, true);
+    for (y, label) in c.y_ticks() {
+        r.text(m - 6.0 - width(&label), c.sy(y) - 4.0, &label, black, false);
+    }
+    for (x, label) in c.x_ticks() {
+        r.text(
+            c.sx(x) - width(&label) / 2.0,
+            h - m + 8.0,
+            &label,
+            black,
+            false,
+        );
+    }
+    for (i, (name, pts)) in c.series.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        for pair in pts.windows(2) {
+            let (a, b) = (
+                (c.sx(pair[0].0), c.sy(pair[0].1)),
+                (c.sx(pair[1].0), c.sy(pair[1].1)),
+            );
+            r.line(a, b, 2, colour);
+        }
+        if let [(x, y)] = pts.as_slice() {
+            r.line(
+                (c.sx(*x) - 2.0, c.sy(*y)),
+                (c.sx(*x) + 2.0, c.sy(*y)),
+                4,
+                colour,
+            );
+        }
+        r.text(m + 10.0, m + 4.0 + 15.0 * i as f64, name, colour, false);
+    }
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, r.w as u32, r.h as u32);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        enc.write_header()?.write_image_data(&r.px)?;
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -140,6 +140,14 @@ pub fn main(a: BenchArgs) -> ExitCode {
 
 fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     let o = options(&a)?;
+    if let Some(p) = &a.plot
+        && !matches!(p.extension().and_then(|e| e.to_str()), Some("svg" | "png"))
+    {
+        bail!(
+            "--plot {}: name the file *.svg or *.png (the format follows the extension)",
+            p.display()
+        );
+    }
     if let Some(n) = a.ranks {
         return launch_local(n);
     }
@@ -375,11 +383,12 @@ fn finish(
             .with_context(|| format!("writing {}", p.display()))?;
         }
         if let Some(p) = &a.plot {
-            if p.extension().and_then(|e| e.to_str()) != Some("svg") {
-                bail!("--plot writes SVG; name the file *.svg");
-            }
-            std::fs::write(p, bench::svg(&rows))
-                .with_context(|| format!("writing {}", p.display()))?;
+            let image = match p.extension().and_then(|e| e.to_str()) {
+                Some("svg") => bench::svg(&rows).into_bytes(),
+                Some("png") => bench::png(&rows).context("encoding the PNG plot")?,
+                _ => bail!("--plot writes SVG or PNG; name the file *.svg or *.png"),
+            };
+            std::fs::write(p, image).with_context(|| format!("writing {}", p.display()))?;
         }
     }
     let wrong: u64 = rows.iter().filter_map(|r| r.wrong).sum();

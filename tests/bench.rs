@@ -151,8 +151,62 @@ fn json_rows_and_artifacts() {
     assert!(svg.starts_with("<svg") && svg.contains("polyline"));
 }
 
+/// `--plot FILE.png` draws the same chart as a PNG: decoded, it has the chart's size and
+/// pixels of the first series' colour (a line was drawn), not just a white canvas.
+#[test]
+fn plot_as_png() {
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("busbw.png");
+    let out = bench()
+        .args([
+            "bench",
+            "all_reduce",
+            "--ranks",
+            "2",
+            "-b",
+            "1K",
+            "-e",
+            "256K",
+            "-f",
+            "4",
+            "-n",
+            "2",
+            "-w",
+            "0",
+        ])
+        .arg("--plot")
+        .arg(&plot)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&plot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!((info.width, info.height), (720, 420));
+    assert_eq!(info.color_type, png::ColorType::Rgb);
+    let px = &buf[..info.buffer_size()];
+    let count = |c: [u8; 3]| px.chunks_exact(3).filter(|p| *p == c).count();
+    assert!(count([0x1f, 0x77, 0xb4]) > 200, "the series line is drawn");
+    assert!(count([0, 0, 0]) > 500, "axes and labels are drawn");
+    assert!(
+        count([0xff, 0xff, 0xff]) > px.len() / 3 / 2,
+        "mostly background"
+    );
+}
+
 #[test]
 fn bad_flags_are_clear_errors() {
+    let out = bench()
+        .args(["bench", "all_reduce", "--ranks", "2", "--plot", "chart.jpg"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("name the file *.svg or *.png"));
     let out = bench()
         .args(["bench", "all_gatherz", "--ranks", "2"])
         .output()
