@@ -235,14 +235,14 @@ fn run_once(
             .all_reduce(&b.send, &mut b.recv, count, d, o.redop)?
             .name()
             .to_string(),
-        BenchOp::AllGather => {
-            c.all_gather(&b.send, &mut b.recv, count / n, d)?;
-            "ring".into()
-        }
-        BenchOp::ReduceScatter => {
-            c.reduce_scatter(&b.send, &mut b.recv, count / n, d, o.redop)?;
-            "ring".into()
-        }
+        BenchOp::AllGather => c
+            .all_gather(&b.send, &mut b.recv, count / n, d)?
+            .name()
+            .to_string(),
+        BenchOp::ReduceScatter => c
+            .reduce_scatter(&b.send, &mut b.recv, count / n, d, o.redop)?
+            .name()
+            .to_string(),
         BenchOp::Broadcast => {
             c.broadcast(&mut b.recv, count, d, o.root)?;
             "binomial".into()

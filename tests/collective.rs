@@ -216,6 +216,69 @@ fn in_place_all_reduce() {
     }
 }
 
+/// Reduce-scatter and all-gather by each algorithm (ring; recursive halving/doubling with
+/// the fold for 3, 5 and 6 ranks), every type, every reduction, odd counts and 0 and 1.
+#[test]
+fn reduce_scatter_and_all_gather_by_each_algorithm() {
+    for n in [1, 2, 3, 4, 5, 6, 8] {
+        for (algo, want) in [
+            ("level0:NA;level1:ring", Algo::Ring),
+            ("level0:NA;level1:H-D_R", Algo::HalvingDoubling),
+        ] {
+            let mut comms = world(n, Some(algo));
+            for d in DataType::ALL {
+                for op in ReduceOp::ALL {
+                    for count in COUNTS {
+                        if count > 1000 && (n > 4 || !matches!(op, ReduceOp::Sum)) {
+                            continue;
+                        }
+                        let outs = on_all(&mut comms, |r, c| {
+                            let send = fill(d, op, r, count * n, 0);
+                            let mut recv = vec![0u8; count * d.size()];
+                            let used = c.reduce_scatter(&send, &mut recv, count, d, op).unwrap();
+                            (used, recv)
+                        });
+                        for (r, (used, o)) in outs.iter().enumerate() {
+                            assert_eq!(*used, want, "reduce_scatter n={n} {algo}");
+                            check_reduced(
+                                d,
+                                op,
+                                n,
+                                o,
+                                count,
+                                r * count,
+                                &format!(
+                                    "reduce_scatter n={n} {algo} {d:?} {op:?} count={count} rank {r}"
+                                ),
+                            );
+                        }
+                    }
+                }
+                for count in COUNTS {
+                    let outs = on_all(&mut comms, |r, c| {
+                        let send = fill(d, ReduceOp::Sum, r, count, 1000 * r);
+                        let mut recv = vec![0u8; count * n * d.size()];
+                        let used = c.all_gather(&send, &mut recv, count, d).unwrap();
+                        (used, recv)
+                    });
+                    for (r, (used, o)) in outs.iter().enumerate() {
+                        assert_eq!(*used, want, "all_gather n={n} {algo}");
+                        for src in 0..n {
+                            let want = fill(d, ReduceOp::Sum, src, count, 1000 * src);
+                            let b = count * d.size();
+                            assert_eq!(
+                                &o[src * b..(src + 1) * b],
+                                &want[..],
+                                "all_gather n={n} {algo} {d:?} count={count} rank {r} block {src}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn reduce_scatter_all_gather_broadcast_reduce_all_to_all_matrix() {
     for n in [1, 2, 3, 4, 5, 8] {

@@ -307,22 +307,47 @@ impl Communicator {
         Ok(algo)
     }
 
+    /// The all-gather (`op = "allgather"`) or reduce-scatter (`"reducescatter"`)
+    /// algorithm for `bytes` in all: forced by `HCCL_ALGO` (halving-doubling, else ring),
+    /// otherwise the cheaper by α-β cost.
+    pub fn gather_algo(&self, op: &str, bytes: usize) -> Algo {
+        match self.cfg.algo.for_op(op) {
+            Some(Algo::HalvingDoubling) => Algo::HalvingDoubling,
+            Some(_) => Algo::Ring,
+            None => select::choose_gather(self.size(), bytes, self.costs),
+        }
+    }
+
     /// All-gather: every rank contributes `send_count` elements; `recv` holds
-    /// `size × send_count`, rank i's block at position i.
+    /// `size × send_count`, rank i's block at position i. Returns the algorithm used.
     pub fn all_gather(
         &mut self,
         send: &[u8],
         recv: &mut [u8],
         send_count: usize,
         dtype: DataType,
-    ) -> CollResult<()> {
+    ) -> CollResult<Algo> {
         let (n, r) = (self.size(), self.rank());
         check_len("all_gather", "send", send.len(), send_count, dtype)?;
         check_len("all_gather", "recv", recv.len(), send_count * n, dtype)?;
         let block = send.len();
         recv[r * block..(r + 1) * block].copy_from_slice(send);
+        let algo = self.gather_algo("allgather", recv.len());
         if n == 1 {
-            return Ok(());
+            return Ok(algo);
+        }
+        if algo == Algo::HalvingDoubling {
+            let peers = hd::peers(r, n);
+            self.run(
+                "all_gather",
+                algo.name(),
+                recv.len(),
+                &peers,
+                &peers,
+                dtype,
+                |ctx| hd::all_gather(ctx, recv, block),
+            )?;
+            return Ok(algo);
         }
         let (left, right) = ring::neighbours(r, n);
         self.run(
@@ -333,11 +358,12 @@ impl Communicator {
             &[left],
             dtype,
             |ctx| ring::all_gather(ctx, recv, send_count * n, 0),
-        )
+        )?;
+        Ok(Algo::Ring)
     }
 
     /// Reduce-scatter: `send` holds `size × recv_count` elements; rank i receives the
-    /// reduction of every rank's block i.
+    /// reduction of every rank's block i. Returns the algorithm used.
     pub fn reduce_scatter(
         &mut self,
         send: &[u8],
@@ -345,28 +371,42 @@ impl Communicator {
         recv_count: usize,
         dtype: DataType,
         op: ReduceOp,
-    ) -> CollResult<()> {
+    ) -> CollResult<Algo> {
         let (n, r) = (self.size(), self.rank());
         check_len("reduce_scatter", "send", send.len(), recv_count * n, dtype)?;
         check_len("reduce_scatter", "recv", recv.len(), recv_count, dtype)?;
+        let algo = self.gather_algo("reducescatter", send.len());
         if n == 1 {
             recv.copy_from_slice(send);
-            return Ok(());
+            return Ok(algo);
         }
         let mut work = send.to_vec();
-        let (left, right) = ring::neighbours(r, n);
-        self.run(
-            "reduce_scatter",
-            "ring",
-            send.len(),
-            &[right],
-            &[left],
-            dtype,
-            |ctx| ring::reduce_scatter(ctx, &mut work, recv_count * n, op, n - 1),
-        )?;
         let b = recv.len();
+        if algo == Algo::HalvingDoubling {
+            let peers = hd::peers(r, n);
+            self.run(
+                "reduce_scatter",
+                algo.name(),
+                send.len(),
+                &peers,
+                &peers,
+                dtype,
+                |ctx| hd::reduce_scatter(ctx, &mut work, b, op),
+            )?;
+        } else {
+            let (left, right) = ring::neighbours(r, n);
+            self.run(
+                "reduce_scatter",
+                "ring",
+                send.len(),
+                &[right],
+                &[left],
+                dtype,
+                |ctx| ring::reduce_scatter(ctx, &mut work, recv_count * n, op, n - 1),
+            )?;
+        }
         recv.copy_from_slice(&work[r * b..(r + 1) * b]);
-        Ok(())
+        Ok(algo)
     }
 
     /// Broadcast `buf` from `root`.

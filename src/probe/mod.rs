@@ -475,12 +475,12 @@ fn round_trip(
     let width = mine.len();
     let mut all = vec![0u8; width * 8 * n];
     let (t, w) = (Instant::now(), now());
-    comm.all_gather(&f64s(&mine), &mut all, width, DataType::Fp64)?;
+    let gathered_by = comm.all_gather(&f64s(&mine), &mut all, width, DataType::Fp64)?;
     trace::op(
         cx,
         "probe.all_gather",
         "all_gather",
-        "ring",
+        gathered_by.name(),
         all.len(),
         n,
         (n as f64 - 1.0) / n as f64,

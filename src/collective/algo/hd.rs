@@ -118,3 +118,104 @@ pub fn all_reduce(ctx: &OpCtx<'_>, buf: &mut [u8], count: usize, op: ReduceOp) -
     }
     Ok(())
 }
+
+/// The real ranks owned by virtual ranks `[v0, v0 + m)` after the fold, as a contiguous
+/// range: virtual v < rem owns real 2v and 2v + 1, the others own v + rem. Consecutive
+/// virtual ranks own consecutive real ranks, so a group's blocks are one slice.
+fn owned(v0: usize, m: usize, rem: usize) -> std::ops::Range<usize> {
+    let first = |v: usize| if v < rem { 2 * v } else { v + rem };
+    let last = |v: usize| if v < rem { 2 * v + 1 } else { v + rem };
+    first(v0)..last(v0 + m - 1) + 1
+}
+
+/// Recursive-doubling all-gather: `buf` holds `n` blocks of `block` bytes, this rank's
+/// already in place. With p' the largest power of two ≤ n, the first 2(n − p') ranks fold
+/// (the even one hands its block to the odd one and waits), the p' active ranks double
+/// what they hold at each of log2 p' steps, and the folded ranks get the whole buffer back.
+pub fn all_gather(ctx: &OpCtx<'_>, buf: &mut [u8], block: usize) -> CollResult<()> {
+    let (n, r) = (ctx.mesh.world(), ctx.mesh.rank());
+    let p2 = 1usize << (usize::BITS - 1 - n.leading_zeros());
+    let rem = n - p2;
+    let bytes = |ranks: std::ops::Range<usize>| ranks.start * block..ranks.end * block;
+    if r < 2 * rem {
+        if r.is_multiple_of(2) {
+            ctx.exchange("fold", Some((r + 1, &buf[bytes(r..r + 1)])), None)?;
+            return ctx.exchange("unfold", None, Some((r + 1, buf, RecvMode::Copy)));
+        }
+        let (_, rb) = super::split_pair(buf, 0..0, bytes(r - 1..r));
+        ctx.exchange("fold", None, Some((r - 1, rb, RecvMode::Copy)))?;
+    }
+    let v = if r < 2 * rem { r / 2 } else { r - rem };
+    let real = |v: usize| if v < rem { 2 * v + 1 } else { v + rem };
+    let mut mask = 1;
+    while mask < p2 {
+        let partner = v ^ mask;
+        let mine = owned(v & !(mask - 1), mask, rem);
+        let theirs = owned(partner & !(mask - 1), mask, rem);
+        let (sb, rb) = super::split_pair(buf, bytes(mine), bytes(theirs));
+        ctx.exchange(
+            &format!("doubling mask {mask}"),
+            Some((real(partner), sb)),
+            Some((real(partner), rb, RecvMode::Copy)),
+        )?;
+        mask <<= 1;
+    }
+    if r < 2 * rem {
+        ctx.exchange("unfold", Some((r - 1, &*buf)), None)?;
+    }
+    Ok(())
+}
+
+/// Recursive-halving reduce-scatter: `buf` holds `n` blocks of `block` bytes; afterwards
+/// this rank's block holds the reduction of every rank's block at that position (the rest
+/// of `buf` is scratch). The fold is as for [`all_gather`]: the even rank hands its whole
+/// buffer to the odd one, which reduces it in, and gets its own block back at the end.
+pub fn reduce_scatter(
+    ctx: &OpCtx<'_>,
+    buf: &mut [u8],
+    block: usize,
+    op: ReduceOp,
+) -> CollResult<()> {
+    let (n, r) = (ctx.mesh.world(), ctx.mesh.rank());
+    let p2 = 1usize << (usize::BITS - 1 - n.leading_zeros());
+    let rem = n - p2;
+    let bytes = |ranks: std::ops::Range<usize>| ranks.start * block..ranks.end * block;
+    if r < 2 * rem {
+        if r.is_multiple_of(2) {
+            ctx.exchange("fold", Some((r + 1, &*buf)), None)?;
+            let (_, rb) = super::split_pair(buf, 0..0, bytes(r..r + 1));
+            return ctx.exchange("unfold", None, Some((r + 1, rb, RecvMode::Copy)));
+        }
+        ctx.exchange("fold", None, Some((r - 1, &mut *buf, RecvMode::Reduce(op))))?;
+    }
+    let v = if r < 2 * rem { r / 2 } else { r - rem };
+    let real = |v: usize| if v < rem { 2 * v + 1 } else { v + rem };
+    let (mut lo, mut hi) = (0, p2);
+    let mut mask = p2 / 2;
+    while mask > 0 {
+        let partner = v ^ mask;
+        let mid = (lo + hi) / 2;
+        let (keep, give) = if v & mask == 0 {
+            ((lo, mid), (mid, hi))
+        } else {
+            ((mid, hi), (lo, mid))
+        };
+        let (sb, rb) = super::split_pair(
+            buf,
+            bytes(owned(give.0, give.1 - give.0, rem)),
+            bytes(owned(keep.0, keep.1 - keep.0, rem)),
+        );
+        ctx.exchange(
+            &format!("halving mask {mask}"),
+            Some((real(partner), sb)),
+            Some((real(partner), rb, RecvMode::Reduce(op))),
+        )?;
+        (lo, hi) = keep;
+        mask /= 2;
+    }
+    if r < 2 * rem {
+        // This odd rank holds the reductions of blocks r − 1 and r: hand back r − 1's.
+        ctx.exchange("unfold", Some((r - 1, &buf[bytes(r - 1..r)])), None)?;
+    }
+    Ok(())
+}

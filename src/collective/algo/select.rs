@@ -71,6 +71,40 @@ pub fn allreduce_cost(algo: Algo, n: usize, bytes: usize, c: Costs) -> f64 {
     }
 }
 
+/// Predicted time of an all-gather or a reduce-scatter of `bytes` in all (n blocks) by
+/// `algo`: the ring takes n − 1 steps of one block, recursive doubling (or halving) log2 p'
+/// steps moving the same bytes in all, plus the fold and unfold when n is not a power of
+/// two (one block in, the whole buffer or one block back). Anything but halving-doubling
+/// runs as a ring for these operations.
+pub fn gather_cost(algo: Algo, n: usize, bytes: usize, c: Costs) -> f64 {
+    if n <= 1 {
+        return 0.0;
+    }
+    let (nf, b) = (n as f64, bytes as f64);
+    match algo {
+        Algo::HalvingDoubling => {
+            let lg = (usize::BITS - 1 - n.leading_zeros()) as f64;
+            let p2 = 2f64.powf(lg);
+            let fold = if n.is_power_of_two() {
+                0.0
+            } else {
+                2.0 * c.alpha + (b / nf + b) * c.beta
+            };
+            lg * c.alpha + (p2 - 1.0) / p2 * b * c.beta + fold
+        }
+        _ => (nf - 1.0) * c.alpha + (nf - 1.0) / nf * b * c.beta,
+    }
+}
+
+/// The cheaper all-gather / reduce-scatter algorithm; ties go to ring.
+pub fn choose_gather(n: usize, bytes: usize, c: Costs) -> Algo {
+    if gather_cost(Algo::HalvingDoubling, n, bytes, c) < gather_cost(Algo::Ring, n, bytes, c) {
+        Algo::HalvingDoubling
+    } else {
+        Algo::Ring
+    }
+}
+
 /// The cheaper all-reduce algorithm; ties go to ring.
 pub fn choose_allreduce(n: usize, bytes: usize, c: Costs) -> Algo {
     let ring = allreduce_cost(Algo::Ring, n, bytes, c);
@@ -248,5 +282,22 @@ mod tests {
         // Two ranks, small buffer: recursive doubling is one step instead of two.
         assert_eq!(choose_allreduce(2, 64, c), Algo::HalvingDoubling);
         assert_eq!(allreduce_cost(Algo::Ring, 1, 100, c), 0.0);
+    }
+
+    #[test]
+    fn gather_cost_prefers_doubling_for_latency_and_ring_when_the_fold_costs_bandwidth() {
+        let c = Costs {
+            alpha: 50e-6,
+            beta: 1.0 / 1e9,
+        };
+        // 8 ranks, small: 3 steps instead of 7.
+        assert_eq!(choose_gather(8, 1024, c), Algo::HalvingDoubling);
+        // 8 ranks, large: the same bytes, fewer steps: doubling still wins, barely.
+        assert_eq!(choose_gather(8, 64 << 20, c), Algo::HalvingDoubling);
+        // 6 ranks, large: the fold sends the whole buffer once more.
+        assert_eq!(choose_gather(6, 64 << 20, c), Algo::Ring);
+        // 2 ranks: identical, the tie goes to ring.
+        assert_eq!(choose_gather(2, 1 << 20, c), Algo::Ring);
+        assert_eq!(gather_cost(Algo::Ring, 1, 100, c), 0.0);
     }
 }
