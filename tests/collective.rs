@@ -134,8 +134,12 @@ const COUNTS: [usize; 4] = [0, 1, 13, 40_003];
 
 #[test]
 fn all_reduce_matrix() {
-    for n in [1, 2, 3, 4, 5, 8] {
-        for algo in ["level0:NA;level1:ring", "level0:NA;level1:H-D_R"] {
+    for n in [1, 2, 3, 4, 5, 6, 8] {
+        for (algo, expect) in [
+            ("level0:NA;level1:ring", Algo::Ring),
+            ("level0:NA;level1:H-D_R", Algo::HalvingDoubling),
+            ("level0:NA;level1:NB", Algo::Bruck),
+        ] {
             let mut comms = world(n, Some(algo));
             for d in DataType::ALL {
                 for op in ReduceOp::ALL {
@@ -150,11 +154,6 @@ fn all_reduce_matrix() {
                             (used, recv)
                         });
                         for (r, (used, out)) in outs.iter().enumerate() {
-                            let expect = if algo.contains("ring") {
-                                Algo::Ring
-                            } else {
-                                Algo::HalvingDoubling
-                            };
                             assert_eq!(*used, expect);
                             check_reduced(
                                 d,
@@ -217,13 +216,15 @@ fn in_place_all_reduce() {
 }
 
 /// Reduce-scatter and all-gather by each algorithm (ring; recursive halving/doubling with
-/// the fold for 3, 5 and 6 ranks), every type, every reduction, odd counts and 0 and 1.
+/// the fold for 3, 5 and 6 ranks; Bruck), every type, every reduction, odd counts and 0
+/// and 1.
 #[test]
 fn reduce_scatter_and_all_gather_by_each_algorithm() {
     for n in [1, 2, 3, 4, 5, 6, 8] {
         for (algo, want) in [
             ("level0:NA;level1:ring", Algo::Ring),
             ("level0:NA;level1:H-D_R", Algo::HalvingDoubling),
+            ("level0:NA;level1:NB", Algo::Bruck),
         ] {
             let mut comms = world(n, Some(algo));
             for d in DataType::ALL {

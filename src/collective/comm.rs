@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::algo::select::{self, Algo, Costs, Override};
-use super::algo::{OpCtx, hd, hier, pairwise, ring, tree};
+use super::algo::{OpCtx, bruck, hd, hier, pairwise, ring, tree};
 use super::dtype::{DataType, ReduceOp};
 use super::error::{CollError, CollResult, HcclCode};
 use super::timeline::{Event, Timeline};
@@ -278,6 +278,21 @@ impl Communicator {
                     |ctx| ring::all_reduce(ctx, buf, count, op),
                 )?;
             }
+            Algo::Bruck => {
+                let (to, from) = bruck::peers(r, n);
+                let mut both: Vec<usize> = to.iter().chain(&from).copied().collect();
+                both.sort_unstable();
+                both.dedup();
+                self.run(
+                    "all_reduce",
+                    algo.name(),
+                    buf.len(),
+                    &both,
+                    &both,
+                    dtype,
+                    |ctx| bruck::all_reduce(ctx, buf, count, op),
+                )?;
+            }
             Algo::HalvingDoubling => {
                 let peers = hd::peers(r, n);
                 self.run(
@@ -312,7 +327,7 @@ impl Communicator {
     /// otherwise the cheaper by α-β cost.
     pub fn gather_algo(&self, op: &str, bytes: usize) -> Algo {
         match self.cfg.algo.for_op(op) {
-            Some(Algo::HalvingDoubling) => Algo::HalvingDoubling,
+            Some(a @ (Algo::HalvingDoubling | Algo::Bruck)) => a,
             Some(_) => Algo::Ring,
             None => select::choose_gather(self.size(), bytes, self.costs),
         }
@@ -346,6 +361,20 @@ impl Communicator {
                 &peers,
                 dtype,
                 |ctx| hd::all_gather(ctx, recv, block),
+            )?;
+            return Ok(algo);
+        }
+        if algo == Algo::Bruck {
+            let (to, from) = bruck::peers(r, n);
+            let blocks = bruck::equal_blocks(n, block);
+            self.run(
+                "all_gather",
+                algo.name(),
+                recv.len(),
+                &to,
+                &from,
+                dtype,
+                |ctx| bruck::all_gather(ctx, recv, &blocks),
             )?;
             return Ok(algo);
         }
@@ -392,6 +421,18 @@ impl Communicator {
                 &peers,
                 dtype,
                 |ctx| hd::reduce_scatter(ctx, &mut work, b, op),
+            )?;
+        } else if algo == Algo::Bruck {
+            let (to, from) = bruck::peers(r, n);
+            let blocks = bruck::equal_blocks(n, b);
+            self.run(
+                "reduce_scatter",
+                algo.name(),
+                send.len(),
+                &from,
+                &to,
+                dtype,
+                |ctx| bruck::reduce_scatter(ctx, &mut work, &blocks, op),
             )?;
         } else {
             let (left, right) = ring::neighbours(r, n);

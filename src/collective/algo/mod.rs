@@ -5,6 +5,7 @@
 //! algorithm splits `count` elements the same way: the first `count % n` parts get one
 //! extra element.
 
+pub mod bruck;
 pub mod hd;
 pub mod hier;
 pub mod pairwise;

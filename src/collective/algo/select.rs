@@ -17,6 +17,8 @@ pub enum Algo {
     HalvingDoubling,
     /// Intra-host reduce, inter-host ring, intra-host broadcast (ranks sharing hosts).
     Hierarchical,
+    /// Nonuniform Bruck (HCCL `NB`): ⌈log2 n⌉ steps at any n; only when asked for.
+    Bruck,
 }
 
 impl Algo {
@@ -26,6 +28,7 @@ impl Algo {
             Algo::Ring => "ring",
             Algo::HalvingDoubling => "H-D_R",
             Algo::Hierarchical => "hierarchical",
+            Algo::Bruck => "NB",
         }
     }
 }
@@ -50,6 +53,10 @@ pub fn allreduce_cost(algo: Algo, n: usize, bytes: usize, c: Costs) -> f64 {
         // Not compared by cost: chosen whenever ranks share hosts (see comm.rs).
         Algo::Hierarchical => f64::INFINITY,
         Algo::Ring => 2.0 * (nf - 1.0) * c.alpha + 2.0 * ((nf - 1.0) / nf) * b * c.beta,
+        Algo::Bruck => {
+            let steps = f64::from(usize::BITS - (n - 1).leading_zeros());
+            2.0 * steps * c.alpha + 2.0 * ((nf - 1.0) / nf) * b * c.beta
+        }
         Algo::HalvingDoubling => {
             let lg = (usize::BITS - 1 - n.leading_zeros()) as f64;
             if bytes <= super::hd::RECURSIVE_DOUBLING_MAX {
@@ -74,14 +81,18 @@ pub fn allreduce_cost(algo: Algo, n: usize, bytes: usize, c: Costs) -> f64 {
 /// Predicted time of an all-gather or a reduce-scatter of `bytes` in all (n blocks) by
 /// `algo`: the ring takes n − 1 steps of one block, recursive doubling (or halving) log2 p'
 /// steps moving the same bytes in all, plus the fold and unfold when n is not a power of
-/// two (one block in, the whole buffer or one block back). Anything but halving-doubling
-/// runs as a ring for these operations.
+/// two (one block in, the whole buffer or one block back); Bruck ⌈log2 n⌉ steps with the
+/// ring's bytes. The hierarchical algorithm runs as a ring for these operations.
 pub fn gather_cost(algo: Algo, n: usize, bytes: usize, c: Costs) -> f64 {
     if n <= 1 {
         return 0.0;
     }
     let (nf, b) = (n as f64, bytes as f64);
     match algo {
+        Algo::Bruck => {
+            let steps = f64::from(usize::BITS - (n - 1).leading_zeros());
+            steps * c.alpha + (nf - 1.0) / nf * b * c.beta
+        }
         Algo::HalvingDoubling => {
             let lg = (usize::BITS - 1 - n.leading_zeros()) as f64;
             let p2 = 2f64.powf(lg);
@@ -180,10 +191,11 @@ fn parse_levels(s: &str) -> Result<Option<Algo>, String> {
             ("level1", "ring") => level1 = Some(Algo::Ring),
             ("level1", "AHC" | "AHC_BROKE" | "pipeline") => level1 = Some(Algo::Hierarchical),
             ("level1", "H-D_R") => level1 = Some(Algo::HalvingDoubling),
+            ("level1", "NB") => level1 = Some(Algo::Bruck),
             ("level1", "null" | "NA") | ("level0" | "level2" | "level3", _) => {}
             ("level1", other) => {
                 return Err(format!(
-                    "level1:{other} is valid HCCL but not implemented by hcclwatch's TCP engine; use ring or H-D_R"
+                    "level1:{other} is valid HCCL but not implemented by hcclwatch's TCP engine; use ring, H-D_R or NB"
                 ));
             }
             _ => {}
