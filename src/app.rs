@@ -57,38 +57,6 @@ pub enum AppError {
     Probe(String),
 }
 
-/// The members (config ranks, in order) of `rank`'s probe group: those with its topology
-/// label (all, without labels), cut into contiguous groups of balanced size, at most `max`
-/// each unless that would leave a member alone.
-pub fn probe_group(topology: &[String], rank: usize, n: usize, max: usize) -> Vec<usize> {
-    let same: Vec<usize> = (0..n)
-        .filter(|i| topology.is_empty() || topology.get(*i) == topology.get(rank))
-        .collect();
-    let pos = same.iter().position(|&i| i == rank).unwrap_or(0);
-    balanced_groups(same.len(), max)
-        .into_iter()
-        .find(|g| g.contains(&pos))
-        .unwrap_or_default()
-        .into_iter()
-        .map(|p| same[p])
-        .collect()
-}
-
-/// `0..len` cut into contiguous groups of balanced size, at most `max` each unless that
-/// would leave a member alone (what every member computes for itself in
-/// [`probe_group`], and what the simulator runs).
-pub fn balanced_groups(len: usize, max: usize) -> Vec<Vec<usize>> {
-    let mut groups = len.div_ceil(max.max(2)).max(1);
-    while groups > 1 && len / groups < 2 {
-        groups -= 1;
-    }
-    let mut out = vec![Vec::new(); groups];
-    for p in 0..len {
-        out[p * groups / len].push(p);
-    }
-    out
-}
-
 /// Members from `collective.peers` (or the rank table), cut to this node's probe group:
 /// the source, the listen address, and the group's base communicator id.
 fn static_members(
@@ -130,7 +98,7 @@ fn static_members(
     }
     // This node's probe group: the members sharing its topology label, split into
     // balanced groups of at most probe.max_group_size.
-    let group = probe_group(
+    let group = crate::probe::membership::probe_group(
         &c.peer_topology,
         rank,
         peers.len(),
@@ -592,31 +560,5 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
             _ = wait(int) => {},
         }
         tracing::info!("shutdown signal received");
-    }
-}
-
-#[cfg(test)]
-mod group_tests {
-    use super::probe_group;
-
-    #[test]
-    fn groups_are_balanced_capped_and_never_singletons() {
-        assert_eq!(probe_group(&[], 0, 4, 64), vec![0, 1, 2, 3]);
-        assert_eq!(probe_group(&[], 1, 4, 2), vec![0, 1]);
-        assert_eq!(probe_group(&[], 3, 4, 2), vec![2, 3]);
-        // 5 members, at most 2 per group: 3 + 2, not 2 + 2 + a lonely fifth.
-        assert_eq!(probe_group(&[], 0, 5, 2), vec![0, 1, 2]);
-        assert_eq!(probe_group(&[], 4, 5, 2), vec![3, 4]);
-        assert_eq!(probe_group(&[], 2, 3, 2), vec![0, 1, 2]);
-        // 100 members, at most 32: 4 groups of 25.
-        let g = probe_group(&[], 99, 100, 32);
-        assert_eq!(g.len(), 25);
-        assert_eq!(g[0], 75);
-        let t: Vec<String> = ["a", "b", "a", "b", "a"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert_eq!(probe_group(&t, 1, 5, 64), vec![1, 3]);
-        assert_eq!(probe_group(&t, 4, 5, 64), vec![0, 2, 4]);
     }
 }

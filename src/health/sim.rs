@@ -187,7 +187,7 @@ pub fn run(o: &SimOptions) -> SimReport {
             hard: true,
         });
     }
-    let groups = crate::app::balanced_groups(n, o.group_size);
+    let groups = crate::probe::membership::balanced_groups(n, o.group_size);
     let group_of: Vec<usize> = {
         let mut g = vec![0; n];
         for (k, members) in groups.iter().enumerate() {

@@ -15,6 +15,7 @@
 
 pub mod histogram;
 pub mod membership;
+mod plan;
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener};
@@ -29,6 +30,7 @@ use crate::health::{HealthConfig, HealthEngine, NodeState, Probe, RoundInput, Tr
 use crate::telemetry::store::Store;
 
 use histogram::Histogram;
+use plan::Plan;
 
 /// Probing settings.
 #[derive(Debug, Clone)]
@@ -145,71 +147,6 @@ const MAX_LINK_REMEASURES: usize = 4;
 /// Every member's measurements, the stride used, the ring result (algorithm, bytes, α-β
 /// predicted seconds), and the plan the round ran.
 type RoundResult = (Vec<Measured>, usize, Option<(String, f64, f64)>, Plan);
-
-/// What a round does beyond its fixed parts. Each member proposes one from its own state;
-/// rank 0's is broadcast and run by all. Members agree anyway while their engines saw the
-/// same rounds, but one that just joined (or re-joined) has a fresh engine and its own
-/// round count, and a round whose members run different exchanges would deadlock.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Plan {
-    /// Round number (sets the stride and whether the ring runs).
-    round: u64,
-    /// Latency-sized exchanges only (a member is over budget).
-    limited: bool,
-    /// Extra pairs in communicator ranks: the first `n_confirm` are confirmations, the
-    /// rest link re-measurements.
-    pairs: Vec<(usize, usize)>,
-    /// How many of `pairs` are confirmations.
-    n_confirm: usize,
-}
-
-/// Most extra pairs a plan carries (confirmations and link re-measurements).
-const PLAN_PAIRS: usize = 64;
-
-impl Plan {
-    const WORDS: usize = 4 + 2 * PLAN_PAIRS;
-
-    fn encode(&self) -> Vec<u8> {
-        let pairs = &self.pairs[..self.pairs.len().min(PLAN_PAIRS)];
-        let mut w: Vec<u64> = vec![
-            self.round,
-            u64::from(self.limited),
-            pairs.len() as u64,
-            self.n_confirm.min(pairs.len()) as u64,
-        ];
-        w.extend(pairs.iter().flat_map(|(a, b)| [*a as u64, *b as u64]));
-        w.resize(Self::WORDS, 0);
-        w.iter().flat_map(|x| x.to_le_bytes()).collect()
-    }
-
-    /// Decodes rank 0's plan; pairs naming a rank outside the group are dropped.
-    fn decode(b: &[u8], size: usize) -> Plan {
-        let w: Vec<u64> = b
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
-            .collect();
-        let at = |i: usize| w.get(i).copied().unwrap_or(0);
-        let len = (at(2) as usize).min(PLAN_PAIRS);
-        let n_confirm = (at(3) as usize).min(len);
-        let mut pairs = Vec::new();
-        let mut confirms = 0;
-        for k in 0..len {
-            let (a, b) = (at(4 + 2 * k) as usize, at(5 + 2 * k) as usize);
-            if a < size && b < size && a != b {
-                pairs.push((a, b));
-                if k < n_confirm {
-                    confirms += 1;
-                }
-            }
-        }
-        Plan {
-            round: at(0),
-            limited: at(1) != 0,
-            pairs,
-            n_confirm: confirms,
-        }
-    }
-}
 
 /// Confirmation pairs in candidate indices: each requested suspect with `per` healthy
 /// members of the current group (`present`), chosen deterministically so that every member
@@ -1206,36 +1143,6 @@ mod tests {
             b.iter().all(|(x, p)| *x == 2 && *p != 7 && *p != 5),
             "{b:?}"
         );
-    }
-
-    #[test]
-    fn a_plan_survives_its_encoding_and_drops_pairs_outside_the_group() {
-        let p = Plan {
-            round: 1 << 40,
-            limited: true,
-            pairs: vec![(0, 3), (2, 1), (1, 4)],
-            n_confirm: 2,
-        };
-        let b = p.encode();
-        assert_eq!(b.len(), Plan::WORDS * 8);
-        assert_eq!(Plan::decode(&b, 5), p);
-        // In a group of four, (1, 4) names nobody; a confirmation stays a confirmation.
-        let small = Plan::decode(&b, 4);
-        assert_eq!(small.pairs, vec![(0, 3), (2, 1)]);
-        assert_eq!(small.n_confirm, 2);
-        let small = Plan::decode(&b, 3);
-        assert_eq!((small.pairs.clone(), small.n_confirm), (vec![(2, 1)], 1));
-        // Too many pairs are cut, garbage decodes to something bounded.
-        let many = Plan {
-            round: 1,
-            limited: false,
-            pairs: vec![(0, 1); 100],
-            n_confirm: 100,
-        };
-        let d = Plan::decode(&many.encode(), 2);
-        assert_eq!((d.pairs.len(), d.n_confirm), (PLAN_PAIRS, PLAN_PAIRS));
-        let junk = Plan::decode(&[0xff; 17], 8);
-        assert!(junk.pairs.is_empty() && junk.n_confirm == 0);
     }
 
     #[test]
