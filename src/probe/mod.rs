@@ -13,9 +13,11 @@
 //! (`hcclwatch_probe_active 0`), the daemon keeps exporting telemetry, and the group is
 //! re-formed at the next round.
 
+mod hard_faults;
 pub mod histogram;
 pub mod membership;
 mod plan;
+mod trace;
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener};
@@ -29,6 +31,7 @@ use crate::collective::{CollResult, CommConfig, Communicator, DataType, ReduceOp
 use crate::health::{HealthConfig, HealthEngine, NodeState, Probe, RoundInput, Transition};
 use crate::telemetry::store::Store;
 
+use hard_faults::{HardFaults, hard_fault_reason};
 use histogram::Histogram;
 use plan::Plan;
 
@@ -180,74 +183,6 @@ fn from_f64s(b: &[u8]) -> Vec<f64> {
     b.chunks_exact(8)
         .map(|c| f64::from_ne_bytes(c.try_into().unwrap_or_default()))
         .collect()
-}
-
-/// Child spans of a probe round (no-ops unless `otlp.traces` installed a tracer).
-mod trace {
-    use opentelemetry::trace::{Span as _, TraceContextExt as _, Tracer as _};
-    use opentelemetry::{Context, KeyValue, global};
-
-    /// Starts the round's root span.
-    pub fn round(round: u64, peers: usize) -> Context {
-        let span = global::tracer("hcclwatch.probe").start("probe.round");
-        let cx = Context::current_with_span(span);
-        cx.span().set_attributes([
-            KeyValue::new("round", round as i64),
-            KeyValue::new("peers", peers as i64),
-        ]);
-        cx
-    }
-
-    /// Records one collective as a child of the round: op, algorithm, bytes, peers, and its
-    /// bus bandwidth (bytes ÷ seconds × `bus_factor`: 2(n − 1)/n for an all-reduce, as
-    /// hccl_test and nccl-tests report it; 1 for point-to-point).
-    #[allow(clippy::too_many_arguments)]
-    pub fn op(
-        cx: &Context,
-        name: &'static str,
-        op: &'static str,
-        algo: &str,
-        bytes: usize,
-        peers: usize,
-        bus_factor: f64,
-        start: std::time::SystemTime,
-        seconds: f64,
-    ) {
-        let tracer = global::tracer("hcclwatch.probe");
-        let mut span = tracer
-            .span_builder(name)
-            .with_start_time(start)
-            .start_with_context(&tracer, cx);
-        span.set_attributes([
-            KeyValue::new("op", op),
-            KeyValue::new("algorithm", algo.to_string()),
-            KeyValue::new("bytes", bytes as i64),
-            KeyValue::new("peers", peers as i64),
-            KeyValue::new(
-                "busbw",
-                if seconds > 0.0 {
-                    bytes as f64 * bus_factor / seconds
-                } else {
-                    0.0
-                },
-            ),
-            KeyValue::new("result", "ok"),
-        ]);
-        span.end_with_timestamp(start + std::time::Duration::from_secs_f64(seconds.max(0.0)));
-    }
-
-    /// Ends the round's span with its result.
-    pub fn end(cx: &Context, result: Result<(), String>) {
-        let span = cx.span();
-        match result {
-            Ok(()) => span.set_attribute(KeyValue::new("result", "ok")),
-            Err(e) => {
-                span.set_attribute(KeyValue::new("result", "failed"));
-                span.set_status(opentelemetry::trace::Status::error(e));
-            }
-        }
-        span.end();
-    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -481,51 +416,6 @@ fn observe_duration(h: &mut Vec<(String, usize, Histogram)>, op: &str, bytes: us
             x.observe(v);
             h.push((op.to_string(), bytes, x));
         }
-    }
-}
-
-/// Hard faults that skip the hysteresis, as a code shared through the round's all-gather
-/// (0: none). Ordered by severity: the first that applies is reported.
-#[derive(Debug, Default)]
-struct HardFaults {
-    /// Double-bit ECC count per chip when probing started (or the chip first reported).
-    ecc_base: std::collections::BTreeMap<u32, u64>,
-}
-
-impl HardFaults {
-    fn code(&mut self, store: &Store) -> u8 {
-        let npu = store.npu();
-        let mut code = 0u8;
-        for (id, c) in &npu.state.chips {
-            let ecc = c.ecc.as_ref().map(|e| e.total_double.max(e.double));
-            let base = ecc.map(|v| *self.ecc_base.entry(*id).or_insert(v));
-            let this = if c.dropped {
-                1
-            } else if c.health == Some(3) {
-                2
-            } else if ecc.zip(base).is_some_and(|(v, b)| v > b) {
-                3
-            } else if c.network_health.is_some_and(|h| h != 0 && h != 6) {
-                4
-            } else {
-                0
-            };
-            if this != 0 && (code == 0 || this < code) {
-                code = this;
-            }
-        }
-        code
-    }
-}
-
-/// The reason a hard-fault code stands for.
-fn hard_fault_reason(code: u8) -> &'static str {
-    match code {
-        1 => "NPU hard fault: card dropped",
-        2 => "NPU hard fault: health critical",
-        3 => "NPU hard fault: uncorrectable (double-bit) HBM ECC errors increased",
-        4 => "NPU hard fault: RoCE network health down",
-        _ => "NPU hard fault",
     }
 }
 
