@@ -680,51 +680,34 @@ impl Communicator {
     fn measure(&mut self) -> CollResult<Costs> {
         let (n, r) = (self.size(), self.rank());
         let (left, right) = ring::neighbours(r, n);
-        let small = [0u8; 8];
-        let mut small_in = [0u8; 8];
-        let big = vec![0u8; 1 << 20];
-        let mut big_in = vec![0u8; 1 << 20];
-        const SMALL_ROUNDS: u32 = 16;
-        const BIG_ROUNDS: u32 = 3;
-        let t0 = Instant::now();
-        for _ in 0..SMALL_ROUNDS {
-            self.run(
-                "measure",
-                "ring",
-                8,
-                &[right],
-                &[left],
-                DataType::Uint8,
-                |ctx| {
-                    ctx.exchange(
-                        "alpha",
-                        Some((right, &small)),
-                        Some((left, &mut small_in, RecvMode::Copy)),
-                    )
-                },
-            )?;
-        }
-        let alpha = t0.elapsed().as_secs_f64() / f64::from(SMALL_ROUNDS);
-        let t1 = Instant::now();
-        for _ in 0..BIG_ROUNDS {
-            self.run(
-                "measure",
-                "ring",
-                big.len(),
-                &[right],
-                &[left],
-                DataType::Uint8,
-                |ctx| {
-                    ctx.exchange(
-                        "beta",
-                        Some((right, &big)),
-                        Some((left, &mut big_in, RecvMode::Copy)),
-                    )
-                },
-            )?;
-        }
-        let per = t1.elapsed().as_secs_f64() / f64::from(BIG_ROUNDS);
-        let beta = ((per - alpha) / big.len() as f64).max(1e-12);
+        // Mean seconds of one ring shift of `bytes`, over `rounds`.
+        let mut shift = |step: &str, bytes: usize, rounds: u32| -> CollResult<f64> {
+            let out = vec![0u8; bytes];
+            let mut inc = vec![0u8; bytes];
+            let t = Instant::now();
+            for _ in 0..rounds {
+                self.run(
+                    "measure",
+                    "ring",
+                    bytes,
+                    &[right],
+                    &[left],
+                    DataType::Uint8,
+                    |ctx| {
+                        ctx.exchange(
+                            step,
+                            Some((right, &out)),
+                            Some((left, &mut inc, RecvMode::Copy)),
+                        )
+                    },
+                )?;
+            }
+            Ok(t.elapsed().as_secs_f64() / f64::from(rounds))
+        };
+        let alpha = shift("alpha", 8, 16)?;
+        const BIG: usize = 1 << 20;
+        let per = shift("beta", BIG, 3)?;
+        let beta = ((per - alpha) / BIG as f64).max(1e-12);
         let mut both = [0u8; 16];
         both[..8].copy_from_slice(&alpha.to_ne_bytes());
         both[8..].copy_from_slice(&beta.to_ne_bytes());
