@@ -583,6 +583,7 @@ impl Prober {
                     .collect();
                 tracing::info!(candidates = %addrs.join(","), "membership changed; the group re-forms");
                 self.engine.remap(&map, addrs.len());
+                renumber(&mut self.part.transitions, &map);
                 self.requests.clear();
                 self.link_requests.clear();
                 self.met.clear();
@@ -964,6 +965,19 @@ impl Prober {
     }
 }
 
+/// Renumbers past transitions after the candidates changed (`map[old] = Some(new)`), so
+/// that they keep naming the same nodes; those of nodes that are gone are dropped.
+fn renumber(transitions: &mut VecDeque<Transition>, map: &[Option<usize>]) {
+    let old = std::mem::take(transitions);
+    *transitions = old
+        .into_iter()
+        .filter_map(|mut t| {
+            t.node = map.get(t.node).copied().flatten()?;
+            Some(t)
+        })
+        .collect();
+}
+
 /// Longest node name a member announces (bytes of UTF-8).
 const NAME_MAX: usize = 128;
 
@@ -1048,6 +1062,23 @@ mod tests {
         assert_eq!(leaver("HCCL_E_TCP_TRANSFER (13): connection lost"), None);
         assert_eq!(leaver(&format!("{LEAVING} (rank x)")), None);
         assert_eq!(leaver(LEAVING), None);
+    }
+
+    #[test]
+    fn transitions_follow_their_nodes_when_the_candidates_change() {
+        let t = |node: usize| Transition {
+            round: 1,
+            node,
+            from: NodeState::Healthy,
+            to: NodeState::Suspect,
+            reason: format!("node {node}"),
+            evidence: vec![],
+        };
+        let mut ts: VecDeque<Transition> = [t(0), t(1), t(2)].into_iter().collect();
+        // Node 0 left; 1 and 2 moved down one; a newcomer took index 2.
+        renumber(&mut ts, &[None, Some(0), Some(1)]);
+        let got: Vec<(usize, String)> = ts.iter().map(|t| (t.node, t.reason.clone())).collect();
+        assert_eq!(got, vec![(0, "node 1".into()), (1, "node 2".into())]);
     }
 
     #[test]
