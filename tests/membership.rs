@@ -20,12 +20,17 @@ fn up(s: &str, peer: &str) -> Option<f64> {
     value(s, "hcclwatch_peer_up", &[("peer", peer)])
 }
 
+/// Four groups of daemons at once on two cores would drown the slow node's signal in
+/// scheduler noise: one group at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn rounds_ok(s: &str) -> f64 {
     value(s, "hcclwatch_probe_rounds_total", &[("result", "ok")]).unwrap_or(0.0)
 }
 
 #[test]
 fn a_silent_member_is_left_out_after_the_timeout_and_readmitted_when_it_returns() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let key = write_key(dir.path(), "probe.key");
     let n = 4;
@@ -108,6 +113,7 @@ fn a_silent_member_is_left_out_after_the_timeout_and_readmitted_when_it_returns(
 
 #[test]
 fn a_member_that_shuts_down_is_dropped_at_once_not_after_the_timeout() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let key = write_key(dir.path(), "probe.key");
     let n = 4;
@@ -148,6 +154,55 @@ fn a_member_that_shuts_down_is_dropped_at_once_not_after_the_timeout() {
         daemons[0].log().contains("a member left the probe group"),
         "{}",
         daemons[0].log()
+    );
+}
+
+/// A member that restarts takes over the engine of the members that kept probing: its
+/// first round already shows the verdict the others reached, instead of a fresh engine's
+/// "healthy" until its own window fills (about 20 rounds here).
+#[test]
+fn a_rejoining_member_takes_over_the_groups_verdicts() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let key = write_key(dir.path(), "probe.key");
+    let n = 6;
+    let slow = 2;
+    let peers: Vec<String> = (0..n)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let config = |r: usize| {
+        let throttle = if r == slow { 20_000_000 } else { 0 };
+        probe_config(&peers, r, &key, throttle)
+            .replace("[probe]\n", "[probe]\nmember_timeout = \"2s\"\n")
+    };
+    let mut daemons: Vec<Daemon> = (0..n)
+        .map(|r| Daemon::start(Start::new(&config(r))))
+        .collect();
+    let quarantined =
+        |s: &str| common::node_state(s, &peers[slow], "quarantine_recommended") == Some(1.0);
+    for d in &daemons {
+        d.wait_for(
+            "the slowed node's quarantine recommendation",
+            Duration::from_secs(90),
+            quarantined,
+        );
+    }
+    let (status, _) = daemons.pop().unwrap().stop_logged();
+    assert!(status.success());
+    daemons.push(Daemon::start(Start::new(&config(n - 1))));
+    let back = daemons.last().unwrap();
+    // The first scrape after its first round: a fresh engine would still say healthy.
+    let s = back.wait_for(
+        "the first round after rejoining",
+        Duration::from_secs(40),
+        |s| rounds_ok(s) >= 1.0,
+    );
+    assert!(rounds_ok(&s) < 10.0, "too late to tell: {}", rounds_ok(&s));
+    assert!(quarantined(&s), "{s}");
+    assert!(
+        back.log().contains("took over the group's engine state"),
+        "{}",
+        back.log()
     );
 }
 
@@ -276,6 +331,7 @@ use std::path::PathBuf;
 
 #[test]
 fn members_from_dns_are_re_resolved_and_a_stale_list_stops_probing() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut net = DnsNet {
         ns: format!("hwdns{}", std::process::id() % 100_000),
         daemons: Vec::new(),

@@ -101,7 +101,9 @@ pub struct RoundInput {
 }
 
 /// A node's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum NodeState {
     /// Nothing wrong.
     Healthy,
@@ -154,7 +156,7 @@ pub struct Transition {
     pub evidence: Vec<(String, f64)>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct NodeTrack {
     state: NodeState,
     /// (log residual, robust z) of the probes the node sent (its row of the matrix).
@@ -199,6 +201,18 @@ pub struct HealthEngine {
     /// so that the verdict does not flicker when an end's score moves (the slow link
     /// itself lifts its ends' scores).
     held: std::collections::BTreeSet<(usize, usize)>,
+}
+
+/// The wire form of [`HealthEngine::snapshot`] (JSON has no tuple keys, so the maps are
+/// lists).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Snapshot {
+    nodes: Vec<NodeTrack>,
+    round: u64,
+    baseline: Option<f64>,
+    fabric_hist: VecDeque<bool>,
+    links: Vec<((usize, usize), VecDeque<f64>)>,
+    held: Vec<(usize, usize)>,
 }
 
 fn healthy_end_pair(a: usize, b: usize, nodes: &[NodeTrack], scores: &[f64], exit: f64) -> bool {
@@ -270,6 +284,51 @@ impl HealthEngine {
             .into_iter()
             .filter_map(|(a, b)| Some((idx(a)?, idx(b)?)))
             .collect();
+    }
+
+    /// Rounds this engine has processed.
+    pub fn rounds(&self) -> u64 {
+        self.round
+    }
+
+    /// The engine's learned state (tracks, baseline, fabric and link histories; not the
+    /// thresholds), for a member that joins a group to take over from one that has been
+    /// in it longer, so that every member computes the same verdicts.
+    pub fn snapshot(&self) -> Vec<u8> {
+        let s = Snapshot {
+            nodes: self.nodes.clone(),
+            round: self.round,
+            baseline: self.baseline,
+            fabric_hist: self.fabric_hist.clone(),
+            links: self.links.iter().map(|(k, v)| (*k, v.clone())).collect(),
+            held: self.held.iter().copied().collect(),
+        };
+        serde_json::to_vec(&s).unwrap_or_default()
+    }
+
+    /// Takes over a [`HealthEngine::snapshot`] of an engine over the same nodes; on an
+    /// error (malformed, or another number of nodes) this engine is left as it was.
+    pub fn restore(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let s: Snapshot =
+            serde_json::from_slice(bytes).map_err(|e| format!("malformed engine state: {e}"))?;
+        let n = self.nodes.len();
+        let in_range = |(a, b): &(usize, usize)| *a < n && *b < n;
+        if s.nodes.len() != n
+            || !s.links.iter().all(|(k, _)| in_range(k))
+            || !s.held.iter().all(in_range)
+        {
+            return Err(format!(
+                "engine state for {} nodes, this engine has {n}",
+                s.nodes.len()
+            ));
+        }
+        self.nodes = s.nodes;
+        self.round = s.round;
+        self.baseline = s.baseline;
+        self.fabric_hist = s.fabric_hist;
+        self.links = s.links.into_iter().collect();
+        self.held = s.held.into_iter().collect();
+        Ok(())
     }
 
     /// The current state of every node.
@@ -887,6 +946,53 @@ mod tests {
             after.iter().filter(|s| **s != NodeState::Healthy).count(),
             1
         );
+    }
+
+    /// A fresh engine that takes over a snapshot decides exactly like the engine it came
+    /// from; a snapshot for other nodes, or garbage, is refused and changes nothing.
+    #[test]
+    fn a_restored_engine_decides_like_its_source() {
+        let n = 8;
+        let jitter = |i: usize| (i % 3) as f64 * 0.002;
+        let mut old = HealthEngine::new(n, HealthConfig::default());
+        let mut confirm = Vec::new();
+        for r in 0..40 {
+            let mut input = round(n, 1 + r % 7, &[(5, 1.3)], jitter);
+            for &s in &confirm {
+                for k in [1, 3] {
+                    input.confirmations.push(Probe {
+                        src: s,
+                        dst: (s + k) % n,
+                        seconds: 1.3,
+                    });
+                }
+                input.confirmations.push(Probe {
+                    src: (s + 2) % n,
+                    dst: s,
+                    seconds: 1.3,
+                });
+            }
+            confirm = old.step(&input).confirm_requests;
+        }
+        assert_ne!(old.states()[5], NodeState::Healthy);
+        let mut new = HealthEngine::new(n, HealthConfig::default());
+        new.restore(&old.snapshot()).unwrap();
+        assert_eq!(new.states(), old.states());
+        assert_eq!(new.rounds(), old.rounds());
+        for r in 0..30 {
+            let input = round(n, 1 + r % 7, &[(5, 1.3)], jitter);
+            assert_eq!(new.step(&input), old.step(&input), "round {r}");
+        }
+        let mut other = HealthEngine::new(n + 1, HealthConfig::default());
+        assert!(other.restore(&old.snapshot()).unwrap_err().contains("9"));
+        assert!(
+            other
+                .restore(b"{not json")
+                .unwrap_err()
+                .contains("malformed")
+        );
+        assert!(other.states().iter().all(|s| *s == NodeState::Healthy));
+        assert_eq!(other.rounds(), 0);
     }
 
     #[test]

@@ -710,6 +710,24 @@ impl Prober {
                 }
             }
         }
+        // Every member takes over the engine of the one that has been probing longest, so
+        // that a member that just (re)joined reaches the same verdicts as the others.
+        match adopt_engine(&mut c, &mut self.engine) {
+            Ok(Some(from)) => {
+                tracing::info!(from = %self.part.nodes[members[from]], rounds = self.engine.rounds(), "took over the group's engine state");
+                self.requests.clear();
+                self.link_requests.clear();
+                self.part.states = self.engine.states();
+            }
+            Ok(None) => {}
+            Err(e) => {
+                self.pause(
+                    format!("probe group formed but the engine state exchange failed: {e}"),
+                    true,
+                );
+                return false;
+            }
+        }
         if left_out.is_empty() {
             tracing::info!(members = members.len(), "probe group formed");
         } else {
@@ -976,6 +994,51 @@ fn renumber(transitions: &mut VecDeque<Transition>, map: &[Option<usize>]) {
             Some(t)
         })
         .collect();
+}
+
+/// Makes every member's engine the one that has processed the most rounds (ties: the
+/// lowest rank's): its snapshot is broadcast, the others restore it. Returns the rank it
+/// came from if this member took it over. A snapshot this member cannot take (another
+/// number of candidates) is logged and its own engine kept.
+fn adopt_engine(c: &mut Communicator, engine: &mut HealthEngine) -> CollResult<Option<usize>> {
+    let n = c.size();
+    let mut rounds = vec![0u8; 8 * n];
+    c.all_gather(
+        &engine.rounds().to_le_bytes(),
+        &mut rounds,
+        1,
+        DataType::Uint64,
+    )?;
+    let rounds: Vec<u64> = rounds
+        .chunks_exact(8)
+        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+        .collect();
+    let best = rounds.iter().copied().max().unwrap_or(0);
+    let src = rounds.iter().position(|r| *r == best).unwrap_or(0);
+    if rounds.iter().all(|r| *r == best) {
+        // Everyone is as far as everyone else (a group formed together): nothing to send.
+        return Ok(None);
+    }
+    let mut snapshot = if c.rank() == src {
+        engine.snapshot()
+    } else {
+        Vec::new()
+    };
+    let mut len = (snapshot.len() as u64).to_le_bytes();
+    c.broadcast(&mut len, 1, DataType::Uint64, src)?;
+    let len = u64::from_le_bytes(len) as usize;
+    snapshot.resize(len, 0);
+    c.broadcast(&mut snapshot, len, DataType::Uint8, src)?;
+    if c.rank() == src {
+        return Ok(None);
+    }
+    match engine.restore(&snapshot) {
+        Ok(()) => Ok(Some(src)),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot take over the group's engine state; keeping this node's own");
+            Ok(None)
+        }
+    }
 }
 
 /// Longest node name a member announces (bytes of UTF-8).
