@@ -24,7 +24,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::receiver::Setup;
-use common::{Daemon, KillOnDrop, Start, fake_lib, free_port, http_get, url_encode, write_key};
+use common::{
+    Daemon, KillOnDrop, Start, fake_lib, free_port, http_get, loopback_peers, url_encode, write_key,
+};
 
 const MEMBERS: usize = 6;
 const SLOW: usize = 2;
@@ -127,9 +129,7 @@ fn query(prom: &str, q: &str) -> serde_json::Value {
 fn quarantine_alert_reaches_the_receiver_and_only_for_the_slow_node() {
     let dir = tempfile::tempdir().unwrap();
     let key = write_key(dir.path(), "probe.key");
-    let peers: Vec<String> = (0..MEMBERS)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
-        .collect();
+    let peers: Vec<String> = loopback_peers(MEMBERS);
     let scenarios: Vec<String> = (0..MEMBERS).map(scenario).collect();
     let configs: Vec<String> = (0..MEMBERS)
         .map(|r| daemon_config(&peers, r, &key, if r == SLOW { 20_000_000 } else { 0 }))

@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Daemon, Start, free_port, probe_config, value, write_key};
+use common::{Daemon, Start, loopback_peers, probe_config, value, write_key};
 
 fn members(s: &str) -> Option<f64> {
     value(s, "hcclwatch_probe_group_members", &[])
@@ -28,26 +28,31 @@ fn rounds_ok(s: &str) -> f64 {
     value(s, "hcclwatch_probe_rounds_total", &[("result", "ok")]).unwrap_or(0.0)
 }
 
+/// Starts `n` daemons with `config(rank)` and waits until each has run rounds in a group
+/// of all `n`.
+fn start_group(n: usize, config: impl Fn(usize) -> String) -> Vec<Daemon> {
+    let daemons: Vec<Daemon> = (0..n)
+        .map(|r| Daemon::start(Start::new(&config(r))))
+        .collect();
+    for d in &daemons {
+        d.wait_for("the whole group formed", Duration::from_secs(30), |s| {
+            members(s) == Some(n as f64) && rounds_ok(s) >= 3.0
+        });
+    }
+    daemons
+}
+
 #[test]
 fn a_silent_member_is_left_out_after_the_timeout_and_readmitted_when_it_returns() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let key = write_key(dir.path(), "probe.key");
     let n = 4;
-    let peers: Vec<String> = (0..n)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
-        .collect();
+    let peers: Vec<String> = loopback_peers(n);
     let config = |r: usize| {
         probe_config(&peers, r, &key, 0).replace("[probe]\n", "[probe]\nmember_timeout = \"2s\"\n")
     };
-    let mut daemons: Vec<Daemon> = (0..n)
-        .map(|r| Daemon::start(Start::new(&config(r))))
-        .collect();
-    for d in &daemons {
-        d.wait_for("a group of four", Duration::from_secs(30), |s| {
-            members(s) == Some(4.0) && rounds_ok(s) >= 3.0
-        });
-    }
+    let mut daemons = start_group(n, config);
 
     let gone = &peers[n - 1];
     drop(daemons.pop());
@@ -117,22 +122,13 @@ fn a_member_that_shuts_down_is_dropped_at_once_not_after_the_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let key = write_key(dir.path(), "probe.key");
     let n = 4;
-    let peers: Vec<String> = (0..n)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
-        .collect();
+    let peers: Vec<String> = loopback_peers(n);
     // A timeout far longer than the test waits: only the leave notice can explain a group
     // that re-forms without the member in time.
     let config = |r: usize| {
         probe_config(&peers, r, &key, 0).replace("[probe]\n", "[probe]\nmember_timeout = \"10m\"\n")
     };
-    let mut daemons: Vec<Daemon> = (0..n)
-        .map(|r| Daemon::start(Start::new(&config(r))))
-        .collect();
-    for d in &daemons {
-        d.wait_for("a group of four", Duration::from_secs(30), |s| {
-            members(s) == Some(4.0) && rounds_ok(s) >= 3.0
-        });
-    }
+    let mut daemons = start_group(n, config);
     let leaving = daemons.pop().unwrap();
     let started = std::time::Instant::now();
     let (status, _) = leaving.stop_logged();
@@ -167,9 +163,7 @@ fn a_rejoining_member_takes_over_the_groups_verdicts() {
     let key = write_key(dir.path(), "probe.key");
     let n = 6;
     let slow = 2;
-    let peers: Vec<String> = (0..n)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
-        .collect();
+    let peers: Vec<String> = loopback_peers(n);
     let config = |r: usize| {
         let throttle = if r == slow { 20_000_000 } else { 0 };
         probe_config(&peers, r, &key, throttle)

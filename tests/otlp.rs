@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use common::{Daemon, Start, fake_config, free_port, value, write_key};
+use common::{Daemon, Start, fake_config, free_port, loopback_peers, value, write_key};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
@@ -344,9 +344,7 @@ fn otlp_metrics_equal_the_scrape_with_units_resource_and_gzip() {
 
 fn probe_pair(dir: &std::path::Path, otlp: [&str; 2]) -> (Vec<Daemon>, Vec<String>) {
     let key = write_key(dir, "probe.key");
-    let peers: Vec<String> = (0..2)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
-        .collect();
+    let peers: Vec<String> = loopback_peers(2);
     let list = peers
         .iter()
         .map(|p| format!("\"{p}\""))

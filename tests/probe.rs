@@ -10,7 +10,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    Daemon, Start, free_port, node_state as state, probe_config as config, value, write_key,
+    Daemon, Start, free_port, loopback_peers, node_state as state, probe_config as config, value,
+    write_key,
 };
 
 #[test]
@@ -18,9 +19,7 @@ fn slowed_node_and_only_it_is_recommended_for_quarantine() {
     let dir = tempfile::tempdir().unwrap();
     let key = write_key(dir.path(), "probe.key");
     let members = 6;
-    let peers: Vec<String> = (0..members)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
-        .collect();
+    let peers: Vec<String> = loopback_peers(members);
     let slow = 2;
     let daemons: Vec<Daemon> = (0..members)
         .map(|r| {
@@ -125,9 +124,7 @@ fn probing_config_errors_are_reported() {
 fn over_budget_group_keeps_probing_with_reduced_rounds() {
     let dir = tempfile::tempdir().unwrap();
     let key = write_key(dir.path(), "probe.key");
-    let peers: Vec<String> = (0..2)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
-        .collect();
+    let peers: Vec<String> = loopback_peers(2);
     // One full round sends more than 300 KB, so rank 0 is over its budget after the first
     // round; rank 1 has no budget and must follow the group decision all the same.
     let daemons: Vec<Daemon> = (0..2)
@@ -184,9 +181,7 @@ fn over_budget_group_keeps_probing_with_reduced_rounds() {
 fn over_the_time_budget_the_group_runs_reduced_rounds() {
     let dir = tempfile::tempdir().unwrap();
     let key = write_key(dir.path(), "probe.key");
-    let peers: Vec<String> = (0..2)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
-        .collect();
+    let peers: Vec<String> = loopback_peers(2);
     // 0.00001 of an hour is 36 ms: a few rounds use it up. The byte budget stays default.
     let daemons: Vec<Daemon> = (0..2)
         .map(|r| {

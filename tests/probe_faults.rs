@@ -9,16 +9,14 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    Daemon, Start, free_port, node_state as state, probe_config as config, value, write_key,
+    Daemon, Start, loopback_peers, node_state as state, probe_config as config, value, write_key,
 };
 
 #[test]
 fn telemetry_hard_faults_skip_the_hysteresis() {
     let dir = tempfile::tempdir().unwrap();
     let key = write_key(dir.path(), "probe.key");
-    let peers: Vec<String> = (0..3)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
-        .collect();
+    let peers: Vec<String> = loopback_peers(3);
     let scenario = include_str!("fake-dcmi/scenarios/example.json");
     let daemons: Vec<Daemon> = (0..3)
         .map(|r| {
@@ -90,9 +88,7 @@ fn members_are_split_into_capped_and_labelled_groups() {
         ("max_group_size = 2", [[0usize, 1], [2, 3]]),
         ("", [[0, 2], [1, 3]]),
     ] {
-        let peers: Vec<String> = (0..4)
-            .map(|_| format!("127.0.0.1:{}", free_port()))
-            .collect();
+        let peers: Vec<String> = loopback_peers(4);
         let labels = if extra.is_empty() {
             "peer_topology = [\"r1\", \"r2\", \"r1\", \"r2\"]\n"
         } else {

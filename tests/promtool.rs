@@ -95,9 +95,7 @@ fn promtool_rejects_a_broken_exposition() {
 fn promtool_accepts_the_probe_families() {
     let dir = tempfile::tempdir().unwrap();
     let key = common::write_key(dir.path(), "probe.key");
-    let peers: Vec<String> = (0..2)
-        .map(|_| format!("127.0.0.1:{}", common::free_port()))
-        .collect();
+    let peers: Vec<String> = common::loopback_peers(2);
     let daemons: Vec<Daemon> = (0..2)
         .map(|rank| {
             let cfg = format!(

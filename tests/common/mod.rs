@@ -486,6 +486,13 @@ pub fn dashboard_queries() -> Vec<(String, String)> {
     out
 }
 
+/// `n` probe addresses on 127.0.0.1, each on a port free when asked.
+pub fn loopback_peers(n: usize) -> Vec<String> {
+    (0..n)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect()
+}
+
 /// A probing daemon config for loopback tests: fast rounds, detection thresholds widened
 /// for two shared cores, and an optional send throttle (the engine's fault injection).
 pub fn probe_config(peers: &[String], rank: usize, key: &std::path::Path, throttle: u64) -> String {
