@@ -132,19 +132,30 @@ fn check_reduced(
 
 const COUNTS: [usize; 4] = [0, 1, 13, 40_003];
 
+/// World sizes of the per-algorithm matrices (powers of two and not, for the folds).
+const WORLDS: [usize; 7] = [1, 2, 3, 4, 5, 6, 8];
+
+/// `HCCL_ALGO` values that force each algorithm, and the algorithm they must select.
+const FORCED: [(&str, Algo); 3] = [
+    ("level0:NA;level1:ring", Algo::Ring),
+    ("level0:NA;level1:H-D_R", Algo::HalvingDoubling),
+    ("level0:NA;level1:NB", Algo::Bruck),
+];
+
+/// The large count is run only where it is cheap: sums on up to four ranks.
+fn too_big(n: usize, op: ReduceOp, count: usize) -> bool {
+    count > 1000 && (n > 4 || op != ReduceOp::Sum)
+}
+
 #[test]
 fn all_reduce_matrix() {
-    for n in [1, 2, 3, 4, 5, 6, 8] {
-        for (algo, expect) in [
-            ("level0:NA;level1:ring", Algo::Ring),
-            ("level0:NA;level1:H-D_R", Algo::HalvingDoubling),
-            ("level0:NA;level1:NB", Algo::Bruck),
-        ] {
+    for n in WORLDS {
+        for (algo, expect) in FORCED {
             let mut comms = world(n, Some(algo));
             for d in DataType::ALL {
                 for op in ReduceOp::ALL {
                     for count in COUNTS {
-                        if count > 1000 && (n > 4 || op != ReduceOp::Sum) {
+                        if too_big(n, op, count) {
                             continue;
                         }
                         let outs = on_all(&mut comms, |r, c| {
@@ -220,17 +231,13 @@ fn in_place_all_reduce() {
 /// and 1.
 #[test]
 fn reduce_scatter_and_all_gather_by_each_algorithm() {
-    for n in [1, 2, 3, 4, 5, 6, 8] {
-        for (algo, want) in [
-            ("level0:NA;level1:ring", Algo::Ring),
-            ("level0:NA;level1:H-D_R", Algo::HalvingDoubling),
-            ("level0:NA;level1:NB", Algo::Bruck),
-        ] {
+    for n in WORLDS {
+        for (algo, want) in FORCED {
             let mut comms = world(n, Some(algo));
             for d in DataType::ALL {
                 for op in ReduceOp::ALL {
                     for count in COUNTS {
-                        if count > 1000 && (n > 4 || !matches!(op, ReduceOp::Sum)) {
+                        if too_big(n, op, count) {
                             continue;
                         }
                         let outs = on_all(&mut comms, |r, c| {
