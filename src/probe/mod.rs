@@ -608,28 +608,35 @@ impl Prober {
             .transport
             .connect_timeout
             .min(Duration::from_secs(1));
-        // Re-admission: a left-out candidate that accepts again makes the group re-form.
-        // Every member sees the return at about the same round; one that does not yet
-        // fails its next round on the departed connections and re-forms then.
-        if self.comm.is_some() {
-            let out: Vec<usize> = (0..n).filter(|i| !self.group.contains(i)).collect();
-            if !out.is_empty() {
-                let back = membership::reachable(&self.addrs(&out), ping);
-                for (i, ok) in out.iter().zip(&back) {
-                    self.view.record(*i, *ok, now);
-                }
-                if back.iter().any(|b| *b) {
-                    tracing::info!(
-                        "a left-out member accepts connections again; re-forming the group"
-                    );
-                    self.comm = None;
-                }
-            }
-        }
         if self.comm.is_none() && !self.form(now, me, n, ping) {
             return;
         }
         self.run_round(store, me);
+        self.check_returns(n, ping);
+    }
+
+    /// Re-admission: a left-out candidate that accepts again makes the group re-form at
+    /// the next round. Checked after the round, so that a connect timing out against a
+    /// dead host never delays this node's arrival at the barrier (its arrival lag). Every
+    /// member sees the return at about the same round; one that does not yet fails its
+    /// next round on the departed connections and re-forms then.
+    fn check_returns(&mut self, n: usize, ping: Duration) {
+        if self.comm.is_none() {
+            return;
+        }
+        let out: Vec<usize> = (0..n).filter(|i| !self.group.contains(i)).collect();
+        if out.is_empty() {
+            return;
+        }
+        let back = membership::reachable(&self.addrs(&out), ping);
+        let now = Instant::now();
+        for (i, ok) in out.iter().zip(&back) {
+            self.view.record(*i, *ok, now);
+        }
+        if back.iter().any(|b| *b) {
+            tracing::info!("a left-out member accepts connections again; re-forming the group");
+            self.comm = None;
+        }
     }
 
     fn addrs(&self, idx: &[usize]) -> Vec<SocketAddr> {
