@@ -327,7 +327,7 @@ pub fn run(o: &SimOptions) -> SimReport {
             }
             let hard_faults: Vec<(usize, String)> = faults
                 .iter()
-                .filter(|f| f.hard && r >= f.onset && group_of[f.node] == group_of[members[0]])
+                .filter(|f| f.hard && r >= f.onset)
                 .filter_map(|f| {
                     let local = members.iter().position(|m| *m == f.node)?;
                     Some((local, "device lost (0x40F84E00)".to_string()))
