@@ -38,6 +38,28 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
+/// A node index from `text`, part of option `what`'s value `item`.
+fn node_index(text: &str, what: &str, item: &str, nodes: usize) -> anyhow::Result<usize> {
+    let n: usize = text
+        .trim()
+        .parse()
+        .with_context(|| format!("{what} {item:?}: {text:?} is not a node index"))?;
+    if n >= nodes {
+        bail!(
+            "{what} {item:?}: node {n} does not exist (nodes are 0..{})",
+            nodes - 1
+        );
+    }
+    Ok(n)
+}
+
+/// A number from `text`, part of option `what`'s value `item`.
+fn number(text: &str, what: &str, item: &str) -> anyhow::Result<f64> {
+    text.trim()
+        .parse()
+        .with_context(|| format!("{what} {item:?}: {text:?} is not a number"))
+}
+
 fn parse_pairs(
     items: &[String],
     sep: char,
@@ -50,59 +72,31 @@ fn parse_pairs(
             let (n, v) = s
                 .split_once(sep)
                 .with_context(|| format!("{what} {s:?}: expected NODE{sep}VALUE"))?;
-            let n: usize = n
-                .trim()
-                .parse()
-                .with_context(|| format!("{what} {s:?}: {n:?} is not a node index"))?;
-            let v: f64 = v
-                .trim()
-                .parse()
-                .with_context(|| format!("{what} {s:?}: {v:?} is not a number"))?;
-            if n >= nodes {
-                bail!(
-                    "{what} {s:?}: node {n} does not exist (nodes are 0..{})",
-                    nodes - 1
-                );
-            }
-            Ok((n, v))
+            Ok((node_index(n, what, s, nodes)?, number(v, what, s)?))
         })
         .collect()
 }
 
 /// Parses `--bad-link A-B=FACTOR` items.
 fn parse_links(items: &[String], nodes: usize) -> anyhow::Result<Vec<(usize, usize, f64)>> {
+    let what = "--bad-link";
     items
         .iter()
         .map(|s| {
-            let (ab, f) = s
+            let (a, b, f) = s
                 .split_once('=')
-                .with_context(|| format!("--bad-link {s:?}: expected A-B=FACTOR"))?;
-            let (a, b) = ab
-                .split_once('-')
-                .with_context(|| format!("--bad-link {s:?}: expected A-B=FACTOR"))?;
-            let node = |x: &str| -> anyhow::Result<usize> {
-                let n: usize = x
-                    .trim()
-                    .parse()
-                    .with_context(|| format!("--bad-link {s:?}: {x:?} is not a node index"))?;
-                if n >= nodes {
-                    bail!(
-                        "--bad-link {s:?}: node {n} does not exist (nodes are 0..{})",
-                        nodes - 1
-                    );
-                }
-                Ok(n)
-            };
-            let (a, b) = (node(a)?, node(b)?);
-            let f: f64 = f
-                .trim()
-                .parse()
-                .with_context(|| format!("--bad-link {s:?}: {f:?} is not a number"))?;
+                .and_then(|(ab, f)| ab.split_once('-').map(|(a, b)| (a, b, f)))
+                .with_context(|| format!("{what} {s:?}: expected A-B=FACTOR"))?;
+            let (a, b) = (
+                node_index(a, what, s, nodes)?,
+                node_index(b, what, s, nodes)?,
+            );
+            let f = number(f, what, s)?;
             if a == b {
-                bail!("--bad-link {s:?}: a link needs two different nodes");
+                bail!("{what} {s:?}: a link needs two different nodes");
             }
             if f.is_nan() || f <= 0.0 || f >= 1.0 {
-                bail!("--bad-link {s:?}: FACTOR must be between 0 and 1 (exclusive)");
+                bail!("{what} {s:?}: FACTOR must be between 0 and 1 (exclusive)");
             }
             Ok((a, b, f))
         })
