@@ -131,6 +131,8 @@ fn check_reduced(
 }
 
 const COUNTS: [usize; 4] = [0, 1, 13, 40_003];
+/// Receive buffers start filled with this byte, so a part that no step writes is wrong.
+const POISON: u8 = 0xA5;
 
 /// World sizes of the per-algorithm matrices (powers of two and not, for the folds).
 const WORLDS: [usize; 7] = [1, 2, 3, 4, 5, 6, 8];
@@ -160,8 +162,10 @@ fn all_reduce_matrix() {
                         }
                         let outs = on_all(&mut comms, |r, c| {
                             let send = fill(d, op, r, count, 0);
-                            let mut recv = vec![0u8; send.len()];
+                            // Poisoned, so a part the algorithm never writes shows.
+                            let mut recv = vec![POISON; send.len()];
                             let used = c.all_reduce(&send, &mut recv, count, d, op).unwrap();
+                            assert_eq!(send, fill(d, op, r, count, 0), "send buffer changed");
                             (used, recv)
                         });
                         for (r, (used, out)) in outs.iter().enumerate() {
@@ -193,7 +197,7 @@ fn multi_segment_all_reduce() {
         let count = 3_000_001;
         let outs = on_all(&mut comms, |r, c| {
             let send = fill(DataType::Int32, ReduceOp::Sum, r, count, 0);
-            let mut recv = vec![0u8; send.len()];
+            let mut recv = vec![POISON; send.len()];
             c.all_reduce(&send, &mut recv, count, DataType::Int32, ReduceOp::Sum)
                 .unwrap();
             recv
@@ -242,7 +246,7 @@ fn reduce_scatter_and_all_gather_by_each_algorithm() {
                         }
                         let outs = on_all(&mut comms, |r, c| {
                             let send = fill(d, op, r, count * n, 0);
-                            let mut recv = vec![0u8; count * d.size()];
+                            let mut recv = vec![POISON; count * d.size()];
                             let used = c.reduce_scatter(&send, &mut recv, count, d, op).unwrap();
                             (used, recv)
                         });

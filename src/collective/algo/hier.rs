@@ -90,6 +90,7 @@ pub fn all_reduce(
     ring::pass(
         ctx,
         &leaders,
+        None,
         buf,
         count,
         0,
@@ -99,6 +100,7 @@ pub fn all_reduce(
     ring::pass(
         ctx,
         &leaders,
+        None,
         buf,
         count,
         1,

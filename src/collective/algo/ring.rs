@@ -20,10 +20,16 @@ pub fn neighbours(rank: usize, n: usize) -> (usize, usize) {
 /// neighbour and receives part (i + shift − s − 1) mod m from its left, reducing or
 /// copying it. A reduce-scatter pass leaves part (i + shift + 1) mod m complete; an
 /// all-gather pass starts from part (i + shift) mod m.
+///
+/// `src`, for a reduce-scatter pass only, is an out-of-place input of `buf`'s length: the
+/// first step sends from it and every received part is reduced with its counterpart in
+/// it, so `buf` needs no copy of the input (its parts are written as they arrive; part
+/// (i + shift) mod m is left untouched).
 #[allow(clippy::too_many_arguments)]
 pub fn pass(
     ctx: &OpCtx<'_>,
     members: &[usize],
+    src: Option<&[u8]>,
     buf: &mut [u8],
     count: usize,
     shift: usize,
@@ -41,7 +47,15 @@ pub fn pass(
     for s in 0..m - 1 {
         let send_part = (i + 2 * m - s + shift) % m;
         let recv_part = (i + 2 * m - s - 1 + shift) % m;
-        let (sb, rb) = split_pair(buf, parts[send_part].clone(), parts[recv_part].clone());
+        let (sp, rp) = (parts[send_part].clone(), parts[recv_part].clone());
+        let mode = match (src, mode) {
+            (Some(x), RecvMode::Reduce(op)) => RecvMode::ReduceFrom(op, &x[rp.clone()]),
+            (_, m) => m,
+        };
+        let (sb, rb) = match src {
+            Some(x) if s == 0 => (&x[sp], &mut buf[rp]),
+            _ => split_pair(buf, sp, rp),
+        };
         ctx.exchange(
             &format!("{what} step {}/{}", s + 1, m - 1),
             Some((right, sb)),
@@ -55,10 +69,11 @@ fn everyone(ctx: &OpCtx<'_>) -> Vec<usize> {
     (0..ctx.mesh.world()).collect()
 }
 
-/// In-place ring reduce-scatter over `buf` (`count` elements in n parts). Afterwards
-/// part `(rank + 1 + shift) % n` holds the full reduction.
+/// Ring reduce-scatter over `buf` (`count` elements in n parts), in place or from `src`
+/// (see [`pass`]). Afterwards part `(rank + 1 + shift) % n` holds the full reduction.
 pub fn reduce_scatter(
     ctx: &OpCtx<'_>,
+    src: Option<&[u8]>,
     buf: &mut [u8],
     count: usize,
     op: ReduceOp,
@@ -67,6 +82,7 @@ pub fn reduce_scatter(
     pass(
         ctx,
         &everyone(ctx),
+        src,
         buf,
         count,
         shift,
@@ -81,6 +97,7 @@ pub fn all_gather(ctx: &OpCtx<'_>, buf: &mut [u8], count: usize, shift: usize) -
     pass(
         ctx,
         &everyone(ctx),
+        None,
         buf,
         count,
         shift,
@@ -89,10 +106,18 @@ pub fn all_gather(ctx: &OpCtx<'_>, buf: &mut [u8], count: usize, shift: usize) -
     )
 }
 
-/// In-place ring all-reduce.
-pub fn all_reduce(ctx: &OpCtx<'_>, buf: &mut [u8], count: usize, op: ReduceOp) -> CollResult<()> {
+/// Ring all-reduce into `buf`, in place or from `src`. Out of place, every part of `buf`
+/// is written by the ring itself: the part this rank's reduce-scatter leaves untouched is
+/// the first one its all-gather receives.
+pub fn all_reduce(
+    ctx: &OpCtx<'_>,
+    src: Option<&[u8]>,
+    buf: &mut [u8],
+    count: usize,
+    op: ReduceOp,
+) -> CollResult<()> {
     let n = ctx.mesh.world();
-    reduce_scatter(ctx, buf, count, op, 0)?;
+    reduce_scatter(ctx, src, buf, count, op, 0)?;
     // After the reduce-scatter rank r owns part (r + 1) % n: all-gather from there.
     all_gather(ctx, buf, count, 1 % n.max(1))
 }

@@ -93,11 +93,26 @@ pub fn default_channels() -> usize {
 
 /// How received bytes land in the destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecvMode {
+pub enum RecvMode<'a> {
     /// Copy.
     Copy,
     /// Reduce into the destination with this operator.
     Reduce(ReduceOp),
+    /// Store `op(src, received)`, where `src` is as long as the destination. An
+    /// out-of-place reduction reads its own contribution from the caller's send buffer
+    /// this way instead of first copying the whole send buffer into the receive buffer:
+    /// above the last-level cache that copy costs as much time as the network transfer.
+    ReduceFrom(ReduceOp, &'a [u8]),
+}
+
+impl<'a> RecvMode<'a> {
+    /// The mode for the bytes `range` of the destination.
+    fn narrow(self, range: std::ops::Range<usize>) -> RecvMode<'a> {
+        match self {
+            RecvMode::ReduceFrom(op, src) => RecvMode::ReduceFrom(op, &src[range]),
+            other => other,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -411,9 +426,21 @@ impl Mesh {
         seq: (u64, u64),
         dtype: DataType,
         send: Option<(usize, &[u8])>,
-        recv: Option<(usize, &mut [u8], RecvMode)>,
+        recv: Option<(usize, &mut [u8], RecvMode<'_>)>,
         deadline: Instant,
     ) -> CollResult<()> {
+        if let Some((_, dst, RecvMode::ReduceFrom(_, src))) = &recv
+            && src.len() != dst.len()
+        {
+            return Err(CollError::para(
+                op,
+                format!(
+                    "reduce source holds {} bytes but the destination {}",
+                    src.len(),
+                    dst.len()
+                ),
+            ));
+        }
         let seg = (SEGMENT / dtype.size()).max(1) * dtype.size();
         let send_len = send.as_ref().map_or(0, |(_, d)| d.len());
         let recv_len = recv.as_ref().map_or(0, |(_, d, _)| d.len());
@@ -432,7 +459,7 @@ impl Mesh {
                 Some((p, d, m)) => {
                     let lo = (k * seg).min(d.len());
                     let hi = ((k + 1) * seg).min(d.len());
-                    (lo < hi).then(|| (*p, &mut d[lo..hi], *m))
+                    (lo < hi).then(|| (*p, &mut d[lo..hi], m.narrow(lo..hi)))
                 }
                 None => None,
             };
@@ -452,7 +479,7 @@ impl Mesh {
         seq: (u64, u64),
         dtype: DataType,
         send: Option<(usize, &[u8])>,
-        recv: Option<(usize, &mut [u8], RecvMode)>,
+        recv: Option<(usize, &mut [u8], RecvMode<'_>)>,
         deadline: Instant,
     ) -> CollResult<()> {
         let send = send.filter(|(_, d)| !d.is_empty());
@@ -492,7 +519,8 @@ impl Mesh {
                 for (ch, part) in stripes(rest.len(), n, elem).into_iter().enumerate() {
                     let (head, tail) = rest.split_at_mut(part.len());
                     rest = tail;
-                    self.recv_stripe(op, from, seq.1, dtype, ch, head, mode, deadline)?;
+                    let m = mode.narrow(part);
+                    self.recv_stripe(op, from, seq.1, dtype, ch, head, m, deadline)?;
                 }
             }
             return Ok(());
@@ -521,7 +549,8 @@ impl Mesh {
                     let (head, tail) = rest.split_at_mut(part.len());
                     rest = tail;
                     if result.is_ok() {
-                        result = self.recv_stripe(op, from, seq.1, dtype, ch, head, mode, deadline);
+                        let m = mode.narrow(part);
+                        result = self.recv_stripe(op, from, seq.1, dtype, ch, head, m, deadline);
                     }
                 }
             }
@@ -650,7 +679,7 @@ impl Mesh {
         seq: u64,
         dtype: DataType,
         buf: &mut [u8],
-        mode: RecvMode,
+        mode: RecvMode<'_>,
         deadline: Instant,
     ) -> CollResult<()> {
         let peer = self.peer(from, op)?;
@@ -682,18 +711,20 @@ impl Mesh {
         dtype: DataType,
         ch: usize,
         buf: &mut [u8],
-        mode: RecvMode,
+        mode: RecvMode<'_>,
         deadline: Instant,
     ) -> CollResult<()> {
         let peer = self.peer(from, op)?;
         let mut s = &peer.streams[ch];
         let chunk = self.chunk_bytes(dtype);
         let mut scratch = match mode {
+            RecvMode::Reduce(_) | RecvMode::ReduceFrom(..) => vec![0u8; chunk.min(buf.len())],
             RecvMode::Copy => Vec::new(),
-            RecvMode::Reduce(_) => vec![0u8; chunk.min(buf.len())],
         };
         let mut small: Vec<u8> = Vec::new();
         for (i, dst) in buf.chunks_mut(chunk).enumerate() {
+            let at = i * chunk;
+            let mode = mode.narrow(at..at + dst.len());
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
                 return Err(io_error(op, from, &ErrorKind::TimedOut.into(), true));
@@ -768,11 +799,24 @@ impl Mesh {
                     match mode {
                         RecvMode::Copy => dst.copy_from_slice(payload),
                         RecvMode::Reduce(rop) => reduce_into(rop, dtype, dst, payload),
+                        RecvMode::ReduceFrom(rop, src) => {
+                            dst.copy_from_slice(src);
+                            reduce_into(rop, dtype, dst, payload);
+                        }
                     }
                 }
                 RecvMode::Copy => s
                     .read_exact(dst)
                     .map_err(|e| io_error(op, from, &e, false))?,
+                // The same operand order as `Reduce` (own value first), so max and min
+                // treat NaN and signed zeros identically in and out of place.
+                RecvMode::ReduceFrom(rop, src) => {
+                    let tmp = &mut scratch[..dst.len()];
+                    s.read_exact(tmp)
+                        .map_err(|e| io_error(op, from, &e, false))?;
+                    dst.copy_from_slice(src);
+                    reduce_into(rop, dtype, dst, tmp);
+                }
                 RecvMode::Reduce(rop) => {
                     let tmp = &mut scratch[..dst.len()];
                     s.read_exact(tmp)
