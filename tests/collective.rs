@@ -190,29 +190,50 @@ fn all_reduce_matrix() {
 }
 
 #[test]
-fn multi_segment_all_reduce() {
-    // Parts larger than one 4 MiB segment: 2 ranks × 3 M elements = 6 MiB per part.
-    for n in [2, 3] {
-        let mut comms = world(n, Some("level0:NA;level1:ring"));
-        let count = 3_000_001;
-        let outs = on_all(&mut comms, |r, c| {
-            let send = fill(DataType::Int32, ReduceOp::Sum, r, count, 0);
-            let mut recv = vec![POISON; send.len()];
-            c.all_reduce(&send, &mut recv, count, DataType::Int32, ReduceOp::Sum)
-                .unwrap();
-            recv
-        });
-        for o in outs {
-            check_reduced(
-                DataType::Int32,
-                ReduceOp::Sum,
-                n,
-                &o,
-                count,
-                0,
-                "multi-segment",
-            );
-        }
+fn every_transfer_path_all_reduce() {
+    // Every way a transfer can travel: parts of ~1 MiB are striped over the channels, parts
+    // of ~6 MiB are cut into 4 MiB segments on one channel; with the default socket
+    // buffers both are sent inline, with 64 KiB buffers (an inline limit of 128 KiB) from
+    // helper threads.
+    let small = Some(64 << 10);
+    let paths = [
+        (None, 500_001, 2),
+        (None, 3_000_001, 2),
+        (None, 3_000_001, 3),
+        (small, 500_001, 2),
+        (small, 3_000_001, 2),
+    ];
+    for (socket_buffer, count, n) in paths {
+        let cfgs = (0..n)
+            .map(|_| {
+                let mut c = config(7, b"test-key", Some("level0:NA;level1:ring"));
+                c.transport.channels = 2;
+                if let Some(b) = socket_buffer {
+                    c.transport.socket_buffer = b;
+                }
+                c
+            })
+            .collect();
+        let mut comms: Vec<Communicator> = world_with(n, cfgs)
+            .into_iter()
+            .map(|c| c.expect("init"))
+            .collect();
+        let what = format!("n={n} count={count} socket_buffer={socket_buffer:?}");
+        all_reduce_int32(&mut comms, n, count, &what);
+    }
+}
+
+/// Out-of-place int32 sum all-reduce of `count` elements on every rank, checked.
+fn all_reduce_int32(comms: &mut [Communicator], n: usize, count: usize, what: &str) {
+    let outs = on_all(comms, |r, c| {
+        let send = fill(DataType::Int32, ReduceOp::Sum, r, count, 0);
+        let mut recv = vec![POISON; send.len()];
+        c.all_reduce(&send, &mut recv, count, DataType::Int32, ReduceOp::Sum)
+            .unwrap();
+        recv
+    });
+    for o in outs {
+        check_reduced(DataType::Int32, ReduceOp::Sum, n, &o, count, 0, what);
     }
 }
 
