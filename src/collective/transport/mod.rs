@@ -512,7 +512,7 @@ impl Mesh {
                 self.send_stripe(op, to, seq.0, dtype, 0, data, deadline)?;
             }
             if let Some((from, buf, mode)) = recv {
-                self.recv_small(op, from, seq.1, dtype, buf, mode, deadline)?;
+                self.recv_stripe(op, from, seq.1, dtype, 0, buf, mode, Wait::Spin, deadline)?;
             }
             return Ok(());
         }
@@ -537,7 +537,7 @@ impl Mesh {
                     let (head, tail) = rest.split_at_mut(part.len());
                     rest = tail;
                     let m = mode.narrow(part);
-                    self.recv_stripe(op, from, seq.1, dtype, ch, head, m, deadline)?;
+                    self.recv_stripe(op, from, seq.1, dtype, ch, head, m, Wait::Spin, deadline)?;
                 }
             }
             return Ok(());
@@ -567,7 +567,17 @@ impl Mesh {
                     rest = tail;
                     if result.is_ok() {
                         let m = mode.narrow(part);
-                        result = self.recv_stripe(op, from, seq.1, dtype, ch, head, m, deadline);
+                        result = self.recv_stripe(
+                            op,
+                            from,
+                            seq.1,
+                            dtype,
+                            ch,
+                            head,
+                            m,
+                            Wait::Block,
+                            deadline,
+                        );
                     }
                 }
             }
@@ -683,42 +693,8 @@ impl Mesh {
         (self.cfg.chunk_bytes.min(self.cfg.max_frame) / e).max(1) * e
     }
 
-    /// Receives an inline (small) transfer on channel 0. Waiting for a small message is
-    /// mostly scheduler latency (a sleep and a wake-up cost more than the transfer), so
-    /// the socket is polled without blocking for up to [`SPIN`], yielding the CPU between
-    /// polls, before falling back to a blocking read. This is only safe on the inline
-    /// path, where no other thread uses the socket while it is non-blocking.
-    #[allow(clippy::too_many_arguments)]
-    fn recv_small(
-        &self,
-        op: &str,
-        from: usize,
-        seq: u64,
-        dtype: DataType,
-        buf: &mut [u8],
-        mode: RecvMode<'_>,
-        deadline: Instant,
-    ) -> CollResult<()> {
-        let peer = self.peer(from, op)?;
-        let s = &peer.streams[0];
-        let mut probe = [0u8; 1];
-        if s.set_nonblocking(true).is_ok() {
-            let start = Instant::now();
-            loop {
-                match s.peek(&mut probe) {
-                    Ok(_) => break,
-                    Err(e) if e.kind() == ErrorKind::WouldBlock && start.elapsed() < SPIN => {
-                        std::thread::yield_now();
-                    }
-                    Err(_) => break,
-                }
-            }
-            s.set_nonblocking(false)
-                .map_err(|e| io_error(op, from, &e, false))?;
-        }
-        self.recv_stripe(op, from, seq, dtype, 0, buf, mode, deadline)
-    }
-
+    /// Receives one stripe from `from` on channel `ch`, chunk by chunk, checking every
+    /// header and landing the payload as `mode` says.
     #[allow(clippy::too_many_arguments)]
     fn recv_stripe(
         &self,
@@ -729,10 +705,11 @@ impl Mesh {
         ch: usize,
         buf: &mut [u8],
         mode: RecvMode<'_>,
+        wait: Wait,
         deadline: Instant,
     ) -> CollResult<()> {
         let peer = self.peer(from, op)?;
-        let mut s = &peer.streams[ch];
+        let s = &peer.streams[ch];
         let chunk = self.chunk_bytes(dtype);
         let mut scratch = match mode {
             RecvMode::Reduce(_) | RecvMode::ReduceFrom(..) => vec![0u8; chunk.min(buf.len())],
@@ -758,7 +735,7 @@ impl Mesh {
             if combined {
                 small.resize(HEADER_LEN + dst.len(), 0);
                 while have < HEADER_LEN {
-                    match s.read(&mut small[have..]) {
+                    match read_some(s, &mut small[have..], wait) {
                         Ok(0) => {
                             return Err(io_error(
                                 op,
@@ -774,8 +751,7 @@ impl Mesh {
                 }
                 hb.copy_from_slice(&small[..HEADER_LEN]);
             } else {
-                s.read_exact(&mut hb)
-                    .map_err(|e| io_error(op, from, &e, false))?;
+                read_exact(s, &mut hb, wait).map_err(|e| io_error(op, from, &e, false))?;
             }
             let want = Header {
                 kind: Kind::Data,
@@ -807,7 +783,7 @@ impl Mesh {
                     )
                 })?;
             if combined && have < small.len() {
-                s.read_exact(&mut small[have..])
+                read_exact(s, &mut small[have..], wait)
                     .map_err(|e| io_error(op, from, &e, false))?;
             }
             match mode {
@@ -822,28 +798,72 @@ impl Mesh {
                         }
                     }
                 }
-                RecvMode::Copy => s
-                    .read_exact(dst)
-                    .map_err(|e| io_error(op, from, &e, false))?,
+                RecvMode::Copy => {
+                    read_exact(s, dst, wait).map_err(|e| io_error(op, from, &e, false))?
+                }
                 // The same operand order as `Reduce` (own value first), so max and min
                 // treat NaN and signed zeros identically in and out of place.
                 RecvMode::ReduceFrom(rop, src) => {
                     let tmp = &mut scratch[..dst.len()];
-                    s.read_exact(tmp)
-                        .map_err(|e| io_error(op, from, &e, false))?;
+                    read_exact(s, tmp, wait).map_err(|e| io_error(op, from, &e, false))?;
                     dst.copy_from_slice(src);
                     reduce_into(rop, dtype, dst, tmp);
                 }
                 RecvMode::Reduce(rop) => {
                     let tmp = &mut scratch[..dst.len()];
-                    s.read_exact(tmp)
-                        .map_err(|e| io_error(op, from, &e, false))?;
+                    read_exact(s, tmp, wait).map_err(|e| io_error(op, from, &e, false))?;
                     reduce_into(rop, dtype, dst, tmp);
                 }
             }
         }
         Ok(())
     }
+}
+
+/// How a receive waits for bytes that have not arrived yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// Poll without blocking for up to [`SPIN`] (yielding the CPU between polls), then
+    /// block. Waiting for a message a few microseconds away is mostly scheduler latency:
+    /// a sleep and a wake-up cost more than the transfer. Only for receives with no helper
+    /// thread of this rank waiting for the CPU.
+    Spin,
+    /// Block in `read` at once (helper threads are sending and need the CPU).
+    Block,
+}
+
+/// Reads at least one byte into `buf` (0 at end of stream). `MSG_DONTWAIT` makes a poll
+/// non-blocking without switching the socket's mode, which would cost two more system
+/// calls per receive.
+fn read_some(mut s: &TcpStream, buf: &mut [u8], wait: Wait) -> std::io::Result<usize> {
+    if wait == Wait::Spin {
+        let start = Instant::now();
+        loop {
+            match rustix::net::recv(s, &mut *buf, rustix::net::RecvFlags::DONTWAIT) {
+                Ok((n, _)) => return Ok(n),
+                Err(rustix::io::Errno::AGAIN) if start.elapsed() < SPIN => {
+                    std::thread::yield_now();
+                }
+                Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    s.read(buf)
+}
+
+/// Fills `buf`, waiting as `wait` says for each part.
+fn read_exact(s: &TcpStream, buf: &mut [u8], wait: Wait) -> std::io::Result<()> {
+    let mut have = 0;
+    while have < buf.len() {
+        match read_some(s, &mut buf[have..], wait) {
+            Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
+            Ok(n) => have += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Reads an abort frame's message (part of which may already be in `already`) and turns
