@@ -734,21 +734,8 @@ impl Mesh {
             let mut have = 0;
             if combined {
                 small.resize(HEADER_LEN + dst.len(), 0);
-                while have < HEADER_LEN {
-                    match read_some(s, &mut small[have..], wait) {
-                        Ok(0) => {
-                            return Err(io_error(
-                                op,
-                                from,
-                                &ErrorKind::UnexpectedEof.into(),
-                                false,
-                            ));
-                        }
-                        Ok(n) => have += n,
-                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                        Err(e) => return Err(io_error(op, from, &e, false)),
-                    }
-                }
+                have = read_at_least(s, &mut small, HEADER_LEN, wait)
+                    .map_err(|e| io_error(op, from, &e, false))?;
                 hb.copy_from_slice(&small[..HEADER_LEN]);
             } else {
                 read_exact(s, &mut hb, wait).map_err(|e| io_error(op, from, &e, false))?;
@@ -783,7 +770,7 @@ impl Mesh {
                     )
                 })?;
             if combined && have < small.len() {
-                read_exact(s, &mut small[have..], wait)
+                read_exact(s, &mut small[have..], Wait::Block)
                     .map_err(|e| io_error(op, from, &e, false))?;
             }
             match mode {
@@ -799,19 +786,19 @@ impl Mesh {
                     }
                 }
                 RecvMode::Copy => {
-                    read_exact(s, dst, wait).map_err(|e| io_error(op, from, &e, false))?
+                    read_exact(s, dst, Wait::Block).map_err(|e| io_error(op, from, &e, false))?
                 }
                 // The same operand order as `Reduce` (own value first), so max and min
                 // treat NaN and signed zeros identically in and out of place.
                 RecvMode::ReduceFrom(rop, src) => {
                     let tmp = &mut scratch[..dst.len()];
-                    read_exact(s, tmp, wait).map_err(|e| io_error(op, from, &e, false))?;
+                    read_exact(s, tmp, Wait::Block).map_err(|e| io_error(op, from, &e, false))?;
                     dst.copy_from_slice(src);
                     reduce_into(rop, dtype, dst, tmp);
                 }
                 RecvMode::Reduce(rop) => {
                     let tmp = &mut scratch[..dst.len()];
-                    read_exact(s, tmp, wait).map_err(|e| io_error(op, from, &e, false))?;
+                    read_exact(s, tmp, Wait::Block).map_err(|e| io_error(op, from, &e, false))?;
                     reduce_into(rop, dtype, dst, tmp);
                 }
             }
@@ -820,7 +807,10 @@ impl Mesh {
     }
 }
 
-/// How a receive waits for bytes that have not arrived yet.
+/// How a receive waits for the header of its next frame. The rest of a frame that has
+/// started arriving is always read blocking: it is already in flight, and polling a
+/// socket the sender is filling only contends for its lock (interleaved A/B runs: 64 MiB
+/// point-to-point 4.7 → 5.4 GB/s, 8 B at 4 ranks 27 → 21 µs against polling every read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Wait {
     /// Poll without blocking for up to [`SPIN`] (yielding the CPU between polls), then
@@ -852,10 +842,10 @@ fn read_some(mut s: &TcpStream, buf: &mut [u8], wait: Wait) -> std::io::Result<u
     s.read(buf)
 }
 
-/// Fills `buf`, waiting as `wait` says for each part.
-fn read_exact(s: &TcpStream, buf: &mut [u8], wait: Wait) -> std::io::Result<()> {
+/// Reads into `buf` until at least `min` bytes are in; returns how many are.
+fn read_at_least(s: &TcpStream, buf: &mut [u8], min: usize, wait: Wait) -> std::io::Result<usize> {
     let mut have = 0;
-    while have < buf.len() {
+    while have < min {
         match read_some(s, &mut buf[have..], wait) {
             Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
             Ok(n) => have += n,
@@ -863,7 +853,12 @@ fn read_exact(s: &TcpStream, buf: &mut [u8], wait: Wait) -> std::io::Result<()> 
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(have)
+}
+
+/// Fills `buf`, waiting as `wait` says for each part.
+fn read_exact(s: &TcpStream, buf: &mut [u8], wait: Wait) -> std::io::Result<()> {
+    read_at_least(s, buf, buf.len(), wait).map(|_| ())
 }
 
 /// Reads an abort frame's message (part of which may already be in `already`) and turns
