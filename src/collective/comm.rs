@@ -277,7 +277,7 @@ impl Communicator {
         let (n, r) = (self.size(), self.rank());
         let algo = self.allreduce_algo(buf.len());
         let src = match src {
-            Some(s) if n == 1 || algo != Algo::Ring => {
+            Some(s) if n == 1 || !matches!(algo, Algo::Ring | Algo::HalvingDoubling) => {
                 buf.copy_from_slice(s);
                 None
             }
@@ -323,7 +323,7 @@ impl Communicator {
                     &peers,
                     &peers,
                     dtype,
-                    |ctx| hd::all_reduce(ctx, buf, count, op),
+                    |ctx| hd::all_reduce(ctx, src, buf, count, op),
                 )?;
             }
             Algo::Hierarchical => {

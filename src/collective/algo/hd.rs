@@ -38,22 +38,37 @@ pub fn peers(r: usize, n: usize) -> Vec<usize> {
     out
 }
 
-/// In-place halving-doubling all-reduce.
-pub fn all_reduce(ctx: &OpCtx<'_>, buf: &mut [u8], count: usize, op: ReduceOp) -> CollResult<()> {
+/// Halving-doubling all-reduce into `buf`, in place or from `src` (`buf`'s length). Out of
+/// place, the first step that receives reduces into `buf` from `src` (see
+/// `RecvMode::ReduceFrom`) and every later step works within what it wrote, so the
+/// input is never copied whole; only the recursive-doubling path for small buffers copies.
+pub fn all_reduce(
+    ctx: &OpCtx<'_>,
+    src: Option<&[u8]>,
+    buf: &mut [u8],
+    count: usize,
+    op: ReduceOp,
+) -> CollResult<()> {
     let (n, r) = (ctx.mesh.world(), ctx.mesh.rank());
     let p2 = 1usize << (usize::BITS - 1 - n.leading_zeros());
     let rem = n - p2;
+    let mut src = src;
     // Fold the extra ranks into their odd neighbours.
     if r < 2 * rem {
         if r.is_multiple_of(2) {
-            ctx.exchange("fold", Some((r + 1, &*buf)), None)?;
+            ctx.exchange("fold", Some((r + 1, src.unwrap_or(buf))), None)?;
             return ctx.exchange("unfold", None, Some((r + 1, buf, RecvMode::Copy)));
         }
-        ctx.exchange("fold", None, Some((r - 1, &mut *buf, RecvMode::Reduce(op))))?;
+        let mode = RecvMode::reduce(op, src);
+        ctx.exchange("fold", None, Some((r - 1, &mut *buf, mode)))?;
+        src = None;
     }
     let v = if r < 2 * rem { r / 2 } else { r - rem };
     let real = |v: usize| if v < rem { 2 * v + 1 } else { v + rem };
     if buf.len() <= RECURSIVE_DOUBLING_MAX {
+        if let Some(s) = src {
+            buf.copy_from_slice(s);
+        }
         let mut theirs = vec![0u8; buf.len()];
         let mut mask = 1;
         while mask < p2 {
@@ -91,11 +106,18 @@ pub fn all_reduce(ctx: &OpCtx<'_>, buf: &mut [u8], count: usize, op: ReduceOp) -
         } else {
             ((mid, hi), (lo, mid))
         };
-        let (sb, rb) = super::split_pair(buf, span(give.0, give.1), span(keep.0, keep.1));
+        let (g, k) = (span(give.0, give.1), span(keep.0, keep.1));
+        let mode = RecvMode::reduce(op, src.map(|s| &s[k.clone()]));
+        let (sb, rb) = match src.take() {
+            // Out of place, only the first step reads the input: it sends its half from
+            // there, and every later step stays within the half it received.
+            Some(s) => (&s[g], &mut buf[k]),
+            None => super::split_pair(buf, g, k),
+        };
         ctx.exchange(
             &format!("halving mask {mask}"),
             Some((partner, sb)),
-            Some((partner, rb, RecvMode::Reduce(op))),
+            Some((partner, rb, mode)),
         )?;
         history.push((mask, give));
         (lo, hi) = keep;

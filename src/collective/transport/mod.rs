@@ -108,6 +108,14 @@ pub enum RecvMode<'a> {
 }
 
 impl<'a> RecvMode<'a> {
+    /// `Reduce(op)` in place, or `ReduceFrom(op, src)` from an out-of-place input.
+    pub fn reduce(op: ReduceOp, src: Option<&'a [u8]>) -> Self {
+        match src {
+            Some(s) => RecvMode::ReduceFrom(op, s),
+            None => RecvMode::Reduce(op),
+        }
+    }
+
     /// The mode for the bytes `range` of the destination.
     fn narrow(self, range: std::ops::Range<usize>) -> RecvMode<'a> {
         match self {
