@@ -197,6 +197,10 @@ fn every_transfer_path_all_reduce() {
     // helper threads.
     let small = Some(64 << 10);
     let paths = [
+        // Parts of 32 769 and 32 768 floats: one transfer just above the 128 KiB
+        // single-frame limit, its neighbours at it, so ranks that both send and receive
+        // small messages meet one whose other transfer is large.
+        (None, 3 * 32_768 + 1, 3),
         (None, 500_001, 2),
         (None, 3_000_001, 2),
         (None, 3_000_001, 3),

@@ -25,8 +25,8 @@ use self::frame::{ABORT_MAX, HEADER_LEN, Header, Kind};
 use super::dtype::{DataType, ReduceOp, reduce_into};
 use super::error::{CollError, CollResult, HcclCode};
 
-/// Transfers up to this size go inline on channel 0 (they fit in the socket buffers, so a
-/// send-then-receive on both sides cannot deadlock).
+/// Transfers up to this size travel on channel 0 alone: striping a small message only
+/// adds frames and wake-ups.
 pub const INLINE_MAX: usize = 128 * 1024;
 
 /// Fault injection toward one peer (tests and the demo).
@@ -154,9 +154,15 @@ pub const SEGMENT: usize = 4 << 20;
 /// segments between the channels lost the gain.
 pub const STRIPE_MAX: usize = 2 << 20;
 
-/// The number of channels a transfer of `len` bytes is striped over.
+/// The number of channels a transfer of `len` bytes is striped over: one up to
+/// [`INLINE_MAX`] (a small message is one frame sequence on channel 0) and above
+/// [`STRIPE_MAX`], all of them between.
 fn lanes(streams: usize, len: usize) -> usize {
-    if len > STRIPE_MAX { 1 } else { streams }
+    if len <= INLINE_MAX || len > STRIPE_MAX {
+        1
+    } else {
+        streams
+    }
 }
 
 /// How long a small receive polls before it sleeps in a blocking read.
@@ -509,21 +515,10 @@ impl Mesh {
     ) -> CollResult<()> {
         let send = send.filter(|(_, d)| !d.is_empty());
         let recv = recv.filter(|(_, d, _)| !d.is_empty());
-        // Wire layout depends only on the size and INLINE_MAX, which every rank shares:
-        // up to INLINE_MAX one frame sequence on channel 0, above it striped over the
-        // channels. Whether a rank sends from its own thread or from a helper thread is
+        // Wire layout depends only on each transfer's own size (see `lanes`), which both
+        // of its ends know; never on the other direction of an exchange, which only one
+        // end knows. Whether a rank sends from its own thread or from a helper thread is
         // its own business (it depends on its socket buffers), not the peer's.
-        let tiny = send.as_ref().is_none_or(|(_, d)| d.len() <= INLINE_MAX)
-            && recv.as_ref().is_none_or(|(_, d, _)| d.len() <= INLINE_MAX);
-        if tiny {
-            if let Some((to, data)) = send {
-                self.send_stripe(op, to, seq.0, dtype, 0, data, deadline)?;
-            }
-            if let Some((from, buf, mode)) = recv {
-                self.recv_stripe(op, from, seq.1, dtype, 0, buf, mode, Wait::Spin, deadline)?;
-            }
-            return Ok(());
-        }
         let elem = dtype.size();
         let fits = send
             .as_ref()
