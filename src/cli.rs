@@ -166,7 +166,7 @@ pub struct BenchArgs {
     /// Root rank for broadcast and reduce.
     #[arg(short = 'r', long = "root-rank", default_value_t = 0)]
     pub root_rank: usize,
-    /// Connections per peer (default: one per CPU, 1..4).
+    /// Connections per peer (default: 4).
     #[arg(long)]
     pub channels: Option<usize>,
     /// Bind outgoing connections to this interface (SO_BINDTODEVICE, needs root).
