@@ -784,24 +784,48 @@ fn fault_injection_caps_throughput_and_drops() {
 
 #[test]
 fn timeline_records_operations_as_chrome_trace() {
-    let mut comms = world(2, None);
+    let mut comms = world(3, Some("level0:NA;level1:ring"));
     on_all(&mut comms, |_, c| {
-        let mut b = vec![0u8; 64];
-        c.all_reduce_in_place(&mut b, 16, DataType::Fp32, ReduceOp::Sum)
+        let mut b = vec![0u8; 3 * 1024 * 4];
+        c.all_reduce_in_place(&mut b, 3 * 1024, DataType::Fp32, ReduceOp::Sum)
             .unwrap();
         c.barrier().unwrap();
     });
     let t = comms[0].timeline().chrome_trace();
-    let names: Vec<&str> = t["traceEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
+    let events = t["traceEvents"].as_array().unwrap();
+    let names: Vec<&str> = events.iter().map(|e| e["name"].as_str().unwrap()).collect();
     assert!(
         names.contains(&"all_reduce") && names.contains(&"barrier"),
         "{names:?}"
     );
+    // A 3-rank ring all-reduce is 2 reduce-scatter and 2 all-gather steps, each sending
+    // one part (4 KiB) to rank 1 and receiving one from rank 2, nested in the operation.
+    let op = events.iter().find(|e| e["name"] == "all_reduce").unwrap();
+    let (op_ts, op_end) = (
+        op["ts"].as_f64().unwrap(),
+        op["ts"].as_f64().unwrap() + op["dur"].as_f64().unwrap(),
+    );
+    let steps: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["cat"] == "step" && e["name"].as_str().unwrap().contains("step"))
+        .filter(|e| e["ts"].as_f64().unwrap() >= op_ts && e["ts"].as_f64().unwrap() <= op_end)
+        .collect();
+    let step_names: Vec<&str> = steps.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        step_names,
+        [
+            "reduce-scatter step 1/2",
+            "reduce-scatter step 2/2",
+            "all-gather step 1/2",
+            "all-gather step 2/2"
+        ]
+    );
+    for s in steps {
+        assert_eq!(s["args"]["send_peer"], 1, "{s}");
+        assert_eq!(s["args"]["recv_peer"], 2, "{s}");
+        assert_eq!(s["args"]["send_bytes"], 4096, "{s}");
+        assert_eq!(s["args"]["recv_bytes"], 4096, "{s}");
+    }
 }
 
 #[test]

@@ -108,6 +108,8 @@ impl<'a> OpCtx<'a> {
     }
 
     /// One step: send `send.1` to `send.0` while receiving into `recv.1` from `recv.0`.
+    /// The step is recorded (name, peers, bytes, start and end) for the timeline, failed
+    /// or not.
     pub fn exchange(
         &self,
         step: &str,
@@ -121,8 +123,22 @@ impl<'a> OpCtx<'a> {
             .as_ref()
             .map_or(0, |(p, _, _)| self.recvs.get(p).copied().unwrap_or(0));
         let label = format!("{} {step}", self.name);
-        self.mesh
-            .exchange(&label, (s, r), self.dtype, send, recv, self.deadline)
+        let sent = send.as_ref().map(|(p, d)| (*p, d.len()));
+        let received = recv.as_ref().map(|(p, d, _)| (*p, d.len()));
+        let start = Instant::now();
+        let result = self
+            .mesh
+            .exchange(&label, (s, r), self.dtype, send, recv, self.deadline);
+        self.steps
+            .borrow_mut()
+            .push(crate::collective::timeline::Step {
+                name: step.to_string(),
+                send: sent,
+                recv: received,
+                start,
+                end: Instant::now(),
+            });
+        result
     }
 }
 
