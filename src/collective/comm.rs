@@ -430,9 +430,9 @@ impl Communicator {
             recv.copy_from_slice(send);
             return Ok(algo);
         }
-        // The ring reads `send` where it needs it (see `ring::pass`), so its work buffer
-        // starts empty; the others reduce in a copy of it.
-        let mut work = if matches!(algo, Algo::HalvingDoubling | Algo::Bruck) {
+        // Ring and halving-doubling read `send` where they need it (see `ring::pass`), so
+        // their work buffer starts empty; Bruck reduces in a copy of it.
+        let mut work = if algo == Algo::Bruck {
             send.to_vec()
         } else {
             vec![0u8; send.len()]
@@ -447,7 +447,7 @@ impl Communicator {
                 &peers,
                 &peers,
                 dtype,
-                |ctx| hd::reduce_scatter(ctx, &mut work, b, op),
+                |ctx| hd::reduce_scatter(ctx, Some(send), &mut work, b, op),
             )?;
         } else if algo == Algo::Bruck {
             let (to, from) = bruck::peers(r, n);

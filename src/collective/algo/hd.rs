@@ -192,8 +192,11 @@ pub fn all_gather(ctx: &OpCtx<'_>, buf: &mut [u8], block: usize) -> CollResult<(
 /// this rank's block holds the reduction of every rank's block at that position (the rest
 /// of `buf` is scratch). The fold is as for [`all_gather`]: the even rank hands its whole
 /// buffer to the odd one, which reduces it in, and gets its own block back at the end.
+/// The input is `buf` itself or, out of place, `src` (`buf`'s length), read by the first
+/// step as in [`all_reduce`].
 pub fn reduce_scatter(
     ctx: &OpCtx<'_>,
+    src: Option<&[u8]>,
     buf: &mut [u8],
     block: usize,
     op: ReduceOp,
@@ -202,13 +205,15 @@ pub fn reduce_scatter(
     let p2 = 1usize << (usize::BITS - 1 - n.leading_zeros());
     let rem = n - p2;
     let bytes = |ranks: std::ops::Range<usize>| ranks.start * block..ranks.end * block;
+    let mut src = src;
     if r < 2 * rem {
         if r.is_multiple_of(2) {
-            ctx.exchange("fold", Some((r + 1, &*buf)), None)?;
+            ctx.exchange("fold", Some((r + 1, src.unwrap_or(buf))), None)?;
             let (_, rb) = super::split_pair(buf, 0..0, bytes(r..r + 1));
             return ctx.exchange("unfold", None, Some((r + 1, rb, RecvMode::Copy)));
         }
-        ctx.exchange("fold", None, Some((r - 1, &mut *buf, RecvMode::Reduce(op))))?;
+        let mode = RecvMode::reduce(op, src.take());
+        ctx.exchange("fold", None, Some((r - 1, &mut *buf, mode)))?;
     }
     let v = if r < 2 * rem { r / 2 } else { r - rem };
     let real = |v: usize| if v < rem { 2 * v + 1 } else { v + rem };
@@ -222,15 +227,17 @@ pub fn reduce_scatter(
         } else {
             ((mid, hi), (lo, mid))
         };
-        let (sb, rb) = super::split_pair(
-            buf,
-            bytes(owned(give.0, give.1 - give.0, rem)),
-            bytes(owned(keep.0, keep.1 - keep.0, rem)),
-        );
+        let g = bytes(owned(give.0, give.1 - give.0, rem));
+        let k = bytes(owned(keep.0, keep.1 - keep.0, rem));
+        let mode = RecvMode::reduce(op, src.map(|s| &s[k.clone()]));
+        let (sb, rb) = match src.take() {
+            Some(s) => (&s[g], &mut buf[k]),
+            None => super::split_pair(buf, g, k),
+        };
         ctx.exchange(
             &format!("halving mask {mask}"),
             Some((real(partner), sb)),
-            Some((real(partner), rb, RecvMode::Reduce(op))),
+            Some((real(partner), rb, mode)),
         )?;
         (lo, hi) = keep;
         mask /= 2;
