@@ -262,10 +262,10 @@ impl Communicator {
         self.all_reduce_from(None, buf, count, dtype, op)
     }
 
-    /// All-reduce into `buf`, whose input is `src` (out of place) or `buf` itself. The
-    /// ring reads an out-of-place input where it needs it instead of copying it into
-    /// `buf` first: at 64 MiB that copy is a quarter of the operation's time on a
-    /// memory-bound host. The other algorithms, chosen for small buffers, copy.
+    /// All-reduce into `buf`, whose input is `src` (out of place) or `buf` itself. Ring and
+    /// halving-doubling read an out-of-place input where they need it instead of copying
+    /// it into `buf` first: at 64 MiB that copy is a quarter of the operation's time on a
+    /// memory-bound host. Bruck and the hierarchical algorithm copy.
     fn all_reduce_from(
         &mut self,
         src: Option<&[u8]>,

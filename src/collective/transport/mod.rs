@@ -148,8 +148,8 @@ struct Peer {
 pub const SEGMENT: usize = 4 << 20;
 
 /// Transfers above this size travel on channel 0 alone instead of striped over the
-/// channels. Striping helps mid-size exchanges (the kernel works on two sockets at
-/// once), but a large stream is bound by memory bandwidth, and spreading it over several
+/// channels. Striping helps mid-size exchanges (the kernel works on several sockets
+/// at once), but a large stream is bound by memory bandwidth, and spreading it over several
 /// sockets only spreads its kernel buffers over more cache: measured on the 2-core
 /// reference host (four interleaved rounds each), one channel above 2 MiB raised 64 MiB
 /// point-to-point from 4.5–5.0 to 5.4–5.8 GB/s and a 2-rank 64 MiB all-reduce from
