@@ -191,10 +191,11 @@ fn all_reduce_matrix() {
 
 #[test]
 fn every_transfer_path_all_reduce() {
-    // Every way a transfer can travel: parts of ~1 MiB are striped over the channels, parts
-    // of ~6 MiB are cut into 4 MiB segments on one channel; with the default socket
-    // buffers both are sent inline, with 64 KiB buffers (an inline limit of 128 KiB) from
-    // helper threads.
+    // Every way a collective's transfer can travel: parts of ~1 MiB are striped over the
+    // channels, parts of ~6 MiB are cut into 4 MiB segments, each striped; with the
+    // default socket buffers both are sent inline, with 64 KiB buffers (an inline limit of
+    // 128 KiB) from helper threads. Point-to-point segments above 2 MiB go on one channel:
+    // a 6 MiB send and receive covers that, inline and threaded.
     let small = Some(64 << 10);
     let paths = [
         // Parts of 32 769 and 32 768 floats: one transfer just above the 128 KiB
@@ -224,6 +225,21 @@ fn every_transfer_path_all_reduce() {
             .collect();
         let what = format!("n={n} count={count} socket_buffer={socket_buffer:?}");
         all_reduce_int32(&mut comms, n, count, &what);
+        if n == 2 {
+            let outs = on_all(&mut comms, |r, c| {
+                let data = fill(DataType::Int32, ReduceOp::Sum, 0, count, 0);
+                if r == 0 {
+                    c.send(&data, count, DataType::Int32, 1).unwrap();
+                    Vec::new()
+                } else {
+                    let mut got = vec![POISON; data.len()];
+                    c.recv(&mut got, count, DataType::Int32, 0).unwrap();
+                    assert!(got == data, "point-to-point {what}: payload differs");
+                    got
+                }
+            });
+            assert_eq!(outs[1].len(), count * 4, "{what}");
+        }
     }
 }
 

@@ -588,7 +588,7 @@ impl Communicator {
         check_len("send", "send", buf.len(), count, dtype)?;
         self.check_peer("send", peer)?;
         self.run("send", "p2p", buf.len(), &[peer], &[], dtype, |ctx| {
-            ctx.exchange("send", Some((peer, buf)), None)
+            ctx.point_to_point("send", Some((peer, buf)), None)
         })
     }
 
@@ -616,7 +616,7 @@ impl Communicator {
             &[from],
             dtype,
             |ctx| {
-                ctx.exchange(
+                ctx.point_to_point(
                     "send_recv",
                     Some((to, send)),
                     Some((from, recv, RecvMode::Copy)),
@@ -636,7 +636,7 @@ impl Communicator {
         check_len("recv", "recv", buf.len(), count, dtype)?;
         self.check_peer("recv", peer)?;
         self.run("recv", "p2p", buf.len(), &[], &[peer], dtype, |ctx| {
-            ctx.exchange("recv", None, Some((peer, buf, RecvMode::Copy)))
+            ctx.point_to_point("recv", None, Some((peer, buf, RecvMode::Copy)))
         })
     }
 

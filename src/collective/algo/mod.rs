@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use super::dtype::DataType;
 use super::error::CollResult;
-use super::transport::{Mesh, RecvMode};
+use super::transport::{Mesh, RecvMode, Traffic};
 
 /// Element counts of the `n` parts of `count` elements.
 pub fn part_counts(count: usize, n: usize) -> Vec<usize> {
@@ -107,12 +107,33 @@ impl<'a> OpCtx<'a> {
         std::mem::take(&mut self.steps.borrow_mut())
     }
 
-    /// One step: send `send.1` to `send.0` while receiving into `recv.1` from `recv.0`.
-    /// The step is recorded (name, peers, bytes, start and end) for the timeline, failed
-    /// or not.
+    /// One step of a collective: send `send.1` to `send.0` while receiving into `recv.1`
+    /// from `recv.0`. The step is recorded (name, peers, bytes, start and end) for the
+    /// timeline, failed or not.
     pub fn exchange(
         &self,
         step: &str,
+        send: Option<(usize, &[u8])>,
+        recv: Option<(usize, &mut [u8], RecvMode)>,
+    ) -> CollResult<()> {
+        self.transfer(step, Traffic::Collective, send, recv)
+    }
+
+    /// A point-to-point send and/or receive, recorded like [`exchange`](Self::exchange);
+    /// its peer must use the point-to-point calls too (the striping differs).
+    pub fn point_to_point(
+        &self,
+        step: &str,
+        send: Option<(usize, &[u8])>,
+        recv: Option<(usize, &mut [u8], RecvMode)>,
+    ) -> CollResult<()> {
+        self.transfer(step, Traffic::PointToPoint, send, recv)
+    }
+
+    fn transfer(
+        &self,
+        step: &str,
+        traffic: Traffic,
         send: Option<(usize, &[u8])>,
         recv: Option<(usize, &mut [u8], RecvMode)>,
     ) -> CollResult<()> {
@@ -126,9 +147,15 @@ impl<'a> OpCtx<'a> {
         let sent = send.as_ref().map(|(p, d)| (*p, d.len()));
         let received = recv.as_ref().map(|(p, d, _)| (*p, d.len()));
         let start = Instant::now();
-        let result = self
-            .mesh
-            .exchange(&label, (s, r), self.dtype, send, recv, self.deadline);
+        let result = self.mesh.exchange(
+            &label,
+            (s, r),
+            self.dtype,
+            traffic,
+            send,
+            recv,
+            self.deadline,
+        );
         self.steps
             .borrow_mut()
             .push(crate::collective::timeline::Step {

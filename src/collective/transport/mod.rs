@@ -4,9 +4,9 @@
 //! the higher rank. Mid-size transfers are striped over the channels (the "multi-stream"
 //! idea), each stripe on its own thread when the socket buffers cannot absorb it, so one
 //! slow `write` never serialises the others; small transfers go inline on channel 0, and
-//! so do the segments of large ones, which are bound by memory bandwidth rather than by
-//! one socket (see [`STRIPE_MAX`]). Every payload travels in [`frame`]s whose headers are
-//! checked field by field.
+//! so do the large segments of a point-to-point stream (see [`STRIPE_MAX`] and
+//! [`Traffic`]). Every payload travels in [`frame`]s whose headers are checked field by
+//! field.
 //!
 //! Failure is loud and total: any I/O or protocol error aborts the mesh (all sockets shut
 //! down), so every other rank's pending operation fails promptly instead of waiting for
@@ -147,25 +147,31 @@ struct Peer {
 /// Transfers are exchanged in segments of at most this many bytes.
 pub const SEGMENT: usize = 4 << 20;
 
-/// Transfers above this size travel on channel 0 alone instead of striped over the
-/// channels. Striping helps mid-size exchanges (the kernel works on several sockets
-/// at once), but a large stream is bound by memory bandwidth, and spreading it over several
-/// sockets only spreads its kernel buffers over more cache: measured on the 2-core
-/// reference host (four interleaved rounds each), one channel above 2 MiB raised 64 MiB
-/// point-to-point from 4.5–5.0 to 5.4–5.8 GB/s and a 2-rank 64 MiB all-reduce from
-/// 1.75–1.85 to 1.97–2.26 GB/s busbw, with no loss at 256 KiB–4 MiB. Alternating whole
-/// segments between the channels lost the gain.
+/// Point-to-point transfers above this size travel on channel 0 alone instead of
+/// striped over the channels: a one-way stream of whole segments lost more than half its
+/// bandwidth striped (64 MiB point-to-point 6.4 → 2.7 GB/s, three interleaved rounds on
+/// the 2-core reference host). Collective steps, where every link carries traffic both
+/// ways at once, stripe every segment: 2-rank all-reduce at 16 / 32 MiB 2.74 / 2.39 →
+/// 3.56 / 2.89 GB/s busbw, 4-rank at 4 / 8 MiB 1.41 / 1.10 → 1.76 / 1.22.
 pub const STRIPE_MAX: usize = 2 << 20;
 
+/// What kind of operation a transfer belongs to, which decides how it is striped. Both
+/// ends of a transfer run the same kind of operation (a collective on every rank, or a
+/// send matched by a receive), so they agree on the layout without asking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Traffic {
+    /// A step of a collective: striped over the channels above [`INLINE_MAX`].
+    Collective,
+    /// Point-to-point send and receive: striped only up to [`STRIPE_MAX`].
+    PointToPoint,
+}
+
 /// The number of channels a transfer of `len` bytes is striped over: one up to
-/// [`INLINE_MAX`] (a small message is one frame sequence on channel 0) and above
-/// [`STRIPE_MAX`], all of them between.
-fn lanes(streams: usize, len: usize) -> usize {
-    if len <= INLINE_MAX || len > STRIPE_MAX {
-        1
-    } else {
-        streams
-    }
+/// [`INLINE_MAX`] (a small message is one frame sequence on channel 0), one above
+/// [`STRIPE_MAX`] for point-to-point, all of them otherwise.
+fn lanes(streams: usize, len: usize, traffic: Traffic) -> usize {
+    let single = len <= INLINE_MAX || (traffic == Traffic::PointToPoint && len > STRIPE_MAX);
+    if single { 1 } else { streams }
 }
 
 /// How long a receive polls for a frame's header before it sleeps in a blocking read.
@@ -459,13 +465,15 @@ impl Mesh {
     /// directions cut the same way, so the wire layout depends only on sizes). A segment
     /// that fits in the local socket buffers goes inline without a helper thread, which
     /// on a small host is faster than threads competing for the cores; only one segment
-    /// per direction is ever in flight.
+    /// per direction is ever in flight. `traffic` decides how segments are striped over
+    /// the channels.
     #[allow(clippy::too_many_arguments)]
     pub fn exchange(
         &self,
         op: &str,
         seq: (u64, u64),
         dtype: DataType,
+        traffic: Traffic,
         send: Option<(usize, &[u8])>,
         recv: Option<(usize, &mut [u8], RecvMode<'_>)>,
         deadline: Instant,
@@ -486,7 +494,7 @@ impl Mesh {
         let send_len = send.as_ref().map_or(0, |(_, d)| d.len());
         let recv_len = recv.as_ref().map_or(0, |(_, d, _)| d.len());
         if send_len <= seg && recv_len <= seg {
-            return self.exchange_segment(op, seq, dtype, send, recv, deadline);
+            return self.exchange_segment(op, seq, dtype, traffic, send, recv, deadline);
         }
         let (send, mut recv) = (send, recv);
         let mut k = 0;
@@ -507,7 +515,7 @@ impl Mesh {
             if s_part.is_none() && r_part.is_none() {
                 break;
             }
-            self.exchange_segment(op, seq, dtype, s_part, r_part, deadline)?;
+            self.exchange_segment(op, seq, dtype, traffic, s_part, r_part, deadline)?;
             k += 1;
         }
         Ok(())
@@ -519,6 +527,7 @@ impl Mesh {
         op: &str,
         seq: (u64, u64),
         dtype: DataType,
+        traffic: Traffic,
         send: Option<(usize, &[u8])>,
         recv: Option<(usize, &mut [u8], RecvMode<'_>)>,
         deadline: Instant,
@@ -538,13 +547,13 @@ impl Mesh {
             // the peer reading: send inline, then receive, with no helper thread competing
             // for the CPU.
             if let Some((to, data)) = send {
-                let n = lanes(self.peer(to, op)?.streams.len(), data.len());
+                let n = lanes(self.peer(to, op)?.streams.len(), data.len(), traffic);
                 for (ch, part) in stripes(data.len(), n, elem).into_iter().enumerate() {
                     self.send_stripe(op, to, seq.0, dtype, ch, &data[part], deadline)?;
                 }
             }
             if let Some((from, buf, mode)) = recv {
-                let n = lanes(self.peer(from, op)?.streams.len(), buf.len());
+                let n = lanes(self.peer(from, op)?.streams.len(), buf.len(), traffic);
                 let mut rest = buf;
                 for (ch, part) in stripes(rest.len(), n, elem).into_iter().enumerate() {
                     let (head, tail) = rest.split_at_mut(part.len());
@@ -559,7 +568,7 @@ impl Mesh {
         std::thread::scope(|scope| {
             let mut handles = Vec::new();
             if let Some((to, data)) = send {
-                let n = lanes(self.peer(to, op)?.streams.len(), data.len());
+                let n = lanes(self.peer(to, op)?.streams.len(), data.len(), traffic);
                 for (ch, part) in stripes(data.len(), n, elem).into_iter().enumerate() {
                     let d = &data[part];
                     handles
@@ -573,7 +582,7 @@ impl Mesh {
             // another channel's sender, and no receive thread needs spawning.
             let mut result = Ok(());
             if let Some((from, buf, mode)) = recv {
-                let n = lanes(self.peer(from, op)?.streams.len(), buf.len());
+                let n = lanes(self.peer(from, op)?.streams.len(), buf.len(), traffic);
                 let mut rest = buf;
                 for (ch, part) in stripes(rest.len(), n, elem).into_iter().enumerate() {
                     let (head, tail) = rest.split_at_mut(part.len());
