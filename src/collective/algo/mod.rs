@@ -143,19 +143,26 @@ impl<'a> OpCtx<'a> {
         let r = recv
             .as_ref()
             .map_or(0, |(p, _, _)| self.recvs.get(p).copied().unwrap_or(0));
-        let label = format!("{} {step}", self.name);
         let sent = send.as_ref().map(|(p, d)| (*p, d.len()));
         let received = recv.as_ref().map(|(p, d, _)| (*p, d.len()));
         let start = Instant::now();
-        let result = self.mesh.exchange(
-            &label,
-            (s, r),
-            self.dtype,
-            traffic,
-            send,
-            recv,
-            self.deadline,
-        );
+        // The step's full name only matters in an error, so it is formatted only then
+        // (a string per step is measurable at 8 B).
+        let result = self
+            .mesh
+            .exchange(
+                &self.name,
+                (s, r),
+                self.dtype,
+                traffic,
+                send,
+                recv,
+                self.deadline,
+            )
+            .map_err(|mut e| {
+                e.step = format!("{} {step}", self.name);
+                e
+            });
         self.steps
             .borrow_mut()
             .push(crate::collective::timeline::Step {
