@@ -59,9 +59,8 @@ pub fn all_reduce(
             ctx.exchange("fold", Some((r + 1, src.unwrap_or(buf))), None)?;
             return ctx.exchange("unfold", None, Some((r + 1, buf, RecvMode::Copy)));
         }
-        let mode = RecvMode::reduce(op, src);
+        let mode = RecvMode::reduce(op, src.take());
         ctx.exchange("fold", None, Some((r - 1, &mut *buf, mode)))?;
-        src = None;
     }
     let v = if r < 2 * rem { r / 2 } else { r - rem };
     let real = |v: usize| if v < rem { 2 * v + 1 } else { v + rem };
@@ -107,13 +106,9 @@ pub fn all_reduce(
             ((mid, hi), (lo, mid))
         };
         let (g, k) = (span(give.0, give.1), span(keep.0, keep.1));
-        let mode = RecvMode::reduce(op, src.map(|s| &s[k.clone()]));
-        let (sb, rb) = match src.take() {
-            // Out of place, only the first step reads the input: it sends its half from
-            // there, and every later step stays within the half it received.
-            Some(s) => (&s[g], &mut buf[k]),
-            None => super::split_pair(buf, g, k),
-        };
+        // Out of place, only the first step reads the input: it sends its half from there,
+        // and every later step stays within the half it received.
+        let (sb, rb, mode) = super::step_parts(buf, src.take(), true, g, k, RecvMode::Reduce(op));
         ctx.exchange(
             &format!("halving mask {mask}"),
             Some((partner, sb)),
@@ -229,11 +224,7 @@ pub fn reduce_scatter(
         };
         let g = bytes(owned(give.0, give.1 - give.0, rem));
         let k = bytes(owned(keep.0, keep.1 - keep.0, rem));
-        let mode = RecvMode::reduce(op, src.map(|s| &s[k.clone()]));
-        let (sb, rb) = match src.take() {
-            Some(s) => (&s[g], &mut buf[k]),
-            None => super::split_pair(buf, g, k),
-        };
+        let (sb, rb, mode) = super::step_parts(buf, src.take(), true, g, k, RecvMode::Reduce(op));
         ctx.exchange(
             &format!("halving mask {mask}"),
             Some((real(partner), sb)),

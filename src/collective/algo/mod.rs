@@ -41,6 +41,31 @@ pub fn part_ranges(count: usize, n: usize, elem: usize) -> Vec<Range<usize>> {
         .collect()
 }
 
+/// The buffers of one reducing step that sends part `send` and receives into part `recv`
+/// of `buf`. With an out-of-place input `src` (as long as `buf`), a `Reduce` receive
+/// becomes `ReduceFrom` the same part of `src`, and the send comes from `src` when
+/// `send_from_src` (the first step, before `buf` holds anything of that part).
+pub fn step_parts<'a>(
+    buf: &'a mut [u8],
+    src: Option<&'a [u8]>,
+    send_from_src: bool,
+    send: Range<usize>,
+    recv: Range<usize>,
+    mode: RecvMode<'a>,
+) -> (&'a [u8], &'a mut [u8], RecvMode<'a>) {
+    let mode = match (src, mode) {
+        (Some(s), RecvMode::Reduce(op)) => RecvMode::ReduceFrom(op, &s[recv.clone()]),
+        (_, m) => m,
+    };
+    match src {
+        Some(s) if send_from_src => (&s[send], &mut buf[recv], mode),
+        _ => {
+            let (sb, rb) = split_pair(buf, send, recv);
+            (sb, rb, mode)
+        }
+    }
+}
+
 /// Borrows `send` immutably and `recv` mutably from one buffer; the ranges must not
 /// overlap (algorithms only ever pair distinct parts).
 pub fn split_pair(buf: &mut [u8], send: Range<usize>, recv: Range<usize>) -> (&[u8], &mut [u8]) {

@@ -5,7 +5,7 @@
 //! send proceeds on its own thread, so sending, receiving and reducing overlap. A ring
 //! moves 2(n−1)/n of the buffer per rank for an all-reduce, the bandwidth optimum.
 
-use super::{OpCtx, part_ranges, split_pair};
+use super::{OpCtx, part_ranges, step_parts};
 use crate::collective::dtype::ReduceOp;
 use crate::collective::error::CollResult;
 use crate::collective::transport::RecvMode;
@@ -48,14 +48,7 @@ pub fn pass(
         let send_part = (i + 2 * m - s + shift) % m;
         let recv_part = (i + 2 * m - s - 1 + shift) % m;
         let (sp, rp) = (parts[send_part].clone(), parts[recv_part].clone());
-        let mode = match (src, mode) {
-            (Some(x), RecvMode::Reduce(op)) => RecvMode::ReduceFrom(op, &x[rp.clone()]),
-            (_, m) => m,
-        };
-        let (sb, rb) = match src {
-            Some(x) if s == 0 => (&x[sp], &mut buf[rp]),
-            _ => split_pair(buf, sp, rp),
-        };
+        let (sb, rb, mode) = step_parts(buf, src, s == 0, sp, rp, mode);
         ctx.exchange(
             &format!("{what} step {}/{}", s + 1, m - 1),
             Some((right, sb)),
