@@ -727,134 +727,101 @@ impl Mesh {
         let chunk = self.chunk_bytes(dtype);
         // Reused across calls on this thread: a fresh zeroed buffer per stripe cost a
         // memset of up to a chunk each time.
-        let (mut scratch, mut small) = RECV_BUFFERS.with(|b| b.take());
-        if matches!(mode, RecvMode::Reduce(_) | RecvMode::ReduceFrom(..)) {
-            scratch.resize(chunk.min(buf.len()).max(scratch.len()), 0);
-        }
-        let r = self.recv_chunks(
-            op,
-            from,
-            peer,
-            seq,
-            dtype,
-            ch,
-            buf,
-            mode,
-            wait,
-            deadline,
-            &mut scratch,
-            &mut small,
-        );
-        RECV_BUFFERS.with(|b| b.set((scratch, small)));
-        r
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn recv_chunks(
-        &self,
-        op: &str,
-        from: usize,
-        peer: &Peer,
-        seq: u64,
-        dtype: DataType,
-        ch: usize,
-        buf: &mut [u8],
-        mode: RecvMode<'_>,
-        wait: Wait,
-        deadline: Instant,
-        scratch: &mut [u8],
-        small: &mut Vec<u8>,
-    ) -> CollResult<()> {
-        let s = &peer.streams[ch];
-        let chunk = self.chunk_bytes(dtype);
-        for (i, dst) in buf.chunks_mut(chunk).enumerate() {
-            let at = i * chunk;
-            let mode = mode.narrow(at..at + dst.len());
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
-                return Err(io_error(op, from, &ErrorKind::TimedOut.into(), true));
+        RECV_BUFFERS.with_borrow_mut(|(scratch, small)| {
+            if matches!(mode, RecvMode::Reduce(_) | RecvMode::ReduceFrom(..)) {
+                scratch.resize(chunk.min(buf.len()).max(scratch.len()), 0);
             }
-            ensure_timeout(&peer.timeouts[ch], s, true, remaining)
-                .map_err(|e| io_error(op, from, &e, false))?;
-            let mut hb = [0u8; HEADER_LEN];
-            // A small frame usually arrives whole, so it is read with one call into a
-            // buffer sized by what this rank expects (never by what the peer announces);
-            // the header is checked as soon as its 32 bytes are in, before waiting for
-            // or using the payload.
-            let combined = dst.len() <= COMBINE_MAX;
-            let mut have = 0;
-            if combined {
-                small.resize(HEADER_LEN + dst.len(), 0);
-                have = read_at_least(s, small, HEADER_LEN, wait)
+            let s = &peer.streams[ch];
+            for (i, dst) in buf.chunks_mut(chunk).enumerate() {
+                let at = i * chunk;
+                let mode = mode.narrow(at..at + dst.len());
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                if remaining.is_zero() {
+                    return Err(io_error(op, from, &ErrorKind::TimedOut.into(), true));
+                }
+                ensure_timeout(&peer.timeouts[ch], s, true, remaining)
                     .map_err(|e| io_error(op, from, &e, false))?;
-                hb.copy_from_slice(&small[..HEADER_LEN]);
-            } else {
-                read_exact(s, &mut hb, wait).map_err(|e| io_error(op, from, &e, false))?;
-            }
-            let want = Header {
-                kind: Kind::Data,
-                dtype: dtype.code(),
-                comm_id: self.cfg.comm_id,
-                seq,
-                len: dst.len() as u32,
-                chunk: i as u32,
-            };
-            if let Ok(h) = Header::decode(&hb)
-                && h.kind == Kind::Abort
-                && h.comm_id == self.cfg.comm_id
-            {
-                let already = if combined {
-                    &small[HEADER_LEN..have]
+                let mut hb = [0u8; HEADER_LEN];
+                // A small frame usually arrives whole, so it is read with one call into a
+                // buffer sized by what this rank expects (never by what the peer announces);
+                // the header is checked as soon as its 32 bytes are in, before waiting for
+                // or using the payload.
+                let combined = dst.len() <= COMBINE_MAX;
+                let mut have = 0;
+                if combined {
+                    small.resize(HEADER_LEN + dst.len(), 0);
+                    have = read_at_least(s, small, HEADER_LEN, wait)
+                        .map_err(|e| io_error(op, from, &e, false))?;
+                    hb.copy_from_slice(&small[..HEADER_LEN]);
                 } else {
-                    &[][..]
+                    read_exact(s, &mut hb, wait).map_err(|e| io_error(op, from, &e, false))?;
+                }
+                let want = Header {
+                    kind: Kind::Data,
+                    dtype: dtype.code(),
+                    comm_id: self.cfg.comm_id,
+                    seq,
+                    len: dst.len() as u32,
+                    chunk: i as u32,
                 };
-                return Err(read_abort(s, from, op, already, h.len as usize));
-            }
-            Header::decode(&hb)
-                .and_then(|h| h.expect(&want, self.cfg.max_frame))
-                .map_err(|m| {
-                    CollError::new(
-                        HcclCode::TcpTransfer,
-                        op,
-                        Some(from),
-                        format!("bad frame: {m}"),
-                    )
-                })?;
-            if combined && have < small.len() {
-                read_exact(s, &mut small[have..], Wait::Block)
-                    .map_err(|e| io_error(op, from, &e, false))?;
-            }
-            match mode {
-                _ if combined => {
-                    let payload = &small[HEADER_LEN..];
-                    match mode {
-                        RecvMode::Copy => dst.copy_from_slice(payload),
-                        RecvMode::Reduce(rop) => reduce_into(rop, dtype, dst, payload),
-                        RecvMode::ReduceFrom(rop, src) => {
-                            dst.copy_from_slice(src);
-                            reduce_into(rop, dtype, dst, payload);
+                if let Ok(h) = Header::decode(&hb)
+                    && h.kind == Kind::Abort
+                    && h.comm_id == self.cfg.comm_id
+                {
+                    let already = if combined {
+                        &small[HEADER_LEN..have]
+                    } else {
+                        &[][..]
+                    };
+                    return Err(read_abort(s, from, op, already, h.len as usize));
+                }
+                Header::decode(&hb)
+                    .and_then(|h| h.expect(&want, self.cfg.max_frame))
+                    .map_err(|m| {
+                        CollError::new(
+                            HcclCode::TcpTransfer,
+                            op,
+                            Some(from),
+                            format!("bad frame: {m}"),
+                        )
+                    })?;
+                if combined && have < small.len() {
+                    read_exact(s, &mut small[have..], Wait::Block)
+                        .map_err(|e| io_error(op, from, &e, false))?;
+                }
+                match mode {
+                    _ if combined => {
+                        let payload = &small[HEADER_LEN..];
+                        match mode {
+                            RecvMode::Copy => dst.copy_from_slice(payload),
+                            RecvMode::Reduce(rop) => reduce_into(rop, dtype, dst, payload),
+                            RecvMode::ReduceFrom(rop, src) => {
+                                dst.copy_from_slice(src);
+                                reduce_into(rop, dtype, dst, payload);
+                            }
                         }
                     }
-                }
-                RecvMode::Copy => {
-                    read_exact(s, dst, Wait::Block).map_err(|e| io_error(op, from, &e, false))?
-                }
-                // The same operand order as `Reduce` (own value first), so max and min
-                // treat NaN and signed zeros identically in and out of place.
-                RecvMode::ReduceFrom(rop, src) => {
-                    let tmp = &mut scratch[..dst.len()];
-                    read_exact(s, tmp, Wait::Block).map_err(|e| io_error(op, from, &e, false))?;
-                    dst.copy_from_slice(src);
-                    reduce_into(rop, dtype, dst, tmp);
-                }
-                RecvMode::Reduce(rop) => {
-                    let tmp = &mut scratch[..dst.len()];
-                    read_exact(s, tmp, Wait::Block).map_err(|e| io_error(op, from, &e, false))?;
-                    reduce_into(rop, dtype, dst, tmp);
+                    RecvMode::Copy => read_exact(s, dst, Wait::Block)
+                        .map_err(|e| io_error(op, from, &e, false))?,
+                    // The same operand order as `Reduce` (own value first), so max and min
+                    // treat NaN and signed zeros identically in and out of place.
+                    RecvMode::ReduceFrom(rop, src) => {
+                        let tmp = &mut scratch[..dst.len()];
+                        read_exact(s, tmp, Wait::Block)
+                            .map_err(|e| io_error(op, from, &e, false))?;
+                        dst.copy_from_slice(src);
+                        reduce_into(rop, dtype, dst, tmp);
+                    }
+                    RecvMode::Reduce(rop) => {
+                        let tmp = &mut scratch[..dst.len()];
+                        read_exact(s, tmp, Wait::Block)
+                            .map_err(|e| io_error(op, from, &e, false))?;
+                        reduce_into(rop, dtype, dst, tmp);
+                    }
                 }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 
@@ -875,8 +842,8 @@ enum Wait {
 
 thread_local! {
     /// Reduction scratch and small-frame buffer of the receiving thread.
-    static RECV_BUFFERS: std::cell::Cell<(Vec<u8>, Vec<u8>)> =
-        const { std::cell::Cell::new((Vec::new(), Vec::new())) };
+    static RECV_BUFFERS: std::cell::RefCell<(Vec<u8>, Vec<u8>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
 }
 
 /// Writes every byte of `bufs`, in as few calls as the socket allows.
