@@ -149,40 +149,44 @@ fn too_big(n: usize, op: ReduceOp, count: usize) -> bool {
     count > 1000 && (n > 4 || op != ReduceOp::Sum)
 }
 
+/// Every (type, reduction, count) case of a reducing matrix at world size `n`, less the
+/// ones [`too_big`] leaves out.
+fn cases(n: usize) -> impl Iterator<Item = (DataType, ReduceOp, usize)> {
+    DataType::ALL.into_iter().flat_map(move |d| {
+        ReduceOp::ALL.into_iter().flat_map(move |op| {
+            COUNTS
+                .into_iter()
+                .filter(move |&count| !too_big(n, op, count))
+                .map(move |count| (d, op, count))
+        })
+    })
+}
+
 #[test]
 fn all_reduce_matrix() {
     for n in WORLDS {
         for (algo, expect) in FORCED {
             let mut comms = world(n, Some(algo));
-            for d in DataType::ALL {
-                for op in ReduceOp::ALL {
-                    for count in COUNTS {
-                        if too_big(n, op, count) {
-                            continue;
-                        }
-                        let outs = on_all(&mut comms, |r, c| {
-                            let send = fill(d, op, r, count, 0);
-                            // Poisoned, so a part the algorithm never writes shows.
-                            let mut recv = vec![POISON; send.len()];
-                            let used = c.all_reduce(&send, &mut recv, count, d, op).unwrap();
-                            assert_eq!(send, fill(d, op, r, count, 0), "send buffer changed");
-                            (used, recv)
-                        });
-                        for (r, (used, out)) in outs.iter().enumerate() {
-                            assert_eq!(*used, expect);
-                            check_reduced(
-                                d,
-                                op,
-                                n,
-                                out,
-                                count,
-                                0,
-                                &format!(
-                                    "all_reduce n={n} {algo} {d:?} {op:?} count={count} rank {r}"
-                                ),
-                            );
-                        }
-                    }
+            for (d, op, count) in cases(n) {
+                let outs = on_all(&mut comms, |r, c| {
+                    let send = fill(d, op, r, count, 0);
+                    // Poisoned, so a part the algorithm never writes shows.
+                    let mut recv = vec![POISON; send.len()];
+                    let used = c.all_reduce(&send, &mut recv, count, d, op).unwrap();
+                    assert_eq!(send, fill(d, op, r, count, 0), "send buffer changed");
+                    (used, recv)
+                });
+                for (r, (used, out)) in outs.iter().enumerate() {
+                    assert_eq!(*used, expect);
+                    check_reduced(
+                        d,
+                        op,
+                        n,
+                        out,
+                        count,
+                        0,
+                        &format!("all_reduce n={n} {algo} {d:?} {op:?} count={count} rank {r}"),
+                    );
                 }
             }
         }
@@ -279,34 +283,27 @@ fn reduce_scatter_and_all_gather_by_each_algorithm() {
     for n in WORLDS {
         for (algo, want) in FORCED {
             let mut comms = world(n, Some(algo));
-            for d in DataType::ALL {
-                for op in ReduceOp::ALL {
-                    for count in COUNTS {
-                        if too_big(n, op, count) {
-                            continue;
-                        }
-                        let outs = on_all(&mut comms, |r, c| {
-                            let send = fill(d, op, r, count * n, 0);
-                            let mut recv = vec![POISON; count * d.size()];
-                            let used = c.reduce_scatter(&send, &mut recv, count, d, op).unwrap();
-                            (used, recv)
-                        });
-                        for (r, (used, o)) in outs.iter().enumerate() {
-                            assert_eq!(*used, want, "reduce_scatter n={n} {algo}");
-                            check_reduced(
-                                d,
-                                op,
-                                n,
-                                o,
-                                count,
-                                r * count,
-                                &format!(
-                                    "reduce_scatter n={n} {algo} {d:?} {op:?} count={count} rank {r}"
-                                ),
-                            );
-                        }
-                    }
+            for (d, op, count) in cases(n) {
+                let outs = on_all(&mut comms, |r, c| {
+                    let send = fill(d, op, r, count * n, 0);
+                    let mut recv = vec![POISON; count * d.size()];
+                    let used = c.reduce_scatter(&send, &mut recv, count, d, op).unwrap();
+                    (used, recv)
+                });
+                for (r, (used, o)) in outs.iter().enumerate() {
+                    assert_eq!(*used, want, "reduce_scatter n={n} {algo}");
+                    check_reduced(
+                        d,
+                        op,
+                        n,
+                        o,
+                        count,
+                        r * count,
+                        &format!("reduce_scatter n={n} {algo} {d:?} {op:?} count={count} rank {r}"),
+                    );
                 }
+            }
+            for d in DataType::ALL {
                 for count in COUNTS {
                     let outs = on_all(&mut comms, |r, c| {
                         let send = fill(d, ReduceOp::Sum, r, count, 1000 * r);
