@@ -553,18 +553,11 @@ impl Mesh {
                 }
             }
             if let Some((from, buf, mode)) = recv {
-                let n = lanes(self.peer(from, op)?.streams.len(), buf.len(), traffic);
-                let mut rest = buf;
-                for (ch, part) in stripes(rest.len(), n, elem).into_iter().enumerate() {
-                    let (head, tail) = rest.split_at_mut(part.len());
-                    rest = tail;
-                    let m = mode.narrow(part);
-                    self.recv_stripe(op, from, seq.1, dtype, ch, head, m, Wait::Spin, deadline)?;
-                }
+                let wait = Wait::Spin;
+                self.recv_stripes(op, from, seq.1, dtype, traffic, buf, mode, wait, deadline)?;
             }
             return Ok(());
         }
-        let elem = dtype.size();
         std::thread::scope(|scope| {
             let mut handles = Vec::new();
             if let Some((to, data)) = send {
@@ -580,29 +573,13 @@ impl Mesh {
             // Receive every stripe on this thread, in channel order: the senders run on
             // their own threads, so a stripe waiting in its socket buffer never blocks
             // another channel's sender, and no receive thread needs spawning.
-            let mut result = Ok(());
-            if let Some((from, buf, mode)) = recv {
-                let n = lanes(self.peer(from, op)?.streams.len(), buf.len(), traffic);
-                let mut rest = buf;
-                for (ch, part) in stripes(rest.len(), n, elem).into_iter().enumerate() {
-                    let (head, tail) = rest.split_at_mut(part.len());
-                    rest = tail;
-                    if result.is_ok() {
-                        let m = mode.narrow(part);
-                        result = self.recv_stripe(
-                            op,
-                            from,
-                            seq.1,
-                            dtype,
-                            ch,
-                            head,
-                            m,
-                            Wait::Block,
-                            deadline,
-                        );
-                    }
+            let mut result = match recv {
+                Some((from, buf, mode)) => {
+                    let wait = Wait::Block;
+                    self.recv_stripes(op, from, seq.1, dtype, traffic, buf, mode, wait, deadline)
                 }
-            }
+                None => Ok(()),
+            };
             for h in handles {
                 let r = h.join().unwrap_or_else(|_| {
                     Err(CollError::new(
@@ -618,6 +595,31 @@ impl Mesh {
             }
             result
         })
+    }
+
+    /// Receives a transfer from `from` on this thread, stripe by stripe in channel order.
+    #[allow(clippy::too_many_arguments)]
+    fn recv_stripes(
+        &self,
+        op: &str,
+        from: usize,
+        seq: u64,
+        dtype: DataType,
+        traffic: Traffic,
+        buf: &mut [u8],
+        mode: RecvMode<'_>,
+        wait: Wait,
+        deadline: Instant,
+    ) -> CollResult<()> {
+        let n = lanes(self.peer(from, op)?.streams.len(), buf.len(), traffic);
+        let mut rest = buf;
+        for (ch, part) in stripes(rest.len(), n, dtype.size()).into_iter().enumerate() {
+            let (head, tail) = rest.split_at_mut(part.len());
+            rest = tail;
+            let m = mode.narrow(part);
+            self.recv_stripe(op, from, seq, dtype, ch, head, m, wait, deadline)?;
+        }
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
