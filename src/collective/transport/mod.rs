@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use self::frame::{ABORT_MAX, HEADER_LEN, Header, Kind};
-use super::dtype::{DataType, ReduceOp, reduce_into};
+use super::dtype::{DataType, ReduceOp, reduce_apart, reduce_into};
 use super::error::{CollError, CollResult, HcclCode};
 
 /// Transfers up to this size travel on channel 0 alone: striping a small message only
@@ -798,8 +798,7 @@ impl Mesh {
                             RecvMode::Copy => dst.copy_from_slice(payload),
                             RecvMode::Reduce(rop) => reduce_into(rop, dtype, dst, payload),
                             RecvMode::ReduceFrom(rop, src) => {
-                                dst.copy_from_slice(src);
-                                reduce_into(rop, dtype, dst, payload);
+                                reduce_apart(rop, dtype, dst, src, payload)
                             }
                         }
                     }
@@ -811,8 +810,7 @@ impl Mesh {
                         let tmp = &mut scratch[..dst.len()];
                         read_exact(s, tmp, Wait::Block)
                             .map_err(|e| io_error(op, from, &e, false))?;
-                        dst.copy_from_slice(src);
-                        reduce_into(rop, dtype, dst, tmp);
+                        reduce_apart(rop, dtype, dst, src, tmp);
                     }
                     RecvMode::Reduce(rop) => {
                         let tmp = &mut scratch[..dst.len()];
