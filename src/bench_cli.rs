@@ -121,6 +121,9 @@ fn comm_config(
     t.traffic_class = henv::traffic_class(env).map_err(anyhow::Error::msg)?;
     let mut c = CommConfig::new(t);
     c.exec_timeout = henv::exec_timeout(env).map_err(anyhow::Error::msg)?;
+    if let Some(s) = &a.slice_bytes {
+        c.slice_bytes = Some(parse_size(s).context("--slice-bytes")?.max(1));
+    }
     if let Some(algo) = &a.algo {
         c.algo = parse_hccl_algo(algo).map_err(|e| anyhow::anyhow!("HCCL_ALGO={algo:?}: {e}"))?;
     }

@@ -175,6 +175,10 @@ pub struct BenchArgs {
     /// Payload bytes per frame (K/M suffixes).
     #[arg(long = "chunk-bytes", default_value = "512K")]
     pub chunk_bytes: String,
+    /// Bytes per slice of a large ring or halving-doubling all-reduce (K/M suffixes;
+    /// default: 4M divided by the local ranks per CPU, at least 1M).
+    #[arg(long = "slice-bytes")]
+    pub slice_bytes: Option<String>,
     /// SO_SNDBUF/SO_RCVBUF request (the kernel caps it at net.core.[wr]mem_max × 2).
     #[arg(long = "socket-buffer", default_value = "4M")]
     pub socket_buffer: String,

@@ -199,7 +199,8 @@ fn every_transfer_path_all_reduce() {
     // channels, parts of ~6 MiB are cut into 4 MiB segments, each striped; with the
     // default socket buffers both are sent inline, with 64 KiB buffers (an inline limit of
     // 128 KiB) from helper threads. Point-to-point segments above 2 MiB go on one channel:
-    // a 6 MiB send and receive covers that, inline and threaded.
+    // a 6 MiB send and receive covers that, inline and threaded. Slicing is off here, or
+    // the all-reduce would never move a part above the slice size.
     let small = Some(64 << 10);
     let paths = [
         // Parts of 32 769 and 32 768 floats: one transfer just above the 128 KiB
@@ -217,6 +218,7 @@ fn every_transfer_path_all_reduce() {
             .map(|_| {
                 let mut c = config(7, b"test-key", Some("level0:NA;level1:ring"));
                 c.transport.channels = 2;
+                c.slice_bytes = Some(usize::MAX);
                 if let Some(b) = socket_buffer {
                     c.transport.socket_buffer = b;
                 }
@@ -243,6 +245,71 @@ fn every_transfer_path_all_reduce() {
                 }
             });
             assert_eq!(outs[1].len(), count * 4, "{what}");
+        }
+    }
+}
+
+/// A large all-reduce runs as one all-reduce per slice: the result is bit-identical to one
+/// pass over the whole buffer (and correct), in and out of place, for ring and
+/// halving-doubling (with the fold at 3 ranks), with a slice that is not a whole number
+/// of elements and a buffer that is not a whole number of slices. Each slice takes as
+/// many steps as the whole buffer did, which shows that the slicing happened.
+#[test]
+fn sliced_all_reduce_equals_one_pass() {
+    // 440 012 bytes in slices of 65 548 (the 65 548 + 2 asked for, rounded down to
+    // whole floats): six full slices and one of 46 724 bytes, all above the size where
+    // halving-doubling switches to recursive doubling, so every slice takes the same steps.
+    let (count, slice, slices) = (110_003, 65_550, 7);
+    for (algo, n) in [
+        ("level0:NA;level1:ring", 3),
+        ("level0:NA;level1:H-D_R", 3),
+        ("level0:NA;level1:H-D_R", 4),
+    ] {
+        let run = |slice: usize, in_place: bool| {
+            let cfgs = (0..n)
+                .map(|_| {
+                    let mut c = config(7, b"test-key", Some(algo));
+                    c.slice_bytes = Some(slice);
+                    c
+                })
+                .collect();
+            let mut comms: Vec<Communicator> = world_with(n, cfgs)
+                .into_iter()
+                .map(|c| c.expect("init"))
+                .collect();
+            let outs = on_all(&mut comms, |r, c| {
+                let mut out = Vec::new();
+                for d in [DataType::Int32, DataType::Fp32] {
+                    let send = fill(d, ReduceOp::Sum, r, count, 0);
+                    let mut recv = vec![POISON; send.len()];
+                    if in_place {
+                        recv.copy_from_slice(&send);
+                        c.all_reduce_in_place(&mut recv, count, d, ReduceOp::Sum)
+                    } else {
+                        c.all_reduce(&send, &mut recv, count, d, ReduceOp::Sum)
+                    }
+                    .unwrap();
+                    out.push(recv);
+                }
+                out
+            });
+            let steps = comms[0].timeline().events().last().unwrap().steps.len();
+            (outs, steps)
+        };
+        for in_place in [false, true] {
+            let what = format!("{algo} n={n} in_place={in_place}");
+            let (whole, whole_steps) = run(usize::MAX, in_place);
+            let (sliced, sliced_steps) = run(slice, in_place);
+            assert_eq!(sliced_steps, slices * whole_steps, "{what}: steps");
+            for (r, (w, s)) in whole.iter().zip(&sliced).enumerate() {
+                check_reduced(DataType::Int32, ReduceOp::Sum, n, &s[0], count, 0, &what);
+                check_reduced(DataType::Fp32, ReduceOp::Sum, n, &s[1], count, 0, &what);
+                assert!(
+                    w[0] == s[0],
+                    "{what}: rank {r}: int32 differs from one pass"
+                );
+                assert!(s == &sliced[0], "{what}: rank {r} differs from rank 0");
+            }
         }
     }
 }

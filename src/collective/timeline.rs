@@ -6,6 +6,7 @@
 //! different processes (or on hosts whose clocks agree) line up when merged with
 //! [`merge_traces`].
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime};
@@ -14,7 +15,7 @@ use std::time::{Instant, SystemTime};
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
     /// Step name, e.g. `reduce-scatter step 1/3`.
-    pub name: String,
+    pub name: Cow<'static, str>,
     /// Peer sent to and bytes sent.
     pub send: Option<(usize, usize)>,
     /// Peer received from and bytes received.
@@ -29,9 +30,9 @@ pub struct Step {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     /// Operation name.
-    pub op: String,
+    pub op: &'static str,
     /// Algorithm.
-    pub algo: String,
+    pub algo: &'static str,
     /// Bytes of the operation's buffer.
     pub bytes: usize,
     /// Rank that recorded it.
@@ -168,8 +169,8 @@ mod tests {
         let now = Instant::now();
         for i in 0..3 {
             t.push(Event {
-                op: format!("op{i}"),
-                algo: "ring".into(),
+                op: ["op0", "op1", "op2"][i],
+                algo: "ring",
                 bytes: i,
                 rank: 1,
                 start: now,

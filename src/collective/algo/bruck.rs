@@ -66,7 +66,7 @@ pub fn all_gather(ctx: &OpCtx<'_>, buf: &mut [u8], blocks: &[Range<usize>]) -> C
         let out = pack(buf, blocks, r, cnt);
         let mut inc = vec![0u8; packed_len(blocks, from, cnt)];
         ctx.exchange(
-            &format!("bruck distance {d}"),
+            format!("bruck distance {d}"),
             Some((to, &out)),
             Some((from, &mut inc, RecvMode::Copy)),
         )?;
@@ -95,7 +95,7 @@ pub fn reduce_scatter(
         let out = pack(buf, blocks, r + d, cnt);
         let mut inc = vec![0u8; packed_len(blocks, r, cnt)];
         ctx.exchange(
-            &format!("bruck distance {d}"),
+            format!("bruck distance {d}"),
             Some((to, &out)),
             Some((from, &mut inc, RecvMode::Copy)),
         )?;

@@ -73,7 +73,7 @@ pub fn all_reduce(
         while mask < p2 {
             let partner = real(v ^ mask);
             ctx.exchange(
-                &format!("doubling mask {mask}"),
+                format!("doubling mask {mask}"),
                 Some((partner, &*buf)),
                 Some((partner, &mut theirs, RecvMode::Copy)),
             )?;
@@ -110,7 +110,7 @@ pub fn all_reduce(
         // and every later step stays within the half it received.
         let (sb, rb, mode) = super::step_parts(buf, src.take(), true, g, k, RecvMode::Reduce(op));
         ctx.exchange(
-            &format!("halving mask {mask}"),
+            format!("halving mask {mask}"),
             Some((partner, sb)),
             Some((partner, rb, mode)),
         )?;
@@ -123,7 +123,7 @@ pub fn all_reduce(
         let partner = real(v ^ mask);
         let (sb, rb) = super::split_pair(buf, span(lo, hi), span(give.0, give.1));
         ctx.exchange(
-            &format!("doubling mask {mask}"),
+            format!("doubling mask {mask}"),
             Some((partner, sb)),
             Some((partner, rb, RecvMode::Copy)),
         )?;
@@ -171,7 +171,7 @@ pub fn all_gather(ctx: &OpCtx<'_>, buf: &mut [u8], block: usize) -> CollResult<(
         let theirs = owned(partner & !(mask - 1), mask, rem);
         let (sb, rb) = super::split_pair(buf, bytes(mine), bytes(theirs));
         ctx.exchange(
-            &format!("doubling mask {mask}"),
+            format!("doubling mask {mask}"),
             Some((real(partner), sb)),
             Some((real(partner), rb, RecvMode::Copy)),
         )?;
@@ -226,7 +226,7 @@ pub fn reduce_scatter(
         let k = bytes(owned(keep.0, keep.1 - keep.0, rem));
         let (sb, rb, mode) = super::step_parts(buf, src.take(), true, g, k, RecvMode::Reduce(op));
         ctx.exchange(
-            &format!("halving mask {mask}"),
+            format!("halving mask {mask}"),
             Some((real(partner), sb)),
             Some((real(partner), rb, mode)),
         )?;

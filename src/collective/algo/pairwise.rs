@@ -15,7 +15,7 @@ pub fn all_to_all(ctx: &OpCtx<'_>, send: &[u8], recv: &mut [u8], block: usize) -
         let to = (r + k) % n;
         let from = (r + n - k) % n;
         ctx.exchange(
-            &format!("pairwise step {k}/{}", n - 1),
+            format!("pairwise step {k}/{}", n - 1),
             Some((to, &send[to * block..(to + 1) * block])),
             Some((
                 from,
@@ -44,7 +44,7 @@ pub fn barrier(ctx: &OpCtx<'_>) -> CollResult<()> {
     for (i, (to, from)) in barrier_rounds(r, n).into_iter().enumerate() {
         let mut token = [0u8; 1];
         ctx.exchange(
-            &format!("barrier round {}", i + 1),
+            format!("barrier round {}", i + 1),
             Some((to, &[1u8])),
             Some((from, &mut token, RecvMode::Copy)),
         )?;

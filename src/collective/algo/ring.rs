@@ -50,7 +50,7 @@ pub fn pass(
         let (sp, rp) = (parts[send_part].clone(), parts[recv_part].clone());
         let (sb, rb, mode) = step_parts(buf, src, s == 0, sp, rp, mode);
         ctx.exchange(
-            &format!("{what} step {}/{}", s + 1, m - 1),
+            format!("{what} step {}/{}", s + 1, m - 1),
             Some((right, sb)),
             Some((left, rb, mode)),
         )?;

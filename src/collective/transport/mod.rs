@@ -215,6 +215,10 @@ fn ensure_timeout(
     Ok(())
 }
 
+/// Per-link sequence numbers one operation claimed: `(peer, seq)`, one entry per peer. A
+/// short list beats a map: an operation talks to a few peers.
+pub type Seqs = Vec<(usize, u64)>;
+
 /// The connections of one rank to all others.
 #[derive(Debug)]
 pub struct Mesh {
@@ -422,28 +426,21 @@ impl Mesh {
     /// Claims the next per-link sequence numbers for one operation's traffic. Each link
     /// direction counts the operations that used it, so ranks that skip a peer in some
     /// operation (point-to-point, trees) stay in step with it.
-    pub fn next_seqs(
-        &self,
-        sends: &[usize],
-        recvs: &[usize],
-    ) -> (HashMap<usize, u64>, HashMap<usize, u64>) {
-        let mut s = self.send_seq.lock().unwrap_or_else(|p| p.into_inner());
-        let mut r = self.recv_seq.lock().unwrap_or_else(|p| p.into_inner());
-        let mut so = HashMap::new();
-        for &p in sends {
-            so.entry(p).or_insert_with(|| {
-                s[p] += 1;
-                s[p]
-            });
-        }
-        let mut ro = HashMap::new();
-        for &p in recvs {
-            ro.entry(p).or_insert_with(|| {
-                r[p] += 1;
-                r[p]
-            });
-        }
-        (so, ro)
+    pub fn next_seqs(&self, sends: &[usize], recvs: &[usize]) -> (Seqs, Seqs) {
+        let claim = |seqs: &Mutex<Vec<u64>>, peers: &[usize]| {
+            let mut seq = seqs.lock().unwrap_or_else(|p| p.into_inner());
+            let mut out: Vec<(usize, u64)> = Vec::with_capacity(peers.len());
+            for &p in peers {
+                // A peer listed twice claims one number: the operation is one message
+                // sequence on that link.
+                if !out.iter().any(|(q, _)| *q == p) {
+                    seq[p] += 1;
+                    out.push((p, seq[p]));
+                }
+            }
+            out
+        };
+        (claim(&self.send_seq, sends), claim(&self.recv_seq, recvs))
     }
 
     fn peer(&self, p: usize, op: &str) -> CollResult<&Peer> {
