@@ -314,6 +314,47 @@ fn sliced_all_reduce_equals_one_pass() {
     }
 }
 
+/// On a link whose latency makes slices costly, the all-reduce keeps the buffer whole:
+/// with 5 ms added to every message (α ≈ 5 ms), a 64 MiB all-reduce is planned as one
+/// slice, while the same world without the delay uses the host-sized slice.
+#[test]
+fn slow_links_raise_the_slice_to_the_latency_floor() {
+    let plan = |delay: Duration| {
+        let cfgs = (0..2)
+            .map(|r| {
+                let mut c = config(7, b"test-key", None);
+                // One frame per 1 MiB message, so the delay adds to α, not to β.
+                c.transport.channels = 1;
+                c.transport.chunk_bytes = 1 << 20;
+                c.transport.faults.insert(
+                    1 - r,
+                    FaultSpec {
+                        delay,
+                        ..FaultSpec::default()
+                    },
+                );
+                c
+            })
+            .collect();
+        let comms: Vec<Communicator> = world_with(2, cfgs)
+            .into_iter()
+            .map(|c| c.expect("init"))
+            .collect();
+        let c = &comms[0];
+        (
+            c.allreduce_plan(64 << 20).1,
+            c.slice_bytes(),
+            c.costs().alpha,
+        )
+    };
+    let (slice, host_slice, alpha) = plan(Duration::ZERO);
+    assert_eq!(slice, host_slice, "no delay: α = {alpha}");
+    assert!(host_slice < 64 << 20);
+    let (slice, _, alpha) = plan(Duration::from_millis(5));
+    assert!(alpha >= 5e-3, "the delay shows in α: {alpha}");
+    assert!(slice >= 64 << 20, "5 ms per message: slice {slice}");
+}
+
 /// Out-of-place int32 sum all-reduce of `count` elements on every rank, checked.
 fn all_reduce_int32(comms: &mut [Communicator], n: usize, count: usize, what: &str) {
     let outs = on_all(comms, |r, c| {

@@ -78,6 +78,33 @@ pub fn allreduce_cost(algo: Algo, n: usize, bytes: usize, c: Costs) -> f64 {
     }
 }
 
+/// The largest share of an all-reduce's bandwidth time that slicing it may add as
+/// latency: every slice pays the algorithm's per-step latency again.
+pub const SLICE_LATENCY_SHARE: f64 = 0.1;
+
+/// The smallest slice of an all-reduce by `algo` on `n` ranks whose latency term is at
+/// most [`SLICE_LATENCY_SHARE`] of its bandwidth term, by the α-β model. On loopback
+/// (α ≈ 10 µs, 1–2 GB/s) that is well under 1 MiB at 2 and 4 ranks; across 64 hosts
+/// (α = 50 µs, 10 GB/s) about 30 MB, so a large slow-link all-reduce is not cut into slices
+/// that would each wait out 12 round trips. `usize::MAX` where the model has no figure.
+pub fn min_slice(algo: Algo, n: usize, c: Costs) -> usize {
+    // Above the recursive-doubling limit every cost is affine in the size: L + k·bytes.
+    let b = 1usize << 20;
+    let (one, two) = (
+        allreduce_cost(algo, n, b, c),
+        allreduce_cost(algo, n, 2 * b, c),
+    );
+    let per_byte = (two - one) / b as f64;
+    let latency = one - per_byte * b as f64;
+    let bytes = latency / (SLICE_LATENCY_SHARE * per_byte);
+    if bytes.is_finite() && bytes >= 0.0 {
+        // A float above usize::MAX saturates.
+        bytes.ceil() as usize
+    } else {
+        usize::MAX
+    }
+}
+
 /// Predicted time of an all-gather or a reduce-scatter of `bytes` in all (n blocks) by
 /// `algo`: the ring takes n − 1 steps of one block, recursive doubling (or halving) log2 p'
 /// steps moving the same bytes in all, plus the fold and unfold when n is not a power of
@@ -294,6 +321,31 @@ mod tests {
         // Two ranks, small buffer: recursive doubling is one step instead of two.
         assert_eq!(choose_allreduce(2, 64, c), Algo::HalvingDoubling);
         assert_eq!(allreduce_cost(Algo::Ring, 1, 100, c), 0.0);
+    }
+
+    #[test]
+    fn slices_stay_above_the_latency_floor() {
+        let loopback = Costs {
+            alpha: 10e-6,
+            beta: 1.0 / 1.5e9,
+        };
+        // H-D at 4 ranks: 4α of latency against 1.5·β per byte → 4α / (0.1 · 1.5β).
+        let want = 4.0 * 10e-6 / (SLICE_LATENCY_SHARE * 1.5 / 1.5e9);
+        let got = min_slice(Algo::HalvingDoubling, 4, loopback);
+        assert!((got as f64 - want).abs() <= 2.0, "{got} vs {want}");
+        assert!(got < 1 << 20, "{got}");
+        // The ring at 4 ranks: 6 steps instead of 4.
+        assert!(min_slice(Algo::Ring, 4, loopback) > got);
+        let fabric = Costs {
+            alpha: 50e-6,
+            beta: 1.0 / 10e9,
+        };
+        let big = min_slice(Algo::HalvingDoubling, 64, fabric);
+        assert!(big > 16 << 20 && big < 64 << 20, "{big}");
+        // Neither a world of one nor the hierarchical algorithm has a cost figure: never
+        // sliced.
+        assert_eq!(min_slice(Algo::Ring, 1, fabric), usize::MAX);
+        assert_eq!(min_slice(Algo::Hierarchical, 4, fabric), usize::MAX);
     }
 
     #[test]
