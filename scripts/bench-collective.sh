@@ -3,11 +3,14 @@
 #   - all-reduce fp32 sum at 2 and 4 ranks, 8 B .. 64 MiB, vs Open MPI over TCP on loopback
 #     (shared/anchors/mpi-bench.sh);
 #   - busbw vs the loopback ceiling C/n, C = iperf3 --bidir sum (shared/anchors/iperf-loopback.sh);
-#   - point-to-point 64 MiB (rank 0 -> rank 1) vs one iperf3 stream.
+#   - point-to-point 64 MiB (rank 0 -> rank 1) vs one iperf3 stream;
+#   - 8-byte all-reduce latency at 2 and 4 ranks over LAT_ITERS iterations (default 5000):
+#     20 iterations of a 5 us operation time 100 us in all, too little to compare.
 # Prints ratios. Usage: scripts/bench-collective.sh [iters (default 20)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ITERS=${1:-20}
+LAT_ITERS=${LAT_ITERS:-5000}
 ANCHORS=${ANCHORS:-../shared/anchors}
 for p in mpirun:openmpi-bin mpicc:libopenmpi-dev iperf3:iperf3; do
   command -v "${p%%:*}" >/dev/null || apt-get install -y -qq "${p##*:}" >/dev/null
@@ -42,7 +45,9 @@ for size in sorted(hw):
     m = mpi.get(size)
     if m is None:
         continue
-    ratio_t = (m[1] and h["busbw"] / m[1]) or 0
+    # Same size and bus factor on both sides, so the busbw ratio is the time ratio; as a
+    # time ratio it is also defined at 8 B, where busbw rounds to 0.
+    ratio_t = m[0] / h["time_us"]
     print(f'{size:12d} {h["time_us"]:10.1f} {m[0]:10.1f} {h["busbw"]:10.3f} {m[1]:10.3f} {ratio_t:9.2f} {h["busbw"]/ceil:9.2f}')
 PY
 done
@@ -55,3 +60,16 @@ r = json.loads(open(sys.argv[1]).readline())
 one = float(sys.argv[2]) / 1e9
 print(f'p2p 64 MiB rank 0 -> 1: {r["algbw"]:.3f} GB/s; iperf3 one stream {one:.3f} GB/s; ratio {r["algbw"]/one:.2f}')
 PY
+
+echo
+echo "all_reduce fp32 sum 8 B, $LAT_ITERS iterations"
+for n in 2 4; do
+  $HW bench all_reduce --ranks $n -b 8 -e 8 -n "$LAT_ITERS" -w 100 -c 0 --json > "$OUT/lat$n.json"
+  bash "$ANCHORS/mpi-bench.sh" allreduce $n 8 8 2 "$LAT_ITERS" > "$OUT/mlat$n.txt" 2>/dev/null
+  python3 - "$OUT/lat$n.json" "$OUT/mlat$n.txt" "$n" <<'PY'
+import json, sys
+hw = json.loads(open(sys.argv[1]).readline())["time_us"]
+mpi = next(float(l.split()[2]) for l in open(sys.argv[2]) if l.split() and l.split()[0] == "8")
+print(f'{sys.argv[3]} ranks: hcclwatch {hw:.2f} us, Open MPI {mpi:.2f} us, MPI time / ours {mpi/hw:.2f}')
+PY
+done
