@@ -4,13 +4,16 @@
 #     (shared/anchors/mpi-bench.sh);
 #   - busbw vs the loopback ceiling C/n, C = iperf3 --bidir sum (shared/anchors/iperf-loopback.sh);
 #   - point-to-point 64 MiB (rank 0 -> rank 1) vs one iperf3 stream;
-#   - 8-byte all-reduce latency at 2 and 4 ranks over LAT_ITERS iterations (default 5000):
-#     20 iterations of a 5 us operation time 100 us in all, too little to compare.
+#   - 8-byte all-reduce latency at 2 and 4 ranks: LAT_ROUNDS (default 5) rounds of
+#     LAT_ITERS (default 2000) iterations, the two engines alternating, and the medians.
+#     20 iterations of a 5 us operation time 100 us in all, too little to compare, and
+#     this host drifts between fast and slow phases, which alternating evens out.
 # Prints ratios. Usage: scripts/bench-collective.sh [iters (default 20)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ITERS=${1:-20}
-LAT_ITERS=${LAT_ITERS:-5000}
+LAT_ITERS=${LAT_ITERS:-2000}
+LAT_ROUNDS=${LAT_ROUNDS:-5}
 ANCHORS=${ANCHORS:-../shared/anchors}
 for p in mpirun:openmpi-bin mpicc:libopenmpi-dev iperf3:iperf3; do
   command -v "${p%%:*}" >/dev/null || apt-get install -y -qq "${p##*:}" >/dev/null
@@ -62,14 +65,18 @@ print(f'p2p 64 MiB rank 0 -> 1: {r["algbw"]:.3f} GB/s; iperf3 one stream {one:.3
 PY
 
 echo
-echo "all_reduce fp32 sum 8 B, $LAT_ITERS iterations"
+echo "all_reduce fp32 sum 8 B: $LAT_ROUNDS interleaved rounds of $LAT_ITERS iterations, medians"
 for n in 2 4; do
-  $HW bench all_reduce --ranks $n -b 8 -e 8 -n "$LAT_ITERS" -w 100 -c 0 --json > "$OUT/lat$n.json"
-  bash "$ANCHORS/mpi-bench.sh" allreduce $n 8 8 2 "$LAT_ITERS" > "$OUT/mlat$n.txt" 2>/dev/null
+  for r in $(seq "$LAT_ROUNDS"); do
+    $HW bench all_reduce --ranks $n -b 8 -e 8 -n "$LAT_ITERS" -w 100 -c 0 --json >> "$OUT/lat$n.json"
+    bash "$ANCHORS/mpi-bench.sh" allreduce $n 8 8 2 "$LAT_ITERS" >> "$OUT/mlat$n.txt" 2>/dev/null
+  done
   python3 - "$OUT/lat$n.json" "$OUT/mlat$n.txt" "$n" <<'PY'
-import json, sys
-hw = json.loads(open(sys.argv[1]).readline())["time_us"]
-mpi = next(float(l.split()[2]) for l in open(sys.argv[2]) if l.split() and l.split()[0] == "8")
-print(f'{sys.argv[3]} ranks: hcclwatch {hw:.2f} us, Open MPI {mpi:.2f} us, MPI time / ours {mpi/hw:.2f}')
+import json, statistics, sys
+hw = [json.loads(l)["time_us"] for l in open(sys.argv[1])]
+mpi = [float(l.split()[2]) for l in open(sys.argv[2]) if l.split() and l.split()[0] == "8"]
+h, m = statistics.median(hw), statistics.median(mpi)
+print(f'{sys.argv[3]} ranks: hcclwatch {h:.2f} us [{min(hw):.2f}-{max(hw):.2f}], '
+      f'Open MPI {m:.2f} us [{min(mpi):.2f}-{max(mpi):.2f}], MPI time / ours {m/h:.2f}')
 PY
 done
