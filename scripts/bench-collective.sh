@@ -4,16 +4,18 @@
 #     (shared/anchors/mpi-bench.sh);
 #   - busbw vs the loopback ceiling C/n, C = iperf3 --bidir sum (shared/anchors/iperf-loopback.sh);
 #   - point-to-point 64 MiB (rank 0 -> rank 1) vs one iperf3 stream;
-#   - 8-byte all-reduce latency at 2 and 4 ranks: LAT_ROUNDS (default 5) rounds of
-#     LAT_ITERS (default 2000) iterations, the two engines alternating, and the medians.
-#     20 iterations of a 5 us operation time 100 us in all, too little to compare, and
-#     this host drifts between fast and slow phases, which alternating evens out.
-# Prints ratios. Usage: scripts/bench-collective.sh [iters (default 20)]
+#   - 8-byte all-reduce latency at 2 and 4 ranks over LAT_ITERS (default 2000) iterations:
+#     20 iterations of a 5 us operation time 100 us in all, too little to compare.
+# Everything runs ROUNDS times (default 3), hcclwatch and its anchors alternating within
+# each round, and every figure is the median over the rounds (the spread of hcclwatch's
+# figure is printed too). This host drifts between fast and slow phases (the same binary
+# varies by 20-50 % between invocations); one pass would compare phases, not programs.
+# Usage: scripts/bench-collective.sh [iters (default 20)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ITERS=${1:-20}
+ROUNDS=${ROUNDS:-3}
 LAT_ITERS=${LAT_ITERS:-2000}
-LAT_ROUNDS=${LAT_ROUNDS:-5}
 ANCHORS=${ANCHORS:-../shared/anchors}
 for p in mpirun:openmpi-bin mpicc:libopenmpi-dev iperf3:iperf3; do
   command -v "${p%%:*}" >/dev/null || apt-get install -y -qq "${p##*:}" >/dev/null
@@ -22,61 +24,66 @@ cargo build --release -q
 HW=./target/release/hcclwatch
 OUT=$(mktemp -d); trap 'rm -rf "$OUT"' EXIT
 
-gbps() { python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2])/1e9:.3f}')" "$1" "${2:-1}"; }
-C=$(BIDIR=1 bash "$ANCHORS/iperf-loopback.sh" 5 | tail -1)
-ONE=$(bash "$ANCHORS/iperf-loopback.sh" 5 | tail -1)
-echo "loopback: C (iperf3 --bidir sum) = $(gbps "$C") GB/s; one stream = $(gbps "$ONE") GB/s"
-
-for n in 2 4; do
-  $HW bench all_reduce --ranks $n -b 8 -e 64M -f 2 -n "$ITERS" -w 3 -c 0 --json > "$OUT/hw$n.json"
-  bash "$ANCHORS/mpi-bench.sh" allreduce $n 8 67108864 2 "$ITERS" > "$OUT/mpi$n.txt" 2>/dev/null
-  echo
-  echo "all_reduce fp32 sum, $n ranks (ceiling C/$n = $(gbps "$C" "$n") GB/s)"
-  printf '%12s %10s %10s %10s %10s %9s %9s\n' size hw_us mpi_us hw_busbw mpi_busbw hw/mpi hw/ceil
-  python3 - "$OUT/hw$n.json" "$OUT/mpi$n.txt" "$C" "$n" <<'PY'
-import json, sys
-hw = {r["size"]: r for r in map(json.loads, open(sys.argv[1]))}
-mpi = {}
-for line in open(sys.argv[2]):
-    f = line.split()
-    if len(f) >= 5 and f[0].isdigit():
-        mpi[int(f[0])] = (float(f[2]), float(f[4]))
-C, n = float(sys.argv[3]), int(sys.argv[4])
-ceil = C / n / 1e9
-for size in sorted(hw):
-    h = hw[size]
-    m = mpi.get(size)
-    if m is None:
-        continue
-    # Same size and bus factor on both sides, so the busbw ratio is the time ratio; as a
-    # time ratio it is also defined at 8 B, where busbw rounds to 0.
-    ratio_t = m[0] / h["time_us"]
-    print(f'{size:12d} {h["time_us"]:10.1f} {m[0]:10.1f} {h["busbw"]:10.3f} {m[1]:10.3f} {ratio_t:9.2f} {h["busbw"]/ceil:9.2f}')
-PY
-done
-
-echo
-$HW bench p2p --ranks 2 -b 64M -e 64M -n "$ITERS" -w 3 -c 0 --json > "$OUT/p2p.json"
-python3 - "$OUT/p2p.json" "$ONE" <<'PY'
-import json, sys
-r = json.loads(open(sys.argv[1]).readline())
-one = float(sys.argv[2]) / 1e9
-print(f'p2p 64 MiB rank 0 -> 1: {r["algbw"]:.3f} GB/s; iperf3 one stream {one:.3f} GB/s; ratio {r["algbw"]/one:.2f}')
-PY
-
-echo
-echo "all_reduce fp32 sum 8 B: $LAT_ROUNDS interleaved rounds of $LAT_ITERS iterations, medians"
-for n in 2 4; do
-  for r in $(seq "$LAT_ROUNDS"); do
+for r in $(seq "$ROUNDS"); do
+  BIDIR=1 bash "$ANCHORS/iperf-loopback.sh" 5 | tail -1 >> "$OUT/c.txt"
+  bash "$ANCHORS/iperf-loopback.sh" 5 | tail -1 >> "$OUT/one.txt"
+  for n in 2 4; do
+    $HW bench all_reduce --ranks $n -b 8 -e 64M -f 2 -n "$ITERS" -w 3 -c 0 --json >> "$OUT/hw$n.json"
+    bash "$ANCHORS/mpi-bench.sh" allreduce $n 8 67108864 2 "$ITERS" >> "$OUT/mpi$n.txt" 2>/dev/null
     $HW bench all_reduce --ranks $n -b 8 -e 8 -n "$LAT_ITERS" -w 100 -c 0 --json >> "$OUT/lat$n.json"
     bash "$ANCHORS/mpi-bench.sh" allreduce $n 8 8 2 "$LAT_ITERS" >> "$OUT/mlat$n.txt" 2>/dev/null
   done
-  python3 - "$OUT/lat$n.json" "$OUT/mlat$n.txt" "$n" <<'PY'
-import json, statistics, sys
-hw = [json.loads(l)["time_us"] for l in open(sys.argv[1])]
-mpi = [float(l.split()[2]) for l in open(sys.argv[2]) if l.split() and l.split()[0] == "8"]
-h, m = statistics.median(hw), statistics.median(mpi)
-print(f'{sys.argv[3]} ranks: hcclwatch {h:.2f} us [{min(hw):.2f}-{max(hw):.2f}], '
-      f'Open MPI {m:.2f} us [{min(mpi):.2f}-{max(mpi):.2f}], MPI time / ours {m/h:.2f}')
-PY
+  $HW bench p2p --ranks 2 -b 64M -e 64M -n "$ITERS" -w 3 -c 0 --json >> "$OUT/p2p.json"
 done
+
+python3 - "$OUT" "$ROUNDS" "$LAT_ITERS" <<'PY'
+import json, os, statistics, sys
+out, rounds, lat_iters = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+med = statistics.median
+def lines(name):
+    return [l for l in open(os.path.join(out, name)) if l.strip()]
+def mpi_rows(name):
+    """size -> [(time_us, busbw), ...] over the rounds."""
+    rows = {}
+    for line in lines(name):
+        f = line.split()
+        if len(f) >= 5 and f[0].isdigit():
+            rows.setdefault(int(f[0]), []).append((float(f[2]), float(f[4])))
+    return rows
+def hw_rows(name):
+    rows = {}
+    for line in lines(name):
+        j = json.loads(line)
+        rows.setdefault(j["size"], []).append(j)
+    return rows
+C = med(float(l) for l in lines("c.txt"))
+ONE = med(float(l) for l in lines("one.txt"))
+print(f"{rounds} rounds, medians. loopback: C (iperf3 --bidir sum) = {C/1e9:.3f} GB/s; "
+      f"one stream = {ONE/1e9:.3f} GB/s")
+for n in (2, 4):
+    hw, mpi = hw_rows(f"hw{n}.json"), mpi_rows(f"mpi{n}.txt")
+    ceil = C / n / 1e9
+    print(f"\nall_reduce fp32 sum, {n} ranks (ceiling C/{n} = {ceil:.3f} GB/s)")
+    print("%12s %10s %10s %10s %13s %10s %9s %9s" % ("size", "hw_us", "mpi_us", "hw_busbw",
+          "hw_range", "mpi_busbw", "hw/mpi", "hw/ceil"))
+    for size in sorted(hw):
+        if size not in mpi:
+            continue
+        h_t = med(j["time_us"] for j in hw[size])
+        h_b = [j["busbw"] for j in hw[size]]
+        m_t = med(t for t, _ in mpi[size])
+        m_b = med(b for _, b in mpi[size])
+        # Same size and bus factor on both sides: the busbw ratio is the time ratio, which
+        # is also defined at 8 B, where busbw rounds to 0.
+        print(f"{size:12d} {h_t:10.1f} {m_t:10.1f} {med(h_b):10.3f} "
+              f"{min(h_b):6.2f}-{max(h_b):<6.2f} {m_b:10.3f} {m_t / h_t:9.2f} {med(h_b) / ceil:9.2f}")
+p2p = med(json.loads(l)["algbw"] for l in lines("p2p.json"))
+print(f"\np2p 64 MiB rank 0 -> 1: {p2p:.3f} GB/s; iperf3 one stream {ONE/1e9:.3f} GB/s; "
+      f"ratio {p2p / (ONE / 1e9):.2f}")
+print(f"\nall_reduce fp32 sum 8 B over {lat_iters} iterations")
+for n in (2, 4):
+    h = [json.loads(l)["time_us"] for l in lines(f"lat{n}.json")]
+    m = [float(l.split()[2]) for l in lines(f"mlat{n}.txt") if l.split()[0] == "8"]
+    print(f"{n} ranks: hcclwatch {med(h):.2f} us [{min(h):.2f}-{max(h):.2f}], Open MPI "
+          f"{med(m):.2f} us [{min(m):.2f}-{max(m):.2f}], MPI time / ours {med(m) / med(h):.2f}")
+PY
