@@ -142,6 +142,10 @@ pub fn main(a: BenchArgs) -> ExitCode {
 }
 
 fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
+    // First, so that every thread this rank starts inherits the binding.
+    if let Some(cpu) = a.bind_cpu {
+        bind_to_cpu(cpu)?;
+    }
     let o = options(&a)?;
     if let Some(p) = &a.plot
         && !matches!(p.extension().and_then(|e| e.to_str()), Some("svg" | "png"))
@@ -152,7 +156,7 @@ fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if let Some(n) = a.ranks {
-        return launch_local(n);
+        return launch_local(n, a.bind_to == "core");
     }
     let env = env_map();
     if let Some(path) = &a.config_file {
@@ -364,8 +368,13 @@ fn finish(
         } else {
             let c = comm.costs();
             let header = format!(
-                "hcclwatch bench {}: {world} ranks, {} {}, {} channels, alpha {:.1} us, beta {:.3} GB/s",
+                "hcclwatch bench {}: {world} ranks{}, {} {}, {} channels, alpha {:.1} us, beta {:.3} GB/s",
                 o.op.name(),
+                // Read back, so the line shows the binding in force, not the one asked for.
+                match allowed_cpus()[..] {
+                    [cpu] if a.bind_cpu.is_some() => format!(" (rank 0 bound to CPU {cpu})"),
+                    _ => String::new(),
+                },
                 o.dtype.name(),
                 if o.op.reduces() {
                     o.redop.name()
@@ -435,8 +444,30 @@ fn gather_traces(comm: &mut Communicator) -> anyhow::Result<Vec<serde_json::Valu
         .collect()
 }
 
-/// `--ranks N`: start N rank processes on 127.0.0.1 joined through a root store.
-fn launch_local(n: usize) -> anyhow::Result<ExitCode> {
+/// The CPUs this process may run on, in order.
+fn allowed_cpus() -> Vec<usize> {
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Binds this process (its calling thread, and every thread started after) to `cpu`.
+fn bind_to_cpu(cpu: usize) -> anyhow::Result<()> {
+    if cpu >= rustix::thread::CpuSet::MAX_CPU {
+        bail!("--bind-cpu {cpu}: no such CPU");
+    }
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set)
+        .with_context(|| format!("--bind-cpu {cpu}: sched_setaffinity"))
+}
+
+/// `--ranks N`: start N rank processes on 127.0.0.1 joined through a root store. With
+/// `bind`, and no more ranks than CPUs, rank i is bound to the i-th allowed CPU.
+fn launch_local(n: usize, bind: bool) -> anyhow::Result<ExitCode> {
     if n == 0 || n > 64 {
         bail!("--ranks {n}: use 1..=64");
     }
@@ -462,6 +493,8 @@ fn launch_local(n: usize) -> anyhow::Result<ExitCode> {
             i += 1;
         }
     }
+    let cpus = allowed_cpus();
+    let bind = bind && n <= cpus.len();
     let mut children = Vec::new();
     for r in 0..n {
         let mut cmd = Command::new(&exe);
@@ -475,6 +508,9 @@ fn launch_local(n: usize) -> anyhow::Result<ExitCode> {
                 &root.to_string(),
             ])
             .env(KEY_ENV, hex(&key));
+        if let Some(cpu) = cpus.get(r).filter(|_| bind) {
+            cmd.args(["--bind-cpu", &cpu.to_string()]);
+        }
         if r != 0 {
             cmd.stdout(std::process::Stdio::null());
         }

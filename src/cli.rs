@@ -166,6 +166,15 @@ pub struct BenchArgs {
     /// Root rank for broadcast and reduce.
     #[arg(short = 'r', long = "root-rank", default_value_t = 0)]
     pub root_rank: usize,
+    /// With --ranks: `core` binds rank i to the i-th CPU this process may use when there
+    /// are no more ranks than CPUs (mpirun's default for 2 ranks; two ranks left to share
+    /// a core run at about half speed), `none` leaves placement to the scheduler.
+    #[arg(long = "bind-to", default_value = "core", value_parser = ["core", "none"])]
+    pub bind_to: String,
+    /// Set by --ranks for each rank it starts: the CPU this rank binds itself to before it
+    /// starts any thread.
+    #[arg(long = "bind-cpu", hide = true)]
+    pub bind_cpu: Option<usize>,
     /// Connections per peer (default: 4).
     #[arg(long)]
     pub channels: Option<usize>,

@@ -199,6 +199,71 @@ fn plot_as_png() {
     );
 }
 
+/// `--ranks` binds each rank to its own CPU when there are enough (as mpirun does for two
+/// ranks), and rank 0 reports the binding it reads back from the kernel; `--bind-to none`
+/// and more ranks than CPUs leave placement to the scheduler.
+#[test]
+fn ranks_are_bound_to_cpus_when_there_are_enough() {
+    let header = |ranks: &str, extra: &[&str]| {
+        let out = bench()
+            .args([
+                "bench",
+                "all_reduce",
+                "--ranks",
+                ranks,
+                "-b",
+                "8",
+                "-e",
+                "8",
+            ])
+            .args(["-n", "5", "-w", "1"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let first = stdout.lines().next().unwrap_or_default().to_string();
+        assert!(
+            first.starts_with("# hcclwatch bench all_reduce"),
+            "{stdout}"
+        );
+        first
+    };
+    // The CPUs this test may use, as the launcher sees them (its affinity mask).
+    let allowed = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|l| {
+            l.trim()
+                .split(',')
+                .map(|r| match r.split_once('-') {
+                    Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+                    None => 1,
+                })
+                .sum::<usize>()
+        })
+        .unwrap();
+    let bound = header("2", &[]);
+    if allowed >= 2 {
+        assert!(bound.contains("(rank 0 bound to CPU "), "{bound}");
+    } else {
+        assert!(!bound.contains("bound"), "one CPU, two ranks: {bound}");
+    }
+    let free = header("2", &["--bind-to", "none"]);
+    assert!(!free.contains("bound"), "{free}");
+    let over = header(&(allowed + 1).to_string(), &[]);
+    assert!(
+        !over.contains("bound"),
+        "{} ranks on {allowed} CPUs: {over}",
+        allowed + 1
+    );
+}
+
 #[test]
 fn bad_flags_are_clear_errors() {
     let out = bench()
@@ -233,6 +298,12 @@ fn bad_flags_are_clear_errors() {
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("not implemented by hcclwatch's TCP engine")
     );
+    let out = bench()
+        .args(["bench", "all_reduce", "--ranks", "2", "--bind-to", "socket"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--bind-to"));
 }
 
 #[test]
