@@ -198,15 +198,19 @@ fn every_transfer_path_all_reduce() {
     // Every way a collective's transfer can travel: parts of ~1 MiB are striped over the
     // channels, parts of ~6 MiB are cut into 4 MiB segments, each striped; with the
     // default socket buffers both are sent inline, with 64 KiB buffers (an inline limit of
-    // 128 KiB) from helper threads. Point-to-point segments above 2 MiB go on one channel:
+    // 128 KiB) from helper threads. Parts just below and at 512 KiB take one and two
+    // channels. Point-to-point segments above 2 MiB go on one channel:
     // a 6 MiB send and receive covers that, inline and threaded. Slicing is off here, or
     // the all-reduce would never move a part above the slice size.
     let small = Some(64 << 10);
     let paths = [
-        // Parts of 32 769 and 32 768 floats: one transfer just above the 128 KiB
-        // single-frame limit, its neighbours at it, so ranks that both send and receive
-        // small messages meet one whose other transfer is large.
+        // Parts of 32 769 and 32 768 floats, just above and at 128 KiB, the single-frame
+        // limit when peers were found to disagree on a layout: ranks that both send and
+        // receive small messages meet one whose other transfer is large.
         (None, 3 * 32_768 + 1, 3),
+        // Parts of 131 072, 131 072 and 131 071 floats: two transfers of 512 KiB (two
+        // stripes) and one 4 bytes short of it (one), the next lane-count boundary.
+        (None, 3 * 131_071 + 2, 3),
         (None, 500_001, 2),
         (None, 3_000_001, 2),
         (None, 3_000_001, 3),
