@@ -25,9 +25,9 @@ use self::frame::{ABORT_MAX, HEADER_LEN, Header, Kind};
 use super::dtype::{DataType, ReduceOp, reduce_apart, reduce_into};
 use super::error::{CollError, CollResult, HcclCode};
 
-/// The least a transfer sends without a helper thread, whatever the socket buffers (the
-/// inline limit is half the send buffer, at least this).
-pub const INLINE_MAX: usize = 128 * 1024;
+/// The floor of the inline limit: a transfer up to half the send buffer, and up to this
+/// much whatever the socket buffers, is sent without a helper thread.
+pub const INLINE_FLOOR: usize = 128 * 1024;
 
 /// Every stripe of a striped transfer carries at least this much, so a transfer is
 /// striped over ⌊len / STRIPE_MIN⌋ channels (at least one, at most all): below 512 KiB it
@@ -368,7 +368,7 @@ impl Mesh {
             .map(|s: &TcpStream| s)
             .filter_map(|s| socket2::SockRef::from(s).send_buffer_size().ok())
             .min()
-            .map_or(INLINE_MAX, |b| (b / 2).clamp(INLINE_MAX, 4 << 20));
+            .map_or(INLINE_FLOOR, |b| (b / 2).clamp(INLINE_FLOOR, 4 << 20));
         Ok(Mesh {
             inline_max,
             rank,
