@@ -11,6 +11,18 @@ fn bench() -> Command {
     Command::new(env!("CARGO_BIN_EXE_hcclwatch"))
 }
 
+/// Runs `cmd` to the end and returns its output; the test fails with the command's
+/// stderr unless it succeeded.
+fn succeed(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// Parses the table's data rows: (size, count, type, redop, root, time, algbw, busbw, wrong).
 fn rows(table: &str) -> Vec<Vec<String>> {
     table
@@ -78,34 +90,29 @@ fn json_rows_and_artifacts() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.json");
     let plot = dir.path().join("busbw.svg");
-    let out = bench()
-        .args([
-            "bench",
-            "all_reduce",
-            "--ranks",
-            "2",
-            "-b",
-            "1K",
-            "-e",
-            "64K",
-            "-f",
-            "4",
-            "-n",
-            "2",
-            "-w",
-            "0",
-            "--json",
-        ])
-        .arg("--timeline")
-        .arg(&trace)
-        .arg("--plot")
-        .arg(&plot)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeed(
+        bench()
+            .args([
+                "bench",
+                "all_reduce",
+                "--ranks",
+                "2",
+                "-b",
+                "1K",
+                "-e",
+                "64K",
+                "-f",
+                "4",
+                "-n",
+                "2",
+                "-w",
+                "0",
+                "--json",
+            ])
+            .arg("--timeline")
+            .arg(&trace)
+            .arg("--plot")
+            .arg(&plot),
     );
     let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -157,31 +164,26 @@ fn json_rows_and_artifacts() {
 fn plot_as_png() {
     let dir = tempfile::tempdir().unwrap();
     let plot = dir.path().join("busbw.png");
-    let out = bench()
-        .args([
-            "bench",
-            "all_reduce",
-            "--ranks",
-            "2",
-            "-b",
-            "1K",
-            "-e",
-            "256K",
-            "-f",
-            "4",
-            "-n",
-            "2",
-            "-w",
-            "0",
-        ])
-        .arg("--plot")
-        .arg(&plot)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        bench()
+            .args([
+                "bench",
+                "all_reduce",
+                "--ranks",
+                "2",
+                "-b",
+                "1K",
+                "-e",
+                "256K",
+                "-f",
+                "4",
+                "-n",
+                "2",
+                "-w",
+                "0",
+            ])
+            .arg("--plot")
+            .arg(&plot),
     );
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&plot).unwrap()));
     let mut reader = decoder.read_info().unwrap();
@@ -205,25 +207,20 @@ fn plot_as_png() {
 #[test]
 fn ranks_are_bound_to_cpus_when_there_are_enough() {
     let header = |ranks: &str, extra: &[&str]| {
-        let out = bench()
-            .args([
-                "bench",
-                "all_reduce",
-                "--ranks",
-                ranks,
-                "-b",
-                "8",
-                "-e",
-                "8",
-            ])
-            .args(["-n", "5", "-w", "1"])
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = succeed(
+            bench()
+                .args([
+                    "bench",
+                    "all_reduce",
+                    "--ranks",
+                    ranks,
+                    "-b",
+                    "8",
+                    "-e",
+                    "8",
+                ])
+                .args(["-n", "5", "-w", "1"])
+                .args(extra),
         );
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let first = stdout.lines().next().unwrap_or_default().to_string();
@@ -543,30 +540,22 @@ fn ranks_from_the_static_peer_list_of_a_config_file() {
 #[test]
 fn bind_device_pins_connections_to_an_interface() {
     // Binding to the loopback interface works for loopback peers ...
-    let out = bench()
-        .args([
-            "bench",
-            "p2p",
-            "--ranks",
-            "2",
-            "-b",
-            "1M",
-            "-e",
-            "1M",
-            "-n",
-            "2",
-            "-w",
-            "0",
-            "--bind-device",
-            "lo",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeed(bench().args([
+        "bench",
+        "p2p",
+        "--ranks",
+        "2",
+        "-b",
+        "1M",
+        "-e",
+        "1M",
+        "-n",
+        "2",
+        "-w",
+        "0",
+        "--bind-device",
+        "lo",
+    ]));
     // ... and a missing interface is a clear connect error, not a hang.
     let out = bench()
         .args([
