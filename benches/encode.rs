@@ -9,11 +9,13 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use hcclwatch::export::metrics::{BuildInfo, Format, encode, registry};
+use hcclwatch::export::prometheus::{Format, encode, registry};
+use hcclwatch::snapshot::Store;
+use hcclwatch::snapshot::host::HostSnapshot;
+use hcclwatch::snapshot::npu::{Ddr, Hccs, NpuSnapshot};
+use hcclwatch::snapshot::status::{BuildInfo, CollectorStatus};
 use hcclwatch::telemetry::host::HostSource;
-use hcclwatch::telemetry::model::{Ddr, Hccs};
 use hcclwatch::telemetry::sim::SimSource;
-use hcclwatch::telemetry::store::{CollectorStatus, HostPart, NpuPart, Store};
 use hcclwatch::telemetry::{DeviceSource, Group, NpuState, SourceStats};
 
 fn populated_store() -> Arc<Store> {
@@ -67,7 +69,7 @@ fn populated_store() -> Arc<Store> {
         .unsupported
         .insert(("dcmi_get_device_memory_info_v3".into(), "not_supported"));
     let store = Arc::new(Store::new(true, true));
-    store.publish_npu(NpuPart {
+    store.publish_npu(NpuSnapshot {
         backend: Some("dcmi"),
         backend_up: true,
         state,
@@ -76,7 +78,7 @@ fn populated_store() -> Arc<Store> {
     });
     let mut host = HostSource::new();
     let _ = host.collect();
-    store.publish_host(HostPart {
+    store.publish_host(HostSnapshot {
         readings: host.collect(),
         collector: Some(CollectorStatus {
             name: "host".into(),

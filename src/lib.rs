@@ -1,16 +1,26 @@
 //! hcclwatch: a fleet health monitor for Ascend NPU training clusters.
 //!
 //! A daemon on every node reads NPU telemetry from DCMI and host telemetry from the OS,
-//! and exports both to Prometheus. The crate is organised by role, and data flows one way:
+//! probes the network between nodes with an embedded HCCL-compatible collective engine,
+//! decides which node or link is bad, and exports all of it to Prometheus and OTLP. Data
+//! flows one way, sources → typed snapshot → verdicts → export and actions:
 //!
 //! - [`config`]: the TOML file, environment overrides and validation;
+//! - [`snapshot`]: plain typed data between sources and readers (depends on nothing);
 //! - [`telemetry`]: device sources (DCMI, simulator) and the host collector, run by
-//!   poller threads into a shared [`telemetry::store::Store`];
-//! - [`export`]: renders the store for `/metrics` and serves HTTP;
-//! - [`app`]: wiring and lifecycle;
+//!   poller threads into the shared [`snapshot::Store`];
+//! - [`collective`]: the HCCL-compatible collective engine (a library on its own);
+//! - [`health`]: the verdict engine (pure, no I/O);
+//! - [`probe`]: probe rounds over the engine, feeding the health engine;
+//! - [`simulate`]: the fleet simulator that judges the health engine's thresholds;
+//! - [`export`]: Prometheus collectors, OTLP, the state API and the HTTP server;
+//! - [`remediate`]: the guarded Alertmanager receiver that cordons nodes;
+//! - [`bench`]: `hcclwatch bench`, the engine's benchmark;
+//! - [`app`]: the composition root; [`shutdown`]: the shared shutdown signal;
 //! - [`logging`]: logfmt/JSON structured logs.
 //!
 //! All FFI lives in `telemetry::dcmi::ffi`; the rest of the crate denies `unsafe`.
+//! `tests/layering.rs` checks the allowed imports between these modules.
 
 #![deny(unsafe_code)]
 
@@ -23,4 +33,7 @@ pub mod health;
 pub mod logging;
 pub mod probe;
 pub mod remediate;
+pub mod shutdown;
+pub mod simulate;
+pub mod snapshot;
 pub mod telemetry;

@@ -61,10 +61,21 @@ fn rule_list(rules: &Value) -> Vec<Value> {
         .collect()
 }
 
-/// Metric names the daemon can export, read from the encoder's source: gauges as named,
-/// counters with `_total`, histograms with their series suffixes.
+/// Metric names the daemon can export, read from the collectors' sources
+/// (`src/export/prometheus/`): gauges as named, counters with `_total`, histograms with
+/// their series suffixes.
 fn exported_names() -> BTreeSet<String> {
-    let src = read("src/export/metrics.rs");
+    let dir = repo().join("src/export/prometheus");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .collect();
+    files.sort();
+    let src: String = files
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
     let mut names = BTreeSet::new();
     for (i, _) in src.match_indices("\"hcclwatch_") {
         let rest = &src[i + 1..];

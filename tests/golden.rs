@@ -123,10 +123,7 @@ fn scenario_golden(file: &str, scenario: &str) {
 
 #[test]
 fn example_scenario_exposition_is_unchanged() {
-    scenario_golden(
-        "example",
-        include_str!("fake-dcmi/scenarios/example.json"),
-    );
+    scenario_golden("example", include_str!("fake-dcmi/scenarios/example.json"));
 }
 
 #[test]
@@ -173,7 +170,10 @@ fn probing_families_keep_their_names_labels_and_order() {
             let name = l
                 .strip_prefix("# HELP ")
                 .or_else(|| l.strip_prefix("# TYPE "))
-                .map_or_else(|| family_of(split_sample(l).0), |r| r.split(' ').next().unwrap_or(""));
+                .map_or_else(
+                    || family_of(split_sample(l).0),
+                    |r| r.split(' ').next().unwrap_or(""),
+                );
             PROBE_FAMILIES.iter().any(|p| name.starts_with(p))
         })
         .map(|l| format!("{l}\n"))

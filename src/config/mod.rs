@@ -7,7 +7,9 @@
 //! `PATH:LINE: key.path: reason`. That is what an SRE editing a ConfigMap needs: one run
 //! of `hcclwatch check-config` shows all of it.
 
+pub mod diff;
 pub mod duration;
+pub mod overrides;
 pub mod schema;
 
 use std::collections::HashMap;
@@ -198,46 +200,22 @@ pub struct HealthSection {
 }
 
 impl Default for HealthSection {
+    /// The shipped thresholds. They are the health engine's defaults too
+    /// (`probe::settings` tests that the two agree).
     fn default() -> Self {
-        HealthSection::from(&crate::health::HealthConfig::default())
-    }
-}
-
-impl From<&crate::health::HealthConfig> for HealthSection {
-    fn from(h: &crate::health::HealthConfig) -> Self {
         Self {
-            window: h.window as u32,
-            delta: h.delta,
-            z: h.z,
-            mad_floor: h.mad_floor,
-            confirm_peers: h.confirm_peers as u32,
-            confirm_rounds: h.confirm_rounds as u32,
-            confirm_hold: h.confirm_hold as u32,
-            exit_rounds: h.exit_rounds as u32,
-            probation_rounds: h.probation_rounds as u32,
-            fabric_ratio: h.fabric_ratio,
-            fabric_rounds: h.fabric_rounds as u32,
-            link_observations: h.link_observations as u32,
-        }
-    }
-}
-
-impl HealthSection {
-    /// The engine configuration.
-    pub fn engine(&self) -> crate::health::HealthConfig {
-        crate::health::HealthConfig {
-            window: self.window as usize,
-            delta: self.delta,
-            z: self.z,
-            mad_floor: self.mad_floor,
-            confirm_peers: self.confirm_peers as usize,
-            confirm_rounds: self.confirm_rounds as usize,
-            confirm_hold: self.confirm_hold as usize,
-            exit_rounds: self.exit_rounds as usize,
-            probation_rounds: self.probation_rounds as usize,
-            fabric_ratio: self.fabric_ratio,
-            fabric_rounds: self.fabric_rounds as usize,
-            link_observations: self.link_observations as usize,
+            window: 10,
+            delta: 0.08,
+            z: 3.0,
+            mad_floor: 0.01,
+            confirm_peers: 3,
+            confirm_rounds: 2,
+            confirm_hold: 5,
+            exit_rounds: 60,
+            probation_rounds: 240,
+            fabric_ratio: 1.0 / 0.9,
+            fabric_rounds: 3,
+            link_observations: 2,
         }
     }
 }
@@ -850,6 +828,18 @@ impl Config {
     /// relations between keys. Returns `(key.path, reason)` pairs.
     pub fn validate(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
+        self.web_problems(&mut out);
+        self.membership_problems(&mut out);
+        self.health_problems(&mut out);
+        self.otlp_problems(&mut out);
+        self.group_problems(&mut out);
+        self.engine_problems(&mut out);
+        self.telemetry_problems(&mut out);
+        out
+    }
+
+    /// `[web]`: the listen address and the metrics path.
+    fn web_problems(&self, out: &mut Vec<(String, String)>) {
         if let Err(e) = parse_listen_address(&self.web.listen_address) {
             out.push(("web.listen_address".into(), e));
         }
@@ -873,6 +863,10 @@ impl Config {
                 format!("{p:?} may only contain letters, digits, '/', '_', '.' and '-'"),
             ));
         }
+    }
+
+    /// Where the members come from, and what probing needs of them.
+    fn membership_problems(&self, out: &mut Vec<(String, String)>) {
         let c = &self.collective;
         if !c.peers_dns.is_empty() {
             match c.peers_dns.rsplit_once(':') {
@@ -915,6 +909,10 @@ impl Config {
                 "probing needs collective.key_file (the peers authenticate with it)".into(),
             ));
         }
+    }
+
+    /// `[health]` thresholds that contradict each other.
+    fn health_problems(&self, out: &mut Vec<(String, String)>) {
         if self.health.fabric_rounds > self.health.window {
             out.push((
                 "health.fabric_rounds".into(),
@@ -924,6 +922,10 @@ impl Config {
                 ),
             ));
         }
+    }
+
+    /// `[otlp]`: the endpoint and headers.
+    fn otlp_problems(&self, out: &mut Vec<(String, String)>) {
         let o = &self.otlp;
         let http = o.endpoint.starts_with("http://") || o.endpoint.starts_with("https://");
         if !(o.endpoint.is_empty() || http) {
@@ -943,6 +945,11 @@ impl Config {
                 ));
             }
         }
+    }
+
+    /// Per-member lists (topology, names) against the member list, and the rank.
+    fn group_problems(&self, out: &mut Vec<(String, String)>) {
+        let c = &self.collective;
         if !c.peer_topology.is_empty() && c.peer_topology.len() != c.peers.len() {
             out.push((
                 "collective.peer_topology".into(),
@@ -986,6 +993,11 @@ impl Config {
                 ),
             ));
         }
+    }
+
+    /// The engine's traffic class and algorithm override.
+    fn engine_problems(&self, out: &mut Vec<(String, String)>) {
+        let c = &self.collective;
         if c.traffic_class >= 0 && c.traffic_class % 4 != 0 {
             out.push((
                 "collective.traffic_class".into(),
@@ -1000,6 +1012,10 @@ impl Config {
         {
             out.push(("collective.algo".into(), e));
         }
+    }
+
+    /// `[telemetry]`: the DCMI library path.
+    fn telemetry_problems(&self, out: &mut Vec<(String, String)>) {
         if let Some(lib) = &self.telemetry.dcmi_library
             && lib.as_os_str().is_empty()
         {
@@ -1008,7 +1024,6 @@ impl Config {
                 "empty path; remove the key to search the standard locations".into(),
             ));
         }
-        out
     }
 }
 
@@ -1299,12 +1314,8 @@ helth = \"5s\"
     #[test]
     fn health_section() {
         let cfg = load_str("[health]\nwindow = 20\ndelta = 0.1\nz = 4\n", None, &[]).unwrap();
-        let e = cfg.health.engine();
+        let e = &cfg.health;
         assert_eq!((e.window, e.delta, e.z), (20, 0.1, 4.0));
-        assert_eq!(
-            Config::default().health.engine(),
-            crate::health::HealthConfig::default()
-        );
         let p = problems(
             "[health]\ndelta = \"big\"\nz = 100.0\nwindow = 5\nfabric_rounds = 6\n",
             &[],

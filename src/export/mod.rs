@@ -1,7 +1,9 @@
-//! Everything that leaves the process: the Prometheus exposition and its HTTP server.
+//! Everything that leaves the process: the Prometheus exposition, OTLP, the JSON state API
+//! and the HTTP server that serves them.
 //!
-//! Exporters read the [`crate::telemetry::store::Store`]; they never trigger a collection.
+//! Exporters read the [`crate::snapshot::Store`]; they never trigger a collection.
 
-pub mod metrics;
 pub mod otlp;
+pub mod prometheus;
 pub mod server;
+pub mod state;

@@ -1,4 +1,4 @@
-//! The HTTP endpoints: metrics, liveness, readiness and an index page.
+//! The HTTP endpoints: metrics, liveness, readiness, the state API and an index page.
 //!
 //! Handlers only encode what the store already holds, so every request answers in the
 //! time it takes to format a few kilobytes, whatever the devices are doing.
@@ -13,8 +13,10 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use prometheus_client::registry::Registry;
 
-use super::metrics::{self, BuildInfo, Format};
-use crate::telemetry::store::Store;
+use super::prometheus::{self, Format};
+use super::state;
+use crate::snapshot::Store;
+use crate::snapshot::status::BuildInfo;
 
 #[derive(Clone)]
 struct AppState {
@@ -26,9 +28,9 @@ struct AppState {
 /// Builds the router for `telemetry_path`.
 pub fn router(store: Arc<Store>, build: BuildInfo, telemetry_path: &str) -> Router {
     let state = AppState {
-        registry: Arc::new(metrics::registry(store.clone(), build.clone())),
+        registry: Arc::new(prometheus::registry(store.clone(), build.clone())),
         store,
-        index: Arc::new(metrics::index_page(telemetry_path, &build)),
+        index: Arc::new(prometheus::index_page(telemetry_path, &build)),
     };
     Router::new()
         .route(telemetry_path, get(metrics_handler))
@@ -39,9 +41,11 @@ pub fn router(store: Arc<Store>, build: BuildInfo, telemetry_path: &str) -> Rout
         .with_state(state)
 }
 
-async fn metrics_handler(State(s): State<AppState>, headers: HeaderMap) -> Response {
+/// Encodes `registry` in the format the request's `Accept` header asks for: the one
+/// `/metrics` answer, shared by the daemon and the remediation receiver.
+pub fn metrics_response(registry: &Registry, headers: &HeaderMap) -> Response {
     let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
-    match metrics::encode(&s.registry, format) {
+    match prometheus::encode(registry, format) {
         Ok(body) => ([(header::CONTENT_TYPE, format.content_type())], body).into_response(),
         Err(_) => (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -49,6 +53,10 @@ async fn metrics_handler(State(s): State<AppState>, headers: HeaderMap) -> Respo
         )
             .into_response(),
     }
+}
+
+async fn metrics_handler(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    metrics_response(&s.registry, &headers)
 }
 
 async fn ready_handler(State(s): State<AppState>) -> Response {
@@ -63,43 +71,18 @@ async fn ready_handler(State(s): State<AppState>) -> Response {
     }
 }
 
+fn json<T: serde::Serialize>(code: StatusCode, body: &T) -> Response {
+    match serde_json::to_string(body) {
+        Ok(text) => (code, [(header::CONTENT_TYPE, "application/json")], text).into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "error encoding state\n").into_response(),
+    }
+}
+
 async fn state_handler(State(s): State<AppState>) -> Response {
-    let Some(p) = s.store.probe() else {
-        let body = serde_json::json!({"error": "probing is not enabled (probe.enabled = false)"});
-        return (
-            StatusCode::NOT_FOUND,
-            [(header::CONTENT_TYPE, "application/json")],
-            body.to_string(),
-        )
-            .into_response();
-    };
-    let node = |i: usize| p.nodes.get(i).cloned().unwrap_or_else(|| i.to_string());
-    let body = serde_json::json!({
-        "active": p.active,
-        "last_error": p.last_error,
-        "rounds": {"ok": p.rounds_ok, "failed": p.rounds_failed},
-        "fabric_degraded": p.fabric_degraded,
-        "link_degraded": p.link_degraded.iter().map(|(a, b)| serde_json::json!({"src": node(*a), "dst": node(*b)})).collect::<Vec<_>>(),
-        "membership": {"group_members": p.members, "stale": p.membership_stale},
-        "members": p.nodes.iter().enumerate().map(|(i, n)| serde_json::json!({
-            "node": n,
-            "up": p.peer_up.get(i).copied().unwrap_or(false),
-            "state": p.states.get(i).map(|s| s.as_str()),
-            "score": p.scores.get(i).filter(|v| v.is_finite()),
-            "arrival_lag_seconds": p.arrival_lag.get(i).filter(|v| v.is_finite()),
-        })).collect::<Vec<_>>(),
-        "matrix": p.links.iter().map(|(a, b, v)| serde_json::json!({"src": node(*a), "dst": node(*b), "bytes_per_second": v})).collect::<Vec<_>>(),
-        "transitions": p.transitions.iter().map(|t| serde_json::json!({
-            "round": t.round, "node": node(t.node), "from": t.from.as_str(), "to": t.to.as_str(),
-            "reason": t.reason,
-            "evidence": t.evidence.iter().map(|(k, v)| serde_json::json!({"what": k, "value": v})).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-    });
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    match s.store.probe() {
+        Some(p) => json(StatusCode::OK, &state::State::from(p.as_ref())),
+        None => json(StatusCode::NOT_FOUND, &state::NotEnabled::PROBING_OFF),
+    }
 }
 
 async fn index_handler(State(s): State<AppState>) -> Html<String> {

@@ -20,6 +20,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use crate::snapshot::probe::{NodeState, Transition};
+
 /// Thresholds; defaults chosen with `hcclwatch simulate` (see the README).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HealthConfig {
@@ -98,62 +100,6 @@ pub struct RoundInput {
     /// Nodes outside this round's group (removed after a timeout): their state and
     /// history are kept, frozen, until they return.
     pub absent: Vec<usize>,
-}
-
-/// A node's state.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
-pub enum NodeState {
-    /// Nothing wrong.
-    Healthy,
-    /// Slow in the window; awaiting confirmation.
-    Suspect,
-    /// Confirmed slow against known-good peers.
-    Confirmed,
-    /// Take it out of scheduling.
-    QuarantineRecommended,
-    /// Back within bounds after a quarantine; watched with halved thresholds.
-    Probation,
-}
-
-impl NodeState {
-    /// Every state, in order.
-    pub const ALL: [NodeState; 5] = [
-        NodeState::Healthy,
-        NodeState::Suspect,
-        NodeState::Confirmed,
-        NodeState::QuarantineRecommended,
-        NodeState::Probation,
-    ];
-
-    /// Label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NodeState::Healthy => "healthy",
-            NodeState::Suspect => "suspect",
-            NodeState::Confirmed => "confirmed",
-            NodeState::QuarantineRecommended => "quarantine_recommended",
-            NodeState::Probation => "probation",
-        }
-    }
-}
-
-/// A recorded state change, with its evidence.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Transition {
-    /// Round of the change.
-    pub round: u64,
-    /// Node.
-    pub node: usize,
-    /// Old state.
-    pub from: NodeState,
-    /// New state.
-    pub to: NodeState,
-    /// Why, in words.
-    pub reason: String,
-    /// The numbers behind it: (what, value).
-    pub evidence: Vec<(String, f64)>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -366,76 +312,12 @@ impl HealthEngine {
     /// Processes one round.
     pub fn step(&mut self, input: &RoundInput) -> RoundOutput {
         self.round += 1;
-        let cfg = self.cfg.clone();
         let mut out = RoundOutput::default();
-        let n = self.nodes.len();
-
-        // Peer-relative scoring against this round's median.
-        let logs: Vec<f64> = input
-            .probes
-            .iter()
-            .filter(|p| p.seconds.is_finite() && p.seconds > 0.0)
-            .map(|p| p.seconds.ln())
-            .collect();
-        let round_median = median(&mut logs.clone());
-        let mut dev: Vec<f64> = logs.iter().map(|l| (l - round_median).abs()).collect();
-        let spread = (1.4826 * median(&mut dev)).max(cfg.mad_floor);
-
-        // Fabric: the round median against a slowly learned baseline.
-        let fabric_slow = match self.baseline {
-            Some(b) if !logs.is_empty() => round_median - b > cfg.fabric_ratio.ln(),
-            _ => false,
-        };
-        if !logs.is_empty() {
-            self.baseline = Some(match self.baseline {
-                None => round_median,
-                Some(b) if !fabric_slow => b + 0.02 * (round_median - b),
-                Some(b) => b,
-            });
-        }
-        self.fabric_hist.push_back(fabric_slow);
-        while self.fabric_hist.len() > cfg.window {
-            self.fabric_hist.pop_front();
-        }
-        let fabric = self.fabric_hist.iter().filter(|x| **x).count() >= cfg.fabric_rounds;
-        out.fabric_degraded = fabric;
-
-        for p in input
-            .probes
-            .iter()
-            .filter(|p| p.seconds.is_finite() && p.seconds > 0.0)
-        {
-            if p.src >= n || p.dst >= n {
-                continue;
-            }
-            let d = p.seconds.ln() - round_median;
-            let z = d / spread;
-            self.nodes[p.src].out_hist.push_back((d, z));
-            self.nodes[p.dst].in_hist.push_back((d, z));
-        }
-        for track in &mut self.nodes {
-            while track.out_hist.len() > cfg.window {
-                track.out_hist.pop_front();
-            }
-            while track.in_hist.len() > cfg.window {
-                track.in_hist.pop_front();
-            }
-        }
-
-        // Confirmation probes: the suspect against known-good peers.
-        let mut confirm: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
-        for p in &input.confirmations {
-            if p.src < n && p.dst < n && p.seconds > 0.0 && p.seconds.is_finite() {
-                let d = p.seconds.ln() - round_median;
-                for node in [p.src, p.dst] {
-                    if self.nodes[node].confirm_pending {
-                        confirm.entry(node).or_default().push(d);
-                    }
-                }
-            }
-        }
-
+        let r = self.score_round(input);
+        out.fabric_degraded = r.fabric;
+        let mut confirm = self.confirmations(input, &r);
         // Hard faults skip the hysteresis.
+        let n = self.nodes.len();
         for (node, reason) in &input.hard_faults {
             if *node < n && self.nodes[*node].state != NodeState::QuarantineRecommended {
                 self.set(
@@ -448,232 +330,349 @@ impl HealthEngine {
             }
         }
         let hard: Vec<usize> = input.hard_faults.iter().map(|(n, _)| *n).collect();
-
-        let entry = (1.0 + cfg.delta).ln();
-        let exit = (1.0 + cfg.delta / 2.0).ln();
         for i in 0..n {
-            // A node is as slow as its slower side: its row (sending) or its column
-            // (receiving) of the matrix.
-            let side = |h: &VecDeque<(f64, f64)>| {
-                let mut ds: Vec<f64> = h.iter().map(|x| x.0).collect();
-                let mut zs: Vec<f64> = h.iter().map(|x| x.1).collect();
-                (median(&mut ds), median(&mut zs), h.len() >= cfg.window)
-            };
-            let (out_d, out_z, out_full) = side(&self.nodes[i].out_hist);
-            let (in_d, in_z, in_full) = side(&self.nodes[i].in_hist);
-            let (score, zmed, full) = if out_d >= in_d {
-                (out_d, out_z, out_full)
-            } else {
-                (in_d, in_z, in_full)
-            };
+            let (score, zmed, full) = self.window_score(i);
             out.scores.push(score);
             if hard.contains(&i) || input.absent.contains(&i) {
                 continue;
             }
-            let state = self.nodes[i].state;
-            let threshold = if state == NodeState::Probation {
-                (1.0 + cfg.delta / 2.0).ln()
-            } else {
-                entry
+            let w = Window {
+                score,
+                zmed,
+                elevated: false,
             };
-            let elevated = full && score > threshold && zmed > cfg.z;
-            if score < exit {
-                self.nodes[i].below += 1;
-            } else {
-                self.nodes[i].below = 0;
-            }
-            if elevated {
-                self.nodes[i].above += 1;
-            }
-            let ev = || {
-                vec![
-                    ("window_median_log_residual".to_string(), score),
-                    ("window_median_z".to_string(), zmed),
-                ]
-            };
-            match state {
-                NodeState::Healthy | NodeState::Probation if elevated => {
-                    self.nodes[i].confirm_pending = true;
-                    self.nodes[i].confirmations = 0;
-                    out.confirm_requests.push(i);
-                    self.set(
-                        i,
-                        NodeState::Suspect,
-                        format!(
-                            "{:.1}% slower than the round median over {} rounds (robust z {zmed:.1})",
-                            (score.exp() - 1.0) * 100.0,
-                            cfg.window
-                        ),
-                        ev(),
-                        &mut out,
-                    );
-                }
-                NodeState::Probation
-                    if self.round - self.nodes[i].since >= cfg.probation_rounds as u64 =>
-                {
-                    self.set(
-                        i,
-                        NodeState::Healthy,
-                        "probation passed".into(),
-                        ev(),
-                        &mut out,
-                    );
-                }
-                NodeState::Suspect => {
-                    if let Some(mut c) = confirm.remove(&i) {
-                        self.nodes[i].confirm_pending = false;
-                        let got = c.len();
-                        // Every re-pairing must reproduce the slowness: one congested
-                        // path must not be enough to condemn a node.
-                        let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
-                        let _ = median(&mut c);
-                        let reproduced = got >= cfg.confirm_peers && cm > entry;
-                        if reproduced {
-                            self.nodes[i].confirmations += 1;
-                        }
-                        if reproduced && self.nodes[i].confirmations < cfg.confirm_rounds {
-                            // Reproduced once: ask again next round before condemning.
-                            self.nodes[i].confirm_pending = true;
-                            out.confirm_requests.push(i);
-                        } else if reproduced {
-                            self.nodes[i].confirmations = 1;
-                            let mut e = ev();
-                            e.push(("confirmation_min_log_residual".into(), cm));
-                            e.push(("confirmation_probes".into(), got as f64));
-                            self.set(
-                                i,
-                                NodeState::Confirmed,
-                                format!(
-                                    "re-paired with {got} known-good peers: still {:.1}% slower",
-                                    (cm.exp() - 1.0) * 100.0
-                                ),
-                                e,
-                                &mut out,
-                            );
-                        } else {
-                            let mut e = ev();
-                            e.push(("confirmation_min_log_residual".into(), cm));
-                            self.set(
-                                i,
-                                NodeState::Healthy,
-                                format!(
-                                    "not reproduced against {got} known-good peers ({:.1}%): transient or path congestion",
-                                    (cm.exp() - 1.0) * 100.0
-                                ),
-                                e,
-                                &mut out,
-                            );
-                        }
-                    } else if self.nodes[i].below >= cfg.exit_rounds {
-                        self.set(
-                            i,
-                            NodeState::Healthy,
-                            "back within bounds".into(),
-                            ev(),
-                            &mut out,
-                        );
-                    } else if elevated {
-                        // Still slow and no confirmation arrived: ask again.
-                        self.nodes[i].confirm_pending = true;
-                        out.confirm_requests.push(i);
-                    }
-                }
-                NodeState::Confirmed => {
-                    if let Some(c) = confirm.remove(&i) {
-                        self.nodes[i].confirm_pending = false;
-                        let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
-                        if fabric {
-                            // A fabric-wide event blocks cordons: stay confirmed and ask
-                            // again once the fabric is back to normal.
-                        } else if c.len() >= cfg.confirm_peers && cm > entry {
-                            self.nodes[i].confirmations += 1;
-                            let mut e = ev();
-                            e.push(("second_confirmation_min_log_residual".into(), cm));
-                            self.set(
-                                i,
-                                NodeState::QuarantineRecommended,
-                                format!(
-                                    "confirmed straggler: still {:.1}% slower after {} rounds and a second re-pairing with {} known-good peers",
-                                    (score.exp() - 1.0) * 100.0,
-                                    cfg.confirm_hold,
-                                    c.len()
-                                ),
-                                e,
-                                &mut out,
-                            );
-                        } else {
-                            let mut e = ev();
-                            e.push(("second_confirmation_min_log_residual".into(), cm));
-                            self.set(
-                                i,
-                                NodeState::Healthy,
-                                "second re-pairing did not reproduce".into(),
-                                e,
-                                &mut out,
-                            );
-                        }
-                    } else if fabric {
-                        // Frozen: a fabric-wide event blocks per-node escalation.
-                    } else if self.nodes[i].above >= cfg.confirm_hold && elevated {
-                        self.nodes[i].confirm_pending = true;
-                        out.confirm_requests.push(i);
-                    } else if self.nodes[i].below >= cfg.exit_rounds {
-                        self.set(
-                            i,
-                            NodeState::Healthy,
-                            "back within bounds".into(),
-                            ev(),
-                            &mut out,
-                        );
-                    }
-                }
-                NodeState::QuarantineRecommended if self.nodes[i].below >= cfg.exit_rounds => {
-                    self.set(
-                        i,
-                        NodeState::Probation,
-                        "back within bounds; probation".into(),
-                        ev(),
-                        &mut out,
-                    );
-                }
-                _ => {}
-            }
+            self.advance(i, w, full, &r, confirm.remove(&i), &mut out);
         }
+        self.judge_links(input, &r, &mut out);
+        out
+    }
 
-        // Links: a pair slow in the regular round is re-measured; a link verdict needs
-        // `link_observations` slow measurements in a row with both ends otherwise normal.
-        for p in input.probes.iter().chain(&input.link_probes) {
-            if p.src >= n || p.dst >= n || !(p.seconds > 0.0 && p.seconds.is_finite()) {
+    /// Scores the round's probes against its median, updates the fabric baseline and each
+    /// node's windows.
+    fn score_round(&mut self, input: &RoundInput) -> RoundStats {
+        let cfg = &self.cfg;
+        let n = self.nodes.len();
+        // Peer-relative scoring against this round's median.
+        let logs: Vec<f64> = input
+            .probes
+            .iter()
+            .filter(|p| valid(p))
+            .map(|p| p.seconds.ln())
+            .collect();
+        let median_log = median(&mut logs.clone());
+        let mut dev: Vec<f64> = logs.iter().map(|l| (l - median_log).abs()).collect();
+        let spread = (1.4826 * median(&mut dev)).max(cfg.mad_floor);
+
+        // Fabric: the round median against a slowly learned baseline.
+        let fabric_slow = match self.baseline {
+            Some(b) if !logs.is_empty() => median_log - b > cfg.fabric_ratio.ln(),
+            _ => false,
+        };
+        if !logs.is_empty() {
+            self.baseline = Some(match self.baseline {
+                None => median_log,
+                Some(b) if !fabric_slow => b + 0.02 * (median_log - b),
+                Some(b) => b,
+            });
+        }
+        self.fabric_hist.push_back(fabric_slow);
+        while self.fabric_hist.len() > cfg.window {
+            self.fabric_hist.pop_front();
+        }
+        let fabric = self.fabric_hist.iter().filter(|x| **x).count() >= cfg.fabric_rounds;
+
+        for p in input.probes.iter().filter(|p| valid(p)) {
+            if p.src >= n || p.dst >= n {
                 continue;
             }
-            let d = p.seconds.ln() - round_median;
-            if d <= entry || d / spread <= cfg.z {
+            let d = p.seconds.ln() - median_log;
+            let z = d / spread;
+            self.nodes[p.src].out_hist.push_back((d, z));
+            self.nodes[p.dst].in_hist.push_back((d, z));
+        }
+        for track in &mut self.nodes {
+            while track.out_hist.len() > cfg.window {
+                track.out_hist.pop_front();
+            }
+            while track.in_hist.len() > cfg.window {
+                track.in_hist.pop_front();
+            }
+        }
+        RoundStats {
+            median_log,
+            spread,
+            fabric,
+            entry: (1.0 + cfg.delta).ln(),
+            exit: (1.0 + cfg.delta / 2.0).ln(),
+        }
+    }
+
+    /// Confirmation probes (the suspect against known-good peers), by the node awaiting
+    /// them: each probe's log residual against the round median.
+    fn confirmations(&self, input: &RoundInput, r: &RoundStats) -> BTreeMap<usize, Vec<f64>> {
+        let n = self.nodes.len();
+        let mut confirm: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+        for p in &input.confirmations {
+            if p.src < n && p.dst < n && valid(p) {
+                let d = p.seconds.ln() - r.median_log;
+                for node in [p.src, p.dst] {
+                    if self.nodes[node].confirm_pending {
+                        confirm.entry(node).or_default().push(d);
+                    }
+                }
+            }
+        }
+        confirm
+    }
+
+    /// A node's window score, robust z and whether the window is full. A node is as slow
+    /// as its slower side: its row (sending) or its column (receiving) of the matrix.
+    fn window_score(&self, i: usize) -> (f64, f64, bool) {
+        let side = |h: &VecDeque<(f64, f64)>| {
+            let mut ds: Vec<f64> = h.iter().map(|x| x.0).collect();
+            let mut zs: Vec<f64> = h.iter().map(|x| x.1).collect();
+            (median(&mut ds), median(&mut zs), h.len() >= self.cfg.window)
+        };
+        let (out_d, out_z, out_full) = side(&self.nodes[i].out_hist);
+        let (in_d, in_z, in_full) = side(&self.nodes[i].in_hist);
+        if out_d >= in_d {
+            (out_d, out_z, out_full)
+        } else {
+            (in_d, in_z, in_full)
+        }
+    }
+
+    /// Moves node `i` through its states by its window and this round's confirmations.
+    fn advance(
+        &mut self,
+        i: usize,
+        mut w: Window,
+        full: bool,
+        r: &RoundStats,
+        confirm: Option<Vec<f64>>,
+        out: &mut RoundOutput,
+    ) {
+        let cfg = self.cfg.clone();
+        let state = self.nodes[i].state;
+        let threshold = if state == NodeState::Probation {
+            (1.0 + cfg.delta / 2.0).ln()
+        } else {
+            r.entry
+        };
+        w.elevated = full && w.score > threshold && w.zmed > cfg.z;
+        if w.score < r.exit {
+            self.nodes[i].below += 1;
+        } else {
+            self.nodes[i].below = 0;
+        }
+        if w.elevated {
+            self.nodes[i].above += 1;
+        }
+        match state {
+            NodeState::Healthy | NodeState::Probation if w.elevated => {
+                self.nodes[i].confirm_pending = true;
+                self.nodes[i].confirmations = 0;
+                out.confirm_requests.push(i);
+                self.set(
+                    i,
+                    NodeState::Suspect,
+                    format!(
+                        "{:.1}% slower than the round median over {} rounds (robust z {:.1})",
+                        (w.score.exp() - 1.0) * 100.0,
+                        cfg.window,
+                        w.zmed
+                    ),
+                    w.evidence(),
+                    out,
+                );
+            }
+            NodeState::Probation
+                if self.round - self.nodes[i].since >= cfg.probation_rounds as u64 =>
+            {
+                self.set(
+                    i,
+                    NodeState::Healthy,
+                    "probation passed".into(),
+                    w.evidence(),
+                    out,
+                );
+            }
+            NodeState::Suspect => self.advance_suspect(i, &w, r, confirm, out),
+            NodeState::Confirmed => self.advance_confirmed(i, &w, r, confirm, out),
+            NodeState::QuarantineRecommended if self.nodes[i].below >= cfg.exit_rounds => {
+                self.set(
+                    i,
+                    NodeState::Probation,
+                    "back within bounds; probation".into(),
+                    w.evidence(),
+                    out,
+                );
+            }
+            _ => {}
+        }
+    }
+
+    /// A suspect is confirmed when every re-pairing reproduces the slowness, in
+    /// `confirm_rounds` consecutive rounds; cleared when one does not, or when it has been
+    /// back within bounds for `exit_rounds`.
+    fn advance_suspect(
+        &mut self,
+        i: usize,
+        w: &Window,
+        r: &RoundStats,
+        confirm: Option<Vec<f64>>,
+        out: &mut RoundOutput,
+    ) {
+        let cfg = self.cfg.clone();
+        let Some(c) = confirm else {
+            if self.nodes[i].below >= cfg.exit_rounds {
+                self.set(
+                    i,
+                    NodeState::Healthy,
+                    "back within bounds".into(),
+                    w.evidence(),
+                    out,
+                );
+            } else if w.elevated {
+                // Still slow and no confirmation arrived: ask again.
+                self.nodes[i].confirm_pending = true;
+                out.confirm_requests.push(i);
+            }
+            return;
+        };
+        self.nodes[i].confirm_pending = false;
+        let got = c.len();
+        // Every re-pairing must reproduce the slowness: one congested path must not be
+        // enough to condemn a node.
+        let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
+        let reproduced = got >= cfg.confirm_peers && cm > r.entry;
+        if reproduced {
+            self.nodes[i].confirmations += 1;
+        }
+        let mut e = w.evidence();
+        e.push(("confirmation_min_log_residual".into(), cm));
+        if reproduced && self.nodes[i].confirmations < cfg.confirm_rounds {
+            // Reproduced once: ask again next round before condemning.
+            self.nodes[i].confirm_pending = true;
+            out.confirm_requests.push(i);
+        } else if reproduced {
+            self.nodes[i].confirmations = 1;
+            e.push(("confirmation_probes".into(), got as f64));
+            self.set(
+                i,
+                NodeState::Confirmed,
+                format!(
+                    "re-paired with {got} known-good peers: still {:.1}% slower",
+                    (cm.exp() - 1.0) * 100.0
+                ),
+                e,
+                out,
+            );
+        } else {
+            self.set(
+                i,
+                NodeState::Healthy,
+                format!(
+                    "not reproduced against {got} known-good peers ({:.1}%): transient or path congestion",
+                    (cm.exp() - 1.0) * 100.0
+                ),
+                e,
+                out,
+            );
+        }
+    }
+
+    /// A confirmed node is recommended for quarantine after `confirm_hold` slow rounds and
+    /// a second re-pairing that reproduces; a fabric-wide event freezes it.
+    fn advance_confirmed(
+        &mut self,
+        i: usize,
+        w: &Window,
+        r: &RoundStats,
+        confirm: Option<Vec<f64>>,
+        out: &mut RoundOutput,
+    ) {
+        let cfg = self.cfg.clone();
+        let Some(c) = confirm else {
+            if r.fabric {
+                // Frozen: a fabric-wide event blocks per-node escalation.
+            } else if self.nodes[i].above >= cfg.confirm_hold && w.elevated {
+                self.nodes[i].confirm_pending = true;
+                out.confirm_requests.push(i);
+            } else if self.nodes[i].below >= cfg.exit_rounds {
+                self.set(
+                    i,
+                    NodeState::Healthy,
+                    "back within bounds".into(),
+                    w.evidence(),
+                    out,
+                );
+            }
+            return;
+        };
+        self.nodes[i].confirm_pending = false;
+        let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
+        if r.fabric {
+            // A fabric-wide event blocks cordons: stay confirmed and ask again once the
+            // fabric is back to normal.
+            return;
+        }
+        let mut e = w.evidence();
+        e.push(("second_confirmation_min_log_residual".into(), cm));
+        if c.len() >= cfg.confirm_peers && cm > r.entry {
+            self.nodes[i].confirmations += 1;
+            self.set(
+                i,
+                NodeState::QuarantineRecommended,
+                format!(
+                    "confirmed straggler: still {:.1}% slower after {} rounds and a second re-pairing with {} known-good peers",
+                    (w.score.exp() - 1.0) * 100.0,
+                    cfg.confirm_hold,
+                    c.len()
+                ),
+                e,
+                out,
+            );
+        } else {
+            self.set(
+                i,
+                NodeState::Healthy,
+                "second re-pairing did not reproduce".into(),
+                e,
+                out,
+            );
+        }
+    }
+
+    /// Links: a pair slow in the regular round is re-measured; a link verdict needs
+    /// `link_observations` slow measurements in a row with both ends otherwise normal.
+    fn judge_links(&mut self, input: &RoundInput, r: &RoundStats, out: &mut RoundOutput) {
+        let n = self.nodes.len();
+        let cfg = &self.cfg;
+        let slow = |p: &Probe| {
+            let d = p.seconds.ln() - r.median_log;
+            (d > r.entry && d / r.spread > cfg.z).then_some(d)
+        };
+        let usable = |p: &&Probe| p.src < n && p.dst < n && valid(p);
+        for p in input.probes.iter().chain(&input.link_probes).filter(usable) {
+            if slow(p).is_none() {
                 self.links.remove(&(p.src, p.dst));
                 self.held.remove(&(p.src, p.dst));
             }
         }
-        for p in &input.link_probes {
-            if p.src >= n || p.dst >= n || !(p.seconds > 0.0 && p.seconds.is_finite()) {
-                continue;
-            }
-            let d = p.seconds.ln() - round_median;
-            if d > entry && d / spread > cfg.z {
-                let obs = self.links.entry((p.src, p.dst)).or_default();
-                obs.push_back(d);
-            }
-        }
-        let scores = out.scores.clone();
-        let mut requests = Vec::new();
-        let mut verdicts = Vec::new();
-        for p in &input.probes {
-            if p.src >= n || p.dst >= n || !(p.seconds > 0.0 && p.seconds.is_finite()) {
-                continue;
-            }
-            let d = p.seconds.ln() - round_median;
-            if d > entry && d / spread > cfg.z && !fabric {
+        for p in input.link_probes.iter().filter(usable) {
+            if let Some(d) = slow(p) {
                 self.links.entry((p.src, p.dst)).or_default().push_back(d);
             }
         }
+        for p in input.probes.iter().filter(usable) {
+            if let Some(d) = slow(p)
+                && !r.fabric
+            {
+                self.links.entry((p.src, p.dst)).or_default().push_back(d);
+            }
+        }
+        let (mut requests, mut verdicts) = (Vec::new(), Vec::new());
         for ((a, b), obs) in self.links.iter_mut() {
             while obs.len() > cfg.link_observations.max(1) {
                 obs.pop_front();
@@ -682,7 +681,7 @@ impl HealthEngine {
                 verdicts.push((*a, *b));
                 continue;
             }
-            if fabric || !healthy_end_pair(*a, *b, &self.nodes, &scores, exit) {
+            if r.fabric || !healthy_end_pair(*a, *b, &self.nodes, &out.scores, r.exit) {
                 continue;
             }
             if obs.len() >= cfg.link_observations {
@@ -694,7 +693,44 @@ impl HealthEngine {
         }
         out.link_verdicts = verdicts;
         out.link_requests = requests;
-        out
+    }
+}
+
+/// A probe with a usable duration.
+fn valid(p: &Probe) -> bool {
+    p.seconds.is_finite() && p.seconds > 0.0
+}
+
+/// What one round's probes say as a whole.
+struct RoundStats {
+    /// Median log duration of the round's permutation probes.
+    median_log: f64,
+    /// Robust spread (1.4826 × MAD) of their logs, floored at `mad_floor`.
+    spread: f64,
+    /// The fabric verdict.
+    fabric: bool,
+    /// ln(1 + delta): the entry threshold.
+    entry: f64,
+    /// ln(1 + delta/2): the exit threshold.
+    exit: f64,
+}
+
+/// A node's window this round.
+struct Window {
+    /// Median log residual of its slower side.
+    score: f64,
+    /// Median robust z of that side.
+    zmed: f64,
+    /// Above the entry threshold (or probation's) with a full window.
+    elevated: bool,
+}
+
+impl Window {
+    fn evidence(&self) -> Vec<(String, f64)> {
+        vec![
+            ("window_median_log_residual".to_string(), self.score),
+            ("window_median_z".to_string(), self.zmed),
+        ]
     }
 }
 

@@ -1,10 +1,9 @@
 //! Verdicts from measurements: which node is a straggler, which link is degraded, whether
 //! the whole fabric is slow. Pure code (no I/O), so the daemon, the simulator and the
-//! tests all run the same engine.
+//! tests all run the same engine. It reads and writes only plain data from
+//! [`crate::snapshot`].
 
 pub mod engine;
-pub mod sim;
 
-pub use engine::{
-    HealthConfig, HealthEngine, NodeState, Probe, RoundInput, RoundOutput, Transition,
-};
+pub use crate::snapshot::probe::{NodeState, Transition};
+pub use engine::{HealthConfig, HealthEngine, Probe, RoundInput, RoundOutput};

@@ -1,7 +1,7 @@
 //! Hard faults read from the NPU telemetry, which skip the engine's hysteresis: card
 //! dropped, health critical, an increase of uncorrectable ECC errors, RoCE network down.
 
-use crate::telemetry::store::Store;
+use crate::snapshot::Store;
 
 /// Hard faults that skip the hysteresis, as a code shared through the round's all-gather
 /// (0: none). Ordered by severity: the first that applies is reported.

@@ -198,16 +198,7 @@ async fn webhook(
 }
 
 async fn metrics_handler(State(s): State<AppState>, headers: HeaderMap) -> Response {
-    use crate::export::metrics::{Format, encode};
-    let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
-    match encode(s.engine.metrics().registry(), format) {
-        Ok(body) => ([(header::CONTENT_TYPE, format.content_type())], body).into_response(),
-        Err(_) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "error encoding metrics\n",
-        )
-            .into_response(),
-    }
+    crate::export::server::metrics_response(s.engine.metrics().registry(), &headers)
 }
 
 async fn ready_handler(State(s): State<AppState>) -> Response {
@@ -280,7 +271,7 @@ pub fn run(cfg: RemediateConfig) -> Result<(), RemediateError> {
             .await
             .map_err(|e| RemediateError::Start(format!("binding {address}: {e}")))?;
         let bound = listener.local_addr().map_err(|e| RemediateError::Start(e.to_string()))?;
-        let shutdown = crate::app::shutdown_signal();
+        let shutdown = crate::shutdown::signal();
         if dry {
             tracing::warn!("DRY RUN: decisions are logged, counted and audited, but no node is changed (set dry_run = false to act)");
         }

@@ -5,33 +5,7 @@
 
 use std::collections::BTreeMap;
 
-/// Per-interface counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct InterfaceCounters {
-    /// Bytes received.
-    pub rx_bytes: u64,
-    /// Bytes sent.
-    pub tx_bytes: u64,
-    /// Receive errors.
-    pub rx_errors: u64,
-    /// Transmit errors.
-    pub tx_errors: u64,
-}
-
-/// One host reading.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostReadings {
-    /// CPU busy ratio over all cores since the previous reading, 0..=1.
-    pub cpu_usage_ratio: Option<f64>,
-    /// Logical CPUs.
-    pub cpus: usize,
-    /// Memory, bytes.
-    pub memory_total_bytes: u64,
-    /// Available memory, bytes.
-    pub memory_available_bytes: u64,
-    /// Counters by interface name.
-    pub interfaces: BTreeMap<String, InterfaceCounters>,
-}
+use crate::snapshot::host::{HostReadings, InterfaceCounters};
 
 /// The host collector.
 pub struct HostSource {

@@ -1,23 +1,20 @@
-//! Device and host telemetry.
+//! Device and host telemetry: the sources of the NPU and host parts of the snapshot.
 //!
 //! A [`DeviceSource`] reads NPUs in *groups* (inventory, health, sensors, …), each on its
 //! own interval, because the readings differ in cost and urgency: health every few
 //! seconds, identity once a minute. A [`poller`] thread owns the source, runs the groups
-//! on schedule and publishes the results to the [`store::Store`]. Scrapes only read the
-//! store, so a slow or hung device can never slow a scrape.
+//! on schedule and publishes the results to the [`crate::snapshot::Store`]. Scrapes only
+//! read the store, so a slow or hung device can never slow a scrape.
 //!
-//! This module knows nothing about the network or about Prometheus.
+//! This module knows nothing about the network, the probe group or Prometheus.
 
 pub mod dcmi;
 pub mod host;
-pub mod model;
 pub mod poller;
+pub mod setup;
 pub mod sim;
-pub mod store;
 
-use std::collections::{BTreeMap, BTreeSet};
-
-pub use model::ChipReadings;
+pub use crate::snapshot::npu::{ChipReadings, NpuState, SourceStats};
 
 /// A group of NPU readings collected together on one interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -60,33 +57,11 @@ impl Group {
     }
 }
 
-/// The NPU state a source updates in place, one group at a time.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct NpuState {
-    /// Driver (DCMI) version.
-    pub driver_version: Option<String>,
-    /// Chips by physical id.
-    pub chips: BTreeMap<u32, ChipReadings>,
-}
-
 /// The result of collecting one group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GroupReport {
     /// Readings that failed (unsupported readings are not failures).
     pub errors: u32,
-}
-
-/// A source's own health counters, exported as `hcclwatch_dcmi_*`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SourceStats {
-    /// Errors by (call, code).
-    pub call_errors: BTreeMap<(String, String), u64>,
-    /// Deadline misses by call.
-    pub timeouts: BTreeMap<String, u64>,
-    /// Unsupported readings as (call, reason).
-    pub unsupported: BTreeSet<(String, &'static str)>,
-    /// Calls currently stuck past their deadline.
-    pub stuck_calls: usize,
 }
 
 /// Something that reads NPUs: DCMI on a real node, the simulator in demos and tests.

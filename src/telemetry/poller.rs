@@ -11,8 +11,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::host::HostSource;
-use super::store::{CollectorStatus, HostPart, NpuPart, Store};
 use super::{DeviceSource, Group, NpuState};
+use crate::snapshot::Store;
+use crate::snapshot::host::HostSnapshot;
+use crate::snapshot::npu::NpuSnapshot;
+use crate::snapshot::status::CollectorStatus;
 
 /// Waits until `due` or shutdown; returns false on shutdown.
 fn wait_until(shutdown: &Receiver<()>, due: Instant) -> bool {
@@ -57,9 +60,9 @@ pub fn spawn_npu(
             let mut due: Vec<(Group, Duration, Instant)> =
                 schedule.iter().map(|(g, i)| (*g, *i, start)).collect();
             let mut state = NpuState::default();
-            let mut part = NpuPart {
+            let mut part = NpuSnapshot {
                 backend: Some(source.name()),
-                ..NpuPart::default()
+                ..NpuSnapshot::default()
             };
             let mut seen: HashSet<Group> = HashSet::new();
             loop {
@@ -120,7 +123,7 @@ pub fn spawn_host(
         .name("hcclwatch-host".into())
         .spawn(move || {
             let mut due = Instant::now();
-            let mut part = HostPart::default();
+            let mut part = HostSnapshot::default();
             loop {
                 if !wait_until(&shutdown, due) {
                     return;

@@ -6,8 +6,10 @@
 //! Values are a deterministic function of (seed, chip, collection count).
 
 use super::dcmi::convert;
-use super::model::{self, ChipAddress, Ecc, Hbm, Identity, PacketCounters, UtilUnit};
 use super::{DeviceSource, Group, GroupReport, NpuState};
+use crate::snapshot::npu::{
+    self as model, ChipAddress, Ecc, Hbm, Identity, PacketCounters, UtilUnit,
+};
 
 /// The simulated backend.
 #[derive(Debug, Clone)]

@@ -27,10 +27,10 @@ use std::time::Duration;
 use self::codes::{Class, UnsupportedReason};
 use self::ffi::{DcmiLib, Raw};
 use self::runner::{RunError, Runner};
-use super::model::{
-    self, ChipAddress, ChipReadings, Ddr, Ecc, Hbm, Identity, PacketCounters, UtilUnit,
-};
 use super::{DeviceSource, Group, GroupReport, NpuState, SourceStats};
+use crate::snapshot::npu::{
+    self as model, ChipAddress, ChipReadings, Ddr, Ecc, Hbm, Identity, PacketCounters, UtilUnit,
+};
 
 /// Directories searched for `libdcmi.so` after `LD_LIBRARY_PATH`, as npu-exporter's image
 /// and DaemonSet lay them out.

@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use super::engine::{HealthConfig, HealthEngine, NodeState, Probe, RoundInput};
+use crate::health::{HealthConfig, HealthEngine, NodeState, Probe, RoundInput};
 
 /// Simulation settings.
 #[derive(Debug, Clone)]

@@ -1,10 +1,13 @@
-//! What a device backend reports, in SI units.
+//! What the NPU sources report, in SI units: per chip identity, readings and faults, plus
+//! the source's own counters.
 //!
 //! Every reading is an `Option`: `None` means "not read this cycle" (the call failed, timed
 //! out or is unsupported), and the exporter omits the series. There is no sentinel value
 //! anywhere in this model, so a made-up number cannot reach `/metrics` by accident.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::status::CollectorStatus;
 
 /// Where a chip sits in DCMI's addressing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -193,6 +196,44 @@ pub struct ChipReadings {
     pub packets: Option<PacketCounters>,
     /// HCCS.
     pub hccs: Hccs,
+}
+
+/// The chips a source knows and the driver version; sources update it in place, one
+/// reading group at a time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NpuState {
+    /// Driver (DCMI) version.
+    pub driver_version: Option<String>,
+    /// Chips by physical id.
+    pub chips: BTreeMap<u32, ChipReadings>,
+}
+
+/// A source's own health counters, exported as `hcclwatch_dcmi_*`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SourceStats {
+    /// Errors by (call, code).
+    pub call_errors: BTreeMap<(String, String), u64>,
+    /// Deadline misses by call.
+    pub timeouts: BTreeMap<String, u64>,
+    /// Unsupported readings as (call, reason).
+    pub unsupported: BTreeSet<(String, &'static str)>,
+    /// Calls currently stuck past their deadline.
+    pub stuck_calls: usize,
+}
+
+/// The NPU part of the snapshot: what the NPU poller last published.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NpuSnapshot {
+    /// Backend name, when an NPU backend is configured.
+    pub backend: Option<&'static str>,
+    /// Backend loaded and initialised.
+    pub backend_up: bool,
+    /// Chips and driver version.
+    pub state: NpuState,
+    /// Per-group collector status, by `collector` label value.
+    pub collectors: BTreeMap<String, CollectorStatus>,
+    /// Source counters.
+    pub stats: SourceStats,
 }
 
 /// `dcmi_rdfx_detect_result` values that npu-exporter treats as healthy: OK (0) and

@@ -1,0 +1,196 @@
+//! The Prometheus exposition: one small collector per domain of the snapshot.
+//!
+//! Each collector ([`status`], [`npu`], [`probe`], [`host`]) reads its part of the
+//! [`Store`] on every scrape and writes families through the [`family::Sink`] vocabulary;
+//! it never calls a device, so a scrape costs only the encoding. The registry encodes them
+//! in that order. Metric names follow the Prometheus naming guide: `hcclwatch_` prefix,
+//! base units in the name, `_total` on counters (added by the encoder), static metadata in
+//! `_info` series, no timestamps, no sentinels: a reading that was not obtained has no
+//! series. The same collectors feed the OTLP bridge ([`crate::export::otlp`]).
+
+pub mod family;
+pub mod host;
+pub mod npu;
+pub mod probe;
+pub mod status;
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::registry::Registry;
+
+use self::family::{Encoder, Render};
+use crate::snapshot::Store;
+use crate::snapshot::status::BuildInfo;
+
+/// Every domain collector over `store`, in exposition order.
+pub fn collectors(store: &Arc<Store>, build: &BuildInfo) -> Vec<Box<dyn Render>> {
+    vec![
+        Box::new(status::StatusCollector::new(store.clone(), build.clone())),
+        Box::new(npu::NpuCollector::new(store.clone())),
+        Box::new(probe::ProbeCollector::new(store.clone())),
+        Box::new(host::HostCollector::new(store.clone())),
+    ]
+}
+
+/// A domain collector registered with prometheus-client.
+#[derive(Debug)]
+struct Registered(Box<dyn Render>);
+
+impl Collector for Registered {
+    fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
+        self.0.render(&mut Encoder::new(&mut enc))
+    }
+}
+
+/// Builds the registry served on `/metrics`.
+pub fn registry(store: Arc<Store>, build: BuildInfo) -> Registry {
+    let mut r = Registry::default();
+    for c in collectors(&store, &build) {
+        r.register_collector(Box::new(Registered(c)));
+    }
+    r
+}
+
+/// Exposition formats `/metrics` can serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// OpenMetrics 1.0.
+    OpenMetrics,
+    /// Prometheus text 0.0.4 (what promtool checks).
+    Text004,
+}
+
+impl Format {
+    /// Picks the format from an `Accept` header: OpenMetrics only when asked for.
+    pub fn negotiate(accept: Option<&str>) -> Self {
+        match accept {
+            Some(a) if a.contains("application/openmetrics-text") => Format::OpenMetrics,
+            _ => Format::Text004,
+        }
+    }
+
+    /// The `Content-Type` of this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Format::Text004 => prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+        }
+    }
+}
+
+/// Encodes the registry in `format`.
+pub fn encode(registry: &Registry, format: Format) -> Result<String, std::fmt::Error> {
+    let mut out = String::with_capacity(64 * 1024);
+    match format {
+        Format::OpenMetrics => prometheus_client::encoding::text::encode(&mut out, registry)?,
+        Format::Text004 => {
+            prometheus_client::encoding::prometheus_text::encode(&mut out, registry)?
+        }
+    }
+    Ok(out)
+}
+
+/// Writes a tiny HTML index with links to the endpoints.
+pub fn index_page(telemetry_path: &str, build: &BuildInfo) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<!doctype html><html><head><title>hcclwatch</title></head><body>\
+         <h1>hcclwatch</h1><p>NPU fleet health monitor, version {} ({}).</p><ul>\
+         <li><a href=\"{p}\">{p}</a>: metrics</li>\
+         <li><a href=\"/-/healthy\">/-/healthy</a>: liveness</li>\
+         <li><a href=\"/-/ready\">/-/ready</a>: readiness (first collection done)</li>\
+         </ul></body></html>",
+        build.version,
+        build.revision,
+        p = telemetry_path
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full_store() -> Arc<Store> {
+        crate::snapshot::fixture::store(2)
+    }
+
+    /// Every family follows the Prometheus naming guide: one prefix, snake_case, `_total`
+    /// exactly on counters, a base unit where the name carries one.
+    #[test]
+    fn metric_names_follow_conventions() {
+        let reg = registry(full_store(), BuildInfo::current());
+        let text = encode(&reg, Format::Text004).unwrap();
+        let mut families = 0;
+        for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+            let mut parts = line.split_whitespace().skip(2);
+            let (name, kind) = (parts.next().unwrap(), parts.next().unwrap());
+            families += 1;
+            assert!(name.starts_with("hcclwatch_"), "{name}");
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{name} is not snake_case"
+            );
+            match kind {
+                "counter" => assert!(name.ends_with("_total"), "counter {name} lacks _total"),
+                "gauge" => assert!(
+                    !name.ends_with("_total") && !name.ends_with("_count"),
+                    "gauge {name} ends like a counter"
+                ),
+                other => panic!("unexpected type {other} for {name}"),
+            }
+            for bad in [
+                "_celsius_",
+                "_percent",
+                "_mb",
+                "_kb",
+                "_milliseconds",
+                "_mhz",
+            ] {
+                assert!(!name.contains(bad), "{name} uses a non-base unit");
+            }
+        }
+        assert!(families >= 40, "only {families} families rendered");
+        // No sample carries a timestamp: every sample line is `series value`.
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let after_labels = line.rsplit_once('}').map_or(line, |(_, rest)| rest);
+            assert_eq!(
+                after_labels.split_whitespace().count(),
+                if line.contains('}') { 1 } else { 2 },
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn format_negotiation() {
+        assert_eq!(Format::negotiate(None), Format::Text004);
+        assert_eq!(
+            Format::negotiate(Some("text/plain;version=0.0.4")),
+            Format::Text004
+        );
+        assert_eq!(
+            Format::negotiate(Some(
+                "application/openmetrics-text;version=1.0.0;q=0.9,*/*;q=0.1"
+            )),
+            Format::OpenMetrics
+        );
+    }
+
+    #[test]
+    fn empty_store_renders_build_info_and_zero_devices() {
+        let reg = registry(Arc::new(Store::new(false, false)), BuildInfo::current());
+        let text = encode(&reg, Format::Text004).unwrap();
+        assert!(text.contains("hcclwatch_build_info{"));
+        assert!(text.contains("hcclwatch_devices 0"));
+        assert!(
+            !text.contains("hcclwatch_npu_"),
+            "no NPU series without NPUs:\n{text}"
+        );
+    }
+}

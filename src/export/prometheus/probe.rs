@@ -1,0 +1,230 @@
+//! Probing families: whether the group runs, its rounds and budget, each member's state,
+//! score and arrival lag, the last round's links, the verdicts, and this node's probe
+//! timings. Link series exist only for the pairs of the current permutation round, so the
+//! label set stays bounded by the group size.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::family::{Labels, Render, Sink, flag};
+use crate::snapshot::Store;
+use crate::snapshot::probe::{NodeState, ProbeSnapshot};
+
+/// Renders the probing part of the snapshot, when probing is configured.
+#[derive(Debug)]
+pub struct ProbeCollector {
+    store: Arc<Store>,
+}
+
+impl ProbeCollector {
+    /// A collector over `store`.
+    pub fn new(store: Arc<Store>) -> Self {
+        Self { store }
+    }
+}
+
+impl Render for ProbeCollector {
+    fn render(&self, f: &mut dyn Sink) -> fmt::Result {
+        let Some(pr) = self.store.probe() else {
+            return Ok(());
+        };
+        group(&pr, f)?;
+        if pr.active || pr.rounds_ok > 0 {
+            verdicts(&pr, f)?;
+            timings(&pr, f)?;
+        }
+        Ok(())
+    }
+}
+
+fn one(v: f64) -> Vec<(Labels, f64)> {
+    vec![(vec![], v)]
+}
+
+fn group(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
+    f.gauge(
+        "hcclwatch_probe_active",
+        "Whether probing runs with a formed group (0: paused, fail-closed; telemetry continues).",
+        one(flag(pr.active)),
+    )?;
+    f.counter(
+        "hcclwatch_probe_rounds",
+        "Probe rounds by result.",
+        vec![
+            (vec![("result", "ok".to_string())], pr.rounds_ok),
+            (vec![("result", "failed".to_string())], pr.rounds_failed),
+        ],
+    )?;
+    f.counter(
+        "hcclwatch_probe_bytes",
+        "Probe payload bytes this node sent.",
+        vec![(vec![], pr.bytes_sent)],
+    )?;
+    f.gauge(
+        "hcclwatch_probe_budget_ratio",
+        "Probe bytes sent in the last hour divided by probe.budget_bytes_per_hour.",
+        pr.budget_ratio.map(|r| (vec![], r)).into_iter().collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_probe_busy_ratio",
+        "Seconds this node spent in probe rounds in the last hour divided by 3600 x probe.budget_busy_ratio.",
+        pr.busy_ratio.map(|r| (vec![], r)).into_iter().collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_probe_budget_limited",
+        "Whether the group runs reduced rounds because a member is over its probe budget.",
+        one(flag(pr.budget_limited)),
+    )?;
+    f.gauge(
+        "hcclwatch_probe_coverage_ratio",
+        "Distinct peers this node exchanged with over the last n-1 rounds, divided by n-1.",
+        one(pr.coverage),
+    )?;
+    f.gauge(
+        "hcclwatch_probe_group_members",
+        "Members of the formed probe group (0 while it is not formed).",
+        one(pr.group_members as f64),
+    )?;
+    f.gauge(
+        "hcclwatch_membership_stale",
+        "Whether the member list could not be refreshed for probe.membership_stale_after (probing stops, fail-closed).",
+        one(flag(pr.membership_stale)),
+    )?;
+    f.gauge(
+        "hcclwatch_peer_up",
+        "Whether the member is in the formed probe group (0: not answering, left out after probe.member_timeout, or probing paused).",
+        pr.members
+            .iter()
+            .map(|m| (vec![("peer", m.name.clone())], flag(m.up)))
+            .collect(),
+    )
+}
+
+fn pair(pr: &ProbeSnapshot, a: usize, b: usize) -> Labels {
+    vec![("src_node", pr.name(a)), ("dst_node", pr.name(b))]
+}
+
+fn verdicts(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
+    f.gauge(
+        "hcclwatch_node_state",
+        "1 for the node's current health state.",
+        pr.members
+            .iter()
+            .flat_map(|m| {
+                NodeState::ALL.iter().map(move |s| {
+                    (
+                        vec![("node", m.name.clone()), ("state", s.as_str().to_string())],
+                        flag(*s == m.state),
+                    )
+                })
+            })
+            .collect(),
+    )?;
+    let node = |name: &str| vec![("node", name.to_string())];
+    f.gauge(
+        "hcclwatch_straggler_score",
+        "Window median of the node's log time residual against its peers (0.08 ≈ 8% slower).",
+        pr.members
+            .iter()
+            .filter_map(|m| m.score.map(|v| (node(&m.name), v)))
+            .collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_rank_arrival_lag_seconds",
+        "How much later than the last arrival's peers the node reached the round's barrier (the straggler waits least).",
+        pr.members
+            .iter()
+            .filter_map(|m| m.arrival_lag.map(|v| (node(&m.name), v)))
+            .collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_link_bandwidth_bytes_per_second",
+        "Exchange bandwidth of the pairs in the current permutation round.",
+        pr.links
+            .iter()
+            .map(|l| (pair(pr, l.src, l.dst), l.bytes_per_second))
+            .collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_fabric_degraded",
+        "Whether the whole probe group is slow against its baseline (blocks quarantine recommendations).",
+        one(flag(pr.fabric_degraded)),
+    )?;
+    f.gauge(
+        "hcclwatch_link_degraded",
+        "Pairs the health engine judged a degraded link (both ends otherwise normal); a link verdict never quarantines a node.",
+        pr.link_degraded
+            .iter()
+            .map(|(a, b)| (pair(pr, *a, *b), 1.0))
+            .collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_quarantine_recommended",
+        "Nodes the health engine recommends taking out of scheduling; reason is straggler or hard_fault (details in /api/v1/state).",
+        pr.members
+            .iter()
+            .filter_map(|m| {
+                m.quarantine.map(|why| {
+                    (
+                        vec![
+                            ("node", m.name.clone()),
+                            ("reason", why.as_str().to_string()),
+                        ],
+                        1.0,
+                    )
+                })
+            })
+            .collect(),
+    )
+}
+
+fn timings(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
+    if let Some(l) = pr.latency {
+        f.gauge(
+            "hcclwatch_probe_latency_seconds",
+            "Duration of the round's small all-reduce (slowest rank).",
+            one(l),
+        )?;
+    }
+    f.histogram(
+        "hcclwatch_link_rtt_seconds",
+        "Latency-sized ping-pong round trips from this node to its permutation peer of the round.",
+        vec![(vec![], &pr.link_rtt)],
+    )?;
+    f.histogram(
+        "hcclwatch_collective_duration_seconds",
+        "Duration of this node's probe collectives.",
+        pr.collective_durations
+            .iter()
+            .map(|d| {
+                (
+                    vec![("op", d.op.clone()), ("size_bytes", d.bytes.to_string())],
+                    &d.seconds,
+                )
+            })
+            .collect(),
+    )?;
+    if let Some(ring) = &pr.ring {
+        let labels = || {
+            vec![
+                ("op", "all_reduce".to_string()),
+                ("algo", ring.algo.clone()),
+                ("size_bytes", ring.bytes.to_string()),
+            ]
+        };
+        f.gauge(
+            "hcclwatch_collective_busbw_bytes_per_second",
+            "Bus bandwidth of the last probe ring all-reduce.",
+            vec![(labels(), ring.busbw)],
+        )?;
+        f.gauge(
+            "hcclwatch_collective_busbw_expected_bytes_per_second",
+            "Bus bandwidth the alpha-beta model predicts for the same all-reduce, from the latency and per-byte costs measured when the probe group formed.",
+            ring.expected_busbw
+                .map(|e| (labels(), e))
+                .into_iter()
+                .collect(),
+        )?;
+    }
+    Ok(())
+}

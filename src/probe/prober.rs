@@ -1,0 +1,618 @@
+//! The prober's state between rounds, and what a round does with it: keep the membership
+//! view, form the group, plan and run the round, feed the health engine, and publish the
+//! [`ProbeSnapshot`].
+//!
+//! Failure is fail-closed: if the group cannot be formed or a round fails, probing stops
+//! (`hcclwatch_probe_active 0`), the daemon keeps exporting telemetry, and the group is
+//! re-formed at the next round.
+
+use std::collections::VecDeque;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::hard_faults::{HardFaults, hard_fault_reason};
+use super::plan::Plan;
+use super::round::{
+    Contribution, RoundResult, confirm_pairs, pair_seconds, permutation_probes, round_trip,
+};
+use super::{ProbeSettings, group, leaver, membership, trace};
+use crate::collective::Communicator;
+use crate::health::{HealthEngine, NodeState, Probe, RoundInput, RoundOutput, Transition};
+use crate::snapshot::Store;
+use crate::snapshot::histogram::Histogram;
+use crate::snapshot::probe::{
+    CollectiveDurations, LinkView, MemberView, ProbeSnapshot, QuarantineReason, RingResult,
+};
+
+/// Link re-measurements per round at most (each is one `link_bytes` exchange).
+const MAX_LINK_REMEASURES: usize = 4;
+
+/// Longest transition log kept for `/api/v1/state`.
+const TRANSITIONS_KEPT: usize = 100;
+
+/// The prober's state between rounds.
+pub struct Prober {
+    pub(super) s: ProbeSettings,
+    listener: Arc<TcpListener>,
+    view: membership::Membership,
+    pub(super) comm: Option<Communicator>,
+    /// Candidate index of each rank of `comm`.
+    group: Vec<usize>,
+    engine: HealthEngine,
+    requests: Vec<usize>,
+    link_requests: Vec<(usize, usize)>,
+    faults: HardFaults,
+    round: u64,
+    limited: bool,
+    pub(super) jitter: u64,
+    /// (end, bytes sent, seconds spent) of each round in the last hour.
+    sent_log: VecDeque<(Instant, u64, f64)>,
+    /// (round, candidate) of the peers this node exchanged with.
+    met: VecDeque<(u64, usize)>,
+    pub(super) part: ProbeSnapshot,
+    /// The membership problem last logged, so that a persisting one is logged once.
+    logged: Option<String>,
+}
+
+impl Prober {
+    pub fn new(s: ProbeSettings, listener: Arc<TcpListener>, now: Instant) -> Self {
+        let view = membership::Membership::new(s.source.clone(), s.member_timeout, now);
+        let n = view.candidates().len();
+        let jitter = 0x9e37_79b9_7f4a_7c15
+            ^ (u64::from(s.listen.port()) << 17)
+            ^ std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+        let mut p = Self {
+            engine: HealthEngine::new(n, s.health.clone()),
+            s,
+            listener,
+            view,
+            comm: None,
+            group: Vec::new(),
+            requests: Vec::new(),
+            link_requests: Vec::new(),
+            faults: HardFaults::default(),
+            round: 0,
+            limited: false,
+            jitter,
+            sent_log: VecDeque::new(),
+            met: VecDeque::new(),
+            part: ProbeSnapshot::default(),
+            logged: None,
+        };
+        p.resize_part();
+        p
+    }
+
+    /// Sizes the per-candidate parts of the export to the current candidates.
+    fn resize_part(&mut self) {
+        let states = self.engine.states();
+        self.part.members = self
+            .view
+            .candidates()
+            .iter()
+            .enumerate()
+            .map(|(i, c)| MemberView {
+                name: c.name.clone(),
+                up: false,
+                state: states.get(i).copied().unwrap_or(NodeState::Healthy),
+                score: None,
+                arrival_lag: None,
+                quarantine: None,
+            })
+            .collect();
+        self.part.links.clear();
+        self.part.link_degraded.clear();
+    }
+
+    /// Pauses probing with `why` (fail closed: telemetry goes on).
+    fn pause(&mut self, why: String, failed_round: bool) {
+        if self.logged.as_deref() != Some(&why) {
+            tracing::warn!(reason = %why, "probing paused; telemetry continues");
+            self.logged = Some(why.clone());
+        }
+        self.part.active = false;
+        self.part.group_members = 0;
+        self.part.members.iter_mut().for_each(|m| m.up = false);
+        self.part.last_error = Some(why);
+        if failed_round {
+            self.part.rounds_failed += 1;
+        }
+        self.comm = None;
+    }
+
+    /// One scheduled round: membership upkeep, forming the group if needed, and the round.
+    pub fn tick(&mut self, store: &Store) {
+        let now = Instant::now();
+        match self
+            .view
+            .refresh(now, membership::system_resolve, membership::is_local)
+        {
+            Ok(membership::Refresh::Unchanged) => {}
+            Ok(membership::Refresh::Changed(map)) => {
+                let addrs: Vec<String> = self
+                    .view
+                    .candidates()
+                    .iter()
+                    .map(|c| c.addr.to_string())
+                    .collect();
+                tracing::info!(candidates = %addrs.join(","), "membership changed; the group re-forms");
+                self.engine.remap(&map, addrs.len());
+                renumber(&mut self.part.transitions, &map);
+                self.requests.clear();
+                self.link_requests.clear();
+                self.met.clear();
+                self.comm = None;
+                self.resize_part();
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "membership refresh failed; keeping the last view")
+            }
+        }
+        self.part.membership_stale = false;
+        if let Some(why) = self.view.stale(now) {
+            self.part.membership_stale = true;
+            self.pause(why, false);
+            return;
+        }
+        let me = self.view.me().unwrap_or(0);
+        let n = self.view.candidates().len();
+        let ping = self
+            .s
+            .comm
+            .transport
+            .connect_timeout
+            .min(Duration::from_secs(1));
+        if self.comm.is_none() && !self.form(now, me, n, ping) {
+            return;
+        }
+        self.run_round(store, me);
+        self.check_returns(n, ping);
+    }
+
+    /// Re-admission: a left-out candidate that accepts again makes the group re-form at
+    /// the next round. Checked after the round, so that a connect timing out against a
+    /// dead host never delays this node's arrival at the barrier (its arrival lag). Every
+    /// member sees the return at about the same round; one that does not yet fails its
+    /// next round on the departed connections and re-forms then.
+    fn check_returns(&mut self, n: usize, ping: Duration) {
+        if self.comm.is_none() {
+            return;
+        }
+        let out: Vec<usize> = (0..n).filter(|i| !self.group.contains(i)).collect();
+        if out.is_empty() {
+            return;
+        }
+        let back = membership::reachable(&self.addrs(&out), ping);
+        let now = Instant::now();
+        for (i, ok) in out.iter().zip(&back) {
+            self.view.record(*i, *ok, now);
+        }
+        if back.iter().any(|b| *b) {
+            tracing::info!("a left-out member accepts connections again; re-forming the group");
+            self.comm = None;
+        }
+    }
+
+    fn addrs(&self, idx: &[usize]) -> Vec<SocketAddr> {
+        idx.iter()
+            .map(|i| self.view.candidates()[*i].addr)
+            .collect()
+    }
+
+    /// Forms the group from the candidates that answer; false (with the export updated)
+    /// if it cannot.
+    fn form(&mut self, now: Instant, me: usize, n: usize, ping: Duration) -> bool {
+        let others: Vec<usize> = (0..n).filter(|i| *i != me).collect();
+        let up = membership::reachable(&self.addrs(&others), ping);
+        for (i, ok) in others.iter().zip(&up) {
+            self.view.record(*i, *ok, now);
+        }
+        let members = self.view.members(now);
+        let left_out: Vec<String> = (0..n)
+            .filter(|i| !members.contains(i))
+            .map(|i| self.view.candidates()[i].name.clone())
+            .collect();
+        if members.len() < 2 {
+            self.pause(
+                format!(
+                    "no other member of the probe group answers (left out: {})",
+                    left_out.join(", ")
+                ),
+                true,
+            );
+            return false;
+        }
+        let rank = members.iter().position(|i| *i == me).unwrap_or(0);
+        let mut cfg = self.s.comm.clone();
+        cfg.transport.comm_id = self.view.comm_id(self.s.comm.transport.comm_id, &members);
+        for p in (0..members.len()).filter(|p| *p != rank) {
+            let addr = self.view.candidates()[members[p]].addr;
+            let own = self
+                .s
+                .inject_peers
+                .iter()
+                .find(|(a, _)| *a == addr)
+                .map(|(_, f)| f);
+            if let Some(spec) = own.or(self.s.inject.as_ref()) {
+                cfg.transport.faults.insert(p, spec.clone());
+            }
+        }
+        let l = match self.listener.try_clone() {
+            Ok(l) => l,
+            Err(e) => {
+                self.pause(format!("cannot share the probe listener: {e}"), true);
+                return false;
+            }
+        };
+        let addrs = self.addrs(&members);
+        let mut c = match Communicator::init(l, rank, addrs, cfg) {
+            Ok(c) => c,
+            Err(e) => {
+                self.pause(format!("cannot form the probe group: {e}"), true);
+                return false;
+            }
+        };
+        if self.view.is_dns() {
+            // Members found by DNS are known by address until they say their names.
+            match group::exchange_names(&mut c, &self.s.own_name) {
+                Ok(names) => {
+                    for (k, name) in names.into_iter().enumerate() {
+                        if let Some(name) = name {
+                            self.part.members[members[k]].name = name;
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.pause(
+                        format!("probe group formed but the name exchange failed: {e}"),
+                        true,
+                    );
+                    return false;
+                }
+            }
+        }
+        // Every member takes over the engine of the one that has been probing longest, so
+        // that a member that just (re)joined reaches the same verdicts as the others.
+        match group::adopt_engine(&mut c, &mut self.engine) {
+            Ok(Some(from)) => {
+                tracing::info!(from = %self.part.name(members[from]), rounds = self.engine.rounds(), "took over the group's engine state");
+                self.requests.clear();
+                self.link_requests.clear();
+                self.sync_states();
+            }
+            Ok(None) => {}
+            Err(e) => {
+                self.pause(
+                    format!("probe group formed but the engine state exchange failed: {e}"),
+                    true,
+                );
+                return false;
+            }
+        }
+        if left_out.is_empty() {
+            tracing::info!(members = members.len(), "probe group formed");
+        } else {
+            tracing::warn!(members = members.len(), left_out = %left_out.join(","), "probe group formed without members that stopped answering");
+        }
+        self.logged = None;
+        self.group = members;
+        self.comm = Some(c);
+        true
+    }
+
+    /// Copies the engine's states into the members' views.
+    fn sync_states(&mut self) {
+        for (m, s) in self.part.members.iter_mut().zip(self.engine.states()) {
+            m.state = s;
+        }
+    }
+
+    /// This member's proposal for the round: the confirmations the engine asked for and,
+    /// unless the round is budget-limited, a few link re-measurements, in group ranks.
+    fn propose(&self, present: &[bool]) -> Plan {
+        let g = &self.group;
+        let rank_of = |i: usize| g.iter().position(|x| *x == i);
+        let mut pairs = confirm_pairs(
+            &self.requests,
+            &self.engine.states(),
+            present,
+            self.s.health.confirm_peers,
+        );
+        let n_confirm = pairs.len();
+        // Pairs the engine found slow are re-measured (link localisation), a few per round;
+        // never in a budget-limited round, whose exchanges are latency-sized.
+        if !self.limited {
+            pairs.extend(
+                self.link_requests
+                    .iter()
+                    .copied()
+                    .filter(|(a, b)| {
+                        a != b && present.get(*a) == Some(&true) && present.get(*b) == Some(&true)
+                    })
+                    .take(MAX_LINK_REMEASURES),
+            );
+        }
+        let in_group = |(a, b): &(usize, usize)| Some((rank_of(*a)?, rank_of(*b)?));
+        Plan {
+            round: self.round,
+            limited: self.limited,
+            n_confirm: pairs[..n_confirm].iter().filter_map(in_group).count(),
+            pairs: pairs.iter().filter_map(in_group).collect(),
+        }
+    }
+
+    /// Whether this node is over its probe budget (bytes or busy time in the last hour);
+    /// updates the exported ratios.
+    fn over_budget(&mut self) -> bool {
+        let s = &self.s;
+        let hour_ago = Instant::now().checked_sub(Duration::from_secs(3600));
+        while self
+            .sent_log
+            .front()
+            .is_some_and(|(t, _, _)| hour_ago.is_some_and(|h| *t < h))
+        {
+            self.sent_log.pop_front();
+        }
+        let used: u64 = self.sent_log.iter().map(|(_, b, _)| b).sum();
+        let busy: f64 = self.sent_log.iter().map(|(_, _, t)| t).sum();
+        let busy_budget = 3600.0 * s.budget_busy_ratio;
+        self.part.budget_ratio =
+            (s.budget_bytes_per_hour > 0).then(|| used as f64 / s.budget_bytes_per_hour as f64);
+        self.part.busy_ratio = (busy_budget > 0.0).then(|| busy / busy_budget);
+        (s.budget_bytes_per_hour > 0 && used >= s.budget_bytes_per_hour)
+            || (busy_budget > 0.0 && busy >= busy_budget)
+    }
+
+    /// Runs the round; on failure pauses probing (the group re-forms next round) and
+    /// returns `None`.
+    fn exchange(&mut self, proposal: &Plan, own: Contribution) -> Option<RoundResult> {
+        let c = self.comm.as_mut()?;
+        let started = Instant::now();
+        let before = self.part.bytes_sent;
+        let cx = trace::round(proposal.round, c.size());
+        let result = round_trip(&cx, c, &self.s, proposal, own, &mut self.part.bytes_sent);
+        trace::end(&cx, result.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+        self.sent_log.push_back((
+            Instant::now(),
+            self.part.bytes_sent - before,
+            started.elapsed().as_secs_f64(),
+        ));
+        match result {
+            Ok(r) => Some(r),
+            Err(e) => {
+                // A member that said it is leaving is out at once. Otherwise the peer the
+                // error names is the first suspect for removal, and the next formation's
+                // liveness check decides.
+                let g = &self.group;
+                if let Some(p) = leaver(&e.to_string()).and_then(|p| g.get(p)) {
+                    tracing::info!(member = %self.part.name(*p), "a member left the probe group");
+                    self.view.left(*p, Instant::now());
+                } else if let Some(p) = e.peer.and_then(|p| g.get(p)) {
+                    self.view.record(*p, false, Instant::now());
+                }
+                self.pause(
+                    format!("probe round failed; the group will be re-formed: {e}"),
+                    true,
+                );
+                None
+            }
+        }
+    }
+
+    /// The engine's input for a round, in candidate indices.
+    fn engine_input(&self, r: &RoundResult, present: &[bool]) -> RoundInput {
+        let (g, m) = (&self.group, &r.measured);
+        let mut confirmations: Vec<Probe> = r
+            .plan
+            .pairs
+            .iter()
+            .enumerate()
+            .map(|(k, &(x, p))| Probe {
+                src: g[x],
+                dst: g[p],
+                seconds: pair_seconds(m, k, x, p),
+            })
+            .collect();
+        let link_probes = confirmations.split_off(r.plan.n_confirm.min(confirmations.len()));
+        RoundInput {
+            probes: permutation_probes(g, m, r.stride),
+            confirmations,
+            hard_faults: (0..g.len())
+                .filter(|k| m[*k].hard != 0)
+                .map(|k| (g[k], hard_fault_reason(m[k].hard).to_string()))
+                .collect(),
+            link_probes,
+            absent: (0..present.len()).filter(|i| !present[*i]).collect(),
+        }
+    }
+
+    fn run_round(&mut self, store: &Store, me: usize) {
+        if self.comm.is_none() {
+            return;
+        }
+        let n = self.view.candidates().len();
+        let present: Vec<bool> = (0..n).map(|i| self.group.contains(&i)).collect();
+        self.round += 1;
+        let proposal = self.propose(&present);
+        let own = Contribution {
+            hard: self.faults.code(store),
+            over_budget: self.over_budget(),
+        };
+        let Some(r) = self.exchange(&proposal, own) else {
+            return;
+        };
+        let out = self.engine.step(&self.engine_input(&r, &present));
+        self.requests = out.confirm_requests.clone();
+        self.link_requests = out.link_requests.clone();
+        // The agreed plan: rank 0's round number, which may have jumped (either way) when
+        // the group re-formed. The next round's size is decided from data every member
+        // shares.
+        self.round = r.plan.round;
+        self.limited = r.measured.iter().any(|x| x.over_budget);
+        self.part.budget_limited = self.limited;
+        self.track_coverage(me, &r, &present);
+        self.publish_round(&r, &present, out);
+    }
+
+    /// Keeps the peers met over the last n − 1 rounds and exports their share.
+    fn track_coverage(&mut self, me: usize, r: &RoundResult, present: &[bool]) {
+        let g = &self.group;
+        let m_size = g.len();
+        let k = g.iter().position(|x| *x == me).unwrap_or(0);
+        let round = r.plan.round;
+        self.met.retain(|(r0, _)| *r0 < round);
+        self.met.push_back((round, g[(k + r.stride) % m_size]));
+        self.met
+            .push_back((round, g[(k + m_size - r.stride) % m_size]));
+        while self
+            .met
+            .front()
+            .is_some_and(|(r0, _)| round - r0 >= (m_size as u64 - 1).max(1))
+        {
+            self.met.pop_front();
+        }
+        let mut distinct: Vec<usize> = self
+            .met
+            .iter()
+            .map(|(_, p)| *p)
+            .filter(|p| *p != me && present[*p])
+            .collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        self.part.coverage = distinct.len() as f64 / (m_size as f64 - 1.0).max(1.0);
+    }
+
+    /// Publishes what the round measured and the engine decided.
+    fn publish_round(&mut self, r: &RoundResult, present: &[bool], out: RoundOutput) {
+        let g = self.group.clone();
+        let m = &r.measured;
+        let m_size = g.len();
+        let rank_of = |i: usize| g.iter().position(|x| *x == i);
+        let max_wait = m.iter().map(|x| x.wait).fold(0.0, f64::max);
+        let finite = |v: f64| v.is_finite().then_some(v);
+        let part = &mut self.part;
+        part.active = true;
+        part.last_error = None;
+        part.rounds_ok += 1;
+        part.group_members = m_size;
+        // Per-node probe values only for the members measured this round: a left-out
+        // node's frozen score is not a measurement.
+        for (i, v) in part.members.iter_mut().enumerate() {
+            v.up = present[i];
+            v.score = present[i]
+                .then(|| out.scores.get(i).copied().and_then(finite))
+                .flatten();
+            v.arrival_lag = rank_of(i).and_then(|k| finite(max_wait - m[k].wait));
+        }
+        part.latency = Some(m.iter().map(|x| x.latency).fold(0.0, f64::max));
+        let own = &m[rank_of(self.view.me().unwrap_or(0)).unwrap_or(0)];
+        part.link_rtt.observe(own.rtt);
+        let small = (self.s.small_bytes / 4).max(1) * 4;
+        observe_duration(
+            &mut part.collective_durations,
+            "all_reduce",
+            small,
+            own.latency,
+        );
+        if let Some(ring) = &r.ring {
+            observe_duration(
+                &mut part.collective_durations,
+                "all_reduce",
+                ring.bytes,
+                own.ring,
+            );
+        }
+        part.links = links(&self.s, r, &g);
+        if let Some(ring) = &r.ring {
+            let t = m.iter().map(|x| x.ring).fold(0.0, f64::max).max(1e-9);
+            let factor = 2.0 * (m_size as f64 - 1.0) / m_size as f64;
+            let bytes = ring.bytes as f64;
+            part.ring = Some(RingResult {
+                algo: ring.algo.clone(),
+                bytes: ring.bytes,
+                busbw: bytes / t * factor,
+                expected_busbw: (ring.predicted > 0.0).then(|| bytes / ring.predicted * factor),
+            });
+        }
+        part.fabric_degraded = out.fabric_degraded;
+        part.link_degraded = out.link_verdicts.clone();
+        self.record_transitions(out.transitions);
+    }
+
+    /// Logs and keeps the round's transitions, and the quarantine reasons they set.
+    fn record_transitions(&mut self, transitions: Vec<Transition>) {
+        self.sync_states();
+        let part = &mut self.part;
+        for t in transitions {
+            tracing::info!(node = %part.name(t.node), from = t.from.as_str(), to = t.to.as_str(), reason = %t.reason, "node state changed");
+            if t.to == NodeState::QuarantineRecommended
+                && let Some(m) = part.members.get_mut(t.node)
+            {
+                // The label is a bounded category; the full reason and the evidence are in
+                // the log and in /api/v1/state.
+                m.quarantine = Some(if t.reason.starts_with("hard fault") {
+                    QuarantineReason::HardFault
+                } else {
+                    QuarantineReason::Straggler
+                });
+            }
+            part.transitions.push_back(t);
+            while part.transitions.len() > TRANSITIONS_KEPT {
+                part.transitions.pop_front();
+            }
+        }
+        for m in &mut part.members {
+            if m.state != NodeState::QuarantineRecommended {
+                m.quarantine = None;
+            }
+        }
+    }
+}
+
+/// Renumbers past transitions after the candidates changed (`map[old] = Some(new)`), so
+/// that they keep naming the same nodes; those of nodes that are gone are dropped.
+pub fn renumber(transitions: &mut VecDeque<Transition>, map: &[Option<usize>]) {
+    let old = std::mem::take(transitions);
+    *transitions = old
+        .into_iter()
+        .filter_map(|mut t| {
+            t.node = map.get(t.node).copied().flatten()?;
+            Some(t)
+        })
+        .collect();
+}
+
+/// The permutation round's links in candidate indices. A latency-sized exchange says
+/// nothing about a link's bandwidth, so a reduced round has none instead of a misleading
+/// dip.
+fn links(s: &ProbeSettings, r: &RoundResult, g: &[usize]) -> Vec<LinkView> {
+    if r.plan.limited {
+        return Vec::new();
+    }
+    permutation_probes(g, &r.measured, r.stride)
+        .into_iter()
+        .map(|p| LinkView {
+            src: p.src,
+            dst: p.dst,
+            bytes_per_second: s.link_bytes.max(1) as f64 / p.seconds.max(1e-9),
+        })
+        .collect()
+}
+
+fn observe_duration(h: &mut Vec<CollectiveDurations>, op: &str, bytes: usize, v: f64) {
+    match h.iter_mut().find(|d| d.op == op && d.bytes == bytes) {
+        Some(d) => d.seconds.observe(v),
+        None => {
+            let mut seconds = Histogram::default();
+            seconds.observe(v);
+            h.push(CollectiveDurations {
+                op: op.to_string(),
+                bytes,
+                seconds,
+            });
+        }
+    }
+}

@@ -1,0 +1,462 @@
+//! One probe round on a formed group, as every member runs it in lock step.
+//!
+//! A round is: a barrier (each node's wait gives the arrival lag: the straggler waits
+//! least), the plan rank 0 broadcasts, a small all-reduce (latency), a latency-sized
+//! ping-pong with the permutation peer (round trip), a permutation exchange (node i
+//! sends to i + s and receives from i − s, the stride rotating every round, so every node
+//! sends one flow and receives one), the plan's confirmation and link re-measurement pairs,
+//! and periodically a ring all-reduce at a bandwidth size (a ring runs at its slowest
+//! link). Every member's timings are then all-gathered, so each engine gets identical
+//! input.
+
+use std::time::{Instant, SystemTime};
+
+use super::ProbeSettings;
+use super::plan::Plan;
+use super::trace;
+use crate::collective::algo::select::allreduce_cost;
+use crate::collective::{CollResult, Communicator, DataType, ReduceOp};
+use crate::health::{NodeState, Probe};
+
+/// One member's measurements of a round, as all-gathered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured {
+    /// Seconds it waited in the barrier.
+    pub wait: f64,
+    /// Its small all-reduce, seconds.
+    pub latency: f64,
+    /// Its permutation exchange (the link it received on), seconds.
+    pub link: f64,
+    /// Its ring all-reduce, seconds (NaN when no ring ran).
+    pub ring: f64,
+    /// Its hard-fault code (0: none).
+    pub hard: u8,
+    /// It is over its probe budget.
+    pub over_budget: bool,
+    /// Its ping-pong round trip, seconds.
+    pub rtt: f64,
+    /// Its end of each plan pair it took part in, seconds (NaN elsewhere).
+    pub confirm: Vec<f64>,
+}
+
+/// The ring all-reduce of a round: algorithm, bytes, and the α-β model's seconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RingRun {
+    /// Algorithm the engine chose.
+    pub algo: String,
+    /// Buffer size.
+    pub bytes: usize,
+    /// Predicted seconds from the costs measured when the group formed.
+    pub predicted: f64,
+}
+
+/// What a round produced: every member's measurements (by rank), the stride, the ring
+/// run, and the plan the round ran.
+pub struct RoundResult {
+    /// Measurements by rank.
+    pub measured: Vec<Measured>,
+    /// Permutation stride.
+    pub stride: usize,
+    /// The ring all-reduce, when one ran.
+    pub ring: Option<RingRun>,
+    /// The agreed plan.
+    pub plan: Plan,
+}
+
+/// What this member contributes besides its timings.
+pub struct Contribution {
+    /// Its hard-fault code.
+    pub hard: u8,
+    /// It is over its probe budget.
+    pub over_budget: bool,
+}
+
+/// Confirmation pairs in candidate indices: each requested suspect with `per` healthy
+/// members of the current group (`present`), chosen deterministically so that every member
+/// computes the same pairs.
+pub fn confirm_pairs(
+    requests: &[usize],
+    states: &[NodeState],
+    present: &[bool],
+    per: usize,
+) -> Vec<(usize, usize)> {
+    let n = states.len();
+    let good: Vec<usize> = (0..n)
+        .filter(|i| states[*i] == NodeState::Healthy && present.get(*i) == Some(&true))
+        .collect();
+    let mut out = Vec::new();
+    for &x in requests.iter().filter(|x| present.get(**x) == Some(&true)) {
+        let peers: Vec<usize> = good.iter().copied().filter(|p| *p != x).collect();
+        for k in 0..per.min(peers.len()) {
+            out.push((x, peers[(x * 7 + k * 13) % peers.len()]));
+        }
+        out.dedup();
+    }
+    out
+}
+
+/// A confirmation exchange's duration: the slower of its two ends (NaN if neither timed it).
+pub fn pair_seconds(m: &[Measured], k: usize, x: usize, p: usize) -> f64 {
+    let at = |i: usize| {
+        m.get(i)
+            .and_then(|r| r.confirm.get(k))
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    match (at(x), at(p)) {
+        (a, b) if a.is_nan() => b,
+        (a, b) if b.is_nan() => a,
+        (a, b) => a.max(b),
+    }
+}
+
+/// The probes of a permutation round in candidate indices: member k received on the link
+/// from k − stride. Each rank sends first (the probe fits in the socket buffers, so the
+/// send completes without the peer) and then waits for its left neighbour, so its exchange
+/// time measures the link it received on. (A shaped egress delays the receiver, not the
+/// sender.)
+pub fn permutation_probes(group: &[usize], m: &[Measured], stride: usize) -> Vec<Probe> {
+    let n = group.len();
+    (0..n)
+        .map(|k| Probe {
+            src: group[(k + n - stride) % n],
+            dst: group[k],
+            seconds: m[k].link,
+        })
+        .collect()
+}
+
+fn f64s(v: &[f64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_ne_bytes()).collect()
+}
+
+fn from_f64s(b: &[u8]) -> Vec<f64> {
+    b.chunks_exact(8)
+        .map(|c| f64::from_ne_bytes(c.try_into().unwrap_or_default()))
+        .collect()
+}
+
+/// A round in progress on one member.
+struct Exchange<'a> {
+    cx: &'a opentelemetry::Context,
+    comm: &'a mut Communicator,
+    s: &'a ProbeSettings,
+    bytes_sent: &'a mut u64,
+}
+
+/// Times `f`, returning its result and seconds, with the wall-clock start for the span.
+fn timed<T>(f: impl FnOnce() -> CollResult<T>) -> CollResult<(T, f64, SystemTime)> {
+    let (t, w) = (Instant::now(), SystemTime::now());
+    let r = f()?;
+    Ok((r, t.elapsed().as_secs_f64(), w))
+}
+
+impl Exchange<'_> {
+    fn barrier(&mut self) -> CollResult<f64> {
+        let n = self.comm.size();
+        let ((), wait, w) = timed(|| self.comm.barrier())?;
+        trace::op(self.cx, "probe.barrier", "barrier", "", 0, n, 1.0, w, wait);
+        Ok(wait)
+    }
+
+    /// Rank 0's plan, broadcast after the barrier so it does not absorb the arrival lag.
+    fn agree(&mut self, proposal: &Plan) -> CollResult<Plan> {
+        let mut plan_bytes = proposal.encode();
+        let words = plan_bytes.len() / 8;
+        self.comm
+            .broadcast(&mut plan_bytes, words, DataType::Uint64, 0)?;
+        Ok(Plan::decode(&plan_bytes, self.comm.size()))
+    }
+
+    fn latency(&mut self) -> CollResult<f64> {
+        let n = self.comm.size();
+        let count = (self.s.small_bytes / 4).max(1);
+        let mut small = vec![0u8; count * 4];
+        let (algo, latency, w) = timed(|| {
+            self.comm
+                .all_reduce_in_place(&mut small, count, DataType::Fp32, ReduceOp::Sum)
+        })?;
+        let factor = 2.0 * (n as f64 - 1.0) / n as f64;
+        let (cx, bytes) = (self.cx, small.len());
+        trace::op(
+            cx,
+            "probe.all_reduce",
+            "all_reduce",
+            algo.name(),
+            bytes,
+            n,
+            factor,
+            w,
+            latency,
+        );
+        Ok(latency)
+    }
+
+    /// A latency-sized ping-pong with the permutation peer: ping to i + s (while receiving
+    /// i − s's ping), then answer i − s (while receiving i + s's answer). The time to the
+    /// answer is this node's round trip to i + s.
+    fn ping_pong(&mut self, stride: usize) -> CollResult<f64> {
+        let (n, r) = (self.comm.size(), self.comm.rank());
+        let ping = vec![0x5au8; self.s.small_bytes.max(1)];
+        let mut pong = vec![0u8; ping.len()];
+        let (right, left) = ((r + stride) % n, (r + n - stride) % n);
+        let len = ping.len();
+        let ((), rtt, w) = timed(|| {
+            self.comm
+                .send_recv(&ping, right, &mut pong, left, len, DataType::Uint8)?;
+            self.comm
+                .send_recv(&ping, left, &mut pong, right, len, DataType::Uint8)
+        })?;
+        trace::op(
+            self.cx,
+            "probe.ping_pong",
+            "send_recv",
+            "direct",
+            2 * len,
+            2,
+            1.0,
+            w,
+            rtt,
+        );
+        *self.bytes_sent += 2 * len as u64;
+        Ok(rtt)
+    }
+
+    fn permutation(&mut self, stride: usize, send: &[u8], recv: &mut [u8]) -> CollResult<f64> {
+        let (n, r) = (self.comm.size(), self.comm.rank());
+        let len = send.len();
+        let ((), link, w) = timed(|| {
+            self.comm.send_recv(
+                send,
+                (r + stride) % n,
+                recv,
+                (r + n - stride) % n,
+                len,
+                DataType::Uint8,
+            )
+        })?;
+        trace::op(
+            self.cx,
+            "probe.exchange",
+            "send_recv",
+            "permutation",
+            len,
+            2,
+            1.0,
+            w,
+            link,
+        );
+        *self.bytes_sent += len as u64;
+        Ok(link)
+    }
+
+    /// This member's end of every plan pair it is in (NaN for the others).
+    fn pairs(&mut self, plan: &Plan, send: &[u8], recv: &mut [u8]) -> CollResult<Vec<f64>> {
+        let r = self.comm.rank();
+        let mut confirm = vec![f64::NAN; plan.pairs.len()];
+        for (k, &(x, p)) in plan.pairs.iter().enumerate() {
+            if r != x && r != p {
+                continue;
+            }
+            let other = if r == x { p } else { x };
+            // Meet first (one byte each way, untimed): the pairs run one after another,
+            // and time spent waiting for a partner still busy with its previous pair is
+            // not the link's.
+            let mut one = [0u8; 1];
+            self.comm
+                .send_recv(&[1u8], other, &mut one, other, 1, DataType::Uint8)?;
+            let len = send.len();
+            let ((), secs, w) = timed(|| {
+                self.comm
+                    .send_recv(send, other, recv, other, len, DataType::Uint8)
+            })?;
+            trace::op(
+                self.cx,
+                "probe.confirm",
+                "send_recv",
+                "confirmation",
+                len,
+                2,
+                1.0,
+                w,
+                secs,
+            );
+            *self.bytes_sent += len as u64;
+            // Both ends time the exchange: a send returns once the kernel has the bytes,
+            // so a node whose egress is shaped looks fast from its own side and slow only
+            // from its peer's. The pair's value is the slower end (see `pair_seconds`).
+            confirm[k] = secs;
+        }
+        Ok(confirm)
+    }
+
+    fn ring(&mut self) -> CollResult<(f64, RingRun)> {
+        let n = self.comm.size();
+        let count = (self.s.ring_bytes / 4).max(1);
+        let mut buf = vec![0u8; count * 4];
+        let (algo, secs, w) = timed(|| {
+            self.comm
+                .all_reduce_in_place(&mut buf, count, DataType::Fp32, ReduceOp::Sum)
+        })?;
+        let factor = 2.0 * (n as f64 - 1.0) / n as f64;
+        let bytes = buf.len();
+        trace::op(
+            self.cx,
+            "probe.all_reduce",
+            "all_reduce",
+            algo.name(),
+            bytes,
+            n,
+            factor,
+            w,
+            secs,
+        );
+        *self.bytes_sent += (2 * (n - 1) * bytes / n) as u64;
+        let predicted = allreduce_cost(algo, n, bytes, self.comm.costs());
+        let run = RingRun {
+            algo: algo.name().to_string(),
+            bytes,
+            predicted,
+        };
+        Ok((secs, run))
+    }
+
+    /// All-gathers every member's row and splits it back into measurements.
+    fn gather(&mut self, mine: Vec<f64>) -> CollResult<Vec<Measured>> {
+        let n = self.comm.size();
+        let width = mine.len();
+        let mut all = vec![0u8; width * 8 * n];
+        let (by, secs, w) = timed(|| {
+            self.comm
+                .all_gather(&f64s(&mine), &mut all, width, DataType::Fp64)
+        })?;
+        let factor = (n as f64 - 1.0) / n as f64;
+        trace::op(
+            self.cx,
+            "probe.all_gather",
+            "all_gather",
+            by.name(),
+            all.len(),
+            n,
+            factor,
+            w,
+            secs,
+        );
+        let v = from_f64s(&all);
+        Ok((0..n)
+            .map(|i| {
+                let row = &v[i * width..(i + 1) * width];
+                Measured {
+                    wait: row[0],
+                    latency: row[1],
+                    link: row[2],
+                    ring: row[3],
+                    hard: row[4].clamp(0.0, 255.0) as u8,
+                    over_budget: row[5] != 0.0,
+                    rtt: row[6],
+                    confirm: row[7..].to_vec(),
+                }
+            })
+            .collect())
+    }
+}
+
+/// Runs one round on `comm` with this member's `proposal`.
+pub fn round_trip(
+    cx: &opentelemetry::Context,
+    comm: &mut Communicator,
+    s: &ProbeSettings,
+    proposal: &Plan,
+    own: Contribution,
+    bytes_sent: &mut u64,
+) -> CollResult<RoundResult> {
+    let n = comm.size();
+    let mut x = Exchange {
+        cx,
+        comm,
+        s,
+        bytes_sent,
+    };
+    let wait = x.barrier()?;
+    let plan = x.agree(proposal)?;
+    let latency = x.latency()?;
+    let stride = 1 + (plan.round as usize % (n - 1).max(1));
+    let rtt = x.ping_pong(stride)?;
+    // Over budget (a group decision from the last round), every exchange shrinks to the
+    // latency size: detection goes on at a fraction of the bytes.
+    let link_bytes = if plan.limited {
+        s.small_bytes.max(1)
+    } else {
+        s.link_bytes.max(1)
+    };
+    let send = vec![0x5au8; link_bytes];
+    let mut recv = vec![0u8; send.len()];
+    let link = x.permutation(stride, &send, &mut recv)?;
+    let confirm = x.pairs(&plan, &send, &mut recv)?;
+    let (ring, ring_run) =
+        if !plan.limited && s.ring_every > 0 && plan.round.is_multiple_of(s.ring_every) {
+            let (secs, run) = x.ring()?;
+            (secs, Some(run))
+        } else {
+            (f64::NAN, None)
+        };
+    let mine = [
+        vec![
+            wait,
+            latency,
+            link,
+            ring,
+            f64::from(own.hard),
+            if own.over_budget { 1.0 } else { 0.0 },
+            rtt,
+        ],
+        confirm,
+    ]
+    .concat();
+    let measured = x.gather(mine)?;
+    Ok(RoundResult {
+        measured,
+        stride,
+        ring: ring_run,
+        plan,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn confirmation_pairs_avoid_suspects_and_left_out_members_and_are_deterministic() {
+        let mut states = vec![NodeState::Healthy; 8];
+        states[2] = NodeState::Suspect;
+        states[5] = NodeState::Suspect;
+        let all = vec![true; 8];
+        let a = confirm_pairs(&[2, 5], &states, &all, 3);
+        assert_eq!(a, confirm_pairs(&[2, 5], &states, &all, 3));
+        assert_eq!(a.len(), 6);
+        for (x, p) in &a {
+            assert!(*x == 2 || *x == 5);
+            assert_eq!(states[*p], NodeState::Healthy);
+        }
+        // Node 7 is out of the group and node 5 too: neither pairs.
+        let mut present = all.clone();
+        present[7] = false;
+        present[5] = false;
+        let b = confirm_pairs(&[2, 5], &states, &present, 3);
+        assert_eq!(b.len(), 3);
+        assert!(
+            b.iter().all(|(x, p)| *x == 2 && *p != 7 && *p != 5),
+            "{b:?}"
+        );
+    }
+
+    #[test]
+    fn f64_round_trip() {
+        let v = [1.5, f64::NAN, -3.0];
+        let back = from_f64s(&f64s(&v));
+        assert_eq!(back[0], 1.5);
+        assert!(back[1].is_nan());
+        assert_eq!(back[2], -3.0);
+    }
+}

@@ -1,0 +1,356 @@
+//! Probing settings, and how they follow from the configuration: who the members are (a
+//! static list, an HCCL rank table already folded into it by the config, or a DNS name),
+//! this node's probe group and its communicator id, the shared key, the engine transport,
+//! and the health engine's thresholds.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::membership::{self, Source};
+use crate::collective::CommConfig;
+use crate::collective::transport::{FaultSpec, TransportConfig};
+use crate::config::{Config, HealthSection};
+use crate::health::HealthConfig;
+
+/// Probing settings.
+#[derive(Debug, Clone)]
+pub struct ProbeSettings {
+    /// Where the members come from.
+    pub source: Source,
+    /// Address the probe listener binds.
+    pub listen: SocketAddr,
+    /// A member that has not accepted a connection for this long is left out of the group
+    /// until it does again.
+    pub member_timeout: Duration,
+    /// The name this node announces to a DNS-discovered group.
+    pub own_name: String,
+    /// Fault injection on every exchange this node sends (tests and the demo).
+    pub inject: Option<FaultSpec>,
+    /// Fault injection on what this node sends to one peer (by probe address); overrides
+    /// `inject` for that peer.
+    pub inject_peers: Vec<(SocketAddr, FaultSpec)>,
+    /// Engine transport and timeouts.
+    pub comm: CommConfig,
+    /// Time between round starts.
+    pub interval: Duration,
+    /// Bytes of the latency all-reduce.
+    pub small_bytes: usize,
+    /// Bytes of each permutation and confirmation exchange.
+    pub link_bytes: usize,
+    /// A ring all-reduce every this many rounds (0: never).
+    pub ring_every: u64,
+    /// Bytes of the ring all-reduce.
+    pub ring_bytes: usize,
+    /// Probe bytes this node may send per hour (0: unlimited). Over budget, the group
+    /// drops to latency-sized exchanges and skips the ring until usage falls.
+    pub budget_bytes_per_hour: u64,
+    /// Fraction of wall time this node may spend in probe rounds, over the last hour (0:
+    /// unlimited). Over it, the group runs reduced rounds as for the byte budget.
+    pub budget_busy_ratio: f64,
+    /// Engine thresholds.
+    pub health: HealthConfig,
+}
+
+/// Why the configuration does not give usable probing settings.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// A `collective.peers` entry is not an address.
+    #[error("collective.peers: {0:?} is not IP:port")]
+    PeerAddress(String),
+    /// `collective.rank = -1` and no single peer is on this host.
+    #[error("collective.rank is -1 and {0} peers match a local address; set collective.rank")]
+    RankNotFound(usize),
+    /// `collective.rank` names no peer.
+    #[error("collective.rank {0} is outside collective.peers")]
+    RankOutside(usize),
+    /// This node's topology label has no other member.
+    #[error("this node ({0}) is alone in its probe group; give its topology label more members")]
+    Alone(String),
+    /// `collective.peers_dns` is not `host:port`.
+    #[error("collective.peers_dns: {0:?} is not host:port")]
+    Dns(String),
+    /// `collective.own_address` is not an address.
+    #[error("collective.own_address: {0:?} is not IP:port")]
+    OwnAddress(String),
+    /// No key file.
+    #[error("collective.key_file is required")]
+    NoKey,
+    /// The key file cannot be read.
+    #[error("reading collective.key_file {}: {source}", path.display())]
+    KeyRead {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The key is too short to be a secret.
+    #[error(
+        "collective.key_file {} holds {len} bytes; use at least 16 random bytes",
+        path.display()
+    )]
+    KeyShort {
+        /// The file.
+        path: PathBuf,
+        /// Bytes found (whitespace removed).
+        len: usize,
+    },
+    /// `collective.algo` is not `HCCL_ALGO` syntax.
+    #[error("{0}")]
+    Algo(String),
+    /// A `probe.inject_peer_throttle` entry is malformed.
+    #[error("probe.inject_peer_throttle {entry:?}: {reason}")]
+    Throttle {
+        /// The entry.
+        entry: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// FNV-1a over `bytes`: a stable group id every member derives from the same text.
+fn fnv1a(bytes: impl Iterator<Item = u8>) -> u64 {
+    bytes.fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// This node's rank in `peers`: `collective.rank`, or the one peer on a local address.
+fn own_rank(config: &Config, peers: &[SocketAddr]) -> Result<usize, SettingsError> {
+    let c = &config.collective;
+    let rank = if c.rank >= 0 {
+        c.rank as usize
+    } else {
+        let local: Vec<std::net::IpAddr> = crate::collective::bootstrap::env::interfaces()
+            .into_iter()
+            .map(|i| i.addr)
+            .collect();
+        let mine: Vec<usize> = (0..peers.len())
+            .filter(|i| local.contains(&peers[*i].ip()))
+            .collect();
+        match mine.as_slice() {
+            [one] => *one,
+            _ => return Err(SettingsError::RankNotFound(mine.len())),
+        }
+    };
+    if rank >= peers.len() {
+        return Err(SettingsError::RankOutside(rank));
+    }
+    Ok(rank)
+}
+
+/// Members from `collective.peers` (or the rank table), cut to this node's probe group:
+/// the source, the listen address, and the group's base communicator id.
+fn static_members(config: &Config) -> Result<(Source, SocketAddr, u64), SettingsError> {
+    let c = &config.collective;
+    let peers: Vec<SocketAddr> = c
+        .peers
+        .iter()
+        .map(|p| p.parse().map_err(|_| SettingsError::PeerAddress(p.clone())))
+        .collect::<Result<_, _>>()?;
+    let rank = own_rank(config, &peers)?;
+    // This node's probe group: the members sharing its topology label, split into
+    // balanced groups of at most probe.max_group_size.
+    let group = membership::probe_group(
+        &c.peer_topology,
+        rank,
+        peers.len(),
+        config.probe.max_group_size as usize,
+    );
+    if group.len() < 2 {
+        return Err(SettingsError::Alone(c.peers[rank].clone()));
+    }
+    let all_names = if c.peer_names.is_empty() {
+        &c.peers
+    } else {
+        &c.peer_names
+    };
+    let names: Vec<String> = group.iter().map(|&i| all_names[i].clone()).collect();
+    let comm_id = fnv1a(group.iter().flat_map(|&i| c.peers[i].bytes()));
+    let peers: Vec<SocketAddr> = group.iter().map(|&i| peers[i]).collect();
+    let rank = group.iter().position(|&i| i == rank).unwrap_or(0);
+    let listen = peers[rank];
+    Ok((Source::Static { peers, names, rank }, listen, comm_id))
+}
+
+/// Members from `collective.peers_dns`.
+fn dns_members(config: &Config) -> Result<(Source, SocketAddr, u64), SettingsError> {
+    let c = &config.collective;
+    let (host, port) = c
+        .peers_dns
+        .rsplit_once(':')
+        .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)))
+        .ok_or_else(|| SettingsError::Dns(c.peers_dns.clone()))?;
+    let own: Option<SocketAddr> = if c.own_address.is_empty() {
+        None
+    } else {
+        Some(
+            c.own_address
+                .parse()
+                .map_err(|_| SettingsError::OwnAddress(c.own_address.clone()))?,
+        )
+    };
+    let listen = own.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], port)));
+    let source = Source::Dns {
+        host,
+        port,
+        own,
+        refresh: config.probe.dns_refresh,
+        stale_after: config.probe.membership_stale_after,
+        max_group_size: config.probe.max_group_size as usize,
+    };
+    Ok((source, listen, fnv1a(c.peers_dns.bytes())))
+}
+
+/// The shared key: the file's bytes without whitespace, at least 16 of them.
+fn read_key(config: &Config) -> Result<Vec<u8>, SettingsError> {
+    let path = config
+        .collective
+        .key_file
+        .as_ref()
+        .ok_or(SettingsError::NoKey)?;
+    let key: Vec<u8> = std::fs::read(path)
+        .map_err(|source| SettingsError::KeyRead {
+            path: path.clone(),
+            source,
+        })?
+        .into_iter()
+        .filter(|b| !b.is_ascii_whitespace())
+        .collect();
+    if key.len() < 16 {
+        return Err(SettingsError::KeyShort {
+            path: path.clone(),
+            len: key.len(),
+        });
+    }
+    Ok(key)
+}
+
+/// The engine's transport and timeouts for a group with base id `base_id`.
+fn comm_config(config: &Config, base_id: u64, key: Vec<u8>) -> Result<CommConfig, SettingsError> {
+    let c = &config.collective;
+    let mut t = TransportConfig::new(base_id, key);
+    t.channels = c.channels as usize;
+    t.connect_timeout = c
+        .connect_timeout
+        .min((config.probe.interval * 2).max(Duration::from_secs(2)));
+    if c.traffic_class >= 0 {
+        t.traffic_class = Some(c.traffic_class as u32);
+    }
+    t.bind_device = c.bind_device.clone();
+    let mut comm = CommConfig::new(t);
+    comm.exec_timeout = c.exec_timeout;
+    if !c.algo.is_empty() {
+        comm.algo = crate::collective::algo::select::parse_hccl_algo(&c.algo)
+            .map_err(|e| SettingsError::Algo(e.to_string()))?;
+    }
+    Ok(comm)
+}
+
+/// The name this node announces: `collective.node_name`, `NODE_NAME`, else the host name.
+fn own_name(config: &Config) -> String {
+    [
+        config.collective.node_name.clone(),
+        std::env::var("NODE_NAME").unwrap_or_default(),
+    ]
+    .into_iter()
+    .find(|n| !n.is_empty())
+    .or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+    })
+    .unwrap_or_default()
+}
+
+fn throttle(rate: u64) -> FaultSpec {
+    FaultSpec {
+        rate_bytes_per_sec: Some(rate as f64),
+        ..FaultSpec::default()
+    }
+}
+
+/// The health engine's thresholds from `[health]`.
+pub fn health_config(h: &HealthSection) -> HealthConfig {
+    HealthConfig {
+        window: h.window as usize,
+        delta: h.delta,
+        z: h.z,
+        mad_floor: h.mad_floor,
+        confirm_peers: h.confirm_peers as usize,
+        confirm_rounds: h.confirm_rounds as usize,
+        confirm_hold: h.confirm_hold as usize,
+        exit_rounds: h.exit_rounds as usize,
+        probation_rounds: h.probation_rounds as usize,
+        fabric_ratio: h.fabric_ratio,
+        fabric_rounds: h.fabric_rounds as usize,
+        link_observations: h.link_observations as usize,
+    }
+}
+
+impl ProbeSettings {
+    /// Probing settings from the configuration, or why they are unusable. Reads the key
+    /// file.
+    pub fn from_config(config: &Config) -> Result<Self, SettingsError> {
+        let (source, listen, base_id) = if config.collective.peers_dns.is_empty() {
+            static_members(config)?
+        } else {
+            dns_members(config)?
+        };
+        let comm = comm_config(config, base_id, read_key(config)?)?;
+        let p = &config.probe;
+        let inject_peers = p
+            .inject_peer_throttle
+            .iter()
+            .map(|e| {
+                crate::config::parse_peer_throttle(e)
+                    .map(|(addr, rate)| (addr, throttle(rate)))
+                    .map_err(|reason| SettingsError::Throttle {
+                        entry: e.clone(),
+                        reason,
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(ProbeSettings {
+            source,
+            listen,
+            member_timeout: p.member_timeout,
+            own_name: own_name(config),
+            inject_peers,
+            inject: (p.inject_throttle_bytes_per_second > 0)
+                .then(|| throttle(p.inject_throttle_bytes_per_second)),
+            comm,
+            interval: p.interval,
+            small_bytes: p.small_bytes as usize,
+            link_bytes: p.link_bytes as usize,
+            ring_every: p.ring_every,
+            ring_bytes: p.ring_bytes as usize,
+            budget_bytes_per_hour: p.budget_bytes_per_hour,
+            budget_busy_ratio: p.budget_busy_ratio,
+            health: health_config(&config.health),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The configuration's shipped `[health]` defaults are the engine's defaults (both are
+    /// written down, in `config` and in `health`, which know nothing of each other).
+    #[test]
+    fn shipped_health_defaults_agree_with_the_engines() {
+        assert_eq!(
+            health_config(&Config::default().health),
+            HealthConfig::default()
+        );
+    }
+
+    #[test]
+    fn health_section_maps_field_by_field() {
+        let cfg = crate::config::load_str("[health]\nwindow = 20\ndelta = 0.1\nz = 4\n", None, &[])
+            .unwrap();
+        let e = health_config(&cfg.health);
+        assert_eq!((e.window, e.delta, e.z), (20, 0.1, 4.0));
+    }
+}

@@ -1,0 +1,127 @@
+//! A fully populated snapshot for unit tests of the readers: every reading of every
+//! domain has a value, with numbers chosen here (not by a source), so a reader's test can
+//! check its output against them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use super::Store;
+use super::host::{HostReadings, HostSnapshot, InterfaceCounters};
+use super::npu::*;
+use super::status::CollectorStatus;
+
+/// Chip `phy` with every reading set; values derive from `phy` so chips differ.
+pub fn chip(phy: u32) -> ChipReadings {
+    let p = f64::from(phy);
+    ChipReadings {
+        address: ChipAddress {
+            card: (phy / 2) as i32,
+            device: (phy % 2) as i32,
+            logic: phy,
+            phy,
+        },
+        identity: Identity {
+            model: Some("910B3-Ascend-V1".into()),
+            uuid: Some(format_vdie([phy, 2, 3, 4, 5])),
+            pci_bus_id: Some(format_bdf(0, 0x01 + phy * 0x20, 0, 0)),
+            serial: Some(format!("SN{phy:04}")),
+        },
+        health: Some(0),
+        dropped: false,
+        up: Some(true),
+        faults: Some(vec![FAULT_CARD_DROPPED]),
+        network_health: Some(0),
+        temperature_celsius: Some(40.0 + p),
+        power_watts: Some(200.0 + p),
+        voltage_volts: Some(0.85),
+        aicore_frequency_hertz: Some(1.8e9),
+        utilization: [(UtilUnit::Aicore, 0.25), (UtilUnit::Overall, 0.5)]
+            .into_iter()
+            .collect(),
+        hbm: Some(Hbm {
+            total_bytes: 64 << 30,
+            used_bytes: (1 << 30) * u64::from(phy + 1),
+            temperature_celsius: 41.0,
+            bandwidth_utilization_ratio: 0.05,
+        }),
+        ddr: Some(Ddr {
+            total_bytes: 2,
+            used_bytes: 1,
+        }),
+        ecc: Some(Ecc {
+            enabled: true,
+            total_single: 3,
+            ..Ecc::default()
+        }),
+        packets: Some(PacketCounters {
+            roce_rx_all: 1000,
+            roce_tx_all: 2000,
+            ..PacketCounters::default()
+        }),
+        hccs: Hccs {
+            tx_bytes_per_second: Some([1.0; 16]),
+            rx_bytes_per_second: Some([1.0; 16]),
+            tx_flits: Some([1; 16]),
+            rx_flits: Some([1; 16]),
+            crc_errors: Some([0; 16]),
+        },
+    }
+}
+
+fn status(name: &str) -> CollectorStatus {
+    CollectorStatus {
+        name: name.into(),
+        success: true,
+        duration: Duration::from_millis(1),
+        last_success: Some(SystemTime::now()),
+    }
+}
+
+/// A store holding `chips` fixture chips behind a DCMI backend with one error, one
+/// timeout and one unsupported call, and a host with one interface.
+pub fn store(chips: u32) -> Arc<Store> {
+    let mut stats = SourceStats::default();
+    stats
+        .call_errors
+        .insert(("dcmi_get_device_health".into(), "-8012".into()), 1);
+    stats
+        .timeouts
+        .insert("dcmi_get_device_network_health".into(), 1);
+    stats
+        .unsupported
+        .insert(("dcmi_get_device_memory_info_v3".into(), "not_supported"));
+    let store = Arc::new(Store::new(true, true));
+    store.publish_npu(NpuSnapshot {
+        backend: Some("dcmi"),
+        backend_up: true,
+        state: NpuState {
+            driver_version: Some("24.1.rc2".into()),
+            chips: (0..chips).map(|p| (p, chip(p))).collect(),
+        },
+        collectors: [("dcmi".to_string(), status("dcmi"))].into_iter().collect(),
+        stats,
+    });
+    let interfaces: BTreeMap<String, InterfaceCounters> = [(
+        "eth0".to_string(),
+        InterfaceCounters {
+            rx_bytes: 10,
+            tx_bytes: 20,
+            rx_errors: 0,
+            tx_errors: 1,
+        },
+    )]
+    .into_iter()
+    .collect();
+    store.publish_host(HostSnapshot {
+        readings: Some(HostReadings {
+            cpu_usage_ratio: Some(0.5),
+            cpus: 2,
+            memory_total_bytes: 8 << 30,
+            memory_available_bytes: 4 << 30,
+            interfaces,
+        }),
+        collector: Some(status("host")),
+    });
+    store
+}

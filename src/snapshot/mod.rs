@@ -1,0 +1,18 @@
+//! Plain, typed data between the sources and the readers.
+//!
+//! Sources (the NPU and host pollers, the prober, the OTLP exporter, the SIGHUP check)
+//! write their part; readers (the Prometheus collectors, OTLP, `/api/v1/state`, the health
+//! engine's inputs) read it. Nothing here does I/O or knows a metrics library, and this
+//! module imports nothing else of the crate, so every other module can depend on it
+//! without a cycle: data flows one way, sources → snapshot → verdicts → export and actions.
+
+#[cfg(test)]
+pub(crate) mod fixture;
+pub mod histogram;
+pub mod host;
+pub mod npu;
+pub mod probe;
+pub mod status;
+pub mod store;
+
+pub use store::Store;

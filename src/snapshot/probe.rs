@@ -1,0 +1,193 @@
+//! The probing part of the snapshot: the probe group as this node sees it, each member's
+//! health state and scores, the last round's links, and the verdicts with their evidence.
+//!
+//! Per-node values live in one [`MemberView`] per candidate member (not in parallel
+//! vectors), so a reader cannot pair one node's score with another node's name. Pairs and
+//! transitions name members by their index into [`ProbeSnapshot::members`].
+
+use std::collections::VecDeque;
+
+use super::histogram::Histogram;
+
+/// A node's state.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum NodeState {
+    /// Nothing wrong.
+    Healthy,
+    /// Slow in the window; awaiting confirmation.
+    Suspect,
+    /// Confirmed slow against known-good peers.
+    Confirmed,
+    /// Take it out of scheduling.
+    QuarantineRecommended,
+    /// Back within bounds after a quarantine; watched with halved thresholds.
+    Probation,
+}
+
+impl NodeState {
+    /// Every state, in order.
+    pub const ALL: [NodeState; 5] = [
+        NodeState::Healthy,
+        NodeState::Suspect,
+        NodeState::Confirmed,
+        NodeState::QuarantineRecommended,
+        NodeState::Probation,
+    ];
+
+    /// Label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeState::Healthy => "healthy",
+            NodeState::Suspect => "suspect",
+            NodeState::Confirmed => "confirmed",
+            NodeState::QuarantineRecommended => "quarantine_recommended",
+            NodeState::Probation => "probation",
+        }
+    }
+}
+
+/// A recorded state change, with its evidence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    /// Round of the change.
+    pub round: u64,
+    /// Node.
+    pub node: usize,
+    /// Old state.
+    pub from: NodeState,
+    /// New state.
+    pub to: NodeState,
+    /// Why, in words.
+    pub reason: String,
+    /// The numbers behind it: (what, value).
+    pub evidence: Vec<(String, f64)>,
+}
+
+/// Why a node is recommended for quarantine: the bounded `reason` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum QuarantineReason {
+    /// Confirmed slower than its peers for long enough.
+    Straggler,
+    /// A hard device fault reported by telemetry.
+    HardFault,
+}
+
+impl QuarantineReason {
+    /// Label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QuarantineReason::Straggler => "straggler",
+            QuarantineReason::HardFault => "hard_fault",
+        }
+    }
+}
+
+/// One candidate member of the probe group, as this node sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemberView {
+    /// The node's name (metric label), else its probe address.
+    pub name: String,
+    /// Whether it took part in the last round (it is in the formed group).
+    pub up: bool,
+    /// Its health state.
+    pub state: NodeState,
+    /// Window score (median log residual against its peers), when measured this round.
+    pub score: Option<f64>,
+    /// How much later than the last arrival's peers it reached the last barrier, seconds.
+    pub arrival_lag: Option<f64>,
+    /// Why a quarantine is recommended, while it is.
+    pub quarantine: Option<QuarantineReason>,
+}
+
+/// A measured link of the last permutation round.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkView {
+    /// Sending member (index into `members`).
+    pub src: usize,
+    /// Receiving member.
+    pub dst: usize,
+    /// Exchange bandwidth, bytes per second.
+    pub bytes_per_second: f64,
+}
+
+/// The last probe ring all-reduce.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RingResult {
+    /// Algorithm the engine chose.
+    pub algo: String,
+    /// Buffer size, bytes.
+    pub bytes: usize,
+    /// Bus bandwidth, bytes per second.
+    pub busbw: f64,
+    /// The α-β model's busbw for the same all-reduce, from the costs measured when the
+    /// group formed: what the fabric delivered then, for comparison with `busbw` now.
+    pub expected_busbw: Option<f64>,
+}
+
+/// Durations of one kind of probe collective.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectiveDurations {
+    /// Operation, e.g. `all_reduce`.
+    pub op: String,
+    /// Buffer size, bytes.
+    pub bytes: usize,
+    /// Observed durations, seconds.
+    pub seconds: Histogram,
+}
+
+/// What probing exports.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProbeSnapshot {
+    /// Probing runs and the group is formed.
+    pub active: bool,
+    /// Every candidate member, in candidate order.
+    pub members: Vec<MemberView>,
+    /// Last permutation round's links.
+    pub links: Vec<LinkView>,
+    /// Small all-reduce duration, seconds (slowest rank).
+    pub latency: Option<f64>,
+    /// Last ring all-reduce.
+    pub ring: Option<RingResult>,
+    /// Rounds completed.
+    pub rounds_ok: u64,
+    /// Rounds that failed (including failures to form the group).
+    pub rounds_failed: u64,
+    /// Probe payload bytes sent by this node.
+    pub bytes_sent: u64,
+    /// Members of the current group (0 while it is not formed).
+    pub group_members: usize,
+    /// Whether the membership view is stale (probing stopped, fail-closed).
+    pub membership_stale: bool,
+    /// Fabric verdict.
+    pub fabric_degraded: bool,
+    /// Pairs the engine judged degraded links (src, dst) in the last round.
+    pub link_degraded: Vec<(usize, usize)>,
+    /// Latest transitions (bounded), with reasons and evidence.
+    pub transitions: VecDeque<Transition>,
+    /// Why probing is inactive, if it is.
+    pub last_error: Option<String>,
+    /// Bytes sent in the last hour ÷ the budget (None without a budget).
+    pub budget_ratio: Option<f64>,
+    /// Seconds spent in probe rounds in the last hour ÷ (3600 × the busy budget) (None
+    /// without one).
+    pub busy_ratio: Option<f64>,
+    /// Whether the group is running reduced rounds because a member is over budget.
+    pub budget_limited: bool,
+    /// Distinct peers this node exchanged with over the last n − 1 rounds ÷ (n − 1).
+    pub coverage: f64,
+    /// Latency-sized ping-pong round trips this node measured to its permutation peer.
+    pub link_rtt: Histogram,
+    /// This node's collective durations by (op, size).
+    pub collective_durations: Vec<CollectiveDurations>,
+}
+
+impl ProbeSnapshot {
+    /// A member's name by index; the index itself for one that is gone.
+    pub fn name(&self, i: usize) -> String {
+        self.members
+            .get(i)
+            .map_or_else(|| i.to_string(), |m| m.name.clone())
+    }
+}

@@ -1,0 +1,123 @@
+//! The latest snapshot of everything collected, shared between the sources and the readers.
+//!
+//! Each source publishes an immutable `Arc` of its part; a reader takes the `Arc`s under a
+//! lock held for a pointer copy and reads without any lock. So a scrape never waits for a
+//! collection, and a collection never waits for a scrape.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::SystemTime;
+
+use super::host::HostSnapshot;
+use super::npu::NpuSnapshot;
+use super::probe::ProbeSnapshot;
+use super::status::{OtlpSnapshot, ReloadStatus, SelfSnapshot};
+
+/// Reads a lock's value, recovering it from a panicked writer: every part is replaced
+/// whole, so a poisoned lock still holds a complete (if older) value.
+fn read<T: Clone>(lock: &RwLock<T>) -> T {
+    lock.read().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+fn write<T>(lock: &RwLock<T>, value: T) {
+    *lock.write().unwrap_or_else(|p| p.into_inner()) = value;
+}
+
+/// The shared store.
+#[derive(Debug, Default)]
+pub struct Store {
+    npu: RwLock<Arc<NpuSnapshot>>,
+    host: RwLock<Arc<HostSnapshot>>,
+    probe: RwLock<Option<Arc<ProbeSnapshot>>>,
+    status: RwLock<Arc<SelfSnapshot>>,
+    npu_ready: AtomicBool,
+    host_ready: AtomicBool,
+}
+
+impl Store {
+    /// An empty store. `npu_expected`/`host_expected` say which pollers will run; one
+    /// that will not run counts as ready.
+    pub fn new(npu_expected: bool, host_expected: bool) -> Self {
+        Self {
+            npu_ready: AtomicBool::new(!npu_expected),
+            host_ready: AtomicBool::new(!host_expected),
+            ..Self::default()
+        }
+    }
+
+    /// The latest NPU part.
+    pub fn npu(&self) -> Arc<NpuSnapshot> {
+        read(&self.npu)
+    }
+
+    /// The latest host part.
+    pub fn host(&self) -> Arc<HostSnapshot> {
+        read(&self.host)
+    }
+
+    /// The latest probing part, if probing is configured.
+    pub fn probe(&self) -> Option<Arc<ProbeSnapshot>> {
+        read(&self.probe)
+    }
+
+    /// The daemon's own part.
+    pub fn status(&self) -> Arc<SelfSnapshot> {
+        read(&self.status)
+    }
+
+    /// Publishes a new NPU part.
+    pub fn publish_npu(&self, part: NpuSnapshot) {
+        write(&self.npu, Arc::new(part));
+    }
+
+    /// Publishes a new host part.
+    pub fn publish_host(&self, part: HostSnapshot) {
+        write(&self.host, Arc::new(part));
+    }
+
+    /// Publishes a new probing part.
+    pub fn publish_probe(&self, part: ProbeSnapshot) {
+        write(&self.probe, Some(Arc::new(part)));
+    }
+
+    /// Records a configuration check. A failure keeps the last success time.
+    pub fn record_reload(&self, ok: bool, at: SystemTime) {
+        self.update_status(|s| {
+            let last_success = if ok {
+                Some(at)
+            } else {
+                s.reload.and_then(|r| r.last_success)
+            };
+            s.reload = Some(ReloadStatus { ok, last_success });
+        });
+    }
+
+    /// Publishes the OTLP export outcomes, so `/metrics` shows them.
+    pub fn publish_otlp(&self, otlp: OtlpSnapshot) {
+        self.update_status(|s| s.otlp = Some(otlp));
+    }
+
+    /// Replaces the daemon's own part with `f` applied to a copy of it. The write lock is
+    /// held across the copy, so two updates never lose each other's change.
+    fn update_status(&self, f: impl FnOnce(&mut SelfSnapshot)) {
+        let mut guard = self.status.write().unwrap_or_else(|p| p.into_inner());
+        let mut next = guard.as_ref().clone();
+        f(&mut next);
+        *guard = Arc::new(next);
+    }
+
+    /// Marks the NPU poller's first full pass done.
+    pub fn set_npu_ready(&self) {
+        self.npu_ready.store(true, Ordering::SeqCst);
+    }
+
+    /// Marks the host poller's first pass done.
+    pub fn set_host_ready(&self) {
+        self.host_ready.store(true, Ordering::SeqCst);
+    }
+
+    /// Every expected poller has completed a first full collection.
+    pub fn ready(&self) -> bool {
+        self.npu_ready.load(Ordering::SeqCst) && self.host_ready.load(Ordering::SeqCst)
+    }
+}
