@@ -198,7 +198,8 @@ pub fn probe_settings(config: &Config) -> Result<crate::probe::ProbeSettings, St
     let mut comm = crate::collective::CommConfig::new(t);
     comm.exec_timeout = c.exec_timeout;
     if !c.algo.is_empty() {
-        comm.algo = crate::collective::algo::select::parse_hccl_algo(&c.algo)?;
+        comm.algo =
+            crate::collective::algo::select::parse_hccl_algo(&c.algo).map_err(|e| e.to_string())?;
     }
     let own_name = [
         c.node_name.clone(),

@@ -998,7 +998,7 @@ impl Config {
         if !c.algo.is_empty()
             && let Err(e) = crate::collective::algo::select::parse_hccl_algo(&c.algo)
         {
-            out.push(("collective.algo".into(), e));
+            out.push(("collective.algo".into(), e.to_string()));
         }
         if let Some(lib) = &self.telemetry.dcmi_library
             && lib.as_os_str().is_empty()
