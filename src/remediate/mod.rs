@@ -243,11 +243,11 @@ pub fn run(cfg: RemediateConfig) -> Result<(), RemediateError> {
     runtime.block_on(async move {
         let kube = kube::Kube::connect(cfg.kubernetes.kubeconfig.as_deref(), &cfg.kubernetes.event_namespace)
             .await
-            .map_err(RemediateError::Start)?;
+            .map_err(|e| RemediateError::Start(e.to_string()))?;
         let dry = cfg.dry_run;
         let interval = cfg.reconcile_interval;
         let engine = Arc::new(
-            Remediator::new(cfg, kube, audit, metrics::Metrics::new()).map_err(RemediateError::Start)?,
+            Remediator::new(cfg, kube, audit, metrics::Metrics::new()).map_err(|e| RemediateError::Start(e.to_string()))?,
         );
         let ready = Arc::new(AtomicBool::new(false));
         // The state comes from the nodes' annotations: read them before acting, and keep
