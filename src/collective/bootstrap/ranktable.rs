@@ -542,5 +542,12 @@ mod tests {
             let e = parse(&text).unwrap_err().to_string();
             assert!(e.contains(want), "expected {want:?} in {e:?}");
         }
+        // A top-level field's path has no leading dot.
+        assert_eq!(
+            parse(&V1.replace("\"server_count\":\"2\"", "\"server_count\":2"))
+                .unwrap_err()
+                .to_string(),
+            "server_count: expected a string, found 2"
+        );
     }
 }

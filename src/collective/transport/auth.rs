@@ -238,6 +238,16 @@ mod tests {
     }
 
     #[test]
+    fn a_connection_closed_unspoken_is_a_liveness_check_not_a_failure() {
+        let (mut a, c) = UnixStream::pair().unwrap();
+        drop(c);
+        assert!(matches!(
+            accept(&mut a, b"k", 7),
+            Err(AuthError::ClosedUnspoken)
+        ));
+    }
+
+    #[test]
     fn other_communicator_is_refused() {
         let (a, c) = pair(b"k", b"k", 8);
         assert!(
