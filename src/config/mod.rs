@@ -1010,7 +1010,7 @@ impl Config {
         if !c.algo.is_empty()
             && let Err(e) = crate::collective::algo::select::parse_hccl_algo(&c.algo)
         {
-            out.push(("collective.algo".into(), e));
+            out.push(("collective.algo".into(), e.to_string()));
         }
     }
 

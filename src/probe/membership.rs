@@ -57,6 +57,40 @@ pub struct Candidate {
     pub name: String,
 }
 
+/// Why a DNS refresh did not produce a view (the previous view stays in place).
+#[derive(Debug, thiserror::Error)]
+pub enum RefreshError {
+    /// The name did not resolve.
+    #[error("resolving {host}: {error}")]
+    Resolve {
+        /// The DNS name.
+        host: String,
+        /// The resolver's error.
+        error: std::io::Error,
+    },
+    /// None of the addresses is this node's.
+    #[error(
+        "{host} resolves to {count} addresses and none is this node's{}; the member list does not include this node yet",
+        .own.map(|o| format!(" ({o})")).unwrap_or_default()
+    )]
+    NotAMember {
+        /// The DNS name.
+        host: String,
+        /// Addresses it resolved to.
+        count: usize,
+        /// `collective.own_address`, when set.
+        own: Option<SocketAddr>,
+    },
+    /// Several addresses are this host's, so its own cannot be told.
+    #[error("{host} resolves to {count} addresses of this host; set collective.own_address")]
+    SeveralOwn {
+        /// The DNS name.
+        host: String,
+        /// This host's addresses among them.
+        count: usize,
+    },
+}
+
 /// What a refresh found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refresh {
@@ -133,7 +167,7 @@ impl Membership {
         now: Instant,
         resolve: impl Fn(&str, u16) -> std::io::Result<Vec<SocketAddr>>,
         is_local: impl Fn(&SocketAddr) -> bool,
-    ) -> Result<Refresh, String> {
+    ) -> Result<Refresh, RefreshError> {
         let Source::Dns {
             host,
             port,
@@ -149,13 +183,17 @@ impl Membership {
             return Ok(Refresh::Unchanged);
         }
         self.next_resolve = now + *refresh;
-        let fail = |this: &mut Self, why: String| {
-            this.last_error = Some(why.clone());
+        // The stale message carries the last failure, so it is kept as text.
+        let fail = |this: &mut Self, why: RefreshError| {
+            this.last_error = Some(why.to_string());
             Err(why)
         };
         let mut addrs = match resolve(host, *port) {
             Ok(a) => a,
-            Err(e) => return fail(self, format!("resolving {host}: {e}")),
+            Err(error) => {
+                let host = host.clone();
+                return fail(self, RefreshError::Resolve { host, error });
+            }
         };
         addrs.sort();
         addrs.dedup();
@@ -166,23 +204,19 @@ impl Membership {
         let me = match mine.as_slice() {
             [one] => *one,
             [] => {
-                return fail(
-                    self,
-                    format!(
-                        "{host} resolves to {} addresses and none is this node's{}; the member list does not include this node yet",
-                        addrs.len(),
-                        own.map(|o| format!(" ({o})")).unwrap_or_default()
-                    ),
-                );
+                let why = RefreshError::NotAMember {
+                    host: host.clone(),
+                    count: addrs.len(),
+                    own: *own,
+                };
+                return fail(self, why);
             }
             _ => {
-                return fail(
-                    self,
-                    format!(
-                        "{host} resolves to {} addresses of this host; set collective.own_address",
-                        mine.len()
-                    ),
-                );
+                let why = RefreshError::SeveralOwn {
+                    host: host.clone(),
+                    count: mine.len(),
+                };
+                return fail(self, why);
             }
         };
         let group = probe_group(&[], me, addrs.len(), *max_group_size);
@@ -428,7 +462,7 @@ mod tests {
             |_: &str, _: u16| -> std::io::Result<Vec<SocketAddr>> { panic!("resolved early") },
             |_| false,
         );
-        assert_eq!(r, Ok(Refresh::Unchanged));
+        assert_eq!(r.ok(), Some(Refresh::Unchanged));
         m.record(2, false, t0);
         // 10.0.0.1 leaves, 10.0.0.0 joins: old indices follow their addresses.
         let t1 = t0 + Duration::from_secs(10);
@@ -459,7 +493,8 @@ mod tests {
                 |_: &str, _: u16| Err(std::io::Error::other("SERVFAIL")),
                 |_| false,
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("grp.test") && err.contains("SERVFAIL"),
             "{err}"
@@ -483,7 +518,8 @@ mod tests {
                 |_: &str, _: u16| Ok(vec![a("10.0.0.1:7000")]),
                 |_| false,
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("grp.test") && err.contains("none is this node's"),
             "{err}"
@@ -491,7 +527,7 @@ mod tests {
         assert!(m.stale(t0).is_some());
         let mut m = Membership::new(dns(None), Duration::from_secs(30), t0);
         let two = |_: &str, _: u16| Ok(vec![a("10.0.0.1:7000"), a("10.0.0.2:7000")]);
-        let err = m.refresh(t0, two, |_| true).unwrap_err();
+        let err = m.refresh(t0, two, |_| true).unwrap_err().to_string();
         assert!(err.contains("own_address"), "{err}");
         let mut m = Membership::new(dns(None), Duration::from_secs(30), t0);
         m.refresh(t0, two, |x| x.ip().to_string() == "10.0.0.2")

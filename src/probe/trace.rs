@@ -53,14 +53,14 @@ pub fn op(
     span.end_with_timestamp(start + std::time::Duration::from_secs_f64(seconds.max(0.0)));
 }
 
-/// Ends the round's span with its result.
-pub fn end(cx: &Context, result: Result<(), String>) {
+/// Ends the round's span with its result; a failure's message becomes the span status.
+pub fn end<E: std::fmt::Display>(cx: &Context, result: Result<(), E>) {
     let span = cx.span();
     match result {
         Ok(()) => span.set_attribute(KeyValue::new("result", "ok")),
         Err(e) => {
             span.set_attribute(KeyValue::new("result", "failed"));
-            span.set_status(opentelemetry::trace::Status::error(e));
+            span.set_status(opentelemetry::trace::Status::error(e.to_string()));
         }
     }
     span.end();

@@ -29,7 +29,7 @@ use super::config::{Action, RemediateConfig, Rule};
 use super::kube::{self as k, ApiError, Kube};
 use super::metrics::Metrics;
 use super::payload::{Alert, Notification, Status, valid_label_value};
-use super::safety::{Breaker, NodeFilter, RateLimit};
+use super::safety::{Breaker, NodeFilter, RateLimit, SelectorError};
 
 /// Attempts of a conditional update before giving up on a busy node.
 const UPDATE_ATTEMPTS: usize = 5;
@@ -71,7 +71,7 @@ impl Remediator {
         kube: Kube,
         audit: AuditLog,
         metrics: Metrics,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, SelectorError> {
         let filter = NodeFilter::new(&cfg.selectors.allow, &cfg.selectors.deny)?;
         let inner = Inner {
             breaker: Breaker::new(
@@ -155,9 +155,10 @@ impl Remediator {
         }
     }
 
-    /// Handles one notification. `Err` means a transient failure: answer 5xx so that
-    /// Alertmanager retries (every step is idempotent).
-    pub async fn handle(&self, n: &Notification, who: &str) -> Result<(), String> {
+    /// Handles one notification. `Err` means a transient failure (the last one, when
+    /// several alerts failed): answer 5xx so that Alertmanager retries (every step is
+    /// idempotent).
+    pub async fn handle(&self, n: &Notification, who: &str) -> Result<(), ApiError> {
         let mut inner = self.inner.lock().await;
         let mut retry = None;
         for alert in &n.alerts {
@@ -173,7 +174,7 @@ impl Remediator {
                 Status::Resolved => self.resolve(&mut inner, rule, &c).await,
             };
             if let Err(e) = r {
-                retry = Some(e.to_string());
+                retry = Some(e);
             }
         }
         self.metrics
@@ -222,30 +223,7 @@ impl Remediator {
         }
         let now = SystemTime::now();
         if let Some(own) = k::ownership(&node) {
-            if own.actions.iter().any(|a| a == "cordon") && !k::cordoned(&node) {
-                self.note_manual_override(&node, &own, now, c.who).await;
-                self.record_all(c, actions, "manual_override", "someone uncordoned this node after hcclwatch cordoned it; hcclwatch does not cordon it again during limits.manual_override_cooldown");
-                return Ok(());
-            }
-            if let (Some(kind), false) = (&own.condition, self.cfg.dry_run) {
-                // Alertmanager repeats a firing alert: refresh the condition's heartbeat.
-                let _ = self
-                    .kube
-                    .set_condition(
-                        c.node,
-                        kind,
-                        true,
-                        &rule.condition.reason,
-                        &message(c.alert),
-                        false,
-                    )
-                    .await;
-            }
-            let detail = format!(
-                "already quarantined by hcclwatch ({}) for alert {}",
-                own.reason, own.fingerprint
-            );
-            self.record_all(c, actions, "already_done", &detail);
+            self.already_ours(rule, c, &node, &own, now).await;
             return Ok(());
         }
         if self.cfg.dry_run && inner.would.contains_key(c.node) {
@@ -279,13 +257,13 @@ impl Remediator {
             return Ok(());
         }
         if let Err(e) = inner.rate.take(now) {
-            self.record_all(c, actions, "rate_limited", &e);
+            self.record_all(c, actions, "rate_limited", &e.to_string());
             return Ok(());
         }
         if let Err(e) = inner.breaker.admit(c.node, inner.fleet.max(1), now) {
             tracing::error!(node = c.node, error = %e, "CIRCUIT BREAKER OPEN: hcclwatch stops quarantining nodes until the window passes; check the fleet, the fabric and the monitor");
             self.metrics.breaker_open.set(1);
-            self.record_all(c, actions, "breaker_open", &e);
+            self.record_all(c, actions, "breaker_open", &e.to_string());
             return Ok(());
         }
         if self.cfg.dry_run {
@@ -320,7 +298,59 @@ impl Remediator {
                 return if e.retryable() { Err(e) } else { Ok(()) };
             }
         };
-        for a in actions {
+        self.apply(rule, c, &node, &own).await;
+        self.metrics.nodes_quarantined.inc();
+        tracing::warn!(
+            node = c.node,
+            alertname = c.alert.name(),
+            "node quarantined"
+        );
+        Ok(())
+    }
+
+    /// A firing alert for a node hcclwatch already quarantined: a manual uncordon since is
+    /// recorded and respected; otherwise the alert is a repeat (Alertmanager resends), so
+    /// only the condition's heartbeat is refreshed.
+    async fn already_ours(
+        &self,
+        rule: &Rule,
+        c: &Ctx<'_>,
+        node: &Node,
+        own: &k::Ownership,
+        now: SystemTime,
+    ) {
+        let actions = &rule.actions;
+        if own.actions.iter().any(|a| a == "cordon") && !k::cordoned(node) {
+            self.note_manual_override(node, own, now, c.who).await;
+            self.record_all(c, actions, "manual_override", "someone uncordoned this node after hcclwatch cordoned it; hcclwatch does not cordon it again during limits.manual_override_cooldown");
+            return;
+        }
+        if let (Some(kind), false) = (&own.condition, self.cfg.dry_run) {
+            // Alertmanager repeats a firing alert: refresh the condition's heartbeat.
+            let _ = self
+                .kube
+                .set_condition(
+                    c.node,
+                    kind,
+                    true,
+                    &rule.condition.reason,
+                    &message(c.alert),
+                    false,
+                )
+                .await;
+        }
+        let detail = format!(
+            "already quarantined by hcclwatch ({}) for alert {}",
+            own.reason, own.fingerprint
+        );
+        self.record_all(c, actions, "already_done", &detail);
+    }
+
+    /// After the node is marked: the rule's other actions (condition, event, hooks), each
+    /// audited. Cordon and taint were done by [`Remediator::mark`]; `own` says which of
+    /// them were hcclwatch's. A failure here is audited and does not undo the quarantine.
+    async fn apply(&self, rule: &Rule, c: &Ctx<'_>, node: &Node, own: &[String]) {
+        for a in &rule.actions {
             let r = match a {
                 Action::Cordon | Action::Taint => {
                     if own.iter().any(|x| x == a.as_str()) {
@@ -350,31 +380,29 @@ impl Remediator {
                     .map_err(|e| e.to_string()),
                 Action::Event => self
                     .kube
-                    .event(&node, "Warning", "HcclwatchQuarantine", &message(c.alert))
+                    .event(node, "Warning", "HcclwatchQuarantine", &message(c.alert))
                     .await
                     .map(|_| "event written".to_string())
                     .map_err(|e| e.to_string()),
                 Action::Exec => match &rule.exec {
-                    Some(x) => super::hooks::run_exec(x, c.node, c.alert).await,
+                    Some(x) => super::hooks::run_exec(x, c.node, c.alert)
+                        .await
+                        .map_err(|e| e.to_string()),
                     None => continue,
                 },
                 Action::Webhook => match &rule.webhook {
-                    Some(w) => super::hooks::run_webhook(w, c.node, c.alert).await,
+                    Some(w) => super::hooks::run_webhook(w, c.node, c.alert)
+                        .await
+                        .map_err(|e| e.to_string()),
                     None => continue,
                 },
             };
+            // Either way the audit detail is the text: what was done, or why it failed.
             match r {
                 Ok(d) => self.record(c, a.as_str(), "applied", &d),
                 Err(d) => self.record(c, a.as_str(), "failed", &d),
             }
         }
-        self.metrics.nodes_quarantined.inc();
-        tracing::warn!(
-            node = c.node,
-            alertname = c.alert.name(),
-            "node quarantined"
-        );
-        Ok(())
     }
 
     /// Cordon, taint and ownership annotations in one conditional replace; returns the
@@ -573,7 +601,7 @@ impl Remediator {
         {
             match super::hooks::run_exec(x, c.node, c.alert).await {
                 Ok(d) => self.record(c, "exec", "applied", &d),
-                Err(d) => self.record(c, "exec", "failed", &d),
+                Err(e) => self.record(c, "exec", "failed", &e.to_string()),
             }
         }
         if let Some(w) = rule
@@ -583,7 +611,7 @@ impl Remediator {
         {
             match super::hooks::run_webhook(w, c.node, c.alert).await {
                 Ok(d) => self.record(c, "webhook", "applied", &d),
-                Err(d) => self.record(c, "webhook", "failed", &d),
+                Err(e) => self.record(c, "webhook", "failed", &e.to_string()),
             }
         }
         self.metrics.nodes_quarantined.dec();

@@ -22,6 +22,75 @@ use super::payload::Alert;
 /// Output kept per stream in the audit log.
 const OUTPUT_LIMIT: usize = 4096;
 
+/// A hook that failed; the message goes to the audit log.
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    /// The exec hook's program could not be started.
+    #[error("starting {program:?}: {error}")]
+    Start {
+        /// `argv[0]`.
+        program: String,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The exec hook exited non-zero or was killed by a signal.
+    #[error("{0}")]
+    Exit(ExecOutput),
+    /// Waiting for the exec hook failed.
+    #[error("waiting for {program:?}: {error}")]
+    Wait {
+        /// `argv[0]`.
+        program: String,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The exec hook ran past its timeout and was killed.
+    #[error("{program:?} timed out after {timeout:?} and was killed")]
+    Timeout {
+        /// `argv[0]`.
+        program: String,
+        /// The configured timeout.
+        timeout: Duration,
+    },
+    /// The webhook request could not be built (a bad URL).
+    #[error("building the request to {url}: {error}")]
+    Request {
+        /// The configured URL.
+        url: String,
+        /// Why.
+        error: hyper::http::Error,
+    },
+    /// Every webhook attempt failed.
+    #[error("{last} (gave up after {attempts} attempts)")]
+    GaveUp {
+        /// How the last attempt failed.
+        last: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+}
+
+/// How an exec hook ended, as the audit log shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// Exit code; None when a signal ended it.
+    pub code: Option<i32>,
+    /// The start of its standard output, trimmed.
+    pub stdout: String,
+    /// The start of its standard error, trimmed.
+    pub stderr: String,
+}
+
+impl std::fmt::Display for ExecOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.code {
+            Some(c) => write!(f, "exit {c}")?,
+            None => write!(f, "exit signal")?,
+        }
+        write!(f, "; stdout: {}; stderr: {}", self.stdout, self.stderr)
+    }
+}
+
 /// The JSON both hooks receive.
 pub fn hook_body(node: &str, alert: &Alert) -> serde_json::Value {
     serde_json::json!({
@@ -49,9 +118,9 @@ fn env_name(label: &str) -> String {
     s
 }
 
-/// Runs the hook; `Ok` carries the captured output, `Err` says what went wrong (with
-/// whatever output there was).
-pub async fn run_exec(cfg: &ExecConfig, node: &str, alert: &Alert) -> Result<String, String> {
+/// Runs the hook; `Ok` carries the captured output (for the audit log), `Err` says what
+/// went wrong (with whatever output there was).
+pub async fn run_exec(cfg: &ExecConfig, node: &str, alert: &Alert) -> Result<String, HookError> {
     let mut cmd = tokio::process::Command::new(&cfg.argv[0]);
     cmd.args(&cfg.argv[1..])
         .env("HCCLWATCH_NODE", node)
@@ -69,9 +138,11 @@ pub async fn run_exec(cfg: &ExecConfig, node: &str, alert: &Alert) -> Result<Str
     for (k, v) in &alert.labels {
         cmd.env(env_name(k), v);
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("starting {:?}: {e}", cfg.argv[0]))?;
+    let program = || cfg.argv[0].clone();
+    let mut child = cmd.spawn().map_err(|error| HookError::Start {
+        program: program(),
+        error,
+    })?;
     let input = hook_body(node, alert).to_string();
     let mut stdin = child.stdin.take();
     let mut stdout = child.stdout.take();
@@ -95,31 +166,36 @@ pub async fn run_exec(cfg: &ExecConfig, node: &str, alert: &Alert) -> Result<Str
     };
     match tokio::time::timeout(cfg.timeout, work).await {
         Ok((Ok(status), out, err)) => {
-            let text = format!(
-                "exit {}; stdout: {}; stderr: {}",
-                status
-                    .code()
-                    .map_or("signal".to_string(), |c| c.to_string()),
-                String::from_utf8_lossy(&out).trim(),
-                String::from_utf8_lossy(&err).trim()
-            );
+            let output = ExecOutput {
+                code: status.code(),
+                stdout: String::from_utf8_lossy(&out).trim().to_string(),
+                stderr: String::from_utf8_lossy(&err).trim().to_string(),
+            };
             if status.success() {
-                Ok(text)
+                Ok(output.to_string())
             } else {
-                Err(text)
+                Err(HookError::Exit(output))
             }
         }
-        Ok((Err(e), _, _)) => Err(format!("waiting for {:?}: {e}", cfg.argv[0])),
+        Ok((Err(error), _, _)) => Err(HookError::Wait {
+            program: program(),
+            error,
+        }),
         // Dropping the future drops the child, and kill_on_drop kills it.
-        Err(_) => Err(format!(
-            "{:?} timed out after {:?} and was killed",
-            cfg.argv[0], cfg.timeout
-        )),
+        Err(_) => Err(HookError::Timeout {
+            program: program(),
+            timeout: cfg.timeout,
+        }),
     }
 }
 
-/// POSTs the alert, retrying with doubling backoff; returns the attempts' outcome.
-pub async fn run_webhook(cfg: &WebhookConfig, node: &str, alert: &Alert) -> Result<String, String> {
+/// POSTs the alert, retrying with doubling backoff; returns the attempts' outcome (for the
+/// audit log).
+pub async fn run_webhook(
+    cfg: &WebhookConfig,
+    node: &str,
+    alert: &Alert,
+) -> Result<String, HookError> {
     let client: Client<HttpConnector, Full<Bytes>> =
         Client::builder(TokioExecutor::new()).build_http();
     let body = Bytes::from(hook_body(node, alert).to_string());
@@ -137,7 +213,10 @@ pub async fn run_webhook(cfg: &WebhookConfig, node: &str, alert: &Alert) -> Resu
                 concat!("hcclwatch-remediate/", env!("CARGO_PKG_VERSION")),
             )
             .body(Full::new(body.clone()))
-            .map_err(|e| format!("building the request to {}: {e}", cfg.url))?;
+            .map_err(|error| HookError::Request {
+                url: cfg.url.clone(),
+                error,
+            })?;
         match tokio::time::timeout(cfg.timeout, client.request(req)).await {
             Ok(Ok(resp)) if resp.status().is_success() => {
                 return Ok(format!(
@@ -151,10 +230,10 @@ pub async fn run_webhook(cfg: &WebhookConfig, node: &str, alert: &Alert) -> Resu
             Err(_) => last = format!("{}: no answer within {:?}", cfg.url, cfg.timeout),
         }
     }
-    Err(format!(
-        "{last} (gave up after {} attempts)",
-        cfg.retries + 1
-    ))
+    Err(HookError::GaveUp {
+        last,
+        attempts: cfg.retries + 1,
+    })
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! kept only in memory.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::{Event, Node, ObjectReference, Taint};
@@ -80,6 +80,33 @@ impl ApiError {
     }
 }
 
+/// Why no Kubernetes client could be built at start-up.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The configured kubeconfig file cannot be read or parsed.
+    #[error("reading kubeconfig {path}: {error}")]
+    ReadKubeconfig {
+        /// `kubernetes.kubeconfig`.
+        path: PathBuf,
+        /// Why.
+        error: kube::config::KubeconfigError,
+    },
+    /// The kubeconfig file is read but unusable (context, cluster or user missing).
+    #[error("kubeconfig {path}: {error}")]
+    Kubeconfig {
+        /// `kubernetes.kubeconfig`.
+        path: PathBuf,
+        /// Why.
+        error: kube::config::KubeconfigError,
+    },
+    /// No kubeconfig configured, and neither in-cluster nor `KUBECONFIG` works.
+    #[error("no in-cluster service account and no kubeconfig: {0}")]
+    Infer(kube::config::InferConfigError),
+    /// The client could not be built from the configuration.
+    #[error("building the Kubernetes client: {0}")]
+    Client(kube::Error),
+}
+
 /// Nodes and events.
 #[derive(Clone)]
 pub struct Kube {
@@ -89,21 +116,28 @@ pub struct Kube {
 
 impl Kube {
     /// Connects with a kubeconfig file, or in-cluster (or `KUBECONFIG`) without one.
-    pub async fn connect(kubeconfig: Option<&Path>, event_namespace: &str) -> Result<Self, String> {
+    pub async fn connect(
+        kubeconfig: Option<&Path>,
+        event_namespace: &str,
+    ) -> Result<Self, ConnectError> {
         let cfg = match kubeconfig {
             Some(p) => {
-                let kc = kube::config::Kubeconfig::read_from(p)
-                    .map_err(|e| format!("reading kubeconfig {}: {e}", p.display()))?;
+                let kc = kube::config::Kubeconfig::read_from(p).map_err(|error| {
+                    ConnectError::ReadKubeconfig {
+                        path: p.to_path_buf(),
+                        error,
+                    }
+                })?;
                 kube::Config::from_custom_kubeconfig(kc, &Default::default())
                     .await
-                    .map_err(|e| format!("kubeconfig {}: {e}", p.display()))?
+                    .map_err(|error| ConnectError::Kubeconfig {
+                        path: p.to_path_buf(),
+                        error,
+                    })?
             }
-            None => kube::Config::infer()
-                .await
-                .map_err(|e| format!("no in-cluster service account and no kubeconfig: {e}"))?,
+            None => kube::Config::infer().await.map_err(ConnectError::Infer)?,
         };
-        let client =
-            Client::try_from(cfg).map_err(|e| format!("building the Kubernetes client: {e}"))?;
+        let client = Client::try_from(cfg).map_err(ConnectError::Client)?;
         Ok(Self {
             nodes: Api::all(client.clone()),
             events: Api::namespaced(client, event_namespace),

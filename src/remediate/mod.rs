@@ -63,9 +63,11 @@ enum Credentials {
     Basic { user: String, password: String },
 }
 
-/// Compares without an early exit, so response time does not leak how much matched.
+/// Compares in constant time (`subtle`), so response time does not leak how much of a
+/// guessed secret matched. Only the length can show, as it always could.
 fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq as _;
+    a.ct_eq(b).into()
 }
 
 impl Credentials {
@@ -234,11 +236,11 @@ pub fn run(cfg: RemediateConfig) -> Result<(), RemediateError> {
     runtime.block_on(async move {
         let kube = kube::Kube::connect(cfg.kubernetes.kubeconfig.as_deref(), &cfg.kubernetes.event_namespace)
             .await
-            .map_err(RemediateError::Start)?;
+            .map_err(|e| RemediateError::Start(e.to_string()))?;
         let dry = cfg.dry_run;
         let interval = cfg.reconcile_interval;
         let engine = Arc::new(
-            Remediator::new(cfg, kube, audit, metrics::Metrics::new()).map_err(RemediateError::Start)?,
+            Remediator::new(cfg, kube, audit, metrics::Metrics::new()).map_err(|e| RemediateError::Start(e.to_string()))?,
         );
         let ready = Arc::new(AtomicBool::new(false));
         // The state comes from the nodes' annotations: read them before acting, and keep

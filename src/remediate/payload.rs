@@ -78,57 +78,110 @@ impl Alert {
     }
 }
 
+/// Why a webhook body was rejected (the whole request: nothing in it is acted on).
+#[derive(Debug, thiserror::Error)]
+pub enum PayloadError {
+    /// The body is not the JSON Alertmanager sends.
+    #[error("not an Alertmanager webhook payload: {0}")]
+    NotAlertmanager(serde_json::Error),
+    /// A payload version other than 4.
+    #[error("payload version {0:?}; only version \"4\" is understood")]
+    Version(String),
+    /// `alerts` is empty.
+    #[error("no alerts in the payload")]
+    NoAlerts,
+    /// More than [`MAX_ALERTS`] alerts.
+    #[error("{0} alerts in one payload; at most {MAX_ALERTS}")]
+    TooManyAlerts(usize),
+    /// An alert without the `alertname` label.
+    #[error("alerts[{index}] has no alertname label")]
+    NoAlertname {
+        /// Position in `alerts`.
+        index: usize,
+    },
+    /// A fingerprint that is not a hex id.
+    #[error("alerts[{index}] ({alertname}): fingerprint {fingerprint:?} is not a hex id")]
+    BadFingerprint {
+        /// Position in `alerts`.
+        index: usize,
+        /// The alert's name.
+        alertname: String,
+        /// The fingerprint sent.
+        fingerprint: String,
+    },
+    /// An alert a rule acts on lacks the node label.
+    #[error("alerts[{index}] ({alertname}) matches a rule but has no {label:?} label")]
+    NoNode {
+        /// Position in `alerts`.
+        index: usize,
+        /// The alert's name.
+        alertname: String,
+        /// The configured `node_label`.
+        label: String,
+    },
+    /// The node label is not a node name.
+    #[error(
+        "alerts[{index}] ({alertname}): {label}={node:?} is not a Kubernetes node name (RFC 1123 subdomain)"
+    )]
+    BadNodeName {
+        /// Position in `alerts`.
+        index: usize,
+        /// The alert's name.
+        alertname: String,
+        /// The configured `node_label`.
+        label: String,
+        /// The value sent.
+        node: String,
+    },
+}
+
 /// Parses and checks a body. `node_label` names the label that carries the node; it must
 /// be present and a valid node name on every alert `needs_node` selects.
 pub fn parse(
     body: &[u8],
     node_label: &str,
     needs_node: impl Fn(&Alert) -> bool,
-) -> Result<Notification, String> {
-    let n: Notification = serde_json::from_slice(body)
-        .map_err(|e| format!("not an Alertmanager webhook payload: {e}"))?;
+) -> Result<Notification, PayloadError> {
+    let n: Notification = serde_json::from_slice(body).map_err(PayloadError::NotAlertmanager)?;
     if n.version != "4" {
-        return Err(format!(
-            "payload version {:?}; only version \"4\" is understood",
-            n.version
-        ));
+        return Err(PayloadError::Version(n.version));
     }
     if n.alerts.is_empty() {
-        return Err("no alerts in the payload".into());
+        return Err(PayloadError::NoAlerts);
     }
     if n.alerts.len() > MAX_ALERTS {
-        return Err(format!(
-            "{} alerts in one payload; at most {MAX_ALERTS}",
-            n.alerts.len()
-        ));
+        return Err(PayloadError::TooManyAlerts(n.alerts.len()));
     }
-    for (i, a) in n.alerts.iter().enumerate() {
+    for (index, a) in n.alerts.iter().enumerate() {
         if a.name().is_empty() {
-            return Err(format!("alerts[{i}] has no alertname label"));
+            return Err(PayloadError::NoAlertname { index });
         }
         if a.fingerprint.is_empty()
             || a.fingerprint.len() > 64
             || !a.fingerprint.chars().all(|c| c.is_ascii_hexdigit())
         {
-            return Err(format!(
-                "alerts[{i}] ({}): fingerprint {:?} is not a hex id",
-                a.name(),
-                a.fingerprint
-            ));
+            return Err(PayloadError::BadFingerprint {
+                index,
+                alertname: a.name().into(),
+                fingerprint: a.fingerprint.clone(),
+            });
         }
         if needs_node(a) {
             match a.labels.get(node_label) {
                 None => {
-                    return Err(format!(
-                        "alerts[{i}] ({}) matches a rule but has no {node_label:?} label",
-                        a.name()
-                    ));
+                    return Err(PayloadError::NoNode {
+                        index,
+                        alertname: a.name().into(),
+                        label: node_label.into(),
+                    });
                 }
                 Some(node) if !valid_node_name(node) => {
-                    return Err(format!(
-                        "alerts[{i}] ({}): {node_label}={node:?} is not a Kubernetes node name (RFC 1123 subdomain)",
-                        a.name()
-                    ));
+                    return Err(PayloadError::BadNodeName {
+                        index,
+                        alertname: a.name().into(),
+                        label: node_label.into(),
+                        node: node.clone(),
+                    });
                 }
                 Some(_) => {}
             }
@@ -196,7 +249,9 @@ mod tests {
             ("n1", "zz", "not a hex id"),
             ("n1", "", "not a hex id"),
         ] {
-            let e = parse(&body(node, fp), "node", |_| true).unwrap_err();
+            let e = parse(&body(node, fp), "node", |_| true)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(want), "{node} {fp}: {e}");
         }
         let e = parse(
@@ -204,9 +259,10 @@ mod tests {
             "node",
             |_| true,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("version"), "{e}");
-        let e = parse(b"[1,2]", "node", |_| true).unwrap_err();
+        let e = parse(b"[1,2]", "node", |_| true).unwrap_err().to_string();
         assert!(e.contains("not an Alertmanager webhook payload"), "{e}");
         // An alert no rule acts on needs no node.
         assert!(parse(&body("Bad_Node", "a1"), "node", |_| false).is_ok());

@@ -10,6 +10,61 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+/// Why a selector string is not a valid selector.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    /// Two commas in a row, or a trailing comma.
+    #[error("{selector:?} has an empty requirement")]
+    EmptyRequirement {
+        /// The whole selector.
+        selector: String,
+    },
+    /// `a=b=c`.
+    #[error("{requirement:?} has more than one '='")]
+    SeveralEquals {
+        /// The requirement.
+        requirement: String,
+    },
+    /// The key is not a Kubernetes label key.
+    #[error("{key:?} in {requirement:?} is not a valid label key")]
+    BadKey {
+        /// The key.
+        key: String,
+        /// The requirement it is in.
+        requirement: String,
+    },
+}
+
+/// The circuit breaker refused a quarantine: too many in the window.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "circuit breaker open: {recent} node(s) quarantined in the last {window:?} and the limit is {limit} (breaker.max_nodes {max_nodes}, breaker.max_percent {max_percent} of {fleet} nodes); not quarantining {node}"
+)]
+pub struct BreakerOpen {
+    /// Quarantines in the window.
+    pub recent: usize,
+    /// The window.
+    pub window: Duration,
+    /// Quarantines allowed in the window for this fleet.
+    pub limit: usize,
+    /// `breaker.max_nodes`.
+    pub max_nodes: usize,
+    /// `breaker.max_percent`.
+    pub max_percent: f64,
+    /// Nodes in the fleet.
+    pub fleet: usize,
+    /// The node that was not quarantined.
+    pub node: String,
+}
+
+/// The global rate limit refused a quarantine.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("rate limit: {recent} quarantines in the last minute (limits.max_actions_per_minute)")]
+pub struct RateLimited {
+    /// Quarantines in the last 60 s.
+    pub recent: usize,
+}
+
 /// One requirement of a selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Req {
@@ -25,18 +80,20 @@ pub struct Selector(Vec<Req>);
 
 impl Selector {
     /// Parses a selector; the error says which requirement is wrong.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, SelectorError> {
         let mut reqs = Vec::new();
         for part in s.split(',').map(str::trim) {
             if part.is_empty() {
-                return Err(format!("{s:?} has an empty requirement"));
+                return Err(SelectorError::EmptyRequirement { selector: s.into() });
             }
             let key_ok = |k: &str| super::payload::valid_qualified_name(k);
             let req = if let Some((k, v)) = part.split_once("!=") {
                 Req::Ne(k.trim().into(), v.trim().into())
             } else if let Some((k, v)) = part.split_once('=') {
                 if v.contains('=') {
-                    return Err(format!("{part:?} has more than one '='"));
+                    return Err(SelectorError::SeveralEquals {
+                        requirement: part.into(),
+                    });
                 }
                 Req::Eq(k.trim().trim_end_matches('=').into(), v.trim().into())
             } else if let Some(k) = part.strip_prefix('!') {
@@ -46,7 +103,10 @@ impl Selector {
             };
             let (Req::Eq(k, _) | Req::Ne(k, _) | Req::Exists(k) | Req::Absent(k)) = &req;
             if !key_ok(k) {
-                return Err(format!("{k:?} in {part:?} is not a valid label key"));
+                return Err(SelectorError::BadKey {
+                    key: k.clone(),
+                    requirement: part.into(),
+                });
             }
             reqs.push(req);
         }
@@ -73,7 +133,7 @@ pub struct NodeFilter {
 
 impl NodeFilter {
     /// From validated selector strings.
-    pub fn new(allow: &[String], deny: &[String]) -> Result<Self, String> {
+    pub fn new(allow: &[String], deny: &[String]) -> Result<Self, SelectorError> {
         Ok(Self {
             allow: allow
                 .iter()
@@ -150,18 +210,20 @@ impl Breaker {
     }
 
     /// Admits one more quarantine of `node`, or trips and says why.
-    pub fn admit(&mut self, node: &str, fleet: usize, now: SystemTime) -> Result<(), String> {
+    pub fn admit(&mut self, node: &str, fleet: usize, now: SystemTime) -> Result<(), BreakerOpen> {
         self.refresh(fleet, now);
         let limit = self.limit(fleet);
         if self.open || self.recent.len() + 1 > limit {
             self.open = true;
-            return Err(format!(
-                "circuit breaker open: {} node(s) quarantined in the last {:?} and the limit is {limit} (breaker.max_nodes {}, breaker.max_percent {} of {fleet} nodes); not quarantining {node}",
-                self.recent.len(),
-                self.window,
-                self.max_nodes,
-                self.max_percent
-            ));
+            return Err(BreakerOpen {
+                recent: self.recent.len(),
+                window: self.window,
+                limit,
+                max_nodes: self.max_nodes,
+                max_percent: self.max_percent,
+                fleet,
+                node: node.into(),
+            });
         }
         self.recent.push((node.to_string(), now));
         Ok(())
@@ -197,16 +259,15 @@ impl RateLimit {
     }
 
     /// Takes a slot, or says when one frees up.
-    pub fn take(&mut self, now: SystemTime) -> Result<(), String> {
+    pub fn take(&mut self, now: SystemTime) -> Result<(), RateLimited> {
         self.recent.retain(|t| {
             now.duration_since(*t)
                 .map_or(true, |age| age < Duration::from_secs(60))
         });
         if self.recent.len() >= self.per_minute {
-            return Err(format!(
-                "rate limit: {} quarantines in the last minute (limits.max_actions_per_minute)",
-                self.recent.len()
-            ));
+            return Err(RateLimited {
+                recent: self.recent.len(),
+            });
         }
         self.recent.push(now);
         Ok(())
@@ -252,7 +313,10 @@ mod tests {
         assert_eq!(b.limit(3), 1);
         assert!(b.admit("a", 100, t0).is_ok());
         assert!(b.admit("b", 100, t0 + Duration::from_secs(10)).is_ok());
-        let e = b.admit("c", 100, t0 + Duration::from_secs(20)).unwrap_err();
+        let e = b
+            .admit("c", 100, t0 + Duration::from_secs(20))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("circuit breaker open") && e.contains("not quarantining c"),
             "{e}"

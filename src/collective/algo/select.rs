@@ -199,20 +199,62 @@ const HCCL_OPS: &[&str] = &[
     "others",
 ];
 
-fn parse_levels(s: &str) -> Result<Option<Algo>, String> {
+/// Why an `HCCL_ALGO` value was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AlgoError {
+    /// A `;`-separated part lacks the `levelN:` prefix.
+    #[error("{part:?} is not `levelN:<algo>`")]
+    NotLevelForm {
+        /// The part.
+        part: String,
+    },
+    /// The level is not level0..level3.
+    #[error("unknown level {level:?}; use level0..level3")]
+    UnknownLevel {
+        /// The level given.
+        level: String,
+    },
+    /// The algorithm is not an HCCL token.
+    #[error("algo {algo:?} is not supported; HCCL accepts {}", HCCL_TOKENS.join(", "))]
+    UnknownAlgo {
+        /// The algorithm given.
+        algo: String,
+    },
+    /// HCCL knows the level-1 algorithm, this engine does not run it.
+    #[error(
+        "level1:{algo} is valid HCCL but not implemented by hcclwatch's TCP engine; use ring, H-D_R or NB"
+    )]
+    NotImplemented {
+        /// The algorithm given.
+        algo: String,
+    },
+    /// `op=levels` items mixed with a bare global setting.
+    #[error("{item:?}: the global and per-operation forms cannot be mixed")]
+    MixedForms {
+        /// The item without `=`.
+        item: String,
+    },
+    /// The operation is not an HCCL operation name.
+    #[error("unknown operation {op:?}; HCCL accepts {}", HCCL_OPS.join(", "))]
+    UnknownOp {
+        /// The operation given.
+        op: String,
+    },
+}
+
+fn parse_levels(s: &str) -> Result<Option<Algo>, AlgoError> {
     let mut level1 = None;
     for part in s.split(';').map(str::trim).filter(|p| !p.is_empty()) {
         let (level, algo) = part
             .split_once(':')
-            .ok_or_else(|| format!("{part:?} is not `levelN:<algo>`"))?;
+            .ok_or_else(|| AlgoError::NotLevelForm { part: part.into() })?;
         if !matches!(level, "level0" | "level1" | "level2" | "level3") {
-            return Err(format!("unknown level {level:?}; use level0..level3"));
+            return Err(AlgoError::UnknownLevel {
+                level: level.into(),
+            });
         }
         if !HCCL_TOKENS.contains(&algo) {
-            return Err(format!(
-                "algo {algo:?} is not supported; HCCL accepts {}",
-                HCCL_TOKENS.join(", ")
-            ));
+            return Err(AlgoError::UnknownAlgo { algo: algo.into() });
         }
         match (level, algo) {
             ("level1", "ring") => level1 = Some(Algo::Ring),
@@ -221,9 +263,7 @@ fn parse_levels(s: &str) -> Result<Option<Algo>, String> {
             ("level1", "NB") => level1 = Some(Algo::Bruck),
             ("level1", "null" | "NA") | ("level0" | "level2" | "level3", _) => {}
             ("level1", other) => {
-                return Err(format!(
-                    "level1:{other} is valid HCCL but not implemented by hcclwatch's TCP engine; use ring, H-D_R or NB"
-                ));
+                return Err(AlgoError::NotImplemented { algo: other.into() });
             }
             _ => {}
         }
@@ -232,7 +272,7 @@ fn parse_levels(s: &str) -> Result<Option<Algo>, String> {
 }
 
 /// Parses `HCCL_ALGO`.
-pub fn parse_hccl_algo(s: &str) -> Result<Override, String> {
+pub fn parse_hccl_algo(s: &str) -> Result<Override, AlgoError> {
     let s = s.trim();
     if s.is_empty() {
         return Ok(Override::default());
@@ -245,15 +285,12 @@ pub fn parse_hccl_algo(s: &str) -> Result<Override, String> {
     }
     let mut per_op = HashMap::new();
     for item in s.split('/') {
-        let (op, levels) = item.split_once('=').ok_or_else(|| {
-            format!("{item:?}: the global and per-operation forms cannot be mixed")
-        })?;
+        let (op, levels) = item
+            .split_once('=')
+            .ok_or_else(|| AlgoError::MixedForms { item: item.into() })?;
         let op = op.trim();
         if !HCCL_OPS.contains(&op) {
-            return Err(format!(
-                "unknown operation {op:?}; HCCL accepts {}",
-                HCCL_OPS.join(", ")
-            ));
+            return Err(AlgoError::UnknownOp { op: op.into() });
         }
         if let Some(a) = parse_levels(levels)? {
             per_op.insert(op.to_string(), a);
@@ -283,26 +320,31 @@ mod tests {
         assert!(
             parse_hccl_algo("level1:Adapt")
                 .unwrap_err()
+                .to_string()
                 .contains("not supported")
         );
         assert!(
             parse_hccl_algo("level1:NHR")
                 .unwrap_err()
+                .to_string()
                 .contains("not implemented")
         );
         assert!(
             parse_hccl_algo("level9:ring")
                 .unwrap_err()
+                .to_string()
                 .contains("unknown level")
         );
         assert!(
             parse_hccl_algo("allreduce=level1:ring/level1:ring")
                 .unwrap_err()
+                .to_string()
                 .contains("cannot be mixed")
         );
         assert!(
             parse_hccl_algo("allsum=level1:ring")
                 .unwrap_err()
+                .to_string()
                 .contains("unknown operation")
         );
     }

@@ -7,6 +7,52 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
+/// An HCCL environment variable that cannot be used, or no interface to listen on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvError {
+    /// `HCCL_IF_IP` does not parse as an address.
+    #[error("HCCL_IF_IP={value:?} is not an IP address")]
+    NotAnIp {
+        /// The variable's value.
+        value: String,
+    },
+    /// `HCCL_SOCKET_IFNAME` selects no interface of this host.
+    #[error("HCCL_SOCKET_IFNAME={spec:?} matches no interface with an address")]
+    NoInterfaceMatches {
+        /// The variable's value.
+        spec: String,
+    },
+    /// Neither variable is set and the host has no IPv4 interface.
+    #[error("no interface with an IPv4 address; set HCCL_IF_IP")]
+    NoIpv4Interface,
+    /// A numeric variable is not an integer.
+    #[error("{name}={value:?} is not an integer")]
+    NotAnInteger {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// A numeric variable is outside HCCL's range.
+    #[error("{name}={value} is outside [{lo}, {hi}]")]
+    OutOfRange {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: u64,
+        /// Smallest accepted value.
+        lo: u64,
+        /// Largest accepted value.
+        hi: u64,
+    },
+    /// `HCCL_RDMA_TC` is not DSCP × 4.
+    #[error("HCCL_RDMA_TC={value} is not a multiple of 4 (it is DSCP × 4)")]
+    TrafficClassNotDscp {
+        /// Its value.
+        value: u64,
+    },
+}
+
 /// One interface address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Iface {
@@ -85,60 +131,65 @@ pub fn pick_default(ifaces: &[Iface]) -> Option<Iface> {
 
 /// The address the root listens on: `HCCL_IF_IP`, else `HCCL_SOCKET_IFNAME`, else the
 /// default order.
-pub fn root_ip(env: &HashMap<String, String>, ifaces: &[Iface]) -> Result<IpAddr, String> {
+pub fn root_ip(env: &HashMap<String, String>, ifaces: &[Iface]) -> Result<IpAddr, EnvError> {
     if let Some(ip) = env.get("HCCL_IF_IP") {
         return ip
             .trim()
             .parse()
-            .map_err(|_| format!("HCCL_IF_IP={ip:?} is not an IP address"));
+            .map_err(|_| EnvError::NotAnIp { value: ip.clone() });
     }
     if let Some(spec) = env.get("HCCL_SOCKET_IFNAME") {
-        return pick_by_ifname(spec, ifaces).map(|i| i.addr).ok_or_else(|| {
-            format!("HCCL_SOCKET_IFNAME={spec:?} matches no interface with an address")
-        });
+        return pick_by_ifname(spec, ifaces)
+            .map(|i| i.addr)
+            .ok_or_else(|| EnvError::NoInterfaceMatches { spec: spec.clone() });
     }
     pick_default(ifaces)
         .map(|i| i.addr)
-        .ok_or_else(|| "no interface with an IPv4 address; set HCCL_IF_IP".into())
+        .ok_or(EnvError::NoIpv4Interface)
 }
 
 fn int_var(
     env: &HashMap<String, String>,
-    name: &str,
+    name: &'static str,
     lo: u64,
     hi: u64,
     default: u64,
-) -> Result<u64, String> {
+) -> Result<u64, EnvError> {
     match env.get(name) {
         None => Ok(default),
         Some(v) => {
-            let n: u64 = v
-                .trim()
-                .parse()
-                .map_err(|_| format!("{name}={v:?} is not an integer"))?;
+            let n: u64 = v.trim().parse().map_err(|_| EnvError::NotAnInteger {
+                name,
+                value: v.clone(),
+            })?;
             if (lo..=hi).contains(&n) {
                 Ok(n)
             } else {
-                Err(format!("{name}={n} is outside [{lo}, {hi}]"))
+                Err(EnvError::OutOfRange {
+                    name,
+                    value: n,
+                    lo,
+                    hi,
+                })
             }
         }
     }
 }
 
 /// `HCCL_IF_BASE_PORT`: [1024, 65520], default 60000.
-pub fn base_port(env: &HashMap<String, String>) -> Result<u16, String> {
+pub fn base_port(env: &HashMap<String, String>) -> Result<u16, EnvError> {
     int_var(env, "HCCL_IF_BASE_PORT", 1024, 65520, 60000).map(|p| p as u16)
 }
 
 /// `HCCL_CONNECT_TIMEOUT` in seconds, default 120. HCCL requires ≥ 120 for RDMA link
 /// setup; TCP needs less, so this engine accepts [1, 7200].
-pub fn connect_timeout(env: &HashMap<String, String>) -> Result<Duration, String> {
+pub fn connect_timeout(env: &HashMap<String, String>) -> Result<Duration, EnvError> {
     int_var(env, "HCCL_CONNECT_TIMEOUT", 1, 7200, 120).map(Duration::from_secs)
 }
 
 /// `HCCL_EXEC_TIMEOUT` in seconds, default 1836; 0 means no timeout (a day here, so a
 /// dead peer is still noticed eventually).
-pub fn exec_timeout(env: &HashMap<String, String>) -> Result<Duration, String> {
+pub fn exec_timeout(env: &HashMap<String, String>) -> Result<Duration, EnvError> {
     int_var(env, "HCCL_EXEC_TIMEOUT", 0, 2_147_483_647, 1836).map(|s| {
         if s == 0 {
             Duration::from_secs(86_400)
@@ -149,15 +200,13 @@ pub fn exec_timeout(env: &HashMap<String, String>) -> Result<Duration, String> {
 }
 
 /// `HCCL_RDMA_TC`: [0, 255], a multiple of 4 (DSCP × 4); used as the IP TOS byte.
-pub fn traffic_class(env: &HashMap<String, String>) -> Result<Option<u32>, String> {
+pub fn traffic_class(env: &HashMap<String, String>) -> Result<Option<u32>, EnvError> {
     if !env.contains_key("HCCL_RDMA_TC") {
         return Ok(None);
     }
     let tc = int_var(env, "HCCL_RDMA_TC", 0, 255, 132)?;
     if tc % 4 != 0 {
-        return Err(format!(
-            "HCCL_RDMA_TC={tc} is not a multiple of 4 (it is DSCP × 4)"
-        ));
+        return Err(EnvError::TrafficClassNotDscp { value: tc });
     }
     Ok(Some(tc as u32))
 }
@@ -224,12 +273,14 @@ mod tests {
         assert!(
             root_ip(&env(&[("HCCL_IF_IP", "nope")]), &i)
                 .unwrap_err()
+                .to_string()
                 .contains("HCCL_IF_IP")
         );
         assert_eq!(base_port(&env(&[])).unwrap(), 60000);
         assert!(
             base_port(&env(&[("HCCL_IF_BASE_PORT", "80")]))
                 .unwrap_err()
+                .to_string()
                 .contains("outside [1024, 65520]")
         );
         assert_eq!(
@@ -243,6 +294,7 @@ mod tests {
         assert!(
             traffic_class(&env(&[("HCCL_RDMA_TC", "130")]))
                 .unwrap_err()
+                .to_string()
                 .contains("multiple of 4")
         );
     }

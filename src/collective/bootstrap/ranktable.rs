@@ -11,6 +11,137 @@ use std::net::{IpAddr, SocketAddr};
 
 use serde_json::Value;
 
+/// Why a rank table was refused. Every variant names the JSON path of the offending value
+/// (`server_list[1].device[0].rank_id`), so the scheduler's output can be fixed at the
+/// right place.
+#[derive(Debug, thiserror::Error)]
+pub enum RankTableError {
+    /// The text is not JSON at all.
+    #[error("not valid JSON: {error} (line {}, column {})", .error.line(), .error.column())]
+    Json {
+        /// The parser's error (its position is in the message).
+        error: serde_json::Error,
+    },
+    /// A required field is absent.
+    #[error("{field}: missing")]
+    Missing {
+        /// JSON path of the field.
+        field: String,
+    },
+    /// A field has the wrong JSON type.
+    #[error("{field}: expected {expected}, found {found}")]
+    WrongType {
+        /// JSON path of the field.
+        field: String,
+        /// What the format wants there.
+        expected: &'static str,
+        /// The value found, as JSON.
+        found: String,
+    },
+    /// A string field that must hold a number does not.
+    #[error("{field}: {value:?} is not a number")]
+    NotANumber {
+        /// JSON path of the field.
+        field: String,
+        /// Its value.
+        value: String,
+    },
+    /// A numeric field is negative or fractional.
+    #[error("{field}: {value} is not a non-negative integer")]
+    NotAnIndex {
+        /// JSON path of the field.
+        field: String,
+        /// Its value, as JSON.
+        value: String,
+    },
+    /// An address field does not hold an IP address.
+    #[error("{field}: {value:?} is not an IP address")]
+    NotAnIp {
+        /// JSON path of the field.
+        field: String,
+        /// Its value.
+        value: String,
+    },
+    /// `version` is not one this parser knows.
+    #[error("version: {version:?} is not supported (use 1.0, 1.2 or 2.0)")]
+    UnsupportedVersion {
+        /// The table's `version`.
+        version: String,
+    },
+    /// `server_count` or `rank_count` disagrees with the list.
+    #[error("{field}: says {says} but {list} has {actual}")]
+    CountMismatch {
+        /// `server_count` or `rank_count`.
+        field: &'static str,
+        /// What the count says.
+        says: u64,
+        /// `server_list` or `rank_list`.
+        list: &'static str,
+        /// Entries in the list.
+        actual: usize,
+    },
+    /// Two servers share a `server_id`.
+    #[error("{at}.server_id: {server_id:?} also used by server_list[{previous}]")]
+    DuplicateServer {
+        /// JSON path of the second server.
+        at: String,
+        /// The shared id.
+        server_id: String,
+        /// Index of the first server with it.
+        previous: usize,
+    },
+    /// Two entries share a `rank_id`.
+    #[error("{at}.rank_id: duplicate rank_id {rank_id} (also at {previous})")]
+    DuplicateRank {
+        /// JSON path of the second entry.
+        at: String,
+        /// The shared rank.
+        rank_id: usize,
+        /// JSON path of the first entry.
+        previous: String,
+    },
+    /// A v1.x table that spans servers lacks a device address.
+    #[error("{at}.device_ip: missing (required when the table spans several servers)")]
+    DeviceIpMissing {
+        /// JSON path of the device entry.
+        at: String,
+    },
+    /// A server's ranks have holes (another server's ranks sit between them).
+    #[error(
+        "{at}: rank_ids {rank_ids:?} are not contiguous; ranks must not be interleaved across servers"
+    )]
+    NotContiguous {
+        /// JSON path of the server.
+        at: String,
+        /// Its ranks.
+        rank_ids: Vec<usize>,
+    },
+    /// Two servers' rank ranges overlap.
+    #[error("{first} and {second}: rank ranges overlap (interleaved across servers)")]
+    RangesOverlap {
+        /// JSON path of one server.
+        first: String,
+        /// JSON path of the other.
+        second: String,
+    },
+    /// The ranks are not exactly 0..n.
+    #[error("rank_id {rank_id} at {at}: rank ids must be 0..{count} without gaps")]
+    RankGap {
+        /// The first rank out of place.
+        rank_id: usize,
+        /// JSON path of its entry.
+        at: String,
+        /// Number of ranks.
+        count: usize,
+    },
+    /// A rank has no address to listen on.
+    #[error("rank {rank_id} has neither host_ip nor device_ip")]
+    NoAddress {
+        /// The rank.
+        rank_id: usize,
+    },
+}
+
 /// One rank of the table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RankEntry {
@@ -42,13 +173,14 @@ pub struct RankTable {
 impl RankTable {
     /// Where each rank's engine listens: its host address if known, else its device
     /// address, on `host_port` or `base_port + local index`.
-    pub fn addresses(&self, base_port: u16) -> Result<Vec<SocketAddr>, String> {
+    pub fn addresses(&self, base_port: u16) -> Result<Vec<SocketAddr>, RankTableError> {
         self.ranks
             .iter()
             .map(|r| {
-                let ip = r.host_ip.or(r.device_ip).ok_or_else(|| {
-                    format!("rank {} has neither host_ip nor device_ip", r.rank_id)
-                })?;
+                let ip = r
+                    .host_ip
+                    .or(r.device_ip)
+                    .ok_or(RankTableError::NoAddress { rank_id: r.rank_id })?;
                 let port = r
                     .host_port
                     .unwrap_or(base_port.saturating_add(r.local_index as u16));
@@ -58,67 +190,81 @@ impl RankTable {
     }
 }
 
-fn field<'a>(obj: &'a Value, key: &str, at: &str) -> Result<&'a Value, String> {
-    obj.get(key).ok_or_else(|| {
-        if at.is_empty() {
-            format!("{key}: missing")
-        } else {
-            format!("{at}.{key}: missing")
-        }
+/// The JSON path of `key` inside the object at `at` (the document itself when empty).
+fn path(at: &str, key: &str) -> String {
+    if at.is_empty() {
+        key.to_string()
+    } else {
+        format!("{at}.{key}")
+    }
+}
+
+fn wrong_type(field: String, expected: &'static str, found: &Value) -> RankTableError {
+    RankTableError::WrongType {
+        field,
+        expected,
+        found: found.to_string(),
+    }
+}
+
+fn field<'a>(obj: &'a Value, key: &str, at: &str) -> Result<&'a Value, RankTableError> {
+    obj.get(key).ok_or_else(|| RankTableError::Missing {
+        field: path(at, key),
     })
 }
 
-fn string_field(obj: &Value, key: &str, at: &str) -> Result<String, String> {
+fn string_field(obj: &Value, key: &str, at: &str) -> Result<String, RankTableError> {
     match field(obj, key, at)? {
         Value::String(s) => Ok(s.clone()),
-        other => Err(format!(
-            "{at}.{key}: expected a string (rank table v1.x values are strings), found {other}"
+        other => Err(wrong_type(
+            path(at, key),
+            "a string (rank table v1.x values are strings)",
+            other,
         )),
     }
 }
 
-fn opt_string(obj: &Value, key: &str, at: &str) -> Result<Option<String>, String> {
+fn opt_string(obj: &Value, key: &str, at: &str) -> Result<Option<String>, RankTableError> {
     match obj.get(key) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(format!("{at}.{key}: expected a string, found {other}")),
+        Some(other) => Err(wrong_type(path(at, key), "a string", other)),
     }
 }
 
-fn parse_num<T: std::str::FromStr>(s: &str, at: &str) -> Result<T, String> {
-    s.trim()
-        .parse()
-        .map_err(|_| format!("{at}: {s:?} is not a number"))
+fn parse_num<T: std::str::FromStr>(s: &str, at: &str) -> Result<T, RankTableError> {
+    s.trim().parse().map_err(|_| RankTableError::NotANumber {
+        field: at.to_string(),
+        value: s.to_string(),
+    })
 }
 
-fn parse_ip(s: &str, at: &str) -> Result<IpAddr, String> {
-    s.trim()
-        .parse()
-        .map_err(|_| format!("{at}: {s:?} is not an IP address"))
+fn parse_ip(s: &str, at: &str) -> Result<IpAddr, RankTableError> {
+    s.trim().parse().map_err(|_| RankTableError::NotAnIp {
+        field: at.to_string(),
+        value: s.to_string(),
+    })
+}
+
+/// An array field, or the error naming it.
+fn array<'a>(doc: &'a Value, key: &str, at: &str) -> Result<&'a Vec<Value>, RankTableError> {
+    match field(doc, key, at)? {
+        Value::Array(a) => Ok(a),
+        other => Err(wrong_type(path(at, key), "an array", other)),
+    }
 }
 
 /// Parses rank-table JSON text.
-pub fn parse(text: &str) -> Result<RankTable, String> {
-    let doc: Value = serde_json::from_str(text).map_err(|e| {
-        format!(
-            "not valid JSON: {e} (line {}, column {})",
-            e.line(),
-            e.column()
-        )
-    })?;
-    let version = match doc.get("version") {
-        Some(Value::String(v)) => v.clone(),
-        Some(other) => return Err(format!("version: expected a string, found {other}")),
-        None => return Err("version: missing".into()),
+pub fn parse(text: &str) -> Result<RankTable, RankTableError> {
+    let doc: Value = serde_json::from_str(text).map_err(|error| RankTableError::Json { error })?;
+    let version = match field(&doc, "version", "")? {
+        Value::String(v) => v.clone(),
+        other => return Err(wrong_type("version".into(), "a string", other)),
     };
     let ranks = match version.as_str() {
         "1.0" | "1.2" => parse_v1(&doc, &version)?,
         "2.0" => parse_v2(&doc)?,
-        v => {
-            return Err(format!(
-                "version: {v:?} is not supported (use 1.0, 1.2 or 2.0)"
-            ));
-        }
+        _ => return Err(RankTableError::UnsupportedVersion { version }),
     };
     Ok(RankTable { version, ranks })
 }
@@ -126,33 +272,34 @@ pub fn parse(text: &str) -> Result<RankTable, String> {
 fn finish(
     mut ranks: Vec<RankEntry>,
     where_: HashMap<usize, String>,
-) -> Result<Vec<RankEntry>, String> {
+) -> Result<Vec<RankEntry>, RankTableError> {
     ranks.sort_by_key(|r| r.rank_id);
     for (i, r) in ranks.iter().enumerate() {
         if r.rank_id != i {
-            return Err(format!(
-                "rank_id {} at {}: rank ids must be 0..{} without gaps",
-                r.rank_id,
-                where_.get(&r.rank_id).map_or("?", String::as_str),
-                ranks.len()
-            ));
+            return Err(RankTableError::RankGap {
+                rank_id: r.rank_id,
+                at: where_
+                    .get(&r.rank_id)
+                    .map_or("?", String::as_str)
+                    .to_string(),
+                count: ranks.len(),
+            });
         }
     }
     Ok(ranks)
 }
 
-fn parse_v1(doc: &Value, version: &str) -> Result<Vec<RankEntry>, String> {
-    let servers = match field(doc, "server_list", "")? {
-        Value::Array(a) => a,
-        other => return Err(format!("server_list: expected an array, found {other}")),
-    };
+fn parse_v1(doc: &Value, version: &str) -> Result<Vec<RankEntry>, RankTableError> {
+    let servers = array(doc, "server_list", "")?;
     if let Some(count) = opt_string(doc, "server_count", "")? {
-        let n: usize = parse_num(&count, "server_count")?;
-        if n != servers.len() {
-            return Err(format!(
-                "server_count: says {n} but server_list has {}",
-                servers.len()
-            ));
+        let n: u64 = parse_num(&count, "server_count")?;
+        if n != servers.len() as u64 {
+            return Err(RankTableError::CountMismatch {
+                field: "server_count",
+                says: n,
+                list: "server_list",
+                actual: servers.len(),
+            });
         }
     }
     let multi_server = servers.len() > 1;
@@ -163,18 +310,17 @@ fn parse_v1(doc: &Value, version: &str) -> Result<Vec<RankEntry>, String> {
     for (si, server) in servers.iter().enumerate() {
         let at = format!("server_list[{si}]");
         let server_id = string_field(server, "server_id", &at)?;
-        if let Some(prev) = server_ids.insert(server_id.clone(), si) {
-            return Err(format!(
-                "{at}.server_id: {server_id:?} also used by server_list[{prev}]"
-            ));
+        if let Some(previous) = server_ids.insert(server_id.clone(), si) {
+            return Err(RankTableError::DuplicateServer {
+                at,
+                server_id,
+                previous,
+            });
         }
         let host_ip = opt_string(server, "host_ip", &at)?
             .map(|s| parse_ip(&s, &format!("{at}.host_ip")))
             .transpose()?;
-        let devices = match field(server, "device", &at)? {
-            Value::Array(a) => a,
-            other => return Err(format!("{at}.device: expected an array, found {other}")),
-        };
+        let devices = array(server, "device", &at)?;
         let mut ids = Vec::new();
         for (di, dev) in devices.iter().enumerate() {
             let dat = format!("{at}.device[{di}]");
@@ -182,10 +328,12 @@ fn parse_v1(doc: &Value, version: &str) -> Result<Vec<RankEntry>, String> {
                 &string_field(dev, "rank_id", &dat)?,
                 &format!("{dat}.rank_id"),
             )?;
-            if let Some(prev) = seen.insert(rank_id, dat.clone()) {
-                return Err(format!(
-                    "{dat}.rank_id: duplicate rank_id {rank_id} (also at {prev})"
-                ));
+            if let Some(previous) = seen.insert(rank_id, dat.clone()) {
+                return Err(RankTableError::DuplicateRank {
+                    at: dat,
+                    rank_id,
+                    previous,
+                });
             }
             let device_id: u32 = parse_num(
                 &string_field(dev, "device_id", &dat)?,
@@ -193,11 +341,7 @@ fn parse_v1(doc: &Value, version: &str) -> Result<Vec<RankEntry>, String> {
             )?;
             let device_ip = match opt_string(dev, "device_ip", &dat)? {
                 Some(s) => Some(parse_ip(&s, &format!("{dat}.device_ip"))?),
-                None if multi_server => {
-                    return Err(format!(
-                        "{dat}.device_ip: missing (required when the table spans several servers)"
-                    ));
-                }
+                None if multi_server => return Err(RankTableError::DeviceIpMissing { at: dat }),
                 None => None,
             };
             let host_port = opt_string(dev, "host_port", &dat)?
@@ -216,9 +360,7 @@ fn parse_v1(doc: &Value, version: &str) -> Result<Vec<RankEntry>, String> {
         }
         if let (Some(lo), Some(hi)) = (ids.iter().min(), ids.iter().max()) {
             if hi - lo + 1 != ids.len() {
-                return Err(format!(
-                    "{at}: rank_ids {ids:?} are not contiguous; ranks must not be interleaved across servers"
-                ));
+                return Err(RankTableError::NotContiguous { at, rank_ids: ids });
             }
             server_ranges.push((*lo, *hi, at.clone()));
         }
@@ -226,45 +368,47 @@ fn parse_v1(doc: &Value, version: &str) -> Result<Vec<RankEntry>, String> {
     server_ranges.sort();
     for w in server_ranges.windows(2) {
         if w[1].0 <= w[0].1 {
-            return Err(format!(
-                "{} and {}: rank ranges overlap (interleaved across servers)",
-                w[0].2, w[1].2
-            ));
+            return Err(RankTableError::RangesOverlap {
+                first: w[0].2.clone(),
+                second: w[1].2.clone(),
+            });
         }
     }
     if version == "1.2"
         && let Some(pods) = doc.get("super_pod_list")
         && !pods.is_array()
     {
-        return Err(format!("super_pod_list: expected an array, found {pods}"));
+        return Err(wrong_type("super_pod_list".into(), "an array", pods));
     }
     finish(ranks, seen)
 }
 
-fn parse_v2(doc: &Value) -> Result<Vec<RankEntry>, String> {
-    let list = match field(doc, "rank_list", "")? {
-        Value::Array(a) => a,
-        other => return Err(format!("rank_list: expected an array, found {other}")),
-    };
-    let int = |v: &Value, key: &str, at: &str| -> Result<u64, String> {
+fn parse_v2(doc: &Value) -> Result<Vec<RankEntry>, RankTableError> {
+    let list = array(doc, "rank_list", "")?;
+    let int = |v: &Value, key: &str, at: &str| -> Result<u64, RankTableError> {
         match field(v, key, at)? {
-            Value::Number(n) => n
-                .as_u64()
-                .ok_or_else(|| format!("{at}.{key}: {n} is not a non-negative integer")),
-            other => Err(format!(
-                "{at}.{key}: expected an integer (rank table v2.0 values are numbers), found {other}"
+            Value::Number(n) => n.as_u64().ok_or_else(|| RankTableError::NotAnIndex {
+                field: path(at, key),
+                value: n.to_string(),
+            }),
+            other => Err(wrong_type(
+                path(at, key),
+                "an integer (rank table v2.0 values are numbers)",
+                other,
             )),
         }
     };
     if let Some(count) = doc.get("rank_count") {
         let n = count
             .as_u64()
-            .ok_or_else(|| format!("rank_count: expected an integer, found {count}"))?;
-        if n as usize != list.len() {
-            return Err(format!(
-                "rank_count: says {n} but rank_list has {}",
-                list.len()
-            ));
+            .ok_or_else(|| wrong_type("rank_count".into(), "an integer", count))?;
+        if n != list.len() as u64 {
+            return Err(RankTableError::CountMismatch {
+                field: "rank_count",
+                says: n,
+                list: "rank_list",
+                actual: list.len(),
+            });
         }
     }
     let mut ranks = Vec::new();
@@ -273,10 +417,12 @@ fn parse_v2(doc: &Value) -> Result<Vec<RankEntry>, String> {
     for (i, r) in list.iter().enumerate() {
         let at = format!("rank_list[{i}]");
         let rank_id = int(r, "rank_id", &at)? as usize;
-        if let Some(prev) = seen.insert(rank_id, at.clone()) {
-            return Err(format!(
-                "{at}.rank_id: duplicate rank_id {rank_id} (also at {prev})"
-            ));
+        if let Some(previous) = seen.insert(rank_id, at.clone()) {
+            return Err(RankTableError::DuplicateRank {
+                at,
+                rank_id,
+                previous,
+            });
         }
         let device_id = int(r, "device_id", &at)? as u32;
         let host_port = r.get("host_port").and_then(Value::as_u64).map(|p| p as u16);
@@ -393,8 +539,15 @@ mod tests {
             ),
         ];
         for (text, want) in cases {
-            let e = parse(&text).unwrap_err();
+            let e = parse(&text).unwrap_err().to_string();
             assert!(e.contains(want), "expected {want:?} in {e:?}");
         }
+        // A top-level field's path has no leading dot.
+        assert_eq!(
+            parse(&V1.replace("\"server_count\":\"2\"", "\"server_count\":2"))
+                .unwrap_err()
+                .to_string(),
+            "server_count: expected a string, found 2"
+        );
     }
 }

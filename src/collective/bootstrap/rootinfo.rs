@@ -34,23 +34,69 @@ impl fmt::Display for RootInfo {
     }
 }
 
+/// Why a string is not root info.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RootInfoError {
+    /// The scheme is missing.
+    #[error("{text:?} is not root info (expected hcclwatch-root://IP:PORT/COMMID)")]
+    NotRootInfo {
+        /// The text given.
+        text: String,
+    },
+    /// No `/COMMID` after the address.
+    #[error("{text:?} lacks the /COMMID part (expected hcclwatch-root://IP:PORT/COMMID)")]
+    NoCommId {
+        /// The text given.
+        text: String,
+    },
+    /// The address part is not `IP:PORT`.
+    #[error("{addr:?} is not IP:PORT")]
+    BadAddress {
+        /// The address part.
+        addr: String,
+    },
+    /// The communicator id is not hexadecimal.
+    #[error("{id:?} is not a hex communicator id")]
+    BadCommId {
+        /// The id part.
+        id: String,
+    },
+}
+
 impl FromStr for RootInfo {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let rest = s.strip_prefix("hcclwatch-root://").ok_or_else(|| {
-            format!("{s:?} is not root info (expected hcclwatch-root://IP:PORT/COMMID)")
-        })?;
+    type Err = RootInfoError;
+    fn from_str(s: &str) -> Result<Self, RootInfoError> {
+        let rest = s
+            .strip_prefix("hcclwatch-root://")
+            .ok_or_else(|| RootInfoError::NotRootInfo { text: s.into() })?;
         let (addr, id) = rest
             .rsplit_once('/')
-            .ok_or_else(|| format!("{s:?} lacks the /COMMID part"))?;
+            .ok_or_else(|| RootInfoError::NoCommId { text: s.into() })?;
         Ok(RootInfo {
             addr: addr
                 .parse()
-                .map_err(|_| format!("{addr:?} is not IP:PORT"))?,
+                .map_err(|_| RootInfoError::BadAddress { addr: addr.into() })?,
             comm_id: u64::from_str_radix(id, 16)
-                .map_err(|_| format!("{id:?} is not a hex communicator id"))?,
+                .map_err(|_| RootInfoError::BadCommId { id: id.into() })?,
         })
     }
+}
+
+/// A bad address message in the exchange with the root.
+#[derive(Debug, thiserror::Error)]
+enum AddrMessageError {
+    /// The stream failed or closed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The length prefix is beyond any socket address.
+    #[error("address of {0} bytes is too long")]
+    TooLong(usize),
+    /// The bytes are not text.
+    #[error("address is not UTF-8")]
+    NotUtf8,
+    /// The text is not `IP:PORT`.
+    #[error("{0:?} is not IP:PORT")]
+    NotAnAddress(String),
 }
 
 fn write_addr(s: &mut TcpStream, a: &SocketAddr) -> std::io::Result<()> {
@@ -59,17 +105,17 @@ fn write_addr(s: &mut TcpStream, a: &SocketAddr) -> std::io::Result<()> {
     s.write_all(t.as_bytes())
 }
 
-fn read_addr(s: &mut TcpStream) -> Result<SocketAddr, String> {
+fn read_addr(s: &mut TcpStream) -> Result<SocketAddr, AddrMessageError> {
     let mut l = [0u8; 2];
-    s.read_exact(&mut l).map_err(|e| e.to_string())?;
+    s.read_exact(&mut l)?;
     let n = u16::from_le_bytes(l) as usize;
     if n > 64 {
-        return Err(format!("address of {n} bytes is too long"));
+        return Err(AddrMessageError::TooLong(n));
     }
     let mut b = vec![0u8; n];
-    s.read_exact(&mut b).map_err(|e| e.to_string())?;
-    let t = String::from_utf8(b).map_err(|_| "address is not UTF-8".to_string())?;
-    t.parse().map_err(|_| format!("{t:?} is not IP:PORT"))
+    s.read_exact(&mut b)?;
+    let t = String::from_utf8(b).map_err(|_| AddrMessageError::NotUtf8)?;
+    t.parse().map_err(|_| AddrMessageError::NotAnAddress(t))
 }
 
 /// Serves the root store for `world` ranks on `listener`; returns when every rank got
@@ -186,7 +232,7 @@ pub fn join(
         channel: BOOTSTRAP_CHANNEL,
     };
     auth::connect(&mut s, key, hello)
-        .map_err(|m| CollError::new(HcclCode::TcpConnect, op, Some(0), m))?;
+        .map_err(|e| CollError::new(HcclCode::TcpConnect, op, Some(0), e.to_string()))?;
     write_addr(&mut s, &listen)
         .map_err(|e| CollError::new(HcclCode::TcpTransfer, op, Some(0), e.to_string()))?;
     let mut n = [0u8; 4];
@@ -207,7 +253,8 @@ pub fn join(
     }
     (0..n)
         .map(|_| {
-            read_addr(&mut s).map_err(|m| CollError::new(HcclCode::TcpTransfer, op, Some(0), m))
+            read_addr(&mut s)
+                .map_err(|e| CollError::new(HcclCode::TcpTransfer, op, Some(0), e.to_string()))
         })
         .collect()
 }
@@ -230,6 +277,7 @@ mod tests {
             "hcclwatch-root://127.0.0.1:1/zz"
                 .parse::<RootInfo>()
                 .unwrap_err()
+                .to_string()
                 .contains("hex")
         );
     }

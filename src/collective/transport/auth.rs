@@ -46,13 +46,52 @@ fn mac(key: &[u8], parts: &[&[u8]]) -> HmacSha256 {
     m
 }
 
-/// What [`accept`] returns for a connection closed before it sent a byte: a member's
-/// liveness check (see `probe::membership`), not an attack or a misconfiguration.
-pub const CLOSED_UNSPOKEN: &str = "closed before the handshake (a liveness check)";
+/// Why a handshake failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// The connection closed before the peer sent a byte: a member's liveness check (see
+    /// `probe::membership`), not an attack or a misconfiguration.
+    #[error("closed before the handshake (a liveness check)")]
+    ClosedUnspoken,
+    /// No nonce could be drawn.
+    #[error("cannot read /dev/urandom: {0}")]
+    Entropy(std::io::Error),
+    /// Sending a handshake message failed.
+    #[error("handshake write failed: {0}")]
+    Write(std::io::Error),
+    /// Receiving a handshake message failed (the peer closed, or the timeout passed).
+    #[error("handshake read failed: {0}")]
+    Read(std::io::Error),
+    /// The peer sent something other than this handshake.
+    #[error("peer did not speak the hcclwatch handshake")]
+    NotHandshake,
+    /// The connecting peer's proof does not match the key.
+    #[error("peer claiming rank {rank} failed authentication (wrong key)")]
+    WrongKey {
+        /// The rank the peer claimed.
+        rank: u32,
+    },
+    /// The connecting peer holds the key but is in another communicator.
+    #[error("peer rank {rank} belongs to communicator {theirs:016x}, not {ours:016x}")]
+    OtherCommunicator {
+        /// The peer's rank.
+        rank: u32,
+        /// The peer's communicator id.
+        theirs: u64,
+        /// This side's communicator id.
+        ours: u64,
+    },
+    /// The accepting peer refused this side's proof.
+    #[error("authentication refused by peer (wrong key or communicator)")]
+    Refused,
+    /// The accepting peer's own proof does not match the key.
+    #[error("peer could not prove it holds the key")]
+    PeerUnproven,
+}
 
 /// Runs the acceptor side; returns the authenticated peer's hello.
-pub fn accept<S: Read + Write>(s: &mut S, key: &[u8], comm_id: u64) -> Result<Hello, String> {
-    let na = nonce().map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
+pub fn accept<S: Read + Write>(s: &mut S, key: &[u8], comm_id: u64) -> Result<Hello, AuthError> {
+    let na = nonce().map_err(AuthError::Entropy)?;
     let mut hello = [0u8; 4 + 32];
     hello[..4].copy_from_slice(b"HCWA");
     hello[4..].copy_from_slice(&na);
@@ -64,23 +103,22 @@ pub fn accept<S: Read + Write>(s: &mut S, key: &[u8], comm_id: u64) -> Result<He
     };
     s.write_all(&hello).map_err(|e| {
         if unspoken(&e) {
-            CLOSED_UNSPOKEN.to_string()
+            AuthError::ClosedUnspoken
         } else {
-            format!("handshake write failed: {e}")
+            AuthError::Write(e)
         }
     })?;
     let mut msg = [0u8; 4 + 8 + 4 + 4 + 32 + 32];
     match s.read(&mut msg[..1]) {
-        Ok(0) => return Err(CLOSED_UNSPOKEN.into()),
-        Err(e) if unspoken(&e) => return Err(CLOSED_UNSPOKEN.into()),
-        Err(e) => return Err(format!("handshake read failed: {e}")),
+        Ok(0) => return Err(AuthError::ClosedUnspoken),
+        Err(e) if unspoken(&e) => return Err(AuthError::ClosedUnspoken),
+        Err(e) => return Err(AuthError::Read(e)),
         Ok(_) => {}
     }
-    s.read_exact(&mut msg[1..])
-        .map_err(|e| format!("handshake read failed: {e}"))?;
+    s.read_exact(&mut msg[1..]).map_err(AuthError::Read)?;
     if &msg[..4] != b"HCWC" {
         let _ = s.write_all(b"NO\0\0");
-        return Err("peer did not speak the hcclwatch handshake".into());
+        return Err(AuthError::NotHandshake);
     }
     let peer = Hello {
         comm_id: u64::from_le_bytes(msg[4..12].try_into().unwrap_or_default()),
@@ -89,22 +127,22 @@ pub fn accept<S: Read + Write>(s: &mut S, key: &[u8], comm_id: u64) -> Result<He
     };
     let nc: [u8; 32] = msg[20..52].try_into().unwrap_or_default();
     let proof = &msg[52..84];
+    // `verify_slice` compares the tags in constant time (`subtle::ConstantTimeEq` inside
+    // `digest`), so the time to refuse does not tell a forger how many bytes were right.
     let ok = mac(key, &[b"C", &na, &nc, &msg[4..20]])
         .verify_slice(proof)
         .is_ok();
     if !ok {
         let _ = s.write_all(&[b'N', b'O', 0, 0]);
-        return Err(format!(
-            "peer claiming rank {} failed authentication (wrong key)",
-            peer.rank
-        ));
+        return Err(AuthError::WrongKey { rank: peer.rank });
     }
     if peer.comm_id != comm_id {
         let _ = s.write_all(&[b'N', b'O', 0, 0]);
-        return Err(format!(
-            "peer rank {} belongs to communicator {:016x}, not {comm_id:016x}",
-            peer.rank, peer.comm_id
-        ));
+        return Err(AuthError::OtherCommunicator {
+            rank: peer.rank,
+            theirs: peer.comm_id,
+            ours: comm_id,
+        });
     }
     let mut reply = [0u8; 4 + 32];
     reply[..4].copy_from_slice(b"OK\0\0");
@@ -112,21 +150,19 @@ pub fn accept<S: Read + Write>(s: &mut S, key: &[u8], comm_id: u64) -> Result<He
         .finalize()
         .into_bytes();
     reply[4..].copy_from_slice(&tag);
-    s.write_all(&reply)
-        .map_err(|e| format!("handshake write failed: {e}"))?;
+    s.write_all(&reply).map_err(AuthError::Write)?;
     Ok(peer)
 }
 
 /// Runs the connector side.
-pub fn connect<S: Read + Write>(s: &mut S, key: &[u8], me: Hello) -> Result<(), String> {
+pub fn connect<S: Read + Write>(s: &mut S, key: &[u8], me: Hello) -> Result<(), AuthError> {
     let mut first = [0u8; 36];
-    s.read_exact(&mut first)
-        .map_err(|e| format!("handshake read failed: {e}"))?;
+    s.read_exact(&mut first).map_err(AuthError::Read)?;
     if &first[..4] != b"HCWA" {
-        return Err("peer did not speak the hcclwatch handshake".into());
+        return Err(AuthError::NotHandshake);
     }
     let na: [u8; 32] = first[4..].try_into().unwrap_or_default();
-    let nc = nonce().map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
+    let nc = nonce().map_err(AuthError::Entropy)?;
     let mut ident = [0u8; 16];
     ident[..8].copy_from_slice(&me.comm_id.to_le_bytes());
     ident[8..12].copy_from_slice(&me.rank.to_le_bytes());
@@ -137,20 +173,19 @@ pub fn connect<S: Read + Write>(s: &mut S, key: &[u8], me: Hello) -> Result<(), 
     msg.extend_from_slice(&ident);
     msg.extend_from_slice(&nc);
     msg.extend_from_slice(&proof);
-    s.write_all(&msg)
-        .map_err(|e| format!("handshake write failed: {e}"))?;
+    s.write_all(&msg).map_err(AuthError::Write)?;
+    // The status word is public (the acceptor's verdict), not a secret: a plain comparison.
     let mut status = [0u8; 4];
-    s.read_exact(&mut status)
-        .map_err(|_| "authentication refused by peer (wrong key or communicator)".to_string())?;
+    s.read_exact(&mut status).map_err(|_| AuthError::Refused)?;
     if &status != b"OK\0\0" {
-        return Err("authentication refused by peer (wrong key or communicator)".into());
+        return Err(AuthError::Refused);
     }
     let mut tag = [0u8; 32];
-    s.read_exact(&mut tag)
-        .map_err(|e| format!("handshake read failed: {e}"))?;
+    s.read_exact(&mut tag).map_err(AuthError::Read)?;
+    // Constant-time, as in `accept`.
     mac(key, &[b"A", &nc, &na, &me.comm_id.to_le_bytes()])
         .verify_slice(&tag)
-        .map_err(|_| "peer could not prove it holds the key".to_string())
+        .map_err(|_| AuthError::PeerUnproven)
 }
 
 #[cfg(test)]
@@ -162,7 +197,7 @@ mod tests {
         key_a: &'static [u8],
         key_c: &'static [u8],
         comm_c: u64,
-    ) -> (Result<Hello, String>, Result<(), String>) {
+    ) -> (Result<Hello, AuthError>, Result<(), AuthError>) {
         let (mut a, mut c) = UnixStream::pair().unwrap();
         let t = std::thread::spawn(move || accept(&mut a, key_a, 7));
         let rc = connect(
@@ -194,14 +229,32 @@ mod tests {
     #[test]
     fn wrong_key_is_refused_and_reported_on_both_sides() {
         let (a, c) = pair(b"secret", b"guess", 7);
-        assert!(a.unwrap_err().contains("failed authentication"));
-        assert!(c.unwrap_err().contains("authentication refused"));
+        assert!(a.unwrap_err().to_string().contains("failed authentication"));
+        assert!(
+            c.unwrap_err()
+                .to_string()
+                .contains("authentication refused")
+        );
+    }
+
+    #[test]
+    fn a_connection_closed_unspoken_is_a_liveness_check_not_a_failure() {
+        let (mut a, c) = UnixStream::pair().unwrap();
+        drop(c);
+        assert!(matches!(
+            accept(&mut a, b"k", 7),
+            Err(AuthError::ClosedUnspoken)
+        ));
     }
 
     #[test]
     fn other_communicator_is_refused() {
         let (a, c) = pair(b"k", b"k", 8);
-        assert!(a.unwrap_err().contains("belongs to communicator"));
+        assert!(
+            a.unwrap_err()
+                .to_string()
+                .contains("belongs to communicator")
+        );
         assert!(c.is_err());
     }
 }

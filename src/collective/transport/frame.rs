@@ -29,6 +29,49 @@ pub enum Kind {
 /// Longest abort message read.
 pub const ABORT_MAX: usize = 1024;
 
+/// A header that cannot be decoded, or is not the one the receiver expects.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    /// The first four bytes are not [`MAGIC`].
+    #[error("bad magic 0x{magic:08x} (not an hcclwatch peer, or the stream is out of sync)")]
+    BadMagic {
+        /// The bytes found, little-endian.
+        magic: u32,
+    },
+    /// The peer speaks another wire version.
+    #[error(
+        "wire version {version} (this build speaks {VERSION}); run the same hcclwatch release on every rank"
+    )]
+    Version {
+        /// The peer's version.
+        version: u8,
+    },
+    /// The kind byte is not a [`Kind`].
+    #[error("unknown frame kind {kind}")]
+    UnknownKind {
+        /// The byte found.
+        kind: u8,
+    },
+    /// The payload is longer than the receiver accepts.
+    #[error("frame of {len} bytes exceeds the maximum {max}")]
+    TooLarge {
+        /// Payload bytes announced.
+        len: u32,
+        /// The receiver's limit.
+        max: usize,
+    },
+    /// A field differs from what the receiver expects.
+    #[error("{field} {got} where {expected} was expected (ranks disagree on the operation?)")]
+    Mismatch {
+        /// Which field.
+        field: &'static str,
+        /// The value received.
+        got: u64,
+        /// The value expected.
+        expected: u64,
+    },
+}
+
 /// A decoded header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
@@ -62,23 +105,18 @@ impl Header {
     }
 
     /// Parses a header, checking magic, version and kind.
-    pub fn decode(b: &[u8; HEADER_LEN]) -> Result<Header, String> {
+    pub fn decode(b: &[u8; HEADER_LEN]) -> Result<Header, FrameError> {
         let magic = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         if magic != MAGIC {
-            return Err(format!(
-                "bad magic 0x{magic:08x} (not an hcclwatch peer, or the stream is out of sync)"
-            ));
+            return Err(FrameError::BadMagic { magic });
         }
         if b[4] != VERSION {
-            return Err(format!(
-                "wire version {} (this build speaks {VERSION})",
-                b[4]
-            ));
+            return Err(FrameError::Version { version: b[4] });
         }
         let kind = match b[5] {
             1 => Kind::Data,
             2 => Kind::Abort,
-            k => return Err(format!("unknown frame kind {k}")),
+            kind => return Err(FrameError::UnknownKind { kind }),
         };
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());
         let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap_or_default());
@@ -93,12 +131,12 @@ impl Header {
     }
 
     /// Checks a received header against what the receiver expects.
-    pub fn expect(&self, want: &Header, max_frame: usize) -> Result<(), String> {
+    pub fn expect(&self, want: &Header, max_frame: usize) -> Result<(), FrameError> {
         if self.len as usize > max_frame {
-            return Err(format!(
-                "frame of {} bytes exceeds the maximum {max_frame}",
-                self.len
-            ));
+            return Err(FrameError::TooLarge {
+                len: self.len,
+                max: max_frame,
+            });
         }
         for (field, got, exp) in [
             ("communicator id", self.comm_id, want.comm_id),
@@ -108,9 +146,11 @@ impl Header {
             ("chunk index", u64::from(self.chunk), u64::from(want.chunk)),
         ] {
             if got != exp {
-                return Err(format!(
-                    "{field} {got} where {exp} was expected (ranks disagree on the operation?)"
-                ));
+                return Err(FrameError::Mismatch {
+                    field,
+                    got,
+                    expected: exp,
+                });
             }
         }
         Ok(())
@@ -151,6 +191,7 @@ mod tests {
         assert!(
             got.expect(&want, 1 << 20)
                 .unwrap_err()
+                .to_string()
                 .contains("op sequence 4 where 3")
         );
         let mut got = want;
@@ -158,16 +199,23 @@ mod tests {
         assert!(
             got.expect(&want, 1 << 20)
                 .unwrap_err()
+                .to_string()
                 .contains("exceeds the maximum")
         );
         let mut b = want.encode();
         b[0] = b'X';
-        assert!(Header::decode(&b).unwrap_err().contains("bad magic"));
+        assert!(
+            Header::decode(&b)
+                .unwrap_err()
+                .to_string()
+                .contains("bad magic")
+        );
         let mut b = want.encode();
         b[5] = 9;
         assert!(
             Header::decode(&b)
                 .unwrap_err()
+                .to_string()
                 .contains("unknown frame kind 9")
         );
     }

@@ -1088,7 +1088,7 @@ fn accept_all(
                         let _ = s.set_write_timeout(None);
                         got.push((p, ch, s));
                     }
-                    Err(m) if m == auth::CLOSED_UNSPOKEN => {
+                    Err(m @ auth::AuthError::ClosedUnspoken) => {
                         tracing::debug!(peer = %from, "connection {m}");
                     }
                     Err(m) => {
