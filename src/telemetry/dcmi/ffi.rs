@@ -168,6 +168,47 @@ const _: () = assert!(std::mem::offset_of!(HccsBandwidthC, total_txbw) == 8);
 const _: () = assert!(size_of::<HccsStatisticU64C>() == 1024);
 const _: () = assert!(size_of::<HccsStatisticU32C>() == 512);
 
+/// Plain C data: integers, floats and arrays of them, for which all-zero bytes are a
+/// valid value. Out-parameters are zeroed before a call, so a library that fills only
+/// part of a struct (the 28-byte ECC layout) leaves the rest defined.
+///
+/// # Safety
+/// Implement only for types made of integers, floats and arrays of them.
+unsafe trait Plain: Sized {
+    /// The all-zero value.
+    fn zeroed() -> Self {
+        // SAFETY: all-zero bytes are a valid `Self` (the trait's contract).
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+macro_rules! plain {
+    ($($t:ty),* $(,)?) => {
+        $(
+            // SAFETY: integers, floats and arrays of them only (see the definitions above).
+            unsafe impl Plain for $t {}
+        )*
+    };
+}
+
+plain!(
+    c_int,
+    c_uint,
+    ChipInfoC,
+    ChipInfoV2C,
+    PcieInfoAllC,
+    DieIdC,
+    ElabelInfoC,
+    HbmInfoC,
+    GetMemoryInfoC,
+    EccInfoC,
+    MultiUtilizationC,
+    NetworkPktStatsC,
+    HccsBandwidthC,
+    HccsStatisticU64C,
+    HccsStatisticU32C,
+);
+
 /// Number of 64-bit counters in `struct dcmi_network_pkt_stats_info`.
 pub const PKT_STATS_COUNTERS: usize = 48;
 
@@ -283,26 +324,48 @@ pub struct HccsStatistics {
 type FnInit = unsafe extern "C" fn() -> c_int;
 type FnVersion = unsafe extern "C" fn(*mut c_char, c_uint) -> c_int;
 type FnCardList = unsafe extern "C" fn(*mut c_int, *mut c_int, c_int) -> c_int;
-type FnDeviceNum = unsafe extern "C" fn(c_int, *mut c_int) -> c_int;
 type FnLogicId = unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int;
-type FnPhyFromLogic = unsafe extern "C" fn(c_uint, *mut c_uint) -> c_int;
-type FnChipInfo = unsafe extern "C" fn(c_int, c_int, *mut ChipInfoC) -> c_int;
-type FnChipInfoV2 = unsafe extern "C" fn(c_int, c_int, *mut ChipInfoV2C) -> c_int;
-type FnPcie = unsafe extern "C" fn(c_int, c_int, *mut PcieInfoAllC) -> c_int;
-type FnDie = unsafe extern "C" fn(c_int, c_int, c_int, *mut DieIdC) -> c_int;
-type FnElabel = unsafe extern "C" fn(c_int, *mut ElabelInfoC) -> c_int;
-type FnU32Out = unsafe extern "C" fn(c_int, c_int, *mut c_uint) -> c_int;
-type FnI32Out = unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int;
-type FnTypedU32 = unsafe extern "C" fn(c_int, c_int, c_int, *mut c_uint) -> c_int;
 type FnErrorCodes = unsafe extern "C" fn(c_int, c_int, *mut c_int, *mut c_uint, c_uint) -> c_int;
-type FnMultiUtil = unsafe extern "C" fn(c_int, c_int, *mut MultiUtilizationC) -> c_int;
-type FnHbm = unsafe extern "C" fn(c_int, c_int, *mut HbmInfoC) -> c_int;
-type FnMemV3 = unsafe extern "C" fn(c_int, c_int, *mut GetMemoryInfoC) -> c_int;
-type FnEcc = unsafe extern "C" fn(c_int, c_int, c_int, *mut EccInfoC) -> c_int;
-type FnPktStats = unsafe extern "C" fn(c_int, c_int, c_int, *mut NetworkPktStatsC) -> c_int;
-type FnHccsBw = unsafe extern "C" fn(c_int, c_int, *mut HccsBandwidthC) -> c_int;
 type FnDeviceInfo =
     unsafe extern "C" fn(c_int, c_int, c_int, c_uint, *mut c_void, *mut c_uint) -> c_int;
+/// `int f(A id, T *out)`: a query about a card, or a translation of one ID.
+type IdFn<A, T> = unsafe extern "C" fn(A, *mut T) -> c_int;
+/// `int f(int card_id, int device_id, T *out)`: the shape of most chip queries.
+type ChipFn<T> = unsafe extern "C" fn(c_int, c_int, *mut T) -> c_int;
+/// `int f(int card_id, int device_id, int type, T *out)`: a chip query with an input
+/// type (or port).
+type TypedFn<T> = unsafe extern "C" fn(c_int, c_int, c_int, *mut T) -> c_int;
+
+/// A DCMI function that answers through its last parameter, a pointer to a `T`; `Args`
+/// are the parameters before it.
+trait OutFn<Args> {
+    /// What the function writes.
+    type Out: Plain;
+
+    /// Calls the function with `args` and `out`.
+    ///
+    /// # Safety
+    /// `self` must be the function's real prototype, and `out` valid for writes of one
+    /// `Self::Out`.
+    unsafe fn call_out(self, args: Args, out: *mut Self::Out) -> c_int;
+}
+
+macro_rules! out_fn {
+    ($($a:ident: $ty:ident),*) => {
+        impl<$($ty,)* T: Plain> OutFn<($($ty,)*)> for unsafe extern "C" fn($($ty,)* *mut T) -> c_int {
+            type Out = T;
+
+            unsafe fn call_out(self, ($($a,)*): ($($ty,)*), out: *mut T) -> c_int {
+                // SAFETY: the prototype and the pointer are the caller's obligations.
+                unsafe { self($($a,)* out) }
+            }
+        }
+    };
+}
+
+out_fn!(a: A);
+out_fn!(a: A, b: B);
+out_fn!(a: A, b: B, c: C);
 
 macro_rules! symbol_table {
     ($($name:ident: $ty:ty,)*) => {
@@ -335,28 +398,28 @@ symbol_table! {
     dcmi_init: FnInit,
     dcmi_get_dcmi_version: FnVersion,
     dcmi_get_card_list: FnCardList,
-    dcmi_get_device_num_in_card: FnDeviceNum,
+    dcmi_get_device_num_in_card: IdFn<c_int, c_int>,
     dcmi_get_device_logic_id: FnLogicId,
-    dcmi_get_device_phyid_from_logicid: FnPhyFromLogic,
-    dcmi_get_device_chip_info: FnChipInfo,
-    dcmi_get_device_chip_info_v2: FnChipInfoV2,
-    dcmi_get_device_pcie_info_v2: FnPcie,
-    dcmi_get_device_die_v2: FnDie,
-    dcmi_get_card_elabel_v2: FnElabel,
-    dcmi_get_device_health: FnU32Out,
+    dcmi_get_device_phyid_from_logicid: IdFn<c_uint, c_uint>,
+    dcmi_get_device_chip_info: ChipFn<ChipInfoC>,
+    dcmi_get_device_chip_info_v2: ChipFn<ChipInfoV2C>,
+    dcmi_get_device_pcie_info_v2: ChipFn<PcieInfoAllC>,
+    dcmi_get_device_die_v2: TypedFn<DieIdC>,
+    dcmi_get_card_elabel_v2: IdFn<c_int, ElabelInfoC>,
+    dcmi_get_device_health: ChipFn<c_uint>,
     dcmi_get_device_errorcode_v2: FnErrorCodes,
-    dcmi_get_device_temperature: FnI32Out,
-    dcmi_get_device_power_info: FnI32Out,
-    dcmi_get_device_voltage: FnU32Out,
-    dcmi_get_device_frequency: FnTypedU32,
-    dcmi_get_device_utilization_rate: FnTypedU32,
-    dcmi_get_device_multi_utilization_rate: FnMultiUtil,
-    dcmi_get_device_hbm_info: FnHbm,
-    dcmi_get_device_memory_info_v3: FnMemV3,
-    dcmi_get_device_ecc_info: FnEcc,
-    dcmi_get_device_network_health: FnI32Out,
-    dcmi_get_netdev_pkt_stats_info: FnPktStats,
-    dcmi_get_hccs_link_bandwidth_info: FnHccsBw,
+    dcmi_get_device_temperature: ChipFn<c_int>,
+    dcmi_get_device_power_info: ChipFn<c_int>,
+    dcmi_get_device_voltage: ChipFn<c_uint>,
+    dcmi_get_device_frequency: TypedFn<c_uint>,
+    dcmi_get_device_utilization_rate: TypedFn<c_uint>,
+    dcmi_get_device_multi_utilization_rate: ChipFn<MultiUtilizationC>,
+    dcmi_get_device_hbm_info: ChipFn<HbmInfoC>,
+    dcmi_get_device_memory_info_v3: ChipFn<GetMemoryInfoC>,
+    dcmi_get_device_ecc_info: TypedFn<EccInfoC>,
+    dcmi_get_device_network_health: ChipFn<c_int>,
+    dcmi_get_netdev_pkt_stats_info: TypedFn<NetworkPktStatsC>,
+    dcmi_get_hccs_link_bandwidth_info: ChipFn<HccsBandwidthC>,
     dcmi_get_device_info: FnDeviceInfo,
 }
 
@@ -384,6 +447,33 @@ fn status(rc: c_int) -> Result<(), Raw> {
 fn c_buf_to_string(buf: &[u8]) -> String {
     let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..end]).trim().to_string()
+}
+
+/// Calls `f(args…, &mut out)` on `out` as given and returns what `f` wrote; a missing
+/// symbol is [`Raw::Missing`], a non-zero status [`Raw::Code`].
+fn answer<A, F: OutFn<A>>(f: Option<F>, args: A, mut out: F::Out) -> Result<F::Out, Raw> {
+    let f = f.ok_or(Raw::Missing)?;
+    // SAFETY: every `OutFn` in the symbol table has the prototype of its DCMI function
+    // (from the vendor header), and `out` is a live, writable value of the type it fills.
+    status(unsafe { f.call_out(args, &mut out) })?;
+    Ok(out)
+}
+
+/// [`answer`] on a zeroed out-parameter: the usual call.
+fn query<A, F: OutFn<A>>(f: Option<F>, args: A) -> Result<F::Out, Raw> {
+    answer(f, args, Plain::zeroed())
+}
+
+impl ChipInfo {
+    /// Decodes the fields `dcmi_chip_info` and `dcmi_chip_info_v2` share.
+    fn decode(chip_type: &[u8], chip_name: &[u8], chip_ver: &[u8], aicore_cnt: c_uint) -> Self {
+        Self {
+            chip_type: c_buf_to_string(chip_type),
+            chip_name: c_buf_to_string(chip_name),
+            chip_ver: c_buf_to_string(chip_ver),
+            aicore_count: aicore_cnt,
+        }
+    }
 }
 
 impl DcmiLib {
@@ -430,14 +520,7 @@ impl DcmiLib {
 
     /// `dcmi_get_device_num_in_card()`.
     pub fn device_num_in_card(&self, card: i32) -> Result<i32, Raw> {
-        let f = self
-            .symbols
-            .dcmi_get_device_num_in_card
-            .ok_or(Raw::Missing)?;
-        let mut n: c_int = 0;
-        // SAFETY: `n` is a valid writable int.
-        status(unsafe { f(card, &mut n) })?;
-        Ok(n)
+        query(self.symbols.dcmi_get_device_num_in_card, (card,))
     }
 
     /// `dcmi_get_device_logic_id()` (note the out-parameter comes first in C).
@@ -451,59 +534,34 @@ impl DcmiLib {
 
     /// `dcmi_get_device_phyid_from_logicid()`.
     pub fn phy_id_from_logic(&self, logic: u32) -> Result<u32, Raw> {
-        let f = self
-            .symbols
-            .dcmi_get_device_phyid_from_logicid
-            .ok_or(Raw::Missing)?;
-        let mut id: c_uint = 0;
-        // SAFETY: `id` is a valid writable unsigned int.
-        status(unsafe { f(logic, &mut id) })?;
-        Ok(id)
+        query(self.symbols.dcmi_get_device_phyid_from_logicid, (logic,))
     }
 
     /// `dcmi_get_device_chip_info_v2()`.
     pub fn chip_info_v2(&self, card: i32, device: i32) -> Result<ChipInfo, Raw> {
-        let f = self
-            .symbols
-            .dcmi_get_device_chip_info_v2
-            .ok_or(Raw::Missing)?;
-        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
-        let mut out: ChipInfoV2C = unsafe { std::mem::zeroed() };
-        // SAFETY: `out` is a writable struct of the layout the function fills.
-        status(unsafe { f(card, device, &mut out) })?;
-        Ok(ChipInfo {
-            chip_type: c_buf_to_string(&out.chip_type),
-            chip_name: c_buf_to_string(&out.chip_name),
-            chip_ver: c_buf_to_string(&out.chip_ver),
-            aicore_count: out.aicore_cnt,
-        })
+        let out = query(self.symbols.dcmi_get_device_chip_info_v2, (card, device))?;
+        Ok(ChipInfo::decode(
+            &out.chip_type,
+            &out.chip_name,
+            &out.chip_ver,
+            out.aicore_cnt,
+        ))
     }
 
     /// `dcmi_get_device_chip_info()` (the pre-v2 form).
     pub fn chip_info(&self, card: i32, device: i32) -> Result<ChipInfo, Raw> {
-        let f = self.symbols.dcmi_get_device_chip_info.ok_or(Raw::Missing)?;
-        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
-        let mut out: ChipInfoC = unsafe { std::mem::zeroed() };
-        // SAFETY: `out` is a writable struct of the layout the function fills.
-        status(unsafe { f(card, device, &mut out) })?;
-        Ok(ChipInfo {
-            chip_type: c_buf_to_string(&out.chip_type),
-            chip_name: c_buf_to_string(&out.chip_name),
-            chip_ver: c_buf_to_string(&out.chip_ver),
-            aicore_count: out.aicore_cnt,
-        })
+        let out = query(self.symbols.dcmi_get_device_chip_info, (card, device))?;
+        Ok(ChipInfo::decode(
+            &out.chip_type,
+            &out.chip_name,
+            &out.chip_ver,
+            out.aicore_cnt,
+        ))
     }
 
     /// `dcmi_get_device_pcie_info_v2()`.
     pub fn pcie_info_v2(&self, card: i32, device: i32) -> Result<PcieBdf, Raw> {
-        let f = self
-            .symbols
-            .dcmi_get_device_pcie_info_v2
-            .ok_or(Raw::Missing)?;
-        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
-        let mut out: PcieInfoAllC = unsafe { std::mem::zeroed() };
-        // SAFETY: `out` is a writable struct of the layout the function fills.
-        status(unsafe { f(card, device, &mut out) })?;
+        let out = query(self.symbols.dcmi_get_device_pcie_info_v2, (card, device))?;
         Ok(PcieBdf {
             domain: out.domain,
             bus: out.bdf_busid,
@@ -514,26 +572,19 @@ impl DcmiLib {
 
     /// `dcmi_get_device_die_v2()`; `die_type` 0 = NDIE, 1 = VDIE.
     pub fn die_v2(&self, card: i32, device: i32, die_type: i32) -> Result<[u32; 5], Raw> {
-        let f = self.symbols.dcmi_get_device_die_v2.ok_or(Raw::Missing)?;
-        let mut out = DieIdC { soc_die: [0; 5] };
-        // SAFETY: `out` is a writable struct of the layout the function fills.
-        status(unsafe { f(card, device, die_type, &mut out) })?;
-        Ok(out.soc_die)
+        let f = self.symbols.dcmi_get_device_die_v2;
+        Ok(query(f, (card, device, die_type))?.soc_die)
     }
 
     /// Serial number from `dcmi_get_card_elabel_v2()`.
     pub fn card_serial(&self, card: i32) -> Result<String, Raw> {
-        let f = self.symbols.dcmi_get_card_elabel_v2.ok_or(Raw::Missing)?;
-        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
-        let mut out: ElabelInfoC = unsafe { std::mem::zeroed() };
-        // SAFETY: `out` is a writable struct of the layout the function fills.
-        status(unsafe { f(card, &mut out) })?;
+        let out = query(self.symbols.dcmi_get_card_elabel_v2, (card,))?;
         Ok(c_buf_to_string(&out.serial_number))
     }
 
     /// `dcmi_get_device_health()`: 0..=3, or 0xFFFFFFFF for a missing device.
     pub fn health(&self, card: i32, device: i32) -> Result<u32, Raw> {
-        self.u32_out(self.symbols.dcmi_get_device_health, card, device)
+        query(self.symbols.dcmi_get_device_health, (card, device))
     }
 
     /// `dcmi_get_device_errorcode_v2()` with a 128-entry list, as npu-exporter uses.
@@ -560,49 +611,35 @@ impl DcmiLib {
 
     /// `dcmi_get_device_temperature()`, °C.
     pub fn temperature(&self, card: i32, device: i32) -> Result<i32, Raw> {
-        self.i32_out(self.symbols.dcmi_get_device_temperature, card, device)
+        query(self.symbols.dcmi_get_device_temperature, (card, device))
     }
 
     /// `dcmi_get_device_power_info()`, 0.1 W.
     pub fn power(&self, card: i32, device: i32) -> Result<i32, Raw> {
-        self.i32_out(self.symbols.dcmi_get_device_power_info, card, device)
+        query(self.symbols.dcmi_get_device_power_info, (card, device))
     }
 
     /// `dcmi_get_device_voltage()`, 0.01 V.
     pub fn voltage(&self, card: i32, device: i32) -> Result<u32, Raw> {
-        self.u32_out(self.symbols.dcmi_get_device_voltage, card, device)
+        query(self.symbols.dcmi_get_device_voltage, (card, device))
     }
 
     /// `dcmi_get_device_frequency()`, MHz.
     pub fn frequency(&self, card: i32, device: i32, freq_type: i32) -> Result<u32, Raw> {
-        self.typed_u32(
-            self.symbols.dcmi_get_device_frequency,
-            card,
-            device,
-            freq_type,
-        )
+        let f = self.symbols.dcmi_get_device_frequency;
+        query(f, (card, device, freq_type))
     }
 
     /// `dcmi_get_device_utilization_rate()`, %.
     pub fn utilization_rate(&self, card: i32, device: i32, input_type: i32) -> Result<u32, Raw> {
-        self.typed_u32(
-            self.symbols.dcmi_get_device_utilization_rate,
-            card,
-            device,
-            input_type,
-        )
+        let f = self.symbols.dcmi_get_device_utilization_rate;
+        query(f, (card, device, input_type))
     }
 
     /// `dcmi_get_device_multi_utilization_rate()`, %.
     pub fn multi_utilization(&self, card: i32, device: i32) -> Result<MultiUtilization, Raw> {
-        let f = self
-            .symbols
-            .dcmi_get_device_multi_utilization_rate
-            .ok_or(Raw::Missing)?;
-        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
-        let mut out: MultiUtilizationC = unsafe { std::mem::zeroed() };
-        // SAFETY: `out` is a writable struct of the layout the function fills.
-        status(unsafe { f(card, device, &mut out) })?;
+        let f = self.symbols.dcmi_get_device_multi_utilization_rate;
+        let out = query(f, (card, device))?;
         Ok(MultiUtilization {
             aic: out.aic_util,
             aiv: out.aiv_util,
@@ -613,11 +650,7 @@ impl DcmiLib {
 
     /// `dcmi_get_device_hbm_info()`.
     pub fn hbm_info(&self, card: i32, device: i32) -> Result<HbmInfo, Raw> {
-        let f = self.symbols.dcmi_get_device_hbm_info.ok_or(Raw::Missing)?;
-        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
-        let mut out: HbmInfoC = unsafe { std::mem::zeroed() };
-        // SAFETY: `out` is a writable struct of the layout the function fills.
-        status(unsafe { f(card, device, &mut out) })?;
+        let out = query(self.symbols.dcmi_get_device_hbm_info, (card, device))?;
         Ok(HbmInfo {
             memory_size_mb: out.memory_size,
             memory_usage_mb: out.memory_usage,
@@ -628,14 +661,7 @@ impl DcmiLib {
 
     /// `dcmi_get_device_memory_info_v3()` (DDR).
     pub fn memory_info_v3(&self, card: i32, device: i32) -> Result<DdrInfo, Raw> {
-        let f = self
-            .symbols
-            .dcmi_get_device_memory_info_v3
-            .ok_or(Raw::Missing)?;
-        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
-        let mut out: GetMemoryInfoC = unsafe { std::mem::zeroed() };
-        // SAFETY: `out` is a writable struct of the layout the function fills.
-        status(unsafe { f(card, device, &mut out) })?;
+        let out = query(self.symbols.dcmi_get_device_memory_info_v3, (card, device))?;
         Ok(DdrInfo {
             memory_size_mb: out.memory_size,
             memory_available_mb: out.memory_available,
@@ -643,13 +669,14 @@ impl DcmiLib {
     }
 
     /// `dcmi_get_device_ecc_info()`; `device_type` 2 = HBM.
+    ///
+    /// The out-parameter is the larger (36-byte) layout, so either header's library
+    /// writes within bounds.
     pub fn ecc_info(&self, card: i32, device: i32, device_type: i32) -> Result<EccInfo, Raw> {
-        let f = self.symbols.dcmi_get_device_ecc_info.ok_or(Raw::Missing)?;
-        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
-        let mut out: EccInfoC = unsafe { std::mem::zeroed() };
-        // SAFETY: `out` is the larger (36-byte) layout, so either header's library writes
-        // within bounds.
-        status(unsafe { f(card, device, device_type, &mut out) })?;
+        let out = query(
+            self.symbols.dcmi_get_device_ecc_info,
+            (card, device, device_type),
+        )?;
         Ok(EccInfo {
             enable_flag: out.enable_flag,
             single: out.single_bit_error_cnt,
@@ -663,7 +690,7 @@ impl DcmiLib {
 
     /// `dcmi_get_device_network_health()`: a `dcmi_rdfx_detect_result`.
     pub fn network_health(&self, card: i32, device: i32) -> Result<i32, Raw> {
-        self.i32_out(self.symbols.dcmi_get_device_network_health, card, device)
+        query(self.symbols.dcmi_get_device_network_health, (card, device))
     }
 
     /// `dcmi_get_netdev_pkt_stats_info()`: the 48 counters in header order.
@@ -673,15 +700,8 @@ impl DcmiLib {
         device: i32,
         port: i32,
     ) -> Result<[u64; PKT_STATS_COUNTERS], Raw> {
-        let f = self
-            .symbols
-            .dcmi_get_netdev_pkt_stats_info
-            .ok_or(Raw::Missing)?;
-        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
-        let mut out: NetworkPktStatsC = unsafe { std::mem::zeroed() };
-        // SAFETY: `out` is a writable struct of the layout the function fills.
-        status(unsafe { f(card, device, port, &mut out) })?;
-        Ok(out.counters)
+        let f = self.symbols.dcmi_get_netdev_pkt_stats_info;
+        Ok(query(f, (card, device, port))?.counters)
     }
 
     /// `dcmi_get_hccs_link_bandwidth_info()`, sampling for `profiling_ms` (1..=1000).
@@ -691,15 +711,13 @@ impl DcmiLib {
         device: i32,
         profiling_ms: i32,
     ) -> Result<HccsBandwidth, Raw> {
-        let f = self
-            .symbols
-            .dcmi_get_hccs_link_bandwidth_info
-            .ok_or(Raw::Missing)?;
-        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
-        let mut out: HccsBandwidthC = unsafe { std::mem::zeroed() };
-        out.profiling_time = profiling_ms;
-        // SAFETY: `out` is a readable/writable struct of the layout the function uses.
-        status(unsafe { f(card, device, &mut out) })?;
+        // The sampling window is an input field of the out-parameter.
+        let request = HccsBandwidthC {
+            profiling_time: profiling_ms,
+            ..Plain::zeroed()
+        };
+        let f = self.symbols.dcmi_get_hccs_link_bandwidth_info;
+        let out = answer(f, (card, device), request)?;
         Ok(HccsBandwidth {
             tx: out.tx_bandwidth,
             rx: out.rx_bandwidth,
@@ -708,21 +726,7 @@ impl DcmiLib {
 
     /// HCCS statistics through `dcmi_get_device_info(main 16, sub 5)`, 64-bit counters.
     pub fn hccs_statistics_u64(&self, card: i32, device: i32) -> Result<HccsStatistics, Raw> {
-        let f = self.symbols.dcmi_get_device_info.ok_or(Raw::Missing)?;
-        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
-        let mut out: HccsStatisticU64C = unsafe { std::mem::zeroed() };
-        let mut size = size_of::<HccsStatisticU64C>() as c_uint;
-        // SAFETY: `out` has `size` writable bytes, and `size` is a valid in/out int.
-        status(unsafe {
-            f(
-                card,
-                device,
-                MAIN_CMD_HCCS,
-                5,
-                (&mut out as *mut HccsStatisticU64C).cast(),
-                &mut size,
-            )
-        })?;
+        let out: HccsStatisticU64C = self.hccs_statistics(card, device, 5)?;
         Ok(HccsStatistics {
             tx: out.tx_cnt,
             rx: out.rx_cnt,
@@ -733,21 +737,7 @@ impl DcmiLib {
     /// HCCS statistics through `dcmi_get_device_info(main 16, sub 3)`, 32-bit counters
     /// (older drivers).
     pub fn hccs_statistics_u32(&self, card: i32, device: i32) -> Result<HccsStatistics, Raw> {
-        let f = self.symbols.dcmi_get_device_info.ok_or(Raw::Missing)?;
-        // SAFETY: an all-zero bit pattern is valid for this plain-data struct.
-        let mut out: HccsStatisticU32C = unsafe { std::mem::zeroed() };
-        let mut size = size_of::<HccsStatisticU32C>() as c_uint;
-        // SAFETY: `out` has `size` writable bytes, and `size` is a valid in/out int.
-        status(unsafe {
-            f(
-                card,
-                device,
-                MAIN_CMD_HCCS,
-                3,
-                (&mut out as *mut HccsStatisticU32C).cast(),
-                &mut size,
-            )
-        })?;
+        let out: HccsStatisticU32C = self.hccs_statistics(card, device, 3)?;
         let widen = |a: [c_uint; 16]| a.map(u64::from);
         Ok(HccsStatistics {
             tx: widen(out.tx_cnt),
@@ -756,28 +746,17 @@ impl DcmiLib {
         })
     }
 
-    fn u32_out(&self, f: Option<FnU32Out>, card: i32, device: i32) -> Result<u32, Raw> {
-        let f = f.ok_or(Raw::Missing)?;
-        let mut v: c_uint = 0;
-        // SAFETY: `v` is a valid writable unsigned int.
-        status(unsafe { f(card, device, &mut v) })?;
-        Ok(v)
-    }
-
-    fn i32_out(&self, f: Option<FnI32Out>, card: i32, device: i32) -> Result<i32, Raw> {
-        let f = f.ok_or(Raw::Missing)?;
-        let mut v: c_int = 0;
-        // SAFETY: `v` is a valid writable int.
-        status(unsafe { f(card, device, &mut v) })?;
-        Ok(v)
-    }
-
-    fn typed_u32(&self, f: Option<FnTypedU32>, card: i32, device: i32, t: i32) -> Result<u32, Raw> {
-        let f = f.ok_or(Raw::Missing)?;
-        let mut v: c_uint = 0;
-        // SAFETY: `v` is a valid writable unsigned int.
-        status(unsafe { f(card, device, t, &mut v) })?;
-        Ok(v)
+    /// `dcmi_get_device_info(card, device, MAIN_CMD_HCCS, sub_cmd, &out, &size)` with
+    /// `size` the size of `T`, the struct that sub-command fills.
+    fn hccs_statistics<T: Plain>(&self, card: i32, device: i32, sub_cmd: c_uint) -> Result<T, Raw> {
+        let f = self.symbols.dcmi_get_device_info.ok_or(Raw::Missing)?;
+        let mut out = T::zeroed();
+        let mut size = size_of::<T>() as c_uint;
+        let buf = (&mut out as *mut T).cast();
+        // SAFETY: `buf` points to `out`, `size` writable bytes, and `size` is a valid
+        // in/out unsigned int.
+        status(unsafe { f(card, device, MAIN_CMD_HCCS, sub_cmd, buf, &mut size) })?;
+        Ok(out)
     }
 }
 

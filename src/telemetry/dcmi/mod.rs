@@ -205,6 +205,21 @@ enum Got<T> {
     Failed,
 }
 
+impl<T> Got<T> {
+    /// The value, or `None`: for an unsupported reading (not an error), and for a failed
+    /// call or a dropped card after counting one error in `errors`.
+    fn value(self, errors: &mut u32) -> Option<T> {
+        match self {
+            Got::Value(v) => Some(v),
+            Got::Unsupported => None,
+            Got::Dropped | Got::Failed => {
+                *errors += 1;
+                None
+            }
+        }
+    }
+}
+
 impl DcmiSource {
     /// Loads and initialises DCMI, or fails with every path tried.
     pub fn open(opts: DcmiOptions) -> Result<Self, DcmiError> {
@@ -395,16 +410,51 @@ impl DcmiSource {
         );
     }
 
-    fn inventory(&mut self, state: &mut NpuState) -> GroupReport {
-        let mut errors = 0;
-        match self.call("dcmi_get_dcmi_version", None, None, |l| l.dcmi_version()) {
-            Got::Value(v) => state.driver_version = Some(v),
-            Got::Unsupported => state.driver_version = None,
-            Got::Dropped | Got::Failed => {
-                state.driver_version = None;
-                errors += 1;
+    /// One reading of chip `npu`: the call through [`Self::call`], then `convert` from DCMI
+    /// units. `None` when there is no reading: unsupported (not an error), a failed call or
+    /// a dropped card (one error in `errors`), or a value `convert` rejects, whose `Err`
+    /// describes it (counted as `invalid_value`, and one error).
+    fn read<T, U, F>(
+        &mut self,
+        npu: u32,
+        errors: &mut u32,
+        (call, sub): (&'static str, Option<i32>),
+        f: F,
+        convert: impl FnOnce(T) -> Result<U, String>,
+    ) -> Option<U>
+    where
+        T: Send + 'static,
+        F: FnOnce(&DcmiLib) -> Result<T, Raw> + Send + 'static,
+    {
+        let value = self.call(call, sub, Some(npu), f).value(errors)?;
+        match convert(value) {
+            Ok(v) => Some(v),
+            Err(what) => {
+                self.count_invalid(call, npu, what);
+                *errors += 1;
+                None
             }
         }
+    }
+
+    /// Runs a per-chip reader on every known chip; the group's errors are the sum.
+    fn each_chip(
+        &mut self,
+        state: &mut NpuState,
+        mut read: impl FnMut(&mut Self, &mut ChipReadings) -> u32,
+    ) -> GroupReport {
+        let mut errors = 0;
+        for chip in state.chips.values_mut() {
+            errors += read(self, chip);
+        }
+        GroupReport { errors }
+    }
+
+    fn inventory(&mut self, state: &mut NpuState) -> GroupReport {
+        let mut errors = 0;
+        state.driver_version = self
+            .call("dcmi_get_dcmi_version", None, None, |l| l.dcmi_version())
+            .value(&mut errors);
         let cards = match self.call("dcmi_get_card_list", None, None, |l| l.card_list()) {
             Got::Value(c) => c,
             _ => {
@@ -432,16 +482,12 @@ impl DcmiSource {
                     continue;
                 }
             };
-            let serial = match self.call("dcmi_get_card_elabel_v2", None, None, move |l| {
-                l.card_serial(card)
-            }) {
-                Got::Value(s) if !s.is_empty() => Some(s),
-                Got::Value(_) | Got::Unsupported => None,
-                Got::Dropped | Got::Failed => {
-                    errors += 1;
-                    None
-                }
-            };
+            let serial = self
+                .call("dcmi_get_card_elabel_v2", None, None, move |l| {
+                    l.card_serial(card)
+                })
+                .value(&mut errors)
+                .filter(|s| !s.is_empty());
             for device in 0..n {
                 let addr = match self.enumerate(card, device) {
                     Some(a) => a,
@@ -499,420 +545,305 @@ impl DcmiSource {
         let info = match self.call("dcmi_get_device_chip_info_v2", None, phy, move |l| {
             l.chip_info_v2(card, dev)
         }) {
-            Got::Value(i) => Some(i),
-            Got::Unsupported => match self.call("dcmi_get_device_chip_info", None, phy, move |l| {
+            Got::Unsupported => self.call("dcmi_get_device_chip_info", None, phy, move |l| {
                 l.chip_info(card, dev)
-            }) {
-                Got::Value(i) => Some(i),
-                Got::Unsupported => None,
-                _ => {
-                    errors += 1;
-                    None
-                }
-            },
-            _ => {
-                errors += 1;
-                None
-            }
+            }),
+            got => got,
         };
-        id.model = info.map(|i| format!("{}-{}-{}", i.chip_name, i.chip_type, i.chip_ver));
-        match self.call("dcmi_get_device_pcie_info_v2", None, phy, move |l| {
-            l.pcie_info_v2(card, dev)
-        }) {
-            Got::Value(p) => {
-                id.pci_bus_id = Some(model::format_bdf(p.domain, p.bus, p.device, p.function))
-            }
-            Got::Unsupported => {}
-            _ => errors += 1,
-        }
-        match self.call("dcmi_get_device_die_v2", Some(1), phy, move |l| {
-            l.die_v2(card, dev, 1)
-        }) {
-            Got::Value(w) => id.uuid = Some(model::format_vdie(w)),
-            Got::Unsupported => {}
-            _ => errors += 1,
-        }
+        id.model = info
+            .value(&mut errors)
+            .map(|i| format!("{}-{}-{}", i.chip_name, i.chip_type, i.chip_ver));
+        id.pci_bus_id = self.read(
+            a.phy,
+            &mut errors,
+            ("dcmi_get_device_pcie_info_v2", None),
+            move |l| l.pcie_info_v2(card, dev),
+            |p| Ok(model::format_bdf(p.domain, p.bus, p.device, p.function)),
+        );
+        id.uuid = self.read(
+            a.phy,
+            &mut errors,
+            ("dcmi_get_device_die_v2", Some(1)),
+            move |l| l.die_v2(card, dev, 1),
+            |w| Ok(model::format_vdie(w)),
+        );
         (id, errors)
     }
 
-    fn health(&mut self, state: &mut NpuState) -> GroupReport {
+    /// Health, fault codes and network health of one chip; returns its errors.
+    fn health(&mut self, chip: &mut ChipReadings) -> u32 {
+        let (card, dev, phy) = (chip.address.card, chip.address.device, chip.address.phy);
+        let p = Some(phy);
         let mut errors = 0;
-        for chip in state.chips.values_mut() {
-            let ChipAddress {
-                card,
-                device: dev,
-                phy,
-                ..
-            } = chip.address;
-            let p = Some(phy);
-            let mut dropped = false;
-            chip.health = None;
-            chip.up = None;
-            chip.faults = None;
-            chip.network_health = None;
-            match self.call("dcmi_get_device_health", None, p, move |l| {
-                l.health(card, dev)
-            }) {
-                Got::Value(0xFFFF_FFFF) => {
-                    dropped = true;
-                    chip.up = Some(false);
-                }
-                Got::Value(h) if h <= 3 => {
-                    chip.health = Some(h);
-                    chip.up = Some(true);
-                }
-                Got::Value(h) => {
-                    self.count_invalid("dcmi_get_device_health", phy, format!("health {h}"));
-                    chip.up = Some(true);
-                    errors += 1;
-                }
-                Got::Dropped => {
-                    dropped = true;
-                    chip.up = Some(false);
-                    errors += 1;
-                }
-                Got::Failed => {
-                    chip.up = Some(false);
-                    errors += 1;
-                }
-                Got::Unsupported => {}
+        let mut dropped = false;
+        chip.health = None;
+        chip.up = None;
+        chip.faults = None;
+        chip.network_health = None;
+        match self.call("dcmi_get_device_health", None, p, move |l| {
+            l.health(card, dev)
+        }) {
+            Got::Value(0xFFFF_FFFF) => {
+                dropped = true;
+                chip.up = Some(false);
             }
-            match self.call("dcmi_get_device_errorcode_v2", None, p, move |l| {
-                l.error_codes_v2(card, dev)
-            }) {
-                Got::Value(codes) => chip.faults = Some(codes),
-                Got::Dropped => {
-                    dropped = true;
-                    errors += 1;
-                }
-                Got::Failed => errors += 1,
-                Got::Unsupported => {}
+            Got::Value(h) if h <= 3 => {
+                chip.health = Some(h);
+                chip.up = Some(true);
             }
-            chip.dropped = dropped;
-            if dropped {
-                let faults = chip.faults.get_or_insert_with(Vec::new);
-                if !faults.contains(&model::FAULT_CARD_DROPPED) {
-                    faults.push(model::FAULT_CARD_DROPPED);
-                }
-                // Network health is known to block after a card drops; do not ask.
-                continue;
+            Got::Value(h) => {
+                self.count_invalid("dcmi_get_device_health", phy, format!("health {h}"));
+                chip.up = Some(true);
+                errors += 1;
             }
-            match self.call("dcmi_get_device_network_health", None, p, move |l| {
-                l.network_health(card, dev)
-            }) {
-                Got::Value(v) => match u32::try_from(v) {
-                    Ok(v) if v <= 0xFF => chip.network_health = Some(v),
-                    _ => {
-                        self.count_invalid(
-                            "dcmi_get_device_network_health",
-                            phy,
-                            format!("result {v}"),
-                        );
-                        errors += 1;
-                    }
-                },
-                Got::Unsupported => {}
-                _ => errors += 1,
+            Got::Dropped => {
+                dropped = true;
+                chip.up = Some(false);
+                errors += 1;
             }
+            Got::Failed => {
+                chip.up = Some(false);
+                errors += 1;
+            }
+            Got::Unsupported => {}
         }
-        GroupReport { errors }
+        match self.call("dcmi_get_device_errorcode_v2", None, p, move |l| {
+            l.error_codes_v2(card, dev)
+        }) {
+            Got::Value(codes) => chip.faults = Some(codes),
+            Got::Dropped => {
+                dropped = true;
+                errors += 1;
+            }
+            Got::Failed => errors += 1,
+            Got::Unsupported => {}
+        }
+        chip.dropped = dropped;
+        if dropped {
+            let faults = chip.faults.get_or_insert_with(Vec::new);
+            if !faults.contains(&model::FAULT_CARD_DROPPED) {
+                faults.push(model::FAULT_CARD_DROPPED);
+            }
+            // Network health is known to block after a card drops; do not ask.
+            return errors;
+        }
+        chip.network_health = self.read(
+            phy,
+            &mut errors,
+            ("dcmi_get_device_network_health", None),
+            move |l| l.network_health(card, dev),
+            |v| match u32::try_from(v) {
+                Ok(v) if v <= 0xFF => Ok(v),
+                _ => Err(format!("result {v}")),
+            },
+        );
+        errors
     }
 
-    fn sensors(&mut self, state: &mut NpuState) -> GroupReport {
+    /// Temperature, power, voltage and AI-core clock of one chip; returns its errors.
+    fn sensors(&mut self, chip: &mut ChipReadings) -> u32 {
+        let (card, dev, phy) = (chip.address.card, chip.address.device, chip.address.phy);
         let mut errors = 0;
-        for chip in state.chips.values_mut() {
-            let ChipAddress {
-                card,
-                device: dev,
-                phy,
-                ..
-            } = chip.address;
-            let p = Some(phy);
-            chip.temperature_celsius = None;
-            chip.power_watts = None;
-            chip.voltage_volts = None;
-            chip.aicore_frequency_hertz = None;
-            match self.call("dcmi_get_device_temperature", None, p, move |l| {
-                l.temperature(card, dev)
-            }) {
-                Got::Value(t) => match convert::temperature_celsius(t) {
-                    Some(v) => chip.temperature_celsius = Some(v),
-                    None => {
-                        self.count_invalid("dcmi_get_device_temperature", phy, format!("{t} °C"));
-                        errors += 1;
-                    }
-                },
-                Got::Unsupported => {}
-                _ => errors += 1,
-            }
-            match self.call("dcmi_get_device_power_info", None, p, move |l| {
-                l.power(card, dev)
-            }) {
-                Got::Value(dw) => match convert::power_watts(dw) {
-                    Some(v) => chip.power_watts = Some(v),
-                    None => {
-                        self.count_invalid("dcmi_get_device_power_info", phy, format!("{dw} dW"));
-                        errors += 1;
-                    }
-                },
-                Got::Unsupported => {}
-                _ => errors += 1,
-            }
-            match self.call("dcmi_get_device_voltage", None, p, move |l| {
-                l.voltage(card, dev)
-            }) {
-                Got::Value(cv) => chip.voltage_volts = Some(convert::voltage_volts(cv)),
-                Got::Unsupported => {}
-                _ => errors += 1,
-            }
-            match self.call("dcmi_get_device_frequency", Some(7), p, move |l| {
-                l.frequency(card, dev, 7)
-            }) {
-                Got::Value(mhz) => chip.aicore_frequency_hertz = Some(convert::mhz_to_hertz(mhz)),
-                Got::Unsupported => {}
-                _ => errors += 1,
-            }
-        }
-        GroupReport { errors }
+        chip.temperature_celsius = self.read(
+            phy,
+            &mut errors,
+            ("dcmi_get_device_temperature", None),
+            move |l| l.temperature(card, dev),
+            |t| convert::temperature_celsius(t).ok_or_else(|| format!("{t} °C")),
+        );
+        chip.power_watts = self.read(
+            phy,
+            &mut errors,
+            ("dcmi_get_device_power_info", None),
+            move |l| l.power(card, dev),
+            |dw| convert::power_watts(dw).ok_or_else(|| format!("{dw} dW")),
+        );
+        chip.voltage_volts = self.read(
+            phy,
+            &mut errors,
+            ("dcmi_get_device_voltage", None),
+            move |l| l.voltage(card, dev),
+            |cv| Ok(convert::voltage_volts(cv)),
+        );
+        chip.aicore_frequency_hertz = self.read(
+            phy,
+            &mut errors,
+            ("dcmi_get_device_frequency", Some(7)),
+            move |l| l.frequency(card, dev, 7),
+            |mhz| Ok(convert::mhz_to_hertz(mhz)),
+        );
+        errors
     }
 
-    fn utilization(&mut self, state: &mut NpuState) -> GroupReport {
+    /// Utilisation of one chip by unit; returns its errors.
+    fn utilization(&mut self, chip: &mut ChipReadings) -> u32 {
         const TYPES: [(i32, UtilUnit); 4] = [
             (2, UtilUnit::Aicore),
             (6, UtilUnit::Hbm),
             (12, UtilUnit::Vector),
             (13, UtilUnit::Overall),
         ];
+        let (card, dev, phy) = (chip.address.card, chip.address.device, chip.address.phy);
         let mut errors = 0;
-        for chip in state.chips.values_mut() {
-            let ChipAddress {
-                card,
-                device: dev,
+        chip.utilization.clear();
+        for (t, unit) in TYPES {
+            if let Some(r) = self.read(
                 phy,
-                ..
-            } = chip.address;
-            let p = Some(phy);
-            chip.utilization.clear();
-            for (t, unit) in TYPES {
-                match self.call("dcmi_get_device_utilization_rate", Some(t), p, move |l| {
-                    l.utilization_rate(card, dev, t)
-                }) {
-                    Got::Value(pct) => match convert::percent_to_ratio(pct) {
-                        Some(r) => {
-                            chip.utilization.insert(unit, r);
-                        }
-                        None => {
-                            self.count_invalid(
-                                "dcmi_get_device_utilization_rate",
-                                phy,
-                                format!("type {t}: {pct}%"),
-                            );
-                            errors += 1;
-                        }
-                    },
-                    Got::Unsupported => {}
-                    _ => errors += 1,
-                }
-            }
-            let wanted = [
-                UtilUnit::Aicore,
-                UtilUnit::Vector,
-                UtilUnit::Overall,
-                UtilUnit::Cube,
-            ];
-            if wanted.iter().all(|u| chip.utilization.contains_key(u)) {
-                continue;
-            }
-            match self.call(
-                "dcmi_get_device_multi_utilization_rate",
-                None,
-                p,
-                move |l| l.multi_utilization(card, dev),
+                &mut errors,
+                ("dcmi_get_device_utilization_rate", Some(t)),
+                move |l| l.utilization_rate(card, dev, t),
+                |pct| convert::percent_to_ratio(pct).ok_or_else(|| format!("type {t}: {pct}%")),
             ) {
-                Got::Value(m) => {
-                    for (unit, pct) in [
-                        (UtilUnit::Aicore, m.aicore),
-                        (UtilUnit::Vector, m.aiv),
-                        (UtilUnit::Overall, m.npu),
-                        (UtilUnit::Cube, m.aic),
-                    ] {
-                        // A field above 100 is DCMI's "not available" for that unit.
-                        if let Some(r) = convert::percent_to_ratio(pct) {
-                            chip.utilization.entry(unit).or_insert(r);
-                        }
-                    }
-                }
-                Got::Unsupported => {}
-                _ => errors += 1,
+                chip.utilization.insert(unit, r);
             }
         }
-        GroupReport { errors }
-    }
-
-    fn memory(&mut self, state: &mut NpuState) -> GroupReport {
-        let mut errors = 0;
-        for chip in state.chips.values_mut() {
-            let ChipAddress {
-                card,
-                device: dev,
-                phy,
-                ..
-            } = chip.address;
-            let p = Some(phy);
-            chip.hbm = None;
-            chip.ddr = None;
-            chip.ecc = None;
-            match self.call("dcmi_get_device_hbm_info", None, p, move |l| {
-                l.hbm_info(card, dev)
-            }) {
-                Got::Value(h) => {
-                    let total = convert::mb_to_bytes(h.memory_size_mb);
-                    let used = convert::mb_to_bytes(h.memory_usage_mb);
-                    let temp = convert::temperature_celsius(h.temp_c);
-                    let bw = convert::percent_to_ratio(h.bandwidth_util_pct);
-                    match (total, used, temp, bw) {
-                        (Some(total_bytes), Some(used_bytes), Some(t), Some(b))
-                            if used_bytes <= total_bytes =>
-                        {
-                            chip.hbm = Some(Hbm {
-                                total_bytes,
-                                used_bytes,
-                                temperature_celsius: t,
-                                bandwidth_utilization_ratio: b,
-                            });
-                        }
-                        _ => {
-                            self.count_invalid("dcmi_get_device_hbm_info", phy, format!("{h:?}"));
-                            errors += 1;
-                        }
-                    }
+        let wanted = [
+            UtilUnit::Aicore,
+            UtilUnit::Vector,
+            UtilUnit::Overall,
+            UtilUnit::Cube,
+        ];
+        if wanted.iter().all(|u| chip.utilization.contains_key(u)) {
+            return errors;
+        }
+        let multi = self.call(
+            "dcmi_get_device_multi_utilization_rate",
+            None,
+            Some(phy),
+            move |l| l.multi_utilization(card, dev),
+        );
+        if let Some(m) = multi.value(&mut errors) {
+            for (unit, pct) in [
+                (UtilUnit::Aicore, m.aicore),
+                (UtilUnit::Vector, m.aiv),
+                (UtilUnit::Overall, m.npu),
+                (UtilUnit::Cube, m.aic),
+            ] {
+                // A field above 100 is DCMI's "not available" for that unit.
+                if let Some(r) = convert::percent_to_ratio(pct) {
+                    chip.utilization.entry(unit).or_insert(r);
                 }
-                Got::Unsupported => {}
-                _ => errors += 1,
-            }
-            match self.call("dcmi_get_device_memory_info_v3", None, p, move |l| {
-                l.memory_info_v3(card, dev)
-            }) {
-                Got::Value(d) => match (
-                    convert::mb_to_bytes(d.memory_size_mb),
-                    convert::mb_to_bytes(d.memory_available_mb),
-                ) {
-                    (Some(total), Some(avail)) if avail <= total => {
-                        chip.ddr = Some(Ddr {
-                            total_bytes: total,
-                            used_bytes: total - avail,
-                        });
-                    }
-                    _ => {
-                        self.count_invalid("dcmi_get_device_memory_info_v3", phy, format!("{d:?}"));
-                        errors += 1;
-                    }
-                },
-                Got::Unsupported => {}
-                _ => errors += 1,
-            }
-            match self.call("dcmi_get_device_ecc_info", Some(2), p, move |l| {
-                l.ecc_info(card, dev, 2)
-            }) {
-                Got::Value(e) => {
-                    chip.ecc = Some(Ecc {
-                        enabled: e.enable_flag != 0,
-                        single: e.single.into(),
-                        double: e.double.into(),
-                        total_single: e.total_single.into(),
-                        total_double: e.total_double.into(),
-                        single_isolated_pages: e.single_isolated_pages.into(),
-                        double_isolated_pages: e.double_isolated_pages.into(),
-                    })
-                }
-                Got::Unsupported => {}
-                _ => errors += 1,
             }
         }
-        GroupReport { errors }
+        errors
     }
 
-    fn network(&mut self, state: &mut NpuState) -> GroupReport {
+    /// HBM, DDR and ECC of one chip; returns its errors.
+    fn memory(&mut self, chip: &mut ChipReadings) -> u32 {
+        let (card, dev, phy) = (chip.address.card, chip.address.device, chip.address.phy);
         let mut errors = 0;
+        chip.hbm = self.read(
+            phy,
+            &mut errors,
+            ("dcmi_get_device_hbm_info", None),
+            move |l| l.hbm_info(card, dev),
+            |h| {
+                let total = convert::mb_to_bytes(h.memory_size_mb);
+                let used = convert::mb_to_bytes(h.memory_usage_mb);
+                let temp = convert::temperature_celsius(h.temp_c);
+                let bw = convert::percent_to_ratio(h.bandwidth_util_pct);
+                match (total, used, temp, bw) {
+                    (Some(total_bytes), Some(used_bytes), Some(t), Some(b))
+                        if used_bytes <= total_bytes =>
+                    {
+                        Ok(Hbm {
+                            total_bytes,
+                            used_bytes,
+                            temperature_celsius: t,
+                            bandwidth_utilization_ratio: b,
+                        })
+                    }
+                    _ => Err(format!("{h:?}")),
+                }
+            },
+        );
+        chip.ddr = self.read(
+            phy,
+            &mut errors,
+            ("dcmi_get_device_memory_info_v3", None),
+            move |l| l.memory_info_v3(card, dev),
+            |d| match (
+                convert::mb_to_bytes(d.memory_size_mb),
+                convert::mb_to_bytes(d.memory_available_mb),
+            ) {
+                (Some(total), Some(avail)) if avail <= total => Ok(Ddr {
+                    total_bytes: total,
+                    used_bytes: total - avail,
+                }),
+                _ => Err(format!("{d:?}")),
+            },
+        );
+        chip.ecc = self.read(
+            phy,
+            &mut errors,
+            ("dcmi_get_device_ecc_info", Some(2)),
+            move |l| l.ecc_info(card, dev, 2),
+            |e| {
+                Ok(Ecc {
+                    enabled: e.enable_flag != 0,
+                    single: e.single.into(),
+                    double: e.double.into(),
+                    total_single: e.total_single.into(),
+                    total_double: e.total_double.into(),
+                    single_isolated_pages: e.single_isolated_pages.into(),
+                    double_isolated_pages: e.double_isolated_pages.into(),
+                })
+            },
+        );
+        errors
+    }
+
+    /// Packet counters and HCCS links of one chip; returns its errors.
+    fn network(&mut self, chip: &mut ChipReadings) -> u32 {
         let profiling_ms = i32::try_from(self.opts.hccs_profiling_time.as_millis())
             .unwrap_or(200)
             .clamp(1, 1000);
-        for chip in state.chips.values_mut() {
-            let ChipAddress {
-                card,
-                device: dev,
-                phy,
-                ..
-            } = chip.address;
-            let p = Some(phy);
-            chip.packets = None;
-            chip.hccs = model::Hccs::default();
-            match self.call("dcmi_get_netdev_pkt_stats_info", None, p, move |l| {
-                l.netdev_pkt_stats(card, dev, 0)
-            }) {
-                Got::Value(c) => chip.packets = Some(packet_counters(&c)),
-                Got::Unsupported => {}
-                _ => errors += 1,
-            }
-            match self.call("dcmi_get_hccs_link_bandwidth_info", None, p, move |l| {
-                l.hccs_bandwidth(card, dev, profiling_ms)
-            }) {
-                Got::Value(bw) => {
-                    let tx: Option<Vec<f64>> = bw
-                        .tx
-                        .iter()
+        let (card, dev, phy) = (chip.address.card, chip.address.device, chip.address.phy);
+        let mut errors = 0;
+        chip.hccs = model::Hccs::default();
+        chip.packets = self.read(
+            phy,
+            &mut errors,
+            ("dcmi_get_netdev_pkt_stats_info", None),
+            move |l| l.netdev_pkt_stats(card, dev, 0),
+            |c| Ok(packet_counters(&c)),
+        );
+        let bandwidth = self.read(
+            phy,
+            &mut errors,
+            ("dcmi_get_hccs_link_bandwidth_info", None),
+            move |l| l.hccs_bandwidth(card, dev, profiling_ms),
+            |bw| {
+                let per_second = |gb: &[f64; 16]| -> Option<Vec<f64>> {
+                    gb.iter()
                         .map(|g| convert::gigabytes_to_bytes_per_second(*g))
-                        .collect();
-                    let rx: Option<Vec<f64>> = bw
-                        .rx
-                        .iter()
-                        .map(|g| convert::gigabytes_to_bytes_per_second(*g))
-                        .collect();
-                    match (tx, rx) {
-                        (Some(tx), Some(rx)) => {
-                            chip.hccs.tx_bytes_per_second = tx.try_into().ok();
-                            chip.hccs.rx_bytes_per_second = rx.try_into().ok();
-                        }
-                        _ => {
-                            self.count_invalid(
-                                "dcmi_get_hccs_link_bandwidth_info",
-                                phy,
-                                "non-finite bandwidth".into(),
-                            );
-                            errors += 1;
-                        }
-                    }
+                        .collect()
+                };
+                match (per_second(&bw.tx), per_second(&bw.rx)) {
+                    (Some(tx), Some(rx)) => Ok((tx, rx)),
+                    _ => Err("non-finite bandwidth".into()),
                 }
-                Got::Unsupported => {}
-                _ => errors += 1,
-            }
-            // npu-exporter probes sub-command 5 (64-bit) and falls back to 3 (32-bit).
-            let stats = match self.call("dcmi_get_device_info", Some(5), p, move |l| {
-                l.hccs_statistics_u64(card, dev)
-            }) {
-                Got::Value(s) => Some(s),
-                Got::Unsupported => match self.call("dcmi_get_device_info", Some(3), p, move |l| {
-                    l.hccs_statistics_u32(card, dev)
-                }) {
-                    Got::Value(s) => Some(s),
-                    Got::Unsupported => None,
-                    _ => {
-                        errors += 1;
-                        None
-                    }
-                },
-                _ => {
-                    errors += 1;
-                    None
-                }
-            };
-            if let Some(s) = stats {
-                chip.hccs.tx_flits = Some(s.tx);
-                chip.hccs.rx_flits = Some(s.rx);
-                chip.hccs.crc_errors = Some(s.crc_errors);
-            }
+            },
+        );
+        if let Some((tx, rx)) = bandwidth {
+            chip.hccs.tx_bytes_per_second = tx.try_into().ok();
+            chip.hccs.rx_bytes_per_second = rx.try_into().ok();
         }
-        GroupReport { errors }
+        // npu-exporter probes sub-command 5 (64-bit) and falls back to 3 (32-bit).
+        let stats = match self.call("dcmi_get_device_info", Some(5), Some(phy), move |l| {
+            l.hccs_statistics_u64(card, dev)
+        }) {
+            Got::Unsupported => self.call("dcmi_get_device_info", Some(3), Some(phy), move |l| {
+                l.hccs_statistics_u32(card, dev)
+            }),
+            got => got,
+        };
+        if let Some(s) = stats.value(&mut errors) {
+            chip.hccs.tx_flits = Some(s.tx);
+            chip.hccs.rx_flits = Some(s.rx);
+            chip.hccs.crc_errors = Some(s.crc_errors);
+        }
+        errors
     }
 }
 
@@ -964,11 +895,11 @@ impl DeviceSource for DcmiSource {
         }
         match group {
             Group::Inventory => self.inventory(state),
-            Group::Health => self.health(state),
-            Group::Sensors => self.sensors(state),
-            Group::Utilization => self.utilization(state),
-            Group::Memory => self.memory(state),
-            Group::Network => self.network(state),
+            Group::Health => self.each_chip(state, Self::health),
+            Group::Sensors => self.each_chip(state, Self::sensors),
+            Group::Utilization => self.each_chip(state, Self::utilization),
+            Group::Memory => self.each_chip(state, Self::memory),
+            Group::Network => self.each_chip(state, Self::network),
         }
     }
 

@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::path::PathBuf;
+use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -494,17 +495,77 @@ fn copy_str(dst: &mut [u8], src: &str) {
     dst[n] = 0;
 }
 
-/// Runs a chip call and writes its value through `out` only on success.
-macro_rules! chip_call {
-    ($name:literal, $card:expr, $dev:expr, $sub:expr, |$c:ident| $body:expr) => {{
-        match enter($name, $card, $dev, $sub) {
-            Err(code) => code,
-            Ok(r) => {
-                let $c = r.chip();
-                $body
-            }
-        }
+/// Writes the fields `dcmi_chip_info` and `dcmi_chip_info_v2` share.
+fn copy_chip_info(info: &ChipInfo, [ty, name, ver]: [&mut [u8; 32]; 3], aicore_cnt: &mut c_uint) {
+    copy_str(ty, &info.chip_type);
+    copy_str(name, &info.name);
+    copy_str(ver, &info.version);
+    *aicore_cnt = info.aicore_count;
+}
+
+/// What an export answers: `Ok` is `DCMI_OK`, `Err` carries the DCMI error code.
+type Reply = Result<(), c_int>;
+
+/// The status code an export returns for `reply`.
+fn status(reply: Reply) -> c_int {
+    reply.err().unwrap_or(DCMI_OK)
+}
+
+/// `Ok` when `ok`, else `Err(code)`: an argument check inside an export.
+fn require(ok: bool, code: c_int) -> Reply {
+    if ok { Ok(()) } else { Err(code) }
+}
+
+/// Writes a one-value reading through `out`; a value the scenario leaves out is
+/// `ERR_NOT_SUPPORT`, as on a chip without that feature.
+fn put<T>(out: &mut T, value: Option<T>) -> Reply {
+    *out = value.ok_or(ERR_NOT_SUPPORT)?;
+    Ok(())
+}
+
+/// The body of every exported function but `dcmi_init`: the scaffold libdcmi runs before
+/// it reads anything, in its order, so each export only states what it answers.
+///
+/// - `chip(call, card_id, device_id, sub)`: the pointer arguments are checked for NULL
+///   (`ERR_INVALID_PARAMETER`), then the optional `check(..)` runs, then [`enter`] (init
+///   check, chip lookup, call counting, scripted hangs and failures), then the closure
+///   with `c` bound to the chip.
+/// - `lib`: `ERR_INNER` before `dcmi_init`, then the NULL checks and `check(..)`, then
+///   `ERR_INNER` without a scenario, then the closure with `s` bound to the scenario.
+///
+/// The closure's first parameter is the chip or scenario; every further one names a
+/// pointer argument of the export, which the closure sees as `&mut` (a slice pointer
+/// from `ptr::slice_from_raw_parts_mut` becomes a slice). `check(..)` is a [`Reply`]
+/// that may use those references; its `Err` code is returned before the call counts.
+/// The closure returns a [`Reply`]. Only expand this in an export whose `# Safety`
+/// section makes each named pointer NULL or valid and exclusive for its type.
+macro_rules! export {
+    (chip($call:literal, $card:expr, $dev:expr, $sub:expr),
+     $(check($check:expr),)? |$c:ident, $($p:ident),+| $body:expr) => {{
+        export!(@args [$($p),+] $(check($check))?);
+        status(enter($call, $card, $dev, $sub).and_then(|r| {
+            let $c = r.chip();
+            $body
+        }))
     }};
+    (lib, $(check($check:expr),)? |$s:ident, $($p:ident),+| $body:expr) => {{
+        if !INITIALISED.load(Ordering::SeqCst) {
+            return ERR_INNER;
+        }
+        export!(@args [$($p),+] $(check($check))?);
+        status(scenario().ok_or(ERR_INNER).and_then(|$s| $body))
+    }};
+    (@args [$($p:ident),+] $(check($check:expr))?) => {
+        if $($p.is_null())||+ {
+            return ERR_INVALID_PARAMETER;
+        }
+        // SAFETY: each pointer is non-null (checked above) and, by the `# Safety` contract
+        // of the export this expands in, valid and exclusive for its type during the call.
+        let ($($p,)+) = unsafe { ($(&mut *$p,)+) };
+        $(if let Err(code) = $check {
+            return code;
+        })?
+    };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -529,26 +590,18 @@ pub extern "C" fn dcmi_init() -> c_int {
 /// `ver` must point to `len` writable bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dcmi_get_dcmi_version(ver: *mut c_char, len: c_uint) -> c_int {
-    if !INITIALISED.load(Ordering::SeqCst) {
-        return ERR_INNER;
-    }
-    if ver.is_null() || len == 0 {
-        return ERR_INVALID_PARAMETER;
-    }
-    let Some(s) = scenario() else {
-        return ERR_INNER;
-    };
-    let Some(v) = s.dcmi_version.as_deref() else {
-        return ERR_NOT_SUPPORT;
-    };
-    if v.len() + 1 > len as usize {
-        return ERR_INVALID_PARAMETER;
-    }
-    // SAFETY: the caller guarantees `len` writable bytes at `ver`; we checked the string
-    // and its terminator fit.
-    let dst = unsafe { std::slice::from_raw_parts_mut(ver.cast::<u8>(), len as usize) };
-    copy_str(dst, v);
-    DCMI_OK
+    let ver = ptr::slice_from_raw_parts_mut(ver.cast::<u8>(), len as usize);
+    export!(
+        lib,
+        check(require(len != 0, ERR_INVALID_PARAMETER)),
+        |s, ver| {
+            let v = s.dcmi_version.as_deref().ok_or(ERR_NOT_SUPPORT)?;
+            // The string and its terminator must fit.
+            require(v.len() < ver.len(), ERR_INVALID_PARAMETER)?;
+            copy_str(ver, v);
+            Ok(())
+        }
+    )
 }
 
 /// `int dcmi_get_card_list(int *card_num, int *card_list, int list_len)`
@@ -561,27 +614,19 @@ pub unsafe extern "C" fn dcmi_get_card_list(
     card_list: *mut c_int,
     list_len: c_int,
 ) -> c_int {
-    if !INITIALISED.load(Ordering::SeqCst) {
-        return ERR_INNER;
-    }
-    if card_num.is_null() || card_list.is_null() || list_len <= 0 {
-        return ERR_INVALID_PARAMETER;
-    }
-    let Some(s) = scenario() else {
-        return ERR_INNER;
-    };
-    if s.cards.len() > list_len as usize {
-        return ERR_INVALID_PARAMETER;
-    }
-    // SAFETY: non-null, and the caller guarantees `list_len` ints; we write at most
-    // `cards.len() <= list_len` entries.
-    unsafe {
-        *card_num = s.cards.len() as c_int;
-        for (i, c) in s.cards.iter().enumerate() {
-            *card_list.add(i) = c.card_id;
+    let card_list = ptr::slice_from_raw_parts_mut(card_list, list_len.max(0) as usize);
+    export!(
+        lib,
+        check(require(list_len > 0, ERR_INVALID_PARAMETER)),
+        |s, card_num, card_list| {
+            require(s.cards.len() <= card_list.len(), ERR_INVALID_PARAMETER)?;
+            *card_num = s.cards.len() as c_int;
+            for (dst, card) in card_list.iter_mut().zip(&s.cards) {
+                *dst = card.card_id;
+            }
+            Ok(())
         }
-    }
-    DCMI_OK
+    )
 }
 
 /// `int dcmi_get_device_num_in_card(int card_id, int *device_num)`
@@ -593,21 +638,11 @@ pub unsafe extern "C" fn dcmi_get_device_num_in_card(
     card_id: c_int,
     device_num: *mut c_int,
 ) -> c_int {
-    if !INITIALISED.load(Ordering::SeqCst) {
-        return ERR_INNER;
-    }
-    if device_num.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    let Some(s) = scenario() else {
-        return ERR_INNER;
-    };
-    let Some(card) = s.cards.iter().find(|c| c.card_id == card_id) else {
-        return ERR_INVALID_DEVICE_ID;
-    };
-    // SAFETY: checked non-null above.
-    unsafe { *device_num = card.chips.len() as c_int };
-    DCMI_OK
+    export!(lib, |s, device_num| {
+        let card = s.cards.iter().find(|c| c.card_id == card_id);
+        *device_num = card.ok_or(ERR_INVALID_DEVICE_ID)?.chips.len() as c_int;
+        Ok(())
+    })
 }
 
 /// `int dcmi_get_device_logic_id(int *device_logic_id, int card_id, int device_id)`
@@ -620,14 +655,10 @@ pub unsafe extern "C" fn dcmi_get_device_logic_id(
     card_id: c_int,
     device_id: c_int,
 ) -> c_int {
-    if logic_id.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!("dcmi_get_device_logic_id", card_id, device_id, None, |c| {
-        // SAFETY: checked non-null above.
-        unsafe { *logic_id = c.logic_id };
-        DCMI_OK
-    })
+    export!(
+        chip("dcmi_get_device_logic_id", card_id, device_id, None),
+        |c, logic_id| put(logic_id, Some(c.logic_id))
+    )
 }
 
 /// `int dcmi_get_device_phyid_from_logicid(unsigned int logicid, unsigned int *phyid)`
@@ -639,22 +670,11 @@ pub unsafe extern "C" fn dcmi_get_device_phyid_from_logicid(
     logic_id: c_uint,
     phy_id: *mut c_uint,
 ) -> c_int {
-    if !INITIALISED.load(Ordering::SeqCst) {
-        return ERR_INNER;
-    }
-    if phy_id.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    let Some(s) = scenario() else {
-        return ERR_INNER;
-    };
-    let Some((card, dev, _)) = find_by_logic(&s, logic_id as c_int) else {
-        return ERR_INVALID_DEVICE_ID;
-    };
-    chip_call!("dcmi_get_device_phyid_from_logicid", card, dev, None, |c| {
-        // SAFETY: checked non-null above.
-        unsafe { *phy_id = c.phy_id };
-        DCMI_OK
+    export!(lib, |s, phy_id| {
+        let (card, dev, _) = find_by_logic(&s, logic_id as c_int).ok_or(ERR_INVALID_DEVICE_ID)?;
+        // The chip found by its logic ID answers like any per-chip call.
+        let r = enter("dcmi_get_device_phyid_from_logicid", card, dev, None)?;
+        put(phy_id, Some(r.chip().phy_id))
     })
 }
 
@@ -668,21 +688,15 @@ pub unsafe extern "C" fn dcmi_get_device_chip_info(
     device_id: c_int,
     out: *mut DcmiChipInfo,
 ) -> c_int {
-    if out.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!("dcmi_get_device_chip_info", card_id, device_id, None, |c| {
-        let Some(info) = c.chip.as_ref() else {
-            return ERR_NOT_SUPPORT;
-        };
-        // SAFETY: non-null and points to a caller-owned struct of this layout.
-        let out = unsafe { &mut *out };
-        copy_str(&mut out.chip_type, &info.chip_type);
-        copy_str(&mut out.chip_name, &info.name);
-        copy_str(&mut out.chip_ver, &info.version);
-        out.aicore_cnt = info.aicore_count;
-        DCMI_OK
-    })
+    export!(
+        chip("dcmi_get_device_chip_info", card_id, device_id, None),
+        |c, out| {
+            let info = c.chip.as_ref().ok_or(ERR_NOT_SUPPORT)?;
+            let names = [&mut out.chip_type, &mut out.chip_name, &mut out.chip_ver];
+            copy_chip_info(info, names, &mut out.aicore_cnt);
+            Ok(())
+        }
+    )
 }
 
 /// `int dcmi_get_device_chip_info_v2(int card_id, int device_id, struct dcmi_chip_info_v2 *chip_info)`
@@ -695,26 +709,14 @@ pub unsafe extern "C" fn dcmi_get_device_chip_info_v2(
     device_id: c_int,
     out: *mut DcmiChipInfoV2,
 ) -> c_int {
-    if out.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!(
-        "dcmi_get_device_chip_info_v2",
-        card_id,
-        device_id,
-        None,
-        |c| {
-            let Some(info) = c.chip.as_ref() else {
-                return ERR_NOT_SUPPORT;
-            };
-            // SAFETY: non-null and points to a caller-owned struct of this layout.
-            let out = unsafe { &mut *out };
-            copy_str(&mut out.chip_type, &info.chip_type);
-            copy_str(&mut out.chip_name, &info.name);
-            copy_str(&mut out.chip_ver, &info.version);
-            out.aicore_cnt = info.aicore_count;
+    export!(
+        chip("dcmi_get_device_chip_info_v2", card_id, device_id, None),
+        |c, out| {
+            let info = c.chip.as_ref().ok_or(ERR_NOT_SUPPORT)?;
+            let names = [&mut out.chip_type, &mut out.chip_name, &mut out.chip_ver];
+            copy_chip_info(info, names, &mut out.aicore_cnt);
             copy_str(&mut out.npu_name, info.npu_name.as_deref().unwrap_or(""));
-            DCMI_OK
+            Ok(())
         }
     )
 }
@@ -729,20 +731,10 @@ pub unsafe extern "C" fn dcmi_get_device_pcie_info_v2(
     device_id: c_int,
     out: *mut DcmiPcieInfoAll,
 ) -> c_int {
-    if out.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!(
-        "dcmi_get_device_pcie_info_v2",
-        card_id,
-        device_id,
-        None,
-        |c| {
-            let Some(p) = c.pcie.as_ref() else {
-                return ERR_NOT_SUPPORT;
-            };
-            // SAFETY: non-null and points to a caller-owned struct of this layout.
-            let out = unsafe { &mut *out };
+    export!(
+        chip("dcmi_get_device_pcie_info_v2", card_id, device_id, None),
+        |c, out| {
+            let p = c.pcie.as_ref().ok_or(ERR_NOT_SUPPORT)?;
             out.venderid = 0x19e5;
             out.subvenderid = 0x0200;
             out.deviceid = 0xd802;
@@ -751,7 +743,7 @@ pub unsafe extern "C" fn dcmi_get_device_pcie_info_v2(
             out.bdf_busid = p.bus;
             out.bdf_deviceid = p.device;
             out.bdf_funcid = p.function;
-            DCMI_OK
+            Ok(())
         }
     )
 }
@@ -767,26 +759,10 @@ pub unsafe extern "C" fn dcmi_get_device_die_v2(
     die_type: c_int,
     out: *mut DcmiDieId,
 ) -> c_int {
-    if out.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!(
-        "dcmi_get_device_die_v2",
-        card_id,
-        device_id,
-        Some(die_type),
-        |c| {
-            // Only VDIE (1) is modelled.
-            if die_type != 1 {
-                return ERR_NOT_SUPPORT;
-            }
-            let Some(words) = c.vdie_id else {
-                return ERR_NOT_SUPPORT;
-            };
-            // SAFETY: non-null and points to a caller-owned struct of this layout.
-            unsafe { (*out).soc_die = words };
-            DCMI_OK
-        }
+    // Only VDIE (1) is modelled.
+    export!(
+        chip("dcmi_get_device_die_v2", card_id, device_id, Some(die_type)),
+        |c, out| put(&mut out.soc_die, c.vdie_id.filter(|_| die_type == 1))
     )
 }
 
@@ -801,22 +777,18 @@ pub unsafe extern "C" fn dcmi_get_card_elabel_v2(
     card_id: c_int,
     out: *mut DcmiElabelInfo,
 ) -> c_int {
-    if out.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!("dcmi_get_card_elabel_v2", card_id, 0, None, |c| {
-        let Some(serial) = c.serial.as_deref() else {
-            return ERR_NOT_SUPPORT;
-        };
-        // SAFETY: non-null and points to a caller-owned struct of this layout.
-        let out = unsafe { &mut *out };
-        copy_str(&mut out.product_name, "Atlas 800T A2");
-        copy_str(&mut out.model, "fake");
-        copy_str(&mut out.manufacturer, "hcclwatch tests");
-        copy_str(&mut out.manufacturer_date, "2026/01/01");
-        copy_str(&mut out.serial_number, serial);
-        DCMI_OK
-    })
+    export!(
+        chip("dcmi_get_card_elabel_v2", card_id, 0, None),
+        |c, out| {
+            let serial = c.serial.as_deref().ok_or(ERR_NOT_SUPPORT)?;
+            copy_str(&mut out.product_name, "Atlas 800T A2");
+            copy_str(&mut out.model, "fake");
+            copy_str(&mut out.manufacturer, "hcclwatch tests");
+            copy_str(&mut out.manufacturer_date, "2026/01/01");
+            copy_str(&mut out.serial_number, serial);
+            Ok(())
+        }
+    )
 }
 
 /// `int dcmi_get_device_health(int card_id, int device_id, unsigned int *health)`
@@ -829,17 +801,10 @@ pub unsafe extern "C" fn dcmi_get_device_health(
     device_id: c_int,
     health: *mut c_uint,
 ) -> c_int {
-    if health.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!("dcmi_get_device_health", card_id, device_id, None, |c| {
-        let Some(h) = c.health else {
-            return ERR_NOT_SUPPORT;
-        };
-        // SAFETY: checked non-null above.
-        unsafe { *health = h };
-        DCMI_OK
-    })
+    export!(
+        chip("dcmi_get_device_health", card_id, device_id, None),
+        |c, health| put(health, c.health)
+    )
 }
 
 /// `int dcmi_get_device_errorcode_v2(int card_id, int device_id, int *error_count, unsigned int *error_code_list, unsigned int list_len)`
@@ -854,24 +819,14 @@ pub unsafe extern "C" fn dcmi_get_device_errorcode_v2(
     list: *mut c_uint,
     list_len: c_uint,
 ) -> c_int {
-    if count.is_null() || list.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!(
-        "dcmi_get_device_errorcode_v2",
-        card_id,
-        device_id,
-        None,
-        |c| {
-            let n = c.error_codes.len().min(list_len as usize);
-            // SAFETY: non-null; at most `list_len` entries are written.
-            unsafe {
-                *count = n as c_int;
-                for (i, code) in c.error_codes.iter().take(n).enumerate() {
-                    *list.add(i) = *code;
-                }
-            }
-            DCMI_OK
+    let list = ptr::slice_from_raw_parts_mut(list, list_len as usize);
+    export!(
+        chip("dcmi_get_device_errorcode_v2", card_id, device_id, None),
+        |c, count, list| {
+            let n = c.error_codes.len().min(list.len());
+            *count = n as c_int;
+            list[..n].copy_from_slice(&c.error_codes[..n]);
+            Ok(())
         }
     )
 }
@@ -886,22 +841,9 @@ pub unsafe extern "C" fn dcmi_get_device_temperature(
     device_id: c_int,
     out: *mut c_int,
 ) -> c_int {
-    if out.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!(
-        "dcmi_get_device_temperature",
-        card_id,
-        device_id,
-        None,
-        |c| {
-            let Some(v) = c.temperature_c else {
-                return ERR_NOT_SUPPORT;
-            };
-            // SAFETY: checked non-null above.
-            unsafe { *out = v };
-            DCMI_OK
-        }
+    export!(
+        chip("dcmi_get_device_temperature", card_id, device_id, None),
+        |c, out| put(out, c.temperature_c)
     )
 }
 
@@ -915,22 +857,9 @@ pub unsafe extern "C" fn dcmi_get_device_power_info(
     device_id: c_int,
     out: *mut c_int,
 ) -> c_int {
-    if out.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!(
-        "dcmi_get_device_power_info",
-        card_id,
-        device_id,
-        None,
-        |c| {
-            let Some(v) = c.power_dw else {
-                return ERR_NOT_SUPPORT;
-            };
-            // SAFETY: checked non-null above.
-            unsafe { *out = v };
-            DCMI_OK
-        }
+    export!(
+        chip("dcmi_get_device_power_info", card_id, device_id, None),
+        |c, out| put(out, c.power_dw)
     )
 }
 
@@ -944,17 +873,10 @@ pub unsafe extern "C" fn dcmi_get_device_voltage(
     device_id: c_int,
     out: *mut c_uint,
 ) -> c_int {
-    if out.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!("dcmi_get_device_voltage", card_id, device_id, None, |c| {
-        let Some(v) = c.voltage_cv else {
-            return ERR_NOT_SUPPORT;
-        };
-        // SAFETY: checked non-null above.
-        unsafe { *out = v };
-        DCMI_OK
-    })
+    export!(
+        chip("dcmi_get_device_voltage", card_id, device_id, None),
+        |c, out| put(out, c.voltage_cv)
+    )
 }
 
 /// `int dcmi_get_device_frequency(int card_id, int device_id, enum dcmi_freq_type input_type, unsigned int *frequency)` (MHz)
@@ -968,24 +890,20 @@ pub unsafe extern "C" fn dcmi_get_device_frequency(
     freq_type: c_int,
     out: *mut c_uint,
 ) -> c_int {
-    if out.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!(
-        "dcmi_get_device_frequency",
-        card_id,
-        device_id,
-        Some(freq_type),
-        |c| {
+    export!(
+        chip(
+            "dcmi_get_device_frequency",
+            card_id,
+            device_id,
+            Some(freq_type)
+        ),
+        |c, out| {
             let v = match freq_type {
                 7 => c.aicore_mhz,
                 6 => c.hbm.as_ref().map(|h| h.freq_mhz),
                 _ => None,
             };
-            let Some(v) = v else { return ERR_NOT_SUPPORT };
-            // SAFETY: checked non-null above.
-            unsafe { *out = v };
-            DCMI_OK
+            put(out, v)
         }
     )
 }
@@ -1001,18 +919,15 @@ pub unsafe extern "C" fn dcmi_get_device_utilization_rate(
     input_type: c_int,
     out: *mut c_uint,
 ) -> c_int {
-    if out.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!(
-        "dcmi_get_device_utilization_rate",
-        card_id,
-        device_id,
-        Some(input_type),
-        |c| {
-            let Some(u) = c.utilization.as_ref() else {
-                return ERR_NOT_SUPPORT;
-            };
+    export!(
+        chip(
+            "dcmi_get_device_utilization_rate",
+            card_id,
+            device_id,
+            Some(input_type)
+        ),
+        |c, out| {
+            let u = c.utilization.as_ref().ok_or(ERR_NOT_SUPPORT)?;
             let v = match input_type {
                 2 => u.aicore,
                 6 => u.hbm,
@@ -1021,10 +936,7 @@ pub unsafe extern "C" fn dcmi_get_device_utilization_rate(
                 14 => u.cube,
                 _ => None,
             };
-            let Some(v) = v else { return ERR_NOT_SUPPORT };
-            // SAFETY: checked non-null above.
-            unsafe { *out = v };
-            DCMI_OK
+            put(out, v)
         }
     )
 }
@@ -1039,27 +951,22 @@ pub unsafe extern "C" fn dcmi_get_device_multi_utilization_rate(
     device_id: c_int,
     out: *mut DcmiMultiUtilization,
 ) -> c_int {
-    if out.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!(
-        "dcmi_get_device_multi_utilization_rate",
-        card_id,
-        device_id,
-        None,
-        |c| {
-            let Some(u) = c.utilization.as_ref() else {
-                return ERR_NOT_SUPPORT;
-            };
-            // SAFETY: non-null and points to a caller-owned struct of this layout.
-            let out = unsafe { &mut *out };
+    export!(
+        chip(
+            "dcmi_get_device_multi_utilization_rate",
+            card_id,
+            device_id,
+            None
+        ),
+        |c, out| {
+            let u = c.utilization.as_ref().ok_or(ERR_NOT_SUPPORT)?;
             // A field the scenario leaves out reads as 0xFFFFFFFF, which callers must treat
             // as "not available" (any value > 100 is invalid).
             out.aic_util = u.cube.unwrap_or(u32::MAX);
             out.aiv_util = u.vector.unwrap_or(u32::MAX);
             out.aicore_util = u.aicore.unwrap_or(u32::MAX);
             out.npu_util = u.overall.unwrap_or(u32::MAX);
-            DCMI_OK
+            Ok(())
         }
     )
 }
@@ -1074,22 +981,18 @@ pub unsafe extern "C" fn dcmi_get_device_hbm_info(
     device_id: c_int,
     out: *mut DcmiHbmInfo,
 ) -> c_int {
-    if out.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!("dcmi_get_device_hbm_info", card_id, device_id, None, |c| {
-        let Some(h) = c.hbm.as_ref() else {
-            return ERR_NOT_SUPPORT;
-        };
-        // SAFETY: non-null and points to a caller-owned struct of this layout.
-        let out = unsafe { &mut *out };
-        out.memory_size = h.total_mb;
-        out.freq = h.freq_mhz;
-        out.memory_usage = h.used_mb;
-        out.temp = h.temp_c;
-        out.bandwith_util_rate = h.bandwidth_util;
-        DCMI_OK
-    })
+    export!(
+        chip("dcmi_get_device_hbm_info", card_id, device_id, None),
+        |c, out| {
+            let h = c.hbm.as_ref().ok_or(ERR_NOT_SUPPORT)?;
+            out.memory_size = h.total_mb;
+            out.freq = h.freq_mhz;
+            out.memory_usage = h.used_mb;
+            out.temp = h.temp_c;
+            out.bandwith_util_rate = h.bandwidth_util;
+            Ok(())
+        }
+    )
 }
 
 /// `int dcmi_get_device_memory_info_v3(int card_id, int device_id, struct dcmi_get_memory_info_stru *memory_info)` (MB)
@@ -1102,20 +1005,10 @@ pub unsafe extern "C" fn dcmi_get_device_memory_info_v3(
     device_id: c_int,
     out: *mut DcmiGetMemoryInfo,
 ) -> c_int {
-    if out.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!(
-        "dcmi_get_device_memory_info_v3",
-        card_id,
-        device_id,
-        None,
-        |c| {
-            let Some(d) = c.ddr.as_ref() else {
-                return ERR_NOT_SUPPORT;
-            };
-            // SAFETY: non-null and points to a caller-owned struct of this layout.
-            let out = unsafe { &mut *out };
+    export!(
+        chip("dcmi_get_device_memory_info_v3", card_id, device_id, None),
+        |c, out| {
+            let d = c.ddr.as_ref().ok_or(ERR_NOT_SUPPORT)?;
             out.memory_size = d.total_mb;
             out.memory_available = d.available_mb;
             out.freq = d.freq_mhz;
@@ -1123,7 +1016,7 @@ pub unsafe extern "C" fn dcmi_get_device_memory_info_v3(
             out.hugepages_total = 0;
             out.hugepages_free = 0;
             out.utiliza = d.utilization;
-            DCMI_OK
+            Ok(())
         }
     )
 }
@@ -1139,24 +1032,17 @@ pub unsafe extern "C" fn dcmi_get_device_ecc_info(
     input_type: c_int,
     out: *mut DcmiEccInfo,
 ) -> c_int {
-    if out.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!(
-        "dcmi_get_device_ecc_info",
-        card_id,
-        device_id,
-        Some(input_type),
-        |c| {
+    export!(
+        chip(
+            "dcmi_get_device_ecc_info",
+            card_id,
+            device_id,
+            Some(input_type)
+        ),
+        |c, out| {
             // HBM = 2 is the only type a 910B answers.
-            if input_type != 2 {
-                return ERR_NOT_SUPPORT;
-            }
-            let Some(e) = c.ecc_hbm.as_ref() else {
-                return ERR_NOT_SUPPORT;
-            };
-            // SAFETY: non-null; the caller provides at least the official 28-byte layout.
-            let out = unsafe { &mut *out };
+            require(input_type == 2, ERR_NOT_SUPPORT)?;
+            let e = c.ecc_hbm.as_ref().ok_or(ERR_NOT_SUPPORT)?;
             out.enable_flag = e.enabled;
             out.single_bit_error_cnt = e.single;
             out.double_bit_error_cnt = e.double;
@@ -1164,7 +1050,7 @@ pub unsafe extern "C" fn dcmi_get_device_ecc_info(
             out.total_double_bit_error_cnt = e.total_double;
             out.single_bit_isolated_pages_cnt = e.single_isolated_pages;
             out.double_bit_isolated_pages_cnt = e.double_isolated_pages;
-            DCMI_OK
+            Ok(())
         }
     )
 }
@@ -1179,22 +1065,9 @@ pub unsafe extern "C" fn dcmi_get_device_network_health(
     device_id: c_int,
     out: *mut c_int,
 ) -> c_int {
-    if out.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!(
-        "dcmi_get_device_network_health",
-        card_id,
-        device_id,
-        None,
-        |c| {
-            let Some(v) = c.network_health else {
-                return ERR_NOT_SUPPORT;
-            };
-            // SAFETY: checked non-null above.
-            unsafe { *out = v };
-            DCMI_OK
-        }
+    export!(
+        chip("dcmi_get_device_network_health", card_id, device_id, None),
+        |c, out| put(out, c.network_health)
     )
 }
 
@@ -1209,33 +1082,24 @@ pub unsafe extern "C" fn dcmi_get_netdev_pkt_stats_info(
     port_id: c_int,
     out: *mut DcmiNetworkPktStats,
 ) -> c_int {
-    if out.is_null() || port_id != 0 {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!(
-        "dcmi_get_netdev_pkt_stats_info",
-        card_id,
-        device_id,
-        None,
-        |c| {
-            let Some(stats) = c.pkt_stats.as_ref() else {
-                return ERR_NOT_SUPPORT;
-            };
+    export!(
+        chip("dcmi_get_netdev_pkt_stats_info", card_id, device_id, None),
+        check(require(port_id == 0, ERR_INVALID_PARAMETER)),
+        |c, out| {
+            let stats = c.pkt_stats.as_ref().ok_or(ERR_NOT_SUPPORT)?;
             if let Some(bad) = stats
                 .keys()
                 .find(|k| !PKT_STATS_FIELDS.contains(&k.as_str()))
             {
                 eprintln!("fake-dcmi: unknown pkt_stats key {bad:?}");
-                return ERR_INNER;
+                return Err(ERR_INNER);
             }
-            // SAFETY: non-null and points to a caller-owned struct of this layout.
-            let out = unsafe { &mut *out };
             for (i, name) in PKT_STATS_FIELDS.iter().enumerate() {
                 out.counters[i] = stats.get(*name).copied().unwrap_or(0);
             }
             out.tv_sec = 0;
             out.tv_usec = 0;
-            DCMI_OK
+            Ok(())
         }
     )
 }
@@ -1250,23 +1114,19 @@ pub unsafe extern "C" fn dcmi_get_hccs_link_bandwidth_info(
     device_id: c_int,
     out: *mut DcmiHccsBandwidth,
 ) -> c_int {
-    if out.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    // SAFETY: non-null and points to a caller-owned struct of this layout.
-    let out = unsafe { &mut *out };
-    if !(1..=1000).contains(&out.profiling_time) {
-        return ERR_INVALID_PARAMETER;
-    }
-    chip_call!(
-        "dcmi_get_hccs_link_bandwidth_info",
-        card_id,
-        device_id,
-        None,
-        |c| {
-            let Some(h) = c.hccs.as_ref() else {
-                return ERR_NOT_SUPPORT;
-            };
+    export!(
+        chip(
+            "dcmi_get_hccs_link_bandwidth_info",
+            card_id,
+            device_id,
+            None
+        ),
+        check(require(
+            (1..=1000).contains(&out.profiling_time),
+            ERR_INVALID_PARAMETER
+        )),
+        |c, out| {
+            let h = c.hccs.as_ref().ok_or(ERR_NOT_SUPPORT)?;
             out.tx_bandwidth = [0.0; 16];
             out.rx_bandwidth = [0.0; 16];
             for (i, v) in h.tx_bandwidth_gbps.iter().take(16).enumerate() {
@@ -1277,7 +1137,7 @@ pub unsafe extern "C" fn dcmi_get_hccs_link_bandwidth_info(
             }
             out.total_txbw = out.tx_bandwidth.iter().sum();
             out.total_rxbw = out.rx_bandwidth.iter().sum();
-            DCMI_OK
+            Ok(())
         }
     )
 }
@@ -1297,67 +1157,37 @@ pub unsafe extern "C" fn dcmi_get_device_info(
     buf: *mut c_void,
     size: *mut c_uint,
 ) -> c_int {
-    if buf.is_null() || size.is_null() {
-        return ERR_INVALID_PARAMETER;
-    }
-    if main_cmd != 16 || (sub_cmd != 5 && sub_cmd != 3) {
-        return ERR_NOT_SUPPORT;
-    }
-    chip_call!(
-        "dcmi_get_device_info",
-        card_id,
-        device_id,
-        Some(sub_cmd as c_int),
-        |c| {
-            let Some(h) = c.hccs.as_ref() else {
-                return ERR_NOT_SUPPORT;
-            };
-            if sub_cmd == 5 && h.stats_u32_only {
-                return ERR_NOT_SUPPORT;
-            }
+    // `buf` stays a raw pointer: its length is `*size`, known only after the NULL checks.
+    let modelled = main_cmd == 16 && (sub_cmd == 5 || sub_cmd == 3);
+    export!(
+        chip(
+            "dcmi_get_device_info",
+            card_id,
+            device_id,
+            Some(sub_cmd as c_int)
+        ),
+        check(
+            require(!buf.is_null(), ERR_INVALID_PARAMETER).and(require(modelled, ERR_NOT_SUPPORT))
+        ),
+        |c, size| {
+            let h = c.hccs.as_ref().ok_or(ERR_NOT_SUPPORT)?;
+            require(sub_cmd == 3 || !h.stats_u32_only, ERR_NOT_SUPPORT)?;
+            // 128 counters: tx, rx and CRC errors per link at 0, 16 and 32, the rest zero;
+            // 8 bytes each for sub-command 5, 4 (truncated) for sub-command 3.
             let fields = [&h.tx_cnt, &h.rx_cnt, &h.crc_err_cnt];
-            // SAFETY: `size` non-null, provided by the caller.
-            let avail = unsafe { *size } as usize;
-            if sub_cmd == 5 {
-                if avail < 1024 {
-                    return ERR_INVALID_PARAMETER;
-                }
-                let mut words = [0u64; 128];
-                for (f, values) in fields.iter().enumerate() {
-                    for (i, v) in values.iter().take(16).enumerate() {
-                        words[f * 16 + i] = *v;
-                    }
-                }
-                // SAFETY: `buf` holds at least 1024 bytes (checked); unaligned write is fine.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        words.as_ptr().cast::<u8>(),
-                        buf.cast::<u8>(),
-                        1024,
-                    );
-                    *size = 1024;
-                }
+            let words = (0..128).map(|i| fields.get(i / 16).and_then(|f| f.get(i % 16)));
+            let words = words.map(|w| w.copied().unwrap_or(0));
+            let bytes: Vec<u8> = if sub_cmd == 5 {
+                words.flat_map(u64::to_ne_bytes).collect()
             } else {
-                if avail < 512 {
-                    return ERR_INVALID_PARAMETER;
-                }
-                let mut words = [0u32; 128];
-                for (f, values) in fields.iter().enumerate() {
-                    for (i, v) in values.iter().take(16).enumerate() {
-                        words[f * 16 + i] = *v as u32;
-                    }
-                }
-                // SAFETY: `buf` holds at least 512 bytes (checked).
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        words.as_ptr().cast::<u8>(),
-                        buf.cast::<u8>(),
-                        512,
-                    );
-                    *size = 512;
-                }
-            }
-            DCMI_OK
+                words.flat_map(|w| (w as u32).to_ne_bytes()).collect()
+            };
+            require(*size as usize >= bytes.len(), ERR_INVALID_PARAMETER)?;
+            // SAFETY: `buf` is non-null (checked) and holds `*size` writable bytes by this
+            // function's contract, at least `bytes.len()` (checked); it needs no alignment.
+            unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), buf.cast::<u8>(), bytes.len()) };
+            *size = bytes.len() as c_uint;
+            Ok(())
         }
     )
 }
