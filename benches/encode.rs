@@ -1,7 +1,7 @@
 //! Cost of one scrape: encoding the snapshot of 16 NPUs with every collector populated
 //! (identity, health, sensors, utilisation, HBM/ECC, port counters, 16 HCCS links, host).
 //!
-//! Run: `cargo bench --bench encode`. Numbers in README.md ("Performance").
+//! Run: `cargo bench --bench encode`. Numbers in docs/benchmarks.md ("The daemon").
 
 use std::collections::BTreeMap;
 use std::hint::black_box;

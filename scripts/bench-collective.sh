@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The collective engine against its anchors, in one invocation on this machine:
 #   - all-reduce fp32 sum at 2 and 4 ranks, 8 B .. 64 MiB, vs Open MPI over TCP on loopback
-#     (shared/anchors/mpi-bench.sh);
-#   - busbw vs the loopback ceiling C/n, C = iperf3 --bidir sum (shared/anchors/iperf-loopback.sh);
+#     (scripts/anchors/mpi-bench.sh, which builds scripts/anchors/coll_bench.c);
+#   - busbw vs the loopback ceiling C/n, C = iperf3 --bidir sum
+#     (scripts/anchors/iperf-loopback.sh --bidir);
 #   - point-to-point 64 MiB (rank 0 -> rank 1) vs one iperf3 stream;
 #   - 8-byte all-reduce latency at 2 and 4 ranks over LAT_ITERS (default 2000) iterations:
 #     20 iterations of a 5 us operation time 100 us in all, too little to compare.
@@ -10,22 +11,33 @@
 # each round, and every figure is the median over the rounds (the spread of hcclwatch's
 # figure is printed too). This host drifts between fast and slow phases (the same binary
 # varies by 20-50 % between invocations); one pass would compare phases, not programs.
+# Installs what it needs from Debian when missing (openmpi-bin, libopenmpi-dev, iperf3,
+# python3), so it runs from a fresh clone.
 # Usage: scripts/bench-collective.sh [iters (default 20)]
+#   e.g. ROUNDS=1 LAT_ITERS=200 scripts/bench-collective.sh 5 for a quick check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ITERS=${1:-20}
 ROUNDS=${ROUNDS:-3}
 LAT_ITERS=${LAT_ITERS:-2000}
-ANCHORS=${ANCHORS:-../shared/anchors}
-for p in mpirun:openmpi-bin mpicc:libopenmpi-dev iperf3:iperf3; do
-  command -v "${p%%:*}" >/dev/null || apt-get install -y -qq "${p##*:}" >/dev/null
+ANCHORS=scripts/anchors
+
+missing=()
+for p in mpirun:openmpi-bin mpicc:libopenmpi-dev iperf3:iperf3 python3:python3; do
+  command -v "${p%%:*}" >/dev/null || missing+=("${p##*:}")
 done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "==> installing ${missing[*]} (Debian)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
 cargo build --release -q
 HW=./target/release/hcclwatch
 OUT=$(mktemp -d); trap 'rm -rf "$OUT"' EXIT
 
 for r in $(seq "$ROUNDS"); do
-  BIDIR=1 bash "$ANCHORS/iperf-loopback.sh" 5 | tail -1 >> "$OUT/c.txt"
+  bash "$ANCHORS/iperf-loopback.sh" --bidir 5 | tail -1 >> "$OUT/c.txt"
   bash "$ANCHORS/iperf-loopback.sh" 5 | tail -1 >> "$OUT/one.txt"
   for n in 2 4; do
     $HW bench all_reduce --ranks $n -b 8 -e 64M -f 2 -n "$ITERS" -w 3 -c 0 --json >> "$OUT/hw$n.json"

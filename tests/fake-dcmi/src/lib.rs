@@ -1,7 +1,7 @@
 //! `libfake_dcmi.so`: a test double of Ascend's `libdcmi.so`.
 //!
 //! It exports the real DCMI symbol names with the real C signatures and struct layouts
-//! (see `shared/spec/dcmi.md`), so hcclwatch loads it through exactly the code path it uses
+//! (see `docs/dcmi.md`), so hcclwatch loads it through exactly the code path it uses
 //! on an Ascend node. Values come from the JSON scenario named by `FAKE_DCMI_SCENARIO`;
 //! the file is re-read whenever its mtime changes, so a test can change values under a
 //! running daemon. The schema is documented in `README.md` beside this crate.
