@@ -342,6 +342,110 @@ fn otlp_metrics_equal_the_scrape_with_units_resource_and_gzip() {
     );
 }
 
+/// The one point of `name` whose attributes include all of `want`.
+fn point(p: &Points, name: &str, want: &[(&str, &str)]) -> Option<f64> {
+    let (_, _, pts) = p.get(name)?;
+    let hits: Vec<f64> = pts
+        .iter()
+        .filter(|(a, _)| {
+            want.iter()
+                .all(|(k, v)| a.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|(_, v)| *v)
+        .collect();
+    assert!(
+        hits.len() <= 1,
+        "{name}{want:?} matches {} points",
+        hits.len()
+    );
+    hits.first().copied()
+}
+
+/// OTLP carries the readings the fake DCMI scenario holds, converted to SI units, with
+/// the numbers taken from the scenario file itself (not from the Prometheus side).
+#[test]
+fn otlp_carries_the_scenario_readings_in_si_units() {
+    let scenario: serde_json::Value = serde_json::from_str(SCENARIO).unwrap();
+    let chip = &scenario["cards"][0]["chips"][0];
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let rx = receiver(listener);
+    let cfg = fake_config(&format!(
+        "[collectors]\nhost = false\n[otlp]\nendpoint = \"{endpoint}\"\ninterval = \"500ms\"\n"
+    ));
+    let d = Daemon::start(Start::new(&cfg).scenario(SCENARIO));
+    d.wait_for("the first NPU readings", Duration::from_secs(20), |s| {
+        value(s, "hcclwatch_npu_hbm_used_bytes", &[("npu", "0")]).is_some()
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let p = loop {
+        let raw = rx.next("/v1/metrics", Duration::from_secs(10));
+        let p = points(&ExportMetricsServiceRequest::decode(&raw.body[..]).unwrap());
+        if point(&p, "hcclwatch_npu_hbm_used_bytes", &[("npu", "0")]).is_some()
+            && point(&p, "hcclwatch_npu_utilization_ratio", &[("unit", "aicore")]).is_some()
+        {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "no export with the HBM reading");
+    };
+    let npu0 = [("npu", "0")];
+    let num = |v: &serde_json::Value| v.as_f64().unwrap();
+    let mib = 1024.0 * 1024.0;
+    assert_eq!(
+        point(&p, "hcclwatch_npu_temperature_celsius", &npu0),
+        Some(num(&chip["temperature_c"]))
+    );
+    assert_eq!(
+        point(&p, "hcclwatch_npu_voltage_volts", &npu0),
+        Some(num(&chip["voltage_cv"]) / 100.0)
+    );
+    assert_eq!(
+        point(&p, "hcclwatch_npu_aicore_frequency_hertz", &npu0),
+        Some(num(&chip["aicore_mhz"]) * 1e6)
+    );
+    assert_eq!(
+        point(&p, "hcclwatch_npu_hbm_total_bytes", &npu0),
+        Some(num(&chip["hbm"]["total_mb"]) * mib)
+    );
+    assert_eq!(
+        point(&p, "hcclwatch_npu_hbm_used_bytes", &npu0),
+        Some(num(&chip["hbm"]["used_mb"]) * mib)
+    );
+    assert_eq!(
+        point(
+            &p,
+            "hcclwatch_npu_utilization_ratio",
+            &[("npu", "0"), ("unit", "aicore")]
+        ),
+        Some(num(&chip["utilization"]["aicore"]) / 100.0)
+    );
+    assert_eq!(
+        point(
+            &p,
+            "hcclwatch_npu_hbm_ecc_errors",
+            &[("npu", "0"), ("type", "single"), ("scope", "lifetime")]
+        ),
+        Some(num(&chip["ecc_hbm"]["total_single"]))
+    );
+    // The hardware conventions carry the same readings.
+    assert_eq!(
+        point(&p, "hw.temperature", &[("hw.id", "npu0-die")]),
+        Some(num(&chip["temperature_c"]))
+    );
+    assert_eq!(
+        point(&p, "hw.gpu.memory.usage", &[("hw.id", "npu0")]),
+        Some(num(&chip["hbm"]["used_mb"]) * mib)
+    );
+    assert_eq!(
+        point(&p, "hw.errors", &[("error.type", "hbm_ecc_corrected")]),
+        Some(num(&chip["ecc_hbm"]["total_single"]))
+    );
+    // The scenario refuses power (-8255): no value is invented on either side.
+    assert_eq!(chip["fail"]["dcmi_get_device_power_info"], -8255);
+    assert!(!p.contains_key("hcclwatch_npu_power_watts"));
+    assert!(!p.contains_key("hw.power"));
+}
+
 fn probe_pair(dir: &std::path::Path, otlp: [&str; 2]) -> (Vec<Daemon>, Vec<String>) {
     let key = write_key(dir, "probe.key");
     let peers: Vec<String> = loopback_peers(2);

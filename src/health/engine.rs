@@ -149,6 +149,22 @@ pub struct HealthEngine {
     held: std::collections::BTreeSet<(usize, usize)>,
 }
 
+/// Why a member's engine state cannot be taken over.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// Not the wire form of an engine state.
+    #[error("malformed engine state: {0}")]
+    Malformed(#[source] serde_json::Error),
+    /// The state of an engine over another set of nodes.
+    #[error("engine state for {theirs} nodes, this engine has {ours}")]
+    OtherGroup {
+        /// Nodes in the received state.
+        theirs: usize,
+        /// Nodes of this engine.
+        ours: usize,
+    },
+}
+
 /// The wire form of [`HealthEngine::snapshot`] (JSON has no tuple keys, so the maps are
 /// lists).
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -254,19 +270,18 @@ impl HealthEngine {
 
     /// Takes over a [`HealthEngine::snapshot`] of an engine over the same nodes; on an
     /// error (malformed, or another number of nodes) this engine is left as it was.
-    pub fn restore(&mut self, bytes: &[u8]) -> Result<(), String> {
-        let s: Snapshot =
-            serde_json::from_slice(bytes).map_err(|e| format!("malformed engine state: {e}"))?;
+    pub fn restore(&mut self, bytes: &[u8]) -> Result<(), RestoreError> {
+        let s: Snapshot = serde_json::from_slice(bytes).map_err(RestoreError::Malformed)?;
         let n = self.nodes.len();
         let in_range = |(a, b): &(usize, usize)| *a < n && *b < n;
         if s.nodes.len() != n
             || !s.links.iter().all(|(k, _)| in_range(k))
             || !s.held.iter().all(in_range)
         {
-            return Err(format!(
-                "engine state for {} nodes, this engine has {n}",
-                s.nodes.len()
-            ));
+            return Err(RestoreError::OtherGroup {
+                theirs: s.nodes.len(),
+                ours: n,
+            });
         }
         self.nodes = s.nodes;
         self.round = s.round;
@@ -1020,11 +1035,18 @@ mod tests {
             assert_eq!(new.step(&input), old.step(&input), "round {r}");
         }
         let mut other = HealthEngine::new(n + 1, HealthConfig::default());
-        assert!(other.restore(&old.snapshot()).unwrap_err().contains("9"));
+        assert!(
+            other
+                .restore(&old.snapshot())
+                .unwrap_err()
+                .to_string()
+                .contains("9")
+        );
         assert!(
             other
                 .restore(b"{not json")
                 .unwrap_err()
+                .to_string()
                 .contains("malformed")
         );
         assert!(other.states().iter().all(|s| *s == NodeState::Healthy));
