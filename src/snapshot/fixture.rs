@@ -66,6 +66,10 @@ pub fn chip(phy: u32) -> ChipReadings {
             rx_flits: Some([1; 16]),
             crc_errors: Some([0; 16]),
         },
+        processes: Some(vec![NpuProcess {
+            pid: 4242 + phy,
+            memory_bytes: 1 << 30,
+        }]),
     }
 }
 

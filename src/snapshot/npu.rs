@@ -196,6 +196,18 @@ pub struct ChipReadings {
     pub packets: Option<PacketCounters>,
     /// HCCS.
     pub hccs: Hccs,
+
+    /// Processes using the chip (host PIDs), as DCMI lists them (at most 32).
+    pub processes: Option<Vec<NpuProcess>>,
+}
+
+/// A process using an NPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NpuProcess {
+    /// Host PID.
+    pub pid: u32,
+    /// Device memory it uses, bytes.
+    pub memory_bytes: u64,
 }
 
 /// The chips a source knows and the driver version; sources update it in place, one
