@@ -10,7 +10,11 @@
 //! rank (`-c 1`).
 
 use std::fmt::Write as _;
+use std::sync::OnceLock;
 use std::time::Instant;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
 
 use crate::collective::{CollResult, Communicator, DataType, ReduceOp};
 
@@ -438,271 +442,148 @@ pub fn table(rows: &[Row], header: &str) -> String {
     s
 }
 
-/// The chart both renderers draw: busbw against size on a log2 axis, one line per
-/// (op, algo).
-struct Chart {
-    w: f64,
-    h: f64,
-    m: f64,
-    xmin: f64,
-    xmax: f64,
-    ymax: f64,
-    /// (name, points as (log2 size, busbw GB/s)).
-    series: Vec<(String, Vec<(f64, f64)>)>,
-}
+/// The chart's size: the SVG's user units and the PNG's pixels.
+const PLOT_SIZE: (u32, u32) = (720, 420);
 
-/// Series colours (RGB).
-const COLOURS: [[u8; 3]; 5] = [
-    [0x1f, 0x77, 0xb4],
-    [0xd6, 0x27, 0x28],
-    [0x2c, 0xa0, 0x2c],
-    [0xff, 0x7f, 0x0e],
-    [0x94, 0x67, 0xbd],
+/// Series colours, one per (op, algo) line in order of first appearance.
+const COLOURS: [RGBColor; 5] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x94, 0x67, 0xbd),
 ];
 
-impl Chart {
-    fn new(rows: &[Row]) -> Chart {
-        let xs: Vec<f64> = rows.iter().map(|r| (r.size.max(1) as f64).log2()).collect();
-        let (xmin, xmax) = xs
-            .iter()
-            .fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
-        let ymax = rows.iter().map(|r| r.busbw).fold(0.0, f64::max).max(1e-9) * 1.1;
-        let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-        for r in rows {
-            let key = format!("{} {}", r.op, r.algo);
-            let p = ((r.size.max(1) as f64).log2(), r.busbw);
-            match series.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, v)) => v.push(p),
-                None => series.push((key, vec![p])),
-            }
-        }
-        Chart {
-            w: 720.0,
-            h: 420.0,
-            m: 60.0,
-            xmin: if rows.is_empty() { 0.0 } else { xmin },
-            xmax: if rows.is_empty() { 1.0 } else { xmax },
-            ymax,
-            series,
-        }
-    }
-    fn sx(&self, x: f64) -> f64 {
-        self.m + (x - self.xmin) / (self.xmax - self.xmin).max(1.0) * (self.w - 2.0 * self.m)
-    }
-    fn sy(&self, y: f64) -> f64 {
-        self.h - self.m - y / self.ymax * (self.h - 2.0 * self.m)
-    }
-    /// Labelled x ticks: (log2 size, label).
-    fn x_ticks(&self) -> Vec<(f64, String)> {
-        let mut out = Vec::new();
-        let mut x = self.xmin.ceil();
-        while x <= self.xmax {
-            out.push((x, format!("2^{x}")));
-            x += ((self.xmax - self.xmin) / 8.0).ceil().max(1.0);
-        }
-        out
-    }
-    /// Labelled y ticks: (busbw, label).
-    fn y_ticks(&self) -> Vec<(f64, String)> {
-        (0..=4)
-            .map(|i| {
-                let y = self.ymax * f64::from(i) / 4.0;
-                (y, format!("{y:.2}"))
-            })
-            .collect()
-    }
+/// DejaVu Sans cut down to printable ASCII (`assets/fonts/README.md`). plotters needs a
+/// font to measure and rasterise text; a bundled one makes the PNG independent of the
+/// fonts installed where the benchmark runs.
+const FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans-ascii.ttf");
+
+/// Why the chart could not be drawn.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    /// The bundled font did not parse.
+    #[error("the bundled chart font could not be loaded")]
+    Font,
+    /// plotters failed to draw.
+    #[error("drawing the chart: {0}")]
+    Draw(String),
+    /// The PNG encoder failed.
+    #[error("encoding the PNG: {0}")]
+    Png(#[from] png::EncodingError),
 }
 
-const X_TITLE: &str = "message size (bytes, log2)";
-const Y_TITLE: &str = "busbw (GB/s)";
-
-/// An SVG chart of busbw against size (log2 axis), one line per (op, algo).
-pub fn svg(rows: &[Row]) -> String {
-    let c = Chart::new(rows);
-    let (w, h, m) = (c.w, c.h, c.m);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        s,
-        r#"<line x1="{m}" y1="{}" x2="{}" y2="{}" stroke="black"/>"#,
-        h - m,
-        w - m,
-        h - m
-    );
-    let _ = writeln!(
-        s,
-        r#"<line x1="{m}" y1="{m}" x2="{m}" y2="{}" stroke="black"/>"#,
-        h - m
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="{}" text-anchor="middle">{X_TITLE}</text>"#,
-        w / 2.0,
-        h - 15.0
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="15" y="{}" transform="rotate(-90 15 {})" text-anchor="middle">{Y_TITLE}</text>"#,
-        h / 2.0,
-        h / 2.0
-    );
-    for (y, label) in c.y_ticks() {
-        let _ = writeln!(
-            s,
-            r#"<text x="{}" y="{}" text-anchor="end">{label}</text>"#,
-            m - 5.0,
-            c.sy(y) + 4.0
-        );
-    }
-    for (x, label) in c.x_ticks() {
-        let _ = writeln!(
-            s,
-            r#"<text x="{}" y="{}" text-anchor="middle">{label}</text>"#,
-            c.sx(x),
-            h - m + 16.0
-        );
-    }
-    for (i, (name, pts)) in c.series.iter().enumerate() {
-        let [r, g, b] = COLOURS[i % COLOURS.len()];
-        let colour = format!("#{r:02x}{g:02x}{b:02x}");
-        let points: Vec<String> = pts
-            .iter()
-            .map(|(x, y)| format!("{:.1},{:.1}", c.sx(*x), c.sy(*y)))
-            .collect();
-        let _ = writeln!(
-            s,
-            r#"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"/>"#,
-            points.join(" ")
-        );
-        let _ = writeln!(
-            s,
-            r#"<text x="{}" y="{}" fill="{colour}">{name}</text>"#,
-            m + 10.0,
-            m + 15.0 * (i as f64 + 1.0)
-        );
-    }
-    s.push_str("</svg>\n");
-    s
+/// Registers the bundled font as plotters' sans-serif, once per process.
+fn load_font() -> Result<(), PlotError> {
+    static LOADED: OnceLock<bool> = OnceLock::new();
+    let ok = *LOADED.get_or_init(|| {
+        plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).is_ok()
+    });
+    if ok { Ok(()) } else { Err(PlotError::Font) }
 }
 
-/// An RGB raster with just what the chart needs: thick lines and 8×8 bitmap text.
-struct Raster {
-    w: usize,
-    h: usize,
-    px: Vec<u8>,
+/// One line per (op, algo), in order of first appearance: its name and its points as
+/// (size in bytes, busbw in GB/s).
+fn series(rows: &[Row]) -> Vec<(String, Vec<(f64, f64)>)> {
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for r in rows {
+        let key = format!("{} {}", r.op, r.algo);
+        let p = (r.size.max(1) as f64, r.busbw);
+        match series.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.push(p),
+            None => series.push((key, vec![p])),
+        }
+    }
+    series
 }
 
-impl Raster {
-    fn new(w: usize, h: usize) -> Raster {
-        Raster {
-            w,
-            h,
-            px: vec![0xff; w * h * 3],
-        }
-    }
-    fn dot(&mut self, x: i64, y: i64, c: [u8; 3]) {
-        if x >= 0 && y >= 0 && (x as usize) < self.w && (y as usize) < self.h {
-            let i = (y as usize * self.w + x as usize) * 3;
-            self.px[i..i + 3].copy_from_slice(&c);
-        }
-    }
-    /// A line `thick` pixels wide (a square brush stepped along the longer axis).
-    fn line(&mut self, (x0, y0): (f64, f64), (x1, y1): (f64, f64), thick: i64, c: [u8; 3]) {
-        let steps = (x1 - x0).abs().max((y1 - y0).abs()).ceil().max(1.0) as i64;
-        for k in 0..=steps {
-            let t = k as f64 / steps as f64;
-            let (x, y) = (
-                (x0 + t * (x1 - x0)).round() as i64,
-                (y0 + t * (y1 - y0)).round() as i64,
-            );
-            for dx in 0..thick {
-                for dy in 0..thick {
-                    self.dot(x + dx - thick / 2, y + dy - thick / 2, c);
-                }
-            }
-        }
-    }
-    /// Text with its top-left corner at (x, y); `vertical` writes it bottom-up.
-    fn text(&mut self, x: f64, y: f64, s: &str, c: [u8; 3], vertical: bool) {
-        use font8x8::UnicodeFonts as _;
-        for (k, ch) in s.chars().enumerate() {
-            let glyph = font8x8::BASIC_FONTS.get(ch).unwrap_or([0; 8]);
-            for (row, bits) in glyph.iter().enumerate() {
-                for col in 0..8 {
-                    if bits & (1 << col) != 0 {
-                        let (gx, gy) = (k as i64 * 8 + col, row as i64);
-                        let (px, py) = if vertical {
-                            (x as i64 + gy, y as i64 - gx)
-                        } else {
-                            (x as i64 + gx, y as i64 + gy)
-                        };
-                        self.dot(px, py, c);
-                    }
-                }
-            }
-        }
-    }
+/// A size tick as hccl_test writes sizes: `512`, `64K`, `1M`, `2G`.
+fn size_label(bytes: f64) -> String {
+    let b = bytes.round() as u64;
+    [(30, "G"), (20, "M"), (10, "K")]
+        .into_iter()
+        .find(|(shift, _)| b >= 1 << shift && b.is_multiple_of(1 << shift))
+        .map_or_else(
+            || b.to_string(),
+            |(shift, unit)| format!("{}{unit}", b >> shift),
+        )
 }
 
-/// The same chart as [`svg`], as a PNG image.
-pub fn png(rows: &[Row]) -> Result<Vec<u8>, png::EncodingError> {
-    let c = Chart::new(rows);
-    let (w, h, m) = (c.w, c.h, c.m);
-    let mut r = Raster::new(w as usize, h as usize);
-    let black = [0, 0, 0];
-    r.line((m, h - m), (w - m, h - m), 1, black);
-    r.line((m, m), (m, h - m), 1, black);
-    let width = |s: &str| 8.0 * s.chars().count() as f64;
-    r.text(
-        w / 2.0 - width(X_TITLE) / 2.0,
-        h - 22.0,
-        X_TITLE,
-        black,
-        false,
-    );
-    r.text(8.0, h / 2.0 + width(Y_TITLE) / 2.0, Y_TITLE, black, true);
-    for (y, label) in c.y_ticks() {
-        r.text(m - 6.0 - width(&label), c.sy(y) - 4.0, &label, black, false);
-    }
-    for (x, label) in c.x_ticks() {
-        r.text(
-            c.sx(x) - width(&label) / 2.0,
-            h - m + 8.0,
-            &label,
-            black,
-            false,
-        );
-    }
-    for (i, (name, pts)) in c.series.iter().enumerate() {
+/// Draws busbw against size (log-2 x axis), one line per (op, algo), on any backend.
+fn draw<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, rows: &[Row]) -> Result<(), PlotError> {
+    let fail = |e: DrawingAreaErrorKind<DB::ErrorType>| PlotError::Draw(e.to_string());
+    area.fill(&WHITE).map_err(fail)?;
+    let (lo, hi) = rows
+        .iter()
+        .map(|r| r.size.max(1) as f64)
+        .fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
+    // One size (or none) still needs an axis of some width.
+    let (lo, hi) = match (lo, hi) {
+        _ if rows.is_empty() => (1.0, 2.0),
+        (a, b) if a == b => (a / 2.0, b * 2.0),
+        ab => ab,
+    };
+    let ymax = rows.iter().map(|r| r.busbw).fold(0.0, f64::max).max(1e-9) * 1.1;
+    let mut chart = ChartBuilder::on(&area)
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d((lo..hi).log_scale().base(2.0), 0.0..ymax)
+        .map_err(fail)?;
+    chart
+        .configure_mesh()
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 15))
+        .x_desc("message size (bytes, log scale)")
+        .y_desc("busbw (GB/s)")
+        .x_label_formatter(&|x| size_label(*x))
+        .y_label_formatter(&|y| format!("{y:.2}"))
+        .draw()
+        .map_err(fail)?;
+    for (i, (name, points)) in series(rows).into_iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
-        for pair in pts.windows(2) {
-            let (a, b) = (
-                (c.sx(pair[0].0), c.sy(pair[0].1)),
-                (c.sx(pair[1].0), c.sy(pair[1].1)),
-            );
-            r.line(a, b, 2, colour);
-        }
-        if let [(x, y)] = pts.as_slice() {
-            r.line(
-                (c.sx(*x) - 2.0, c.sy(*y)),
-                (c.sx(*x) + 2.0, c.sy(*y)),
-                4,
-                colour,
-            );
-        }
-        r.text(m + 10.0, m + 4.0 + 15.0 * i as f64, name, colour, false);
+        chart
+            .draw_series(LineSeries::new(points, colour.stroke_width(2)).point_size(3))
+            .map_err(fail)?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], colour.stroke_width(2)));
     }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE)
+        .border_style(BLACK)
+        .label_font(("sans-serif", 15))
+        .draw()
+        .map_err(fail)?;
+    area.present().map_err(fail)
+}
+
+/// An SVG chart of busbw against size (log-2 axis), one line per (op, algo).
+pub fn svg(rows: &[Row]) -> Result<String, PlotError> {
+    load_font()?;
+    let mut out = String::new();
+    draw(
+        SVGBackend::with_string(&mut out, PLOT_SIZE).into_drawing_area(),
+        rows,
+    )?;
+    Ok(out)
+}
+
+/// The same chart as [`svg`], as an RGB PNG image.
+pub fn png(rows: &[Row]) -> Result<Vec<u8>, PlotError> {
+    load_font()?;
+    let (w, h) = PLOT_SIZE;
+    let mut rgb = vec![0u8; w as usize * h as usize * 3];
+    draw(
+        BitMapBackend::with_buffer(&mut rgb, PLOT_SIZE).into_drawing_area(),
+        rows,
+    )?;
     let mut out = Vec::new();
-    {
-        let mut enc = png::Encoder::new(&mut out, r.w as u32, r.h as u32);
-        enc.set_color(png::ColorType::Rgb);
-        enc.set_depth(png::BitDepth::Eight);
-        enc.write_header()?.write_image_data(&r.px)?;
-    }
+    let mut enc = png::Encoder::new(&mut out, w, h);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    enc.write_header()?.write_image_data(&rgb)?;
     Ok(out)
 }
 
@@ -764,5 +645,45 @@ mod tests {
                 assert!(v.is_finite() && v.fract() == 0.0, "{d:?} {op:?} {v}");
             }
         }
+    }
+
+    fn row(size: usize, busbw: f64) -> Row {
+        Row {
+            op: "all_reduce",
+            algo: "ring".into(),
+            ranks: 2,
+            size,
+            count: size / 4,
+            dtype: "fp32",
+            redop: "sum",
+            root: -1,
+            time_us: 1.0,
+            algbw: busbw,
+            busbw,
+            wrong: Some(0),
+        }
+    }
+
+    /// A sweep of one size, and an empty one, still make a chart: the axis gets a width.
+    #[test]
+    fn charts_of_one_size_and_of_none() {
+        for rows in [vec![row(1 << 20, 3.5)], vec![]] {
+            let svg = svg(&rows).unwrap();
+            assert!(
+                svg.starts_with("<svg") && svg.contains("busbw (GB/s)"),
+                "{svg}"
+            );
+            let png = png(&rows).unwrap();
+            assert_eq!(&png[1..4], b"PNG");
+        }
+    }
+
+    #[test]
+    fn size_labels_read_like_hccl_test_sizes() {
+        assert_eq!(size_label(512.0), "512");
+        assert_eq!(size_label(65536.0), "64K");
+        assert_eq!(size_label(1048576.0), "1M");
+        assert_eq!(size_label(2.0 * 1073741824.0), "2G");
+        assert_eq!(size_label(1536.0), "1536");
     }
 }

@@ -396,8 +396,10 @@ fn finish(
         }
         if let Some(p) = &a.plot {
             let image = match p.extension().and_then(|e| e.to_str()) {
-                Some("svg") => bench::svg(&rows).into_bytes(),
-                Some("png") => bench::png(&rows).context("encoding the PNG plot")?,
+                Some("svg") => bench::svg(&rows)
+                    .context("drawing the SVG plot")?
+                    .into_bytes(),
+                Some("png") => bench::png(&rows).context("drawing the PNG plot")?,
                 _ => bail!("--plot writes SVG or PNG; name the file *.svg or *.png"),
             };
             std::fs::write(p, image).with_context(|| format!("writing {}", p.display()))?;

@@ -200,8 +200,9 @@ pub struct BenchArgs {
     /// Write a Chrome trace of rank 0's operations.
     #[arg(long, value_name = "FILE")]
     pub timeline: Option<std::path::PathBuf>,
-    /// Write an SVG chart of busbw against size.
-    #[arg(long, value_name = "FILE.svg")]
+    /// Write a chart of busbw against size (log axis), one line per op and algorithm: SVG
+    /// or PNG, by the file's extension.
+    #[arg(long, value_name = "FILE.svg|FILE.png")]
     pub plot: Option<std::path::PathBuf>,
 }
 

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use hcclwatch::health::engine::median;
+use rustix::process::{Pid, Signal, kill_process};
 use serde_json::Value;
 
 use crate::cli::DemoArgs;
@@ -343,12 +344,8 @@ pub fn main(a: &DemoArgs) -> anyhow::Result<()> {
     let result = run(a, &dir, &key, &exe, &mut nodes, &faults, &stop);
     for n in &mut nodes {
         if let Some(mut c) = n.child.take() {
-            // SIGTERM first so each daemon shuts down cleanly (std has no safe way to send
-            // it, and unsafe code stays in the FFI modules); kill only if it lingers.
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(c.id().to_string())
-                .status();
+            // SIGTERM first so each daemon shuts down cleanly; kill only if it lingers.
+            let _ = kill_process(Pid::from_child(&c), Signal::TERM);
             let deadline = Instant::now() + Duration::from_secs(5);
             while Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {
                 std::thread::sleep(Duration::from_millis(50));

@@ -8,9 +8,15 @@
 //! slows every regular probe through the node, but confirmation probes travel disjoint
 //! paths and meet it only 10 % of the time. Injected faults: slow nodes (×1.1, ×1.2,
 //! ×1.5), degraded links (×1.25 one way), fabric-wide dips (×1.15–1.3 for 20 rounds) and
-//! hard faults (a device lost). Seeded and deterministic; no sockets.
+//! hard faults (a device lost). Seeded and deterministic (a ChaCha8 stream seeded with
+//! `--seed`, sampled through `rand_distr`); no sockets.
 
 use std::time::Instant;
+
+use rand::RngExt as _;
+use rand_chacha::ChaCha8Rng;
+use rand_chacha::rand_core::SeedableRng as _;
+use rand_distr::{Distribution as _, Exp, StandardNormal, StudentT};
 
 use crate::health::{HealthConfig, HealthEngine, NodeState, Probe, RoundInput};
 
@@ -97,31 +103,45 @@ pub struct SimReport {
 /// One probe group's engine, with the confirmation and link requests it made last round.
 type GroupEngine = (HealthEngine, Vec<usize>, Vec<(usize, usize)>);
 
-struct Rng(u64);
+/// The campaign's random source: one ChaCha8 stream seeded from `--seed`, so a seed always
+/// gives the same report, and the distributions of the noise model.
+struct Noise {
+    rng: ChaCha8Rng,
+    /// Student-t, ν = 3: heavy-tailed idiosyncratic noise.
+    t3: StudentT<f64>,
+    /// Mean-10 exponential: congestion episode lengths, in rounds.
+    episode: Exp<f64>,
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+impl Noise {
+    fn new(seed: u64) -> Self {
+        Noise {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            t3: StudentT::new(3.0).expect("ν = 3 is a valid Student-t"),
+            episode: Exp::new(0.1).expect("rate 0.1 is a valid exponential"),
+        }
     }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    /// N(0, sd²).
+    fn normal(&mut self, sd: f64) -> f64 {
+        let z: f64 = StandardNormal.sample(&mut self.rng);
+        z * sd
     }
-    fn normal(&mut self) -> f64 {
-        let u1 = self.unit().max(1e-300);
-        let u2 = self.unit();
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    /// True with probability `p`.
+    fn chance(&mut self, p: f64) -> bool {
+        self.rng.random_bool(p)
     }
+    /// Uniform in `0..n` (0 when `n` is 0).
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        self.rng.random_range(0..n.max(1))
     }
-    /// Student-t with 3 degrees of freedom, scaled to standard deviation `sd`.
+    /// Student-t with 3 degrees of freedom, scaled to standard deviation `sd` (its variance
+    /// is ν / (ν − 2) = 3).
     fn t3(&mut self, sd: f64) -> f64 {
-        let chi2: f64 = (0..3).map(|_| self.normal().powi(2)).sum();
-        self.normal() / (chi2 / 3.0).sqrt() * sd / 3f64.sqrt()
+        self.t3.sample(&mut self.rng) * sd / 3f64.sqrt()
+    }
+    /// A congestion episode's length in rounds: 1 + an exponential of mean 10.
+    fn episode(&mut self) -> u64 {
+        1 + self.episode.sample(&mut self.rng) as u64
     }
 }
 
@@ -146,16 +166,17 @@ fn percentile(v: &mut [f64], p: f64) -> Option<f64> {
 pub fn run(o: &SimOptions) -> SimReport {
     let n = o.nodes.max(4);
     let rounds = (o.hours * 120.0).round().max(60.0) as u64;
-    let mut rng = Rng(o.seed ^ 0x5EED);
+    let mut rng = Noise::new(o.seed);
     let warm = 40u64;
     // Faults start early enough to be judged: a pair of a group of g meets once per g − 1
     // rounds, so the last two such cycles (at least 60 rounds) get no new faults.
     let tail = (2 * o.group_size.min(n).saturating_sub(1) as u64).max(60);
-    let onset = |rng: &mut Rng| warm + (rng.next() % (rounds.saturating_sub(warm + tail)).max(1));
+    let onset =
+        |rng: &mut Noise| warm + rng.below(rounds.saturating_sub(warm + tail) as usize) as u64;
 
     // Faults on distinct nodes.
     let mut free: Vec<usize> = (0..n).collect();
-    let take = |rng: &mut Rng, free: &mut Vec<usize>| {
+    let take = |rng: &mut Noise, free: &mut Vec<usize>| {
         let i = rng.below(free.len());
         free.swap_remove(i)
     };
@@ -252,16 +273,16 @@ pub fn run(o: &SimOptions) -> SimReport {
     };
 
     for r in 1..=rounds {
-        drift = 0.9 * drift + rng.normal() * 0.05 * (1.0f64 - 0.81).sqrt();
+        drift = 0.9 * drift + rng.normal(0.05 * (1.0f64 - 0.81).sqrt());
         let dip = dips
             .iter()
             .find(|(s, _)| r >= *s && r < s + 20)
             .map_or(0.0, |(_, f)| f.ln());
         if o.congestion {
             for c in congested.iter_mut() {
-                if r >= c.0 && rng.unit() < 0.0005 {
-                    let len = 1 + (-(rng.unit().max(1e-12)).ln() * 10.0) as u64;
-                    *c = (r + len, rng.normal().abs() * 0.15);
+                if r >= c.0 && rng.chance(0.0005) {
+                    let len = rng.episode();
+                    *c = (r + len, rng.normal(0.15).abs());
                 }
             }
         }
@@ -272,12 +293,12 @@ pub fn run(o: &SimOptions) -> SimReport {
                 0.0
             }
         };
-        let measure = |rng: &mut Rng, s: usize, d: usize, disjoint: bool| -> f64 {
+        let measure = |rng: &mut Noise, s: usize, d: usize, disjoint: bool| -> f64 {
             let mut l = drift + dip + rng.t3(0.03) + slow(&faults, s, r) + slow(&faults, d, r);
-            if rng.unit() < 0.01 {
-                l += rng.normal().abs() * 0.3;
+            if rng.chance(0.01) {
+                l += rng.normal(0.3).abs();
             }
-            if !disjoint || rng.unit() < 0.1 {
+            if !disjoint || rng.chance(0.1) {
                 l += cong(s) + cong(d);
             }
             if links
@@ -594,6 +615,24 @@ mod tests {
         assert_eq!(a, b);
     }
 
+    /// The seed reaches the random stream: another seed gives another report.
+    #[test]
+    fn another_seed_gives_another_campaign() {
+        let o = |seed| SimOptions {
+            nodes: 64,
+            hours: 1.0,
+            seed,
+            congestion: true,
+            group_size: 64,
+            health: HealthConfig::default(),
+        };
+        let (mut a, mut b) = (run(&o(3)), run(&o(4)));
+        a.node_rounds_per_second = 0.0;
+        b.node_rounds_per_second = 0.0;
+        b.seed = a.seed;
+        assert_ne!(a, b);
+    }
+
     /// The properties that must hold on every seed: no healthy node is recommended for
     /// quarantine (by congestion or by a fabric dip), node verdicts are precise, and every
     /// slow node and hard fault is found.
@@ -651,7 +690,7 @@ mod tests {
 
     #[test]
     fn t3_has_the_asked_spread() {
-        let mut r = Rng(1);
+        let mut r = Noise::new(1);
         let v: Vec<f64> = (0..200_000).map(|_| r.t3(0.03)).collect();
         let sd = (v.iter().map(|x| x * x).sum::<f64>() / v.len() as f64).sqrt();
         assert!((sd - 0.03).abs() < 0.004, "{sd}");

@@ -155,11 +155,24 @@ fn json_rows_and_artifacts() {
         );
     }
     let svg = std::fs::read_to_string(&plot).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("polyline"));
+    assert!(svg.starts_with("<svg"), "{svg}");
+    // The series is a line in the first series colour; the axis titles and a legend entry
+    // naming the series are text.
+    let text: Vec<&str> = svg.lines().map(str::trim).collect();
+    assert!(
+        svg.lines()
+            .any(|l| l.starts_with("<polyline") && l.contains(r##"stroke="#1F77B4""##)),
+        "{svg}"
+    );
+    for t in ["busbw (GB/s)", "message size (bytes, log scale)"] {
+        assert!(text.contains(&t), "no {t:?} in {svg}");
+    }
+    assert!(text.iter().any(|t| t.starts_with("all_reduce ")), "{svg}");
 }
 
 /// `--plot FILE.png` draws the same chart as a PNG: decoded, it has the chart's size and
-/// pixels of the first series' colour (a line was drawn), not just a white canvas.
+/// pixels of the first series' colour (a line was drawn), not just a white canvas, and text
+/// left of the plot area (the y tick labels and title, from the bundled font).
 #[test]
 fn plot_as_png() {
     let dir = tempfile::tempdir().unwrap();
@@ -198,6 +211,16 @@ fn plot_as_png() {
     assert!(
         count([0xff, 0xff, 0xff]) > px.len() / 3 / 2,
         "mostly background"
+    );
+    let width = info.width as usize;
+    let dark_left_of_axis = px
+        .chunks_exact(3)
+        .enumerate()
+        .filter(|(i, p)| i % width < 50 && p.iter().all(|c| *c < 0x80))
+        .count();
+    assert!(
+        dark_left_of_axis > 100,
+        "y labels are drawn: {dark_left_of_axis}"
     );
 }
 

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Daemon, Start, fake_config, value};
+use common::{Daemon, Signal, Start, fake_config, value};
 
 const SCENARIO: &str = include_str!("fake-dcmi/scenarios/example.json");
 
@@ -30,7 +30,7 @@ fn sighup_reports_a_bad_config_and_keeps_running() {
         cfg.replace("level = \"debug\"", "level = \"chatty\""),
     )
     .unwrap();
-    d.signal("HUP");
+    d.signal(Signal::HUP);
     let s = d.wait_for("the failed re-check", Duration::from_secs(10), |s| {
         ok(s) == Some(0.0)
     });
@@ -51,7 +51,7 @@ fn sighup_reports_a_bad_config_and_keeps_running() {
         cfg.replace("sensors = \"300ms\"", "sensors = \"400ms\""),
     )
     .unwrap();
-    d.signal("HUP");
+    d.signal(Signal::HUP);
     let s = d.wait_for("the passing re-check", Duration::from_secs(10), |s| {
         ok(s) == Some(1.0)
     });

@@ -15,6 +15,10 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// The signals [`Daemon::signal`] sends.
+pub use rustix::process::Signal;
+use rustix::process::{Pid, kill_process};
+
 /// Path of `libfake_dcmi.so`, built by `cargo build --workspace`.
 pub fn fake_lib() -> PathBuf {
     if let Some(p) = std::env::var_os("FAKE_DCMI_LIB") {
@@ -199,13 +203,10 @@ impl Daemon {
         }
     }
 
-    /// Sends a signal (by name, as `kill -s` takes it) to the daemon.
-    pub fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args(["-s", sig, &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(ok.success(), "kill -s {sig} failed");
+    /// Sends a signal to the daemon.
+    pub fn signal(&self, sig: Signal) {
+        kill_process(Pid::from_child(&self.child), sig)
+            .unwrap_or_else(|e| panic!("sending {sig:?} to the daemon: {e}"));
     }
 
     /// The config file the daemon was started with.
@@ -225,8 +226,7 @@ impl Daemon {
 
     /// Sends SIGTERM and waits for exit.
     pub fn stop(mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let _ = kill_process(Pid::from_child(&self.child), Signal::TERM);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(s) = self.child.try_wait().unwrap() {
