@@ -37,6 +37,8 @@ pub struct Config {
     pub probe: ProbeSection,
     /// Straggler-detection thresholds.
     pub health: HealthSection,
+    /// Device-plane probing: NPU port to NPU port pings.
+    pub device_probe: DeviceProbeSection,
     /// Which collectors run.
     pub collectors: CollectorsConfig,
     /// OpenTelemetry (OTLP) export; off unless an endpoint is configured.
@@ -216,6 +218,32 @@ impl Default for HealthSection {
             fabric_ratio: 1.0 / 0.9,
             fabric_rounds: 3,
             link_observations: 2,
+        }
+    }
+}
+
+/// `[device_probe]`: pings between the NPUs' own RoCE ports, the path training traffic takes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeviceProbeSection {
+    /// Probe the device plane when probing runs and `hccn_tool` and device IPs are found.
+    pub enabled: bool,
+    /// Pings each NPU port sends per probe round (3 packets each).
+    pub pings_per_round: u32,
+    /// Packets per second per NPU the device plane may cost (sent and answered); the pings
+    /// per round are cut to fit at `probe.interval`.
+    pub max_packets_per_second: f64,
+    /// Most re-pings (of suspect ports and pairs) this node runs per round.
+    pub confirm_cap: u32,
+}
+
+impl Default for DeviceProbeSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            pings_per_round: 4,
+            max_packets_per_second: 1.0,
+            confirm_cap: 16,
         }
     }
 }

@@ -350,6 +350,29 @@ pub const SCHEMA: &[Key] = &[
         },
     },
     Key {
+        path: "device_probe",
+        kind: Kind::Table,
+    },
+    Key {
+        path: "device_probe.enabled",
+        kind: Kind::Bool,
+    },
+    Key {
+        path: "device_probe.pings_per_round",
+        kind: Kind::Int { min: 0, max: 16 },
+    },
+    Key {
+        path: "device_probe.max_packets_per_second",
+        kind: Kind::Float {
+            min: 0.0,
+            max: 10.0,
+        },
+    },
+    Key {
+        path: "device_probe.confirm_cap",
+        kind: Kind::Int { min: 0, max: 256 },
+    },
+    Key {
         path: "health",
         kind: Kind::Table,
     },

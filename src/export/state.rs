@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 
-use crate::snapshot::probe::{ProbeSnapshot, Transition};
+use crate::snapshot::probe::{DeviceView, ProbeSnapshot, Transition};
 
 /// The whole response.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -30,6 +30,139 @@ pub struct State {
     pub matrix: Vec<Link>,
     /// The latest state changes, oldest first, with their evidence.
     pub transitions: Vec<TransitionView>,
+    /// The device plane (NPU ports), when this node probes it.
+    pub device: Option<Device>,
+}
+
+/// One NPU port.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Port {
+    /// Owning member.
+    pub node: String,
+    /// Physical NPU id.
+    pub npu: u32,
+    /// RoCE device IP.
+    pub ip: String,
+    /// Its state.
+    pub state: &'static str,
+    /// Packets through it in the engine's window.
+    pub window_packets: u32,
+    /// Of which lost.
+    pub window_lost: u32,
+    /// Window median log RTT residual against the round median.
+    pub rtt_residual: Option<f64>,
+}
+
+/// A pair of NPU ports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PortPair {
+    /// Source member.
+    pub src_node: String,
+    /// Source NPU.
+    pub src_npu: u32,
+    /// Destination member.
+    pub dst_node: String,
+    /// Destination NPU.
+    pub dst_npu: u32,
+}
+
+/// A port's state change.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PortTransition {
+    /// Device-engine round.
+    pub round: u64,
+    /// Owning member.
+    pub node: String,
+    /// Physical NPU id.
+    pub npu: u32,
+    /// Old state.
+    pub from: &'static str,
+    /// New state.
+    pub to: &'static str,
+    /// Why.
+    pub reason: String,
+    /// The numbers behind it.
+    pub evidence: Vec<Evidence>,
+}
+
+/// The device plane.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Device {
+    /// Device-engine rounds.
+    pub rounds: u64,
+    /// A large share of the NPU fabric (or a ToR) is bad: no port or node verdict.
+    pub fabric_degraded: bool,
+    /// Members most of whose ports are bad.
+    pub node_verdicts: Vec<String>,
+    /// Port pairs judged bad.
+    pub pair_verdicts: Vec<PortPair>,
+    /// Every NPU port of the group.
+    pub ports: Vec<Port>,
+    /// The latest port state changes, oldest first.
+    pub transitions: Vec<PortTransition>,
+}
+
+fn evidence(e: &[(String, f64)]) -> Vec<Evidence> {
+    e.iter()
+        .map(|(what, value)| Evidence {
+            what: what.clone(),
+            value: *value,
+        })
+        .collect()
+}
+
+impl Device {
+    fn new(p: &ProbeSnapshot, d: &DeviceView) -> Self {
+        let port = |i: usize| {
+            d.ports
+                .get(i)
+                .map_or((String::new(), 0), |x| (p.name(x.node), x.npu))
+        };
+        Device {
+            rounds: d.rounds,
+            fabric_degraded: d.fabric_degraded,
+            node_verdicts: d.node_verdicts.iter().map(|n| p.name(*n)).collect(),
+            pair_verdicts: d
+                .pair_verdicts
+                .iter()
+                .map(|(a, b)| {
+                    let ((src_node, src_npu), (dst_node, dst_npu)) = (port(*a), port(*b));
+                    PortPair {
+                        src_node,
+                        src_npu,
+                        dst_node,
+                        dst_npu,
+                    }
+                })
+                .collect(),
+            ports: d
+                .ports
+                .iter()
+                .map(|x| Port {
+                    node: p.name(x.node),
+                    npu: x.npu,
+                    ip: x.ip.to_string(),
+                    state: x.state.as_str(),
+                    window_packets: x.window_packets,
+                    window_lost: x.window_lost,
+                    rtt_residual: x.rtt_residual,
+                })
+                .collect(),
+            transitions: d
+                .transitions
+                .iter()
+                .map(|t| PortTransition {
+                    round: t.round,
+                    node: p.name(t.node),
+                    npu: t.npu,
+                    from: t.from.as_str(),
+                    to: t.to.as_str(),
+                    reason: t.reason.clone(),
+                    evidence: evidence(&t.evidence),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Rounds by result.
@@ -120,14 +253,7 @@ impl TransitionView {
             from: t.from.as_str(),
             to: t.to.as_str(),
             reason: t.reason.clone(),
-            evidence: t
-                .evidence
-                .iter()
-                .map(|(what, value)| Evidence {
-                    what: what.clone(),
-                    value: *value,
-                })
-                .collect(),
+            evidence: evidence(&t.evidence),
         }
     }
 }
@@ -176,6 +302,7 @@ impl From<&ProbeSnapshot> for State {
                 .iter()
                 .map(|t| TransitionView::new(p, t))
                 .collect(),
+            device: p.device.as_ref().map(|d| Device::new(p, d)),
         }
     }
 }

@@ -359,6 +359,34 @@ impl DeviceEngine {
         }
     }
 
+    /// Carries the engine over to a new port table: `map[old]` is the old port's new index
+    /// (None: gone); new ports without an old one start healthy and empty; `port_nodes`
+    /// gives each new port's node. Pair histories follow their ports.
+    pub fn remap(&mut self, map: &[Option<usize>], port_nodes: &[usize]) {
+        let fresh = DeviceEngine::new(port_nodes, self.cfg.clone());
+        let mut tracks = fresh.ports;
+        for (old, new) in map.iter().enumerate() {
+            if let (Some(new), Some(t)) = (new, self.ports.get(old))
+                && let Some(slot) = tracks.get_mut(*new)
+            {
+                *slot = PortTrack {
+                    node: port_nodes[*new],
+                    ..t.clone()
+                };
+            }
+        }
+        self.ports = tracks;
+        let idx = |i: usize| map.get(i).copied().flatten();
+        self.pairs = std::mem::take(&mut self.pairs)
+            .into_iter()
+            .filter_map(|((a, b), c)| Some(((idx(a)?, idx(b)?), c)))
+            .collect();
+        self.held = std::mem::take(&mut self.held)
+            .into_iter()
+            .filter_map(|(a, b)| Some((idx(a)?, idx(b)?)))
+            .collect();
+    }
+
     /// Ports this engine judges.
     pub fn len(&self) -> usize {
         self.ports.len()

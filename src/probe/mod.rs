@@ -13,6 +13,7 @@
 //! (`hcclwatch_probe_active 0`), the daemon keeps exporting telemetry, and the group is
 //! re-formed at the next round.
 
+pub mod device;
 pub mod group;
 mod hard_faults;
 pub mod membership;

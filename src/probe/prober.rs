@@ -11,6 +11,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::device::DevicePlane;
 use super::hard_faults::{HardFaults, hard_fault_reason};
 use super::plan::Plan;
 use super::round::{
@@ -51,6 +52,11 @@ pub struct Prober {
     /// (round, candidate) of the peers this node exchanged with.
     met: VecDeque<(u64, usize)>,
     pub(super) part: ProbeSnapshot,
+    /// The device plane (always present, so every member takes part in its exchanges;
+    /// without a pinger or ports it announces nothing).
+    device: DevicePlane,
+    /// Whether this node probes the device plane (it has a pinger and ports).
+    device_on: bool,
     /// The membership problem last logged, so that a persisting one is logged once.
     logged: Option<String>,
 }
@@ -64,7 +70,11 @@ impl Prober {
             ^ std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
+        let device_on = s.device.is_some();
+        let device = DevicePlane::new(s.device.clone().unwrap_or_else(super::device::disabled));
         let mut p = Self {
+            device,
+            device_on,
             engine: HealthEngine::new(n, s.health.clone()),
             s,
             listener,
@@ -140,6 +150,7 @@ impl Prober {
                     .collect();
                 tracing::info!(candidates = %addrs.join(","), "membership changed; the group re-forms");
                 self.engine.remap(&map, addrs.len());
+                self.device.remap_nodes(&map);
                 renumber(&mut self.part.transitions, &map);
                 self.requests.clear();
                 self.link_requests.clear();
@@ -291,6 +302,13 @@ impl Prober {
                 );
                 return false;
             }
+        }
+        if let Err(e) = self.device.on_form(&mut c, &members) {
+            self.pause(
+                format!("probe group formed but the NPU port exchange failed: {e}"),
+                true,
+            );
+            return false;
         }
         if left_out.is_empty() {
             tracing::info!(members = members.len(), "probe group formed");
@@ -455,6 +473,32 @@ impl Prober {
         self.part.budget_limited = self.limited;
         self.track_coverage(me, &r, &present);
         self.publish_round(&r, &present, out);
+        self.device_round(me);
+    }
+
+    /// The device plane's part of the round, on the same communicator: a failure is a
+    /// failed round (the group re-forms), as for the host plane.
+    fn device_round(&mut self, me: usize) {
+        let Some(c) = self.comm.as_mut() else { return };
+        let round = self.round;
+        if let Err(e) = self.device.on_round(c, round, me, &self.group) {
+            self.pause(
+                format!("device-plane exchange failed; the group will be re-formed: {e}"),
+                true,
+            );
+            return;
+        }
+        let npu_port = self.device.quarantined_nodes();
+        for (i, m) in self.part.members.iter_mut().enumerate() {
+            if m.quarantine.is_none() && npu_port.contains(&i) {
+                m.quarantine = Some(QuarantineReason::NpuPort);
+            } else if m.quarantine == Some(QuarantineReason::NpuPort) && !npu_port.contains(&i) {
+                m.quarantine = None;
+            }
+        }
+        if self.device_on {
+            self.part.device = Some(self.device.view().clone());
+        }
     }
 
     /// Keeps the peers met over the last n − 1 rounds and exports their share.
@@ -565,7 +609,9 @@ impl Prober {
             }
         }
         for m in &mut part.members {
-            if m.state != NodeState::QuarantineRecommended {
+            if m.state != NodeState::QuarantineRecommended
+                && m.quarantine != Some(QuarantineReason::NpuPort)
+            {
                 m.quarantine = None;
             }
         }

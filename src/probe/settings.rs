@@ -3,15 +3,19 @@
 //! this node's probe group and its communicator id, the shared key, the engine transport,
 //! and the health engine's thresholds.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::device::DeviceSettings;
+use super::device::runner::Pinger;
 use super::membership::{self, Source};
 use crate::collective::CommConfig;
 use crate::collective::transport::{FaultSpec, TransportConfig};
 use crate::config::{Config, HealthSection};
 use crate::health::HealthConfig;
+use crate::health::device::DeviceConfig;
 
 /// Probing settings.
 #[derive(Debug, Clone)]
@@ -50,6 +54,9 @@ pub struct ProbeSettings {
     pub budget_busy_ratio: f64,
     /// Engine thresholds.
     pub health: HealthConfig,
+    /// The device plane, when this node probes it (the composition root supplies the
+    /// pinger; see [`device_settings`]).
+    pub device: Option<DeviceSettings>,
 }
 
 /// Why the configuration does not give usable probing settings.
@@ -288,6 +295,41 @@ pub fn health_config(h: &HealthSection) -> HealthConfig {
     }
 }
 
+/// Device-plane settings from `[device_probe]`, with the pinger and the source of this
+/// node's ports the composition root supplies. The pings per round are cut to the packet
+/// budget at the probe interval.
+pub fn device_settings(
+    config: &Config,
+    pinger: Arc<dyn Pinger>,
+    local_ports: Arc<dyn Fn() -> Vec<(u32, Ipv4Addr)> + Send + Sync>,
+) -> DeviceSettings {
+    let d = &config.device_probe;
+    let interval = config.probe.interval.as_secs_f64();
+    let pings = super::device::plan::pings_within_budget(
+        d.pings_per_round as usize,
+        d.max_packets_per_second,
+        interval,
+    );
+    if pings < d.pings_per_round as usize {
+        tracing::warn!(
+            wanted = d.pings_per_round,
+            kept = pings,
+            budget = d.max_packets_per_second,
+            "device_probe.pings_per_round cut to the packet budget at probe.interval"
+        );
+    }
+    DeviceSettings {
+        pings_per_round: pings,
+        confirm_cap: d.confirm_cap as usize,
+        // A round's pings have most of the interval; the rest is the margin for the round
+        // that collects them.
+        collect_deadline: config.probe.interval.mul_f64(0.8),
+        engine: DeviceConfig::default(),
+        pinger,
+        local_ports,
+    }
+}
+
 impl ProbeSettings {
     /// Probing settings from the configuration, or why they are unusable. Reads the key
     /// file.
@@ -328,6 +370,7 @@ impl ProbeSettings {
             budget_bytes_per_hour: p.budget_bytes_per_hour,
             budget_busy_ratio: p.budget_busy_ratio,
             health: health_config(&config.health),
+            device: None,
         })
     }
 }

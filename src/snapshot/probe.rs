@@ -5,7 +5,8 @@
 //! vectors), so a reader cannot pair one node's score with another node's name. Pairs and
 //! transitions name members by their index into [`ProbeSnapshot::members`].
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
+use std::net::Ipv4Addr;
 
 use super::histogram::Histogram;
 
@@ -72,6 +73,8 @@ pub enum QuarantineReason {
     Straggler,
     /// A hard device fault reported by telemetry.
     HardFault,
+    /// One of its NPU ports confirmed bad on the device plane.
+    NpuPort,
 }
 
 impl QuarantineReason {
@@ -80,6 +83,7 @@ impl QuarantineReason {
         match self {
             QuarantineReason::Straggler => "straggler",
             QuarantineReason::HardFault => "hard_fault",
+            QuarantineReason::NpuPort => "npu_port",
         }
     }
 }
@@ -181,6 +185,101 @@ pub struct ProbeSnapshot {
     pub link_rtt: Histogram,
     /// This node's collective durations by (op, size).
     pub collective_durations: Vec<CollectiveDurations>,
+    /// The device plane, when this node probes it.
+    pub device: Option<DeviceView>,
+}
+
+/// One NPU port of the group on the device plane.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortView {
+    /// Owning member (index into `members`).
+    pub node: usize,
+    /// Physical NPU id (the `npu` label).
+    pub npu: u32,
+    /// RoCE device IP.
+    pub ip: Ipv4Addr,
+    /// Its state.
+    pub state: NodeState,
+    /// Packets through it in the engine's window.
+    pub window_packets: u32,
+    /// Of which lost.
+    pub window_lost: u32,
+    /// Window median log RTT residual against the round median.
+    pub rtt_residual: Option<f64>,
+}
+
+/// A port's state change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortTransitionView {
+    /// Engine round.
+    pub round: u64,
+    /// Port index into `ports`.
+    pub port: usize,
+    /// Owning member.
+    pub node: usize,
+    /// Physical NPU id.
+    pub npu: u32,
+    /// Old state.
+    pub from: NodeState,
+    /// New state.
+    pub to: NodeState,
+    /// Why.
+    pub reason: String,
+    /// The numbers behind it.
+    pub evidence: Vec<(String, f64)>,
+}
+
+/// One of this node's pings of the last round.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlannedPing {
+    /// Source port index.
+    pub src: usize,
+    /// Destination port index.
+    pub dst: usize,
+    /// Packets sent.
+    pub sent: u32,
+    /// Answers.
+    pub received: u32,
+    /// Mean round trip, seconds.
+    pub rtt: Option<f64>,
+}
+
+/// This node's pings from one local NPU, since start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalPings {
+    /// Physical NPU id.
+    pub npu: u32,
+    /// Round trips of the answers.
+    pub rtt: Histogram,
+    /// Packets sent.
+    pub sent: u64,
+    /// Answers received.
+    pub received: u64,
+    /// Pings that measured nothing, by reason.
+    pub failures: BTreeMap<&'static str, u64>,
+}
+
+/// The device plane as this node sees it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeviceView {
+    /// This node's own member index (its ports are the local ones).
+    pub me: Option<usize>,
+    /// Every NPU port of the group.
+    pub ports: Vec<PortView>,
+    /// A large share of the fabric (or a ToR) is bad: no port or node escalates.
+    pub fabric_degraded: bool,
+    /// Members most of whose ports are bad.
+    pub node_verdicts: Vec<usize>,
+    /// Port pairs judged bad (a cable or a path), by port index.
+    pub pair_verdicts: Vec<(usize, usize)>,
+    /// This node's pings of the last round.
+    pub planned: Vec<PlannedPing>,
+    /// This node's ping counters per local NPU.
+    pub local: Vec<LocalPings>,
+    /// Latest port transitions.
+    pub transitions: VecDeque<PortTransitionView>,
+    /// Device-engine rounds.
+    pub rounds: u64,
 }
 
 impl ProbeSnapshot {

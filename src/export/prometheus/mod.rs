@@ -8,6 +8,7 @@
 //! `_info` series, no timestamps, no sentinels: a reading that was not obtained has no
 //! series. The same collectors feed the OTLP bridge ([`crate::export::otlp`]).
 
+pub mod device;
 pub mod family;
 pub mod host;
 pub mod npu;
@@ -31,6 +32,7 @@ pub fn collectors(store: &Arc<Store>, build: &BuildInfo) -> Vec<Box<dyn Render>>
         Box::new(status::StatusCollector::new(store.clone(), build.clone())),
         Box::new(npu::NpuCollector::new(store.clone())),
         Box::new(probe::ProbeCollector::new(store.clone())),
+        Box::new(device::DeviceCollector::new(store.clone())),
         Box::new(host::HostCollector::new(store.clone())),
     ]
 }

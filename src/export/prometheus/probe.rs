@@ -160,7 +160,7 @@ fn verdicts(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     )?;
     f.gauge(
         "hcclwatch_quarantine_recommended",
-        "Nodes the health engine recommends taking out of scheduling; reason is straggler or hard_fault (details in /api/v1/state).",
+        "Nodes the health engine recommends taking out of scheduling; reason is straggler, hard_fault or npu_port (details in /api/v1/state).",
         pr.members
             .iter()
             .filter_map(|m| {

@@ -1,0 +1,190 @@
+//! Device-plane families: NPU port states and verdicts, and this node's pings.
+//!
+//! Bounded as the host plane's are. Every daemon exports the states of its own NPU ports
+//! (all states, 1 for the current), and of other members' ports only while they are not
+//! healthy, so the fleet has one state set per port plus one per verdict. Pair series exist
+//! only for this node's pings of the last round (`pings_per_round` per local NPU) and for
+//! pairs with a verdict. Per local NPU: a ping RTT histogram and packet counters.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::family::{Labels, Render, Sink, flag};
+use crate::snapshot::Store;
+use crate::snapshot::probe::{DeviceView, NodeState, ProbeSnapshot};
+
+/// Renders the device plane of the probing part.
+#[derive(Debug)]
+pub struct DeviceCollector {
+    store: Arc<Store>,
+}
+
+impl DeviceCollector {
+    /// A collector over `store`.
+    pub fn new(store: Arc<Store>) -> Self {
+        Self { store }
+    }
+}
+
+impl Render for DeviceCollector {
+    fn render(&self, f: &mut dyn Sink) -> fmt::Result {
+        let Some(pr) = self.store.probe() else {
+            return Ok(());
+        };
+        let Some(d) = &pr.device else {
+            return Ok(());
+        };
+        let me = d.me;
+        states(&pr, d, me, f)?;
+        verdicts(&pr, d, f)?;
+        local(&pr, d, f)
+    }
+}
+
+fn port_labels(pr: &ProbeSnapshot, d: &DeviceView, i: usize) -> Labels {
+    match d.ports.get(i) {
+        Some(p) => vec![("node", pr.name(p.node)), ("npu", p.npu.to_string())],
+        None => vec![("node", String::new()), ("npu", i.to_string())],
+    }
+}
+
+fn states(pr: &ProbeSnapshot, d: &DeviceView, me: Option<usize>, f: &mut dyn Sink) -> fmt::Result {
+    let shown = d
+        .ports
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| Some(p.node) == me || p.state != NodeState::Healthy);
+    f.gauge(
+        "hcclwatch_npu_port_state",
+        "1 for the NPU port's current device-plane state (this node's ports always; other members' only while not healthy).",
+        shown
+            .flat_map(|(i, p)| {
+                NodeState::ALL.iter().map(move |s| {
+                    let mut l = port_labels(pr, d, i);
+                    l.push(("state", s.as_str().to_string()));
+                    (l, flag(*s == p.state))
+                })
+            })
+            .collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_npu_port_window_loss_ratio",
+        "Lost ÷ sent packets through the NPU port over the device engine's window (this node's ports, and other members' while not healthy).",
+        d.ports
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| (Some(p.node) == me || p.state != NodeState::Healthy) && p.window_packets > 0)
+            .map(|(i, p)| {
+                (
+                    port_labels(pr, d, i),
+                    f64::from(p.window_lost) / f64::from(p.window_packets),
+                )
+            })
+            .collect(),
+    )
+}
+
+fn verdicts(pr: &ProbeSnapshot, d: &DeviceView, f: &mut dyn Sink) -> fmt::Result {
+    f.gauge(
+        "hcclwatch_device_fabric_degraded",
+        "Whether a large share of the NPU fabric (or a ToR) is bad on the device plane (blocks port and node verdicts).",
+        vec![(vec![], flag(d.fabric_degraded))],
+    )?;
+    f.gauge(
+        "hcclwatch_device_node_degraded",
+        "Members most of whose NPU ports are bad on the device plane.",
+        d.node_verdicts
+            .iter()
+            .map(|n| (vec![("node", pr.name(*n))], 1.0))
+            .collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_npu_port_pair_degraded",
+        "NPU port pairs judged bad while both ports are otherwise fine (a cable or a switch path); never quarantines.",
+        d.pair_verdicts
+            .iter()
+            .map(|(a, b)| {
+                let (pa, pb) = (port_labels(pr, d, *a), port_labels(pr, d, *b));
+                (
+                    vec![
+                        ("src_node", pa[0].1.clone()),
+                        ("src_npu", pa[1].1.clone()),
+                        ("dst_node", pb[0].1.clone()),
+                        ("dst_npu", pb[1].1.clone()),
+                    ],
+                    1.0,
+                )
+            })
+            .collect(),
+    )
+}
+
+fn local(pr: &ProbeSnapshot, d: &DeviceView, f: &mut dyn Sink) -> fmt::Result {
+    let npu = |n: u32| vec![("npu", n.to_string())];
+    f.histogram(
+        "hcclwatch_npu_ping_rtt_seconds",
+        "Round trips of this node's device-plane pings, per local NPU.",
+        d.local.iter().map(|l| (npu(l.npu), &l.rtt)).collect(),
+    )?;
+    f.counter(
+        "hcclwatch_npu_ping_packets",
+        "Packets of this node's device-plane pings, per local NPU, by result (received, lost).",
+        d.local
+            .iter()
+            .flat_map(|l| {
+                [
+                    ("received", l.received),
+                    ("lost", l.sent.saturating_sub(l.received)),
+                ]
+                .map(|(r, v)| {
+                    let mut labels = npu(l.npu);
+                    labels.push(("result", r.to_string()));
+                    (labels, v)
+                })
+            })
+            .collect(),
+    )?;
+    f.counter(
+        "hcclwatch_npu_ping_failures",
+        "Device-plane pings that measured nothing (tool busy, unsupported, timed out, error), per local NPU.",
+        d.local
+            .iter()
+            .flat_map(|l| {
+                l.failures.iter().map(move |(reason, v)| {
+                    let mut labels = npu(l.npu);
+                    labels.push(("reason", (*reason).to_string()));
+                    (labels, *v)
+                })
+            })
+            .collect(),
+    )?;
+    let pair = |src: usize, dst: usize| {
+        let (s, t) = (port_labels(pr, d, src), port_labels(pr, d, dst));
+        vec![
+            ("npu", s[1].1.clone()),
+            ("dst_node", t[0].1.clone()),
+            ("dst_npu", t[1].1.clone()),
+        ]
+    };
+    f.gauge(
+        "hcclwatch_npu_ping_loss_ratio",
+        "Lost ÷ sent packets of this node's pings of the last round, per planned pair.",
+        d.planned
+            .iter()
+            .map(|p| {
+                (
+                    pair(p.src, p.dst),
+                    f64::from(p.sent - p.received) / f64::from(p.sent.max(1)),
+                )
+            })
+            .collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_npu_ping_mean_rtt_seconds",
+        "Mean round trip of this node's pings of the last round, per planned pair that answered.",
+        d.planned
+            .iter()
+            .filter_map(|p| p.rtt.map(|r| (pair(p.src, p.dst), r)))
+            .collect(),
+    )
+}

@@ -1,0 +1,633 @@
+//! The device plane: the NPUs' own RoCE ports, probed with pings from port to port, judged
+//! by [`crate::health::device`].
+//!
+//! - [`ports`]: the group's port table, all-gathered when the group forms;
+//! - [`plan`]: the rotating plan every member derives from the round number;
+//! - [`runner`]: this node's pings, one thread per local NPU, in the background;
+//! - here: the round's exchange. Each host-plane round all-gathers the outcomes of the
+//!   pings started the round before (one fixed-width row per member, validated against the
+//!   plan the sender was given), feeds the same input to every member's engine, and starts
+//!   this round's pings: the plan's, and the re-pings the engine asked for.
+//!
+//! Pings run while the host plane runs its next round, so device probing adds no time to a
+//! host round, and a slow or hung `hccn_tool` costs only its own ping.
+
+pub mod plan;
+pub mod ports;
+pub mod runner;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::collective::{CollResult, Communicator, DataType};
+use crate::health::NodeState;
+use crate::health::device::{DeviceConfig, DeviceEngine, DeviceInput, DeviceOutput, PortProbe};
+use crate::snapshot::histogram::Histogram;
+use crate::snapshot::probe::{DeviceView, LocalPings, PlannedPing, PortTransitionView, PortView};
+
+use ports::Port;
+use runner::{Batch, Job, Outcome, Pinger};
+
+/// Device-plane settings.
+#[derive(Clone)]
+pub struct DeviceSettings {
+    /// Pings each port sends per round (after the packet budget).
+    pub pings_per_round: usize,
+    /// Most re-pings this node runs per round for suspects and pairs.
+    pub confirm_cap: usize,
+    /// How long a round's pings may take before the next round collects them.
+    pub collect_deadline: Duration,
+    /// Engine thresholds.
+    pub engine: DeviceConfig,
+    /// The pinger.
+    pub pinger: Arc<dyn Pinger>,
+    /// This node's ports (physical id, device IP), read when the group forms.
+    pub local_ports: Arc<dyn Fn() -> Vec<(u32, Ipv4Addr)> + Send + Sync>,
+}
+
+impl std::fmt::Debug for DeviceSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceSettings")
+            .field("pings_per_round", &self.pings_per_round)
+            .field("confirm_cap", &self.confirm_cap)
+            .field("collect_deadline", &self.collect_deadline)
+            .field("engine", &self.engine)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A pinger for a node that does not probe the device plane: it has no ports, so it is
+/// never asked to ping.
+struct NoPinger;
+
+impl Pinger for NoPinger {
+    fn ping(&self, _phy: u32, _dst: Ipv4Addr) -> Result<runner::PingReply, runner::PingError> {
+        Err(runner::PingError::Unsupported)
+    }
+}
+
+/// Settings of a node that does not probe the device plane: it still takes part in the
+/// group's exchanges (announcing no port), so the members stay in lock step.
+pub fn disabled() -> DeviceSettings {
+    DeviceSettings {
+        pings_per_round: 0,
+        confirm_cap: 0,
+        collect_deadline: Duration::from_secs(1),
+        engine: DeviceConfig::default(),
+        pinger: Arc::new(NoPinger),
+        local_ports: Arc::new(Vec::new),
+    }
+}
+
+/// Fields of one ping in a row: source, destination, kind (0 plan, 1 re-ping), sent,
+/// received, mean RTT (NaN when none).
+const FIELDS: usize = 6;
+
+/// Most packets a ping may claim (hccn_tool sends 3).
+const MAX_PACKETS: f64 = 16.0;
+
+/// Longest RTT a ping may claim, seconds: anything longer is garbage, not a measurement.
+const MAX_RTT: f64 = 60.0;
+
+/// Latest port transitions kept for `/api/v1/state`.
+const TRANSITIONS_KEPT: usize = 100;
+
+/// The device plane's state in the prober.
+pub struct DevicePlane {
+    s: DeviceSettings,
+    /// The port table: present members' ports as they announced them, absent members'
+    /// as last known.
+    ports: Vec<Port>,
+    engine: DeviceEngine,
+    /// Pings in flight, with the round they belong to and the re-pings that were asked.
+    batch: Option<(Batch, u64, Requests)>,
+    /// The engine's last requests, to plan this round's re-pings.
+    requests: Requests,
+    /// Row width of the all-gather, in pings, agreed when the group formed.
+    width: usize,
+    view: DeviceView,
+}
+
+/// The engine's re-ping requests.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Requests {
+    ports: Vec<usize>,
+    pairs: Vec<(usize, usize)>,
+}
+
+impl DevicePlane {
+    /// A device plane with no ports yet.
+    pub fn new(s: DeviceSettings) -> Self {
+        Self {
+            engine: DeviceEngine::new(&[], s.engine.clone()),
+            s,
+            ports: Vec::new(),
+            batch: None,
+            requests: Requests::default(),
+            width: 0,
+            view: DeviceView::default(),
+        }
+    }
+
+    /// The exported view.
+    pub fn view(&self) -> &DeviceView {
+        &self.view
+    }
+
+    /// When the group forms: exchange port tables and agree on the row width. `members`
+    /// are the candidate indices of the ranks.
+    pub fn on_form(&mut self, c: &mut Communicator, members: &[usize]) -> CollResult<()> {
+        let local = (self.s.local_ports)();
+        let fresh = ports::exchange(c, &local, members)?;
+        // Row width: the largest member's ports × the largest pings per round, plus the
+        // largest re-ping cap, so every member sends the same width.
+        let mine = [
+            fresh
+                .iter()
+                .filter(|p| Some(&p.node) == members.get(c.rank()))
+                .count() as u64,
+            self.s.pings_per_round as u64,
+            self.s.confirm_cap as u64,
+        ];
+        let mut all = vec![0u8; 24 * c.size()];
+        let bytes: Vec<u8> = mine.iter().flat_map(|w| w.to_le_bytes()).collect();
+        c.all_gather(&bytes, &mut all, 3, DataType::Uint64)?;
+        let words: Vec<u64> = all
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+            .collect();
+        let max = |k: usize| words.iter().skip(k).step_by(3).copied().max().unwrap_or(0) as usize;
+        let local_max = max(0).min(ports::MAX_LOCAL_PORTS);
+        self.width = local_max * max(1).min(16) + max(2).min(256);
+        self.merge_table(fresh, members);
+        // Pings in flight were planned on the old table.
+        self.batch = None;
+        self.requests = Requests::default();
+        Ok(())
+    }
+
+    /// Replaces present members' ports and keeps absent members' as last known; port
+    /// histories follow their (node, phy).
+    fn merge_table(&mut self, fresh: Vec<Port>, members: &[usize]) {
+        let present: BTreeSet<usize> = members.iter().copied().collect();
+        let mut table: Vec<Port> = self
+            .ports
+            .iter()
+            .copied()
+            .filter(|p| !present.contains(&p.node))
+            .chain(fresh)
+            .collect();
+        table.sort();
+        table.dedup_by_key(|p| (p.node, p.phy));
+        let map: Vec<Option<usize>> = self
+            .ports
+            .iter()
+            .map(|old| {
+                table
+                    .iter()
+                    .position(|p| p.node == old.node && p.phy == old.phy)
+            })
+            .collect();
+        let nodes: Vec<usize> = table.iter().map(|p| p.node).collect();
+        self.engine.remap(&map, &nodes);
+        self.ports = table;
+    }
+
+    /// Candidates renumbered (a DNS re-resolution): `map[old] = new`, ports of nodes that
+    /// are gone are dropped.
+    pub fn remap_nodes(&mut self, map: &[Option<usize>]) {
+        let old = std::mem::take(&mut self.ports);
+        let mut renumbered: Vec<(usize, Port)> = old
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| {
+                let node = map.get(p.node).copied().flatten()?;
+                Some((i, Port { node, ..*p }))
+            })
+            .collect();
+        renumbered.sort_by_key(|(_, p)| *p);
+        let mut port_map = vec![None; old.len()];
+        for (new, (i, _)) in renumbered.iter().enumerate() {
+            port_map[*i] = Some(new);
+        }
+        let table: Vec<Port> = renumbered.into_iter().map(|(_, p)| p).collect();
+        let nodes: Vec<usize> = table.iter().map(|p| p.node).collect();
+        self.engine.remap(&port_map, &nodes);
+        self.ports = table;
+        self.batch = None;
+        self.requests = Requests::default();
+    }
+
+    /// This member's row: the outcomes of its pings, validated and fixed-width.
+    fn row(&self, outcomes: &[Outcome], kinds: &BTreeMap<(usize, usize), u8>) -> Vec<f64> {
+        let mut row = vec![f64::NAN; self.width * FIELDS];
+        let measured = outcomes.iter().filter_map(|o| {
+            let r = o.result.as_ref().ok()?;
+            Some((o.job, r.sent, r.received, r.mean_rtt()))
+        });
+        for (slot, (job, sent, received, rtt)) in row.chunks_exact_mut(FIELDS).zip(measured) {
+            let kind = kinds.get(&(job.src, job.dst)).copied().unwrap_or(0);
+            slot.copy_from_slice(&[
+                job.src as f64,
+                job.dst as f64,
+                f64::from(kind),
+                f64::from(sent),
+                f64::from(received),
+                rtt.unwrap_or(f64::NAN),
+            ]);
+        }
+        row
+    }
+
+    /// Reads every member's row back into the engine's input. A ping is kept only if its
+    /// source is a port of the member that reports it, and it was planned (a plan ping of
+    /// `round`) or requested (a re-ping of a requested port or pair); counts and times must
+    /// be plausible. So a member can report only its own measurements of what was asked.
+    fn read_rows(
+        &self,
+        all: &[f64],
+        members: &[usize],
+        round: u64,
+        asked: &Requests,
+    ) -> DeviceInput {
+        let planned: BTreeSet<(usize, usize)> =
+            self.present_plan(round, members).into_iter().collect();
+        let mut input = DeviceInput::default();
+        let per = self.width * FIELDS;
+        for (rank, row) in all.chunks_exact(per.max(1)).enumerate() {
+            let Some(&node) = members.get(rank) else {
+                break;
+            };
+            for f in row.chunks_exact(FIELDS) {
+                let Some(p) = self.valid(f, node) else {
+                    continue;
+                };
+                let requested = asked.ports.contains(&p.dst)
+                    || asked.pairs.contains(&(p.src, p.dst))
+                    || asked.pairs.contains(&(p.dst, p.src));
+                match f[2] as u8 {
+                    0 if planned.contains(&(p.src, p.dst)) => input.probes.push(p),
+                    1 if requested => input.confirmations.push(p),
+                    _ => {}
+                }
+            }
+        }
+        let present: BTreeSet<usize> = members.iter().copied().collect();
+        input.absent_nodes = self
+            .ports
+            .iter()
+            .map(|p| p.node)
+            .filter(|n| !present.contains(n))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        input
+    }
+
+    fn valid(&self, f: &[f64], node: usize) -> Option<PortProbe> {
+        let idx = |x: f64| {
+            (x.is_finite() && x >= 0.0 && (x as usize) < self.ports.len()).then_some(x as usize)
+        };
+        let (src, dst) = (idx(f[0])?, idx(f[1])?);
+        let (sent, received) = (f[3], f[4]);
+        if self.ports[src].node != node
+            || src == dst
+            || !(1.0..=MAX_PACKETS).contains(&sent)
+            || !(0.0..=sent).contains(&received)
+        {
+            return None;
+        }
+        let rtt = (f[5].is_finite() && f[5] > 0.0 && f[5] < MAX_RTT).then_some(f[5]);
+        if received > 0.0 && rtt.is_none() {
+            return None;
+        }
+        Some(PortProbe {
+            src,
+            dst,
+            sent: sent as u32,
+            received: received as u32,
+            rtt,
+        })
+    }
+
+    /// The plan over the ports of present members, in table indices.
+    fn present_plan(&self, round: u64, members: &[usize]) -> Vec<(usize, usize)> {
+        let present: BTreeSet<usize> = members.iter().copied().collect();
+        let idx: Vec<usize> = (0..self.ports.len())
+            .filter(|i| present.contains(&self.ports[*i].node))
+            .collect();
+        let sub: Vec<Port> = idx.iter().map(|i| self.ports[*i]).collect();
+        plan::pings(round, &sub, self.s.pings_per_round)
+            .into_iter()
+            .map(|(a, b)| (idx[a], idx[b]))
+            .collect()
+    }
+
+    /// One round: gather last round's outcomes, judge, start this round's pings. `me` is
+    /// this node's candidate index, `members` the ranks' candidate indices.
+    pub fn on_round(
+        &mut self,
+        c: &mut Communicator,
+        round: u64,
+        me: usize,
+        members: &[usize],
+    ) -> CollResult<()> {
+        if self.width == 0 || self.ports.is_empty() {
+            return Ok(());
+        }
+        let (outcomes, prev_round, asked) = match self.batch.take() {
+            Some((b, r, asked)) => (b.collect(self.s.collect_deadline), Some(r), asked),
+            None => (Vec::new(), None, Requests::default()),
+        };
+        let kinds: BTreeMap<(usize, usize), u8> = outcomes
+            .iter()
+            .map(|o| {
+                (
+                    (o.job.src, o.job.dst),
+                    u8::from(!self.is_planned(o, prev_round, members)),
+                )
+            })
+            .collect();
+        self.count_local(&outcomes);
+        let mine = self.row(&outcomes, &kinds);
+        let mut all = vec![0u8; mine.len() * 8 * c.size()];
+        let bytes: Vec<u8> = mine.iter().flat_map(|x| x.to_le_bytes()).collect();
+        c.all_gather(&bytes, &mut all, mine.len(), DataType::Fp64)?;
+        let all: Vec<f64> = all
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap_or_default()))
+            .collect();
+        if let Some(r) = prev_round {
+            let input = self.read_rows(&all, members, r, &asked);
+            let out = self.engine.step(&input);
+            self.requests = Requests {
+                ports: out.confirm_requests.clone(),
+                pairs: out.pair_requests.clone(),
+            };
+            self.publish(&input, &out, me);
+        }
+        let jobs = self.jobs(round, me, members);
+        let asked = self.requests.clone();
+        self.batch = Some((Batch::start(self.s.pinger.clone(), jobs), round, asked));
+        Ok(())
+    }
+
+    fn is_planned(&self, o: &Outcome, round: Option<u64>, members: &[usize]) -> bool {
+        round.is_some_and(|r| {
+            self.present_plan(r, members)
+                .contains(&(o.job.src, o.job.dst))
+        })
+    }
+
+    /// This node's pings for `round`: its share of the plan, then re-pings of suspects it
+    /// is a confirmer for and of requested pairs it is the source of, up to the cap.
+    fn jobs(&self, round: u64, me: usize, members: &[usize]) -> Vec<Job> {
+        let present: Vec<bool> = {
+            let max = self.ports.iter().map(|p| p.node).max().unwrap_or(0);
+            let set: BTreeSet<usize> = members.iter().copied().collect();
+            (0..=max).map(|n| set.contains(&n)).collect()
+        };
+        let job = |src: usize, dst: usize| Job {
+            src,
+            dst,
+            phy: self.ports[src].phy,
+            ip: self.ports[dst].ip,
+        };
+        let mut jobs: Vec<Job> = self
+            .present_plan(round, members)
+            .into_iter()
+            .filter(|(a, _)| self.ports[*a].node == me)
+            .map(|(a, b)| job(a, b))
+            .collect();
+        let mut extra: Vec<Job> = Vec::new();
+        for &suspect in &self.requests.ports {
+            for confirmer in self.engine.confirmers(suspect, &present) {
+                if self.ports[confirmer].node == me {
+                    extra.push(job(confirmer, suspect));
+                }
+            }
+        }
+        for &(a, b) in &self.requests.pairs {
+            if self.ports.get(a).is_some_and(|p| p.node == me) && b < self.ports.len() {
+                extra.push(job(a, b));
+            }
+        }
+        extra.truncate(self.s.confirm_cap);
+        jobs.extend(extra);
+        jobs
+    }
+
+    /// This node's own pings: packets and round trips per local NPU, failures by reason.
+    fn count_local(&mut self, outcomes: &[Outcome]) {
+        for o in outcomes {
+            let npu = self.ports.get(o.job.src).map_or(o.job.phy, |p| p.phy);
+            let e = match self.view.local.iter_mut().position(|l| l.npu == npu) {
+                Some(i) => &mut self.view.local[i],
+                None => {
+                    self.view.local.push(LocalPings {
+                        npu,
+                        rtt: Histogram::default(),
+                        sent: 0,
+                        received: 0,
+                        failures: BTreeMap::new(),
+                    });
+                    self.view.local.sort_by_key(|l| l.npu);
+                    let i = self
+                        .view
+                        .local
+                        .iter()
+                        .position(|l| l.npu == npu)
+                        .unwrap_or(0);
+                    &mut self.view.local[i]
+                }
+            };
+            match &o.result {
+                Ok(r) => {
+                    e.sent += u64::from(r.sent);
+                    e.received += u64::from(r.received);
+                    for t in &r.rtts {
+                        e.rtt.observe(*t);
+                    }
+                }
+                Err(err) => *e.failures.entry(err.reason()).or_default() += 1,
+            }
+        }
+    }
+
+    /// Updates the exported view from the round's input and the engine's output.
+    fn publish(&mut self, input: &DeviceInput, out: &DeviceOutput, me: usize) {
+        let states = self.engine.states();
+        self.view.ports = self
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let s = out.scores.get(i).copied().unwrap_or_default();
+                PortView {
+                    node: p.node,
+                    npu: p.phy,
+                    ip: p.ip,
+                    state: states.get(i).copied().unwrap_or(NodeState::Healthy),
+                    window_packets: s.packets,
+                    window_lost: s.lost,
+                    rtt_residual: s.rtt_residual.is_finite().then_some(s.rtt_residual),
+                }
+            })
+            .collect();
+        self.view.fabric_degraded = out.fabric;
+        self.view.node_verdicts = out.node_verdicts.clone();
+        self.view.pair_verdicts = out.pair_verdicts.clone();
+        self.view.planned = input
+            .probes
+            .iter()
+            .filter(|p| self.ports.get(p.src).is_some_and(|x| x.node == me))
+            .map(|p| PlannedPing {
+                src: p.src,
+                dst: p.dst,
+                sent: p.sent,
+                received: p.received,
+                rtt: p.rtt,
+            })
+            .collect();
+        for t in &out.transitions {
+            let p = self.ports[t.port];
+            tracing::info!(node = p.node, npu = p.phy, from = t.from.as_str(), to = t.to.as_str(), reason = %t.reason, "NPU port state changed");
+            self.view.transitions.push_back(PortTransitionView {
+                round: t.round,
+                port: t.port,
+                node: p.node,
+                npu: p.phy,
+                from: t.from,
+                to: t.to,
+                reason: t.reason.clone(),
+                evidence: t.evidence.clone(),
+            });
+        }
+        while self.view.transitions.len() > TRANSITIONS_KEPT {
+            self.view.transitions.pop_front();
+        }
+        self.view.rounds = self.engine.rounds();
+        self.view.me = Some(me);
+    }
+
+    /// Nodes with a port recommended for quarantine (reason `npu_port`).
+    pub fn quarantined_nodes(&self) -> BTreeSet<usize> {
+        self.engine
+            .states()
+            .iter()
+            .zip(&self.ports)
+            .filter(|(s, _)| **s == NodeState::QuarantineRecommended)
+            .map(|(_, p)| p.node)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::CommConfig;
+    use crate::collective::transport::TransportConfig;
+    use runner::{PingError, PingReply};
+    use std::net::TcpListener;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// A synthetic fabric: every ping answers 3 of 3 in 100 µs, except that the port with
+    /// IP `lossy` loses every third packet it carries.
+    struct Fabric {
+        lossy: Ipv4Addr,
+        own: Vec<(u32, Ipv4Addr)>,
+        counter: AtomicU64,
+    }
+
+    impl Pinger for Fabric {
+        fn ping(&self, phy: u32, dst: Ipv4Addr) -> Result<PingReply, PingError> {
+            let src = self.own.iter().find(|(p, _)| *p == phy).map(|(_, ip)| *ip);
+            let through = src == Some(self.lossy) || dst == self.lossy;
+            let mut received = 0;
+            for _ in 0..3 {
+                let n = self.counter.fetch_add(1, Ordering::Relaxed);
+                if !(through && n.is_multiple_of(3)) {
+                    received += 1;
+                }
+            }
+            Ok(PingReply {
+                sent: 3,
+                received,
+                rtts: vec![1e-4; received as usize],
+            })
+        }
+    }
+
+    fn ports_of(node: usize) -> Vec<(u32, Ipv4Addr)> {
+        (0..4u32)
+            .map(|phy| (phy, Ipv4Addr::new(10, 0, node as u8, phy as u8 + 1)))
+            .collect()
+    }
+
+    #[test]
+    fn every_member_localises_the_same_lossy_port() {
+        let n = 4;
+        let lossy = Ipv4Addr::new(10, 0, 2, 2); // node 2, phy 1
+        let ls: Vec<TcpListener> = (0..n)
+            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let addrs: Vec<_> = ls.iter().map(|l| l.local_addr().unwrap()).collect();
+        let views: Vec<DeviceView> = std::thread::scope(|s| {
+            let hs: Vec<_> = ls
+                .into_iter()
+                .enumerate()
+                .map(|(r, l)| {
+                    let addrs = addrs.clone();
+                    s.spawn(move || {
+                        let mut t = TransportConfig::new(41, b"device-plane-test".to_vec());
+                        t.connect_timeout = Duration::from_secs(10);
+                        let mut cfg = CommConfig::new(t);
+                        cfg.exec_timeout = Duration::from_secs(20);
+                        let mut c = Communicator::init(l, r, addrs, cfg).unwrap();
+                        let own = ports_of(r);
+                        let pinger = Arc::new(Fabric {
+                            lossy,
+                            own: own.clone(),
+                            counter: AtomicU64::new(0),
+                        });
+                        let mut d = DevicePlane::new(DeviceSettings {
+                            pings_per_round: 4,
+                            confirm_cap: 16,
+                            collect_deadline: Duration::from_secs(5),
+                            engine: DeviceConfig::default(),
+                            pinger,
+                            local_ports: Arc::new(move || own.clone()),
+                        });
+                        let members: Vec<usize> = (0..n).collect();
+                        d.on_form(&mut c, &members).unwrap();
+                        for round in 1..=30 {
+                            d.on_round(&mut c, round, r, &members).unwrap();
+                        }
+                        d.view().clone()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (r, v) in views.iter().enumerate() {
+            assert_eq!(v.ports.len(), 16, "member {r}");
+            let bad: Vec<(usize, u32)> = v
+                .ports
+                .iter()
+                .filter(|p| p.state != NodeState::Healthy)
+                .map(|p| (p.node, p.npu))
+                .collect();
+            assert_eq!(bad, vec![(2, 1)], "member {r}: {bad:?}");
+            assert!(!v.fabric_degraded && v.node_verdicts.is_empty());
+            // Every member judged the same input: the same states everywhere.
+            let states: Vec<NodeState> = v.ports.iter().map(|p| p.state).collect();
+            let first: Vec<NodeState> = views[0].ports.iter().map(|p| p.state).collect();
+            assert_eq!(states, first, "member {r} disagrees");
+            // Each member counted only its own pings.
+            let sent: u64 = v.local.iter().map(|l| l.sent).sum();
+            assert!(sent > 0 && v.local.iter().all(|l| l.npu < 4));
+        }
+    }
+}
