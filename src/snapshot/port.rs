@@ -24,6 +24,79 @@ pub const HCCN_CALL_BUCKETS: &[f64] = &[
 /// `Detect ip set`). The tool's tenth value, `Unknown`, is not a reading and has no code.
 pub type NetHealthCode = u32;
 
+/// The counter keys of `-stat -g`, in the order the 910B/A3 tool prints them (the same
+/// 48 counters as DCMI's `struct dcmi_network_pkt_stats_info`, under the tool's names).
+pub const STAT_KEYS: [&str; 48] = [
+    "mac_tx_mac_pause_num",
+    "mac_rx_mac_pause_num",
+    "mac_tx_pfc_pkt_num",
+    "mac_tx_pfc_pri0_pkt_num",
+    "mac_tx_pfc_pri1_pkt_num",
+    "mac_tx_pfc_pri2_pkt_num",
+    "mac_tx_pfc_pri3_pkt_num",
+    "mac_tx_pfc_pri4_pkt_num",
+    "mac_tx_pfc_pri5_pkt_num",
+    "mac_tx_pfc_pri6_pkt_num",
+    "mac_tx_pfc_pri7_pkt_num",
+    "mac_rx_pfc_pkt_num",
+    "mac_rx_pfc_pri0_pkt_num",
+    "mac_rx_pfc_pri1_pkt_num",
+    "mac_rx_pfc_pri2_pkt_num",
+    "mac_rx_pfc_pri3_pkt_num",
+    "mac_rx_pfc_pri4_pkt_num",
+    "mac_rx_pfc_pri5_pkt_num",
+    "mac_rx_pfc_pri6_pkt_num",
+    "mac_rx_pfc_pri7_pkt_num",
+    "mac_tx_total_pkt_num",
+    "mac_tx_total_oct_num",
+    "mac_tx_bad_pkt_num",
+    "mac_tx_bad_oct_num",
+    "mac_rx_total_pkt_num",
+    "mac_rx_total_oct_num",
+    "mac_rx_bad_pkt_num",
+    "mac_rx_bad_oct_num",
+    "mac_rx_fcs_err_pkt_num",
+    "roce_rx_rc_pkt_num",
+    "roce_rx_all_pkt_num",
+    "roce_rx_err_pkt_num",
+    "roce_tx_rc_pkt_num",
+    "roce_tx_all_pkt_num",
+    "roce_tx_err_pkt_num",
+    "roce_cqe_num",
+    "roce_rx_cnp_pkt_num",
+    "roce_tx_cnp_pkt_num",
+    "roce_unexpected_ack_num",
+    "roce_out_of_order_num",
+    "roce_verification_err_num",
+    "roce_qp_status_err_num",
+    "roce_new_pkt_rty_num",
+    "roce_ecn_db_num",
+    "nic_tx_all_pkg_num",
+    "nic_tx_all_oct_num",
+    "nic_rx_all_pkg_num",
+    "nic_rx_all_oct_num",
+];
+
+/// The `-stat -g` keys DCMI's `dcmi_get_netdev_pkt_stats_info` already provides (as the
+/// NPU part's packet counters); only the others are kept in [`PortReadings::counters`].
+pub const STAT_KEYS_READ_THROUGH_DCMI: [&str; 15] = [
+    "mac_tx_mac_pause_num",
+    "mac_rx_mac_pause_num",
+    "mac_tx_pfc_pkt_num",
+    "mac_rx_pfc_pkt_num",
+    "mac_tx_bad_pkt_num",
+    "mac_rx_bad_pkt_num",
+    "mac_rx_fcs_err_pkt_num",
+    "roce_rx_all_pkt_num",
+    "roce_tx_all_pkt_num",
+    "roce_rx_err_pkt_num",
+    "roce_tx_err_pkt_num",
+    "roce_rx_cnp_pkt_num",
+    "roce_tx_cnp_pkt_num",
+    "roce_new_pkt_rty_num",
+    "roce_ecn_db_num",
+];
+
 /// One entry of the port's link history (`-link_stat -g`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LinkChange {
@@ -176,6 +249,17 @@ mod tests {
         };
         assert_eq!(s.last_change_unix_seconds(), Some(30.0));
         assert_eq!(LinkStat::default().last_change_unix_seconds(), None);
+    }
+
+    #[test]
+    fn dcmi_keys_are_tool_keys() {
+        for k in STAT_KEYS_READ_THROUGH_DCMI {
+            assert!(STAT_KEYS.contains(&k), "{k}");
+        }
+        let mut all = STAT_KEYS.to_vec();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), STAT_KEYS.len());
     }
 
     #[test]

@@ -326,6 +326,7 @@ impl Hccn {
             deadline: left,
             cap: OUTPUT_CAP,
             running: Some(&self.running),
+            closed: Some(&self.closed),
         };
         run::run(&inv).map_err(|e| match e {
             RunError::Spawn(source) => HccnError::Spawn {

@@ -14,6 +14,8 @@ use jiff::civil::DateTime;
 use jiff::tz::TimeZone;
 
 use super::error::HccnError;
+#[cfg(test)]
+use crate::snapshot::port::STAT_KEYS;
 use crate::snapshot::port::{LinkChange, LinkStat, NetHealthCode, Optics, PingReply};
 
 fn missing(what: &str) -> HccnError {
@@ -256,59 +258,6 @@ pub fn optical(text: &str) -> Result<Optics, HccnError> {
     }
     Ok(o)
 }
-
-/// The counter keys of `-stat -g`, in the order the 910B/A3 tool prints them (the same
-/// 48 counters as DCMI's `struct dcmi_network_pkt_stats_info`, under the tool's names).
-pub const STAT_KEYS: [&str; 48] = [
-    "mac_tx_mac_pause_num",
-    "mac_rx_mac_pause_num",
-    "mac_tx_pfc_pkt_num",
-    "mac_tx_pfc_pri0_pkt_num",
-    "mac_tx_pfc_pri1_pkt_num",
-    "mac_tx_pfc_pri2_pkt_num",
-    "mac_tx_pfc_pri3_pkt_num",
-    "mac_tx_pfc_pri4_pkt_num",
-    "mac_tx_pfc_pri5_pkt_num",
-    "mac_tx_pfc_pri6_pkt_num",
-    "mac_tx_pfc_pri7_pkt_num",
-    "mac_rx_pfc_pkt_num",
-    "mac_rx_pfc_pri0_pkt_num",
-    "mac_rx_pfc_pri1_pkt_num",
-    "mac_rx_pfc_pri2_pkt_num",
-    "mac_rx_pfc_pri3_pkt_num",
-    "mac_rx_pfc_pri4_pkt_num",
-    "mac_rx_pfc_pri5_pkt_num",
-    "mac_rx_pfc_pri6_pkt_num",
-    "mac_rx_pfc_pri7_pkt_num",
-    "mac_tx_total_pkt_num",
-    "mac_tx_total_oct_num",
-    "mac_tx_bad_pkt_num",
-    "mac_tx_bad_oct_num",
-    "mac_rx_total_pkt_num",
-    "mac_rx_total_oct_num",
-    "mac_rx_bad_pkt_num",
-    "mac_rx_bad_oct_num",
-    "mac_rx_fcs_err_pkt_num",
-    "roce_rx_rc_pkt_num",
-    "roce_rx_all_pkt_num",
-    "roce_rx_err_pkt_num",
-    "roce_tx_rc_pkt_num",
-    "roce_tx_all_pkt_num",
-    "roce_tx_err_pkt_num",
-    "roce_cqe_num",
-    "roce_rx_cnp_pkt_num",
-    "roce_tx_cnp_pkt_num",
-    "roce_unexpected_ack_num",
-    "roce_out_of_order_num",
-    "roce_verification_err_num",
-    "roce_qp_status_err_num",
-    "roce_new_pkt_rty_num",
-    "roce_ecn_db_num",
-    "nic_tx_all_pkg_num",
-    "nic_tx_all_oct_num",
-    "nic_rx_all_pkg_num",
-    "nic_rx_all_oct_num",
-];
 
 /// `-stat -g`: the `key:value` counter lines after `packet statistics:`. At least one.
 pub fn stat(text: &str) -> Result<BTreeMap<String, u64>, HccnError> {

@@ -23,28 +23,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::{Command, Hccn, HccnError, conf};
 use crate::snapshot::Store;
-use crate::snapshot::port::{IpSource, PortReadings, PortSnapshot};
+use crate::snapshot::port::{IpSource, PortReadings, PortSnapshot, STAT_KEYS_READ_THROUGH_DCMI};
 use crate::snapshot::status::CollectorStatus;
-
-/// The `-stat -g` keys DCMI's `dcmi_get_netdev_pkt_stats_info` already provides (as the
-/// NPU part's packet counters); the poller keeps only the others.
-pub const STAT_KEYS_READ_THROUGH_DCMI: [&str; 15] = [
-    "mac_tx_mac_pause_num",
-    "mac_rx_mac_pause_num",
-    "mac_tx_pfc_pkt_num",
-    "mac_rx_pfc_pkt_num",
-    "mac_tx_bad_pkt_num",
-    "mac_rx_bad_pkt_num",
-    "mac_rx_fcs_err_pkt_num",
-    "roce_rx_all_pkt_num",
-    "roce_tx_all_pkt_num",
-    "roce_rx_err_pkt_num",
-    "roce_tx_err_pkt_num",
-    "roce_rx_cnp_pkt_num",
-    "roce_tx_cnp_pkt_num",
-    "roce_new_pkt_rty_num",
-    "roce_ecn_db_num",
-];
 
 /// What the poller reads and how often.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +35,25 @@ pub struct PortSchedule {
     pub optics: Option<Duration>,
     /// `hccn.conf`, for NPU ids and device IPs when DCMI and the tool have none.
     pub hccn_conf: PathBuf,
+    /// An NPU poller runs: wait (at most [`INVENTORY_WAIT`]) for its first inventory
+    /// before the first pass, so the first pass reads DCMI's NPUs.
+    pub after_inventory: bool,
+}
+
+/// The longest the first pass waits for the NPU poller's first inventory.
+pub const INVENTORY_WAIT: Duration = Duration::from_secs(10);
+
+/// Waits until the NPU part has been published once, at most [`INVENTORY_WAIT`]; false
+/// on shutdown. The store has no change notification, so this looks every 50 ms.
+fn wait_for_inventory(store: &Store, shutdown: &Receiver<()>) -> bool {
+    let until = Instant::now() + INVENTORY_WAIT;
+    while store.npu().backend.is_none() && Instant::now() < until {
+        match shutdown.recv_timeout(Duration::from_millis(50)) {
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => return false,
+        }
+    }
+    true
 }
 
 /// One of the two passes.
@@ -117,7 +116,19 @@ fn keep<T>(
     }
 }
 
-/// Reads every port reading of one NPU; `optics` is carried over from `previous`.
+/// Whether an NPU stopped answering: after such a failure the rest of its pass is
+/// skipped, since every further call would wait out its deadline the same way.
+fn unresponsive(fails: &[Failure]) -> bool {
+    fails.iter().any(|f| {
+        matches!(
+            f.error,
+            HccnError::Timeout(_) | HccnError::DeviceNotReady | HccnError::QueueTimeout(_)
+        )
+    })
+}
+
+/// Reads every port reading of one NPU; `optics` is carried over from `previous`. Stops
+/// at the first reading that shows the NPU unresponsive; the rest stay absent.
 fn read_port(
     hccn: &Hccn,
     phy: u32,
@@ -126,29 +137,38 @@ fn read_port(
 ) -> (PortReadings, Vec<Failure>) {
     let mut f = Vec::new();
     let mut r = PortReadings {
-        link_up: keep(hccn.link(phy), phy, Command::Link, &mut f),
-        speed_bits_per_second: keep(hccn.speed(phy), phy, Command::Speed, &mut f).flatten(),
-        link_stat: keep(hccn.link_stat(phy), phy, Command::LinkStat, &mut f),
-        net_health: keep(hccn.net_health(phy), phy, Command::NetHealth, &mut f).flatten(),
         optics: previous.and_then(|p| p.optics.clone()),
         ..PortReadings::default()
     };
-    match keep(hccn.ip(phy), phy, Command::Ip, &mut f) {
-        Some(ips) => {
-            r.device_ips = ips;
-            r.ip_source = Some(IpSource::HccnTool);
-        }
-        None => {
-            if let Some(ip) = conf_ip {
-                r.device_ips = vec![ip];
-                r.ip_source = Some(IpSource::HccnConf);
-            }
-        }
+    // The device IP comes from hccn.conf even when the tool cannot be asked.
+    if let Some(ip) = conf_ip {
+        r.device_ips = vec![ip];
+        r.ip_source = Some(IpSource::HccnConf);
+    }
+    r.link_up = keep(hccn.link(phy), phy, Command::Link, &mut f);
+    if unresponsive(&f) {
+        return (r, f);
+    }
+    r.speed_bits_per_second = keep(hccn.speed(phy), phy, Command::Speed, &mut f).flatten();
+    r.link_stat = keep(hccn.link_stat(phy), phy, Command::LinkStat, &mut f);
+    if unresponsive(&f) {
+        return (r, f);
+    }
+    r.net_health = keep(hccn.net_health(phy), phy, Command::NetHealth, &mut f).flatten();
+    if let Some(ips) = keep(hccn.ip(phy), phy, Command::Ip, &mut f) {
+        r.device_ips = ips;
+        r.ip_source = Some(IpSource::HccnTool);
+    }
+    if unresponsive(&f) {
+        return (r, f);
     }
     r.counters = keep(hccn.stat(phy), phy, Command::Stat, &mut f).map(|mut m| {
         m.retain(|k, _| !STAT_KEYS_READ_THROUGH_DCMI.contains(&k.as_str()));
         m
     });
+    if unresponsive(&f) {
+        return (r, f);
+    }
     // Best effort: boards without a vNIC answer in ways the spec does not pin down.
     match hccn.vnic(phy) {
         Ok(v) => r.vnic_ip = v.ip,
@@ -237,6 +257,9 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("hcclwatch-ports".into())
         .spawn(move || {
+            if schedule.after_inventory && !wait_for_inventory(&store, &shutdown) {
+                return;
+            }
             let start = Instant::now();
             let mut due: Vec<(Pass, Duration, Instant)> = [
                 (Pass::Ports, schedule.ports),
@@ -303,12 +326,5 @@ mod tests {
         store.publish_npu(part);
         assert_eq!(npus(&store, &conf), vec![0, 1]);
         assert!(npus(&Store::new(false, false), &BTreeMap::new()).is_empty());
-    }
-
-    #[test]
-    fn dcmi_keys_are_tool_keys() {
-        for k in STAT_KEYS_READ_THROUGH_DCMI {
-            assert!(super::super::parse::STAT_KEYS.contains(&k), "{k}");
-        }
     }
 }

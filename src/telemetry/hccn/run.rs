@@ -12,7 +12,8 @@ use std::collections::HashSet;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant};
 
@@ -60,6 +61,9 @@ pub struct Invocation<'a> {
     /// Where the running child's process group id is registered until it is reaped, so
     /// that a shutdown can kill it.
     pub running: Option<&'a Mutex<HashSet<u32>>>,
+    /// Set when the owner shuts down: a child registered after that is killed at once,
+    /// so a shutdown racing with a spawn leaves nothing behind.
+    pub closed: Option<&'a AtomicBool>,
 }
 
 /// Reads `r` until EOF or until more than `cap` bytes came; returns the bytes (at most
@@ -88,8 +92,8 @@ fn read_capped(mut r: impl Read, cap: usize) -> (Vec<u8>, bool) {
 /// own group); that id cannot be reused while the child is unreaped or while any member
 /// of the group lives, so this never signals a stranger. "No such process" means the
 /// group is already gone.
-fn kill_group(child: &Child) {
-    if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+fn kill_group(pgid: u32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pgid as i32) {
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     }
 }
@@ -112,6 +116,11 @@ pub fn run(inv: &Invocation<'_>) -> Result<Finished, RunError> {
             let mut set = r.lock().unwrap_or_else(|p| p.into_inner());
             if add {
                 set.insert(pid);
+                // Checked under the lock the shutdown takes after setting the flag: either
+                // the shutdown sees this child, or this sees the flag.
+                if inv.closed.is_some_and(|c| c.load(Ordering::SeqCst)) {
+                    kill_group(pid);
+                }
             } else {
                 set.remove(&pid);
             }
@@ -154,7 +163,7 @@ pub fn run(inv: &Invocation<'_>) -> Result<Finished, RunError> {
     let status = child.wait_timeout(inv.deadline).unwrap_or_default();
     // Always: on timeout this ends the run; after an exit it removes any helper the tool
     // left behind, so the readers see EOF and nothing outlives the call.
-    kill_group(&child);
+    kill_group(pid);
     let status = match status {
         Some(s) => Some(s),
         None => {
@@ -214,6 +223,7 @@ mod tests {
             deadline,
             cap,
             running: None,
+            closed: None,
         })
     }
 
@@ -279,6 +289,7 @@ mod tests {
             deadline: Duration::from_secs(1),
             cap: 10,
             running: None,
+            closed: None,
         });
         assert!(matches!(r, Err(RunError::Spawn(_))), "{r:?}");
     }
