@@ -437,3 +437,97 @@ fn output_past_the_cap_is_refused() {
         Some(1.0)
     );
 }
+
+/// The fake is re-read on every run: a port that flaps between two passes shows as
+/// rising link-up events and a newer last change, as the flap alert expects.
+#[test]
+fn a_flapping_port_shows_as_rising_link_up_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let hccn = FakeHccn::new(dir.path(), &json!({"npus": [npu0()]}).to_string(), None);
+    std::fs::write(&hccn.conf, "address_0=10.20.0.1\n").unwrap();
+    let d = Daemon::start(Start::new(&hccn_config(&hccn, "", "")));
+    let npu = [("npu", "0")];
+    d.wait_for("the first link_stat", Duration::from_secs(20), |s| {
+        value(s, "hcclwatch_npu_port_link_up_events_total", &npu) == Some(3.0)
+    });
+    let later = CHANGED_UP + 600;
+    let mut flapped = npu0();
+    flapped["link_stat"] = json!({"up_count": 6, "down_count": 5, "changes": [
+        {"at": later, "state": "UP"}, {"at": later - 1, "state": "DOWN"},
+        {"at": CHANGED_UP, "state": "UP"}]});
+    hccn.set_scenario(&json!({"npus": [flapped]}).to_string());
+    let s = d.wait_for("the flaps", Duration::from_secs(20), |s| {
+        value(s, "hcclwatch_npu_port_link_up_events_total", &npu) == Some(6.0)
+    });
+    assert_eq!(
+        value(&s, "hcclwatch_npu_port_link_down_events_total", &npu),
+        Some(5.0)
+    );
+    assert_eq!(
+        value(&s, "hcclwatch_npu_port_last_change_timestamp_seconds", &npu),
+        Some(later as f64)
+    );
+}
+
+/// `Hccn::ping` against the fake over a shared fabric file: a healthy port answers all
+/// three packets near the fabric's base round trip, a lossy one loses them (a
+/// measurement, not an error), an unknown address is all lost, and a port without an IP
+/// cannot ping at all. Several threads ping at once.
+#[test]
+fn pings_over_the_shared_fabric() {
+    use hcclwatch::telemetry::hccn::{Hccn, HccnError, HccnOptions};
+    use std::net::Ipv4Addr;
+    let dir = tempfile::tempdir().unwrap();
+    let fabric = dir.path().join("fabric.json");
+    std::fs::write(
+        &fabric,
+        json!({"base_rtt_ms": 0.5, "ports": {
+            "10.20.0.1": {}, "10.20.0.2": {"added_rtt_ms": 1.5}, "10.20.0.3": {"loss": 1.0}}})
+        .to_string(),
+    )
+    .unwrap();
+    let mut no_ip = npu0();
+    no_ip["phy_id"] = json!(1);
+    no_ip["ips"] = json!([]);
+    let hccn = FakeHccn::new(
+        dir.path(),
+        &json!({"npus": [npu0(), no_ip]}).to_string(),
+        Some(&fabric),
+    );
+    let h = Hccn::new(
+        HccnOptions {
+            tool: hccn.tool.clone(),
+            path: Some("/usr/bin:/bin".into()),
+            ..HccnOptions::default()
+        },
+        None,
+    );
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = [2u8, 3, 9]
+            .into_iter()
+            .map(|last| {
+                let h = &h;
+                s.spawn(move || h.ping(0, Ipv4Addr::new(10, 20, 0, last)))
+            })
+            .collect();
+        handles.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let healthy = results[0].as_ref().unwrap();
+    assert_eq!((healthy.sent, healthy.received), (3, 3));
+    for rtt in &healthy.rtts {
+        // 0.5 + 1.5 ms, ± 10 % jitter.
+        let ms = rtt.unwrap() * 1e3;
+        assert!((1.8..=2.2).contains(&ms), "{ms} ms");
+    }
+    for lossy in &results[1..] {
+        let r = lossy.as_ref().unwrap();
+        assert_eq!((r.sent, r.received), (3, 0));
+        assert_eq!(r.rtts, vec![None, None, None]);
+    }
+    assert!(matches!(
+        h.ping(1, Ipv4Addr::new(10, 20, 0, 1)),
+        Err(HccnError::Failed { exit: Some(1), .. })
+    ));
+    assert_eq!(hccn.runs("-i 0 -ping -g address 10.20.0.2"), 1);
+    assert_eq!(h.stats().calls[&("ping", "ok")], 3);
+}
