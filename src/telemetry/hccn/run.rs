@@ -89,9 +89,12 @@ fn read_capped(mut r: impl Read, cap: usize) -> (Vec<u8>, bool) {
 }
 
 /// Kills the child's whole process group. The group id is the child's pid (it leads its
-/// own group); that id cannot be reused while the child is unreaped or while any member
-/// of the group lives, so this never signals a stranger. "No such process" means the
-/// group is already gone.
+/// own group). Before the child is reaped, and while any member of the group lives, no
+/// other group can have that id, so this signals only the tool and its helpers. After a
+/// normal exit the group is either still there (helpers, which this kills) or gone ("no
+/// such process", ignored); another group taking the id in between would need the pid
+/// counter to wrap around within microseconds and a new group leader, not a practical
+/// risk.
 fn kill_group(pgid: u32) {
     if let Some(pid) = rustix::process::Pid::from_raw(pgid as i32) {
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
