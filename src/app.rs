@@ -17,6 +17,7 @@ use crate::probe::ProbeSettings;
 use crate::snapshot::Store;
 use crate::snapshot::status::BuildInfo;
 use crate::telemetry::dcmi::DcmiError;
+use crate::telemetry::hccn::Hccn;
 use crate::telemetry::host::HostSource;
 use crate::telemetry::{poller, setup};
 
@@ -93,7 +94,8 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
             }
         })?;
     let source = setup::npu_source(&config, env.ld_library_path.clone())?;
-    let store = Arc::new(Store::new(source.is_some(), config.collectors.host));
+    let npu_poller = source.is_some();
+    let store = Arc::new(Store::new(npu_poller, config.collectors.host));
     store.record_reload(true, std::time::SystemTime::now());
 
     let mut stops: Vec<mpsc::Sender<()>> = Vec::new();
@@ -107,6 +109,7 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
             },
         )?;
     }
+    let hccn = start_hccn(&config, &env, &store, npu_poller, &mut stops)?;
     if config.probe.enabled {
         let settings = ProbeSettings::from_config(&config)?;
         let (tx, rx) = mpsc::channel();
@@ -197,12 +200,60 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
     // Dropping the senders wakes every poller; a poller inside a stuck DCMI call is left
     // to the process exit rather than joined.
     drop(stops);
+    // hccn_tool runs in process groups of its own: kill any still running (a device that
+    // is not ready keeps the tool waiting for minutes) rather than leave them behind.
+    if let Some(h) = &hccn {
+        h.shutdown();
+    }
     // The last OTLP flush, bounded by otlp.shutdown_timeout.
     if let Some(o) = &otlp {
         o.shutdown();
     }
     tracing::info!("hcclwatch stopped");
     result
+}
+
+/// Sets up `hccn_tool` when it is installed: the handle (shared with the device prober)
+/// and, when `[collectors] ports` or `optics` is on, the port and optics poller. Without
+/// the tool, one log line says why those readings are off. `npu_poller`: an NPU poller
+/// runs, whose inventory lists the NPUs.
+fn start_hccn(
+    config: &Config,
+    env: &Environment,
+    store: &Arc<Store>,
+    npu_poller: bool,
+    stops: &mut Vec<mpsc::Sender<()>>,
+) -> Result<Option<Arc<Hccn>>, AppError> {
+    let opts = setup::hccn_options(
+        config,
+        std::env::var("PATH").ok(),
+        env.ld_library_path.clone(),
+    );
+    let hccn = Arc::new(Hccn::new(opts, Some(store.clone())));
+    if !hccn.tool_is_executable() {
+        tracing::info!(
+            path = %hccn.tool().display(),
+            "hccn_tool not found or not executable: NPU port and optics readings are off (set telemetry.hccn_tool)"
+        );
+        return Ok(None);
+    }
+    if let Some(schedule) = setup::port_schedule(config, npu_poller) {
+        tracing::info!(
+            path = %hccn.tool().display(),
+            ports = ?schedule.ports,
+            optics = ?schedule.optics,
+            "NPU port and optics readings through hccn_tool"
+        );
+        let (tx, rx) = mpsc::channel();
+        stops.push(tx);
+        crate::telemetry::hccn::poller::spawn(hccn.clone(), schedule, store.clone(), rx).map_err(
+            |source| AppError::Start {
+                what: "port poller",
+                source,
+            },
+        )?;
+    }
+    Ok(Some(hccn))
 }
 
 /// SIGHUP re-reads and validates the configuration, so a bad edit to a ConfigMap or file is

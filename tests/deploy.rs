@@ -454,7 +454,20 @@ fn kustomize_base_renders_and_validates() {
         .find(|e| e["name"] == "NODE_NAME")
         .expect("NODE_NAME");
     assert_eq!(node["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName");
+    // Every mount of host, configuration or secret data is read-only; only a pod-local
+    // scratch directory (emptyDir, hccn_tool's log) may be written.
+    let scratch: Vec<&str> = spec["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter(|v| !v["emptyDir"].is_null())
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(scratch, vec!["hccn-log"], "unexpected emptyDir volumes");
     for m in c["volumeMounts"].as_sequence().unwrap() {
+        if scratch.contains(&m["name"].as_str().unwrap()) {
+            continue;
+        }
         assert_eq!(
             m["readOnly"], true,
             "mount {:?} is writable",
@@ -471,9 +484,21 @@ fn kustomize_base_renders_and_validates() {
         "/usr/local/dcmi",
         "/usr/local/Ascend/driver",
         "/dev/davinci_manager",
+        // hccn_tool lives under the driver mount; its configuration file and log dir.
+        "/etc/hccn.conf",
+        "/var/log/hccn_tool",
     ] {
         assert!(mounts.contains(&p), "{p} not mounted: {mounts:?}");
     }
+    // The config's hccn_tool is under a mounted directory.
+    let config: hcclwatch::config::Config = Default::default();
+    assert!(
+        config
+            .telemetry
+            .hccn_tool
+            .starts_with("/usr/local/Ascend/driver"),
+        "the default hccn_tool path is not under the driver mount"
+    );
     // The config the DaemonSet mounts is the generated ConfigMap (name with content hash).
     let cm_name = spec["volumes"]
         .as_sequence()

@@ -467,6 +467,21 @@ pub struct TelemetryConfig {
     /// Sampling window passed to `dcmi_get_hccs_link_bandwidth_info`.
     #[serde(with = "duration::serde_str")]
     pub hccs_profiling_time: Duration,
+    /// Path of Ascend's `hccn_tool` (NPU ports, optics, device IPs, RoCE pings). When it
+    /// is not an executable file, those readings are off.
+    pub hccn_tool: PathBuf,
+    /// `hccn.conf`: NPU ids and device IPs (`address_<phy>`) when DCMI or the tool have
+    /// none.
+    pub hccn_conf: PathBuf,
+    /// Deadline of one `hccn_tool` query, its wait for a turn and busy retries included;
+    /// the tool's process group is killed when it passes.
+    #[serde(with = "duration::serde_str")]
+    pub hccn_call_deadline: Duration,
+    /// Deadline of one `hccn_tool -ping`.
+    #[serde(with = "duration::serde_str")]
+    pub hccn_ping_deadline: Duration,
+    /// `hccn_tool` processes allowed at once, all NPUs together (one per NPU at most).
+    pub hccn_max_calls_in_flight: u32,
     /// Collection interval per reading group.
     pub intervals: Intervals,
     /// Simulated backend settings.
@@ -482,6 +497,11 @@ impl Default for TelemetryConfig {
             network_health_deadline: Duration::from_secs(1),
             max_stuck_calls: 4,
             hccs_profiling_time: Duration::from_millis(200),
+            hccn_tool: PathBuf::from("/usr/local/Ascend/driver/tools/hccn_tool"),
+            hccn_conf: PathBuf::from("/etc/hccn.conf"),
+            hccn_call_deadline: Duration::from_secs(15),
+            hccn_ping_deadline: Duration::from_secs(10),
+            hccn_max_calls_in_flight: 8,
             intervals: Intervals::default(),
             sim: SimConfig::default(),
         }
@@ -513,6 +533,13 @@ pub struct Intervals {
     /// Host CPU, memory and network interfaces.
     #[serde(with = "duration::serde_str")]
     pub host: Duration,
+    /// NPU ports through `hccn_tool`: link, speed, link history, network health, device
+    /// IPs, the counters DCMI does not give.
+    #[serde(with = "duration::serde_str")]
+    pub ports: Duration,
+    /// Optical modules through `hccn_tool`.
+    #[serde(with = "duration::serde_str")]
+    pub optics: Duration,
 }
 
 impl Default for Intervals {
@@ -525,6 +552,8 @@ impl Default for Intervals {
             memory: Duration::from_secs(15),
             network: Duration::from_secs(30),
             host: Duration::from_secs(15),
+            ports: Duration::from_secs(30),
+            optics: Duration::from_secs(60),
         }
     }
 }
@@ -562,6 +591,10 @@ pub struct CollectorsConfig {
     pub network: bool,
     /// Host CPU, memory, network interfaces.
     pub host: bool,
+    /// NPU ports through `hccn_tool` (`npu_ports`).
+    pub ports: bool,
+    /// Optical modules through `hccn_tool` (`npu_optics`).
+    pub optics: bool,
 }
 
 impl Default for CollectorsConfig {
@@ -573,6 +606,8 @@ impl Default for CollectorsConfig {
             memory: true,
             network: true,
             host: true,
+            ports: true,
+            optics: true,
         }
     }
 }
@@ -1042,7 +1077,7 @@ impl Config {
         }
     }
 
-    /// `[telemetry]`: the DCMI library path.
+    /// `[telemetry]`: the DCMI library path and the `hccn_tool` paths.
     fn telemetry_problems(&self, out: &mut Vec<(String, String)>) {
         if let Some(lib) = &self.telemetry.dcmi_library
             && lib.as_os_str().is_empty()
@@ -1051,6 +1086,20 @@ impl Config {
                 "telemetry.dcmi_library".into(),
                 "empty path; remove the key to search the standard locations".into(),
             ));
+        }
+        for (key, path) in [
+            ("telemetry.hccn_tool", &self.telemetry.hccn_tool),
+            ("telemetry.hccn_conf", &self.telemetry.hccn_conf),
+        ] {
+            if !path.is_absolute() {
+                out.push((
+                    key.into(),
+                    format!(
+                        "{:?} is not an absolute path; the tool is run without a shell or PATH lookup",
+                        path.display()
+                    ),
+                ));
+            }
         }
     }
 }

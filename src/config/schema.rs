@@ -136,6 +136,32 @@ pub const SCHEMA: &[Key] = &[
         },
     },
     Key {
+        path: "telemetry.hccn_tool",
+        kind: Kind::Path,
+    },
+    Key {
+        path: "telemetry.hccn_conf",
+        kind: Kind::Path,
+    },
+    Key {
+        path: "telemetry.hccn_call_deadline",
+        kind: Kind::Duration {
+            min: ms(100),
+            max: ms(600_000),
+        },
+    },
+    Key {
+        path: "telemetry.hccn_ping_deadline",
+        kind: Kind::Duration {
+            min: ms(100),
+            max: ms(600_000),
+        },
+    },
+    Key {
+        path: "telemetry.hccn_max_calls_in_flight",
+        kind: Kind::Int { min: 1, max: 64 },
+    },
+    Key {
         path: "telemetry.intervals",
         kind: Kind::Table,
     },
@@ -166,6 +192,20 @@ pub const SCHEMA: &[Key] = &[
     Key {
         path: "telemetry.intervals.host",
         kind: interval(),
+    },
+    Key {
+        path: "telemetry.intervals.ports",
+        kind: Kind::Duration {
+            min: ms(1_000),
+            max: ms(86_400_000),
+        },
+    },
+    Key {
+        path: "telemetry.intervals.optics",
+        kind: Kind::Duration {
+            min: ms(1_000),
+            max: ms(86_400_000),
+        },
     },
     Key {
         path: "telemetry.sim",
@@ -465,6 +505,14 @@ pub const SCHEMA: &[Key] = &[
     },
     Key {
         path: "collectors.host",
+        kind: Kind::Bool,
+    },
+    Key {
+        path: "collectors.ports",
+        kind: Kind::Bool,
+    },
+    Key {
+        path: "collectors.optics",
         kind: Kind::Bool,
     },
     Key {

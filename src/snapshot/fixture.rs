@@ -7,8 +7,13 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::Store;
+use super::histogram::Histogram;
 use super::host::{HostReadings, HostSnapshot, InterfaceCounters};
 use super::npu::*;
+use super::port::{
+    HCCN_CALL_BUCKETS, HccnCallStats, IpSource, LinkChange, LinkStat, Optics, PortReadings,
+    PortSnapshot, STAT_KEYS, STAT_KEYS_READ_THROUGH_DCMI,
+};
 use super::status::CollectorStatus;
 
 /// Chip `phy` with every reading set; values derive from `phy` so chips differ.
@@ -127,5 +132,54 @@ pub fn store(chips: u32) -> Arc<Store> {
         }),
         collector: Some(status("host")),
     });
+    store.publish_ports(PortSnapshot {
+        ports: (0..chips).map(|p| (p, port(p))).collect(),
+        collectors: [("npu_ports".to_string(), status("npu_ports"))]
+            .into_iter()
+            .collect(),
+    });
+    let mut calls = HccnCallStats::default();
+    calls.calls.insert(("link", "ok"), 3);
+    calls.calls.insert(("optical", "not_supported"), 1);
+    let mut h = Histogram::new(HCCN_CALL_BUCKETS);
+    h.observe(0.05);
+    calls.durations.insert("link", h);
+    calls.unsupported.insert(("optical", 1));
+    store.publish_hccn_calls(calls);
     store
+}
+
+/// The port of NPU `phy` with every reading set.
+pub fn port(phy: u32) -> PortReadings {
+    let p = f64::from(phy);
+    PortReadings {
+        link_up: Some(true),
+        speed_bits_per_second: Some(200e9),
+        link_stat: Some(LinkStat {
+            up_count: 1 + u64::from(phy),
+            down_count: Some(u64::from(phy)),
+            changes: vec![LinkChange {
+                at_unix_seconds: 1.7e9 + p,
+                up: true,
+            }],
+        }),
+        net_health: Some(0),
+        device_ips: vec![std::net::Ipv4Addr::new(10, 20, 0, phy as u8 + 1)],
+        ip_source: Some(IpSource::HccnTool),
+        vnic_ip: Some(std::net::Ipv4Addr::new(192, 168, 2, phy as u8 + 1)),
+        optics: Some(Optics {
+            present: true,
+            temperature_celsius: Some(45.0 + p),
+            voltage_volts: Some(3.3),
+            tx_power_watts: (0..4).map(|l| (l, 0.0011)).collect(),
+            rx_power_watts: (0..4).map(|l| (l, 0.0009)).collect(),
+        }),
+        counters: Some(
+            STAT_KEYS
+                .iter()
+                .filter(|k| !STAT_KEYS_READ_THROUGH_DCMI.contains(k))
+                .map(|k| (k.to_string(), 7))
+                .collect(),
+        ),
+    }
 }

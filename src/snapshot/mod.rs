@@ -11,6 +11,7 @@ pub(crate) mod fixture;
 pub mod histogram;
 pub mod host;
 pub mod npu;
+pub mod port;
 pub mod probe;
 pub mod status;
 pub mod store;

@@ -10,6 +10,7 @@ use std::time::SystemTime;
 
 use super::host::HostSnapshot;
 use super::npu::NpuSnapshot;
+use super::port::{HccnCallStats, PortSnapshot};
 use super::probe::ProbeSnapshot;
 use super::status::{OtlpSnapshot, ReloadStatus, SelfSnapshot};
 
@@ -30,6 +31,8 @@ pub struct Store {
     host: RwLock<Arc<HostSnapshot>>,
     probe: RwLock<Option<Arc<ProbeSnapshot>>>,
     status: RwLock<Arc<SelfSnapshot>>,
+    ports: RwLock<Option<Arc<PortSnapshot>>>,
+    hccn_calls: RwLock<Option<Arc<HccnCallStats>>>,
     npu_ready: AtomicBool,
     host_ready: AtomicBool,
 }
@@ -78,6 +81,27 @@ impl Store {
     /// Publishes a new probing part.
     pub fn publish_probe(&self, part: ProbeSnapshot) {
         write(&self.probe, Some(Arc::new(part)));
+    }
+
+    /// The latest port and optics part, if the `hccn_tool` poller runs.
+    pub fn ports(&self) -> Option<Arc<PortSnapshot>> {
+        read(&self.ports)
+    }
+
+    /// Publishes a new port and optics part.
+    pub fn publish_ports(&self, part: PortSnapshot) {
+        write(&self.ports, Some(Arc::new(part)));
+    }
+
+    /// The latest `hccn_tool` call statistics, once a call was made.
+    pub fn hccn_calls(&self) -> Option<Arc<HccnCallStats>> {
+        read(&self.hccn_calls)
+    }
+
+    /// Publishes `hccn_tool` call statistics. They have their own slot because every user
+    /// of the tool (the port poller, the device prober) updates them, not one poller.
+    pub fn publish_hccn_calls(&self, stats: HccnCallStats) {
+        write(&self.hccn_calls, Some(Arc::new(stats)));
     }
 
     /// Records a configuration check. A failure keeps the last success time.

@@ -9,6 +9,7 @@
 //! This module knows nothing about the network, the probe group or Prometheus.
 
 pub mod dcmi;
+pub mod hccn;
 pub mod host;
 pub mod poller;
 pub mod setup;

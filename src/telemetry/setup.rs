@@ -1,9 +1,11 @@
-//! Telemetry from the configuration: which NPU source to run, how DCMI is set up, and
-//! which reading groups run on which interval.
+//! Telemetry from the configuration: which NPU source to run, how DCMI and `hccn_tool`
+//! are set up, and which reading groups run on which interval.
 
 use std::time::Duration;
 
 use super::dcmi::{DcmiError, DcmiOptions, DcmiSource};
+use super::hccn::HccnOptions;
+use super::hccn::poller::PortSchedule;
 use super::sim::SimSource;
 use super::{DeviceSource, Group};
 use crate::config::{Backend, Config};
@@ -64,4 +66,36 @@ pub fn npu_schedule(config: &Config) -> Vec<(Group, Duration)> {
         }
     }
     s
+}
+
+/// The `hccn_tool` options a config implies. `path` and `ld_library_path` are the
+/// daemon's own, handed to the tool as its whole environment.
+pub fn hccn_options(
+    config: &Config,
+    path: Option<String>,
+    ld_library_path: Option<String>,
+) -> HccnOptions {
+    let t = &config.telemetry;
+    HccnOptions {
+        tool: t.hccn_tool.clone(),
+        call_deadline: t.hccn_call_deadline,
+        ping_deadline: t.hccn_ping_deadline,
+        max_in_flight: t.hccn_max_calls_in_flight as usize,
+        path,
+        ld_library_path,
+    }
+}
+
+/// The port and optics passes the config enables; `None` when both are off.
+/// `npu_poller` says whether an NPU poller runs (its inventory lists the NPUs).
+pub fn port_schedule(config: &Config, npu_poller: bool) -> Option<PortSchedule> {
+    let c = &config.collectors;
+    let i = &config.telemetry.intervals;
+    let s = PortSchedule {
+        ports: c.ports.then_some(i.ports),
+        optics: c.optics.then_some(i.optics),
+        hccn_conf: config.telemetry.hccn_conf.clone(),
+        after_inventory: npu_poller,
+    };
+    (s.ports.is_some() || s.optics.is_some()).then_some(s)
 }

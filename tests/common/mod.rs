@@ -39,6 +39,113 @@ pub fn fake_lib() -> PathBuf {
     lib
 }
 
+/// Path of the fake `hccn_tool` (`tests/fake-hccn`), built by `cargo build --workspace`.
+pub fn fake_hccn() -> PathBuf {
+    if let Some(p) = std::env::var_os("FAKE_HCCN_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let bin = profile_dir.join("fake-hccn");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build --workspace` (or `cargo build -p fake-hccn`) before the tests",
+        bin.display()
+    );
+    bin
+}
+
+/// One fake node's `hccn_tool`: a wrapper script (hcclwatch runs the tool with only
+/// `PATH` and `LD_LIBRARY_PATH`, so the wrapper sets the fake's variables and `exec`s it),
+/// its scenario, its invocation log and an `hccn.conf`.
+pub struct FakeHccn {
+    /// The wrapper: the path for `telemetry.hccn_tool`.
+    pub tool: PathBuf,
+    /// `FAKE_HCCN_SCENARIO`.
+    pub scenario: PathBuf,
+    /// `FAKE_HCCN_LOG`: one line per run, its argv.
+    pub log: PathBuf,
+    /// An `hccn.conf` for `telemetry.hccn_conf` (empty until written).
+    pub conf: PathBuf,
+}
+
+impl FakeHccn {
+    /// Writes the scenario and the wrapper under `dir`; `fabric` is the shared
+    /// `FAKE_FABRIC` file, if the test pings.
+    pub fn new(dir: &Path, scenario: &str, fabric: Option<&Path>) -> FakeHccn {
+        use std::os::unix::fs::PermissionsExt;
+        let f = FakeHccn {
+            tool: dir.join("hccn_tool"),
+            scenario: dir.join("hccn-scenario.json"),
+            log: dir.join("hccn-calls.log"),
+            conf: dir.join("hccn.conf"),
+        };
+        f.set_scenario(scenario);
+        std::fs::write(&f.conf, "").unwrap();
+        let fabric = fabric
+            .map(|p| format!("export FAKE_FABRIC='{}'\n", p.display()))
+            .unwrap_or_default();
+        let script = format!(
+            "#!/bin/sh\nexport FAKE_HCCN_SCENARIO='{}'\nexport FAKE_HCCN_LOG='{}'\n{fabric}exec '{}' \"$@\"\n",
+            f.scenario.display(),
+            f.log.display(),
+            fake_hccn().display()
+        );
+        std::fs::write(&f.tool, script).unwrap();
+        std::fs::set_permissions(&f.tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        f
+    }
+
+    /// Replaces the scenario atomically (write + rename).
+    pub fn set_scenario(&self, json: &str) {
+        let tmp = self.scenario.with_extension("tmp");
+        std::fs::write(&tmp, json).unwrap();
+        std::fs::rename(&tmp, &self.scenario).unwrap();
+    }
+
+    /// How many runs had exactly this argv (e.g. `-i 0 -optical -g`).
+    pub fn runs(&self, argv: &str) -> usize {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| *l == argv)
+            .count()
+    }
+}
+
+/// A daemon config reading NPU ports through `hccn`, with fast passes; `extra` is
+/// appended (further sections).
+pub fn hccn_config(hccn: &FakeHccn, telemetry: &str, extra: &str) -> String {
+    format!(
+        r#"
+[web]
+listen_address = "127.0.0.1:0"
+
+[log]
+level = "debug"
+
+[telemetry]
+backend = "none"
+hccn_tool = "{tool}"
+hccn_conf = "{conf}"
+{telemetry}
+
+[telemetry.intervals]
+ports = "1s"
+optics = "1s"
+
+[collectors]
+host = false
+{extra}
+"#,
+        tool = hccn.tool.display(),
+        conf = hccn.conf.display(),
+    )
+}
+
 /// A running daemon; killed on drop.
 pub struct Daemon {
     child: Child,

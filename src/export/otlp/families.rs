@@ -125,6 +125,7 @@ impl Sink for Collected {
 pub fn ucum(name: &str) -> &'static str {
     const UNITS: &[(&str, &str)] = &[
         ("_bytes_per_second", "By/s"),
+        ("_bits_per_second", "bit/s"),
         ("_celsius", "Cel"),
         ("_watts", "W"),
         ("_volts", "V"),
@@ -198,6 +199,7 @@ mod tests {
         assert_eq!(le(1e7), "1e+07");
         assert_eq!(ucum("hcclwatch_npu_temperature_celsius"), "Cel");
         assert_eq!(ucum("hcclwatch_link_bandwidth_bytes_per_second"), "By/s");
+        assert_eq!(ucum("hcclwatch_npu_port_speed_bits_per_second"), "bit/s");
         assert_eq!(ucum("h_seconds_sum"), "s");
         assert_eq!(ucum("hcclwatch_npu_roce_packets"), "{packet}");
     }

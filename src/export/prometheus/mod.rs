@@ -1,6 +1,6 @@
 //! The Prometheus exposition: one small collector per domain of the snapshot.
 //!
-//! Each collector ([`status`], [`npu`], [`probe`], [`host`]) reads its part of the
+//! Each collector ([`status`], [`npu`], [`probe`], [`host`], [`port`]) reads its part of the
 //! [`Store`] on every scrape and writes families through the [`family::Sink`] vocabulary;
 //! it never calls a device, so a scrape costs only the encoding. The registry encodes them
 //! in that order. Metric names follow the Prometheus naming guide: `hcclwatch_` prefix,
@@ -12,6 +12,7 @@ pub mod device;
 pub mod family;
 pub mod host;
 pub mod npu;
+pub mod port;
 pub mod probe;
 pub mod status;
 
@@ -34,6 +35,7 @@ pub fn collectors(store: &Arc<Store>, build: &BuildInfo) -> Vec<Box<dyn Render>>
         Box::new(probe::ProbeCollector::new(store.clone())),
         Box::new(device::DeviceCollector::new(store.clone())),
         Box::new(host::HostCollector::new(store.clone())),
+        Box::new(port::PortCollector::new(store.clone())),
     ]
 }
 
@@ -143,6 +145,10 @@ mod tests {
                 "gauge" => assert!(
                     !name.ends_with("_total") && !name.ends_with("_count"),
                     "gauge {name} ends like a counter"
+                ),
+                "histogram" => assert!(
+                    name.ends_with("_seconds"),
+                    "histogram {name} is not a duration in seconds"
                 ),
                 other => panic!("unexpected type {other} for {name}"),
             }

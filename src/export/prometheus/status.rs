@@ -9,7 +9,7 @@ use crate::snapshot::Store;
 use crate::snapshot::status::{BuildInfo, CollectorStatus};
 
 /// Renders [`crate::snapshot::status::SelfSnapshot`] and the collector statuses of the
-/// NPU and host parts.
+/// NPU, host and port parts.
 #[derive(Debug)]
 pub struct StatusCollector {
     store: Arc<Store>,
@@ -90,6 +90,9 @@ impl StatusCollector {
             self.store.npu().collectors.values().cloned().collect();
         if let Some(h) = &self.store.host().collector {
             statuses.push(h.clone());
+        }
+        if let Some(p) = self.store.ports() {
+            statuses.extend(p.collectors.values().cloned());
         }
         let collector = |s: &CollectorStatus| vec![("collector", s.name.clone())];
         f.gauge(
