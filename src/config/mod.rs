@@ -439,6 +439,10 @@ pub struct TelemetryConfig {
     /// Sampling window passed to `dcmi_get_hccs_link_bandwidth_info`.
     #[serde(with = "duration::serde_str")]
     pub hccs_profiling_time: Duration,
+    /// A fault-level table in MindCluster's `faultCode.json` format that replaces the
+    /// built-in one (re-read on SIGHUP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault_levels_file: Option<PathBuf>,
     /// Collection interval per reading group.
     pub intervals: Intervals,
     /// Simulated backend settings.
@@ -454,6 +458,7 @@ impl Default for TelemetryConfig {
             network_health_deadline: Duration::from_secs(1),
             max_stuck_calls: 4,
             hccs_profiling_time: Duration::from_millis(200),
+            fault_levels_file: None,
             intervals: Intervals::default(),
             sim: SimConfig::default(),
         }
@@ -1024,6 +1029,14 @@ impl Config {
                 "empty path; remove the key to search the standard locations".into(),
             ));
         }
+        if let Some(f) = &self.telemetry.fault_levels_file
+            && f.as_os_str().is_empty()
+        {
+            out.push((
+                "telemetry.fault_levels_file".into(),
+                "empty path; remove the key to use the built-in fault-level table".into(),
+            ));
+        }
     }
 }
 
@@ -1134,6 +1147,7 @@ mod tests {
         // schema must find no unknown key.
         let mut cfg = Config::default();
         cfg.telemetry.dcmi_library = Some("/x/libdcmi.so".into());
+        cfg.telemetry.fault_levels_file = Some("/x/faultCode.json".into());
         cfg.collective.key_file = Some("/x/key".into());
         cfg.collective.bind_device = Some("eth0".into());
         let dir = tempfile::tempdir().unwrap();

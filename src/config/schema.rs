@@ -136,6 +136,10 @@ pub const SCHEMA: &[Key] = &[
         },
     },
     Key {
+        path: "telemetry.fault_levels_file",
+        kind: Kind::Path,
+    },
+    Key {
         path: "telemetry.intervals",
         kind: Kind::Table,
     },
