@@ -306,22 +306,18 @@ impl DcmiSource {
     /// and is remembered per code, not as the chip refusing the call: one unknown code must
     /// not cost every other code its text. A missing symbol is unsupported as usual.
     fn describe(&mut self, a: ChipAddress, code: u32, errors: &mut u32) -> Option<String> {
-        const CALL: &str = "dcmi_get_device_errorcode_string";
         if let Some(d) = self.descriptions.get(&code) {
             return d.clone();
         }
-        let at = Scope::Chip(a.phy);
-        if self.is_unsupported(CALL, CALL, at) {
-            return None;
-        }
         let (card, dev) = (a.card, a.device);
-        let got = self.call(CALL, None, at, move |l| l.error_string(card, dev, code));
+        let got = self.call(super::CODE_TEXT, None, Scope::Chip(a.phy), move |l| {
+            l.error_string(card, dev, code)
+        });
         let text = match got {
             Got::Value(s) => clean_description(&s),
-            Got::Unsupported => {
-                self.unsupported.remove(&(CALL.to_string(), at));
-                None
-            }
+            // -8255: no text for this code (`call` does not mark the chip for it); or the
+            // symbol is missing, and the next code finds that out without a call.
+            Got::Unsupported => None,
             // An error code for this code: remembered, so it is not asked every cycle.
             Got::Failed => {
                 *errors += 1;

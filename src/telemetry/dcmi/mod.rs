@@ -45,6 +45,9 @@ pub use self::pingmesh::PingMesh;
 /// (and counted) rather than blocking the library's thread.
 pub const FAULT_EVENT_QUEUE: usize = 1024;
 
+/// The call that gives a fault code's text; its `-8255` is per code, not per chip.
+const CODE_TEXT: &str = "dcmi_get_device_errorcode_string";
+
 /// Directories searched for `libdcmi.so` after `LD_LIBRARY_PATH`, as npu-exporter's image
 /// and DaemonSet lay them out.
 pub const DEFAULT_SEARCH_DIRS: &[&str] = &[
@@ -425,6 +428,13 @@ impl DcmiSource {
         match loaded.runner.call(&key, deadline, f) {
             Ok(Ok(v)) => Got::Value(v),
             Ok(Err(raw)) => match codes::classify(raw) {
+                // The text of a fault code is a property of the code: -8255 there means
+                // "no text for this code", which the caller remembers per code. The chip
+                // keeps being asked for the texts of other codes.
+                Class::Unsupported(UnsupportedReason::NotSupported) if call == CODE_TEXT => {
+                    tracing::debug!(at = ?at, "DCMI has no text for this fault code");
+                    Got::Unsupported
+                }
                 Class::Unsupported(reason) => {
                     let key = match reason {
                         UnsupportedReason::MissingSymbol => (call.to_string(), Scope::Call),
