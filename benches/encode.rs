@@ -12,7 +12,9 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use hcclwatch::export::prometheus::{Format, encode, registry};
 use hcclwatch::snapshot::Store;
 use hcclwatch::snapshot::host::HostSnapshot;
-use hcclwatch::snapshot::npu::{Ddr, Hccs, NpuSnapshot};
+use hcclwatch::snapshot::npu::{
+    Ddr, Fault, FaultLevel, Hccs, LevelSource, NpuSnapshot, Scope, Unsupported,
+};
 use hcclwatch::snapshot::status::{BuildInfo, CollectorStatus};
 use hcclwatch::telemetry::host::HostSource;
 use hcclwatch::telemetry::sim::SimSource;
@@ -29,7 +31,12 @@ fn populated_store() -> Arc<Store> {
             total_bytes: 32 << 30,
             used_bytes: 1 << 30,
         });
-        c.faults = Some(vec![0x8107_8603]);
+        c.faults = Some(vec![Fault {
+            code: 0x8107_8603,
+            level: FaultLevel::NotHandleFault,
+            source: LevelSource::Table,
+            description: Some("link down".into()),
+        }]);
         c.hccs = Hccs {
             tx_bytes_per_second: Some([1.5e9; 16]),
             rx_bytes_per_second: Some([1.25e9; 16]),
@@ -65,9 +72,11 @@ fn populated_store() -> Arc<Store> {
     stats
         .timeouts
         .insert("dcmi_get_device_network_health".into(), 1);
-    stats
-        .unsupported
-        .insert(("dcmi_get_device_memory_info_v3".into(), "not_supported"));
+    stats.unsupported.insert(Unsupported {
+        call: "dcmi_get_device_memory_info_v3".into(),
+        scope: Scope::Chip(0),
+        reason: "not_supported",
+    });
     let store = Arc::new(Store::new(true, true));
     store.publish_npu(NpuSnapshot {
         backend: Some("dcmi"),

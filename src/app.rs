@@ -17,6 +17,7 @@ use crate::probe::ProbeSettings;
 use crate::snapshot::Store;
 use crate::snapshot::status::BuildInfo;
 use crate::telemetry::dcmi::DcmiError;
+use crate::telemetry::faults::{FaultTable, FaultTableError, SharedFaultTable};
 use crate::telemetry::hccn::Hccn;
 use crate::telemetry::host::HostSource;
 use crate::telemetry::{poller, setup};
@@ -60,6 +61,9 @@ pub enum AppError {
     /// Probing is enabled but cannot be set up.
     #[error("probe.enabled: {0}")]
     Probe(#[from] crate::probe::SettingsError),
+    /// `telemetry.fault_levels_file` cannot be used.
+    #[error("telemetry.fault_levels_file: {0}")]
+    FaultLevels(#[from] FaultTableError),
 }
 
 /// Re-reads the configuration the way start-up read it (file, environment, flags) and
@@ -93,7 +97,10 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
                 reason,
             }
         })?;
-    let source = setup::npu_source(&config, env.ld_library_path.clone())?;
+    let fault_table = SharedFaultTable::new(FaultTable::from_config(
+        config.telemetry.fault_levels_file.as_deref(),
+    )?);
+    let source = setup::npu_source(&config, env.ld_library_path.clone(), fault_table.clone())?;
     let npu_poller = source.is_some();
     let store = Arc::new(Store::new(npu_poller, config.collectors.host));
     store.record_reload(true, std::time::SystemTime::now());
@@ -191,7 +198,12 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
         );
         let router = server::router(store.clone(), build.clone(), &config.web.telemetry_path);
         if let Some(reload) = env.reload.clone() {
-            tokio::spawn(check_on_sighup(reload, config.clone(), store.clone()));
+            tokio::spawn(check_on_sighup(
+                reload,
+                config.clone(),
+                store.clone(),
+                fault_table.clone(),
+            ));
         }
         server::serve(listener, router, shutdown)
             .await
@@ -260,7 +272,14 @@ fn start_hccn(
 /// caught while the daemon still runs on the old one (and alerted on through
 /// `hcclwatch_config_last_reload_successful`) instead of at the next restart. The running
 /// components are not rebuilt: keys that changed are named in the log and apply at restart.
-async fn check_on_sighup(reload: Reloader, running: Config, store: Arc<Store>) {
+/// The one exception is the fault-level table: it is re-read from the (new)
+/// `telemetry.fault_levels_file` and swapped in whole, or kept when the file is bad.
+async fn check_on_sighup(
+    reload: Reloader,
+    running: Config,
+    store: Arc<Store>,
+    fault_table: SharedFaultTable,
+) {
     let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
         tracing::warn!("cannot listen for SIGHUP; configuration checks on SIGHUP are off");
         return;
@@ -274,8 +293,34 @@ async fn check_on_sighup(reload: Reloader, running: Config, store: Arc<Store>) {
         .await
         {
             Ok(Ok(new)) => {
+                let path = new.telemetry.fault_levels_file.clone();
+                let table =
+                    tokio::task::spawn_blocking(move || FaultTable::from_config(path.as_deref()))
+                        .await;
+                match table {
+                    Ok(Ok(t)) => {
+                        tracing::info!(
+                            table = t.origin(),
+                            codes = t.len(),
+                            "fault-level table (re)loaded on SIGHUP"
+                        );
+                        fault_table.replace(t);
+                    }
+                    Ok(Err(e)) => {
+                        store.record_reload(false, now);
+                        tracing::error!(error = %e, "fault-level table on SIGHUP is invalid; still using the previous table");
+                        continue;
+                    }
+                    Err(e) => {
+                        store.record_reload(false, now);
+                        tracing::error!(error = %e, "fault-level table re-read did not complete");
+                        continue;
+                    }
+                }
                 store.record_reload(true, now);
-                let changed = crate::config::diff::changed_keys(&running, &new);
+                let mut changed = crate::config::diff::changed_keys(&running, &new);
+                // Applied just above, not at restart.
+                changed.retain(|k| k != "telemetry.fault_levels_file");
                 if changed.is_empty() {
                     tracing::info!("configuration re-checked on SIGHUP: valid, unchanged");
                 } else {

@@ -57,7 +57,8 @@ fn scenario(rank: usize) -> String {
     let chip = &mut s["cards"][0]["chips"][0];
     chip["fail"] = serde_json::json!({});
     if rank == 4 {
-        chip["error_codes"] = serde_json::json!([0x80E0_1801u32]);
+        // 0x80E21007 is NotHandleFault in the fault-level table: no alert pages on it.
+        chip["error_codes"] = serde_json::json!([0x80E2_1007u32]);
     }
     s.to_string()
 }

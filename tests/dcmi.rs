@@ -28,6 +28,10 @@ fn chip(phy: u32, logic: u32, serial: &str) -> Value {
                       "roce_tx_all_pkt_num": 17, "roce_ecn_db_num": 18},
         "hccs": {"tx_bandwidth_gbps": [1.5, 0.25], "rx_bandwidth_gbps": [2.0],
                  "tx_cnt": [100, 200], "rx_cnt": [300], "crc_err_cnt": [0, 7]},
+        "processes": [{"pid": 4242 + phy, "memory_bytes": 1_073_741_824u64},
+                      {"pid": 7, "memory_bytes": 2048}],
+        "fec": {"cw_total_cnt": 1_000_000, "cw_correct_cnt": 50 + phy, "cw_uncorrect_cnt": 2,
+                "cw_bad_cnt": 1, "correcting_bit_rate": 1.5e-7},
         "fail": {}, "hang_ms": {}, "drop_after_calls": null
     })
 }
@@ -242,6 +246,48 @@ fn every_reading_arrives_with_the_right_value_and_unit() {
         ),
         Some(7.0)
     );
+    // Processes (host PIDs, bytes) and FEC counters of port 0.
+    assert_eq!(value(&s, "hcclwatch_npu_processes", &npu("4")), Some(2.0));
+    assert_eq!(
+        value(
+            &s,
+            "hcclwatch_npu_process_memory_bytes",
+            &[("npu", "4"), ("pid", "4246")]
+        ),
+        Some(1_073_741_824.0)
+    );
+    assert_eq!(
+        value(
+            &s,
+            "hcclwatch_npu_process_memory_bytes",
+            &[("npu", "4"), ("pid", "7")]
+        ),
+        Some(2048.0)
+    );
+    for (t, v) in [
+        ("total", 1_000_000.0),
+        ("corrected", 51.0),
+        ("uncorrectable", 2.0),
+        ("bad", 1.0),
+    ] {
+        assert_eq!(
+            value(
+                &s,
+                "hcclwatch_npu_fec_codewords_total",
+                &[("npu", "1"), ("type", t)]
+            ),
+            Some(v),
+            "{t}"
+        );
+    }
+    assert_eq!(
+        value(
+            &s,
+            "hcclwatch_npu_fec_pre_correction_bit_error_ratio",
+            &npu("1")
+        ),
+        Some(1.5e-7)
+    );
     // Host collector alongside.
     assert!(value(&s, "hcclwatch_host_memory_total_bytes", &[]).unwrap() > 0.0);
     assert_eq!(
@@ -345,6 +391,7 @@ fn failing_call_omits_only_its_series_and_counts_the_error() {
             "hcclwatch_dcmi_unsupported",
             &[
                 ("call", "dcmi_get_device_voltage"),
+                ("npu", "1"),
                 ("reason", "not_supported")
             ]
         ),
@@ -358,12 +405,33 @@ fn failing_call_omits_only_its_series_and_counts_the_error() {
         )
         .is_empty()
     );
-    // -8255 is cached for the whole (call), as npu-exporter does (every chip of a node is
-    // the same model): from the next sensors cycle on, voltage is not read for any chip.
-    d.wait_for(
-        "voltage to be dropped for every chip",
-        Duration::from_secs(5),
-        |s| common::samples(s, "hcclwatch_npu_voltage_volts", &[]).is_empty(),
+    // -8255 is cached for (call, chip): one chip's refusal never removes another chip's
+    // reading (on multi-die cards one die refuses what the other answers). Cycles later,
+    // chip 1 still has no voltage and is the only chip marked unsupported; 0 and 4 read on.
+    let s = d.wait_for("two more sensor cycles", Duration::from_secs(5), |s| {
+        value(
+            s,
+            "hcclwatch_dcmi_call_errors_total",
+            &[("call", "dcmi_get_device_temperature"), ("code", "-8005")],
+        )
+        .is_some_and(|v| v >= 3.0)
+    });
+    assert_eq!(value(&s, "hcclwatch_npu_voltage_volts", &npu("1")), None);
+    for chip in ["0", "4"] {
+        assert_eq!(
+            value(&s, "hcclwatch_npu_voltage_volts", &npu(chip)),
+            Some(0.85),
+            "npu {chip}"
+        );
+    }
+    assert_eq!(
+        common::samples(
+            &s,
+            "hcclwatch_dcmi_unsupported",
+            &[("call", "dcmi_get_device_voltage")]
+        )
+        .len(),
+        1
     );
     assert_eq!(
         value(
@@ -573,11 +641,17 @@ fn health_0xffffffff_is_a_card_drop_and_fault_codes_are_exported() {
         ),
         Some(1.0)
     );
+    // Not in the fault-level table and no fault event gave its severity: SeparateNPU, as
+    // MindCluster's device plugin treats it.
     assert_eq!(
         value(
             &s,
             "hcclwatch_npu_fault_active",
-            &[("npu", "1"), ("code", "0x12345678"), ("level", "unknown")]
+            &[
+                ("npu", "1"),
+                ("code", "0x12345678"),
+                ("level", "SeparateNPU")
+            ]
         ),
         Some(1.0)
     );
@@ -785,5 +859,39 @@ fn stuck_calls_are_bounded_and_released() {
             value(s, "hcclwatch_dcmi_stuck_calls", &[]) == Some(0.0)
                 && value(s, "hcclwatch_npu_temperature_celsius", &npu("4")) == Some(49.0)
         },
+    );
+}
+
+#[test]
+fn processes_are_bounded_to_32_per_npu() {
+    let cfg = fake_config("");
+    let scen = scenario(|s| {
+        // 40 processes, pid 100 + i using i MiB: the 32 largest are kept.
+        let procs: Vec<Value> = (0..40u64)
+            .map(|i| json!({"pid": 100 + i, "memory_bytes": i << 20}))
+            .collect();
+        chip_mut(s, 0, 0)["processes"] = json!(procs);
+    });
+    let d = Daemon::start(Start::new(&cfg).scenario(&scen));
+    let s = settled(&d);
+    assert_eq!(value(&s, "hcclwatch_npu_processes", &npu("0")), Some(32.0));
+    let series = common::samples(&s, "hcclwatch_npu_process_memory_bytes", &npu("0"));
+    assert_eq!(series.len(), 32);
+    assert_eq!(
+        value(
+            &s,
+            "hcclwatch_npu_process_memory_bytes",
+            &[("npu", "0"), ("pid", "139")]
+        ),
+        Some(39.0 * 1_048_576.0)
+    );
+    assert_eq!(
+        value(
+            &s,
+            "hcclwatch_npu_process_memory_bytes",
+            &[("npu", "0"), ("pid", "107")]
+        ),
+        None,
+        "the eight smallest are left out"
     );
 }

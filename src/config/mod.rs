@@ -482,6 +482,10 @@ pub struct TelemetryConfig {
     pub hccn_ping_deadline: Duration,
     /// `hccn_tool` processes allowed at once, all NPUs together (one per NPU at most).
     pub hccn_max_calls_in_flight: u32,
+    /// A fault-level table in MindCluster's `faultCode.json` format that replaces the
+    /// built-in one (re-read on SIGHUP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault_levels_file: Option<PathBuf>,
     /// Collection interval per reading group.
     pub intervals: Intervals,
     /// Simulated backend settings.
@@ -502,6 +506,7 @@ impl Default for TelemetryConfig {
             hccn_call_deadline: Duration::from_secs(15),
             hccn_ping_deadline: Duration::from_secs(10),
             hccn_max_calls_in_flight: 8,
+            fault_levels_file: None,
             intervals: Intervals::default(),
             sim: SimConfig::default(),
         }
@@ -1101,6 +1106,14 @@ impl Config {
                 ));
             }
         }
+        if let Some(f) = &self.telemetry.fault_levels_file
+            && f.as_os_str().is_empty()
+        {
+            out.push((
+                "telemetry.fault_levels_file".into(),
+                "empty path; remove the key to use the built-in fault-level table".into(),
+            ));
+        }
     }
 }
 
@@ -1211,6 +1224,7 @@ mod tests {
         // schema must find no unknown key.
         let mut cfg = Config::default();
         cfg.telemetry.dcmi_library = Some("/x/libdcmi.so".into());
+        cfg.telemetry.fault_levels_file = Some("/x/faultCode.json".into());
         cfg.collective.key_file = Some("/x/key".into());
         cfg.collective.bind_device = Some("eth0".into());
         let dir = tempfile::tempdir().unwrap();

@@ -162,6 +162,10 @@ pub const SCHEMA: &[Key] = &[
         kind: Kind::Int { min: 1, max: 64 },
     },
     Key {
+        path: "telemetry.fault_levels_file",
+        kind: Kind::Path,
+    },
+    Key {
         path: "telemetry.intervals",
         kind: Kind::Table,
     },

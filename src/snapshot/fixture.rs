@@ -31,11 +31,18 @@ pub fn chip(phy: u32) -> ChipReadings {
             uuid: Some(format_vdie([phy, 2, 3, 4, 5])),
             pci_bus_id: Some(format_bdf(0, 0x01 + phy * 0x20, 0, 0)),
             serial: Some(format!("SN{phy:04}")),
+            kind: ChipKind::Other,
         },
         health: Some(0),
         dropped: false,
         up: Some(true),
-        faults: Some(vec![FAULT_CARD_DROPPED]),
+        faults: Some(vec![Fault {
+            code: FAULT_CARD_DROPPED,
+            level: FaultLevel::RestartNPU,
+            source: LevelSource::Table,
+            description: Some("card dropped".into()),
+        }]),
+        fault_events: [(("critical", "occur"), 1)].into_iter().collect(),
         network_health: Some(0),
         temperature_celsius: Some(40.0 + p),
         power_watts: Some(200.0 + p),
@@ -63,6 +70,13 @@ pub fn chip(phy: u32) -> ChipReadings {
             roce_rx_all: 1000,
             roce_tx_all: 2000,
             ..PacketCounters::default()
+        }),
+        fec: Some(Fec {
+            total: 1_000_000,
+            corrected: 10 + u64::from(phy),
+            uncorrectable: 0,
+            bad: 0,
+            pre_correction_ber: Some(1e-9),
         }),
         hccs: Hccs {
             tx_bytes_per_second: Some([1.0; 16]),
@@ -97,9 +111,11 @@ pub fn store(chips: u32) -> Arc<Store> {
     stats
         .timeouts
         .insert("dcmi_get_device_network_health".into(), 1);
-    stats
-        .unsupported
-        .insert(("dcmi_get_device_memory_info_v3".into(), "not_supported"));
+    stats.unsupported.insert(Unsupported {
+        call: "dcmi_get_device_memory_info_v3".into(),
+        scope: Scope::Chip(0),
+        reason: "not_supported",
+    });
     let store = Arc::new(Store::new(true, true));
     store.publish_npu(NpuSnapshot {
         backend: Some("dcmi"),
@@ -107,6 +123,7 @@ pub fn store(chips: u32) -> Arc<Store> {
         state: NpuState {
             driver_version: Some("24.1.rc2".into()),
             chips: (0..chips).map(|p| (p, chip(p))).collect(),
+            cards: BTreeMap::new(),
         },
         collectors: [("dcmi".to_string(), status("dcmi"))].into_iter().collect(),
         stats,

@@ -33,6 +33,52 @@ pub struct Identity {
     pub pci_bus_id: Option<String>,
     /// Card serial number.
     pub serial: Option<String>,
+    /// Product family, from the chip name (and the board id where the name does not say).
+    pub kind: ChipKind,
+}
+
+/// The product families whose readings need special handling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum ChipKind {
+    /// Atlas A3 (910_93): two dies per card; power is a card reading shown on die 0.
+    Ascend910A3,
+    /// Ascend 310P (Atlas 300I Duo and kin): power is the card's, from the MCU.
+    Ascend310P,
+    /// Anything else (910B, 910, unknown): every reading is the chip's own.
+    #[default]
+    Other,
+}
+
+/// Board ids of Atlas A3 products, as MindCluster's device manager lists them
+/// (`GetDevType`: the board id decides A3 before the chip name is looked at).
+pub const A3_BOARD_IDS: [u32; 9] = [0xb0, 0xb1, 0xb2, 0xb3, 0xb4, 0x81, 0x83, 0xd1, 0xd3];
+
+/// What the chip name alone says about the family: `Some` when it decides, `None` when
+/// only the board id can (then [`chip_kind`] is asked with it).
+pub fn kind_from_chip_name(chip_name: &str) -> Option<ChipKind> {
+    let name = chip_name.trim();
+    // MindCluster's patterns: `^(310P\d?|I2\d?)` is 310P, `^(910B\d|A2G\d)` is 910B.
+    let then_digit = |prefix: &str| {
+        name.strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+    };
+    if name.starts_with("310P") || name.starts_with("I2") {
+        Some(ChipKind::Ascend310P)
+    } else if name.starts_with("910_93") {
+        Some(ChipKind::Ascend910A3)
+    } else if then_digit("910B") || then_digit("A2G") {
+        Some(ChipKind::Other)
+    } else {
+        None
+    }
+}
+
+/// The family of a chip from its name and, when the name does not decide, its board id.
+pub fn chip_kind(chip_name: &str, board_id: Option<u32>) -> ChipKind {
+    kind_from_chip_name(chip_name).unwrap_or(match board_id {
+        Some(b) if A3_BOARD_IDS.contains(&b) => ChipKind::Ascend910A3,
+        _ => ChipKind::Other,
+    })
 }
 
 /// Utilisation kinds reported as `hcclwatch_npu_utilization_ratio{unit}`.
@@ -154,6 +200,148 @@ pub struct Hccs {
     pub crc_errors: Option<[u64; 16]>,
 }
 
+/// FEC codeword counters of the chip's network port (`dcmi_get_extra_statistics_info`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Fec {
+    /// Codewords received.
+    pub total: u64,
+    /// Codewords with errors the FEC corrected.
+    pub corrected: u64,
+    /// Codewords with errors the FEC could not correct.
+    pub uncorrectable: u64,
+    /// Bad codewords.
+    pub bad: u64,
+    /// Bit error ratio before correction, when the reading is a ratio (0..=1).
+    pub pre_correction_ber: Option<f64>,
+}
+
+/// The handling level MindCluster's device plugin assigns to a fault code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FaultLevel {
+    /// No impact on the service; nothing to do.
+    NotHandleFault,
+    /// Re-execute the request.
+    RestartRequest,
+    /// Re-execute the service.
+    RestartBusiness,
+    /// Reset the chip when it is idle.
+    FreeRestartNPU,
+    /// Stop the job, reset the chip, run again.
+    RestartNPU,
+    /// Unrecoverable: isolate the chip.
+    SeparateNPU,
+    /// No impact now, but no new jobs on the chip.
+    PreSeparateNPU,
+    /// Sub-health; handled per job policy.
+    SubHealthFault,
+    /// Isolated until an operator releases it (MindCluster reaches it by escalation only;
+    /// no table entry maps to it).
+    ManuallySeparateNPU,
+}
+
+impl FaultLevel {
+    /// Every level, least serious first.
+    pub const ALL: [FaultLevel; 9] = [
+        FaultLevel::NotHandleFault,
+        FaultLevel::SubHealthFault,
+        FaultLevel::RestartRequest,
+        FaultLevel::RestartBusiness,
+        FaultLevel::FreeRestartNPU,
+        FaultLevel::RestartNPU,
+        FaultLevel::PreSeparateNPU,
+        FaultLevel::SeparateNPU,
+        FaultLevel::ManuallySeparateNPU,
+    ];
+
+    /// The level's name, as MindCluster spells it (the `level` label).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultLevel::NotHandleFault => "NotHandleFault",
+            FaultLevel::RestartRequest => "RestartRequest",
+            FaultLevel::RestartBusiness => "RestartBusiness",
+            FaultLevel::FreeRestartNPU => "FreeRestartNPU",
+            FaultLevel::RestartNPU => "RestartNPU",
+            FaultLevel::SeparateNPU => "SeparateNPU",
+            FaultLevel::PreSeparateNPU => "PreSeparateNPU",
+            FaultLevel::SubHealthFault => "SubHealthFault",
+            FaultLevel::ManuallySeparateNPU => "ManuallySeparateNPU",
+        }
+    }
+
+    /// How serious the level is, higher is worse: MindCluster's precedence
+    /// (`getMostSeriousFaultType`), ManuallySeparateNPU > SeparateNPU > PreSeparateNPU >
+    /// RestartNPU > FreeRestartNPU > RestartBusiness > RestartRequest > SubHealthFault >
+    /// NotHandleFault.
+    pub fn precedence(self) -> u8 {
+        match self {
+            FaultLevel::NotHandleFault => 0,
+            FaultLevel::SubHealthFault => 1,
+            FaultLevel::RestartRequest => 2,
+            FaultLevel::RestartBusiness => 3,
+            FaultLevel::FreeRestartNPU => 4,
+            FaultLevel::RestartNPU => 5,
+            FaultLevel::PreSeparateNPU => 6,
+            FaultLevel::SeparateNPU => 7,
+            FaultLevel::ManuallySeparateNPU => 8,
+        }
+    }
+
+    /// The level a code missing from the table gets, by the severity of its fault event
+    /// (MindCluster's rule): hint (0) or minor (1) is NotHandleFault; major, critical, an
+    /// unknown severity or no event at all is SeparateNPU.
+    pub fn from_severity(severity: Option<u8>) -> FaultLevel {
+        match severity {
+            Some(0 | 1) => FaultLevel::NotHandleFault,
+            _ => FaultLevel::SeparateNPU,
+        }
+    }
+}
+
+/// Where an active fault's level came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LevelSource {
+    /// The fault-level table lists the code.
+    Table,
+    /// Not listed; from the severity of the code's fault event.
+    Severity,
+    /// Not listed and no event seen: SeparateNPU by default.
+    Default,
+}
+
+/// An active fault code with what is known about it when it was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    /// The DCMI event id.
+    pub code: u32,
+    /// Its handling level.
+    pub level: FaultLevel,
+    /// Where the level came from.
+    pub source: LevelSource,
+    /// DCMI's text for the code, when it gave one.
+    pub description: Option<String>,
+}
+
+/// Label value of a fault event's severity (`dcmi_dms_fault_event.severity`).
+pub fn event_severity_name(severity: u8) -> &'static str {
+    match severity {
+        0 => "hint",
+        1 => "minor",
+        2 => "major",
+        3 => "critical",
+        _ => "unknown",
+    }
+}
+
+/// Label value of a fault event's assertion (`dcmi_dms_fault_event.assertion`).
+pub fn event_assertion_name(assertion: u8) -> &'static str {
+    match assertion {
+        0 => "recovery",
+        1 => "occur",
+        2 => "once",
+        _ => "unknown",
+    }
+}
+
 /// Everything known about one chip.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ChipReadings {
@@ -168,8 +356,10 @@ pub struct ChipReadings {
     pub dropped: bool,
     /// Whether the chip answered its health query this cycle.
     pub up: Option<bool>,
-    /// Active fault codes.
-    pub faults: Option<Vec<u32>>,
+    /// Active fault codes, with their levels and descriptions.
+    pub faults: Option<Vec<Fault>>,
+    /// Fault events pushed by DCMI for this chip, by (severity, assertion) label values.
+    pub fault_events: BTreeMap<(&'static str, &'static str), u64>,
     /// RoCE network health (`dcmi_rdfx_detect_result`).
     pub network_health: Option<u32>,
 
@@ -194,6 +384,8 @@ pub struct ChipReadings {
 
     /// Port counters.
     pub packets: Option<PacketCounters>,
+    /// FEC counters of port 0.
+    pub fec: Option<Fec>,
     /// HCCS.
     pub hccs: Hccs,
 
@@ -210,6 +402,14 @@ pub struct NpuProcess {
     pub memory_bytes: u64,
 }
 
+/// Readings that belong to a card rather than to one of its chips, so that a sum over
+/// chips never counts them twice.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct CardReadings {
+    /// Board power from the card's MCU (310P / Atlas 300I Duo), W.
+    pub power_watts: Option<f64>,
+}
+
 /// The chips a source knows and the driver version; sources update it in place, one
 /// reading group at a time.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -218,6 +418,30 @@ pub struct NpuState {
     pub driver_version: Option<String>,
     /// Chips by physical id.
     pub chips: BTreeMap<u32, ChipReadings>,
+    /// Card-level readings by card id (only cards that have one).
+    pub cards: BTreeMap<i32, CardReadings>,
+}
+
+/// What an "unsupported" verdict covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scope {
+    /// The whole function: a missing symbol, or a call about no chip or card.
+    Call,
+    /// One card (card-level calls).
+    Card(i32),
+    /// One chip, by physical id.
+    Chip(u32),
+}
+
+/// A reading the device or driver does not support, never asked for again.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Unsupported {
+    /// The call, with its input type in parentheses when it has one.
+    pub call: String,
+    /// What the verdict covers.
+    pub scope: Scope,
+    /// `missing_symbol` or `not_supported`.
+    pub reason: &'static str,
 }
 
 /// A source's own health counters, exported as `hcclwatch_dcmi_*`.
@@ -227,10 +451,14 @@ pub struct SourceStats {
     pub call_errors: BTreeMap<(String, String), u64>,
     /// Deadline misses by call.
     pub timeouts: BTreeMap<String, u64>,
-    /// Unsupported readings as (call, reason).
-    pub unsupported: BTreeSet<(String, &'static str)>,
+    /// Unsupported readings.
+    pub unsupported: BTreeSet<Unsupported>,
     /// Calls currently stuck past their deadline.
     pub stuck_calls: usize,
+    /// Whether the fault-event subscription is active (`None`: not attempted).
+    pub fault_subscription: Option<bool>,
+    /// Fault events dropped because the queue to the poller was full.
+    pub fault_events_dropped: u64,
 }
 
 /// The NPU part of the snapshot: what the NPU poller last published.
@@ -274,18 +502,6 @@ pub fn format_bdf(domain: i32, bus: u32, device: u32, function: u32) -> String {
 /// Hard fault code synthesised when a card drops (device-plugin convention).
 pub const FAULT_CARD_DROPPED: u32 = 0x40F8_4E00;
 
-/// The handling level MindCluster's device plugin assigns to a fault code, for the
-/// `level` label. Only codes named in the DCMI reference are listed; any other code is
-/// `unknown` rather than a guess.
-pub fn fault_level(code: u32) -> &'static str {
-    match code {
-        0x40F8_4E00 | 0x80E1_8005 => "RestartNPU",
-        0x80E0_1801 => "RestartBusiness",
-        0x8107_8603 | 0x80E2_1007 => "NotHandleFault",
-        _ => "unknown",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,9 +534,56 @@ mod tests {
     }
 
     #[test]
-    fn fault_levels() {
-        assert_eq!(fault_level(FAULT_CARD_DROPPED), "RestartNPU");
-        assert_eq!(fault_level(0x8107_8603), "NotHandleFault");
-        assert_eq!(fault_level(0x1234_5678), "unknown");
+    fn chip_kinds_follow_name_then_board() {
+        assert_eq!(chip_kind("310P3", None), ChipKind::Ascend310P);
+        assert_eq!(chip_kind("310P", Some(0xb0)), ChipKind::Ascend310P);
+        assert_eq!(chip_kind("910_9392", None), ChipKind::Ascend910A3);
+        assert_eq!(chip_kind("910B3", Some(0xb0)), ChipKind::Other);
+        assert_eq!(chip_kind("910B", None), ChipKind::Other);
+        // The name does not decide: the board id does.
+        assert_eq!(kind_from_chip_name("910"), None);
+        assert_eq!(chip_kind("910", Some(0xb1)), ChipKind::Ascend910A3);
+        assert_eq!(chip_kind("910", Some(0x28)), ChipKind::Other);
+        assert_eq!(chip_kind("", None), ChipKind::Other);
+        assert_eq!(kind_from_chip_name("310B1"), None);
+    }
+
+    #[test]
+    fn unlisted_codes_take_their_level_from_the_event_severity() {
+        assert_eq!(
+            FaultLevel::from_severity(Some(0)),
+            FaultLevel::NotHandleFault
+        );
+        assert_eq!(
+            FaultLevel::from_severity(Some(1)),
+            FaultLevel::NotHandleFault
+        );
+        assert_eq!(FaultLevel::from_severity(Some(2)), FaultLevel::SeparateNPU);
+        assert_eq!(FaultLevel::from_severity(Some(3)), FaultLevel::SeparateNPU);
+        assert_eq!(FaultLevel::from_severity(Some(9)), FaultLevel::SeparateNPU);
+        assert_eq!(FaultLevel::from_severity(None), FaultLevel::SeparateNPU);
+    }
+
+    #[test]
+    fn level_precedence_is_mindclusters() {
+        let order: Vec<&str> = {
+            let mut l = FaultLevel::ALL.to_vec();
+            l.sort_by_key(|l| l.precedence());
+            l.iter().map(|l| l.as_str()).collect()
+        };
+        assert_eq!(
+            order,
+            [
+                "NotHandleFault",
+                "SubHealthFault",
+                "RestartRequest",
+                "RestartBusiness",
+                "FreeRestartNPU",
+                "RestartNPU",
+                "PreSeparateNPU",
+                "SeparateNPU",
+                "ManuallySeparateNPU"
+            ]
+        );
     }
 }

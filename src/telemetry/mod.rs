@@ -9,6 +9,7 @@
 //! This module knows nothing about the network, the probe group or Prometheus.
 
 pub mod dcmi;
+pub mod faults;
 pub mod hccn;
 pub mod host;
 pub mod poller;
@@ -16,6 +17,10 @@ pub mod setup;
 pub mod sim;
 
 pub use crate::snapshot::npu::{ChipReadings, NpuState, SourceStats};
+
+/// Wakes a source's poller ahead of its schedule. Called from any thread (a driver
+/// callback included), so it must not block.
+pub type Waker = std::sync::Arc<dyn Fn() + Send + Sync>;
 
 /// A group of NPU readings collected together on one interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -80,5 +85,13 @@ pub trait DeviceSource: Send {
     /// The source's own counters.
     fn stats(&self) -> SourceStats {
         SourceStats::default()
+    }
+    /// Gives the source a way to wake its poller early, for readings the device pushes
+    /// (DCMI fault events). Sources without pushed readings ignore it.
+    fn set_waker(&mut self, _wake: Waker) {}
+    /// Called when the waker rang: reads what the pushed news concerns (a chip's health and
+    /// fault codes) and updates `state`. `None` when there was nothing to do.
+    fn on_wake(&mut self, _state: &mut NpuState) -> Option<GroupReport> {
+        None
     }
 }

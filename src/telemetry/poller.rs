@@ -2,11 +2,13 @@
 //!
 //! Each group has its own interval. The poller always runs the group that is due soonest;
 //! if a run overruns, the next one starts at once rather than bursting to catch up. The
-//! wait between runs is a receive on the shutdown channel, so stopping is immediate.
+//! wait between runs is a receive on a channel, so stopping is immediate, and a source
+//! that is pushed news (a DCMI fault event) wakes the NPU poller through the same channel
+//! to re-read at once instead of at the next interval.
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -45,6 +47,42 @@ fn status(
     }
 }
 
+/// What wakes the NPU poller before its next group is due.
+enum Wake {
+    /// Stop.
+    Shutdown,
+    /// The source has pushed news to read.
+    Source,
+}
+
+/// Waits until `due`, shutdown or a wake-up from the source.
+fn wait_npu(wake: &Receiver<Wake>, due: Instant) -> Option<Wake> {
+    match wake.recv_timeout(due.saturating_duration_since(Instant::now())) {
+        Err(RecvTimeoutError::Timeout) => None,
+        Ok(w) => Some(w),
+        Err(RecvTimeoutError::Disconnected) => Some(Wake::Shutdown),
+    }
+}
+
+/// The poller's wake channel: the source's waker rings it (never blocking: one pending
+/// wake-up is enough), and a small thread turns the shutdown signal into a message on it.
+fn wake_channel(shutdown: Receiver<()>) -> std::io::Result<(super::Waker, Receiver<Wake>)> {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Wake>(2);
+    let stop: SyncSender<Wake> = tx.clone();
+    std::thread::Builder::new()
+        .name("hcclwatch-npu-stop".into())
+        .spawn(move || {
+            // Returns on a message or when every sender is dropped: both mean stop.
+            let _ = shutdown.recv();
+            let _ = stop.send(Wake::Shutdown);
+        })?;
+    let waker: super::Waker = Arc::new(move || {
+        // Full: a wake-up is already pending, which covers this one too.
+        let _ = tx.try_send(Wake::Source);
+    });
+    Ok((waker, rx))
+}
+
 /// Starts the NPU poller thread. `schedule` lists the enabled groups and their intervals;
 /// the inventory group is always run first.
 pub fn spawn_npu(
@@ -53,6 +91,8 @@ pub fn spawn_npu(
     store: Arc<Store>,
     shutdown: Receiver<()>,
 ) -> std::io::Result<JoinHandle<()>> {
+    let (waker, wake) = wake_channel(shutdown)?;
+    source.set_waker(waker);
     std::thread::Builder::new()
         .name("hcclwatch-npu".into())
         .spawn(move || {
@@ -70,8 +110,19 @@ pub fn spawn_npu(
                 let Some(idx) = (0..due.len()).min_by_key(|i| (due[*i].2, *i)) else {
                     return;
                 };
-                if !wait_until(&shutdown, due[idx].2) {
-                    return;
+                match wait_npu(&wake, due[idx].2) {
+                    Some(Wake::Shutdown) => return,
+                    Some(Wake::Source) => {
+                        // Pushed news: re-read what it concerns now, publish, then go back
+                        // to the schedule (which the wake-up does not move).
+                        if source.on_wake(&mut state).is_some() {
+                            part.state = state.clone();
+                            part.stats = source.stats();
+                            store.publish_npu(part.clone());
+                        }
+                        continue;
+                    }
+                    None => {}
                 }
                 let (group, interval, _) = due[idx];
                 let t0 = Instant::now();

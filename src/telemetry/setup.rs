@@ -4,14 +4,20 @@
 use std::time::Duration;
 
 use super::dcmi::{DcmiError, DcmiOptions, DcmiSource};
+use super::faults::SharedFaultTable;
 use super::hccn::HccnOptions;
 use super::hccn::poller::PortSchedule;
 use super::sim::SimSource;
 use super::{DeviceSource, Group};
 use crate::config::{Backend, Config};
 
-/// The DCMI options a config implies; `ld_library_path` is searched for `libdcmi.so`.
-pub fn dcmi_options(config: &Config, ld_library_path: Option<String>) -> DcmiOptions {
+/// The DCMI options a config implies; `ld_library_path` is searched for `libdcmi.so`, and
+/// `fault_table` gives active fault codes their levels.
+pub fn dcmi_options(
+    config: &Config,
+    ld_library_path: Option<String>,
+    fault_table: SharedFaultTable,
+) -> DcmiOptions {
     let t = &config.telemetry;
     DcmiOptions {
         library: t.dcmi_library.clone(),
@@ -20,6 +26,7 @@ pub fn dcmi_options(config: &Config, ld_library_path: Option<String>) -> DcmiOpt
         network_health_deadline: t.network_health_deadline,
         max_stuck_calls: t.max_stuck_calls as usize,
         hccs_profiling_time: t.hccs_profiling_time,
+        fault_table,
     }
 }
 
@@ -27,8 +34,9 @@ pub fn dcmi_options(config: &Config, ld_library_path: Option<String>) -> DcmiOpt
 pub fn npu_source(
     config: &Config,
     ld_library_path: Option<String>,
+    fault_table: SharedFaultTable,
 ) -> Result<Option<Box<dyn DeviceSource>>, DcmiError> {
-    let opts = dcmi_options(config, ld_library_path);
+    let opts = dcmi_options(config, ld_library_path, fault_table);
     Ok(match config.telemetry.backend {
         Backend::None => None,
         Backend::Sim => Some(Box::new(SimSource::new(

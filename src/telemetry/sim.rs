@@ -78,6 +78,7 @@ impl DeviceSource for SimSource {
                         ])),
                         pci_bus_id: Some(model::format_bdf(0, 0x01 + phy * 0x20, 0, 0)),
                         serial: Some(format!("SIM{:04}{:04}", self.seed % 10_000, phy / 2)),
+                        ..Identity::default()
                     };
                     chips.insert(phy, c);
                 }

@@ -1,14 +1,15 @@
 //! NPU families: the DCMI backend's own health, then per chip identity, health and faults,
-//! sensors, utilisation, memory and ECC, port counters and HCCS links. Every per-chip
-//! series carries the device labels `npu`, `uuid`, `model`, `pci_bus_id`; a reading the
-//! source did not obtain has no series.
+//! sensors (and the card power of cards whose power is not a chip's), utilisation, memory,
+//! ECC and processes, port and FEC counters and HCCS links. Every per-chip series carries
+//! the device labels `npu`, `uuid`, `model`, `pci_bus_id`; a reading the source did not
+//! obtain has no series.
 
 use std::fmt;
 use std::sync::Arc;
 
 use super::family::{Labels, Render, Sink, flag, with};
 use crate::snapshot::Store;
-use crate::snapshot::npu::{self as model, ChipReadings, NpuSnapshot};
+use crate::snapshot::npu::{self as model, ChipReadings, NpuSnapshot, Scope};
 
 /// Renders the NPU part of the snapshot.
 #[derive(Debug)]
@@ -31,9 +32,13 @@ impl Render for NpuCollector {
         }
         let chips: Vec<&ChipReadings> = npu.state.chips.values().collect();
         identity_and_health(&npu, &chips, f)?;
+        faults(&chips, f)?;
         sensors(&chips, f)?;
+        card_power(&npu, f)?;
         memory(&chips, f)?;
+        processes(&chips, f)?;
         packets(&chips, f)?;
+        fec(&chips, f)?;
         hccs(&chips, f)
     }
 }
@@ -102,15 +107,19 @@ fn dcmi_health(npu: &NpuSnapshot, f: &mut dyn Sink) -> fmt::Result {
     )?;
     f.gauge(
         "hcclwatch_dcmi_unsupported",
-        "DCMI readings this device or driver does not support (missing symbol or -8255); never called again.",
+        "DCMI readings this device or driver does not support, never asked for again: a missing symbol for the whole call, -8255 for the npu (or card) that answered it.",
         npu.stats
             .unsupported
             .iter()
-            .map(|(call, reason)| {
-                (
-                    vec![("call", call.clone()), ("reason", (*reason).to_string())],
-                    1.0,
-                )
+            .map(|u| {
+                let mut l = vec![("call", u.call.clone())];
+                match u.scope {
+                    Scope::Call => {}
+                    Scope::Card(card) => l.push(("card", card.to_string())),
+                    Scope::Chip(phy) => l.push(("npu", phy.to_string())),
+                }
+                l.push(("reason", u.reason.to_string()));
+                (l, 1.0)
             })
             .collect(),
     )?;
@@ -118,6 +127,24 @@ fn dcmi_health(npu: &NpuSnapshot, f: &mut dyn Sink) -> fmt::Result {
         "hcclwatch_dcmi_stuck_calls",
         "DCMI calls still blocked past their deadline (each holds one thread).",
         vec![(vec![], npu.stats.stuck_calls as f64)],
+    )?;
+    f.gauge(
+        "hcclwatch_dcmi_fault_events_subscribed",
+        "Whether DCMI pushes fault events to hcclwatch (1) or the subscription failed (0; in a container it needs root). Absent when the driver lacks the function.",
+        npu.stats
+            .fault_subscription
+            .map(|s| (vec![], flag(s)))
+            .into_iter()
+            .collect(),
+    )?;
+    f.counter(
+        "hcclwatch_dcmi_fault_events_dropped",
+        "DCMI fault events dropped because hcclwatch's queue was full; their chips are still re-read at the next health interval.",
+        npu.stats
+            .fault_subscription
+            .map(|_| (vec![], npu.stats.fault_events_dropped))
+            .into_iter()
+            .collect(),
     )
 }
 
@@ -162,25 +189,6 @@ fn identity_and_health(
         per_chip(chips, |c| c.health.map(f64::from)),
     )?;
     f.gauge(
-        "hcclwatch_npu_fault_active",
-        "Active NPU fault codes (DCMI event ids, hex); 0x40F84E00 means the card dropped.",
-        chips
-            .iter()
-            .flat_map(|c| {
-                c.faults.iter().flatten().map(move |code| {
-                    (
-                        vec![
-                            ("npu", c.address.phy.to_string()),
-                            ("code", format!("0x{code:08X}")),
-                            ("level", model::fault_level(*code).to_string()),
-                        ],
-                        1.0,
-                    )
-                })
-            })
-            .collect(),
-    )?;
-    f.gauge(
         "hcclwatch_npu_network_health",
         "DCMI RoCE network health result: 0 ok, 1 socket fail, 2 receive timeout, 3 unreachable, 4 time exceeded, 5 fault, 6 initialising, 7 thread error, 8 IP not set.",
         per_chip(chips, |c| c.network_health.map(f64::from)),
@@ -195,6 +203,65 @@ fn identity_and_health(
     )
 }
 
+/// The labels of an active fault: `npu`, `code` (hex) and `level`.
+fn fault_labels(c: &ChipReadings, fault: &model::Fault) -> Labels {
+    vec![
+        ("npu", c.address.phy.to_string()),
+        ("code", format!("0x{:08X}", fault.code)),
+        ("level", fault.level.as_str().to_string()),
+    ]
+}
+
+fn faults(chips: &[&ChipReadings], f: &mut dyn Sink) -> fmt::Result {
+    f.gauge(
+        "hcclwatch_npu_fault_active",
+        "Active NPU fault codes (DCMI event ids, hex) with their handling level from the fault-level table (a code the table lacks: SeparateNPU, or NotHandleFault when its fault event was hint or minor); 0x40F84E00 means the card dropped.",
+        chips
+            .iter()
+            .flat_map(|c| {
+                c.faults
+                    .iter()
+                    .flatten()
+                    .map(move |fault| (fault_labels(c, fault), 1.0))
+            })
+            .collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_npu_fault_info",
+        "DCMI's text for each active fault code that has one (dcmi_get_device_errorcode_string); always 1.",
+        chips
+            .iter()
+            .flat_map(|c| {
+                c.faults.iter().flatten().filter_map(move |fault| {
+                    let text = fault.description.clone()?;
+                    Some((with(fault_labels(c, fault), &[("description", text)]), 1.0))
+                })
+            })
+            .collect(),
+    )?;
+    f.counter(
+        "hcclwatch_npu_fault_events",
+        "Fault events DCMI pushed for the NPU, by severity (hint, minor, major, critical) and assertion (occur, recovery, once).",
+        chips
+            .iter()
+            .flat_map(|c| {
+                c.fault_events.iter().map(move |((severity, assertion), n)| {
+                    (
+                        with(
+                            device_labels(c),
+                            &[
+                                ("severity", (*severity).to_string()),
+                                ("assertion", (*assertion).to_string()),
+                            ],
+                        ),
+                        *n,
+                    )
+                })
+            })
+            .collect(),
+    )
+}
+
 fn sensors(chips: &[&ChipReadings], f: &mut dyn Sink) -> fmt::Result {
     f.gauge(
         "hcclwatch_npu_temperature_celsius",
@@ -203,7 +270,7 @@ fn sensors(chips: &[&ChipReadings], f: &mut dyn Sink) -> fmt::Result {
     )?;
     f.gauge(
         "hcclwatch_npu_power_watts",
-        "NPU chip power draw.",
+        "NPU chip power draw. On Atlas A3 the power is the card's: it is on the die that reports it, once per card (die 0 when both report the same value). On 310P it is hcclwatch_card_power_watts.",
         per_chip(chips, |c| c.power_watts),
     )?;
     f.gauge(
@@ -230,6 +297,67 @@ fn sensors(chips: &[&ChipReadings], f: &mut dyn Sink) -> fmt::Result {
                 })
             })
             .collect(),
+    )
+}
+
+fn card_power(npu: &NpuSnapshot, f: &mut dyn Sink) -> fmt::Result {
+    f.gauge(
+        "hcclwatch_card_power_watts",
+        "Board power of an NPU card, from its MCU (310P / Atlas 300I Duo, whose chips have no power reading of their own); once per card, never on its chips.",
+        npu.state
+            .cards
+            .iter()
+            .filter_map(|(card, r)| r.power_watts.map(|w| (vec![("card", card.to_string())], w)))
+            .collect(),
+    )
+}
+
+fn processes(chips: &[&ChipReadings], f: &mut dyn Sink) -> fmt::Result {
+    f.gauge(
+        "hcclwatch_npu_processes",
+        "Processes using the NPU, as DCMI lists them (host PIDs; at most 32 per NPU).",
+        per_chip(chips, |c| c.processes.as_ref().map(|p| p.len() as f64)),
+    )?;
+    f.gauge(
+        "hcclwatch_npu_process_memory_bytes",
+        "NPU memory used by each process on it, by host PID (at most 32 per NPU: the largest).",
+        chips
+            .iter()
+            .flat_map(|c| {
+                c.processes.iter().flatten().map(move |p| {
+                    (
+                        with(device_labels(c), &[("pid", p.pid.to_string())]),
+                        p.memory_bytes as f64,
+                    )
+                })
+            })
+            .collect(),
+    )
+}
+
+fn fec(chips: &[&ChipReadings], f: &mut dyn Sink) -> fmt::Result {
+    type Get = fn(&model::Fec) -> u64;
+    let kinds: [(&str, Get); 4] = [
+        ("total", |x| x.total),
+        ("corrected", |x| x.corrected),
+        ("uncorrectable", |x| x.uncorrectable),
+        ("bad", |x| x.bad),
+    ];
+    let mut series = Vec::new();
+    for (t, get) in kinds {
+        series.extend(per_chip_counter(chips, &[("type", t)], |c| {
+            c.fec.as_ref().map(get)
+        }));
+    }
+    f.counter(
+        "hcclwatch_npu_fec_codewords",
+        "FEC codewords on the NPU's network port 0 (dcmi_get_extra_statistics_info), by type: total received, corrected, uncorrectable, bad.",
+        series,
+    )?;
+    f.gauge(
+        "hcclwatch_npu_fec_pre_correction_bit_error_ratio",
+        "Bit error ratio before FEC correction on port 0 (DCMI correcting_bit_rate; only values between 0 and 1 are exported).",
+        per_chip(chips, |c| c.fec.and_then(|x| x.pre_correction_ber)),
     )
 }
 

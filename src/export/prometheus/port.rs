@@ -401,6 +401,7 @@ mod tests {
             uuid: Some("U0".into()),
             pci_bus_id: Some("0000:61:00.0".into()),
             serial: None,
+            ..Identity::default()
         };
         // DCMI has a network-health reading for NPU 0: hccn_tool's is not exported.
         chip.network_health = Some(0);

@@ -9,6 +9,8 @@ use super::ffi::Raw;
 
 /// `DCMI_ERR_CODE_NOT_SUPPORT`.
 pub const NOT_SUPPORT: i32 = -8255;
+/// `DCMI_ERR_CODE_OPER_NOT_PERMITTED`: not root (in a container: not privileged).
+pub const OPER_NOT_PERMITTED: i32 = -8002;
 /// `DCMI_ERR_CODE_NOT_REDAY` (sic): the exporter and device plugin treat it as a card drop.
 pub const NOT_READY: i32 = -8012;
 

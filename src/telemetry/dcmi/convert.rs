@@ -9,6 +9,15 @@ pub fn power_watts(deciwatts: i32) -> Option<f64> {
     (deciwatts >= 0).then(|| f64::from(deciwatts) / 10.0)
 }
 
+/// The card's MCU power, 0.1 W → W. `0x7FFD` (invalid value) and `0x7FFF` (read failure,
+/// e.g. I2C) are DCMI's markers, not 3276.5 W or 3276.7 W; anything from `0x7FFD` up or
+/// below zero is not a reading.
+pub fn mcu_power_watts(deciwatts: i32) -> Option<f64> {
+    (0..0x7FFD)
+        .contains(&deciwatts)
+        .then(|| f64::from(deciwatts) / 10.0)
+}
+
 /// 0.01 V → V.
 pub fn voltage_volts(centivolts: u32) -> f64 {
     f64::from(centivolts) / 100.0
@@ -51,6 +60,11 @@ mod tests {
         assert_eq!(power_watts(2150), Some(215.0));
         assert_eq!(power_watts(2151), Some(215.1));
         assert_eq!(power_watts(-1), None);
+        assert_eq!(mcu_power_watts(1234), Some(123.4));
+        assert_eq!(mcu_power_watts(0x7FFC), Some(3276.4));
+        assert_eq!(mcu_power_watts(0x7FFD), None);
+        assert_eq!(mcu_power_watts(0x7FFF), None);
+        assert_eq!(mcu_power_watts(-5), None);
         assert_eq!(voltage_volts(85), 0.85);
         assert_eq!(mhz_to_hertz(1800), 1_800_000_000.0);
         assert_eq!(percent_to_ratio(37), Some(0.37));

@@ -6,31 +6,47 @@
 //! reachable from a scrape.
 //!
 //! Error semantics, following the DCMI reference and npu-exporter's field experience:
-//! - a missing symbol or `-8255` makes that (call, type) unsupported, logged once, never
-//!   called again;
+//! - a missing symbol makes the function unsupported, logged once, never called again;
+//! - `-8255` makes that (call, input type, chip) unsupported — per chip, because on
+//!   multi-die cards one die may refuse what the other answers (Atlas A3 power);
 //! - `-8012`, or health `0xFFFFFFFF`, means the card dropped: fault `0x40F84E00` is raised;
 //! - any other error omits that series for this cycle and is counted per (call, code);
 //! - a call that misses its deadline omits the series and is counted as timed out.
+//!
+//! Fault events pushed by `dcmi_subscribe_fault_event` (where the library has it and the
+//! process may use it) wake the poller, which re-reads the health and fault codes of the
+//! chips they concern at once ([`DeviceSource::on_wake`]).
 
 #[allow(unsafe_code)]
 mod ffi;
 
 pub mod codes;
 pub mod convert;
+mod groups;
+pub mod pingmesh;
 pub mod runner;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use self::codes::{Class, UnsupportedReason};
-use self::ffi::{DcmiLib, Raw};
+use self::ffi::{DcmiLib, FaultEvent, Raw};
 use self::runner::{RunError, Runner};
-use super::{DeviceSource, Group, GroupReport, NpuState, SourceStats};
-use crate::snapshot::npu::{
-    self as model, ChipAddress, ChipReadings, Ddr, Ecc, Hbm, Identity, PacketCounters, UtilUnit,
-};
+use super::faults::SharedFaultTable;
+use super::{DeviceSource, Group, GroupReport, NpuState, SourceStats, Waker};
+use crate::snapshot::npu::{self as model, ChipReadings, Scope, Unsupported};
+
+pub use self::pingmesh::PingMesh;
+
+/// Fault events queued between the library's callback and the poller; more are dropped
+/// (and counted) rather than blocking the library's thread.
+pub const FAULT_EVENT_QUEUE: usize = 1024;
+
+/// The call that gives a fault code's text; its `-8255` is per code, not per chip.
+const CODE_TEXT: &str = "dcmi_get_device_errorcode_string";
 
 /// Directories searched for `libdcmi.so` after `LD_LIBRARY_PATH`, as npu-exporter's image
 /// and DaemonSet lay them out.
@@ -55,6 +71,8 @@ pub struct DcmiOptions {
     pub max_stuck_calls: usize,
     /// HCCS bandwidth sampling window.
     pub hccs_profiling_time: Duration,
+    /// The fault-level table (shared with whoever reloads it).
+    pub fault_table: SharedFaultTable,
 }
 
 impl Default for DcmiOptions {
@@ -66,6 +84,7 @@ impl Default for DcmiOptions {
             network_health_deadline: Duration::from_secs(1),
             max_stuck_calls: 4,
             hccs_profiling_time: Duration::from_millis(200),
+            fault_table: SharedFaultTable::default(),
         }
     }
 }
@@ -176,17 +195,31 @@ fn ownership_warning(path: &Path) -> Option<String> {
 struct Loaded {
     path: PathBuf,
     runner: Runner,
+    lib: Arc<DcmiLib>,
 }
+
+/// The key of an "unsupported" verdict: the call (with its input type) and what it covers.
+type UnsupportedKey = (String, Scope);
 
 /// The DCMI device source.
 pub struct DcmiSource {
     opts: DcmiOptions,
     loaded: Option<Loaded>,
     last_error: Option<String>,
-    unsupported: BTreeMap<String, UnsupportedReason>,
+    unsupported: BTreeMap<UnsupportedKey, UnsupportedReason>,
     call_errors: BTreeMap<(String, String), u64>,
     timeouts: BTreeMap<String, u64>,
     logged: HashSet<String>,
+    /// Pushed fault events, when subscribed.
+    events: Option<Receiver<FaultEvent>>,
+    /// Whether the subscription is active (`None`: not attempted).
+    subscription: Option<bool>,
+    /// The last severity seen in a fault event, per code: the level of a code the table
+    /// does not list depends on it.
+    event_severity: HashMap<u32, u8>,
+    /// `dcmi_get_device_errorcode_string` per code: `Some` text, or `None` when the library
+    /// answered with an error for it (asked once, not every cycle).
+    descriptions: HashMap<u32, Option<String>>,
 }
 
 impl std::fmt::Debug for DcmiSource {
@@ -202,17 +235,20 @@ enum Got<T> {
     Value(T),
     Unsupported,
     Dropped,
+    /// The call returned an error code.
     Failed,
+    /// No answer: deadline missed, still stuck, or not issued.
+    NoAnswer,
 }
 
 impl<T> Got<T> {
     /// The value, or `None`: for an unsupported reading (not an error), and for a failed
-    /// call or a dropped card after counting one error in `errors`.
+    /// call, no answer or a dropped card after counting one error in `errors`.
     fn value(self, errors: &mut u32) -> Option<T> {
         match self {
             Got::Value(v) => Some(v),
             Got::Unsupported => None,
-            Got::Dropped | Got::Failed => {
+            Got::Dropped | Got::Failed | Got::NoAnswer => {
                 *errors += 1;
                 None
             }
@@ -239,6 +275,10 @@ impl DcmiSource {
             call_errors: BTreeMap::new(),
             timeouts: BTreeMap::new(),
             logged: HashSet::new(),
+            events: None,
+            subscription: None,
+            event_severity: HashMap::new(),
+            descriptions: HashMap::new(),
         }
     }
 
@@ -283,7 +323,7 @@ impl DcmiSource {
                 .map(|(n, _)| n)
                 .collect();
             let lib = Arc::new(lib);
-            let mut runner = Runner::new(lib, self.opts.max_stuck_calls);
+            let mut runner = Runner::new(lib.clone(), self.opts.max_stuck_calls);
             match runner.call("dcmi_init", self.opts.call_deadline, |l| l.init()) {
                 Ok(Ok(())) => {}
                 Ok(Err(Raw::Missing)) => return Err(DcmiError::InitMissing { path }),
@@ -296,8 +336,10 @@ impl DcmiSource {
                 }
             }
             for name in &missing {
-                self.unsupported
-                    .insert((*name).to_string(), UnsupportedReason::MissingSymbol);
+                self.unsupported.insert(
+                    ((*name).to_string(), Scope::Call),
+                    UnsupportedReason::MissingSymbol,
+                );
             }
             if !missing.is_empty() {
                 tracing::warn!(
@@ -307,35 +349,73 @@ impl DcmiSource {
                 );
             }
             tracing::info!(library = %path.display(), "DCMI initialised");
-            self.loaded = Some(Loaded { path, runner });
+            self.loaded = Some(Loaded { path, runner, lib });
             self.last_error = None;
+            self.subscribe();
             return Ok(());
         }
         Err(DcmiError::NotLoaded { tried })
     }
 
-    /// Issues one call through the runner and classifies its result. `sub` is the
-    /// input type for typed calls; `-8255` is cached per (call, sub).
-    fn call<T, F>(
-        &mut self,
-        call: &'static str,
-        sub: Option<i32>,
-        chip: Option<u32>,
-        f: F,
-    ) -> Got<T>
+    /// Subscribes to fault events, where the library has the function and lets us.
+    fn subscribe(&mut self) {
+        let got = self.call("dcmi_subscribe_fault_event", None, Scope::Call, |l| {
+            l.subscribe_fault_events(FAULT_EVENT_QUEUE)
+        });
+        self.subscription = match got {
+            Got::Value(rx) => {
+                self.events = Some(rx);
+                tracing::info!("subscribed to DCMI fault events; a new fault is re-read at once");
+                Some(true)
+            }
+            // A missing symbol is logged with the others at load.
+            Got::Unsupported => None,
+            _ => {
+                tracing::warn!(
+                    "cannot subscribe to DCMI fault events (in a container this needs root); fault codes are read every health interval only"
+                );
+                Some(false)
+            }
+        };
+    }
+
+    /// A ping-mesh handle over the loaded library, with its own call thread, for the
+    /// device prober; `None` when DCMI is not loaded.
+    pub fn ping_mesh(&self) -> Option<PingMesh> {
+        let l = self.loaded.as_ref()?;
+        Some(PingMesh::new(
+            l.lib.clone(),
+            self.opts.call_deadline,
+            self.opts.max_stuck_calls,
+        ))
+    }
+
+    /// Whether (`call` with input type `sub`) is unsupported at `at`: its symbol is
+    /// missing, or that call answered `-8255` there.
+    fn is_unsupported(&self, call: &str, name: &str, at: Scope) -> bool {
+        self.unsupported
+            .contains_key(&(call.to_string(), Scope::Call))
+            || self.unsupported.contains_key(&(name.to_string(), at))
+    }
+
+    /// Issues one call through the runner and classifies its result. `sub` is the input
+    /// type of typed calls; `at` is the chip or card the call is about (`Scope::Call` for
+    /// calls about neither). `-8255` is cached per (call, sub, at); a missing symbol per
+    /// call.
+    fn call<T, F>(&mut self, call: &'static str, sub: Option<i32>, at: Scope, f: F) -> Got<T>
     where
         T: Send + 'static,
         F: FnOnce(&DcmiLib) -> Result<T, Raw> + Send + 'static,
     {
-        let unsupported_key = match sub {
+        let name = match sub {
             Some(s) => format!("{call}({s})"),
             None => call.to_string(),
         };
-        if self.unsupported.contains_key(call) || self.unsupported.contains_key(&unsupported_key) {
+        if self.is_unsupported(call, &name, at) {
             return Got::Unsupported;
         }
         let Some(loaded) = self.loaded.as_mut() else {
-            return Got::Failed;
+            return Got::NoAnswer;
         };
         let deadline = if call == "dcmi_get_device_network_health" {
             self.opts.network_health_deadline
@@ -344,30 +424,41 @@ impl DcmiSource {
         } else {
             self.opts.call_deadline
         };
-        let key = format!("{unsupported_key}@{}", chip.map_or(-1, i64::from));
+        let key = format!("{name}@{at:?}");
         match loaded.runner.call(&key, deadline, f) {
             Ok(Ok(v)) => Got::Value(v),
             Ok(Err(raw)) => match codes::classify(raw) {
+                // The text of a fault code is a property of the code: -8255 there means
+                // "no text for this code", which the caller remembers per code. The chip
+                // keeps being asked for the texts of other codes.
+                Class::Unsupported(UnsupportedReason::NotSupported) if call == CODE_TEXT => {
+                    tracing::debug!(at = ?at, "DCMI has no text for this fault code");
+                    Got::Unsupported
+                }
                 Class::Unsupported(reason) => {
-                    tracing::info!(call = %unsupported_key, reason = reason.as_str(), "DCMI reading unsupported on this device; not calling it again");
-                    self.unsupported.insert(unsupported_key, reason);
+                    let key = match reason {
+                        UnsupportedReason::MissingSymbol => (call.to_string(), Scope::Call),
+                        UnsupportedReason::NotSupported => (name, at),
+                    };
+                    tracing::info!(call = %key.0, at = ?key.1, reason = reason.as_str(), "DCMI reading unsupported; not asking for it there again");
+                    self.unsupported.insert(key, reason);
                     Got::Unsupported
                 }
                 Class::CardDropped => {
-                    self.count_error(call, codes::NOT_READY, chip);
+                    self.count_error(call, codes::NOT_READY, at);
                     Got::Dropped
                 }
                 Class::Failed(code) => {
-                    self.count_error(call, code, chip);
+                    self.count_error(call, code, at);
                     Got::Failed
                 }
             },
             Err(RunError::Timeout) => {
                 *self.timeouts.entry(call.to_string()).or_default() += 1;
-                tracing::warn!(call, npu = ?chip, deadline = ?deadline, "DCMI call missed its deadline; its thread is abandoned and the reading omitted");
-                Got::Failed
+                tracing::warn!(call, at = ?at, deadline = ?deadline, "DCMI call missed its deadline; its thread is abandoned and the reading omitted");
+                Got::NoAnswer
             }
-            Err(RunError::StillStuck) => Got::Failed,
+            Err(RunError::StillStuck) => Got::NoAnswer,
             Err(RunError::Saturated) => {
                 if self.logged.insert("saturated".into()) {
                     tracing::error!(
@@ -375,16 +466,16 @@ impl DcmiSource {
                         "too many DCMI calls are stuck; DCMI calls suspended until one returns"
                     );
                 }
-                Got::Failed
+                Got::NoAnswer
             }
             Err(RunError::WorkerGone) => {
                 tracing::error!(call, "DCMI worker thread could not run the call");
-                Got::Failed
+                Got::NoAnswer
             }
         }
     }
 
-    fn count_error(&mut self, call: &'static str, code: i32, chip: Option<u32>) {
+    fn count_error(&mut self, call: &'static str, code: i32, at: Scope) {
         *self
             .call_errors
             .entry((call.to_string(), code.to_string()))
@@ -392,31 +483,31 @@ impl DcmiSource {
         // One warning per (call, code); afterwards debug, so a dropped card does not
         // flood the log every cycle.
         if self.logged.insert(format!("{call}/{code}")) {
-            tracing::warn!(call, code, meaning = codes::name(code), npu = ?chip, "DCMI call failed; series omitted for this cycle");
+            tracing::warn!(call, code, meaning = codes::name(code), at = ?at, "DCMI call failed; series omitted for this cycle");
         } else {
-            tracing::debug!(call, code, npu = ?chip, "DCMI call failed");
+            tracing::debug!(call, code, at = ?at, "DCMI call failed");
         }
     }
 
-    fn count_invalid(&mut self, call: &'static str, chip: u32, what: String) {
+    fn count_invalid(&mut self, call: &'static str, at: Scope, what: String) {
         *self
             .call_errors
             .entry((call.to_string(), "invalid_value".to_string()))
             .or_default() += 1;
         tracing::warn!(
             call,
-            npu = chip,
+            at = ?at,
             "DCMI returned an invalid value ({what}); series omitted"
         );
     }
 
-    /// One reading of chip `npu`: the call through [`Self::call`], then `convert` from DCMI
-    /// units. `None` when there is no reading: unsupported (not an error), a failed call or
-    /// a dropped card (one error in `errors`), or a value `convert` rejects, whose `Err`
-    /// describes it (counted as `invalid_value`, and one error).
+    /// One reading at `at` (usually a chip): the call through [`Self::call`], then `convert`
+    /// from DCMI units. `None` when there is no reading: unsupported (not an error), a
+    /// failed call or a dropped card (one error in `errors`), or a value `convert` rejects,
+    /// whose `Err` describes it (counted as `invalid_value`, and one error).
     fn read<T, U, F>(
         &mut self,
-        npu: u32,
+        at: Scope,
         errors: &mut u32,
         (call, sub): (&'static str, Option<i32>),
         f: F,
@@ -426,11 +517,11 @@ impl DcmiSource {
         T: Send + 'static,
         F: FnOnce(&DcmiLib) -> Result<T, Raw> + Send + 'static,
     {
-        let value = self.call(call, sub, Some(npu), f).value(errors)?;
+        let value = self.call(call, sub, at, f).value(errors)?;
         match convert(value) {
             Ok(v) => Some(v),
             Err(what) => {
-                self.count_invalid(call, npu, what);
+                self.count_invalid(call, at, what);
                 *errors += 1;
                 None
             }
@@ -448,423 +539,6 @@ impl DcmiSource {
             errors += read(self, chip);
         }
         GroupReport { errors }
-    }
-
-    fn inventory(&mut self, state: &mut NpuState) -> GroupReport {
-        let mut errors = 0;
-        state.driver_version = self
-            .call("dcmi_get_dcmi_version", None, None, |l| l.dcmi_version())
-            .value(&mut errors);
-        let cards = match self.call("dcmi_get_card_list", None, None, |l| l.card_list()) {
-            Got::Value(c) => c,
-            _ => {
-                // Keep the chips we know: a failed enumeration must not make devices
-                // disappear (their faults would vanish with them).
-                return GroupReport { errors: errors + 1 };
-            }
-        };
-        let old: HashMap<(i32, i32), ChipReadings> = state
-            .chips
-            .values()
-            .map(|c| ((c.address.card, c.address.device), c.clone()))
-            .collect();
-        let mut chips = BTreeMap::new();
-        for card in cards {
-            let n = match self.call("dcmi_get_device_num_in_card", None, None, move |l| {
-                l.device_num_in_card(card)
-            }) {
-                Got::Value(n) => n.clamp(0, 16),
-                _ => {
-                    errors += 1;
-                    for c in old.values().filter(|c| c.address.card == card) {
-                        chips.insert(c.address.phy, c.clone());
-                    }
-                    continue;
-                }
-            };
-            let serial = self
-                .call("dcmi_get_card_elabel_v2", None, None, move |l| {
-                    l.card_serial(card)
-                })
-                .value(&mut errors)
-                .filter(|s| !s.is_empty());
-            for device in 0..n {
-                let addr = match self.enumerate(card, device) {
-                    Some(a) => a,
-                    None => {
-                        errors += 1;
-                        if let Some(c) = old.get(&(card, device)) {
-                            chips.insert(c.address.phy, c.clone());
-                        }
-                        continue;
-                    }
-                };
-                let mut chip = old.get(&(card, device)).cloned().unwrap_or_default();
-                if chip.address != addr {
-                    chip = ChipReadings::default();
-                }
-                chip.address = addr;
-                let (identity, e) = self.identity(addr, serial.clone());
-                chip.identity = identity;
-                errors += e;
-                chips.insert(addr.phy, chip);
-            }
-        }
-        state.chips = chips;
-        GroupReport { errors }
-    }
-
-    fn enumerate(&mut self, card: i32, device: i32) -> Option<ChipAddress> {
-        let logic = match self.call("dcmi_get_device_logic_id", None, None, move |l| {
-            l.logic_id(card, device)
-        }) {
-            Got::Value(v) => u32::try_from(v).ok()?,
-            _ => return None,
-        };
-        let phy = match self.call("dcmi_get_device_phyid_from_logicid", None, None, move |l| {
-            l.phy_id_from_logic(logic)
-        }) {
-            Got::Value(v) => v,
-            _ => return None,
-        };
-        Some(ChipAddress {
-            card,
-            device,
-            logic,
-            phy,
-        })
-    }
-
-    fn identity(&mut self, a: ChipAddress, serial: Option<String>) -> (Identity, u32) {
-        let (card, dev, phy) = (a.card, a.device, Some(a.phy));
-        let mut errors = 0;
-        let mut id = Identity {
-            serial,
-            ..Identity::default()
-        };
-        let info = match self.call("dcmi_get_device_chip_info_v2", None, phy, move |l| {
-            l.chip_info_v2(card, dev)
-        }) {
-            Got::Unsupported => self.call("dcmi_get_device_chip_info", None, phy, move |l| {
-                l.chip_info(card, dev)
-            }),
-            got => got,
-        };
-        id.model = info
-            .value(&mut errors)
-            .map(|i| format!("{}-{}-{}", i.chip_name, i.chip_type, i.chip_ver));
-        id.pci_bus_id = self.read(
-            a.phy,
-            &mut errors,
-            ("dcmi_get_device_pcie_info_v2", None),
-            move |l| l.pcie_info_v2(card, dev),
-            |p| Ok(model::format_bdf(p.domain, p.bus, p.device, p.function)),
-        );
-        id.uuid = self.read(
-            a.phy,
-            &mut errors,
-            ("dcmi_get_device_die_v2", Some(1)),
-            move |l| l.die_v2(card, dev, 1),
-            |w| Ok(model::format_vdie(w)),
-        );
-        (id, errors)
-    }
-
-    /// Health, fault codes and network health of one chip; returns its errors.
-    fn health(&mut self, chip: &mut ChipReadings) -> u32 {
-        let (card, dev, phy) = (chip.address.card, chip.address.device, chip.address.phy);
-        let p = Some(phy);
-        let mut errors = 0;
-        let mut dropped = false;
-        chip.health = None;
-        chip.up = None;
-        chip.faults = None;
-        chip.network_health = None;
-        match self.call("dcmi_get_device_health", None, p, move |l| {
-            l.health(card, dev)
-        }) {
-            Got::Value(0xFFFF_FFFF) => {
-                dropped = true;
-                chip.up = Some(false);
-            }
-            Got::Value(h) if h <= 3 => {
-                chip.health = Some(h);
-                chip.up = Some(true);
-            }
-            Got::Value(h) => {
-                self.count_invalid("dcmi_get_device_health", phy, format!("health {h}"));
-                chip.up = Some(true);
-                errors += 1;
-            }
-            Got::Dropped => {
-                dropped = true;
-                chip.up = Some(false);
-                errors += 1;
-            }
-            Got::Failed => {
-                chip.up = Some(false);
-                errors += 1;
-            }
-            Got::Unsupported => {}
-        }
-        match self.call("dcmi_get_device_errorcode_v2", None, p, move |l| {
-            l.error_codes_v2(card, dev)
-        }) {
-            Got::Value(codes) => chip.faults = Some(codes),
-            Got::Dropped => {
-                dropped = true;
-                errors += 1;
-            }
-            Got::Failed => errors += 1,
-            Got::Unsupported => {}
-        }
-        chip.dropped = dropped;
-        if dropped {
-            let faults = chip.faults.get_or_insert_with(Vec::new);
-            if !faults.contains(&model::FAULT_CARD_DROPPED) {
-                faults.push(model::FAULT_CARD_DROPPED);
-            }
-            // Network health is known to block after a card drops; do not ask.
-            return errors;
-        }
-        chip.network_health = self.read(
-            phy,
-            &mut errors,
-            ("dcmi_get_device_network_health", None),
-            move |l| l.network_health(card, dev),
-            |v| match u32::try_from(v) {
-                Ok(v) if v <= 0xFF => Ok(v),
-                _ => Err(format!("result {v}")),
-            },
-        );
-        errors
-    }
-
-    /// Temperature, power, voltage and AI-core clock of one chip; returns its errors.
-    fn sensors(&mut self, chip: &mut ChipReadings) -> u32 {
-        let (card, dev, phy) = (chip.address.card, chip.address.device, chip.address.phy);
-        let mut errors = 0;
-        chip.temperature_celsius = self.read(
-            phy,
-            &mut errors,
-            ("dcmi_get_device_temperature", None),
-            move |l| l.temperature(card, dev),
-            |t| convert::temperature_celsius(t).ok_or_else(|| format!("{t} °C")),
-        );
-        chip.power_watts = self.read(
-            phy,
-            &mut errors,
-            ("dcmi_get_device_power_info", None),
-            move |l| l.power(card, dev),
-            |dw| convert::power_watts(dw).ok_or_else(|| format!("{dw} dW")),
-        );
-        chip.voltage_volts = self.read(
-            phy,
-            &mut errors,
-            ("dcmi_get_device_voltage", None),
-            move |l| l.voltage(card, dev),
-            |cv| Ok(convert::voltage_volts(cv)),
-        );
-        chip.aicore_frequency_hertz = self.read(
-            phy,
-            &mut errors,
-            ("dcmi_get_device_frequency", Some(7)),
-            move |l| l.frequency(card, dev, 7),
-            |mhz| Ok(convert::mhz_to_hertz(mhz)),
-        );
-        errors
-    }
-
-    /// Utilisation of one chip by unit; returns its errors.
-    fn utilization(&mut self, chip: &mut ChipReadings) -> u32 {
-        const TYPES: [(i32, UtilUnit); 4] = [
-            (2, UtilUnit::Aicore),
-            (6, UtilUnit::Hbm),
-            (12, UtilUnit::Vector),
-            (13, UtilUnit::Overall),
-        ];
-        let (card, dev, phy) = (chip.address.card, chip.address.device, chip.address.phy);
-        let mut errors = 0;
-        chip.utilization.clear();
-        for (t, unit) in TYPES {
-            if let Some(r) = self.read(
-                phy,
-                &mut errors,
-                ("dcmi_get_device_utilization_rate", Some(t)),
-                move |l| l.utilization_rate(card, dev, t),
-                |pct| convert::percent_to_ratio(pct).ok_or_else(|| format!("type {t}: {pct}%")),
-            ) {
-                chip.utilization.insert(unit, r);
-            }
-        }
-        let wanted = [
-            UtilUnit::Aicore,
-            UtilUnit::Vector,
-            UtilUnit::Overall,
-            UtilUnit::Cube,
-        ];
-        if wanted.iter().all(|u| chip.utilization.contains_key(u)) {
-            return errors;
-        }
-        let multi = self.call(
-            "dcmi_get_device_multi_utilization_rate",
-            None,
-            Some(phy),
-            move |l| l.multi_utilization(card, dev),
-        );
-        if let Some(m) = multi.value(&mut errors) {
-            for (unit, pct) in [
-                (UtilUnit::Aicore, m.aicore),
-                (UtilUnit::Vector, m.aiv),
-                (UtilUnit::Overall, m.npu),
-                (UtilUnit::Cube, m.aic),
-            ] {
-                // A field above 100 is DCMI's "not available" for that unit.
-                if let Some(r) = convert::percent_to_ratio(pct) {
-                    chip.utilization.entry(unit).or_insert(r);
-                }
-            }
-        }
-        errors
-    }
-
-    /// HBM, DDR and ECC of one chip; returns its errors.
-    fn memory(&mut self, chip: &mut ChipReadings) -> u32 {
-        let (card, dev, phy) = (chip.address.card, chip.address.device, chip.address.phy);
-        let mut errors = 0;
-        chip.hbm = self.read(
-            phy,
-            &mut errors,
-            ("dcmi_get_device_hbm_info", None),
-            move |l| l.hbm_info(card, dev),
-            |h| {
-                let total = convert::mb_to_bytes(h.memory_size_mb);
-                let used = convert::mb_to_bytes(h.memory_usage_mb);
-                let temp = convert::temperature_celsius(h.temp_c);
-                let bw = convert::percent_to_ratio(h.bandwidth_util_pct);
-                match (total, used, temp, bw) {
-                    (Some(total_bytes), Some(used_bytes), Some(t), Some(b))
-                        if used_bytes <= total_bytes =>
-                    {
-                        Ok(Hbm {
-                            total_bytes,
-                            used_bytes,
-                            temperature_celsius: t,
-                            bandwidth_utilization_ratio: b,
-                        })
-                    }
-                    _ => Err(format!("{h:?}")),
-                }
-            },
-        );
-        chip.ddr = self.read(
-            phy,
-            &mut errors,
-            ("dcmi_get_device_memory_info_v3", None),
-            move |l| l.memory_info_v3(card, dev),
-            |d| match (
-                convert::mb_to_bytes(d.memory_size_mb),
-                convert::mb_to_bytes(d.memory_available_mb),
-            ) {
-                (Some(total), Some(avail)) if avail <= total => Ok(Ddr {
-                    total_bytes: total,
-                    used_bytes: total - avail,
-                }),
-                _ => Err(format!("{d:?}")),
-            },
-        );
-        chip.ecc = self.read(
-            phy,
-            &mut errors,
-            ("dcmi_get_device_ecc_info", Some(2)),
-            move |l| l.ecc_info(card, dev, 2),
-            |e| {
-                Ok(Ecc {
-                    enabled: e.enable_flag != 0,
-                    single: e.single.into(),
-                    double: e.double.into(),
-                    total_single: e.total_single.into(),
-                    total_double: e.total_double.into(),
-                    single_isolated_pages: e.single_isolated_pages.into(),
-                    double_isolated_pages: e.double_isolated_pages.into(),
-                })
-            },
-        );
-        errors
-    }
-
-    /// Packet counters and HCCS links of one chip; returns its errors.
-    fn network(&mut self, chip: &mut ChipReadings) -> u32 {
-        let profiling_ms = i32::try_from(self.opts.hccs_profiling_time.as_millis())
-            .unwrap_or(200)
-            .clamp(1, 1000);
-        let (card, dev, phy) = (chip.address.card, chip.address.device, chip.address.phy);
-        let mut errors = 0;
-        chip.hccs = model::Hccs::default();
-        chip.packets = self.read(
-            phy,
-            &mut errors,
-            ("dcmi_get_netdev_pkt_stats_info", None),
-            move |l| l.netdev_pkt_stats(card, dev, 0),
-            |c| Ok(packet_counters(&c)),
-        );
-        let bandwidth = self.read(
-            phy,
-            &mut errors,
-            ("dcmi_get_hccs_link_bandwidth_info", None),
-            move |l| l.hccs_bandwidth(card, dev, profiling_ms),
-            |bw| {
-                let per_second = |gb: &[f64; 16]| -> Option<Vec<f64>> {
-                    gb.iter()
-                        .map(|g| convert::gigabytes_to_bytes_per_second(*g))
-                        .collect()
-                };
-                match (per_second(&bw.tx), per_second(&bw.rx)) {
-                    (Some(tx), Some(rx)) => Ok((tx, rx)),
-                    _ => Err("non-finite bandwidth".into()),
-                }
-            },
-        );
-        if let Some((tx, rx)) = bandwidth {
-            chip.hccs.tx_bytes_per_second = tx.try_into().ok();
-            chip.hccs.rx_bytes_per_second = rx.try_into().ok();
-        }
-        // npu-exporter probes sub-command 5 (64-bit) and falls back to 3 (32-bit).
-        let stats = match self.call("dcmi_get_device_info", Some(5), Some(phy), move |l| {
-            l.hccs_statistics_u64(card, dev)
-        }) {
-            Got::Unsupported => self.call("dcmi_get_device_info", Some(3), Some(phy), move |l| {
-                l.hccs_statistics_u32(card, dev)
-            }),
-            got => got,
-        };
-        if let Some(s) = stats.value(&mut errors) {
-            chip.hccs.tx_flits = Some(s.tx);
-            chip.hccs.rx_flits = Some(s.rx);
-            chip.hccs.crc_errors = Some(s.crc_errors);
-        }
-        errors
-    }
-}
-
-/// Picks the counters hcclwatch exports out of DCMI's 48, by header position.
-fn packet_counters(c: &[u64; ffi::PKT_STATS_COUNTERS]) -> PacketCounters {
-    PacketCounters {
-        mac_tx_pause: c[0],
-        mac_rx_pause: c[1],
-        mac_tx_pfc: c[2],
-        mac_rx_pfc: c[11],
-        mac_tx_bad: c[22],
-        mac_rx_bad: c[26],
-        mac_rx_fcs_errors: c[28],
-        roce_rx_all: c[30],
-        roce_rx_err: c[31],
-        roce_tx_all: c[33],
-        roce_tx_err: c[34],
-        roce_rx_cnp: c[36],
-        roce_tx_cnp: c[37],
-        roce_retry: c[42],
-        roce_ecn: c[43],
     }
 }
 
@@ -889,18 +563,46 @@ impl DeviceSource for DcmiSource {
                 }
                 self.last_error = Some(msg);
                 state.chips.clear();
+                state.cards.clear();
                 state.driver_version = None;
                 return GroupReport { errors: 1 };
             }
         }
         match group {
             Group::Inventory => self.inventory(state),
-            Group::Health => self.each_chip(state, Self::health),
-            Group::Sensors => self.each_chip(state, Self::sensors),
+            Group::Health => {
+                // Events that arrived without a wake-up (before the poller set its waker)
+                // are counted here; every chip is re-read below anyway.
+                self.drain_events(state);
+                self.each_chip(state, Self::health)
+            }
+            Group::Sensors => {
+                let mut report = self.each_chip(state, Self::sensors);
+                report.errors += self.card_power(state);
+                report
+            }
             Group::Utilization => self.each_chip(state, Self::utilization),
             Group::Memory => self.each_chip(state, Self::memory),
             Group::Network => self.each_chip(state, Self::network),
         }
+    }
+
+    fn set_waker(&mut self, wake: Waker) {
+        ffi::set_fault_event_waker(wake);
+    }
+
+    fn on_wake(&mut self, state: &mut NpuState) -> Option<GroupReport> {
+        let chips = self.drain_events(state);
+        if chips.is_empty() {
+            return None;
+        }
+        let mut errors = 0;
+        for phy in chips {
+            if let Some(chip) = state.chips.get_mut(&phy) {
+                errors += self.health_and_faults(chip).0;
+            }
+        }
+        Some(GroupReport { errors })
     }
 
     fn stats(&self) -> SourceStats {
@@ -910,10 +612,59 @@ impl DeviceSource for DcmiSource {
             unsupported: self
                 .unsupported
                 .iter()
-                .map(|(k, r)| (k.clone(), r.as_str()))
+                .map(|((call, scope), r)| Unsupported {
+                    call: call.clone(),
+                    scope: *scope,
+                    reason: r.as_str(),
+                })
                 .collect::<BTreeSet<_>>(),
             stuck_calls: self.loaded.as_ref().map_or(0, |l| l.runner.stuck_calls()),
+            fault_subscription: self.subscription,
+            fault_events_dropped: ffi::fault_events_dropped(),
         }
+    }
+}
+
+impl DcmiSource {
+    /// Takes every queued fault event: counts it on its chip, remembers its severity for
+    /// the code (the level of a code the table lacks depends on it) and returns the chips
+    /// to re-read. An event for a logic id no chip has re-reads every chip.
+    fn drain_events(&mut self, state: &mut NpuState) -> BTreeSet<u32> {
+        let mut chips = BTreeSet::new();
+        let Some(rx) = self.events.as_ref() else {
+            return chips;
+        };
+        let events: Vec<FaultEvent> = rx.try_iter().collect();
+        for ev in events {
+            if self.event_severity.len() >= 4096 {
+                self.event_severity.clear();
+            }
+            self.event_severity.insert(ev.event_id, ev.severity);
+            let chip = state
+                .chips
+                .values_mut()
+                .find(|c| c.address.logic == u32::from(ev.logic_id));
+            tracing::info!(
+                code = %format!("0x{:08X}", ev.event_id),
+                logic_id = ev.logic_id,
+                severity = model::event_severity_name(ev.severity),
+                assertion = model::event_assertion_name(ev.assertion),
+                name = %ev.name,
+                "DCMI fault event"
+            );
+            match chip {
+                Some(c) => {
+                    let key = (
+                        model::event_severity_name(ev.severity),
+                        model::event_assertion_name(ev.assertion),
+                    );
+                    *c.fault_events.entry(key).or_default() += 1;
+                    chips.insert(c.address.phy);
+                }
+                None => chips.extend(state.chips.keys().copied()),
+            }
+        }
+        chips
     }
 }
 
@@ -956,19 +707,5 @@ mod tests {
             assert!(err.contains(p), "{err}");
         }
         assert!(err.contains("telemetry.dcmi_library"), "{err}");
-    }
-
-    #[test]
-    fn packet_counter_positions() {
-        let mut c = [0u64; ffi::PKT_STATS_COUNTERS];
-        for (i, v) in c.iter_mut().enumerate() {
-            *v = i as u64 + 1000;
-        }
-        let p = packet_counters(&c);
-        assert_eq!(p.mac_tx_pause, 1000);
-        assert_eq!(p.mac_rx_pfc, 1011);
-        assert_eq!(p.mac_rx_fcs_errors, 1028);
-        assert_eq!(p.roce_rx_err, 1031);
-        assert_eq!(p.roce_ecn, 1043);
     }
 }

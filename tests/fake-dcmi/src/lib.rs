@@ -9,14 +9,18 @@
 //! Fault knobs: per-call error codes (`fail`), per-call hangs (`hang_ms`), a chip that
 //! drops after N calls (`drop_after_calls`), a failing `dcmi_init` (`init_error`), and
 //! symbols that are genuinely absent from the dynamic symbol table (`missing_symbols`).
+//!
+//! Pushed fault events (`fault_events`, delivered through the callback of
+//! `dcmi_subscribe_fault_event` at a scheduled time) and the HCCS ping mesh (over the
+//! shared fabric file named by `FAKE_FABRIC`) are modelled too; see `README.md`.
 
-use std::collections::HashMap;
-use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::ffi::{c_char, c_int, c_long, c_uint, c_ulong, c_void};
 use std::path::PathBuf;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::Deserialize;
 
@@ -43,14 +47,45 @@ struct Scenario {
     init_error: Option<c_int>,
     #[serde(default)]
     cards: Vec<Card>,
+    /// Fault events to push through the subscription callback.
+    #[serde(default)]
+    fault_events: Vec<ScheduledEvent>,
+    /// `dcmi_get_device_errorcode_string` texts by code (hex, no `0x`); a code without
+    /// one answers NOT_SUPPORT.
+    #[serde(default)]
+    fault_descriptions: HashMap<String, String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Card {
     card_id: c_int,
+    /// `dcmi_mcu_get_power_info` (0.1 W); absent: NOT_SUPPORT.
+    #[serde(default)]
+    mcu_power_dw: Option<c_int>,
     #[serde(default)]
     chips: Vec<Chip>,
+}
+
+/// A fault event pushed `at_ms` after the subscription. `assertion` 1 (occur) adds
+/// `event_id` to the chip's active codes, 0 (recovery) removes it, 2 (once) leaves them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScheduledEvent {
+    at_ms: u64,
+    card_id: c_int,
+    device_id: c_int,
+    event_id: c_uint,
+    #[serde(default)]
+    severity: u8,
+    #[serde(default = "one")]
+    assertion: u8,
+    #[serde(default)]
+    name: String,
+}
+
+fn one() -> u8 {
+    1
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -98,6 +133,46 @@ struct Chip {
     hang_ms: HashMap<String, u64>,
     #[serde(default)]
     drop_after_calls: Option<u64>,
+    /// `dcmi_get_device_board_info`'s board id.
+    #[serde(default)]
+    board_id: Option<c_uint>,
+    /// `dcmi_get_device_resource_info`.
+    #[serde(default)]
+    processes: Option<Vec<Process>>,
+    /// `dcmi_get_extra_statistics_info`.
+    #[serde(default)]
+    fec: Option<Fec>,
+    /// This chip's vNIC address in the fabric file (the source of its pings).
+    #[serde(default)]
+    vnic_ip: Option<String>,
+    /// Present: the chip answers the ping-mesh functions (an A3).
+    #[serde(default)]
+    ping_mesh: Option<PingMeshCfg>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Process {
+    pid: c_int,
+    memory_bytes: u64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct Fec {
+    cw_total_cnt: u64,
+    cw_before_correct_cnt: u64,
+    cw_correct_cnt: u64,
+    cw_uncorrect_cnt: u64,
+    cw_bad_cnt: u64,
+    correcting_bit_rate: f64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct PingMeshCfg {
+    /// Raising it stops every task running on the chip, as a chip reset does.
+    reset_generation: u64,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -303,6 +378,117 @@ const _: () = assert!(size_of::<DcmiEccInfo>() == 28);
 const _: () = assert!(size_of::<DcmiMultiUtilization>() == 48);
 const _: () = assert!(size_of::<DcmiNetworkPktStats>() == 464);
 const _: () = assert!(size_of::<DcmiHccsBandwidth>() == 280);
+
+#[repr(C)]
+pub struct DcmiBoardInfo {
+    board_id: c_uint,
+    pcb_id: c_uint,
+    bom_id: c_uint,
+    slot_id: c_uint,
+}
+
+#[repr(C)]
+pub struct DcmiProcMemInfo {
+    proc_id: c_int,
+    proc_mem_usage: c_ulong,
+}
+
+#[repr(C)]
+pub struct DcmiExtraStatistics {
+    cw_total_cnt: u64,
+    cw_before_correct_cnt: u64,
+    cw_correct_cnt: u64,
+    cw_uncorrect_cnt: u64,
+    cw_bad_cnt: u64,
+    trans_total_bit: u64,
+    cw_total_correct_bit: u64,
+    rx_full_drop_cnt: u64,
+    pcs_err_cnt: u64,
+    rx_send_app_good_pkts: u64,
+    rx_send_app_bad_pkts: u64,
+    correcting_bit_rate: f64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct DcmiEventFilter {
+    filter_flag: u64,
+    event_id: c_uint,
+    severity: u8,
+    node_type: u8,
+    resv: [u8; 32],
+}
+
+#[repr(C)]
+pub struct DcmiDmsFaultEvent {
+    event_id: c_uint,
+    deviceid: u16,
+    node_type: u8,
+    node_id: u8,
+    sub_node_type: u8,
+    sub_node_id: u8,
+    severity: u8,
+    assertion: u8,
+    event_serial_num: c_int,
+    notify_serial_num: c_int,
+    alarm_raised_time: u64,
+    event_name: [u8; 256],
+    additional_info: [u8; 32],
+    resv: [u8; 32],
+}
+
+#[repr(C)]
+pub struct DcmiEvent {
+    event_type: c_int,
+    dms_event: DcmiDmsFaultEvent,
+}
+
+/// `void (*dcmi_fault_event_callback)(struct dcmi_event *event)`.
+pub type FaultCallback = extern "C" fn(*mut DcmiEvent);
+
+const MESH_MAX: usize = 48;
+
+#[repr(C)]
+pub struct DcmiHccsPingMeshOperate {
+    dst_addr_list: [c_char; 1024],
+    pkt_size: c_int,
+    pkt_send_num: c_int,
+    pkt_interval: c_int,
+    timeout: c_int,
+    task_interval: c_int,
+    task_id: c_int,
+}
+
+#[repr(C)]
+pub struct DcmiHccsPingMeshInfo {
+    dst_addr: [[c_char; 16]; MESH_MAX],
+    suc_pkt_num: [c_uint; MESH_MAX],
+    fail_pkt_num: [c_uint; MESH_MAX],
+    max_time: [c_long; MESH_MAX],
+    min_time: [c_long; MESH_MAX],
+    avg_time: [c_long; MESH_MAX],
+    tp95_time: [c_long; MESH_MAX],
+    reply_stat_num: [c_int; MESH_MAX],
+    ping_total_num: [u64; MESH_MAX],
+    dest_num: c_int,
+}
+
+#[repr(C)]
+pub struct DcmiHccsPingMeshInfoV2 {
+    info: DcmiHccsPingMeshInfo,
+    l1_plane_check_res: [u8; MESH_MAX],
+    reserved: [u8; MESH_MAX],
+}
+
+const _: () = assert!(size_of::<DcmiBoardInfo>() == 16);
+const _: () = assert!(size_of::<DcmiProcMemInfo>() == 16);
+const _: () = assert!(size_of::<DcmiExtraStatistics>() == 96);
+const _: () = assert!(size_of::<DcmiEventFilter>() == 48);
+const _: () = assert!(size_of::<DcmiDmsFaultEvent>() == 352);
+const _: () = assert!(size_of::<DcmiEvent>() == 360);
+const _: () = assert!(size_of::<DcmiHccsPingMeshOperate>() == 1048);
+const _: () = assert!(size_of::<DcmiHccsPingMeshInfo>() == 3272);
+const _: () = assert!(size_of::<DcmiHccsPingMeshInfoV2>() == 3368);
 
 /// Field order of `struct dcmi_network_pkt_stats_info`'s 48 counters.
 const PKT_STATS_FIELDS: [&str; 48] = [
@@ -823,9 +1009,18 @@ pub unsafe extern "C" fn dcmi_get_device_errorcode_v2(
     export!(
         chip("dcmi_get_device_errorcode_v2", card_id, device_id, None),
         |c, count, list| {
-            let n = c.error_codes.len().min(list.len());
+            // The scenario's codes, plus those fault events asserted and did not recover.
+            let mut codes = c.error_codes.clone();
+            let asserted = lock(&EVENT_CODES).get(&(card_id, device_id)).cloned();
+            codes.extend(
+                asserted
+                    .into_iter()
+                    .flatten()
+                    .filter(|e| !c.error_codes.contains(e)),
+            );
+            let n = codes.len().min(list.len());
             *count = n as c_int;
-            list[..n].copy_from_slice(&c.error_codes[..n]);
+            list[..n].copy_from_slice(&codes[..n]);
             Ok(())
         }
     )
@@ -1187,6 +1382,582 @@ pub unsafe extern "C" fn dcmi_get_device_info(
             // function's contract, at least `bytes.len()` (checked); it needs no alignment.
             unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), buf.cast::<u8>(), bytes.len()) };
             *size = bytes.len() as c_uint;
+            Ok(())
+        }
+    )
+}
+
+/// `int dcmi_get_device_board_info(int card_id, int device_id, struct dcmi_board_info *board_info)`
+///
+/// # Safety
+/// `out` must point to a writable `struct dcmi_board_info`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_board_info(
+    card_id: c_int,
+    device_id: c_int,
+    out: *mut DcmiBoardInfo,
+) -> c_int {
+    export!(
+        chip("dcmi_get_device_board_info", card_id, device_id, None),
+        |c, out| {
+            out.board_id = c.board_id.ok_or(ERR_NOT_SUPPORT)?;
+            out.pcb_id = 0;
+            out.bom_id = 0;
+            out.slot_id = device_id as c_uint;
+            Ok(())
+        }
+    )
+}
+
+/// `int dcmi_mcu_get_power_info(int card_id, int *power)` (0.1 W, the card's board power)
+///
+/// # Safety
+/// `out` must be writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_mcu_get_power_info(card_id: c_int, out: *mut c_int) -> c_int {
+    export!(lib, |s, out| {
+        let card = s.cards.iter().find(|c| c.card_id == card_id);
+        put(out, card.ok_or(ERR_INVALID_DEVICE_ID)?.mcu_power_dw)
+    })
+}
+
+/// `int dcmi_get_device_errorcode_string(int card_id, int device_id, unsigned int error_code, unsigned char *error_info, int buf_size)`
+///
+/// # Safety
+/// `info` must point to `buf_size` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_errorcode_string(
+    card_id: c_int,
+    device_id: c_int,
+    code: c_uint,
+    info: *mut u8,
+    buf_size: c_int,
+) -> c_int {
+    let info = ptr::slice_from_raw_parts_mut(info, buf_size.max(0) as usize);
+    export!(
+        chip("dcmi_get_device_errorcode_string", card_id, device_id, None),
+        // DCMI_MIN_ERR_INFO_LEN.
+        check(require(buf_size >= 48, ERR_INVALID_PARAMETER)),
+        |_c, info| {
+            let s = scenario().ok_or(ERR_INNER)?;
+            let text = s
+                .fault_descriptions
+                .iter()
+                .find(|(k, _)| u32::from_str_radix(k, 16).ok() == Some(code))
+                .map(|(_, v)| v.as_str())
+                .ok_or(ERR_NOT_SUPPORT)?;
+            copy_str(info, text);
+            Ok(())
+        }
+    )
+}
+
+/// `int dcmi_get_device_resource_info(int card_id, int device_id, struct dcmi_proc_mem_info *proc_info, int *proc_num)`
+///
+/// The call has no length: the real library writes at most 32 entries; the fake writes at
+/// most 64 (a caller must allocate for more than the documented 32 to be safe either way).
+///
+/// # Safety
+/// `list` must hold 64 writable entries; `num` must be writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_device_resource_info(
+    card_id: c_int,
+    device_id: c_int,
+    list: *mut DcmiProcMemInfo,
+    num: *mut c_int,
+) -> c_int {
+    let list = ptr::slice_from_raw_parts_mut(list, 64);
+    export!(
+        chip("dcmi_get_device_resource_info", card_id, device_id, None),
+        |c, list, num| {
+            let procs = c.processes.as_ref().ok_or(ERR_NOT_SUPPORT)?;
+            let n = procs.len().min(list.len());
+            for (dst, p) in list.iter_mut().zip(&procs[..n]) {
+                dst.proc_id = p.pid;
+                dst.proc_mem_usage = p.memory_bytes as c_ulong;
+            }
+            *num = n as c_int;
+            Ok(())
+        }
+    )
+}
+
+/// `int dcmi_get_extra_statistics_info(int card_id, int device_id, int port_id, struct dcmi_extra_statistics_info *info)`
+///
+/// # Safety
+/// `out` must point to a writable `struct dcmi_extra_statistics_info`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_extra_statistics_info(
+    card_id: c_int,
+    device_id: c_int,
+    port_id: c_int,
+    out: *mut DcmiExtraStatistics,
+) -> c_int {
+    export!(
+        chip("dcmi_get_extra_statistics_info", card_id, device_id, None),
+        check(require(port_id == 0, ERR_INVALID_PARAMETER)),
+        |c, out| {
+            let f = c.fec.as_ref().ok_or(ERR_NOT_SUPPORT)?;
+            out.cw_total_cnt = f.cw_total_cnt;
+            out.cw_before_correct_cnt = f.cw_before_correct_cnt;
+            out.cw_correct_cnt = f.cw_correct_cnt;
+            out.cw_uncorrect_cnt = f.cw_uncorrect_cnt;
+            out.cw_bad_cnt = f.cw_bad_cnt;
+            out.trans_total_bit = 0;
+            out.cw_total_correct_bit = 0;
+            out.rx_full_drop_cnt = 0;
+            out.pcs_err_cnt = 0;
+            out.rx_send_app_good_pkts = 0;
+            out.rx_send_app_bad_pkts = 0;
+            out.correcting_bit_rate = f.correcting_bit_rate;
+            Ok(())
+        }
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// Fault events.
+
+/// Codes asserted by delivered events and not recovered yet, per (card, device).
+static EVENT_CODES: Mutex<BTreeMapCodes> = Mutex::new(BTreeMapCodes::new());
+type BTreeMapCodes = std::collections::BTreeMap<(c_int, c_int), BTreeSet<c_uint>>;
+
+/// The subscriber's callback and when it subscribed.
+static SUBSCRIBER: Mutex<Option<(FaultCallback, Instant)>> = Mutex::new(None);
+static EVENT_SERIAL: AtomicU64 = AtomicU64::new(0);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `int dcmi_subscribe_fault_event(int card_id, int device_id, struct dcmi_event_filter filter, dcmi_fault_event_callback handler)`
+///
+/// Every scheduled event of the scenario (re-read as it changes) is delivered once, on the
+/// fake's own thread, `at_ms` after this call; the filter is not modelled.
+#[unsafe(no_mangle)]
+pub extern "C" fn dcmi_subscribe_fault_event(
+    card_id: c_int,
+    device_id: c_int,
+    _filter: DcmiEventFilter,
+    handler: Option<FaultCallback>,
+) -> c_int {
+    if !INITIALISED.load(Ordering::SeqCst) {
+        return ERR_INNER;
+    }
+    let Some(handler) = handler else {
+        return ERR_INVALID_PARAMETER;
+    };
+    if card_id != -1 || device_id != -1 {
+        // Only the subscription to every device is modelled.
+        return ERR_NOT_SUPPORT;
+    }
+    let first = lock(&SUBSCRIBER)
+        .replace((handler, Instant::now()))
+        .is_none();
+    if first {
+        std::thread::Builder::new()
+            .name("fake-dcmi-events".into())
+            .spawn(deliver_events)
+            .map(|_| DCMI_OK)
+            .unwrap_or(ERR_INNER)
+    } else {
+        DCMI_OK
+    }
+}
+
+/// Delivers each scheduled event once when its time has come.
+fn deliver_events() {
+    let mut fired: HashSet<ScheduledEvent> = HashSet::new();
+    loop {
+        std::thread::sleep(Duration::from_millis(5));
+        let Some((handler, since)) = *lock(&SUBSCRIBER) else {
+            continue;
+        };
+        let Some(s) = scenario() else { continue };
+        let elapsed = since.elapsed().as_millis() as u64;
+        for ev in &s.fault_events {
+            if ev.at_ms > elapsed || fired.contains(ev) {
+                continue;
+            }
+            fired.insert(ev.clone());
+            let Some(chip) = find_chip(&s, ev.card_id, ev.device_id) else {
+                eprintln!("fake-dcmi: fault event for unknown chip {ev:?}");
+                continue;
+            };
+            {
+                let mut codes = lock(&EVENT_CODES);
+                let set = codes.entry((ev.card_id, ev.device_id)).or_default();
+                match ev.assertion {
+                    1 => {
+                        set.insert(ev.event_id);
+                    }
+                    0 => {
+                        set.remove(&ev.event_id);
+                    }
+                    _ => {}
+                }
+            }
+            let mut e = DcmiEvent {
+                event_type: 0,
+                dms_event: DcmiDmsFaultEvent {
+                    event_id: ev.event_id,
+                    deviceid: chip.logic_id as u16,
+                    node_type: 0,
+                    node_id: 0,
+                    sub_node_type: 0,
+                    sub_node_id: 0,
+                    severity: ev.severity,
+                    assertion: ev.assertion,
+                    event_serial_num: EVENT_SERIAL.fetch_add(1, Ordering::SeqCst) as c_int,
+                    notify_serial_num: 0,
+                    alarm_raised_time: SystemTime::now()
+                        .duration_since(SystemTime::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_millis() as u64),
+                    event_name: [0; 256],
+                    additional_info: [0; 32],
+                    resv: [0; 32],
+                },
+            };
+            copy_str(&mut e.dms_event.event_name, &ev.name);
+            // Tests measure the delivery-to-/metrics latency from this line.
+            eprintln!(
+                "fake-dcmi: delivered fault event 0x{:08X} at unix_ms={}",
+                ev.event_id, e.dms_event.alarm_raised_time
+            );
+            handler(&mut e);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// HCCS ping mesh over the shared fabric file (`FAKE_FABRIC`).
+
+/// The fabric file (see the shared fabric description); unknown fields are ignored, as
+/// other fakes may read more of it.
+#[derive(Debug, Default, Deserialize)]
+struct Fabric {
+    #[serde(default)]
+    base_rtt_ms: f64,
+    #[serde(default)]
+    ports: HashMap<String, FabricPort>,
+    #[serde(default)]
+    pairs: Vec<FabricPair>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct FabricPort {
+    #[serde(default)]
+    loss: f64,
+    #[serde(default)]
+    added_rtt_ms: f64,
+    #[serde(default)]
+    down: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct FabricPair {
+    a: String,
+    b: String,
+    #[serde(default)]
+    loss: f64,
+    #[serde(default)]
+    added_rtt_ms: f64,
+}
+
+/// Re-read on every use: tests rewrite it (write + rename) while daemons run.
+fn fabric() -> Fabric {
+    let Some(path) = std::env::var_os("FAKE_FABRIC") else {
+        return Fabric::default();
+    };
+    match std::fs::read_to_string(&path).map(|t| serde_json::from_str(&t)) {
+        Ok(Ok(f)) => f,
+        Ok(Err(e)) => {
+            eprintln!("fake-dcmi: invalid fabric file: {e}");
+            Fabric::default()
+        }
+        Err(e) => {
+            eprintln!("fake-dcmi: cannot read fabric file: {e}");
+            Fabric::default()
+        }
+    }
+}
+
+/// A small xorshift generator for loss and jitter (no dependency for a test double).
+fn random() -> f64 {
+    static STATE: AtomicU64 = AtomicU64::new(0);
+    let mut x = STATE.load(Ordering::Relaxed);
+    if x == 0 {
+        x = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0x9E37_79B9, |d| d.as_nanos() as u64)
+            | 1;
+    }
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    STATE.store(x, Ordering::Relaxed);
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// One packet from `src` to `dst`: its RTT in µs, or `None` when lost.
+fn ping_once(f: &Fabric, src: Option<&str>, dst: &str) -> Option<f64> {
+    let d = f.ports.get(dst)?;
+    let s = src.and_then(|s| f.ports.get(s));
+    if d.down || s.is_some_and(|s| s.down) {
+        return None;
+    }
+    let pair = src.and_then(|src| {
+        f.pairs
+            .iter()
+            .find(|p| (p.a == src && p.b == dst) || (p.a == dst && p.b == src))
+    });
+    let keep =
+        (1.0 - s.map_or(0.0, |s| s.loss)) * (1.0 - d.loss) * (1.0 - pair.map_or(0.0, |p| p.loss));
+    if random() >= keep {
+        return None;
+    }
+    let ms = f.base_rtt_ms
+        + s.map_or(0.0, |s| s.added_rtt_ms)
+        + d.added_rtt_ms
+        + pair.map_or(0.0, |p| p.added_rtt_ms);
+    Some(ms * (0.9 + 0.2 * random()) * 1000.0)
+}
+
+/// A running ping-mesh task and what it has measured so far (cumulative).
+struct MeshTask {
+    dests: Vec<String>,
+    pkt_send_num: u32,
+    task_interval: Duration,
+    started: Instant,
+    generation: u64,
+    rounds: u64,
+    /// Per destination: answered, lost, every RTT in µs.
+    results: Vec<(u32, u32, Vec<f64>)>,
+}
+
+type MeshKey = (c_int, c_int, c_uint);
+static MESH: Mutex<Option<HashMap<MeshKey, MeshTask>>> = Mutex::new(None);
+
+/// The task at `key`, after dropping it if a chip reset (`reset_generation`) ended it and
+/// running the rounds that are due.
+fn with_task<R>(key: MeshKey, c: &Chip, f: impl FnOnce(Option<&MeshTask>) -> R) -> R {
+    let generation = c.ping_mesh.as_ref().map_or(0, |p| p.reset_generation);
+    let mut guard = lock(&MESH);
+    let tasks = guard.get_or_insert_with(HashMap::new);
+    if tasks.get(&key).is_some_and(|t| t.generation < generation) {
+        tasks.remove(&key);
+    }
+    if let Some(t) = tasks.get_mut(&key) {
+        let due = t.started.elapsed().as_millis() / t.task_interval.as_millis().max(1);
+        let fab = fabric();
+        while u128::from(t.rounds) < due {
+            t.rounds += 1;
+            for (i, dst) in t.dests.iter().enumerate() {
+                for _ in 0..t.pkt_send_num {
+                    match ping_once(&fab, c.vnic_ip.as_deref(), dst) {
+                        Some(us) => {
+                            t.results[i].0 += 1;
+                            t.results[i].2.push(us);
+                        }
+                        None => t.results[i].1 += 1,
+                    }
+                }
+            }
+        }
+    }
+    f(tasks.get(&key))
+}
+
+/// libdcmi's checks of a start request: one kind of address (vNIC IPs, 192.x.x.x),
+/// duplicates removed, at most 48, parameters in range.
+fn parse_mesh_request(op: &DcmiHccsPingMeshOperate) -> Result<Vec<String>, c_int> {
+    let raw: Vec<u8> = op.dst_addr_list.iter().map(|c| *c as u8).collect();
+    let end = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
+    let list = std::str::from_utf8(&raw[..end]).map_err(|_| ERR_INVALID_PARAMETER)?;
+    let mut dests: Vec<String> = Vec::new();
+    for tok in list.split(',').map(str::trim) {
+        if !tok.starts_with("192.") || tok.split('.').count() != 4 {
+            return Err(ERR_INVALID_PARAMETER);
+        }
+        if !dests.iter().any(|d| d == tok) {
+            dests.push(tok.to_string());
+        }
+    }
+    let ok = !dests.is_empty()
+        && dests.len() <= MESH_MAX
+        && (1792..=3000).contains(&op.pkt_size)
+        && (1..=1000).contains(&op.pkt_send_num)
+        && (0..=1000).contains(&op.pkt_interval)
+        && op.timeout >= 0
+        && (1..=60).contains(&op.task_interval)
+        && (0..=1).contains(&op.task_id);
+    if ok {
+        Ok(dests)
+    } else {
+        Err(ERR_INVALID_PARAMETER)
+    }
+}
+
+/// `int dcmi_start_hccsping_mesh(int card_id, int device_id, int port_id, struct dcmi_hccsping_mesh_operate *hccsping_mesh)`
+///
+/// # Safety
+/// `op` must point to a readable `struct dcmi_hccsping_mesh_operate`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_start_hccsping_mesh(
+    card_id: c_int,
+    device_id: c_int,
+    port_id: c_int,
+    op: *mut DcmiHccsPingMeshOperate,
+) -> c_int {
+    export!(
+        chip("dcmi_start_hccsping_mesh", card_id, device_id, None),
+        check(require(port_id == 0, ERR_INVALID_PARAMETER)),
+        |c, op| {
+            let cfg = c.ping_mesh.as_ref().ok_or(ERR_NOT_SUPPORT)?;
+            let dests = parse_mesh_request(op)?;
+            let task = MeshTask {
+                results: vec![(0, 0, Vec::new()); dests.len()],
+                dests,
+                pkt_send_num: op.pkt_send_num as u32,
+                task_interval: Duration::from_secs(op.task_interval as u64),
+                started: Instant::now(),
+                generation: cfg.reset_generation,
+                rounds: 0,
+            };
+            let key = (card_id, device_id, op.task_id as c_uint);
+            lock(&MESH)
+                .get_or_insert_with(HashMap::new)
+                .insert(key, task);
+            Ok(())
+        }
+    )
+}
+
+/// `int dcmi_stop_hccsping_mesh(int card_id, int device_id, int port_id, unsigned int task_id)`
+#[unsafe(no_mangle)]
+pub extern "C" fn dcmi_stop_hccsping_mesh(
+    card_id: c_int,
+    device_id: c_int,
+    port_id: c_int,
+    task_id: c_uint,
+) -> c_int {
+    let r = enter("dcmi_stop_hccsping_mesh", card_id, device_id, None).and_then(|r| {
+        r.chip().ping_mesh.as_ref().ok_or(ERR_NOT_SUPPORT)?;
+        require(port_id == 0 && task_id <= 1, ERR_INVALID_PARAMETER)?;
+        lock(&MESH)
+            .get_or_insert_with(HashMap::new)
+            .remove(&(card_id, device_id, task_id));
+        Ok(())
+    });
+    status(r)
+}
+
+/// `int dcmi_get_hccsping_mesh_state(int card_id, int device_id, int port_id, unsigned int task_id, unsigned int *state)`
+///
+/// # Safety
+/// `out` must be writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_hccsping_mesh_state(
+    card_id: c_int,
+    device_id: c_int,
+    port_id: c_int,
+    task_id: c_uint,
+    out: *mut c_uint,
+) -> c_int {
+    export!(
+        chip("dcmi_get_hccsping_mesh_state", card_id, device_id, None),
+        check(require(port_id == 0 && task_id <= 1, ERR_INVALID_PARAMETER)),
+        |c, out| {
+            c.ping_mesh.as_ref().ok_or(ERR_NOT_SUPPORT)?;
+            *out = with_task((card_id, device_id, task_id), c, |t| t.is_some() as c_uint);
+            Ok(())
+        }
+    )
+}
+
+/// Fills the v1 struct from the task (all zero with `dest_num` 0 when there is none).
+fn fill_mesh_info(t: Option<&MeshTask>, out: &mut DcmiHccsPingMeshInfo) {
+    out.dest_num = 0;
+    let Some(t) = t else { return };
+    out.dest_num = t.dests.len() as c_int;
+    for (i, (dst, (suc, fail, rtts))) in t.dests.iter().zip(&t.results).enumerate() {
+        let mut name = [0u8; 16];
+        copy_str(&mut name, dst);
+        out.dst_addr[i] = name.map(|b| b as c_char);
+        out.suc_pkt_num[i] = *suc;
+        out.fail_pkt_num[i] = *fail;
+        let mut sorted = rtts.clone();
+        sorted.sort_by(f64::total_cmp);
+        // -1: not pinged (or nothing answered), as the reference documents.
+        let at = |q: f64| -> c_long {
+            if sorted.is_empty() {
+                return -1;
+            }
+            let idx = ((sorted.len() - 1) as f64 * q).round() as usize;
+            sorted[idx].round() as c_long
+        };
+        out.max_time[i] = at(1.0);
+        out.min_time[i] = at(0.0);
+        out.tp95_time[i] = at(0.95);
+        out.avg_time[i] = if sorted.is_empty() {
+            -1
+        } else {
+            (sorted.iter().sum::<f64>() / sorted.len() as f64).round() as c_long
+        };
+        out.reply_stat_num[i] = t.rounds as c_int;
+        out.ping_total_num[i] = t.rounds;
+    }
+}
+
+/// `int dcmi_get_hccsping_mesh_info(int card_id, int device_id, int port_id, unsigned int task_id, struct dcmi_hccsping_mesh_info *hccsping_mesh_reply)`
+///
+/// Times are in µs in this fake (the real library's unit is not documented).
+///
+/// # Safety
+/// `out` must point to a writable `struct dcmi_hccsping_mesh_info`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_hccsping_mesh_info(
+    card_id: c_int,
+    device_id: c_int,
+    port_id: c_int,
+    task_id: c_uint,
+    out: *mut DcmiHccsPingMeshInfo,
+) -> c_int {
+    export!(
+        chip("dcmi_get_hccsping_mesh_info", card_id, device_id, None),
+        check(require(port_id == 0 && task_id <= 1, ERR_INVALID_PARAMETER)),
+        |c, out| {
+            c.ping_mesh.as_ref().ok_or(ERR_NOT_SUPPORT)?;
+            with_task((card_id, device_id, task_id), c, |t| fill_mesh_info(t, out));
+            Ok(())
+        }
+    )
+}
+
+/// `int dcmi_get_hccsping_mesh_info_v2(int card_id, int device_id, int port_id, unsigned int task_id, struct dcmi_hccsping_mesh_info_v2 *hccsping_mesh_reply)`
+///
+/// The L1-plane summary is 0 (no faulty plane) for every destination.
+///
+/// # Safety
+/// `out` must point to a writable `struct dcmi_hccsping_mesh_info_v2`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dcmi_get_hccsping_mesh_info_v2(
+    card_id: c_int,
+    device_id: c_int,
+    port_id: c_int,
+    task_id: c_uint,
+    out: *mut DcmiHccsPingMeshInfoV2,
+) -> c_int {
+    export!(
+        chip("dcmi_get_hccsping_mesh_info_v2", card_id, device_id, None),
+        check(require(port_id == 0 && task_id <= 1, ERR_INVALID_PARAMETER)),
+        |c, out| {
+            c.ping_mesh.as_ref().ok_or(ERR_NOT_SUPPORT)?;
+            with_task((card_id, device_id, task_id), c, |t| {
+                fill_mesh_info(t, &mut out.info)
+            });
+            out.l1_plane_check_res = [0; MESH_MAX];
+            out.reserved = [0; MESH_MAX];
             Ok(())
         }
     )
