@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
+use super::attribution::AttributionSnapshot;
 use super::host::HostSnapshot;
 use super::npu::NpuSnapshot;
 use super::probe::ProbeSnapshot;
@@ -30,6 +31,7 @@ pub struct Store {
     host: RwLock<Arc<HostSnapshot>>,
     probe: RwLock<Option<Arc<ProbeSnapshot>>>,
     status: RwLock<Arc<SelfSnapshot>>,
+    attribution: RwLock<Option<Arc<AttributionSnapshot>>>,
     npu_ready: AtomicBool,
     host_ready: AtomicBool,
 }
@@ -60,6 +62,11 @@ impl Store {
         read(&self.probe)
     }
 
+    /// The latest pod attribution part, once attribution has a source to work with.
+    pub fn attribution(&self) -> Option<Arc<AttributionSnapshot>> {
+        read(&self.attribution)
+    }
+
     /// The daemon's own part.
     pub fn status(&self) -> Arc<SelfSnapshot> {
         read(&self.status)
@@ -78,6 +85,11 @@ impl Store {
     /// Publishes a new probing part.
     pub fn publish_probe(&self, part: ProbeSnapshot) {
         write(&self.probe, Some(Arc::new(part)));
+    }
+
+    /// Publishes a new pod attribution part.
+    pub fn publish_attribution(&self, part: AttributionSnapshot) {
+        write(&self.attribution, Some(Arc::new(part)));
     }
 
     /// Records a configuration check. A failure keeps the last success time.
