@@ -5,6 +5,7 @@
 //! Read-only (`list pods` with the field selector `spec.nodeName=<node>`, so the answer is
 //! bounded by the node's pod capacity); every call is bounded by the pass deadline.
 
+use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -73,16 +74,37 @@ impl std::fmt::Debug for KubeApi {
 }
 
 impl KubeApi {
-    /// Builds a client from the in-cluster service account or `KUBECONFIG` (as kubectl
-    /// finds it). Must run inside a tokio runtime.
-    pub async fn connect(node: &str, deadline: Duration) -> Result<Self, KubeApiError> {
-        let infer = tokio::time::timeout(deadline, kube::Config::infer())
-            .await
-            .map_err(|_| KubeApiError::Deadline {
-                what: "reading the Kubernetes client configuration",
-                deadline,
-            })?;
-        let mut cfg = infer.map_err(|e| KubeApiError::NoConfig(e.to_string()))?;
+    /// Builds a client from `kubeconfig`, or else from the in-cluster service account or
+    /// `KUBECONFIG` (as kubectl finds it). Must run inside a tokio runtime.
+    pub async fn connect(
+        node: &str,
+        kubeconfig: Option<&Path>,
+        deadline: Duration,
+    ) -> Result<Self, KubeApiError> {
+        let load = async {
+            match kubeconfig {
+                Some(p) => {
+                    let kc = kube::config::Kubeconfig::read_from(p).map_err(|e| {
+                        KubeApiError::Client(format!("reading kubeconfig {}: {e}", p.display()))
+                    })?;
+                    kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                        .await
+                        .map_err(|e| {
+                            KubeApiError::Client(format!("kubeconfig {}: {e}", p.display()))
+                        })
+                }
+                None => kube::Config::infer()
+                    .await
+                    .map_err(|e| KubeApiError::NoConfig(e.to_string())),
+            }
+        };
+        let mut cfg =
+            tokio::time::timeout(deadline, load)
+                .await
+                .map_err(|_| KubeApiError::Deadline {
+                    what: "reading the Kubernetes client configuration",
+                    deadline,
+                })??;
         cfg.connect_timeout = Some(deadline);
         cfg.read_timeout = Some(deadline);
         let client = Client::try_from(cfg).map_err(|e| KubeApiError::Client(e.to_string()))?;

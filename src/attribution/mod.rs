@@ -52,6 +52,8 @@ pub struct Settings {
     pub deadline: Duration,
     /// Whether to use the Kubernetes API.
     pub kubernetes_api: bool,
+    /// A kubeconfig for it (else in-cluster or `KUBECONFIG`).
+    pub kubeconfig: Option<PathBuf>,
     /// This node's name (empty: unknown, so the Kubernetes API cannot be used).
     pub node: String,
     /// Where the host's `/proc` is.
@@ -83,6 +85,7 @@ impl Settings {
             interval: a.interval,
             deadline: a.deadline,
             kubernetes_api: a.kubernetes_api,
+            kubeconfig: a.kubeconfig.clone(),
             node,
             proc_root: a.proc_root.clone(),
             pod_labels: c.web.pod_labels,
@@ -137,7 +140,7 @@ impl<T> Answer<T> {
 pub struct Poller {
     settings: Settings,
     kube: Option<KubeApi>,
-    phases: BTreeMap<Source, Phase>,
+    phases: BTreeMap<Source, (Phase, String)>,
     active: bool,
     idle_logged: bool,
     last_success: Option<SystemTime>,
@@ -156,11 +159,13 @@ impl Poller {
         }
     }
 
-    /// Logs a source's change of state, once per change.
+    /// Logs a source's change of state or of reason, once per change.
     fn note(&mut self, source: Source, phase: Phase, reason: &str) {
-        if self.phases.insert(source, phase) == Some(phase) {
+        let now = (phase, reason.to_string());
+        if self.phases.get(&source) == Some(&now) {
             return;
         }
+        self.phases.insert(source, now);
         let s = source.as_str();
         match phase {
             Phase::On => tracing::info!(source = s, "pod attribution: source on"),
@@ -216,7 +221,8 @@ impl Poller {
             return Answer::off();
         }
         if self.kube.is_none() {
-            match KubeApi::connect(&node, deadline).await {
+            let kubeconfig = self.settings.kubeconfig.clone();
+            match KubeApi::connect(&node, kubeconfig.as_deref(), deadline).await {
                 Ok(k) => self.kube = Some(k),
                 Err(e) => {
                     self.note(Source::KubernetesApi, Phase::Off, &e.to_string());

@@ -67,6 +67,10 @@ pub struct AttributionConfig {
     /// Read pods on this node through the Kubernetes API (in-cluster service account or
     /// `KUBECONFIG`), where one can be reached.
     pub kubernetes_api: bool,
+    /// A kubeconfig file for that API; when unset, the in-cluster service account or
+    /// `KUBECONFIG`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<PathBuf>,
     /// This node's Kubernetes name, for the pod list's `spec.nodeName` field selector.
     /// Empty: the `NODE_NAME` environment variable, else the host name.
     pub node_name: String,
@@ -90,6 +94,7 @@ impl Default for AttributionConfig {
             interval: Duration::from_secs(15),
             deadline: Duration::from_secs(2),
             kubernetes_api: true,
+            kubeconfig: None,
             node_name: String::new(),
             proc_root: "/proc".into(),
         }
@@ -1216,6 +1221,7 @@ mod tests {
         cfg.telemetry.dcmi_library = Some("/x/libdcmi.so".into());
         cfg.collective.key_file = Some("/x/key".into());
         cfg.collective.bind_device = Some("eth0".into());
+        cfg.attribution.kubeconfig = Some("/x/kubeconfig".into());
         let dir = tempfile::tempdir().unwrap();
         let table = dir.path().join("rank_table.json");
         std::fs::write(

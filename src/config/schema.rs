@@ -528,6 +528,10 @@ pub const SCHEMA: &[Key] = &[
         kind: Kind::Bool,
     },
     Key {
+        path: "attribution.kubeconfig",
+        kind: Kind::Path,
+    },
+    Key {
         path: "attribution.node_name",
         kind: Kind::Str,
     },

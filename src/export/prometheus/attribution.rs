@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use super::family::{Labels, Render, Sink, flag, unix_seconds};
 use crate::snapshot::Store;
-use crate::snapshot::attribution::{AttributionSnapshot, PodRef};
+use crate::snapshot::attribution::AttributionSnapshot;
 use crate::snapshot::histogram::Histogram;
 
 /// Renders the attribution part of the snapshot.
@@ -28,18 +28,6 @@ impl AttributionCollector {
     /// A collector over `store`.
     pub fn new(store: Arc<Store>) -> Self {
         Self { store }
-    }
-}
-
-/// `namespace`, `pod` (when named) and `pod_uid` (when only the UID is known).
-fn pod_labels(pod: &PodRef, l: &mut Labels) {
-    match (&pod.name, &pod.uid) {
-        (Some(n), _) => {
-            l.push(("namespace", n.namespace.clone()));
-            l.push(("pod", n.name.clone()));
-        }
-        (None, Some(uid)) => l.push(("pod_uid", uid.clone())),
-        (None, None) => {}
     }
 }
 
@@ -59,10 +47,15 @@ impl Render for AttributionCollector {
         };
         let mut alloc = Vec::new();
         for (phy, users) in &a.users {
-            for u in users.iter().filter(|u| u.pod.name.is_some()) {
+            for u in users {
+                // A pod known by UID only is in the process family, not here.
+                let Some(pod) = &u.pod.name else {
+                    continue;
+                };
                 let mut l: Labels = vec![("npu", phy.to_string())];
                 l.extend(uuid(*phy).map(|u| ("uuid", u)));
-                pod_labels(&u.pod, &mut l);
+                l.push(("namespace", pod.namespace.clone()));
+                l.push(("pod", pod.name.clone()));
                 l.extend(u.container.clone().map(|c| ("container", c)));
                 alloc.push((l, 1.0));
             }
@@ -79,12 +72,13 @@ impl Render for AttributionCollector {
                 .iter()
                 .map(|p| {
                     let mut l: Labels = vec![("npu", p.npu.to_string()), ("pid", p.pid.to_string())];
-                    l.extend(p.container_id.clone().map(|c| ("container_id", c)));
-                    pod_labels(&p.pod, &mut l);
-                    if p.pod.name.is_some() {
-                        l.extend(p.pod.uid.clone().map(|u| ("pod_uid", u)));
+                    if let Some(n) = &p.pod.name {
+                        l.push(("namespace", n.namespace.clone()));
+                        l.push(("pod", n.name.clone()));
                     }
                     l.extend(p.container.clone().map(|c| ("container", c)));
+                    l.extend(p.pod.uid.clone().map(|u| ("pod_uid", u)));
+                    l.extend(p.container_id.clone().map(|c| ("container_id", c)));
                     (l, 1.0)
                 })
                 .collect(),
@@ -203,7 +197,7 @@ mod tests {
     use super::*;
     use crate::export::prometheus::{Format, encode, registry};
     use crate::snapshot::attribution::{
-        Evidence, NpuUser, PodName, ProcessOwner, Source, SourceStatus,
+        Evidence, NpuUser, PodName, PodRef, ProcessOwner, Source, SourceStatus,
     };
     use crate::snapshot::status::BuildInfo;
 
