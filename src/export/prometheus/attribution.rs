@@ -62,7 +62,7 @@ impl Render for AttributionCollector {
         }
         f.gauge(
             "hcclwatch_npu_allocation_info",
-            "Pods and containers using each NPU (allocated by kubelet or Volcano, or running a process on it); always 1, one series per pod on a shared NPU. Join with * on (npu) group_left (namespace, pod, container).",
+            "Pods and containers using each NPU (allocated by kubelet or Volcano, or running a process on it); always 1, one series per pod and container, so a shared NPU has several. Join on npu: * on (npu) group_left (namespace, pod, container) where one pod uses each NPU; see docs/attribution.md for shared NPUs.",
             alloc,
         )?;
         f.gauge(
