@@ -115,7 +115,7 @@ impl<T> Answer<T> {
         }
     }
 
-    fn from(r: Result<T, String>) -> Self {
+    fn of(r: Result<T, String>) -> Self {
         match r {
             Ok(v) => Self {
                 status: Some(SourceStatus {
@@ -196,7 +196,7 @@ impl Poller {
             return Answer::off();
         }
         let r = pod_resources::list(&socket, self.settings.deadline).await;
-        let a = Answer::from(r.map_err(|e| e.to_string()));
+        let a = Answer::of(r.map_err(|e| e.to_string()));
         self.record(Source::PodResources, &a);
         a
     }
@@ -234,7 +234,7 @@ impl Poller {
             return Answer::off();
         };
         let r = k.pods_on_node(&self.settings.prefixes, deadline).await;
-        let a = Answer::from(r.map_err(|e| e.to_string()));
+        let a = Answer::of(r.map_err(|e| e.to_string()));
         self.record(Source::KubernetesApi, &a);
         a
     }
@@ -278,7 +278,7 @@ impl Poller {
         } else {
             Ok(owners)
         };
-        let a = Answer::from(r);
+        let a = Answer::of(r);
         self.record(Source::Cgroup, &a);
         a
     }
