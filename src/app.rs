@@ -126,6 +126,19 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
             source,
         })?;
     }
+    if config.attribution.enabled {
+        let (tx, rx) = mpsc::channel();
+        stops.push(tx);
+        let settings = crate::attribution::Settings::from_config(&config);
+        crate::attribution::spawn(settings, store.clone(), rx).map_err(|source| {
+            AppError::Start {
+                what: "pod attribution",
+                source,
+            }
+        })?;
+    } else {
+        tracing::info!("pod attribution off: attribution.enabled = false");
+    }
     if config.collectors.host {
         let (tx, rx) = mpsc::channel();
         stops.push(tx);

@@ -9,6 +9,8 @@
 //! - [`snapshot`]: plain typed data between sources and readers (depends on nothing);
 //! - [`telemetry`]: device sources (DCMI, simulator) and the host collector, run by
 //!   poller threads into the shared [`snapshot::Store`];
+//! - [`attribution`]: which pods and containers use each NPU (kubelet pod-resources, the
+//!   Kubernetes API, process cgroups), on its own thread into the store;
 //! - [`collective`]: the HCCL-compatible collective engine (a library on its own);
 //! - [`health`]: the verdict engine (pure, no I/O);
 //! - [`probe`]: probe rounds over the engine, feeding the health engine;
@@ -25,6 +27,7 @@
 #![deny(unsafe_code)]
 
 pub mod app;
+pub mod attribution;
 pub mod bench;
 pub mod collective;
 pub mod config;

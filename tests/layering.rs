@@ -29,6 +29,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // Sources: telemetry never sees the network, the probe group or an exporter.
     ("telemetry", &["snapshot", "config"]),
     ("probe", &["collective", "health", "snapshot", "config"]),
+    // A source like telemetry: it reads the configuration and the NPU part (the processes
+    // DCMI lists) and publishes its own part; it never sees an exporter or the prober.
+    ("attribution", &["snapshot", "config"]),
     // The simulator drives the health engine with groups cut as the daemons cut them.
     ("simulate", &["health", "snapshot", "probe"]),
     // Readers: exporters read the snapshot only.
@@ -40,6 +43,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "app",
         &[
+            "attribution",
             "config",
             "export",
             "probe",

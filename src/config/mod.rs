@@ -43,6 +43,64 @@ pub struct Config {
     pub collectors: CollectorsConfig,
     /// OpenTelemetry (OTLP) export; off unless an endpoint is configured.
     pub otlp: OtlpConfig,
+    /// Which pods and containers use each NPU.
+    pub attribution: AttributionConfig,
+}
+
+/// `[attribution]`: which pods and containers use each NPU, from the kubelet's
+/// pod-resources API, the Kubernetes API (Volcano's `huawei.com/AscendReal` annotation,
+/// pod names for UIDs) and `/proc/<pid>/cgroup` of the NPU processes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AttributionConfig {
+    /// Master switch; when on, each source is used where it is available.
+    pub enabled: bool,
+    /// The kubelet pod-resources socket; used while it exists.
+    pub pod_resources_socket: PathBuf,
+    /// Extended-resource names (prefixes) that are Ascend NPUs, e.g.
+    /// `huawei.com/Ascend910` also matches the vNPU resource `huawei.com/Ascend910-2c`.
+    pub resource_prefixes: Vec<String>,
+    /// Time between attribution passes.
+    #[serde(with = "duration::serde_str")]
+    pub interval: Duration,
+    /// Bound on each call of a pass (pod-resources `List`, the Kubernetes pod list).
+    #[serde(with = "duration::serde_str")]
+    pub deadline: Duration,
+    /// Read pods on this node through the Kubernetes API (in-cluster service account or
+    /// `KUBECONFIG`), where one can be reached.
+    pub kubernetes_api: bool,
+    /// A kubeconfig file for that API; when unset, the in-cluster service account or
+    /// `KUBECONFIG`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<PathBuf>,
+    /// This node's Kubernetes name, for the pod list's `spec.nodeName` field selector.
+    /// Empty: the `NODE_NAME` environment variable, else the host name.
+    pub node_name: String,
+    /// Where the host's `/proc` is (the NPU processes' cgroups are read there).
+    pub proc_root: PathBuf,
+}
+
+impl Default for AttributionConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            pod_resources_socket: "/var/lib/kubelet/pod-resources/kubelet.sock".into(),
+            resource_prefixes: [
+                "huawei.com/Ascend910",
+                "huawei.com/Ascend310P",
+                "huawei.com/Ascend310",
+                "huawei.com/npu",
+            ]
+            .map(String::from)
+            .to_vec(),
+            interval: Duration::from_secs(15),
+            deadline: Duration::from_secs(2),
+            kubernetes_api: true,
+            kubeconfig: None,
+            node_name: String::new(),
+            proc_root: "/proc".into(),
+        }
+    }
 }
 
 /// `[otlp]`: push every metric (and optionally probe-round traces) over OTLP/HTTP.
@@ -378,6 +436,9 @@ pub struct WebConfig {
     pub listen_address: String,
     /// Path of the metrics endpoint.
     pub telemetry_path: String,
+    /// Also put `namespace`, `pod` and `container` on every per-NPU series (as
+    /// dcgm-exporter does), for an NPU that exactly one pod uses.
+    pub pod_labels: bool,
 }
 
 impl Default for WebConfig {
@@ -385,6 +446,7 @@ impl Default for WebConfig {
         Self {
             listen_address: ":9478".into(),
             telemetry_path: "/metrics".into(),
+            pod_labels: false,
         }
     }
 }
@@ -903,6 +965,7 @@ impl Config {
         self.group_problems(&mut out);
         self.engine_problems(&mut out);
         self.telemetry_problems(&mut out);
+        self.attribution_problems(&mut out);
         out
     }
 
@@ -1082,6 +1145,28 @@ impl Config {
         }
     }
 
+    /// `[attribution]`: a prefix list that could never match, and a deadline that the next
+    /// pass would overtake.
+    fn attribution_problems(&self, out: &mut Vec<(String, String)>) {
+        let a = &self.attribution;
+        if a.resource_prefixes.is_empty() {
+            out.push((
+                "attribution.resource_prefixes".into(),
+                "empty: no device would ever be attributed; remove the key for the default".into(),
+            ));
+        }
+        if a.deadline >= a.interval {
+            out.push((
+                "attribution.deadline".into(),
+                format!(
+                    "{} is not shorter than attribution.interval ({})",
+                    duration::format(a.deadline),
+                    duration::format(a.interval)
+                ),
+            ));
+        }
+    }
+
     /// `[telemetry]`: the DCMI library path and the `hccn_tool` paths.
     fn telemetry_problems(&self, out: &mut Vec<(String, String)>) {
         if let Some(lib) = &self.telemetry.dcmi_library
@@ -1227,6 +1312,7 @@ mod tests {
         cfg.telemetry.fault_levels_file = Some("/x/faultCode.json".into());
         cfg.collective.key_file = Some("/x/key".into());
         cfg.collective.bind_device = Some("eth0".into());
+        cfg.attribution.kubeconfig = Some("/x/kubeconfig".into());
         let dir = tempfile::tempdir().unwrap();
         let table = dir.path().join("rank_table.json");
         std::fs::write(

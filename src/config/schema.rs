@@ -87,6 +87,10 @@ pub const SCHEMA: &[Key] = &[
         kind: Kind::Str,
     },
     Key {
+        path: "web.pod_labels",
+        kind: Kind::Bool,
+    },
+    Key {
         path: "log",
         kind: Kind::Table,
     },
@@ -563,6 +567,52 @@ pub const SCHEMA: &[Key] = &[
             min: ms(100),
             max: ms(60_000),
         },
+    },
+    Key {
+        path: "attribution",
+        kind: Kind::Table,
+    },
+    Key {
+        path: "attribution.enabled",
+        kind: Kind::Bool,
+    },
+    Key {
+        path: "attribution.pod_resources_socket",
+        kind: Kind::Path,
+    },
+    Key {
+        path: "attribution.resource_prefixes",
+        kind: Kind::StrList,
+    },
+    Key {
+        path: "attribution.interval",
+        kind: Kind::Duration {
+            min: ms(1000),
+            max: ms(3_600_000),
+        },
+    },
+    Key {
+        path: "attribution.deadline",
+        kind: Kind::Duration {
+            min: ms(100),
+            max: ms(60_000),
+        },
+    },
+    Key {
+        path: "attribution.kubernetes_api",
+        kind: Kind::Bool,
+    },
+    Key {
+        path: "attribution.kubeconfig",
+        kind: Kind::Path,
+    },
+    Key {
+        path: "attribution.node_name",
+        kind: Kind::Str,
+    },
+    Key {
+        path: "attribution.proc_root",
+        kind: Kind::Path,
     },
 ];
 

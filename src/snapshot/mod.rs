@@ -6,6 +6,7 @@
 //! module imports nothing else of the crate, so every other module can depend on it
 //! without a cycle: data flows one way, sources → snapshot → verdicts → export and actions.
 
+pub mod attribution;
 #[cfg(test)]
 pub(crate) mod fixture;
 pub mod histogram;

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
+use super::attribution::AttributionSnapshot;
 use super::host::HostSnapshot;
 use super::npu::NpuSnapshot;
 use super::port::{HccnCallStats, PortSnapshot};
@@ -33,6 +34,7 @@ pub struct Store {
     status: RwLock<Arc<SelfSnapshot>>,
     ports: RwLock<Option<Arc<PortSnapshot>>>,
     hccn_calls: RwLock<Option<Arc<HccnCallStats>>>,
+    attribution: RwLock<Option<Arc<AttributionSnapshot>>>,
     npu_ready: AtomicBool,
     host_ready: AtomicBool,
 }
@@ -61,6 +63,11 @@ impl Store {
     /// The latest probing part, if probing is configured.
     pub fn probe(&self) -> Option<Arc<ProbeSnapshot>> {
         read(&self.probe)
+    }
+
+    /// The latest pod attribution part, once attribution has a source to work with.
+    pub fn attribution(&self) -> Option<Arc<AttributionSnapshot>> {
+        read(&self.attribution)
     }
 
     /// The daemon's own part.
@@ -102,6 +109,11 @@ impl Store {
     /// of the tool (the port poller, the device prober) updates them, not one poller.
     pub fn publish_hccn_calls(&self, stats: HccnCallStats) {
         write(&self.hccn_calls, Some(Arc::new(stats)));
+    }
+
+    /// Publishes a new pod attribution part.
+    pub fn publish_attribution(&self, part: AttributionSnapshot) {
+        write(&self.attribution, Some(Arc::new(part)));
     }
 
     /// Records a configuration check. A failure keeps the last success time.

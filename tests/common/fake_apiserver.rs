@@ -10,6 +10,9 @@
 //!   a failed `test` gets 422), and `PATCH /api/v1/nodes/{name}/status` (conditions merged
 //!   by `type`, as the Node schema's patch strategy says);
 //! - `POST /api/v1/namespaces/{ns}/events`;
+//! - `GET /api/v1/pods` (the pod attribution's read), honouring a `fieldSelector` on
+//!   `spec.nodeName` or `metadata.namespace` as the real server does (other fields get
+//!   400, as unsupported pod field labels do there);
 //! - 404 Status for an unknown node, 403 Status for a verb the test's "RBAC" denies.
 //!
 //! Every write bumps `resourceVersion`. Responses are `Status` objects on errors, as the
@@ -20,7 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path as UrlPath, State};
+use axum::extract::{Path as UrlPath, RawQuery, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -39,6 +42,10 @@ pub struct ApiState {
     pub writes: Vec<(String, String, String)>,
     /// PUTs still to be answered with a conflict (after a simulated concurrent write).
     conflicts: u32,
+    /// Pods, in the order added.
+    pods: Vec<Value>,
+    /// The query string of every pod list, in order.
+    pub pod_lists: Vec<String>,
 }
 
 /// The running server.
@@ -339,6 +346,77 @@ async fn create_event(
     ok(StatusCode::CREATED, &ev)
 }
 
+/// Decodes `%XX` escapes and `+` in a query-string component.
+fn percent_decode(s: &str) -> String {
+    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let escaped = (b[i] == b'%' && i + 2 < b.len())
+            .then(|| Some(hex(b[i + 1])? * 16 + hex(b[i + 2])?))
+            .flatten();
+        match (escaped, b[i]) {
+            (Some(v), _) => {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+            (None, b'+') => out.push(b' '),
+            (None, c) => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Whether `pod` satisfies every `field=value` (or `field==value`) term of a field
+/// selector; `Err` names a field the pods resource does not index.
+fn pod_matches(pod: &Value, selector: &str) -> Result<bool, String> {
+    for term in selector.split(',').filter(|t| !t.is_empty()) {
+        let (field, want) = term
+            .split_once("==")
+            .or_else(|| term.split_once('='))
+            .ok_or_else(|| format!("invalid field selector term {term:?}"))?;
+        let have = match field {
+            "spec.nodeName" => &pod["spec"]["nodeName"],
+            "metadata.namespace" => &pod["metadata"]["namespace"],
+            other => return Err(format!("field label not supported: {other}")),
+        };
+        if have.as_str().unwrap_or("") != want {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+async fn list_pods(State(s): State<Arc<Mutex<ApiState>>>, RawQuery(q): RawQuery) -> Response {
+    let mut s = s.lock().unwrap();
+    if let Some(r) = s.denied("list", "pods", "") {
+        return r;
+    }
+    let q = q.unwrap_or_default();
+    s.pod_lists.push(q.clone());
+    let selector = q
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == "fieldSelector")
+        .map(|(_, v)| percent_decode(v))
+        .unwrap_or_default();
+    let mut items = Vec::new();
+    for p in &s.pods {
+        match pod_matches(p, &selector) {
+            Ok(true) => items.push(p.clone()),
+            Ok(false) => {}
+            Err(e) => return status(StatusCode::BAD_REQUEST, "BadRequest", e),
+        }
+    }
+    ok(
+        StatusCode::OK,
+        &json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": s.rv.to_string()}, "items": items}),
+    )
+}
+
 impl FakeApi {
     /// Starts the server on an ephemeral port, on its own thread and runtime.
     pub fn start() -> Self {
@@ -354,6 +432,7 @@ impl FakeApi {
                 axum::routing::patch(node_status),
             )
             .route("/api/v1/namespaces/{ns}/events", post(create_event))
+            .route("/api/v1/pods", get(list_pods))
             .fallback(|| async {
                 status(
                     StatusCode::NOT_FOUND,
@@ -387,6 +466,19 @@ impl FakeApi {
             "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}]},
         });
         s.nodes.insert(name.to_string(), node);
+    }
+
+    /// Adds a pod (a full Pod object as JSON; `metadata.resourceVersion` is set here).
+    pub fn add_pod(&self, mut pod: Value) {
+        let mut s = self.state.lock().unwrap();
+        s.rv += 1;
+        pod["metadata"]["resourceVersion"] = Value::String(s.rv.to_string());
+        s.pods.push(pod);
+    }
+
+    /// The query string of every pod list so far.
+    pub fn pod_lists(&self) -> Vec<String> {
+        self.state.lock().unwrap().pod_lists.clone()
     }
 
     /// The node as the server holds it.

@@ -1,6 +1,7 @@
 //! The Prometheus exposition: one small collector per domain of the snapshot.
 //!
-//! Each collector ([`status`], [`npu`], [`probe`], [`host`], [`port`]) reads its part of the
+//! Each collector ([`status`], [`npu`], [`probe`], [`device`], [`host`], [`port`],
+//! [`attribution`]) reads its part of the
 //! [`Store`] on every scrape and writes families through the [`family::Sink`] vocabulary;
 //! it never calls a device, so a scrape costs only the encoding. The registry encodes them
 //! in that order. Metric names follow the Prometheus naming guide: `hcclwatch_` prefix,
@@ -8,6 +9,7 @@
 //! `_info` series, no timestamps, no sentinels: a reading that was not obtained has no
 //! series. The same collectors feed the OTLP bridge ([`crate::export::otlp`]).
 
+pub mod attribution;
 pub mod device;
 pub mod family;
 pub mod host;
@@ -36,6 +38,7 @@ pub fn collectors(store: &Arc<Store>, build: &BuildInfo) -> Vec<Box<dyn Render>>
         Box::new(device::DeviceCollector::new(store.clone())),
         Box::new(host::HostCollector::new(store.clone())),
         Box::new(port::PortCollector::new(store.clone())),
+        Box::new(attribution::AttributionCollector::new(store.clone())),
     ]
 }
 

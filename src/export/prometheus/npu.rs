@@ -26,6 +26,8 @@ impl NpuCollector {
 
 impl Render for NpuCollector {
     fn render(&self, f: &mut dyn Sink) -> fmt::Result {
+        // `web.pod_labels`: namespace/pod/container on every per-NPU series.
+        let f = &mut super::attribution::with_pod_labels(&self.store, f);
         let npu = self.store.npu();
         if npu.backend == Some("dcmi") {
             dcmi_health(&npu, f)?;
