@@ -54,6 +54,10 @@ pub struct RemediateArgs {
     /// Log format.
     #[arg(long = "log.format", value_name = "FORMAT", value_parser = ["logfmt", "json"], default_value = "logfmt")]
     pub log_format: String,
+    /// Prometheus exporter-toolkit web config file (TLS, client CA, basic auth for
+    /// `/metrics`); overrides `web_config_file` in the receiver's config file.
+    #[arg(long = "web.config.file", value_name = "PATH")]
+    pub web_config_file: Option<PathBuf>,
 }
 
 /// Flags of `hcclwatch demo`.
@@ -217,6 +221,9 @@ pub struct RunArgs {
     /// Path under which to expose metrics.
     #[arg(long = "web.telemetry-path", value_name = "PATH")]
     pub telemetry_path: Option<String>,
+    /// Prometheus exporter-toolkit web config file (TLS, client CA, basic auth).
+    #[arg(long = "web.config.file", value_name = "PATH")]
+    pub web_config_file: Option<String>,
     /// Log level: error, warn, info, debug, trace.
     #[arg(long = "log.level", value_name = "LEVEL")]
     pub log_level: Option<String>,
@@ -232,7 +239,7 @@ impl RunArgs {
     /// The flags as (config key, flag name, value), for applying over the config.
     pub fn overrides(&self) -> Vec<(&'static str, &'static str, String)> {
         let mut v = Vec::new();
-        let pairs: [(&str, &str, &Option<String>); 5] = [
+        let pairs: [(&str, &str, &Option<String>); 6] = [
             (
                 "web.listen_address",
                 "--web.listen-address",
@@ -242,6 +249,11 @@ impl RunArgs {
                 "web.telemetry_path",
                 "--web.telemetry-path",
                 &self.telemetry_path,
+            ),
+            (
+                "web.config_file",
+                "--web.config.file",
+                &self.web_config_file,
             ),
             ("log.level", "--log.level", &self.log_level),
             ("log.format", "--log.format", &self.log_format),

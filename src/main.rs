@@ -75,8 +75,11 @@ fn process_env() -> Vec<(String, String)> {
 }
 
 fn check_config(path: &std::path::Path) -> ExitCode {
-    match config::load(Some(path), &process_env()) {
-        Ok(_) => {
+    match config::load_checked(Some(path), &process_env()) {
+        Ok(loaded) => {
+            for w in &loaded.warnings {
+                eprintln!("warning: {w}");
+            }
             println!("{}: ok", path.display());
             ExitCode::SUCCESS
         }
@@ -94,9 +97,9 @@ fn check_config(path: &std::path::Path) -> ExitCode {
 }
 
 fn run_daemon(run: &cli::RunArgs) -> anyhow::Result<()> {
-    let loaded = config::load(run.config_file.as_deref(), &process_env());
-    let cfg = match loaded {
-        Ok(c) => c,
+    let loaded = config::load_checked(run.config_file.as_deref(), &process_env());
+    let (cfg, warnings) = match loaded {
+        Ok(l) => (l.config, l.warnings),
         Err(ConfigError::Invalid(problems)) => {
             for p in &problems {
                 eprintln!("{p}");
@@ -118,10 +121,13 @@ fn run_daemon(run: &cli::RunArgs) -> anyhow::Result<()> {
         }
     };
     hcclwatch::logging::init(&cfg.log.level, cfg.log.format).context("setting up logging")?;
+    for w in &warnings {
+        tracing::warn!(location = %w.location, key = %w.key, "{}", w.reason);
+    }
     let reload_args = run.clone();
     let reload: hcclwatch::app::Reloader = std::sync::Arc::new(move || {
-        let cfg = match config::load(reload_args.config_file.as_deref(), &process_env()) {
-            Ok(c) => c,
+        let cfg = match config::load_checked(reload_args.config_file.as_deref(), &process_env()) {
+            Ok(l) => l.config,
             Err(ConfigError::Invalid(problems)) => {
                 return Err(problems.iter().map(ToString::to_string).collect());
             }

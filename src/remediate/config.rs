@@ -21,8 +21,8 @@ pub enum ConfigError {
     Read {
         /// The file.
         path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
+        /// Why: missing, not a regular file, too large, or the read hung.
+        source: crate::config::file::FileError,
     },
     /// The file is not valid TOML for this schema, or its values are inconsistent.
     #[error("{path}: {}", problems.join(&format!("\n{}: ", path.display())))]
@@ -366,10 +366,11 @@ const fn default_webhook_timeout() -> Duration {
 impl RemediateConfig {
     /// Reads, parses and validates `path`; every problem is reported, each with its key.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::config::file::read_text(path, crate::config::file::CONFIG_LIMIT)
+            .map_err(|source| ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Self::from_str(&text, path)
     }
 

@@ -41,15 +41,13 @@ use self::engine::Remediator;
 /// Why the receiver could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum RemediateError {
-    /// A secret file could not be read.
-    #[error("reading {what} {path}: {source}")]
+    /// A secret file could not be read or is not one token.
+    #[error("{what}: {source}")]
     Secret {
         /// Which secret.
         what: &'static str,
-        /// The file.
-        path: std::path::PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
+        /// Why.
+        source: crate::config::file::SecretError,
     },
     /// Anything else at start-up, with what to do.
     #[error("{0}")]
@@ -73,13 +71,10 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 impl Credentials {
     fn load(cfg: &RemediateConfig) -> Result<Self, RemediateError> {
         let read = |what: &'static str, path: &std::path::Path| {
-            std::fs::read_to_string(path)
-                .map(|s| s.trim().to_string())
-                .map_err(|source| RemediateError::Secret {
-                    what,
-                    path: path.to_path_buf(),
-                    source,
-                })
+            // One token, surrounding whitespace trimmed, from a regular file.
+            crate::config::file::read_secret(path, crate::config::file::SECRET_LIMIT, 1)
+                .map(|s| String::from_utf8_lossy(&s.bytes).into_owned())
+                .map_err(|source| RemediateError::Secret { what, source })
         };
         let a = &cfg.auth;
         let c = match (
