@@ -19,10 +19,15 @@ pub struct Cli {
 pub enum Command {
     /// Run the daemon.
     Run(RunArgs),
-    /// Validate a config file; print every problem as PATH:LINE: key: reason.
+    /// Validate a config file and the files it names (the key, the web config and its
+    /// certificates); print every problem as PATH:LINE: key: reason.
     CheckConfig {
         /// The config file.
         path: PathBuf,
+        /// Check the file alone, not the files it names (for a config written for another
+        /// machine, such as a pod's, whose key and certificates are mounted only there).
+        #[arg(long = "syntax-only")]
+        syntax_only: bool,
     },
     /// Print version, git commit and build date.
     Version,

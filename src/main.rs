@@ -23,7 +23,7 @@ fn main() -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        cli::Command::CheckConfig { path } => check_config(&path),
+        cli::Command::CheckConfig { path, syntax_only } => check_config(&path, syntax_only),
         cli::Command::Bench(args) => bench_cli::main(*args),
         cli::Command::Simulate(a) => simulate_cli::main(&a),
         cli::Command::Demo(a) => match demo_cli::main(&a) {
@@ -74,8 +74,16 @@ fn process_env() -> Vec<(String, String)> {
         .collect()
 }
 
-fn check_config(path: &std::path::Path) -> ExitCode {
-    match config::load_checked(Some(path), &process_env()) {
+fn check_config(path: &std::path::Path, syntax_only: bool) -> ExitCode {
+    let loaded = if syntax_only {
+        config::load(Some(path), &process_env()).map(|config| config::Loaded {
+            config,
+            warnings: Vec::new(),
+        })
+    } else {
+        config::load_checked(Some(path), &process_env())
+    };
+    match loaded {
         Ok(loaded) => {
             for w in &loaded.warnings {
                 eprintln!("warning: {w}");
