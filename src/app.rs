@@ -59,6 +59,12 @@ pub enum AppError {
     /// Probing is enabled but cannot be set up.
     #[error("probe.enabled: {0}")]
     Probe(#[from] crate::probe::SettingsError),
+    /// The telemetry path collides with another route.
+    #[error(transparent)]
+    Route(#[from] crate::export::server::RouteError),
+    /// The web config file cannot be applied.
+    #[error(transparent)]
+    Web(#[from] crate::export::web::auth::WebError),
 }
 
 /// Re-reads the configuration the way start-up read it (file, environment, flags) and
@@ -170,6 +176,11 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
                 }
             });
         }
+        let router = server::router(store.clone(), build.clone(), &config.web.telemetry_path)?;
+        let security = Arc::new(crate::export::web::Security::from_file(
+            config.web.config_file.as_deref(),
+            server::OPEN_PATHS,
+        )?);
         let listener = tokio::net::TcpListener::bind(address)
             .await
             .map_err(|source| AppError::Bind {
@@ -186,11 +197,11 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
             path = %config.web.telemetry_path,
             "hcclwatch listening"
         );
-        let router = server::router(store.clone(), build.clone(), &config.web.telemetry_path);
         if let Some(reload) = env.reload.clone() {
             tokio::spawn(check_on_sighup(reload, config.clone(), store.clone()));
         }
-        server::serve(listener, router, shutdown)
+        let limits = crate::export::web::Limits::from_config(&config.web);
+        server::serve(listener, router, limits, security, shutdown)
             .await
             .map_err(AppError::Serve)
     });
