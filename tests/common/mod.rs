@@ -223,6 +223,11 @@ impl Daemon {
         (status, text)
     }
 
+    /// Whether the daemon has exited (reaping it if so).
+    pub fn try_wait(&mut self) -> bool {
+        self.child.try_wait().ok().flatten().is_some()
+    }
+
     /// Sends SIGTERM and waits for exit.
     pub fn stop(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();
