@@ -51,7 +51,13 @@ fn main() -> ExitCode {
 }
 
 fn remediate(a: &cli::RemediateArgs) -> anyhow::Result<()> {
-    let cfg = hcclwatch::remediate::config::RemediateConfig::load(&a.config_file)?;
+    let mut cfg = hcclwatch::remediate::config::RemediateConfig::load(&a.config_file)?;
+    if let Some(w) = &a.web_config_file {
+        if let Err(problems) = config::web::WebConfigFile::load(w) {
+            anyhow::bail!("--web.config.file: {}", problems.join("; "));
+        }
+        cfg.web_config_file = Some(w.clone());
+    }
     if a.check {
         println!("{}: valid", a.config_file.display());
         return Ok(());
