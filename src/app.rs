@@ -64,6 +64,12 @@ pub enum AppError {
     /// `telemetry.fault_levels_file` cannot be used.
     #[error("telemetry.fault_levels_file: {0}")]
     FaultLevels(#[from] FaultTableError),
+    /// The telemetry path collides with another route.
+    #[error(transparent)]
+    Route(#[from] crate::export::server::RouteError),
+    /// The web config file cannot be applied.
+    #[error(transparent)]
+    Web(#[from] crate::export::web::auth::WebError),
 }
 
 /// Re-reads the configuration the way start-up read it (file, environment, flags) and
@@ -193,6 +199,11 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
                 }
             });
         }
+        let router = server::router(store.clone(), build.clone(), &config.web.telemetry_path)?;
+        let security = Arc::new(crate::export::web::Security::from_file(
+            config.web.config_file.as_deref(),
+            server::OPEN_PATHS,
+        )?);
         let listener = tokio::net::TcpListener::bind(address)
             .await
             .map_err(|source| AppError::Bind {
@@ -200,7 +211,31 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
                 source,
             })?;
         let bound = listener.local_addr().map_err(AppError::Serve)?;
-        let shutdown = crate::shutdown::signal();
+        let exit_bound = shutdown_bound(&config);
+        let signal = crate::shutdown::signal();
+        let shutdown = async move {
+            signal.await;
+            // From here the process exits within the bound whatever is stuck: a reload on
+            // a hung mount, a DCMI call, a connection, an OTLP flush.
+            arm_exit_watchdog(exit_bound);
+        };
+        // The SIGHUP handler is installed before the daemon says it listens: SIGHUP's
+        // default action ends the process, so one sent right after start-up must already
+        // find the handler.
+        if let Some(reload) = env.reload.clone() {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+                Ok(hup) => {
+                    tokio::spawn(check_on_sighup(
+                        hup,
+                        reload,
+                        config.clone(),
+                        store.clone(),
+                        fault_table.clone(),
+                    ));
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot listen for SIGHUP; configuration checks on SIGHUP are off"),
+            }
+        }
         tracing::info!(
             version = build.version,
             revision = build.revision,
@@ -209,16 +244,8 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
             path = %config.web.telemetry_path,
             "hcclwatch listening"
         );
-        let router = server::router(store.clone(), build.clone(), &config.web.telemetry_path);
-        if let Some(reload) = env.reload.clone() {
-            tokio::spawn(check_on_sighup(
-                reload,
-                config.clone(),
-                store.clone(),
-                fault_table.clone(),
-            ));
-        }
-        server::serve(listener, router, shutdown)
+        let limits = crate::export::web::Limits::from_config(&config.web);
+        server::serve(listener, router, limits, security, shutdown)
             .await
             .map_err(AppError::Serve)
     });
@@ -234,6 +261,8 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
     if let Some(o) = &otlp {
         o.shutdown();
     }
+    // Blocking tasks (a stuck reload among them) are not waited for.
+    runtime.shutdown_timeout(Duration::from_millis(500));
     tracing::info!("hcclwatch stopped");
     result
 }
@@ -281,37 +310,123 @@ fn start_hccn(
     Ok(Some(hccn))
 }
 
+/// How long a SIGHUP re-check may take before it is reported as failed.
+pub const RELOAD_DEADLINE: Duration = Duration::from_secs(15);
+
+/// Margin on top of the HTTP drain and the OTLP flush before the exit watchdog fires.
+const EXIT_MARGIN: Duration = Duration::from_secs(2);
+
+/// How long the daemon may take to exit after SIGTERM or SIGINT: the HTTP drain (5 s),
+/// the last OTLP flush (`otlp.shutdown_timeout`) and a margin; 12 s by default.
+pub fn shutdown_bound(config: &Config) -> Duration {
+    crate::export::web::Limits::default().shutdown_grace
+        + config.otlp.shutdown_timeout
+        + EXIT_MARGIN
+}
+
+/// Ends the process after `bound` if it has not exited by itself by then.
+fn arm_exit_watchdog(bound: Duration) {
+    let spawned = std::thread::Builder::new()
+        .name("hcclwatch-exit".into())
+        .spawn(move || {
+            std::thread::sleep(bound);
+            tracing::error!(bound = ?bound, "shutdown did not finish in time; exiting now");
+            std::process::exit(1);
+        });
+    if spawned.is_err() {
+        tracing::warn!("cannot start the exit watchdog");
+    }
+}
+
+/// Why a re-check gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReloadError {
+    /// The configuration is invalid.
+    #[error("{} problem(s)", .0.len())]
+    Invalid(Vec<String>),
+    /// The re-check did not finish within the deadline (a hung mount): it is left running
+    /// on its own thread, and the next SIGHUP is refused until it ends.
+    #[error("the re-check did not finish within {0:?}")]
+    Timeout(Duration),
+    /// The previous re-check is still running.
+    #[error("the previous re-check is still running")]
+    Busy,
+}
+
+/// Runs one re-check on its own thread (never a runtime thread, so a hung one cannot
+/// hold the runtime at shutdown), waiting at most `deadline`.
+pub async fn reload_within(
+    reload: &Reloader,
+    busy: &Arc<std::sync::atomic::AtomicBool>,
+    deadline: Duration,
+) -> Result<Config, ReloadError> {
+    use std::sync::atomic::Ordering;
+    if busy.swap(true, Ordering::SeqCst) {
+        return Err(ReloadError::Busy);
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (reload, flag) = (reload.clone(), busy.clone());
+    let spawned = std::thread::Builder::new()
+        .name("hcclwatch-reload".into())
+        .spawn(move || {
+            let r = reload();
+            flag.store(false, Ordering::SeqCst);
+            let _ = tx.send(r);
+        });
+    if spawned.is_err() {
+        busy.store(false, Ordering::SeqCst);
+        return Err(ReloadError::Invalid(vec!["cannot start a thread".into()]));
+    }
+    match tokio::time::timeout(deadline, rx).await {
+        Ok(Ok(r)) => r.map_err(ReloadError::Invalid),
+        Ok(Err(_)) => Err(ReloadError::Invalid(vec!["the re-check panicked".into()])),
+        Err(_) => Err(ReloadError::Timeout(deadline)),
+    }
+}
+
+/// Loads the fault-level table on its own thread, waiting at most `deadline` (a file on a
+/// hung mount must not hold the SIGHUP loop).
+async fn load_fault_table_within(
+    path: Option<std::path::PathBuf>,
+    deadline: Duration,
+) -> Result<FaultTable, String> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("hcclwatch-faults".into())
+        .spawn(move || {
+            let _ = tx.send(FaultTable::from_config(path.as_deref()));
+        })
+        .map_err(|e| format!("cannot start a thread: {e}"))?;
+    match tokio::time::timeout(deadline, rx).await {
+        Ok(Ok(r)) => r.map_err(|e| e.to_string()),
+        Ok(Err(_)) => Err("the re-read panicked".into()),
+        Err(_) => Err(format!("the re-read did not finish within {deadline:?}")),
+    }
+}
+
 /// SIGHUP re-reads and validates the configuration, so a bad edit to a ConfigMap or file is
 /// caught while the daemon still runs on the old one (and alerted on through
 /// `hcclwatch_config_last_reload_successful`) instead of at the next restart. The running
 /// components are not rebuilt: keys that changed are named in the log and apply at restart.
 /// The one exception is the fault-level table: it is re-read from the (new)
-/// `telemetry.fault_levels_file` and swapped in whole, or kept when the file is bad.
+/// `telemetry.fault_levels_file` and swapped in whole, or kept when the file is bad. Both
+/// re-reads run on their own threads with [`RELOAD_DEADLINE`], so they can never wedge the
+/// daemon or its shutdown.
 async fn check_on_sighup(
+    mut hup: tokio::signal::unix::Signal,
     reload: Reloader,
     running: Config,
     store: Arc<Store>,
     fault_table: SharedFaultTable,
 ) {
-    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
-        tracing::warn!("cannot listen for SIGHUP; configuration checks on SIGHUP are off");
-        return;
-    };
+    let busy = Arc::new(std::sync::atomic::AtomicBool::new(false));
     while hup.recv().await.is_some() {
         let now = std::time::SystemTime::now();
-        match tokio::task::spawn_blocking({
-            let reload = reload.clone();
-            move || reload()
-        })
-        .await
-        {
-            Ok(Ok(new)) => {
+        match reload_within(&reload, &busy, RELOAD_DEADLINE).await {
+            Ok(new) => {
                 let path = new.telemetry.fault_levels_file.clone();
-                let table =
-                    tokio::task::spawn_blocking(move || FaultTable::from_config(path.as_deref()))
-                        .await;
-                match table {
-                    Ok(Ok(t)) => {
+                match load_fault_table_within(path, RELOAD_DEADLINE).await {
+                    Ok(t) => {
                         tracing::info!(
                             table = t.origin(),
                             codes = t.len(),
@@ -319,14 +434,9 @@ async fn check_on_sighup(
                         );
                         fault_table.replace(t);
                     }
-                    Ok(Err(e)) => {
-                        store.record_reload(false, now);
-                        tracing::error!(error = %e, "fault-level table on SIGHUP is invalid; still using the previous table");
-                        continue;
-                    }
                     Err(e) => {
                         store.record_reload(false, now);
-                        tracing::error!(error = %e, "fault-level table re-read did not complete");
+                        tracing::error!(error = %e, "fault-level table on SIGHUP is unusable; still using the previous table");
                         continue;
                     }
                 }
@@ -343,7 +453,7 @@ async fn check_on_sighup(
                     );
                 }
             }
-            Ok(Err(problems)) => {
+            Err(ReloadError::Invalid(problems)) => {
                 store.record_reload(false, now);
                 for p in &problems {
                     tracing::error!(problem = %p, "configuration re-check failed");
@@ -358,5 +468,46 @@ async fn check_on_sighup(
                 tracing::error!(error = %e, "configuration re-check did not complete");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pins: a re-check that never returns (a config on a hung mount) is reported as
+    /// timed out within the deadline, and a SIGHUP meanwhile is refused at once instead
+    /// of stacking another stuck thread; the daemon's loop goes on either way.
+    #[tokio::test]
+    async fn a_hung_reload_is_bounded_and_not_stacked() {
+        let (release, gate) = std::sync::mpsc::channel::<()>();
+        let gate = std::sync::Mutex::new(gate);
+        let reload: Reloader = Arc::new(move || {
+            let _ = gate.lock().unwrap().recv();
+            Ok(Config::default())
+        });
+        let busy = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let t = std::time::Instant::now();
+        let r = reload_within(&reload, &busy, Duration::from_millis(200)).await;
+        assert_eq!(
+            r.unwrap_err(),
+            ReloadError::Timeout(Duration::from_millis(200))
+        );
+        assert!(t.elapsed() < Duration::from_secs(2));
+        let r = reload_within(&reload, &busy, Duration::from_millis(200)).await;
+        assert_eq!(r.unwrap_err(), ReloadError::Busy);
+        // Once the stuck one returns, re-checks work again.
+        release.send(()).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while busy.load(std::sync::atomic::Ordering::SeqCst) {
+            assert!(std::time::Instant::now() < deadline);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        release.send(()).unwrap();
+        assert!(
+            reload_within(&reload, &busy, Duration::from_secs(5))
+                .await
+                .is_ok()
+        );
     }
 }

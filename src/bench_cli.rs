@@ -87,16 +87,10 @@ fn unhex(s: &str) -> anyhow::Result<Vec<u8>> {
 
 fn load_key(a: &BenchArgs) -> anyhow::Result<Vec<u8>> {
     if let Some(p) = &a.key_file {
-        let k = std::fs::read(p).with_context(|| format!("reading key file {}", p.display()))?;
-        let k: Vec<u8> = k.into_iter().filter(|b| !b.is_ascii_whitespace()).collect();
-        if k.len() < 16 {
-            bail!(
-                "key file {} holds {} bytes; use at least 16 random bytes",
-                p.display(),
-                k.len()
-            );
-        }
-        return Ok(k);
+        // The same rules as the daemon's collective.key_file: a regular file, one token.
+        let k = hcclwatch::config::file::read_key(p)
+            .with_context(|| format!("reading key file {}", p.display()))?;
+        return Ok(k.bytes);
     }
     if let Ok(h) = std::env::var(KEY_ENV) {
         return unhex(&h);
@@ -167,8 +161,9 @@ fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         .context("give --ranks N, or --rank with --root/--world, --rank-table or --config.file")?;
     let key = load_key(&a)?;
     let (comm, world) = if let Some(table) = &a.rank_table {
-        let text = std::fs::read_to_string(table)
-            .with_context(|| format!("reading rank table {}", table.display()))?;
+        let text =
+            hcclwatch::config::file::read_text(table, hcclwatch::config::file::RANK_TABLE_LIMIT)
+                .with_context(|| format!("reading rank table {}", table.display()))?;
         let t = ranktable::parse(&text)
             .map_err(|e| anyhow::anyhow!("rank table {}: {e}", table.display()))?;
         let addrs = t

@@ -19,10 +19,15 @@ pub struct Cli {
 pub enum Command {
     /// Run the daemon.
     Run(RunArgs),
-    /// Validate a config file; print every problem as PATH:LINE: key: reason.
+    /// Validate a config file and the files it names (the key, the web config and its
+    /// certificates); print every problem as PATH:LINE: key: reason.
     CheckConfig {
         /// The config file.
         path: PathBuf,
+        /// Check the file alone, not the files it names (for a config written for another
+        /// machine, such as a pod's, whose key and certificates are mounted only there).
+        #[arg(long = "syntax-only")]
+        syntax_only: bool,
     },
     /// Print version, git commit and build date.
     Version,
@@ -54,6 +59,10 @@ pub struct RemediateArgs {
     /// Log format.
     #[arg(long = "log.format", value_name = "FORMAT", value_parser = ["logfmt", "json"], default_value = "logfmt")]
     pub log_format: String,
+    /// Prometheus exporter-toolkit web config file (TLS, client CA, basic auth for
+    /// `/metrics`); overrides `web_config_file` in the receiver's config file.
+    #[arg(long = "web.config.file", value_name = "PATH")]
+    pub web_config_file: Option<PathBuf>,
 }
 
 /// Flags of `hcclwatch demo`.
@@ -218,6 +227,9 @@ pub struct RunArgs {
     /// Path under which to expose metrics.
     #[arg(long = "web.telemetry-path", value_name = "PATH")]
     pub telemetry_path: Option<String>,
+    /// Prometheus exporter-toolkit web config file (TLS, client CA, basic auth).
+    #[arg(long = "web.config.file", value_name = "PATH")]
+    pub web_config_file: Option<String>,
     /// Log level: error, warn, info, debug, trace.
     #[arg(long = "log.level", value_name = "LEVEL")]
     pub log_level: Option<String>,
@@ -233,7 +245,7 @@ impl RunArgs {
     /// The flags as (config key, flag name, value), for applying over the config.
     pub fn overrides(&self) -> Vec<(&'static str, &'static str, String)> {
         let mut v = Vec::new();
-        let pairs: [(&str, &str, &Option<String>); 5] = [
+        let pairs: [(&str, &str, &Option<String>); 6] = [
             (
                 "web.listen_address",
                 "--web.listen-address",
@@ -243,6 +255,11 @@ impl RunArgs {
                 "web.telemetry_path",
                 "--web.telemetry-path",
                 &self.telemetry_path,
+            ),
+            (
+                "web.config_file",
+                "--web.config.file",
+                &self.web_config_file,
             ),
             ("log.level", "--log.level", &self.log_level),
             ("log.format", "--log.format", &self.log_format),

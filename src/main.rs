@@ -23,7 +23,7 @@ fn main() -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        cli::Command::CheckConfig { path } => check_config(&path),
+        cli::Command::CheckConfig { path, syntax_only } => check_config(&path, syntax_only),
         cli::Command::Bench(args) => bench_cli::main(*args),
         cli::Command::Simulate(a) => simulate_cli::main(&a),
         cli::Command::Demo(a) => match demo_cli::main(&a) {
@@ -51,7 +51,13 @@ fn main() -> ExitCode {
 }
 
 fn remediate(a: &cli::RemediateArgs) -> anyhow::Result<()> {
-    let cfg = hcclwatch::remediate::config::RemediateConfig::load(&a.config_file)?;
+    let mut cfg = hcclwatch::remediate::config::RemediateConfig::load(&a.config_file)?;
+    if let Some(w) = &a.web_config_file {
+        if let Err(problems) = config::web::WebConfigFile::load(w) {
+            anyhow::bail!("--web.config.file: {}", problems.join("; "));
+        }
+        cfg.web_config_file = Some(w.clone());
+    }
     if a.check {
         println!("{}: valid", a.config_file.display());
         return Ok(());
@@ -74,9 +80,20 @@ fn process_env() -> Vec<(String, String)> {
         .collect()
 }
 
-fn check_config(path: &std::path::Path) -> ExitCode {
-    match config::load(Some(path), &process_env()) {
-        Ok(_) => {
+fn check_config(path: &std::path::Path, syntax_only: bool) -> ExitCode {
+    let loaded = if syntax_only {
+        config::load(Some(path), &process_env()).map(|config| config::Loaded {
+            config,
+            warnings: Vec::new(),
+        })
+    } else {
+        config::load_checked(Some(path), &process_env())
+    };
+    match loaded {
+        Ok(loaded) => {
+            for w in &loaded.warnings {
+                eprintln!("warning: {w}");
+            }
             println!("{}: ok", path.display());
             ExitCode::SUCCESS
         }
@@ -94,9 +111,9 @@ fn check_config(path: &std::path::Path) -> ExitCode {
 }
 
 fn run_daemon(run: &cli::RunArgs) -> anyhow::Result<()> {
-    let loaded = config::load(run.config_file.as_deref(), &process_env());
-    let cfg = match loaded {
-        Ok(c) => c,
+    let loaded = config::load_checked(run.config_file.as_deref(), &process_env());
+    let (cfg, warnings) = match loaded {
+        Ok(l) => (l.config, l.warnings),
         Err(ConfigError::Invalid(problems)) => {
             for p in &problems {
                 eprintln!("{p}");
@@ -118,10 +135,13 @@ fn run_daemon(run: &cli::RunArgs) -> anyhow::Result<()> {
         }
     };
     hcclwatch::logging::init(&cfg.log.level, cfg.log.format).context("setting up logging")?;
+    for w in &warnings {
+        tracing::warn!(location = %w.location, key = %w.key, "{}", w.reason);
+    }
     let reload_args = run.clone();
     let reload: hcclwatch::app::Reloader = std::sync::Arc::new(move || {
-        let cfg = match config::load(reload_args.config_file.as_deref(), &process_env()) {
-            Ok(c) => c,
+        let cfg = match config::load_checked(reload_args.config_file.as_deref(), &process_env()) {
+            Ok(l) => l.config,
             Err(ConfigError::Invalid(problems)) => {
                 return Err(problems.iter().map(ToString::to_string).collect());
             }

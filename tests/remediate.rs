@@ -938,3 +938,170 @@ fn released_node_is_not_quarantined_again_within_its_cooldown_and_basic_auth_wor
         "{rec}"
     );
 }
+
+/// Pins: no action before the receiver has read the nodes once (the breaker's fleet size
+/// and window are unknown until then): the webhook answers 503 and changes nothing. It
+/// used to cordon with a fleet of "1" and an empty breaker window.
+#[test]
+fn no_action_before_the_first_reconcile() {
+    let s = Setup::new(&["n1", "n2"]);
+    s.api.deny("list", "nodes");
+    let r = s.spawn(&s.config("dry_run = false", ALL_K8S));
+    let resp = send(&r, "firing", "n1", "straggler", "e1");
+    assert_eq!(resp.status, 503, "{}", resp.body);
+    assert_eq!(s.api.node("n1")["spec"].get("unschedulable"), None);
+    assert!(s.api.writes().is_empty(), "{:?}", s.api.writes());
+    // Once the nodes can be read, the same alert is acted on.
+    s.api.allow("list", "nodes");
+    r.wait_metric("the first reconcile", |m| {
+        value(
+            m,
+            "hcclwatch_remediation_last_reconcile_timestamp_seconds",
+            &[],
+        )
+        .is_some_and(|v| v > 0.0)
+    });
+    assert_eq!(send(&r, "firing", "n1", "straggler", "e1").status, 200);
+    assert_eq!(s.api.node("n1")["spec"]["unschedulable"], true);
+}
+
+/// Pins: the audit record is written and synced before the node is changed; when it
+/// cannot be written the action is refused with 503 and the failure counted. The receiver
+/// used to cordon the node and only log that the audit write failed.
+#[test]
+fn no_action_without_its_audit_record() {
+    let s = Setup::new(&["n1"]);
+    let cfg = s
+        .config("dry_run = false", ALL_K8S)
+        .replace(&s.audit_path().display().to_string(), "/dev/full");
+    let r = s.start(&cfg);
+    let resp = send(&r, "firing", "n1", "straggler", "f00d");
+    assert_eq!(resp.status, 503, "{}", resp.body);
+    assert!(resp.body.contains("audit"), "{}", resp.body);
+    assert_eq!(
+        s.api.node("n1")["spec"].get("unschedulable"),
+        None,
+        "the node was changed without an audit record"
+    );
+    assert!(s.api.writes().is_empty(), "{:?}", s.api.writes());
+    let m = r.metrics();
+    assert!(
+        value(&m, "hcclwatch_remediation_audit_failures_total", &[]).is_some_and(|v| v >= 1.0),
+        "{m}"
+    );
+}
+
+/// Pins: a Kubernetes call that never answers is cut off by kubernetes.timeout (503, so
+/// Alertmanager retries), and it holds only its own node: an alert for another node is
+/// acted on meanwhile. One global lock used to be held across every API call, so a hung
+/// GET stopped the receiver for good.
+#[test]
+fn a_hung_api_call_times_out_and_blocks_only_its_node() {
+    let s = Setup::new(&["n1", "n2"]);
+    let r = s.start(
+        &s.config(
+            "dry_run = false\n[breaker]\nmax_percent = 100.0\n",
+            r#"actions = ["cordon"]"#,
+        )
+        .replace("[kubernetes]\n", "[kubernetes]\ntimeout = \"3s\"\n"),
+    );
+    s.api.hang_get("n1");
+    let addr = r.addr.clone();
+    let stuck = std::thread::spawn(move || {
+        let t = Instant::now();
+        let body = notification(vec![alert("firing", "n1", "straggler", "aa")]).to_string();
+        let resp = common::http_post(
+            &addr,
+            "/webhook",
+            &[
+                ("Content-Type", "application/json"),
+                ("Authorization", &format!("Bearer {TOKEN}")),
+            ],
+            body.as_bytes(),
+        );
+        (resp.status, t.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    assert_eq!(send(&r, "firing", "n2", "straggler", "bb").status, 200);
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "n2 waited {:?} behind n1's hung call",
+        t.elapsed()
+    );
+    assert_eq!(s.api.node("n2")["spec"]["unschedulable"], true);
+    let (status, took) = stuck.join().unwrap();
+    assert_eq!(status, 503);
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(s.api.node("n1")["spec"].get("unschedulable"), None);
+}
+
+/// The decisions of a run, as (node, action, result) with dry-run's `would_apply` read as
+/// `applied` and live mode's `intent` records left out.
+fn decisions(audit: &[Value]) -> Vec<(String, String, String)> {
+    audit
+        .iter()
+        .filter(|r| r["result"] != "intent")
+        .map(|r| {
+            let result = r["result"].as_str().unwrap();
+            (
+                r["node"].as_str().unwrap().to_string(),
+                r["action"].as_str().unwrap().to_string(),
+                if result == "would_apply" {
+                    "applied"
+                } else {
+                    result
+                }
+                .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Pins: dry-run decides exactly as live mode (idempotence, breaker, a release only by the
+/// alert that caused it, the cooldown after a release), because it keeps a shadow of what
+/// live mode would have written. Dry-run used to release a node for any resolved alert and
+/// to forget the cooldown.
+#[test]
+fn dry_run_decides_exactly_as_live_mode() {
+    let sequence: &[(&str, &str, &str)] = &[
+        ("firing", "n1", "a1"),
+        ("firing", "n1", "a1"),
+        ("firing", "n2", "b2"),
+        ("firing", "n3", "c3"),
+        ("resolved", "n1", "ff"),
+        ("resolved", "n1", "a1"),
+        ("firing", "n1", "d4"),
+        ("resolved", "n3", "c3"),
+        ("resolved", "n2", "b2"),
+    ];
+    let run = |dry: bool| {
+        let s = Setup::new(&["n1", "n2", "n3", "n4"]);
+        let top = format!(
+            "dry_run = {dry}\n[breaker]\nmax_nodes = 2\nmax_percent = 100.0\n[limits]\nmax_actions_per_minute = 100\n"
+        );
+        let r = s.start(&s.config(&top, ALL_K8S));
+        for (status, node, fp) in sequence {
+            assert_eq!(send(&r, status, node, "straggler", fp).status, 200);
+        }
+        let d = decisions(&s.audit());
+        if dry {
+            assert!(
+                s.api.writes().is_empty(),
+                "dry run wrote: {:?}",
+                s.api.writes()
+            );
+        }
+        d
+    };
+    let live = run(false);
+    let dry = run(true);
+    assert!(
+        live.iter()
+            .any(|(n, a, r)| n == "n1" && a == "release" && r == "applied"),
+        "{live:?}"
+    );
+    assert!(live.iter().any(|(_, _, r)| r == "breaker_open"), "{live:?}");
+    assert!(live.iter().any(|(_, _, r)| r == "cooldown"), "{live:?}");
+    assert_eq!(dry, live);
+}

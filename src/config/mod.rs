@@ -9,10 +9,12 @@
 
 pub mod diff;
 pub mod duration;
+pub mod file;
 pub mod overrides;
 pub mod schema;
+pub mod web;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -395,13 +397,13 @@ impl CollectiveConfig {
                 "set either collective.peers or collective.rank_table_file, not both".into(),
             ));
         }
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| (key.clone(), format!("cannot read {}: {e}", path.display())))?;
+        let text = file::read_text(path, file::RANK_TABLE_LIMIT)
+            .map_err(|e| (key.clone(), format!("cannot read rank table: {e}")))?;
         let table = crate::collective::bootstrap::ranktable::parse(&text)
             .map_err(|e| (key.clone(), format!("{}: {e}", path.display())))?;
         // A node is known by its host address when the table gives one (v2.0 groups by
         // network instance, which can span hosts), else by its server id.
-        let mut servers: Vec<String> = Vec::new();
+        let mut servers: HashSet<String> = HashSet::new();
         for r in &table.ranks {
             let id = r
                 .host_ip
@@ -420,7 +422,7 @@ impl CollectiveConfig {
                     ),
                 )
             })?;
-            servers.push(id);
+            servers.insert(id);
             self.peers
                 .push(SocketAddr::new(ip, self.rank_table_port).to_string());
         }
@@ -439,6 +441,21 @@ pub struct WebConfig {
     /// Also put `namespace`, `pod` and `container` on every per-NPU series (as
     /// dcgm-exporter does), for an NPU that exactly one pod uses.
     pub pod_labels: bool,
+    // --- HTTP hardening (issue 18): web config file and server limits ---
+    /// A Prometheus exporter-toolkit web config file (TLS, client CA, basic-auth users).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_file: Option<PathBuf>,
+    /// Open connections at most; at the cap the connection idle longest is closed.
+    pub max_connections: u32,
+    /// Time a client has to send a request's head, counted from the connection's start
+    /// or the end of the previous response (so it also ends idle keep-alive connections).
+    #[serde(with = "duration::serde_str")]
+    pub header_read_timeout: Duration,
+    /// A connection that moves no byte in either direction for this long is closed.
+    #[serde(with = "duration::serde_str")]
+    pub idle_timeout: Duration,
+    /// Largest request head (request line and headers), in bytes.
+    pub max_header_bytes: u32,
 }
 
 impl Default for WebConfig {
@@ -447,9 +464,18 @@ impl Default for WebConfig {
             listen_address: ":9478".into(),
             telemetry_path: "/metrics".into(),
             pod_labels: false,
+            config_file: None,
+            max_connections: 4096,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
+            max_header_bytes: 16 << 10,
         }
     }
 }
+
+/// Paths the daemon's server routes itself; `web.telemetry_path` must be none of them
+/// (`export::server` checks that it routes exactly these).
+pub const RESERVED_PATHS: &[&str] = &["/", "/-/healthy", "/-/ready", "/api/v1/state"];
 
 /// `[log]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -704,8 +730,8 @@ pub enum ConfigError {
     Read {
         /// The file.
         path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
+        /// Why: it is missing, not a regular file, too large, or the read hung.
+        source: file::FileError,
     },
     /// The configuration has problems; every one is listed.
     #[error("invalid configuration:\n{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
@@ -719,14 +745,30 @@ struct Origins {
     text: String,
     spans: HashMap<String, usize>,
     env: HashMap<String, String>,
+    /// Offsets of the line starts after the first, once indexed: a line number is then a
+    /// binary search, not a scan, however many problems a long file has.
+    line_starts: Vec<usize>,
 }
 
 impl Origins {
+    fn index_lines(&mut self) {
+        self.line_starts = self
+            .text
+            .bytes()
+            .enumerate()
+            .filter(|(_, b)| *b == b'\n')
+            .map(|(i, _)| i + 1)
+            .collect();
+    }
+
     fn line_of(&self, offset: usize) -> usize {
-        self.text[..offset.min(self.text.len())]
-            .matches('\n')
-            .count()
-            + 1
+        if self.line_starts.is_empty() {
+            return self.text[..offset.min(self.text.len())]
+                .matches('\n')
+                .count()
+                + 1;
+        }
+        self.line_starts.partition_point(|&start| start <= offset) + 1
     }
 
     fn locate(&self, path: &str) -> String {
@@ -751,11 +793,35 @@ impl Origins {
 /// Loads the configuration from an optional file plus environment overrides.
 ///
 /// `env` is passed in (rather than read here) so that tests never mutate the process
-/// environment.
+/// environment. The files the configuration names are not opened (except a rank table,
+/// which fills `collective.peers`); [`load_checked`] also checks them.
 pub fn load(file: Option<&Path>, env: &[(String, String)]) -> Result<Config, ConfigError> {
+    load_inner(file, env, false).map(|l| l.config)
+}
+
+/// A configuration with the warnings found while checking it.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The configuration.
+    pub config: Config,
+    /// Problems that do not stop the daemon (a world-readable key file).
+    pub warnings: Vec<Problem>,
+}
+
+/// [`load`], and also checks the files the configuration names (the shared key, the web
+/// config and its certificates), as `check-config`, start-up and SIGHUP do.
+pub fn load_checked(file: Option<&Path>, env: &[(String, String)]) -> Result<Loaded, ConfigError> {
+    load_inner(file, env, true)
+}
+
+fn load_inner(
+    file: Option<&Path>,
+    env: &[(String, String)],
+    check_files: bool,
+) -> Result<Loaded, ConfigError> {
     let (text, name) = match file {
         Some(p) => (
-            std::fs::read_to_string(p).map_err(|source| ConfigError::Read {
+            file::read_text(p, file::CONFIG_LIMIT).map_err(|source| ConfigError::Read {
                 path: p.to_path_buf(),
                 source,
             })?,
@@ -763,7 +829,7 @@ pub fn load(file: Option<&Path>, env: &[(String, String)]) -> Result<Config, Con
         ),
         None => (String::new(), None),
     };
-    load_str(&text, name.as_deref(), env)
+    load_str_inner(&text, name.as_deref(), env, check_files)
 }
 
 /// Loads from TOML text; `name` is used in messages (the file path).
@@ -772,6 +838,18 @@ pub fn load_str(
     name: Option<&str>,
     env: &[(String, String)],
 ) -> Result<Config, ConfigError> {
+    load_str_inner(text, name, env, false).map(|l| l.config)
+}
+
+/// Every problem is collected: a key that fails the schema is reported and then removed
+/// (so it takes its default), and the semantic checks still run on the rest, so one run
+/// shows all of it. Every step is linear in the size of the document.
+fn load_str_inner(
+    text: &str,
+    name: Option<&str>,
+    env: &[(String, String)],
+    check_files: bool,
+) -> Result<Loaded, ConfigError> {
     let mut origins = Origins {
         file: name.map(str::to_string),
         text: text.to_string(),
@@ -793,6 +871,7 @@ pub fn load_str(
             return Err(ConfigError::Invalid(problems));
         }
     }
+    origins.index_lines();
 
     // Pass 2: the values, checked against the schema.
     let mut table: toml::Table = toml::from_str(text).map_err(|e| {
@@ -807,39 +886,110 @@ pub fn load_str(
     // Environment overrides.
     apply_env(&mut table, env, &mut origins, &mut problems);
 
-    if !problems.is_empty() {
-        return Err(ConfigError::Invalid(problems));
+    // Keys that failed the schema take their defaults, so the rest can still be checked.
+    for p in &problems {
+        let parts: Vec<&str> = p.key.split('.').collect();
+        remove_path(&mut table, &parts);
     }
-    let config: Config = toml::Value::Table(table)
-        .try_into()
-        .map_err(|e: toml::de::Error| {
-            ConfigError::Invalid(vec![Problem {
+    let mut config: Config = match toml::Value::Table(table).try_into() {
+        Ok(c) => c,
+        Err(e) => {
+            let e: toml::de::Error = e;
+            problems.push(Problem {
                 location: name.unwrap_or("<input>").to_string(),
                 key: "(document)".into(),
                 reason: e.message().to_string(),
-            }])
-        })?;
-    let mut config = config;
+            });
+            return Err(ConfigError::Invalid(problems));
+        }
+    };
+    let reported: HashSet<String> = problems.iter().map(|p| p.key.clone()).collect();
+    let mut semantic = Vec::new();
     if let Err((key, reason)) = config.collective.resolve_rank_table() {
-        return Err(ConfigError::Invalid(vec![Problem {
-            location: origins.locate(&key),
-            key,
-            reason,
-        }]));
+        semantic.push((key, reason));
     }
-    let semantic: Vec<Problem> = config
-        .validate()
-        .into_iter()
-        .map(|(key, reason)| Problem {
+    semantic.extend(config.validate());
+    let mut warnings = Vec::new();
+    if check_files {
+        let files = config.file_problems();
+        semantic.extend(files.errors);
+        warnings.extend(files.warnings.into_iter().map(|(key, reason)| Problem {
             location: origins.locate(&key),
             key,
             reason,
-        })
-        .collect();
-    if semantic.is_empty() {
-        Ok(config)
+        }));
+    }
+    for (key, reason) in semantic {
+        if reported.contains(&key) {
+            continue;
+        }
+        problems.push(Problem {
+            location: origins.locate(&key),
+            key,
+            reason,
+        });
+    }
+    if problems.is_empty() {
+        Ok(Loaded { config, warnings })
     } else {
-        Err(ConfigError::Invalid(semantic))
+        Err(ConfigError::Invalid(problems))
+    }
+}
+
+/// Removes a dotted path from `table` (nothing if it is not there).
+fn remove_path(table: &mut toml::Table, parts: &[&str]) {
+    match parts {
+        [] => {}
+        [leaf] => {
+            table.remove(*leaf);
+        }
+        [head, rest @ ..] => {
+            if let Some(toml::Value::Table(t)) = table.get_mut(*head) {
+                remove_path(t, rest);
+            }
+        }
+    }
+}
+
+/// Problems with the files a configuration names, as (key, reason).
+#[derive(Debug, Default)]
+pub struct FileProblems {
+    /// Files that cannot be used.
+    pub errors: Vec<(String, String)>,
+    /// Files that work but should be fixed.
+    pub warnings: Vec<(String, String)>,
+}
+
+impl Config {
+    /// Opens and checks every file the configuration names: the shared key (a regular
+    /// file, one token of at least 16 bytes, not world-readable) and the web config.
+    pub fn file_problems(&self) -> FileProblems {
+        let mut out = FileProblems::default();
+        if let Some(path) = &self.collective.key_file {
+            match file::read_key(path) {
+                Ok(k) if k.world_readable => out.warnings.push((
+                    "collective.key_file".into(),
+                    format!(
+                        "{} is readable by every user (mode o+r); chmod 0400 it (Kubernetes: defaultMode: 0400)",
+                        path.display()
+                    ),
+                )),
+                Ok(_) => {}
+                Err(e) => out
+                    .errors
+                    .push(("collective.key_file".into(), e.to_string())),
+            }
+        }
+        if let Some(path) = &self.web.config_file
+            && let Err(problems) = web::WebConfigFile::load(path)
+        {
+            out.errors.extend(
+                problems
+                    .into_iter()
+                    .map(|p| ("web.config_file".to_string(), p)),
+            );
+        }
+        out
     }
 }
 
@@ -980,7 +1130,7 @@ impl Config {
                 "web.telemetry_path".into(),
                 format!("{p:?} must start with '/'"),
             ));
-        } else if ["/", "/-/healthy", "/-/ready"].contains(&p.as_str()) {
+        } else if RESERVED_PATHS.contains(&p.as_str()) {
             out.push((
                 "web.telemetry_path".into(),
                 format!("{p:?} is reserved for another endpoint; use e.g. \"/metrics\""),
@@ -1091,17 +1241,18 @@ impl Config {
                 ),
             ));
         } else if self.probe.enabled && !c.peer_topology.is_empty() {
+            let mut count: HashMap<&str, usize> = HashMap::new();
             for label in &c.peer_topology {
-                let n = c.peer_topology.iter().filter(|l| *l == label).count();
-                if n < 2 {
-                    out.push((
-                        "collective.peer_topology".into(),
-                        format!(
-                            "label {label:?} has a single member, which would have nobody to probe"
-                        ),
-                    ));
-                    break;
-                }
+                *count.entry(label.as_str()).or_default() += 1;
+            }
+            // The first lonely label in member order, as before.
+            if let Some(label) = c.peer_topology.iter().find(|l| count[l.as_str()] < 2) {
+                out.push((
+                    "collective.peer_topology".into(),
+                    format!(
+                        "label {label:?} has a single member, which would have nobody to probe"
+                    ),
+                ));
             }
         }
         if !c.peer_names.is_empty() && c.peer_names.len() != c.peers.len() {
@@ -1313,6 +1464,7 @@ mod tests {
         cfg.collective.key_file = Some("/x/key".into());
         cfg.collective.bind_device = Some("eth0".into());
         cfg.attribution.kubeconfig = Some("/x/kubeconfig".into());
+        cfg.web.config_file = Some("/x/web.yml".into());
         let dir = tempfile::tempdir().unwrap();
         let table = dir.path().join("rank_table.json");
         std::fs::write(
@@ -1497,7 +1649,12 @@ helth = \"5s\"
             "[health]\ndelta = \"big\"\nz = 100.0\nwindow = 5\nfabric_rounds = 6\n",
             &[],
         );
-        assert_eq!(p.len(), 2, "{p:?}");
+        // Every problem, the schema's and the semantic ones together (issue 18).
+        assert_eq!(p.len(), 3, "{p:?}");
+        assert!(
+            p[2].contains("health.fabric_rounds: 6 is more than"),
+            "{p:?}"
+        );
         assert_eq!(
             p[0],
             "test.toml:2: health.delta: expected a number, found a string"
@@ -1575,5 +1732,68 @@ helth = \"5s\"
         assert!(err.contains("label \"b\" has a single member"), "{err}");
         let ok = format!("{base}peer_topology = [\"a\", \"a\", \"a\"]\n");
         assert!(load_str(&ok, Some("t.toml"), &[]).is_ok());
+    }
+
+    /// Pins: every problem is reported, not only the first: each bad element of a list,
+    /// and the semantic problems next to the schema's (before, a range error hid the rest).
+    #[test]
+    fn every_problem_not_only_the_first() {
+        let p = problems(
+            "[web]\ntelemetry_path = \"/api/v1/state\"\n[collective]\npeers = [\"x\", \"127.0.0.1:1\", \"y\", \"127.0.0.1:1\"]\nchannels = 99\n",
+            &[],
+        );
+        let text = p.join("\n");
+        for want in [
+            "element 0 (\"x\") is not an IP:port address",
+            "element 2 (\"y\") is not an IP:port address",
+            "element 3 (127.0.0.1:1) is listed twice",
+            "collective.channels: 99 is out of range 1..=16",
+            "web.telemetry_path: \"/api/v1/state\" is reserved",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in:\n{text}");
+        }
+    }
+
+    /// Pins: a telemetry path that collides with any route of the server is refused (a
+    /// path equal to /api/v1/state used to pass and then panic the router at start).
+    #[test]
+    fn telemetry_path_cannot_shadow_a_route() {
+        for path in RESERVED_PATHS {
+            let p = problems(&format!("[web]\ntelemetry_path = \"{path}\"\n"), &[]);
+            assert_eq!(p.len(), 1, "{path}: {p:?}");
+            assert!(p[0].contains("is reserved"), "{path}: {p:?}");
+        }
+    }
+
+    /// Pins: validation is linear in the number of members. Duplicates used to be found
+    /// by comparing every pair (50,000 peers: over a billion comparisons); a list this long
+    /// with a duplicate at the end now takes well under the bound.
+    #[test]
+    fn long_member_lists_are_checked_in_linear_time() {
+        let n = 50_000;
+        let peers: Vec<String> = (0..n)
+            .map(|i| format!("\"10.{}.{}.{}:60100\"", i / 65536, (i / 256) % 256, i % 256))
+            .collect();
+        let names: Vec<String> = (0..n).map(|i| format!("\"node-{i}\"")).collect();
+        let topo: Vec<String> = (0..n).map(|i| format!("\"rack-{}\"", i / 8)).collect();
+        let text = format!(
+            "[collective]\npeers = [{}, \"10.0.0.0:60100\"]\npeer_names = [{}, \"node-0\"]\npeer_topology = [{}, \"rack-0\"]\nkey_file = \"/k\"\n[probe]\nenabled = true\n",
+            peers.join(","),
+            names.join(","),
+            topo.join(",")
+        );
+        let t = std::time::Instant::now();
+        let p = problems(&text, &[]);
+        let took = t.elapsed();
+        assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+        let text = p.join("\n");
+        assert!(
+            text.contains("element 50000 (10.0.0.0:60100) is listed twice"),
+            "{text}"
+        );
+        assert!(
+            text.contains("element 50000 (node-0) is listed twice"),
+            "{text}"
+        );
     }
 }

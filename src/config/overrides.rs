@@ -13,6 +13,7 @@ pub fn apply(mut cfg: Config, overrides: &[Override]) -> Result<Config, Vec<Prob
         match *key {
             "web.listen_address" => cfg.web.listen_address = value.clone(),
             "web.telemetry_path" => cfg.web.telemetry_path = value.clone(),
+            "web.config_file" => cfg.web.config_file = Some(value.into()),
             "log.format" => {
                 cfg.log.format = if value == "json" {
                     LogFormat::Json
@@ -42,7 +43,13 @@ pub fn apply(mut cfg: Config, overrides: &[Override]) -> Result<Config, Vec<Prob
             _ => {}
         }
     }
-    for (key, reason) in cfg.validate() {
+    // A flag can name a file (the web config): check the files as loading did.
+    let files = if overrides.is_empty() {
+        Vec::new()
+    } else {
+        cfg.file_problems().errors
+    };
+    for (key, reason) in cfg.validate().into_iter().chain(files) {
         let location = overrides.iter().find(|(k, _, _)| *k == key).map_or_else(
             || "flags".to_string(),
             |(_, flag, _)| format!("flag {flag}"),

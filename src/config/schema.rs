@@ -86,6 +86,40 @@ pub const SCHEMA: &[Key] = &[
         path: "web.telemetry_path",
         kind: Kind::Str,
     },
+    // --- HTTP hardening (issue 18): web config file and server limits ---
+    Key {
+        path: "web.config_file",
+        kind: Kind::Path,
+    },
+    Key {
+        path: "web.max_connections",
+        kind: Kind::Int {
+            min: 16,
+            max: 1_000_000,
+        },
+    },
+    Key {
+        path: "web.header_read_timeout",
+        kind: Kind::Duration {
+            min: ms(100),
+            max: ms(300_000),
+        },
+    },
+    Key {
+        path: "web.idle_timeout",
+        kind: Kind::Duration {
+            min: ms(100),
+            max: ms(3_600_000),
+        },
+    },
+    Key {
+        path: "web.max_header_bytes",
+        kind: Kind::Int {
+            min: 8192,
+            max: 1 << 20,
+        },
+    },
+    // --- end of the HTTP hardening block ---
     Key {
         path: "web.pod_labels",
         kind: Kind::Bool,
@@ -715,64 +749,63 @@ pub fn check_value(kind: Kind, value: &toml::Value) -> Result<(), String> {
             type_name(v)
         )),
         (Kind::AddrList, toml::Value::Array(items)) => {
-            let mut seen = Vec::new();
+            let mut seen = std::collections::HashSet::with_capacity(items.len());
+            let mut errors = Vec::new();
             for (i, item) in items.iter().enumerate() {
                 let toml::Value::String(s) = item else {
-                    return Err(format!(
+                    errors.push(format!(
                         "element {i} is {}, expected \"host:port\"",
                         type_name(item)
                     ));
+                    continue;
                 };
-                let a: std::net::SocketAddr = s
-                    .parse()
-                    .map_err(|_| format!("element {i} ({s:?}) is not an IP:port address"))?;
-                if seen.contains(&a) {
-                    return Err(format!("element {i} ({s}) is listed twice"));
+                match s.parse::<std::net::SocketAddr>() {
+                    Err(_) => errors.push(format!("element {i} ({s:?}) is not an IP:port address")),
+                    Ok(a) if !seen.insert(a) => {
+                        errors.push(format!("element {i} ({s}) is listed twice"))
+                    }
+                    Ok(_) => {}
                 }
-                seen.push(a);
             }
-            Ok(())
+            summarise(errors)
         }
         (Kind::NameList, toml::Value::Array(items)) => {
-            let mut seen: Vec<&str> = Vec::new();
+            let mut seen = std::collections::HashSet::with_capacity(items.len());
+            let mut errors = Vec::new();
             for (i, item) in items.iter().enumerate() {
                 let toml::Value::String(s) = item else {
-                    return Err(format!(
+                    errors.push(format!(
                         "element {i} is {}, expected a name",
                         type_name(item)
                     ));
+                    continue;
                 };
                 if s.is_empty() || s.len() > 253 || s.chars().any(|c| c.is_control()) {
-                    return Err(format!(
+                    errors.push(format!(
                         "element {i} ({s:?}) must be 1..253 characters without control characters"
                     ));
+                } else if !seen.insert(s.as_str()) {
+                    errors.push(format!("element {i} ({s}) is listed twice"));
                 }
-                if seen.contains(&s.as_str()) {
-                    return Err(format!("element {i} ({s}) is listed twice"));
-                }
-                seen.push(s);
             }
-            Ok(())
+            summarise(errors)
         }
         (Kind::StrList, toml::Value::Array(items)) => {
+            let mut errors = Vec::new();
             for (i, item) in items.iter().enumerate() {
                 match item {
                     toml::Value::String(s) if !s.is_empty() && !s.chars().any(char::is_control) => {
                     }
-                    toml::Value::String(s) => {
-                        return Err(format!(
-                            "element {i} ({s:?}) must be non-empty, without control characters"
-                        ));
-                    }
-                    other => {
-                        return Err(format!(
-                            "element {i} is {}, expected a string",
-                            type_name(other)
-                        ));
-                    }
+                    toml::Value::String(s) => errors.push(format!(
+                        "element {i} ({s:?}) must be non-empty, without control characters"
+                    )),
+                    other => errors.push(format!(
+                        "element {i} is {}, expected a string",
+                        type_name(other)
+                    )),
                 }
             }
-            Ok(())
+            summarise(errors)
         }
         (Kind::StrList, v) => Err(format!(
             "expected an array of strings, found {}",
@@ -803,6 +836,27 @@ pub fn check_value(kind: Kind, value: &toml::Value) -> Result<(), String> {
         }
         (Kind::Float { .. }, v) => Err(format!("expected a number, found {}", type_name(v))),
     }
+}
+
+/// How many element problems of one list are spelled out before the rest is counted.
+pub const LIST_PROBLEMS_SHOWN: usize = 10;
+
+/// Joins the problems of one list's elements: every one up to [`LIST_PROBLEMS_SHOWN`],
+/// then how many more, so a generated list with thousands of bad entries stays readable.
+pub fn summarise(errors: Vec<String>) -> Result<(), String> {
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let n = errors.len();
+    let mut text = errors
+        .into_iter()
+        .take(LIST_PROBLEMS_SHOWN)
+        .collect::<Vec<_>>()
+        .join("; ");
+    if n > LIST_PROBLEMS_SHOWN {
+        text.push_str(&format!("; and {} more", n - LIST_PROBLEMS_SHOWN));
+    }
+    Err(text)
 }
 
 /// Converts an environment variable's text to a TOML value of the key's kind.

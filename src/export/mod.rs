@@ -7,3 +7,4 @@ pub mod otlp;
 pub mod prometheus;
 pub mod server;
 pub mod state;
+pub mod web;

@@ -25,20 +25,58 @@ struct AppState {
     index: Arc<String>,
 }
 
-/// Builds the router for `telemetry_path`.
-pub fn router(store: Arc<Store>, build: BuildInfo, telemetry_path: &str) -> Router {
+/// Routes the server answers besides the telemetry path; `config::RESERVED_PATHS` must
+/// list each (a unit test checks it), so `check-config` refuses a colliding path.
+pub const FIXED_ROUTES: &[&str] = &["/-/healthy", "/-/ready", "/api/v1/state", "/"];
+
+/// Paths that never ask for basic auth: process health, for kubelet probes.
+pub const OPEN_PATHS: &[&str] = &["/-/healthy", "/-/ready"];
+
+/// `web.telemetry_path` names a route of its own, or is not a path axum can route.
+#[derive(Debug, thiserror::Error)]
+#[error("web.telemetry_path {path:?}: {reason}")]
+pub struct RouteError {
+    /// The path.
+    pub path: String,
+    /// Why.
+    pub reason: &'static str,
+}
+
+/// Builds the router for `telemetry_path`, refusing a path that collides with another
+/// route (axum would panic) or that axum cannot route.
+pub fn router(
+    store: Arc<Store>,
+    build: BuildInfo,
+    telemetry_path: &str,
+) -> Result<Router, RouteError> {
+    let err = |reason| RouteError {
+        path: telemetry_path.to_string(),
+        reason,
+    };
+    if FIXED_ROUTES.contains(&telemetry_path) {
+        return Err(err("is another endpoint's path"));
+    }
+    if !telemetry_path.starts_with('/')
+        || !telemetry_path
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/_.-".contains(c))
+    {
+        return Err(err(
+            "must start with '/' and hold only letters, digits, '/', '_', '.', '-'",
+        ));
+    }
     let state = AppState {
         registry: Arc::new(prometheus::registry(store.clone(), build.clone())),
         store,
         index: Arc::new(prometheus::index_page(telemetry_path, &build)),
     };
-    Router::new()
+    Ok(Router::new()
         .route(telemetry_path, get(metrics_handler))
         .route("/-/healthy", get(|| async { "Healthy\n" }))
         .route("/-/ready", get(ready_handler))
         .route("/api/v1/state", get(state_handler))
         .route("/", get(index_handler))
-        .with_state(state)
+        .with_state(state))
 }
 
 /// Encodes `registry` in the format the request's `Accept` header asks for: the one
@@ -89,13 +127,38 @@ async fn index_handler(State(s): State<AppState>) -> Html<String> {
     Html(s.index.as_ref().clone())
 }
 
-/// Serves `router` on `listener` until `shutdown` completes.
+/// Serves `router` on `listener` until `shutdown` completes, with the limits and the
+/// web config of [`super::web`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
+    limits: super::web::Limits,
+    security: Arc<super::web::Security>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
+    super::web::serve(listener, router, limits, security, shutdown).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pins: the config's reserved paths are exactly the routes served here.
+    #[test]
+    fn reserved_paths_are_the_fixed_routes() {
+        let mut a: Vec<&str> = FIXED_ROUTES.to_vec();
+        let mut b: Vec<&str> = crate::config::RESERVED_PATHS.to_vec();
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a, b);
+        let store = Arc::new(Store::new(false, false));
+        for p in FIXED_ROUTES {
+            assert!(
+                router(store.clone(), BuildInfo::current(), p).is_err(),
+                "{p}"
+            );
+        }
+        assert!(router(store.clone(), BuildInfo::current(), "/{x}").is_err());
+        assert!(router(store, BuildInfo::current(), "/metrics").is_ok());
+    }
 }

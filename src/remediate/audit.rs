@@ -1,11 +1,17 @@
 //! The append-only audit log: one JSON object per line, fsynced before the request is
 //! answered, so every decision (including the refusals and the dry-run "would"s) is on
-//! disk before Alertmanager hears back.
+//! disk before Alertmanager hears back, and the intent of every change before the change.
+//!
+//! The file belongs to one writer thread: `write(2)` and `fsync(2)` block, sometimes for
+//! long (a full or failing disk), and must never do so on the async workers. A record is
+//! handed over through a bounded queue and its outcome awaited for at most
+//! [`WRITE_DEADLINE`]; a full queue or a missed deadline is a failure like a write error.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -36,33 +42,60 @@ pub struct Record {
     pub detail: String,
 }
 
-/// The audit file.
+/// How long a record may take to reach the disk before the caller gives up on it.
+pub const WRITE_DEADLINE: Duration = Duration::from_secs(5);
+/// Records waiting for the writer at most.
+const QUEUE: usize = 256;
+
+type Job = (Vec<u8>, tokio::sync::oneshot::Sender<std::io::Result<()>>);
+
+/// The audit file, written by its own thread.
 #[derive(Debug)]
 pub struct AuditLog {
     path: PathBuf,
-    file: Mutex<File>,
+    queue: SyncSender<Job>,
 }
 
 impl AuditLog {
-    /// Opens (creating) `path` for appending.
+    /// Opens (creating) `path` for appending and starts its writer thread.
     pub fn open(path: &Path) -> std::io::Result<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let mut file: File = OpenOptions::new().create(true).append(true).open(path)?;
+        let (queue, jobs) = std::sync::mpsc::sync_channel::<Job>(QUEUE);
+        std::thread::Builder::new()
+            .name("hcclwatch-audit".into())
+            .spawn(move || {
+                for (line, done) in jobs {
+                    let r = file.write_all(&line).and_then(|()| file.sync_data());
+                    let _ = done.send(r);
+                }
+            })?;
         Ok(Self {
             path: path.to_path_buf(),
-            file: Mutex::new(file),
+            queue,
         })
     }
 
-    /// Appends one record and fsyncs it.
-    pub fn append(&self, r: &Record) -> std::io::Result<()> {
-        let mut line = serde_json::to_vec(r).map_err(std::io::Error::other)?;
+    /// Appends one record and waits until it is fsynced (at most [`WRITE_DEADLINE`]).
+    pub async fn append(&self, r: Record) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(&r).map_err(std::io::Error::other)?;
         line.push(b'\n');
-        let mut f = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        f.write_all(&line)?;
-        f.sync_data()
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        self.queue.try_send((line, done)).map_err(|e| match e {
+            TrySendError::Full(_) => {
+                std::io::Error::other("the audit writer is behind (queue full)")
+            }
+            TrySendError::Disconnected(_) => std::io::Error::other("the audit writer stopped"),
+        })?;
+        match tokio::time::timeout(WRITE_DEADLINE, outcome).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(std::io::Error::other("the audit writer stopped")),
+            Err(_) => Err(std::io::Error::other(format!(
+                "the record was not on disk within {WRITE_DEADLINE:?}"
+            ))),
+        }
     }
 
     /// The file's path (for messages).

@@ -21,8 +21,8 @@ pub enum ConfigError {
     Read {
         /// The file.
         path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
+        /// Why: missing, not a regular file, too large, or the read hung.
+        source: crate::config::file::FileError,
     },
     /// The file is not valid TOML for this schema, or its values are inconsistent.
     #[error("{path}: {}", problems.join(&format!("\n{}: ", path.display())))]
@@ -60,6 +60,16 @@ pub struct RemediateConfig {
     pub reconcile_interval: Duration,
     /// Who may call the webhook.
     pub auth: AuthConfig,
+    /// A Prometheus exporter-toolkit web config file: TLS for every endpoint, and basic
+    /// auth for `/metrics` (the webhook keeps its own `[auth]`).
+    #[serde(default)]
+    pub web_config_file: Option<PathBuf>,
+    /// Open connections at most.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: u32,
+    /// Time a client has to send a request head.
+    #[serde(default = "default_header_read_timeout", with = "duration::serde_str")]
+    pub header_read_timeout: Duration,
     /// How to reach the Kubernetes API.
     #[serde(default)]
     pub kubernetes: KubernetesConfig,
@@ -90,7 +100,7 @@ pub struct AuthConfig {
 }
 
 /// Kubernetes API access.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KubernetesConfig {
     /// A kubeconfig file; unset: in-cluster service account (or `KUBECONFIG`).
@@ -98,6 +108,9 @@ pub struct KubernetesConfig {
     /// Namespace the node Events are written to.
     #[serde(default = "default_event_namespace")]
     pub event_namespace: String,
+    /// Bound on every API call; past it the call counts as a transient failure (503).
+    #[serde(default = "default_api_timeout", with = "duration::serde_str")]
+    pub timeout: Duration,
 }
 
 /// At most `max_nodes` nodes, or `max_percent` of the fleet, quarantined in `window`.
@@ -299,6 +312,26 @@ pub struct WebhookConfig {
     pub on_resolved: bool,
 }
 
+impl Default for KubernetesConfig {
+    fn default() -> Self {
+        Self {
+            kubeconfig: None,
+            event_namespace: default_event_namespace(),
+            timeout: default_api_timeout(),
+        }
+    }
+}
+
+const fn default_api_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+const fn default_max_connections() -> u32 {
+    256
+}
+const fn default_header_read_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
 fn default_listen() -> String {
     ":9479".into()
 }
@@ -366,10 +399,11 @@ const fn default_webhook_timeout() -> Duration {
 impl RemediateConfig {
     /// Reads, parses and validates `path`; every problem is reported, each with its key.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::config::file::read_text(path, crate::config::file::CONFIG_LIMIT)
+            .map_err(|source| ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Self::from_str(&text, path)
     }
 
@@ -414,6 +448,22 @@ impl RemediateConfig {
         }
         if self.max_body_bytes < 1024 {
             p.push("max_body_bytes: at least 1024".into());
+        }
+        if self.kubernetes.timeout < Duration::from_millis(100) {
+            p.push("kubernetes.timeout: at least 100ms".into());
+        }
+        if self.max_connections < 16 {
+            p.push("max_connections: at least 16".into());
+        }
+        if self.header_read_timeout < Duration::from_millis(100) {
+            p.push("header_read_timeout: at least 100ms".into());
+        }
+        if let Some(w) = &self.web_config_file
+            && let Err(problems) = crate::config::web::WebConfigFile::load(w)
+        {
+            for e in problems {
+                p.push(format!("web_config_file: {e}"));
+            }
         }
         if self.reconcile_interval < Duration::from_secs(1) {
             p.push("reconcile_interval: at least 1s".into());

@@ -14,10 +14,24 @@
 //! changed the node since it was read. A node that someone uncordoned by hand is recorded
 //! as a manual override, counted, and not cordoned again for a cooldown.
 //!
-//! Requests are handled one at a time (one mutex): the receiver acts rarely, and serial
-//! decisions keep the breaker and the rate limit exact.
+//! Requests for different nodes run concurrently; requests for one node are serialised by
+//! a per-node lock held across its API calls and hooks. The breaker and the rate limit
+//! live behind a short lock that is never held across an await, and admit a quarantine by
+//! reserving its slot (given back if the action does not happen), so they stay exact.
+//!
+//! Every Kubernetes call is bounded by `kubernetes.timeout` (see `kube`), every hook by its
+//! own timeout. Before a node is changed, an `intent` record is written to the audit log and
+//! synced; if it cannot be, nothing is changed and the request is answered 503 (counted in
+//! `hcclwatch_remediation_audit_failures_total`). Every other decision is audited too, and a
+//! failure to audit it also answers 503, so Alertmanager retries until the record exists.
+//!
+//! Dry-run keeps a shadow of what live mode would have written: the nodes it would have
+//! changed are kept in memory as live mode would have left them, reads see the shadow, and
+//! so every decision (idempotence, breaker, cooldown, release, fingerprints) is the one live
+//! mode would make, only recorded as `would_apply` instead of `applied`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::{Node, Taint};
@@ -41,16 +55,27 @@ pub struct Remediator {
     filter: NodeFilter,
     audit: AuditLog,
     metrics: Metrics,
-    inner: tokio::sync::Mutex<Inner>,
+    inner: std::sync::Mutex<Inner>,
+    locks: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 struct Inner {
     breaker: Breaker,
     rate: RateLimit,
     fleet: usize,
-    /// Dry run only: nodes that would be quarantined (node → fingerprint, time), so that
-    /// duplicates stay idempotent and the breaker counts them as it would for real.
-    would: BTreeMap<String, (String, SystemTime)>,
+    /// Dry run only: each node as live mode would have left it.
+    shadow: BTreeMap<String, Node>,
+}
+
+/// Why a notification needs a retry.
+#[derive(Debug, thiserror::Error)]
+pub enum HandleError {
+    /// A Kubernetes call failed transiently.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// The audit record could not be written; nothing was changed.
+    #[error("the audit log cannot be written ({0}); no action is taken without its record")]
+    Audit(String),
 }
 
 /// Who asked and about what, for the audit log.
@@ -81,7 +106,7 @@ impl Remediator {
             ),
             rate: RateLimit::new(cfg.limits.max_actions_per_minute),
             fleet: 0,
-            would: BTreeMap::new(),
+            shadow: BTreeMap::new(),
         };
         metrics.dry_run.set(i64::from(cfg.dry_run));
         Ok(Self {
@@ -90,7 +115,8 @@ impl Remediator {
             filter,
             audit,
             metrics,
-            inner: tokio::sync::Mutex::new(inner),
+            inner: std::sync::Mutex::new(inner),
+            locks: std::sync::Mutex::new(HashMap::new()),
         })
     }
 
@@ -124,8 +150,24 @@ impl Remediator {
         on
     }
 
-    fn record(&self, c: &Ctx<'_>, action: &str, result: &str, detail: &str) {
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Audits, logs and counts one decision. In dry-run an `applied` is a `would_apply`.
+    async fn record(
+        &self,
+        c: &Ctx<'_>,
+        action: &str,
+        result: &str,
+        detail: &str,
+    ) -> Result<(), HandleError> {
         let dry = self.cfg.dry_run;
+        let result = if dry && result == "applied" {
+            "would_apply"
+        } else {
+            result
+        };
         self.metrics.action(action, result, dry);
         let r = Record {
             ts: Timestamp::now().to_string(),
@@ -144,22 +186,164 @@ impl Remediator {
             node = c.node, action, result, dry_run = dry, alertname = c.alert.name(),
             fingerprint = %c.alert.fingerprint, who = c.who, detail, "remediation decision"
         );
-        if let Err(e) = self.audit.append(&r) {
+        if let Err(e) = self.audit.append(r).await {
+            self.metrics.audit_failures.inc();
             tracing::error!(error = %e, path = %self.audit.path().display(), "cannot write the audit log");
+            return Err(HandleError::Audit(e.to_string()));
         }
+        Ok(())
     }
 
-    fn record_all(&self, c: &Ctx<'_>, actions: &[Action], result: &str, detail: &str) {
+    async fn record_all(
+        &self,
+        c: &Ctx<'_>,
+        actions: &[Action],
+        result: &str,
+        detail: &str,
+    ) -> Result<(), HandleError> {
         for a in actions {
-            self.record(c, a.as_str(), result, detail);
+            self.record(c, a.as_str(), result, detail).await?;
         }
+        Ok(())
+    }
+
+    // === the node API, live or against the dry-run shadow ===
+
+    async fn get(&self, name: &str) -> Result<Node, ApiError> {
+        if self.cfg.dry_run
+            && let Some(n) = self.inner().shadow.get(name).cloned()
+        {
+            return Ok(n);
+        }
+        self.kube.get(name).await
+    }
+
+    async fn list(&self) -> Result<Vec<Node>, ApiError> {
+        let mut nodes = self.kube.list().await?;
+        if self.cfg.dry_run {
+            let inner = self.inner();
+            for n in &mut nodes {
+                if let Some(s) = n.metadata.name.as_ref().and_then(|x| inner.shadow.get(x)) {
+                    *n = s.clone();
+                }
+            }
+        }
+        Ok(nodes)
+    }
+
+    /// Stores a node as live mode's conditional replace would (conflict on a stale
+    /// resourceVersion).
+    async fn replace(&self, node: &Node) -> Result<Node, ApiError> {
+        if !self.cfg.dry_run {
+            return self.kube.replace(node).await;
+        }
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let current = self.get(&name).await?;
+        if current.metadata.resource_version != node.metadata.resource_version {
+            return Err(ApiError::Conflict(format!("update node {name}: stale")));
+        }
+        let mut next = node.clone();
+        bump(&mut next);
+        self.inner().shadow.insert(name, next.clone());
+        Ok(next)
+    }
+
+    async fn patch_json(&self, name: &str, patch: json_patch::Patch) -> Result<Node, ApiError> {
+        if !self.cfg.dry_run {
+            return self.kube.patch_json(name, patch).await;
+        }
+        let current = self.get(name).await?;
+        let mut v = serde_json::to_value(&current).map_err(|e| ApiError::Other(e.to_string()))?;
+        json_patch::patch(&mut v, &patch)
+            .map_err(|e| ApiError::Conflict(format!("patch node {name}: {e}")))?;
+        let mut next: Node =
+            serde_json::from_value(v).map_err(|e| ApiError::Other(e.to_string()))?;
+        bump(&mut next);
+        self.inner().shadow.insert(name.to_string(), next.clone());
+        Ok(next)
+    }
+
+    async fn annotate(&self, name: &str, key: &str, value: String) -> Result<(), ApiError> {
+        if !self.cfg.dry_run {
+            let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
+            return self.kube.patch_strategic(name, patch).await.map(|_| ());
+        }
+        let mut n = self.get(name).await?;
+        n.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(key.to_string(), value);
+        bump(&mut n);
+        self.inner().shadow.insert(name.to_string(), n);
+        Ok(())
+    }
+
+    async fn set_condition(
+        &self,
+        name: &str,
+        kind: &str,
+        status: bool,
+        reason: &str,
+        message: &str,
+        transition: bool,
+    ) -> Result<(), ApiError> {
+        if self.cfg.dry_run {
+            return Ok(());
+        }
+        self.kube
+            .set_condition(name, kind, status, reason, message, transition)
+            .await
+    }
+
+    async fn event(
+        &self,
+        node: &Node,
+        kind: &str,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), ApiError> {
+        if self.cfg.dry_run {
+            return Ok(());
+        }
+        self.kube.event(node, kind, reason, message).await
+    }
+
+    async fn exec(&self, x: &super::config::ExecConfig, c: &Ctx<'_>) -> Result<String, String> {
+        if self.cfg.dry_run {
+            return Ok(format!("dry run: would exec {:?}", x.argv));
+        }
+        super::hooks::run_exec(x, c.node, c.alert)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn webhook(
+        &self,
+        w: &super::config::WebhookConfig,
+        c: &Ctx<'_>,
+    ) -> Result<String, String> {
+        if self.cfg.dry_run {
+            return Ok(format!("dry run: would POST {}", w.url));
+        }
+        super::hooks::run_webhook(w, c.node, c.alert)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// The lock that serialises everything done to one node.
+    fn node_lock(&self, node: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+        // Drop the locks nobody holds, so names from many alerts do not accumulate.
+        if locks.len() > 1024 {
+            locks.retain(|_, l| Arc::strong_count(l) > 1);
+        }
+        locks.entry(node.to_string()).or_default().clone()
     }
 
     /// Handles one notification. `Err` means a transient failure (the last one, when
     /// several alerts failed): answer 5xx so that Alertmanager retries (every step is
     /// idempotent).
-    pub async fn handle(&self, n: &Notification, who: &str) -> Result<(), ApiError> {
-        let mut inner = self.inner.lock().await;
+    pub async fn handle(&self, n: &Notification, who: &str) -> Result<(), HandleError> {
         let mut retry = None;
         for alert in &n.alerts {
             let Some(rule) = self.rule_for(alert) else {
@@ -168,24 +352,25 @@ impl Remediator {
             let Some(node) = alert.labels.get(&self.cfg.node_label) else {
                 continue;
             };
+            let lock = self.node_lock(node);
+            let _held = lock.lock().await;
             let c = Ctx { who, node, alert };
             let r = match alert.status {
-                Status::Firing => self.fire(&mut inner, rule, &c).await,
-                Status::Resolved => self.resolve(&mut inner, rule, &c).await,
+                Status::Firing => self.fire(rule, &c).await,
+                Status::Resolved => self.resolve(rule, &c).await,
             };
             if let Err(e) = r {
                 retry = Some(e);
             }
         }
-        self.metrics
-            .breaker_open
-            .set(i64::from(inner.breaker.is_open()));
+        let open = self.inner().breaker.is_open();
+        self.metrics.breaker_open.set(i64::from(open));
         retry.map_or(Ok(()), Err)
     }
 
     /// Reads a node, auditing the failures that end the decision.
-    async fn read(&self, c: &Ctx<'_>, actions: &[Action]) -> Result<Option<Node>, ApiError> {
-        match self.kube.get(c.node).await {
+    async fn read(&self, c: &Ctx<'_>, actions: &[Action]) -> Result<Option<Node>, HandleError> {
+        match self.get(c.node).await {
             Ok(n) => Ok(Some(n)),
             Err(e @ (ApiError::NotFound(_) | ApiError::Forbidden(_))) => {
                 let result = if matches!(e, ApiError::NotFound(_)) {
@@ -193,17 +378,18 @@ impl Remediator {
                 } else {
                     "forbidden"
                 };
-                self.record_all(c, actions, result, &e.to_string());
+                self.record_all(c, actions, result, &e.to_string()).await?;
                 Ok(None)
             }
             Err(e) => {
-                self.record_all(c, actions, "failed", &e.to_string());
-                Err(e)
+                self.record_all(c, actions, "failed", &e.to_string())
+                    .await?;
+                Err(e.into())
             }
         }
     }
 
-    async fn fire(&self, inner: &mut Inner, rule: &Rule, c: &Ctx<'_>) -> Result<(), ApiError> {
+    async fn fire(&self, rule: &Rule, c: &Ctx<'_>) -> Result<(), HandleError> {
         let actions = &rule.actions;
         if self.paused() {
             self.record_all(
@@ -211,34 +397,25 @@ impl Remediator {
                 actions,
                 "paused",
                 "the killswitch file exists; nothing is done while it does",
-            );
+            )
+            .await?;
             return Ok(());
         }
         let Some(node) = self.read(c, actions).await? else {
             return Ok(());
         };
         if let Some(why) = self.filter.refuse(&k::labels(&node)) {
-            self.record_all(c, actions, "refused", why);
+            self.record_all(c, actions, "refused", why).await?;
             return Ok(());
         }
         let now = SystemTime::now();
         if let Some(own) = k::ownership(&node) {
-            self.already_ours(rule, c, &node, &own, now).await;
-            return Ok(());
-        }
-        if self.cfg.dry_run && inner.would.contains_key(c.node) {
-            self.record_all(
-                c,
-                actions,
-                "already_done",
-                "dry run: already recorded as would-quarantine",
-            );
-            return Ok(());
+            return self.already_ours(rule, c, &node, &own, now).await;
         }
         if let Some(t) = k::time_annotation(&node, k::MANUAL_AT)
             && age(now, t) < self.cfg.limits.manual_override_cooldown
         {
-            self.record_all(c, actions, "manual_override_cooldown", &format!("someone uncordoned this node at {}; hcclwatch waits limits.manual_override_cooldown ({:?})", k::time_value(t), self.cfg.limits.manual_override_cooldown));
+            self.record_all(c, actions, "manual_override_cooldown", &format!("someone uncordoned this node at {}; hcclwatch waits limits.manual_override_cooldown ({:?})", k::time_value(t), self.cfg.limits.manual_override_cooldown)).await?;
             return Ok(());
         }
         if let Some(t) = k::time_annotation(&node, k::RELEASED_AT)
@@ -253,52 +430,69 @@ impl Remediator {
                     k::time_value(t),
                     self.cfg.limits.node_cooldown
                 ),
-            );
+            )
+            .await?;
             return Ok(());
         }
-        if let Err(e) = inner.rate.take(now) {
-            self.record_all(c, actions, "rate_limited", &e.to_string());
-            return Ok(());
-        }
-        if let Err(e) = inner.breaker.admit(c.node, inner.fleet.max(1), now) {
-            tracing::error!(node = c.node, error = %e, "CIRCUIT BREAKER OPEN: hcclwatch stops quarantining nodes until the window passes; check the fleet, the fabric and the monitor");
-            self.metrics.breaker_open.set(1);
-            self.record_all(c, actions, "breaker_open", &e.to_string());
-            return Ok(());
-        }
-        if self.cfg.dry_run {
-            inner
-                .would
-                .insert(c.node.to_string(), (c.alert.fingerprint.clone(), now));
-            for a in actions {
-                self.record(
-                    c,
-                    a.as_str(),
-                    "would_apply",
-                    &self.describe(*a, rule, c.alert),
-                );
+        // Reserve a rate-limit and a breaker slot under the short lock; both are given
+        // back if the quarantine does not happen.
+        let admitted = {
+            let mut inner = self.inner();
+            let fleet = inner.fleet.max(1);
+            match inner.rate.take(now) {
+                Err(e) => Err(("rate_limited", e.to_string())),
+                Ok(()) => match inner.breaker.admit(c.node, fleet, now) {
+                    Err(e) => {
+                        inner.rate.give_back(now);
+                        Err(("breaker_open", e.to_string()))
+                    }
+                    Ok(()) => Ok(()),
+                },
             }
+        };
+        if let Err((result, why)) = admitted {
+            if result == "breaker_open" {
+                tracing::error!(node = c.node, error = %why, "CIRCUIT BREAKER OPEN: hcclwatch stops quarantining nodes until the window passes; check the fleet, the fabric and the monitor");
+                self.metrics.breaker_open.set(1);
+            }
+            return self.record_all(c, actions, result, &why).await;
+        }
+        let give_back = || {
+            let mut inner = self.inner();
+            inner.breaker.forget(c.node);
+            inner.rate.give_back(now);
+        };
+        if self.cfg.dry_run {
             tracing::warn!(
                 node = c.node,
                 "dry run: hcclwatch would quarantine this node (set dry_run = false to act)"
             );
-            return Ok(());
+        } else {
+            // The record comes first: no change to a node without it on disk.
+            let planned: Vec<&str> = actions.iter().map(|a| a.as_str()).collect();
+            if let Err(e) = self
+                .record(c, "quarantine", "intent", &planned.join(","))
+                .await
+            {
+                give_back();
+                return Err(e);
+            }
         }
 
         let own = match self.mark(rule, c, now, node.clone()).await {
             Ok(own) => own,
             Err(e) => {
-                inner.breaker.forget(c.node);
+                give_back();
                 let result = if matches!(e, ApiError::Forbidden(_)) {
                     "forbidden"
                 } else {
                     "failed"
                 };
-                self.record_all(c, actions, result, &e.to_string());
-                return if e.retryable() { Err(e) } else { Ok(()) };
+                self.record_all(c, actions, result, &e.to_string()).await?;
+                return if e.retryable() { Err(e.into()) } else { Ok(()) };
             }
         };
-        self.apply(rule, c, &node, &own).await;
+        self.apply(rule, c, &node, &own).await?;
         self.metrics.nodes_quarantined.inc();
         tracing::warn!(
             node = c.node,
@@ -318,17 +512,15 @@ impl Remediator {
         node: &Node,
         own: &k::Ownership,
         now: SystemTime,
-    ) {
+    ) -> Result<(), HandleError> {
         let actions = &rule.actions;
         if own.actions.iter().any(|a| a == "cordon") && !k::cordoned(node) {
             self.note_manual_override(node, own, now, c.who).await;
-            self.record_all(c, actions, "manual_override", "someone uncordoned this node after hcclwatch cordoned it; hcclwatch does not cordon it again during limits.manual_override_cooldown");
-            return;
+            return self.record_all(c, actions, "manual_override", "someone uncordoned this node after hcclwatch cordoned it; hcclwatch does not cordon it again during limits.manual_override_cooldown").await;
         }
-        if let (Some(kind), false) = (&own.condition, self.cfg.dry_run) {
+        if let Some(kind) = &own.condition {
             // Alertmanager repeats a firing alert: refresh the condition's heartbeat.
             let _ = self
-                .kube
                 .set_condition(
                     c.node,
                     kind,
@@ -343,13 +535,19 @@ impl Remediator {
             "already quarantined by hcclwatch ({}) for alert {}",
             own.reason, own.fingerprint
         );
-        self.record_all(c, actions, "already_done", &detail);
+        self.record_all(c, actions, "already_done", &detail).await
     }
 
     /// After the node is marked: the rule's other actions (condition, event, hooks), each
     /// audited. Cordon and taint were done by [`Remediator::mark`]; `own` says which of
     /// them were hcclwatch's. A failure here is audited and does not undo the quarantine.
-    async fn apply(&self, rule: &Rule, c: &Ctx<'_>, node: &Node, own: &[String]) {
+    async fn apply(
+        &self,
+        rule: &Rule,
+        c: &Ctx<'_>,
+        node: &Node,
+        own: &[String],
+    ) -> Result<(), HandleError> {
         for a in &rule.actions {
             let r = match a {
                 Action::Cordon | Action::Taint => {
@@ -361,12 +559,12 @@ impl Remediator {
                             a.as_str(),
                             "already_done",
                             "the node already had it before hcclwatch; not hcclwatch's to undo",
-                        );
+                        )
+                        .await?;
                         continue;
                     }
                 }
                 Action::Condition => self
-                    .kube
                     .set_condition(
                         c.node,
                         &rule.condition.kind,
@@ -379,30 +577,26 @@ impl Remediator {
                     .map(|_| format!("{}=True", rule.condition.kind))
                     .map_err(|e| e.to_string()),
                 Action::Event => self
-                    .kube
                     .event(node, "Warning", "HcclwatchQuarantine", &message(c.alert))
                     .await
                     .map(|_| "event written".to_string())
                     .map_err(|e| e.to_string()),
                 Action::Exec => match &rule.exec {
-                    Some(x) => super::hooks::run_exec(x, c.node, c.alert)
-                        .await
-                        .map_err(|e| e.to_string()),
+                    Some(x) => self.exec(x, c).await,
                     None => continue,
                 },
                 Action::Webhook => match &rule.webhook {
-                    Some(w) => super::hooks::run_webhook(w, c.node, c.alert)
-                        .await
-                        .map_err(|e| e.to_string()),
+                    Some(w) => self.webhook(w, c).await,
                     None => continue,
                 },
             };
             // Either way the audit detail is the text: what was done, or why it failed.
             match r {
-                Ok(d) => self.record(c, a.as_str(), "applied", &d),
-                Err(d) => self.record(c, a.as_str(), "failed", &d),
+                Ok(d) => self.record(c, a.as_str(), "applied", &d).await?,
+                Err(d) => self.record(c, a.as_str(), "failed", &d).await?,
             }
         }
+        Ok(())
     }
 
     /// Cordon, taint and ownership annotations in one conditional replace; returns the
@@ -421,7 +615,7 @@ impl Remediator {
         for _ in 0..UPDATE_ATTEMPTS {
             let mut node = match fresh.take() {
                 Some(n) => n,
-                None => self.kube.get(c.node).await?,
+                None => self.get(c.node).await?,
             };
             if let Some(o) = k::ownership(&node) {
                 return Ok(o.actions);
@@ -459,7 +653,7 @@ impl Remediator {
             if own.iter().any(|x| x == "condition") {
                 a.insert(k::CONDITION.into(), rule.condition.kind.clone());
             }
-            match self.kube.replace(&node).await {
+            match self.replace(&node).await {
                 Ok(_) => return Ok(own),
                 Err(e @ ApiError::Conflict(_)) => last = Some(e),
                 Err(e) => return Err(e),
@@ -468,46 +662,43 @@ impl Remediator {
         Err(last.unwrap_or_else(|| ApiError::Conflict(format!("node {} kept changing", c.node))))
     }
 
-    async fn resolve(&self, inner: &mut Inner, rule: &Rule, c: &Ctx<'_>) -> Result<(), ApiError> {
+    async fn resolve(&self, rule: &Rule, c: &Ctx<'_>) -> Result<(), HandleError> {
         let release = [Action::Cordon];
-        let rec = |result: &str, detail: &str| self.record(c, "release", result, detail);
+        let rec = |result: &'static str, detail: String| async move {
+            self.record(c, "release", result, &detail).await
+        };
         if self.paused() {
             rec(
                 "paused",
-                "the killswitch file exists; nothing is done while it does",
-            );
+                "the killswitch file exists; nothing is done while it does".into(),
+            )
+            .await?;
             return Ok(());
         }
         let Some(node) = self.read(c, &release).await? else {
             return Ok(());
         };
         let Some(own) = k::ownership(&node) else {
-            if self.cfg.dry_run && inner.would.remove(c.node).is_some() {
-                rec("would_apply", "dry run: would release the node");
-            } else {
-                rec(
-                    "not_ours",
-                    "hcclwatch did not quarantine this node; leaving it alone",
-                );
-            }
-            return Ok(());
+            return rec(
+                "not_ours",
+                "hcclwatch did not quarantine this node; leaving it alone".into(),
+            )
+            .await;
         };
         if own.fingerprint != c.alert.fingerprint {
             rec(
                 "kept",
-                &format!(
+                format!(
                     "quarantined for another alert ({}); only that alert's resolution releases it",
                     own.fingerprint
                 ),
-            );
+            )
+            .await?;
             return Ok(());
         }
-        if self.cfg.dry_run {
-            rec(
-                "would_apply",
-                &format!("dry run: would undo {}", own.actions.join(",")),
-            );
-            return Ok(());
+        if !self.cfg.dry_run {
+            // The record comes first: no change to a node without it on disk.
+            rec("intent", format!("undo {}", own.actions.join(","))).await?;
         }
         let mut done = None;
         let mut last = None;
@@ -516,44 +707,43 @@ impl Remediator {
         for _ in 0..UPDATE_ATTEMPTS {
             let node = match fresh.take() {
                 Some(n) => n,
-                None => self.kube.get(c.node).await?,
+                None => self.get(c.node).await?,
             };
             let Some(own) = k::ownership(&node).filter(|o| o.fingerprint == c.alert.fingerprint)
             else {
                 rec(
                     "not_ours",
-                    "the ownership annotations were removed meanwhile; leaving the node alone",
-                );
+                    "the ownership annotations were removed meanwhile; leaving the node alone"
+                        .into(),
+                )
+                .await?;
                 return Ok(());
             };
             let (patch, manual, undone) = release_patch(&node, &own, SystemTime::now());
-            match self.kube.patch_json(c.node, patch).await {
+            match self.patch_json(c.node, patch).await {
                 Ok(_) => {
                     done = Some((own, manual, undone));
                     break;
                 }
                 Err(e @ ApiError::Conflict(_)) => last = Some(e),
                 Err(e) => {
-                    rec("failed", &e.to_string());
-                    return if e.retryable() { Err(e) } else { Ok(()) };
+                    rec("failed", e.to_string()).await?;
+                    return if e.retryable() { Err(e.into()) } else { Ok(()) };
                 }
             }
         }
         let Some((own, manual, undone)) = done else {
             let e = last.unwrap_or_else(|| ApiError::Conflict("node kept changing".into()));
-            rec("failed", &e.to_string());
-            return Err(e);
+            rec("failed", e.to_string()).await?;
+            return Err(e.into());
         };
         if manual {
             self.metrics.manual_overrides.inc();
-            rec(
-                "manual_override",
-                "someone had uncordoned the node by hand; left as it is, and not cordoned again during the cooldown",
-            );
+            rec("manual_override", "someone had uncordoned the node by hand; left as it is, and not cordoned again during the cooldown".into()).await?;
         }
         rec(
             "applied",
-            &format!(
+            format!(
                 "undid {}",
                 if undone.is_empty() {
                     "nothing (already changed by someone else)".into()
@@ -561,10 +751,10 @@ impl Remediator {
                     undone.join(",")
                 }
             ),
-        );
+        )
+        .await?;
         if let Some(kind) = &own.condition {
             match self
-                .kube
                 .set_condition(
                     c.node,
                     kind,
@@ -575,13 +765,18 @@ impl Remediator {
                 )
                 .await
             {
-                Ok(()) => self.record(c, "condition", "applied", &format!("{kind}=False")),
-                Err(e) => self.record(c, "condition", "failed", &e.to_string()),
+                Ok(()) => {
+                    self.record(c, "condition", "applied", &format!("{kind}=False"))
+                        .await?
+                }
+                Err(e) => {
+                    self.record(c, "condition", "failed", &e.to_string())
+                        .await?
+                }
             }
         }
         if rule.actions.contains(&Action::Event) {
             let r = self
-                .kube
                 .event(
                     &node,
                     "Normal",
@@ -590,8 +785,11 @@ impl Remediator {
                 )
                 .await;
             match r {
-                Ok(()) => self.record(c, "event", "applied", "release event written"),
-                Err(e) => self.record(c, "event", "failed", &e.to_string()),
+                Ok(()) => {
+                    self.record(c, "event", "applied", "release event written")
+                        .await?
+                }
+                Err(e) => self.record(c, "event", "failed", &e.to_string()).await?,
             }
         }
         if let Some(x) = rule
@@ -599,9 +797,9 @@ impl Remediator {
             .as_ref()
             .filter(|x| x.on_resolved && rule.actions.contains(&Action::Exec))
         {
-            match super::hooks::run_exec(x, c.node, c.alert).await {
-                Ok(d) => self.record(c, "exec", "applied", &d),
-                Err(e) => self.record(c, "exec", "failed", &e.to_string()),
+            match self.exec(x, c).await {
+                Ok(d) => self.record(c, "exec", "applied", &d).await?,
+                Err(e) => self.record(c, "exec", "failed", &e).await?,
             }
         }
         if let Some(w) = rule
@@ -609,9 +807,9 @@ impl Remediator {
             .as_ref()
             .filter(|w| w.on_resolved && rule.actions.contains(&Action::Webhook))
         {
-            match super::hooks::run_webhook(w, c.node, c.alert).await {
-                Ok(d) => self.record(c, "webhook", "applied", &d),
-                Err(e) => self.record(c, "webhook", "failed", &e.to_string()),
+            match self.webhook(w, c).await {
+                Ok(d) => self.record(c, "webhook", "applied", &d).await?,
+                Err(e) => self.record(c, "webhook", "failed", &e).await?,
             }
         }
         self.metrics.nodes_quarantined.dec();
@@ -633,12 +831,7 @@ impl Remediator {
         let name = node.metadata.name.clone().unwrap_or_default();
         self.metrics.manual_overrides.inc();
         tracing::warn!(node = %name, who, "manual uncordon detected: hcclwatch will not cordon this node again during the cooldown");
-        if self.cfg.dry_run {
-            return;
-        }
-        let patch =
-            serde_json::json!({"metadata": {"annotations": {k::MANUAL_AT: k::time_value(now)}}});
-        if let Err(e) = self.kube.patch_strategic(&name, patch).await {
+        if let Err(e) = self.annotate(&name, k::MANUAL_AT, k::time_value(now)).await {
             tracing::error!(node = %name, error = %e, "cannot record the manual override on the node");
         }
     }
@@ -646,10 +839,8 @@ impl Remediator {
     /// Re-reads every node: fleet size, hcclwatch's quarantines (the breaker window after a
     /// restart), manual uncordons, condition heartbeats.
     pub async fn reconcile(&self) -> Result<(), ApiError> {
-        let nodes = self.kube.list().await?;
-        let mut inner = self.inner.lock().await;
+        let nodes = self.list().await?;
         let now = SystemTime::now();
-        inner.fleet = nodes.len();
         let mut recent = Vec::new();
         let mut owned = 0;
         for n in &nodes {
@@ -668,7 +859,7 @@ impl Remediator {
             if own.actions.iter().any(|a| a == "cordon") && !k::cordoned(n) {
                 self.note_manual_override(n, &own, now, "reconcile").await;
             }
-            if let (Some(kind), false) = (&own.condition, self.cfg.dry_run) {
+            if let Some(kind) = &own.condition {
                 let reason = self
                     .cfg
                     .rules
@@ -676,22 +867,24 @@ impl Remediator {
                     .find(|r| r.condition.kind == *kind)
                     .map_or("HcclwatchQuarantine", |r| r.condition.reason.as_str());
                 let _ = self
-                    .kube
                     .set_condition(&name, kind, true, reason, &own.reason, false)
                     .await;
             }
         }
-        recent.extend(inner.would.iter().map(|(n, (_, t))| (n.clone(), *t)));
-        inner.breaker.rebuild(recent, now);
-        let fleet = inner.fleet;
-        if inner.breaker.refresh(fleet, now) {
+        let fleet = nodes.len();
+        let (closed, open) = {
+            let mut inner = self.inner();
+            inner.fleet = fleet;
+            inner.breaker.rebuild(recent, now);
+            let closed = inner.breaker.refresh(fleet, now);
+            (closed, inner.breaker.is_open())
+        };
+        if closed {
             tracing::warn!(
                 "circuit breaker closed: the window has slid past; hcclwatch acts again"
             );
         }
-        self.metrics
-            .breaker_open
-            .set(i64::from(inner.breaker.is_open()));
+        self.metrics.breaker_open.set(i64::from(open));
         self.metrics.nodes_quarantined.set(owned);
         self.metrics.fleet_nodes.set(fleet as i64);
         self.metrics.reconciled();
@@ -750,6 +943,17 @@ fn message(alert: &Alert) -> String {
             .map(String::as_str)
             .unwrap_or("-")
     )
+}
+
+/// What a write does to `metadata.resourceVersion`, for the dry-run shadow.
+fn bump(node: &mut Node) {
+    let v = node
+        .metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    node.metadata.resource_version = Some(format!("{}", v + 1));
 }
 
 /// RFC 6901 escaping of one path segment.

@@ -107,11 +107,27 @@ pub enum ConnectError {
     Client(kube::Error),
 }
 
-/// Nodes and events.
+/// Nodes and events; every call bounded by the configured timeout.
 #[derive(Clone)]
 pub struct Kube {
     nodes: Api<Node>,
     events: Api<Event>,
+    timeout: std::time::Duration,
+}
+
+/// Bounds one API call: past `timeout` it fails as a transient error (Alertmanager
+/// retries) instead of holding the node's lock and the request.
+async fn bounded<T>(
+    timeout: std::time::Duration,
+    what: String,
+    call: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, ApiError> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(r) => r.map_err(|e| ApiError::from_kube(e, &what)),
+        Err(_) => Err(ApiError::Other(format!(
+            "{what}: no answer within {timeout:?} (kubernetes.timeout)"
+        ))),
+    }
 }
 
 impl Kube {
@@ -119,6 +135,7 @@ impl Kube {
     pub async fn connect(
         kubeconfig: Option<&Path>,
         event_namespace: &str,
+        timeout: std::time::Duration,
     ) -> Result<Self, ConnectError> {
         let cfg = match kubeconfig {
             Some(p) => {
@@ -141,41 +158,51 @@ impl Kube {
         Ok(Self {
             nodes: Api::all(client.clone()),
             events: Api::namespaced(client, event_namespace),
+            timeout,
         })
     }
 
     /// GET a node.
     pub async fn get(&self, name: &str) -> Result<Node, ApiError> {
-        self.nodes
-            .get(name)
-            .await
-            .map_err(|e| ApiError::from_kube(e, &format!("get node {name}")))
+        bounded(
+            self.timeout,
+            format!("get node {name}"),
+            self.nodes.get(name),
+        )
+        .await
     }
 
     /// List every node.
     pub async fn list(&self) -> Result<Vec<Node>, ApiError> {
-        self.nodes
-            .list(&ListParams::default())
-            .await
-            .map(|l| l.items)
-            .map_err(|e| ApiError::from_kube(e, "list nodes"))
+        bounded(
+            self.timeout,
+            "list nodes".into(),
+            self.nodes.list(&ListParams::default()),
+        )
+        .await
+        .map(|l| l.items)
     }
 
     /// PUT a node; fails with [`ApiError::Conflict`] if its resourceVersion is stale.
     pub async fn replace(&self, node: &Node) -> Result<Node, ApiError> {
         let name = node.metadata.name.clone().unwrap_or_default();
-        self.nodes
-            .replace(&name, &PostParams::default(), node)
-            .await
-            .map_err(|e| ApiError::from_kube(e, &format!("update node {name}")))
+        bounded(
+            self.timeout,
+            format!("update node {name}"),
+            self.nodes.replace(&name, &PostParams::default(), node),
+        )
+        .await
     }
 
     /// A JSON patch (RFC 6902); its `test` operations make it conditional.
     pub async fn patch_json(&self, name: &str, patch: json_patch::Patch) -> Result<Node, ApiError> {
-        self.nodes
-            .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
-            .await
-            .map_err(|e| ApiError::from_kube(e, &format!("patch node {name}")))
+        bounded(
+            self.timeout,
+            format!("patch node {name}"),
+            self.nodes
+                .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch)),
+        )
+        .await
     }
 
     /// A strategic-merge patch of the node's metadata or spec.
@@ -184,10 +211,13 @@ impl Kube {
         name: &str,
         patch: serde_json::Value,
     ) -> Result<Node, ApiError> {
-        self.nodes
-            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
-            .await
-            .map_err(|e| ApiError::from_kube(e, &format!("patch node {name}")))
+        bounded(
+            self.timeout,
+            format!("patch node {name}"),
+            self.nodes
+                .patch(name, &PatchParams::default(), &Patch::Strategic(patch)),
+        )
+        .await
     }
 
     /// Sets one condition (merged by type) on `nodes/{name}/status`.
@@ -212,11 +242,14 @@ impl Kube {
             c["lastTransitionTime"] = serde_json::Value::String(now);
         }
         let patch = serde_json::json!({"status": {"conditions": [c]}});
-        self.nodes
-            .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
-            .await
-            .map(|_| ())
-            .map_err(|e| ApiError::from_kube(e, &format!("patch node {name} status")))
+        bounded(
+            self.timeout,
+            format!("patch node {name} status"),
+            self.nodes
+                .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch)),
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Writes an Event about the node.
@@ -254,11 +287,13 @@ impl Kube {
             }),
             ..Event::default()
         };
-        self.events
-            .create(&PostParams::default(), &ev)
-            .await
-            .map(|_| ())
-            .map_err(|e| ApiError::from_kube(e, &format!("create event for node {name}")))
+        bounded(
+            self.timeout,
+            format!("create event for node {name}"),
+            self.events.create(&PostParams::default(), &ev),
+        )
+        .await
+        .map(|_| ())
     }
 }
 

@@ -27,6 +27,8 @@ pub struct Metrics {
     pub dry_run: Gauge,
     /// Nodes the API lists.
     pub fleet_nodes: Gauge,
+    /// Audit records that could not be written (the request was answered 503).
+    pub audit_failures: Counter,
     last_reconcile: Gauge<f64, AtomicU64>,
 }
 
@@ -49,6 +51,7 @@ impl Metrics {
             killswitch: Gauge::default(),
             dry_run: Gauge::default(),
             fleet_nodes: Gauge::default(),
+            audit_failures: Counter::default(),
             last_reconcile: Gauge::default(),
             registry: Registry::default(),
         };
@@ -91,6 +94,11 @@ impl Metrics {
             "hcclwatch_remediation_fleet_nodes",
             "Nodes the Kubernetes API listed at the last reconcile (the breaker's fleet size).",
             m.fleet_nodes.clone(),
+        );
+        registry.register(
+            "hcclwatch_remediation_audit_failures",
+            "Audit records that could not be written and synced; the request was answered 503 and nothing was changed.",
+            m.audit_failures.clone(),
         );
         registry.register(
             "hcclwatch_remediation_last_reconcile_timestamp_seconds",

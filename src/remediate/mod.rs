@@ -41,15 +41,13 @@ use self::engine::Remediator;
 /// Why the receiver could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum RemediateError {
-    /// A secret file could not be read.
-    #[error("reading {what} {path}: {source}")]
+    /// A secret file could not be read or is not one token.
+    #[error("{what}: {source}")]
     Secret {
         /// Which secret.
         what: &'static str,
-        /// The file.
-        path: std::path::PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
+        /// Why.
+        source: crate::config::file::SecretError,
     },
     /// Anything else at start-up, with what to do.
     #[error("{0}")]
@@ -73,13 +71,10 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 impl Credentials {
     fn load(cfg: &RemediateConfig) -> Result<Self, RemediateError> {
         let read = |what: &'static str, path: &std::path::Path| {
-            std::fs::read_to_string(path)
-                .map(|s| s.trim().to_string())
-                .map_err(|source| RemediateError::Secret {
-                    what,
-                    path: path.to_path_buf(),
-                    source,
-                })
+            // One token, surrounding whitespace trimmed, from a regular file.
+            crate::config::file::read_secret(path, crate::config::file::SECRET_LIMIT, 1)
+                .map(|s| String::from_utf8_lossy(&s.bytes).into_owned())
+                .map_err(|source| RemediateError::Secret { what, source })
         };
         let a = &cfg.auth;
         let c = match (
@@ -156,6 +151,16 @@ async fn webhook(
     body: Body,
 ) -> Response {
     let e = &s.engine;
+    // Nothing is decided before the nodes have been read once: until then the fleet size
+    // (the breaker's denominator) and the breaker's window are unknown.
+    if !s.ready.load(Ordering::SeqCst) {
+        tracing::warn!(peer = %peer, "webhook request before the first read of the nodes; answered 503 so Alertmanager retries");
+        return reply(
+            e,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "retry: the receiver has not read the nodes yet\n".into(),
+        );
+    }
     let Some(who) = s.creds.check(&headers) else {
         tracing::warn!(peer = %peer, "webhook request without valid credentials rejected");
         let mut r = reply(e, StatusCode::UNAUTHORIZED, "unauthorized\n".into());
@@ -233,12 +238,31 @@ pub fn run(cfg: RemediateConfig) -> Result<(), RemediateError> {
         .enable_all()
         .build()
         .map_err(|e| RemediateError::Start(format!("tokio runtime: {e}")))?;
-    runtime.block_on(async move {
-        let kube = kube::Kube::connect(cfg.kubernetes.kubeconfig.as_deref(), &cfg.kubernetes.event_namespace)
+    let result = runtime.block_on(async move {
+        let kube = kube::Kube::connect(
+            cfg.kubernetes.kubeconfig.as_deref(),
+            &cfg.kubernetes.event_namespace,
+            cfg.kubernetes.timeout,
+        )
             .await
             .map_err(|e| RemediateError::Start(e.to_string()))?;
         let dry = cfg.dry_run;
         let interval = cfg.reconcile_interval;
+        let limits = crate::export::web::Limits {
+            max_connections: cfg.max_connections as usize,
+            header_read_timeout: cfg.header_read_timeout,
+            max_header_bytes: 16 << 10,
+            ..crate::export::web::Limits::default()
+        };
+        // TLS everywhere; the web config's basic auth guards /metrics (the webhook has its
+        // own credentials, and Alertmanager sends one Authorization header).
+        let security = Arc::new(
+            crate::export::web::Security::from_file(
+                cfg.web_config_file.as_deref(),
+                &["/-/healthy", "/-/ready", "/webhook"],
+            )
+            .map_err(|e| RemediateError::Start(e.to_string()))?,
+        );
         let engine = Arc::new(
             Remediator::new(cfg, kube, audit, metrics::Metrics::new()).map_err(|e| RemediateError::Start(e.to_string()))?,
         );
@@ -278,9 +302,11 @@ pub fn run(cfg: RemediateConfig) -> Result<(), RemediateError> {
             tracing::warn!("DRY RUN: decisions are logged, counted and audited, but no node is changed (set dry_run = false to act)");
         }
         tracing::info!(address = %bound, dry_run = dry, "hcclwatch remediate listening");
-        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(shutdown)
+        crate::export::web::serve(listener, app, limits, security, shutdown)
             .await
             .map_err(|e| RemediateError::Start(format!("serving: {e}")))
-    })
+    });
+    // A hook or an API call still running is not waited for.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    result
 }

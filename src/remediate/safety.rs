@@ -272,6 +272,13 @@ impl RateLimit {
         self.recent.push(now);
         Ok(())
     }
+
+    /// Gives back the slot taken at `now` by a quarantine that did not happen.
+    pub fn give_back(&mut self, now: SystemTime) {
+        if let Some(i) = self.recent.iter().rposition(|t| *t == now) {
+            self.recent.remove(i);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -46,6 +46,8 @@ pub struct ApiState {
     pods: Vec<Value>,
     /// The query string of every pod list, in order.
     pub pod_lists: Vec<String>,
+    /// Nodes whose GET never answers (a hung API server, for the receiver's timeouts).
+    hang: Vec<String>,
 }
 
 /// The running server.
@@ -156,6 +158,11 @@ async fn node(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let hang = method == Method::GET && s.lock().unwrap().hang.contains(&name);
+    if hang {
+        // Longer than any test; the client's timeout must end the call.
+        tokio::time::sleep(std::time::Duration::from_secs(300)).await;
+    }
     let mut s = s.lock().unwrap();
     let verb = match method {
         Method::GET => "get",
@@ -500,6 +507,20 @@ impl FakeApi {
             .unwrap()
             .deny
             .push((verb.into(), resource.into()));
+    }
+
+    /// Stops answering 403 to `verb` on `resource`.
+    pub fn allow(&self, verb: &str, resource: &str) {
+        self.state
+            .lock()
+            .unwrap()
+            .deny
+            .retain(|(v, r)| !(v == verb && r == resource));
+    }
+
+    /// Makes GET of node `name` hang (a stuck API server).
+    pub fn hang_get(&self, name: &str) {
+        self.state.lock().unwrap().hang.push(name.to_string());
     }
 
     /// Makes the next `n` PUTs race with a concurrent writer (409 after its change).

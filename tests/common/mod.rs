@@ -331,6 +331,11 @@ impl Daemon {
         (status, text)
     }
 
+    /// Whether the daemon has exited (reaping it if so).
+    pub fn try_wait(&mut self) -> bool {
+        self.child.try_wait().ok().flatten().is_some()
+    }
+
     /// Sends SIGTERM and waits for exit.
     pub fn stop(mut self) -> std::process::ExitStatus {
         let _ = kill_process(Pid::from_child(&self.child), Signal::TERM);

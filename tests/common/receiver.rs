@@ -66,7 +66,22 @@ alertname = "HcclwatchQuarantineRecommended"
         )
     }
 
+    /// Starts the receiver and waits until it has read the nodes once.
     pub fn start(&self, config: &str) -> Receiver {
+        let r = self.spawn(config);
+        r.wait_metric("ready (nodes read)", |m| {
+            value(
+                m,
+                "hcclwatch_remediation_last_reconcile_timestamp_seconds",
+                &[],
+            )
+            .is_some_and(|v| v > 0.0)
+        });
+        r
+    }
+
+    /// Starts the receiver and returns once it listens (it may not have read the nodes).
+    pub fn spawn(&self, config: &str) -> Receiver {
         let cfg = self.dir.path().join("remediate.toml");
         std::fs::write(&cfg, config).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_hcclwatch"))
@@ -107,20 +122,11 @@ alertname = "HcclwatchQuarantineRecommended"
             .find_map(|kv| kv.strip_prefix("address="))
             .unwrap()
             .to_string();
-        let r = Receiver {
+        Receiver {
             _child: guard,
             addr,
             log,
-        };
-        r.wait_metric("ready (nodes read)", |m| {
-            value(
-                m,
-                "hcclwatch_remediation_last_reconcile_timestamp_seconds",
-                &[],
-            )
-            .is_some_and(|v| v > 0.0)
-        });
-        r
+        }
     }
 
     pub fn audit(&self) -> Vec<Value> {
