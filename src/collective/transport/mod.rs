@@ -1211,6 +1211,13 @@ fn connect_one(
     deadline: Instant,
 ) -> CollResult<Link> {
     let op = "init: connect";
+    // Each attempt waits this long for the SYN to be answered, doubling every four
+    // unanswered attempts up to 2 s (for links slower than that). A listener whose accept
+    // queue is full (a flood before its owner started accepting) drops SYNs, and the
+    // kernel would retransmit only after 1 s, then 3 s: a fresh attempt sooner gets in as
+    // soon as the queue drains.
+    let mut attempt_timeout = Duration::from_millis(250);
+    let mut unanswered = 0u32;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
@@ -1233,7 +1240,7 @@ fn connect_one(
             if let Some(dev) = &cfg.bind_device {
                 sock.bind_device(Some(dev.as_bytes()))?;
             }
-            sock.connect_timeout(&addr.into(), remaining.min(Duration::from_secs(2)))?;
+            sock.connect_timeout(&addr.into(), remaining.min(attempt_timeout))?;
             let s: TcpStream = sock.into();
             // Connecting to a port nobody listens on can connect the socket to itself when
             // the kernel picks that very port as the source (TCP simultaneous open on the
@@ -1292,7 +1299,14 @@ fn connect_one(
                     ErrorKind::ConnectionRefused | ErrorKind::TimedOut | ErrorKind::WouldBlock
                 ) =>
             {
-                // The peer is not listening yet; retry until the deadline.
+                // The peer is not listening yet, or its queue is full; retry until the
+                // deadline.
+                if e.kind() != ErrorKind::ConnectionRefused {
+                    unanswered += 1;
+                    if unanswered.is_multiple_of(4) {
+                        attempt_timeout = (attempt_timeout * 2).min(Duration::from_secs(2));
+                    }
+                }
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err(e) => {
