@@ -76,7 +76,15 @@ impl RawPeer {
     }
 
     /// The bytes of one frame on channel `ch`, taking that channel's next number.
-    fn frame(&mut self, ch: usize, kind: Kind, dtype: DataType, seq: u64, payload: &[u8], tag: Tag) -> Vec<u8> {
+    fn frame(
+        &mut self,
+        ch: usize,
+        kind: Kind,
+        dtype: DataType,
+        seq: u64,
+        payload: &[u8],
+        tag: Tag,
+    ) -> Vec<u8> {
         let head = Header {
             kind,
             dtype: dtype.code(),
@@ -257,9 +265,8 @@ fn lengths_from_the_wire_are_bounded_before_allocating() {
     // A member announces 2^40 and then 2^63 bytes for a broadcast. Allocating either
     // aborts or panics the process; the bounded receive refuses both, naming the sender.
     for announced in [1u64 << 40, 1u64 << 63] {
-        let (real, mut raw) = rank0_against_raw(15, config(15, 1), |c| {
-            c.broadcast_bytes(&[], 1, 1 << 20)
-        });
+        let (real, mut raw) =
+            rank0_against_raw(15, config(15, 1), |c| c.broadcast_bytes(&[], 1, 1 << 20));
         let f = raw.frame(
             0,
             Kind::Control,
@@ -275,8 +282,9 @@ fn lengths_from_the_wire_are_bounded_before_allocating() {
         assert_eq!(e.code, HcclCode::Para, "{e}");
         assert_eq!(e.peer, Some(1));
         assert!(
-            e.message
-                .contains(&format!("rank 1 announced {announced} bytes, more than the 1048576 accepted")),
+            e.message.contains(&format!(
+                "rank 1 announced {announced} bytes, more than the 1048576 accepted"
+            )),
             "{e}"
         );
         assert!(started.elapsed() < Duration::from_secs(5));
@@ -293,7 +301,8 @@ fn lengths_from_the_wire_are_bounded_before_allocating() {
     let (r, _) = real.join().unwrap();
     let e = r.unwrap_err();
     assert!(
-        e.message.contains("frame of 4294967295 bytes exceeds the maximum"),
+        e.message
+            .contains("frame of 4294967295 bytes exceeds the maximum"),
         "{e}"
     );
 }
@@ -396,8 +405,9 @@ fn ranks_that_disagree_on_payload_authentication_fail_clearly() {
         .collect();
     let errs: Vec<CollError> = hs.into_iter().map(|h| h.join().unwrap()).collect();
     assert!(
-        errs.iter()
-            .any(|e| e.message.contains("disagree on the operation, or on authenticate_payloads")),
+        errs.iter().any(|e| e
+            .message
+            .contains("disagree on the operation, or on authenticate_payloads")),
         "{errs:?}"
     );
 }
@@ -452,7 +462,8 @@ fn attack(target: SocketAddr, manner: Manner, from: &str, stop: &AtomicBool) -> 
     let mut held: std::collections::VecDeque<TcpStream> = Default::default();
     let mut n = 0;
     while !stop.load(Ordering::Relaxed) && n < MAX_CONNECTIONS && Instant::now() < until {
-        let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        let sock =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
         let src: SocketAddr = format!("{from}:0").parse().unwrap();
         if sock.bind(&src.into()).is_err()
             || sock
@@ -605,7 +616,9 @@ fn refused_handshakes_are_counted_by_reason() {
     eventually("wrong_comm", || count(RejectReason::WrongComm) == 1);
     // Three silent connections from one source with room for two: the oldest goes.
     let held: Vec<TcpStream> = (0..3).map(|_| connect_retrying(target)).collect();
-    eventually("per_source_limit", || count(RejectReason::PerSourceLimit) == 1);
+    eventually("per_source_limit", || {
+        count(RejectReason::PerSourceLimit) == 1
+    });
     drop(held);
     // A member's liveness check (connect, close) is not a refusal.
     drop(connect_retrying(target));
