@@ -225,13 +225,16 @@ struct Buffers {
     recv: Vec<u8>,
 }
 
-/// Runs the operation once on prepared buffers.
+/// Runs the operation once on prepared buffers. The buffers are bulk payloads: tagged
+/// only with `--authenticate-payloads`.
 fn run_once(
     c: &mut Communicator,
     o: &BenchOptions,
     b: &mut Buffers,
     count: usize,
 ) -> CollResult<String> {
+    let mut bulk = c.bulk();
+    let c = &mut *bulk;
     let (n, r) = (c.size(), c.rank());
     let d = o.dtype;
     let algo = match o.op {

@@ -113,6 +113,7 @@ fn comm_config(
     t.socket_buffer = parse_size(&a.socket_buffer).context("--socket-buffer")?;
     t.connect_timeout = henv::connect_timeout(env).map_err(anyhow::Error::msg)?;
     t.traffic_class = henv::traffic_class(env).map_err(anyhow::Error::msg)?;
+    t.authenticate_payloads = a.authenticate_payloads;
     let mut c = CommConfig::new(t);
     c.exec_timeout = henv::exec_timeout(env).map_err(anyhow::Error::msg)?;
     if let Some(s) = &a.slice_bytes {
@@ -363,7 +364,7 @@ fn finish(
         } else {
             let c = comm.costs();
             let header = format!(
-                "hcclwatch bench {}: {world} ranks{}, {} {}, {} channels, alpha {:.1} us, beta {:.3} GB/s",
+                "hcclwatch bench {}: {world} ranks{}, {} {}, {} channels{}, alpha {:.1} us, beta {:.3} GB/s",
                 o.op.name(),
                 // Read back, so the line shows the binding in force, not the one asked for.
                 match allowed_cpus()[..] {
@@ -377,6 +378,11 @@ fn finish(
                     "no reduction"
                 },
                 comm.channels(),
+                if a.authenticate_payloads {
+                    ", payloads authenticated"
+                } else {
+                    ""
+                },
                 c.alpha * 1e6,
                 1.0 / c.beta / 1e9
             );

@@ -203,6 +203,11 @@ pub struct BenchArgs {
     /// HCCL_ALGO-style override (also read from HCCL_ALGO).
     #[arg(long, env = "HCCL_ALGO")]
     pub algo: Option<String>,
+    /// Tag the measured payloads too (as `collective.authenticate_payloads` does for the
+    /// daemon's probes), to measure what payload authentication costs; control frames
+    /// are tagged either way.
+    #[arg(long = "authenticate-payloads")]
+    pub authenticate_payloads: bool,
     /// Print one JSON object per size instead of the table.
     #[arg(long)]
     pub json: bool,

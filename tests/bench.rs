@@ -86,6 +86,44 @@ fn table_for_every_operation_has_no_wrong_elements() {
 }
 
 #[test]
+fn authenticated_payloads_give_the_same_results_and_say_so() {
+    let out = bench()
+        .args([
+            "bench",
+            "all_reduce",
+            "--ranks",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "4M",
+            "-f",
+            "16",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "-c",
+            "1",
+            "--authenticate-payloads",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("payloads authenticated"), "{stdout}");
+    let rows = rows(&stdout);
+    assert!(rows.len() >= 3, "{stdout}");
+    for r in &rows {
+        assert_eq!(r[8], "0", "wrong elements in {r:?}");
+    }
+}
+
+#[test]
 fn json_rows_and_artifacts() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.json");

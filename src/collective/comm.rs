@@ -9,9 +9,17 @@
 //! is poisoned: its connections are shut down (so the other ranks fail fast too) and
 //! every later call returns the original error until the survivors [`reform`] a new one.
 //!
+//! Every operation's payload is control (tagged on the wire, see
+//! [`transport::seal`](super::transport::seal)) unless run through [`Communicator::bulk`]:
+//! measurement traffic, tagged only when `authenticate_payloads` is on. Receivers that
+//! size a buffer from what a peer announces use [`Communicator::broadcast_bytes`] or
+//! [`Communicator::all_gather_bytes`], which check the announced length against the
+//! caller's limit before allocating.
+//!
 //! [`reform`]: Communicator::reform
 
 use std::net::{SocketAddr, TcpListener};
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,7 +28,10 @@ use super::algo::{OpCtx, bruck, hd, hier, pairwise, per_slice, ring, tree};
 use super::dtype::{DataType, ReduceOp};
 use super::error::{CollError, CollResult, HcclCode};
 use super::timeline::{Event, Timeline};
-use super::transport::{Mesh, RecvMode, TransportConfig};
+use super::transport::{HandshakeStats, Mesh, Payload, RecvMode, TransportConfig};
+
+/// How long [`Communicator::leave`] waits for its notice to be acknowledged.
+pub const LEAVE_WITHIN: Duration = Duration::from_millis(500);
 
 /// Slice of a large all-reduce with one rank per core: on the 2-core test host, 2-rank
 /// busbw at 8–64 MiB was highest with 4 MiB slices (3.1–4.1 GB/s, against 2.8–3.7 at
@@ -78,6 +89,35 @@ pub struct Communicator {
     costs: Costs,
     broken: Option<CollError>,
     timeline: Timeline,
+    /// The payload class of the operations run now (see [`Communicator::bulk`]).
+    class: Payload,
+}
+
+/// A communicator whose operations carry bulk payloads while this guard lives (see
+/// [`Communicator::bulk`]); it dereferences to the communicator.
+#[derive(Debug)]
+pub struct Bulk<'a> {
+    comm: &'a mut Communicator,
+    prev: Payload,
+}
+
+impl Deref for Bulk<'_> {
+    type Target = Communicator;
+    fn deref(&self) -> &Communicator {
+        self.comm
+    }
+}
+
+impl DerefMut for Bulk<'_> {
+    fn deref_mut(&mut self) -> &mut Communicator {
+        self.comm
+    }
+}
+
+impl Drop for Bulk<'_> {
+    fn drop(&mut self) {
+        self.comm.class = self.prev;
+    }
 }
 
 fn check_len(op: &str, what: &str, len: usize, count: usize, dtype: DataType) -> CollResult<()> {
@@ -145,6 +185,7 @@ impl Communicator {
             cfg,
             broken: None,
             timeline,
+            class: Payload::Control,
         };
         if c.cfg.measure_costs && c.size() > 1 {
             c.costs = c.measure()?;
@@ -194,9 +235,118 @@ impl Communicator {
 
     /// Leaves the communicator on purpose: every peer's next operation with this rank
     /// fails with `HCCL_E_REMOTE` carrying `reason` (instead of a bare lost connection), so
-    /// the others can tell a departure from a crash.
-    pub fn leave(self, reason: &str) {
-        self.mesh.abort_with(reason);
+    /// the others can tell a departure from a crash. Returns once every peer has
+    /// acknowledged the notice, or after [`LEAVE_WITHIN`], so the process may exit right
+    /// after; returns how many peers acknowledged.
+    pub fn leave(self, reason: &str) -> usize {
+        self.leave_within(reason, LEAVE_WITHIN)
+    }
+
+    /// [`leave`](Self::leave), waiting at most `within` for the acknowledgements.
+    pub fn leave_within(self, reason: &str, within: Duration) -> usize {
+        self.mesh.leave(reason, within)
+    }
+
+    /// The operations run through the returned guard carry bulk payloads: measurement
+    /// traffic whose content nobody acts on (probe pings, benchmark buffers), tagged only
+    /// when `authenticate_payloads` is on. Every other operation is control and always
+    /// tagged. Every rank must run an operation in the same class.
+    ///
+    /// ```no_run
+    /// # fn f(c: &mut hcclwatch::collective::Communicator) -> hcclwatch::collective::CollResult<()> {
+    /// use hcclwatch::collective::{DataType, ReduceOp};
+    /// let mut buf = vec![0u8; 1 << 20];
+    /// c.bulk().all_reduce_in_place(&mut buf, 1 << 18, DataType::Fp32, ReduceOp::Sum)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn bulk(&mut self) -> Bulk<'_> {
+        let prev = std::mem::replace(&mut self.class, Payload::Bulk);
+        Bulk { comm: self, prev }
+    }
+
+    /// Counters of refused incoming connections (shared with every communicator built
+    /// from the same transport configuration).
+    pub fn handshake_stats(&self) -> &Arc<HandshakeStats> {
+        &self.cfg.transport.stats
+    }
+
+    /// Marks the communicator broken by `e` (telling the peers why) and returns `e`.
+    fn poison(&mut self, e: CollError) -> CollError {
+        self.mesh.abort_with(&e.to_string());
+        self.broken = Some(e.clone());
+        e
+    }
+
+    /// Broadcasts a byte string from `root`, whose length the others need not know: the
+    /// length goes first, and every rank checks it against `max_len` before allocating
+    /// (a length above it fails the operation on every rank and names the root). `data`
+    /// is read on the root only. Both messages are control payloads.
+    pub fn broadcast_bytes(
+        &mut self,
+        data: &[u8],
+        root: usize,
+        max_len: usize,
+    ) -> CollResult<Vec<u8>> {
+        let op = "broadcast_bytes";
+        let mut len = [0u8; 8];
+        if self.rank() == root {
+            len = (data.len() as u64).to_le_bytes();
+        }
+        self.broadcast(&mut len, 1, DataType::Uint64, root)?;
+        let n = u64::from_le_bytes(len);
+        if n > max_len as u64 {
+            let e = CollError::new(
+                HcclCode::Para,
+                op,
+                Some(root),
+                format!("rank {root} announced {n} bytes, more than the {max_len} accepted"),
+            );
+            return Err(self.poison(e));
+        }
+        let mut buf = if self.rank() == root {
+            data.to_vec()
+        } else {
+            vec![0u8; n as usize]
+        };
+        let count = buf.len();
+        self.broadcast(&mut buf, count, DataType::Uint8, root)?;
+        Ok(buf)
+    }
+
+    /// All-gathers one byte string per rank, of any length up to `max_len`: the lengths
+    /// go first, and every rank checks each against `max_len` before allocating (a
+    /// longer one fails the operation on every rank and names its sender). Returns the
+    /// strings in rank order. Both messages are control payloads.
+    pub fn all_gather_bytes(&mut self, mine: &[u8], max_len: usize) -> CollResult<Vec<Vec<u8>>> {
+        let op = "all_gather_bytes";
+        let n = self.size();
+        let own = (mine.len() as u64).to_le_bytes();
+        let mut lens = vec![0u8; 8 * n];
+        self.all_gather(&own, &mut lens, 1, DataType::Uint64)?;
+        let lens: Vec<u64> = lens
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+            .collect();
+        if let Some((r, l)) = lens.iter().enumerate().find(|(_, l)| **l > max_len as u64) {
+            let e = CollError::new(
+                HcclCode::Para,
+                op,
+                Some(r),
+                format!("rank {r} announced {l} bytes, more than the {max_len} accepted"),
+            );
+            return Err(self.poison(e));
+        }
+        // Every length is at most `max_len` now, so the buffer is at most n × max_len.
+        let width = lens.iter().copied().max().unwrap_or(0) as usize;
+        let mut block = mine.to_vec();
+        block.resize(width, 0);
+        let mut all = vec![0u8; width * n];
+        self.all_gather(&block, &mut all, width, DataType::Uint8)?;
+        Ok(lens
+            .iter()
+            .enumerate()
+            .map(|(r, l)| all[r * width..r * width + *l as usize].to_vec())
+            .collect())
     }
 
     /// The all-reduce algorithm that would be used for `bytes`: hierarchical when ranks
@@ -273,7 +423,7 @@ impl Communicator {
         let start = Instant::now();
         let ctx = OpCtx::new(
             &self.mesh,
-            dtype,
+            (dtype, self.class),
             start + self.cfg.exec_timeout,
             (op, algo),
             sends,
@@ -782,6 +932,9 @@ impl Communicator {
         // Median seconds of one ring shift of `bytes` over `rounds`, after one untimed
         // round. The first round absorbs the ranks' start-up skew: as a mean over all
         // rounds, α at 4 ranks on 2 cores came out at 0.6–0.8 ms for a 20 µs exchange.
+        // Bulk, like the traffic the figures predict: with `authenticate_payloads` off a
+        // tag would otherwise inflate β and tilt the algorithm choice.
+        let prev = std::mem::replace(&mut self.class, Payload::Bulk);
         let mut shift = |step: &'static str, bytes: usize, rounds: usize| -> CollResult<f64> {
             let out = vec![0u8; bytes];
             let mut inc = vec![0u8; bytes];
@@ -810,9 +963,10 @@ impl Communicator {
             times.sort_by(f64::total_cmp);
             Ok(times[times.len() / 2])
         };
-        let alpha = shift("alpha", 8, 16)?;
         const BIG: usize = 1 << 20;
-        let per = shift("beta", BIG, 3)?;
+        let figures = shift("alpha", 8, 16).and_then(|a| Ok((a, shift("beta", BIG, 3)?)));
+        self.class = prev;
+        let (alpha, per) = figures?;
         let beta = ((per - alpha) / BIG as f64).max(1e-12);
         let mut both = [0u8; 16];
         both[..8].copy_from_slice(&alpha.to_ne_bytes());

@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use super::dtype::DataType;
 use super::error::CollResult;
-use super::transport::{Mesh, RecvMode, Seqs, Traffic};
+use super::transport::{Mesh, Payload, RecvMode, Seqs, Traffic};
 
 /// Element counts of the `n` parts of `count` elements.
 pub fn part_counts(count: usize, n: usize) -> Vec<usize> {
@@ -132,6 +132,8 @@ pub struct OpCtx<'a> {
     pub op: &'static str,
     /// Algorithm, for error messages.
     pub algo: &'static str,
+    /// Control or bulk: whether the frames are always tagged.
+    pub class: Payload,
     sends: Seqs,
     recvs: Seqs,
     steps: std::cell::RefCell<Vec<crate::collective::timeline::Step>>,
@@ -147,7 +149,7 @@ impl<'a> OpCtx<'a> {
     /// send to / receive from (their per-link sequence numbers are claimed now).
     pub fn new(
         mesh: &'a Mesh,
-        dtype: DataType,
+        (dtype, class): (DataType, Payload),
         deadline: Instant,
         (op, algo): (&'static str, &'static str),
         sends: &[usize],
@@ -160,6 +162,7 @@ impl<'a> OpCtx<'a> {
             deadline,
             op,
             algo,
+            class,
             sends,
             recvs,
             steps: std::cell::RefCell::new(Vec::new()),
@@ -216,6 +219,7 @@ impl<'a> OpCtx<'a> {
                 (s, r),
                 self.dtype,
                 traffic,
+                self.class,
                 send,
                 recv,
                 self.deadline,

@@ -149,8 +149,12 @@ pub fn serve(
                     let _ = s.set_nonblocking(false);
                     let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
                     let hello = match auth::accept(&mut s, &key, comm_id) {
-                        Ok(h) if h.channel == BOOTSTRAP_CHANNEL && (h.rank as usize) < world => h,
-                        Ok(h) => {
+                        Ok((h, _))
+                            if h.channel == BOOTSTRAP_CHANNEL && (h.rank as usize) < world =>
+                        {
+                            h
+                        }
+                        Ok((h, _)) => {
                             tracing::warn!(peer = %from, rank = h.rank, "bootstrap: unexpected rank or channel");
                             continue;
                         }

@@ -16,6 +16,8 @@ use std::io::{ErrorKind, Read, Write};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use super::seal::{Handshake, Session};
+
 type HmacSha256 = Hmac<Sha256>;
 
 /// Who the connecting side claims to be.
@@ -89,103 +91,223 @@ pub enum AuthError {
     PeerUnproven,
 }
 
-/// Runs the acceptor side; returns the authenticated peer's hello.
-pub fn accept<S: Read + Write>(s: &mut S, key: &[u8], comm_id: u64) -> Result<Hello, AuthError> {
-    let na = nonce().map_err(AuthError::Entropy)?;
-    let mut hello = [0u8; 4 + 32];
-    hello[..4].copy_from_slice(b"HCWA");
-    hello[4..].copy_from_slice(&na);
-    let unspoken = |e: &std::io::Error| {
-        matches!(
-            e.kind(),
-            ErrorKind::BrokenPipe | ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof
+/// Bytes of the acceptor's hello: `"HCWA"` and its nonce.
+pub const ACCEPTOR_HELLO_LEN: usize = 4 + 32;
+/// Bytes of the connector's message: `"HCWC"`, its [`Hello`], its nonce and its proof.
+pub const CONNECT_LEN: usize = 4 + 16 + 32 + 32;
+/// Bytes of the acceptor's positive reply: `"OK\0\0"` and its proof.
+pub const REPLY_LEN: usize = 4 + 32;
+/// The acceptor's refusal, sent before it closes.
+pub const REFUSAL: [u8; 4] = *b"NO\0\0";
+
+impl Hello {
+    /// The 16 bytes that identify the connection: communicator id, rank, channel.
+    pub fn encode(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&self.comm_id.to_le_bytes());
+        b[8..12].copy_from_slice(&self.rank.to_le_bytes());
+        b[12..16].copy_from_slice(&self.channel.to_le_bytes());
+        b
+    }
+}
+
+/// The connector's message, parsed but not yet checked against the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectMsg {
+    /// Who the connector claims to be.
+    pub hello: Hello,
+    /// Its nonce.
+    pub nonce: [u8; 32],
+    /// Its proof of the key.
+    pub proof: [u8; 32],
+}
+
+fn array<const N: usize>(b: &[u8]) -> [u8; N] {
+    let mut out = [0u8; N];
+    out.copy_from_slice(&b[..N]);
+    out
+}
+
+/// Parses the connector's message. Pure and total: any input gives a value or an error.
+pub fn parse_connect(msg: &[u8]) -> Result<ConnectMsg, AuthError> {
+    if msg.len() != CONNECT_LEN || &msg[..4] != b"HCWC" {
+        return Err(AuthError::NotHandshake);
+    }
+    let ident: [u8; 16] = array(&msg[4..20]);
+    Ok(ConnectMsg {
+        hello: Hello {
+            comm_id: u64::from_le_bytes(array(&ident[..8])),
+            rank: u32::from_le_bytes(array(&ident[8..12])),
+            channel: u32::from_le_bytes(array(&ident[12..16])),
+        },
+        nonce: array(&msg[20..52]),
+        proof: array(&msg[52..84]),
+    })
+}
+
+/// Parses the acceptor's hello; returns its nonce. Pure and total.
+pub fn parse_acceptor_hello(b: &[u8]) -> Result<[u8; 32], AuthError> {
+    if b.len() != ACCEPTOR_HELLO_LEN || &b[..4] != b"HCWA" {
+        return Err(AuthError::NotHandshake);
+    }
+    Ok(array(&b[4..]))
+}
+
+/// The accepting side of one handshake, without I/O: send [`hello`](Self::hello), read
+/// [`CONNECT_LEN`] bytes, pass them to [`finish`](Self::finish), and send its reply (or
+/// [`REFUSAL`] on an error). The accept loop drives it asynchronously, [`accept`]
+/// synchronously.
+#[derive(Debug, Clone)]
+pub struct Acceptor {
+    comm_id: u64,
+    nonce: [u8; 32],
+}
+
+impl Acceptor {
+    /// A handshake with a fresh nonce.
+    pub fn new(comm_id: u64) -> Result<Self, AuthError> {
+        Ok(Self::with_nonce(
+            comm_id,
+            nonce().map_err(AuthError::Entropy)?,
+        ))
+    }
+
+    /// A handshake with a given nonce (tests and fuzzing; a real one must be random).
+    pub fn with_nonce(comm_id: u64, nonce: [u8; 32]) -> Self {
+        Self { comm_id, nonce }
+    }
+
+    /// The first message.
+    pub fn hello(&self) -> [u8; ACCEPTOR_HELLO_LEN] {
+        let mut hello = [0u8; ACCEPTOR_HELLO_LEN];
+        hello[..4].copy_from_slice(b"HCWA");
+        hello[4..].copy_from_slice(&self.nonce);
+        hello
+    }
+
+    /// Checks the connector's message: returns its hello, the reply to send and the
+    /// session keys. Pure (no I/O) and total.
+    pub fn finish(
+        &self,
+        key: &[u8],
+        msg: &[u8],
+    ) -> Result<(Hello, [u8; REPLY_LEN], Session), AuthError> {
+        let m = parse_connect(msg)?;
+        let ident = m.hello.encode();
+        // `verify_slice` compares the tags in constant time (`subtle::ConstantTimeEq`
+        // inside `digest`), so the time to refuse does not tell a forger how many bytes
+        // were right.
+        mac(key, &[b"C", &self.nonce, &m.nonce, &ident])
+            .verify_slice(&m.proof)
+            .map_err(|_| AuthError::WrongKey { rank: m.hello.rank })?;
+        if m.hello.comm_id != self.comm_id {
+            return Err(AuthError::OtherCommunicator {
+                rank: m.hello.rank,
+                theirs: m.hello.comm_id,
+                ours: self.comm_id,
+            });
+        }
+        let mut reply = [0u8; REPLY_LEN];
+        reply[..4].copy_from_slice(b"OK\0\0");
+        let tag = mac(
+            key,
+            &[b"A", &m.nonce, &self.nonce, &self.comm_id.to_le_bytes()],
         )
-    };
-    s.write_all(&hello).map_err(|e| {
-        if unspoken(&e) {
+        .finalize()
+        .into_bytes();
+        reply[4..].copy_from_slice(&tag);
+        let session = Handshake {
+            key,
+            nonce_a: &self.nonce,
+            nonce_c: &m.nonce,
+            ident: &ident,
+        }
+        .acceptor();
+        Ok((m.hello, reply, session))
+    }
+}
+
+/// Whether an I/O error means the peer went away (rather than a timeout or a fault here).
+fn gone(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::BrokenPipe | ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof
+    )
+}
+
+/// Runs the acceptor side synchronously; returns the authenticated peer's hello and the
+/// session keys.
+pub fn accept<S: Read + Write>(
+    s: &mut S,
+    key: &[u8],
+    comm_id: u64,
+) -> Result<(Hello, Session), AuthError> {
+    let acc = Acceptor::new(comm_id)?;
+    s.write_all(&acc.hello()).map_err(|e| {
+        if gone(&e) {
             AuthError::ClosedUnspoken
         } else {
             AuthError::Write(e)
         }
     })?;
-    let mut msg = [0u8; 4 + 8 + 4 + 4 + 32 + 32];
+    let mut msg = [0u8; CONNECT_LEN];
     match s.read(&mut msg[..1]) {
         Ok(0) => return Err(AuthError::ClosedUnspoken),
-        Err(e) if unspoken(&e) => return Err(AuthError::ClosedUnspoken),
+        Err(e) if gone(&e) => return Err(AuthError::ClosedUnspoken),
         Err(e) => return Err(AuthError::Read(e)),
         Ok(_) => {}
     }
-    s.read_exact(&mut msg[1..]).map_err(AuthError::Read)?;
-    if &msg[..4] != b"HCWC" {
-        let _ = s.write_all(b"NO\0\0");
+    if msg[0] != b'H' {
+        // Not worth waiting for the rest: no handshake starts with this byte.
+        let _ = s.write_all(&REFUSAL);
         return Err(AuthError::NotHandshake);
     }
-    let peer = Hello {
-        comm_id: u64::from_le_bytes(msg[4..12].try_into().unwrap_or_default()),
-        rank: u32::from_le_bytes(msg[12..16].try_into().unwrap_or_default()),
-        channel: u32::from_le_bytes(msg[16..20].try_into().unwrap_or_default()),
-    };
-    let nc: [u8; 32] = msg[20..52].try_into().unwrap_or_default();
-    let proof = &msg[52..84];
-    // `verify_slice` compares the tags in constant time (`subtle::ConstantTimeEq` inside
-    // `digest`), so the time to refuse does not tell a forger how many bytes were right.
-    let ok = mac(key, &[b"C", &na, &nc, &msg[4..20]])
-        .verify_slice(proof)
-        .is_ok();
-    if !ok {
-        let _ = s.write_all(&[b'N', b'O', 0, 0]);
-        return Err(AuthError::WrongKey { rank: peer.rank });
+    s.read_exact(&mut msg[1..]).map_err(AuthError::Read)?;
+    match acc.finish(key, &msg) {
+        Ok((hello, reply, session)) => {
+            s.write_all(&reply).map_err(AuthError::Write)?;
+            Ok((hello, session))
+        }
+        Err(e) => {
+            let _ = s.write_all(&REFUSAL);
+            Err(e)
+        }
     }
-    if peer.comm_id != comm_id {
-        let _ = s.write_all(&[b'N', b'O', 0, 0]);
-        return Err(AuthError::OtherCommunicator {
-            rank: peer.rank,
-            theirs: peer.comm_id,
-            ours: comm_id,
-        });
-    }
-    let mut reply = [0u8; 4 + 32];
-    reply[..4].copy_from_slice(b"OK\0\0");
-    let tag = mac(key, &[b"A", &nc, &na, &comm_id.to_le_bytes()])
-        .finalize()
-        .into_bytes();
-    reply[4..].copy_from_slice(&tag);
-    s.write_all(&reply).map_err(AuthError::Write)?;
-    Ok(peer)
 }
 
-/// Runs the connector side.
-pub fn connect<S: Read + Write>(s: &mut S, key: &[u8], me: Hello) -> Result<(), AuthError> {
-    let mut first = [0u8; 36];
+/// Runs the connector side; returns the session keys.
+pub fn connect<S: Read + Write>(s: &mut S, key: &[u8], me: Hello) -> Result<Session, AuthError> {
+    let mut first = [0u8; ACCEPTOR_HELLO_LEN];
     s.read_exact(&mut first).map_err(AuthError::Read)?;
-    if &first[..4] != b"HCWA" {
-        return Err(AuthError::NotHandshake);
-    }
-    let na: [u8; 32] = first[4..].try_into().unwrap_or_default();
+    let na = parse_acceptor_hello(&first)?;
     let nc = nonce().map_err(AuthError::Entropy)?;
-    let mut ident = [0u8; 16];
-    ident[..8].copy_from_slice(&me.comm_id.to_le_bytes());
-    ident[8..12].copy_from_slice(&me.rank.to_le_bytes());
-    ident[12..16].copy_from_slice(&me.channel.to_le_bytes());
+    let ident = me.encode();
     let proof = mac(key, &[b"C", &na, &nc, &ident]).finalize().into_bytes();
-    let mut msg = Vec::with_capacity(84);
-    msg.extend_from_slice(b"HCWC");
-    msg.extend_from_slice(&ident);
-    msg.extend_from_slice(&nc);
-    msg.extend_from_slice(&proof);
+    let mut msg = [0u8; CONNECT_LEN];
+    msg[..4].copy_from_slice(b"HCWC");
+    msg[4..20].copy_from_slice(&ident);
+    msg[20..52].copy_from_slice(&nc);
+    msg[52..].copy_from_slice(&proof);
     s.write_all(&msg).map_err(AuthError::Write)?;
     // The status word is public (the acceptor's verdict), not a secret: a plain comparison.
     let mut status = [0u8; 4];
-    s.read_exact(&mut status).map_err(|_| AuthError::Refused)?;
-    if &status != b"OK\0\0" {
+    s.read_exact(&mut status).map_err(AuthError::Read)?;
+    if status != *b"OK\0\0" {
         return Err(AuthError::Refused);
     }
     let mut tag = [0u8; 32];
     s.read_exact(&mut tag).map_err(AuthError::Read)?;
-    // Constant-time, as in `accept`.
+    // Constant-time, as in `Acceptor::finish`.
     mac(key, &[b"A", &nc, &na, &me.comm_id.to_le_bytes()])
         .verify_slice(&tag)
-        .map_err(|_| AuthError::PeerUnproven)
+        .map_err(|_| AuthError::PeerUnproven)?;
+    Ok(Handshake {
+        key,
+        nonce_a: &na,
+        nonce_c: &nc,
+        ident: &ident,
+    }
+    .connector())
 }
 
 #[cfg(test)]
@@ -197,7 +319,10 @@ mod tests {
         key_a: &'static [u8],
         key_c: &'static [u8],
         comm_c: u64,
-    ) -> (Result<Hello, AuthError>, Result<(), AuthError>) {
+    ) -> (
+        Result<(Hello, Session), AuthError>,
+        Result<Session, AuthError>,
+    ) {
         let (mut a, mut c) = UnixStream::pair().unwrap();
         let t = std::thread::spawn(move || accept(&mut a, key_a, 7));
         let rc = connect(
@@ -215,15 +340,66 @@ mod tests {
     #[test]
     fn same_key_authenticates_both_ways() {
         let (a, c) = pair(b"secret", b"secret", 7);
+        let (hello, sa) = a.unwrap();
         assert_eq!(
-            a.unwrap(),
+            hello,
             Hello {
                 comm_id: 7,
                 rank: 3,
                 channel: 1
             }
         );
-        c.unwrap();
+        let sc = c.unwrap();
+        assert_eq!(sa.send, sc.recv, "both ends derive the same frame keys");
+        assert_eq!(sa.recv, sc.send);
+    }
+
+    #[test]
+    fn every_handshake_has_its_own_session_keys() {
+        let (a1, _) = pair(b"secret", b"secret", 7);
+        let (a2, _) = pair(b"secret", b"secret", 7);
+        assert_ne!(a1.unwrap().1.recv, a2.unwrap().1.recv);
+    }
+
+    #[test]
+    fn the_acceptor_finishes_from_bytes_alone() {
+        let acc = Acceptor::with_nonce(7, [1; 32]);
+        let na = parse_acceptor_hello(&acc.hello()).unwrap();
+        assert_eq!(na, [1; 32]);
+        let me = Hello {
+            comm_id: 7,
+            rank: 2,
+            channel: 0,
+        };
+        let nc = [2u8; 32];
+        let proof = mac(b"k", &[b"C", &na, &nc, &me.encode()])
+            .finalize()
+            .into_bytes();
+        let mut msg = b"HCWC".to_vec();
+        msg.extend_from_slice(&me.encode());
+        msg.extend_from_slice(&nc);
+        msg.extend_from_slice(&proof);
+        let (hello, reply, _) = acc.finish(b"k", &msg).unwrap();
+        assert_eq!(hello, me);
+        assert_eq!(&reply[..4], b"OK\0\0");
+        msg[60] ^= 1;
+        assert!(matches!(
+            acc.finish(b"k", &msg),
+            Err(AuthError::WrongKey { rank: 2 })
+        ));
+        assert!(matches!(
+            acc.finish(b"k", &msg[..40]),
+            Err(AuthError::NotHandshake)
+        ));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parsing_any_bytes_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            let _ = parse_connect(&bytes);
+            let _ = parse_acceptor_hello(&bytes);
+            let _ = Acceptor::with_nonce(1, [0; 32]).finish(b"k", &bytes);
+        }
     }
 
     #[test]

@@ -1,29 +1,77 @@
-//! The wire format: a fixed 32-byte header before every payload.
+//! The wire format: a fixed 32-byte header before every payload, and a tag after the
+//! payload of every frame whose kind carries one.
 //!
 //! ```text
 //! 0      4     5     6      7      8          16         24        28        32
 //! | magic | ver | kind | dtype | rsvd | comm_id  |   seq    |   len   |  chunk  |
+//! ... len payload bytes ... [16-byte tag, see `seal`]
 //! ```
 //! All integers are little-endian. The receiver knows exactly what it expects (the op
-//! sequence, the type, the byte count of each chunk), so every field is checked and a
-//! mismatch is an error naming the field, never a silent misread.
+//! sequence, the type, the byte count of each chunk, and the kind: control or bulk,
+//! tagged or not), so every field is checked and a mismatch is an error naming the field,
+//! never a silent misread. The announced length is checked against the receiver's limit
+//! before anything is read or allocated for the payload.
 
 /// `"HCWT"`.
 pub const MAGIC: u32 = 0x5457_4348;
-/// Wire version.
-pub const VERSION: u8 = 1;
+/// Wire version. 2: frames carry a tag (control always, bulk payloads when
+/// `authenticate_payloads` is on).
+pub const VERSION: u8 = 2;
 /// Header length.
 pub const HEADER_LEN: usize = 32;
 
-/// Frame kinds.
+/// Frame kinds. The kind says whether a tag follows the payload; the receiver also knows
+/// which kind it expects, so a frame cannot shed its tag by claiming another kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Kind {
-    /// Collective payload.
+    /// A bulk payload without a tag (`authenticate_payloads` off).
     Data = 1,
-    /// The sender failed its operation; the payload is its error message (UTF-8, at most
-    /// [`ABORT_MAX`] bytes) and the connection closes after it.
+    /// The sender failed its operation or is leaving; the payload is its message (UTF-8,
+    /// at most [`ABORT_MAX`] bytes), tagged, and the connection closes after it.
     Abort = 2,
+    /// A control payload (anything an operation not marked bulk carries), tagged.
+    Control = 3,
+    /// A bulk payload with a tag (`authenticate_payloads` on).
+    SealedData = 4,
+}
+
+impl Kind {
+    /// Whether a tag follows the payload.
+    pub fn tagged(self) -> bool {
+        self != Kind::Data
+    }
+
+    /// The kind of a payload of `class`: control is always tagged, bulk only when
+    /// `authenticate_payloads` is on.
+    pub fn for_payload(class: Payload, authenticate_payloads: bool) -> Kind {
+        match class {
+            Payload::Control => Kind::Control,
+            Payload::Bulk if authenticate_payloads => Kind::SealedData,
+            Payload::Bulk => Kind::Data,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Data => "bulk payload",
+            Kind::Abort => "abort notice",
+            Kind::Control => "control payload",
+            Kind::SealedData => "authenticated bulk payload",
+        }
+    }
+}
+
+/// What an operation's payload is, which decides whether its frames are tagged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Payload {
+    /// Anything a receiver acts on (plans, timings, gathered rows, snapshots, member
+    /// lists, the engine's own cost figures): always tagged. The default.
+    #[default]
+    Control,
+    /// Measurement traffic whose content nobody reads (probe pings, benchmark buffers):
+    /// tagged only when `authenticate_payloads` is on.
+    Bulk,
 }
 
 /// Longest abort message read.
@@ -59,6 +107,17 @@ pub enum FrameError {
         len: u32,
         /// The receiver's limit.
         max: usize,
+    },
+    /// The frame is of another kind than the receiver expects.
+    #[error(
+        "{} where {} was expected (ranks disagree on the operation, or on authenticate_payloads?)",
+        got.name(), expected.name()
+    )]
+    WrongKind {
+        /// The kind received.
+        got: Kind,
+        /// The kind expected.
+        expected: Kind,
     },
     /// A field differs from what the receiver expects.
     #[error("{field} {got} where {expected} was expected (ranks disagree on the operation?)")]
@@ -116,6 +175,8 @@ impl Header {
         let kind = match b[5] {
             1 => Kind::Data,
             2 => Kind::Abort,
+            3 => Kind::Control,
+            4 => Kind::SealedData,
             kind => return Err(FrameError::UnknownKind { kind }),
         };
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());
@@ -130,12 +191,19 @@ impl Header {
         })
     }
 
-    /// Checks a received header against what the receiver expects.
+    /// Checks a received header against what the receiver expects. The length comes
+    /// first: nothing of a frame longer than `max_frame` is read.
     pub fn expect(&self, want: &Header, max_frame: usize) -> Result<(), FrameError> {
         if self.len as usize > max_frame {
             return Err(FrameError::TooLarge {
                 len: self.len,
                 max: max_frame,
+            });
+        }
+        if self.kind != want.kind {
+            return Err(FrameError::WrongKind {
+                got: self.kind,
+                expected: want.kind,
             });
         }
         for (field, got, exp) in [
@@ -164,8 +232,11 @@ mod tests {
 
     proptest! {
         #[test]
-        fn round_trip(dtype in any::<u8>(), comm in any::<u64>(), seq in any::<u64>(), len in any::<u32>(), chunk in any::<u32>()) {
-            let h = Header { kind: Kind::Data, dtype, comm_id: comm, seq, len, chunk };
+        fn round_trip(
+            kind in prop::sample::select(vec![Kind::Data, Kind::Abort, Kind::Control, Kind::SealedData]),
+            dtype in any::<u8>(), comm in any::<u64>(), seq in any::<u64>(), len in any::<u32>(), chunk in any::<u32>(),
+        ) {
+            let h = Header { kind, dtype, comm_id: comm, seq, len, chunk };
             prop_assert_eq!(Header::decode(&h.encode()).unwrap(), h);
         }
 
@@ -209,6 +280,27 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("bad magic")
+        );
+        let mut got = want;
+        got.kind = Kind::Data;
+        let control = Header {
+            kind: Kind::Control,
+            ..want
+        };
+        assert!(
+            got.expect(&control, 1 << 20)
+                .unwrap_err()
+                .to_string()
+                .contains("bulk payload where control payload was expected"),
+            "an untagged frame cannot stand in for a tagged one"
+        );
+        let mut b = want.encode();
+        b[4] = 1;
+        assert!(
+            Header::decode(&b)
+                .unwrap_err()
+                .to_string()
+                .contains("wire version 1 (this build speaks 2)")
         );
         let mut b = want.encode();
         b[5] = 9;

@@ -8,12 +8,21 @@
 //! [`Traffic`]). Every payload travels in [`frame`]s whose headers are checked field by
 //! field.
 //!
+//! Every connection is authenticated twice over: the handshake ([`auth`]) proves the peer
+//! holds the shared key, and the frames after it carry tags under per-connection session
+//! keys ([`seal`]): control frames always, bulk payloads when
+//! [`TransportConfig::authenticate_payloads`] is on. Handshakes run concurrently under a
+//! deadline and caps ([`accept`]), so connections that never finish one cannot hold up
+//! formation.
+//!
 //! Failure is loud and total: any I/O or protocol error aborts the mesh (all sockets shut
 //! down), so every other rank's pending operation fails promptly instead of waiting for
 //! its timeout, and the caller re-forms a communicator with the survivors.
 
+pub mod accept;
 pub mod auth;
 pub mod frame;
+pub mod seal;
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, IoSlice, Read, Write};
@@ -21,7 +30,11 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub use self::accept::{HandshakeStats, RejectReason};
+pub use self::frame::Payload;
+
 use self::frame::{ABORT_MAX, HEADER_LEN, Header, Kind};
+use self::seal::{Direction, Session, TAG_LEN};
 use super::dtype::{DataType, ReduceOp, reduce_apart, reduce_into};
 use super::error::{CollError, CollResult, HcclCode};
 
@@ -73,6 +86,22 @@ pub struct TransportConfig {
     pub bind_device: Option<String>,
     /// Fault injection, by peer rank.
     pub faults: HashMap<usize, FaultSpec>,
+    /// Tag bulk payloads too ([`Payload::Bulk`]; control payloads are always tagged).
+    /// Every rank of a communicator must agree. Off by default: at large sizes the tag
+    /// costs a pass over the payload on both ends (see `docs/engine.md`,
+    /// "Authentication").
+    pub authenticate_payloads: bool,
+    /// Bound on one incoming handshake, from accept to the peer's proof: a connection
+    /// that has not proved the key by then is dropped.
+    pub handshake_timeout: Duration,
+    /// Incoming handshakes in progress at once; beyond it the oldest is dropped.
+    pub max_pending_handshakes: usize,
+    /// Incoming handshakes in progress at once from one source address; beyond it that
+    /// source's oldest is dropped, so one source cannot crowd out the others.
+    pub max_pending_per_source: usize,
+    /// Counters of refused connections, shared by every communicator built from this
+    /// configuration (a re-formed one counts on).
+    pub stats: Arc<HandshakeStats>,
 }
 
 impl TransportConfig {
@@ -90,6 +119,11 @@ impl TransportConfig {
             traffic_class: None,
             bind_device: None,
             faults: HashMap::new(),
+            authenticate_payloads: false,
+            handshake_timeout: Duration::from_secs(2),
+            max_pending_handshakes: 128,
+            max_pending_per_source: 32,
+            stats: Arc::new(HandshakeStats::default()),
         }
     }
 }
@@ -145,13 +179,33 @@ struct Shaper {
     sent: u64,
 }
 
+/// One authenticated connection: the socket and the frame keys and counters of both
+/// directions.
+#[derive(Debug)]
+struct Link {
+    stream: TcpStream,
+    tx: Direction,
+    rx: Direction,
+    /// Socket timeouts last set (read, write): setting them costs a syscall, so they are
+    /// only changed when the remaining time drifts far from them.
+    timeouts: Mutex<(Option<Duration>, Option<Duration>)>,
+}
+
+impl Link {
+    fn new(stream: TcpStream, session: Session) -> Self {
+        Self {
+            stream,
+            tx: Direction::new(session.send),
+            rx: Direction::new(session.recv),
+            timeouts: Mutex::new((None, None)),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Peer {
-    streams: Vec<TcpStream>,
+    links: Vec<Link>,
     shaper: Option<Mutex<Shaper>>,
-    /// Socket timeouts last set per stream (read, write): setting them costs a syscall,
-    /// so they are only changed when the remaining time drifts far from them.
-    timeouts: Vec<Mutex<(Option<Duration>, Option<Duration>)>>,
 }
 
 /// Transfers are exchanged in segments of at most this many bytes.
@@ -304,19 +358,30 @@ impl Mesh {
         }
         let deadline = Instant::now() + cfg.connect_timeout;
         let channels = cfg.channels;
-        let mut peers: Vec<Option<Vec<Option<TcpStream>>>> = (0..world).map(|_| None).collect();
+        type Slots = Vec<Option<Link>>;
+        let mut peers: Vec<Option<Slots>> = (0..world).map(|_| None).collect();
         let expected = (world - rank - 1) * channels;
+        // Set when this rank's own connecting fails, so the acceptor stops waiting.
+        let stop = std::sync::atomic::AtomicBool::new(false);
 
         let (accepted, connected) = std::thread::scope(|scope| {
+            let want = accept::Want {
+                rank,
+                world,
+                channels,
+                expected,
+            };
+            let (cfg, stop) = (&cfg, &stop);
             let acceptor =
-                scope.spawn(|| accept_all(listener, rank, world, &cfg, expected, deadline));
+                scope.spawn(move || accept::accept_all(listener, want, cfg, deadline, stop));
             let mut out = Vec::new();
             for (peer, addr) in addrs.iter().enumerate().take(rank) {
                 let mut chans = Vec::new();
                 for ch in 0..channels {
-                    match connect_one(*addr, rank, peer, ch, &cfg, deadline) {
-                        Ok(s) => chans.push(s),
+                    match connect_one(*addr, rank, peer, ch, cfg, deadline) {
+                        Ok(link) => chans.push(link),
                         Err(e) => {
+                            stop.store(true, std::sync::atomic::Ordering::Relaxed);
                             return (acceptor.join().unwrap_or_else(|_| Err(e.clone())), Err(e));
                         }
                     }
@@ -340,17 +405,16 @@ impl Mesh {
         for (peer, chans) in connected {
             peers[peer] = Some(chans.into_iter().map(Some).collect());
         }
-        for (peer, ch, s) in accepted {
+        for (peer, ch, s, session) in accepted {
             let slot = peers[peer].get_or_insert_with(|| (0..channels).map(|_| None).collect());
-            slot[ch] = Some(s);
+            slot[ch] = Some(Link::new(s, session));
         }
         let peers: Vec<Option<Peer>> = peers
             .into_iter()
             .enumerate()
             .map(|(p, chans)| {
                 chans.map(|c| Peer {
-                    timeouts: c.iter().map(|_| Mutex::new((None, None))).collect(),
-                    streams: c.into_iter().flatten().collect(),
+                    links: c.into_iter().flatten().collect(),
                     shaper: cfg.faults.get(&p).map(|spec| {
                         Mutex::new(Shaper {
                             spec: spec.clone(),
@@ -364,9 +428,8 @@ impl Mesh {
         let inline_max = peers
             .iter()
             .flatten()
-            .flat_map(|p: &Peer| p.streams.iter())
-            .map(|s: &TcpStream| s)
-            .filter_map(|s| socket2::SockRef::from(s).send_buffer_size().ok())
+            .flat_map(|p: &Peer| p.links.iter())
+            .filter_map(|l| socket2::SockRef::from(&l.stream).send_buffer_size().ok())
             .min()
             .map_or(INLINE_FLOOR, |b| (b / 2).clamp(INLINE_FLOOR, 4 << 20));
         Ok(Mesh {
@@ -397,17 +460,17 @@ impl Mesh {
             .get(peer)
             .and_then(Option::as_ref)
             .ok_or_else(|| std::io::Error::other(format!("no peer {peer}")))?;
-        p.streams
+        p.links
             .iter()
-            .map(|s| socket2::SockRef::from(s).tos_v4())
+            .map(|l| socket2::SockRef::from(&l.stream).tos_v4())
             .collect()
     }
 
     /// Shuts every connection down, so peers blocked on us fail at once.
     pub fn abort(&self) {
         for p in self.peers.iter().flatten() {
-            for s in &p.streams {
-                let _ = s.shutdown(Shutdown::Both);
+            for l in &p.links {
+                let _ = l.stream.shutdown(Shutdown::Both);
             }
         }
     }
@@ -416,24 +479,85 @@ impl Mesh {
     /// 100 ms per peer at most), then shuts every connection down. A peer waiting on us
     /// then reports `HCCL_E_REMOTE` with our reason instead of a bare lost connection.
     pub fn abort_with(&self, reason: &str) {
+        for p in self.peers.iter().flatten() {
+            if let Some(l) = p.links.first() {
+                let _ = self.send_notice(l, reason, Duration::from_millis(100));
+            }
+        }
+        self.abort();
+    }
+
+    /// Writes a tagged abort frame carrying `reason` (cut to [`ABORT_MAX`] bytes) on one
+    /// link, waiting at most `within` for room in the socket buffer.
+    fn send_notice(&self, l: &Link, reason: &str, within: Duration) -> std::io::Result<()> {
         let msg = &reason.as_bytes()[..reason.len().min(ABORT_MAX)];
-        let h = Header {
+        let head = Header {
             kind: Kind::Abort,
             dtype: 0,
             comm_id: self.cfg.comm_id,
             seq: 0,
             len: msg.len() as u32,
             chunk: 0,
-        };
-        let mut frame = h.encode().to_vec();
-        frame.extend_from_slice(msg);
-        for p in self.peers.iter().flatten() {
-            if let Some(mut s) = p.streams.first() {
-                let _ = s.set_write_timeout(Some(Duration::from_millis(100)));
-                let _ = s.write_all(&frame);
+        }
+        .encode();
+        let tag = seal::tag(l.tx.key(), l.tx.claim(), &head, msg);
+        l.stream
+            .set_write_timeout(Some(within.max(Duration::from_millis(1))))?;
+        write_all_vectored(
+            &l.stream,
+            &mut [IoSlice::new(&head), IoSlice::new(msg), IoSlice::new(&tag)],
+        )
+    }
+
+    /// Leaves on purpose: sends `reason` to every peer (as [`abort_with`](Self::abort_with)
+    /// does) and returns once every peer's kernel has acknowledged it, or after `within`.
+    /// A process may exit right after: the notice is not left in a send queue that a
+    /// reset would discard. Returns how many peers acknowledged in time.
+    ///
+    /// Each connection is shut down for writing (a FIN after the notice), emptied of
+    /// anything unread (closing a socket with unread bytes sends a reset, which discards
+    /// whatever of ours is still unsent), and closed with `SO_LINGER`, which makes the
+    /// close wait for the peer's acknowledgement; the closes run in parallel, one short
+    /// thread per connection, so one unresponsive peer does not hold up the others.
+    pub fn leave(self, reason: &str, within: Duration) -> usize {
+        let deadline = Instant::now() + within;
+        for (rank, p) in self.peers.iter().enumerate() {
+            if let Some(l) = p.as_ref().and_then(|p| p.links.first()) {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if let Err(e) = self.send_notice(l, reason, left) {
+                    tracing::debug!(peer = rank, "leave notice not sent: {e}");
+                }
             }
         }
-        self.abort();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut pending = 0;
+        for (rank, p) in self.peers.into_iter().enumerate() {
+            let Some(p) = p else { continue };
+            for (ch, l) in p.links.into_iter().enumerate() {
+                let tx = tx.clone();
+                // The socket moves into the thread, so its last descriptor closes there.
+                let spawned =
+                    std::thread::Builder::new()
+                        .name("hccl-leave".into())
+                        .spawn(move || {
+                            close_after_delivery(l.stream);
+                            let _ = tx.send((rank, ch));
+                        });
+                pending += usize::from(spawned.is_ok());
+            }
+        }
+        drop(tx);
+        let mut done: Vec<(usize, usize)> = Vec::with_capacity(pending);
+        while done.len() < pending {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(x) => done.push(x),
+                Err(_) => break,
+            }
+        }
+        // A peer counts once all its connections closed cleanly; channel 0 carries the
+        // notice, so that is the one that matters.
+        done.iter().filter(|(_, ch)| *ch == 0).count()
     }
 
     /// Claims the next per-link sequence numbers for one operation's traffic. Each link
@@ -476,7 +600,7 @@ impl Mesh {
     /// that fits in the local socket buffers goes inline without a helper thread, which
     /// on a small host is faster than threads competing for the cores; only one segment
     /// per direction is ever in flight. `traffic` decides how segments are striped over
-    /// the channels.
+    /// the channels, `class` whether the frames are tagged (see [`Kind::for_payload`]).
     #[allow(clippy::too_many_arguments)]
     pub fn exchange(
         &self,
@@ -484,6 +608,7 @@ impl Mesh {
         seq: (u64, u64),
         dtype: DataType,
         traffic: Traffic,
+        class: Payload,
         send: Option<(usize, &[u8])>,
         recv: Option<(usize, &mut [u8], RecvMode<'_>)>,
         deadline: Instant,
@@ -500,11 +625,12 @@ impl Mesh {
                 ),
             ));
         }
+        let kind = Kind::for_payload(class, self.cfg.authenticate_payloads);
         let seg = (SEGMENT / dtype.size()).max(1) * dtype.size();
         let send_len = send.as_ref().map_or(0, |(_, d)| d.len());
         let recv_len = recv.as_ref().map_or(0, |(_, d, _)| d.len());
         if send_len <= seg && recv_len <= seg {
-            return self.exchange_segment(op, seq, dtype, traffic, send, recv, deadline);
+            return self.exchange_segment(op, seq, dtype, traffic, kind, send, recv, deadline);
         }
         let (send, mut recv) = (send, recv);
         let mut k = 0;
@@ -525,7 +651,7 @@ impl Mesh {
             if s_part.is_none() && r_part.is_none() {
                 break;
             }
-            self.exchange_segment(op, seq, dtype, traffic, s_part, r_part, deadline)?;
+            self.exchange_segment(op, seq, dtype, traffic, kind, s_part, r_part, deadline)?;
             k += 1;
         }
         Ok(())
@@ -538,6 +664,7 @@ impl Mesh {
         seq: (u64, u64),
         dtype: DataType,
         traffic: Traffic,
+        kind: Kind,
         send: Option<(usize, &[u8])>,
         recv: Option<(usize, &mut [u8], RecvMode<'_>)>,
         deadline: Instant,
@@ -557,27 +684,27 @@ impl Mesh {
             // the peer reading: send inline, then receive, with no helper thread competing
             // for the CPU.
             if let Some((to, data)) = send {
-                let n = lanes(self.peer(to, op)?.streams.len(), data.len(), traffic);
+                let n = lanes(self.peer(to, op)?.links.len(), data.len(), traffic);
                 for (ch, part) in stripes(data.len(), n, elem).into_iter().enumerate() {
-                    self.send_stripe(op, to, seq.0, dtype, ch, &data[part], deadline)?;
+                    self.send_stripe(op, to, seq.0, dtype, kind, ch, &data[part], deadline)?;
                 }
             }
             if let Some((from, buf, mode)) = recv {
                 let wait = Wait::Spin;
-                self.recv_stripes(op, from, seq.1, dtype, traffic, buf, mode, wait, deadline)?;
+                let how = (dtype, traffic, kind, wait);
+                self.recv_stripes(op, from, seq.1, how, buf, mode, deadline)?;
             }
             return Ok(());
         }
         std::thread::scope(|scope| {
             let mut handles = Vec::new();
             if let Some((to, data)) = send {
-                let n = lanes(self.peer(to, op)?.streams.len(), data.len(), traffic);
+                let n = lanes(self.peer(to, op)?.links.len(), data.len(), traffic);
                 for (ch, part) in stripes(data.len(), n, elem).into_iter().enumerate() {
                     let d = &data[part];
-                    handles
-                        .push(scope.spawn(move || {
-                            self.send_stripe(op, to, seq.0, dtype, ch, d, deadline)
-                        }));
+                    handles.push(scope.spawn(move || {
+                        self.send_stripe(op, to, seq.0, dtype, kind, ch, d, deadline)
+                    }));
                 }
             }
             // Receive every stripe on this thread, in channel order: the senders run on
@@ -585,8 +712,8 @@ impl Mesh {
             // another channel's sender, and no receive thread needs spawning.
             let mut result = match recv {
                 Some((from, buf, mode)) => {
-                    let wait = Wait::Block;
-                    self.recv_stripes(op, from, seq.1, dtype, traffic, buf, mode, wait, deadline)
+                    let how = (dtype, traffic, kind, Wait::Block);
+                    self.recv_stripes(op, from, seq.1, how, buf, mode, deadline)
                 }
                 None => Ok(()),
             };
@@ -614,20 +741,25 @@ impl Mesh {
         op: &str,
         from: usize,
         seq: u64,
-        dtype: DataType,
-        traffic: Traffic,
+        (dtype, traffic, kind, wait): (DataType, Traffic, Kind, Wait),
         buf: &mut [u8],
         mode: RecvMode<'_>,
-        wait: Wait,
         deadline: Instant,
     ) -> CollResult<()> {
-        let n = lanes(self.peer(from, op)?.streams.len(), buf.len(), traffic);
+        let n = lanes(self.peer(from, op)?.links.len(), buf.len(), traffic);
         let mut rest = buf;
         for (ch, part) in stripes(rest.len(), n, dtype.size()).into_iter().enumerate() {
             let (head, tail) = rest.split_at_mut(part.len());
             rest = tail;
             let m = mode.narrow(part);
-            self.recv_stripe(op, from, seq, dtype, ch, head, m, wait, deadline)?;
+            let at = Expect {
+                from,
+                seq,
+                dtype,
+                kind,
+                ch,
+            };
+            self.recv_stripe(op, at, head, m, wait, deadline)?;
         }
         Ok(())
     }
@@ -639,12 +771,14 @@ impl Mesh {
         to: usize,
         seq: u64,
         dtype: DataType,
+        kind: Kind,
         ch: usize,
         data: &[u8],
         deadline: Instant,
     ) -> CollResult<()> {
         let peer = self.peer(to, op)?;
-        let s = &peer.streams[ch];
+        let link = &peer.links[ch];
+        let s = &link.stream;
         let chunk = self.chunk_bytes(dtype);
         for (i, part) in data.chunks(chunk).enumerate() {
             if let Some(sh) = &peer.shaper {
@@ -654,21 +788,29 @@ impl Mesh {
             if remaining.is_zero() {
                 return Err(io_error(op, to, &ErrorKind::TimedOut.into(), true));
             }
-            ensure_timeout(&peer.timeouts[ch], s, false, remaining)
+            ensure_timeout(&link.timeouts, s, false, remaining)
                 .map_err(|e| io_error(op, to, &e, false))?;
             let h = Header {
-                kind: Kind::Data,
+                kind,
                 dtype: dtype.code(),
                 comm_id: self.cfg.comm_id,
                 seq,
                 len: part.len() as u32,
                 chunk: i as u32,
             };
-            // Header and payload in one call: a small frame is one TCP segment and one
-            // wake-up at the receiver, and no payload is copied in user space.
+            // Header, payload and tag in one call: a small frame is one TCP segment and
+            // one wake-up at the receiver, and no payload is copied in user space. Every
+            // frame takes a number, tagged or not, so both ends count alike.
             let head = h.encode();
-            write_all_vectored(s, &mut [IoSlice::new(&head), IoSlice::new(part)])
-                .map_err(|e| io_error(op, to, &e, false))?;
+            let counter = link.tx.claim();
+            let written = if kind.tagged() {
+                let tag = seal::tag(link.tx.key(), counter, &head, part);
+                let mut bufs = [IoSlice::new(&head), IoSlice::new(part), IoSlice::new(&tag)];
+                write_all_vectored(s, &mut bufs)
+            } else {
+                write_all_vectored(s, &mut [IoSlice::new(&head), IoSlice::new(part)])
+            };
+            written.map_err(|e| io_error(op, to, &e, false))?;
         }
         Ok(())
     }
@@ -688,8 +830,8 @@ impl Mesh {
             {
                 drop(g);
                 if let Some(p) = self.peers[to].as_ref() {
-                    for s in &p.streams {
-                        let _ = s.shutdown(Shutdown::Both);
+                    for l in &p.links {
+                        let _ = l.stream.shutdown(Shutdown::Both);
                     }
                 }
                 return Err(CollError::new(
@@ -720,30 +862,39 @@ impl Mesh {
         (self.cfg.chunk_bytes.min(self.cfg.max_frame) / e).max(1) * e
     }
 
-    /// Receives one stripe from `from` on channel `ch`, chunk by chunk, checking every
-    /// header and landing the payload as `mode` says.
-    #[allow(clippy::too_many_arguments)]
+    /// Receives one stripe from `at.from` on channel `at.ch`, chunk by chunk, checking
+    /// every header (its length before anything else) and every tag, and landing the
+    /// payload as `mode` says. A tagged payload is checked before it is reduced; a copied
+    /// one lands in the destination first (the operation fails if its tag does not match,
+    /// and the destination is then undefined, as after any failure).
     fn recv_stripe(
         &self,
         op: &str,
-        from: usize,
-        seq: u64,
-        dtype: DataType,
-        ch: usize,
+        at: Expect,
         buf: &mut [u8],
         mode: RecvMode<'_>,
         wait: Wait,
         deadline: Instant,
     ) -> CollResult<()> {
+        let Expect {
+            from,
+            seq,
+            dtype,
+            kind,
+            ch,
+        } = at;
         let peer = self.peer(from, op)?;
+        let link = &peer.links[ch];
         let chunk = self.chunk_bytes(dtype);
+        let tag_len = if kind.tagged() { TAG_LEN } else { 0 };
+        let io = |e: std::io::Error| io_error(op, from, &e, false);
         // Reused across calls on this thread: a fresh zeroed buffer per stripe cost a
         // memset of up to a chunk each time.
         RECV_BUFFERS.with_borrow_mut(|(scratch, small)| {
             if matches!(mode, RecvMode::Reduce(_) | RecvMode::ReduceFrom(..)) {
                 scratch.resize(chunk.min(buf.len()).max(scratch.len()), 0);
             }
-            let s = &peer.streams[ch];
+            let s = &link.stream;
             for (i, dst) in buf.chunks_mut(chunk).enumerate() {
                 let at = i * chunk;
                 let mode = mode.narrow(at..at + dst.len());
@@ -751,8 +902,7 @@ impl Mesh {
                 if remaining.is_zero() {
                     return Err(io_error(op, from, &ErrorKind::TimedOut.into(), true));
                 }
-                ensure_timeout(&peer.timeouts[ch], s, true, remaining)
-                    .map_err(|e| io_error(op, from, &e, false))?;
+                ensure_timeout(&link.timeouts, s, true, remaining).map_err(io)?;
                 let mut hb = [0u8; HEADER_LEN];
                 // A small frame usually arrives whole, so it is read with one call into a
                 // buffer sized by what this rank expects (never by what the peer announces);
@@ -761,15 +911,15 @@ impl Mesh {
                 let combined = dst.len() <= COMBINE_MAX;
                 let mut have = 0;
                 if combined {
-                    small.resize(HEADER_LEN + dst.len(), 0);
-                    have = read_at_least(s, small, HEADER_LEN, wait)
-                        .map_err(|e| io_error(op, from, &e, false))?;
+                    small.resize(HEADER_LEN + dst.len() + tag_len, 0);
+                    have = read_at_least(s, small, HEADER_LEN, wait).map_err(io)?;
                     hb.copy_from_slice(&small[..HEADER_LEN]);
                 } else {
-                    read_exact(s, &mut hb, wait).map_err(|e| io_error(op, from, &e, false))?;
+                    read_exact(s, &mut hb, wait).map_err(io)?;
                 }
+                let counter = link.rx.claim();
                 let want = Header {
-                    kind: Kind::Data,
+                    kind,
                     dtype: dtype.code(),
                     comm_id: self.cfg.comm_id,
                     seq,
@@ -785,7 +935,13 @@ impl Mesh {
                     } else {
                         &[][..]
                     };
-                    return Err(read_abort(s, from, op, already, h.len as usize));
+                    let notice = Notice {
+                        header: &hb,
+                        len: h.len as usize,
+                        counter,
+                        already,
+                    };
+                    return Err(self.read_abort(link, from, ch, op, notice));
                 }
                 Header::decode(&hb)
                     .and_then(|h| h.expect(&want, self.cfg.max_frame))
@@ -797,35 +953,50 @@ impl Mesh {
                             format!("bad frame: {m}"),
                         )
                     })?;
-                if combined && have < small.len() {
-                    read_exact(s, &mut small[have..], Wait::Block)
-                        .map_err(|e| io_error(op, from, &e, false))?;
-                }
-                match mode {
-                    _ if combined => {
-                        let payload = &small[HEADER_LEN..];
-                        match mode {
-                            RecvMode::Copy => dst.copy_from_slice(payload),
-                            RecvMode::Reduce(rop) => reduce_into(rop, dtype, dst, payload),
-                            RecvMode::ReduceFrom(rop, src) => {
-                                reduce_apart(rop, dtype, dst, src, payload)
-                            }
+                let check = |payload: &[u8], tag: &[u8]| {
+                    if tag_len == 0 || seal::verify(link.rx.key(), counter, &hb, payload, tag) {
+                        Ok(())
+                    } else {
+                        Err(forged(op, from, ch, &link.stream))
+                    }
+                };
+                if combined {
+                    if have < small.len() {
+                        read_exact(s, &mut small[have..], Wait::Block).map_err(io)?;
+                    }
+                    let (payload, tag) = small[HEADER_LEN..].split_at(dst.len());
+                    check(payload, tag)?;
+                    match mode {
+                        RecvMode::Copy => dst.copy_from_slice(payload),
+                        RecvMode::Reduce(rop) => reduce_into(rop, dtype, dst, payload),
+                        RecvMode::ReduceFrom(rop, src) => {
+                            reduce_apart(rop, dtype, dst, src, payload)
                         }
                     }
-                    RecvMode::Copy => read_exact(s, dst, Wait::Block)
-                        .map_err(|e| io_error(op, from, &e, false))?,
+                    continue;
+                }
+                let mut tag = [0u8; TAG_LEN];
+                let tag = &mut tag[..tag_len];
+                match mode {
+                    RecvMode::Copy => {
+                        read_exact(s, dst, Wait::Block).map_err(io)?;
+                        read_exact(s, tag, Wait::Block).map_err(io)?;
+                        check(dst, tag)?;
+                    }
                     // The same operand order as `Reduce` (own value first), so max and min
                     // treat NaN and signed zeros identically in and out of place.
                     RecvMode::ReduceFrom(rop, src) => {
                         let tmp = &mut scratch[..dst.len()];
-                        read_exact(s, tmp, Wait::Block)
-                            .map_err(|e| io_error(op, from, &e, false))?;
+                        read_exact(s, tmp, Wait::Block).map_err(io)?;
+                        read_exact(s, tag, Wait::Block).map_err(io)?;
+                        check(tmp, tag)?;
                         reduce_apart(rop, dtype, dst, src, tmp);
                     }
                     RecvMode::Reduce(rop) => {
                         let tmp = &mut scratch[..dst.len()];
-                        read_exact(s, tmp, Wait::Block)
-                            .map_err(|e| io_error(op, from, &e, false))?;
+                        read_exact(s, tmp, Wait::Block).map_err(io)?;
+                        read_exact(s, tag, Wait::Block).map_err(io)?;
+                        check(tmp, tag)?;
                         reduce_into(rop, dtype, dst, tmp);
                     }
                 }
@@ -833,6 +1004,94 @@ impl Mesh {
             Ok(())
         })
     }
+
+    /// Reads an abort frame's message and tag (part of which may already be in
+    /// `n.already`) and turns it into the `HCCL_E_REMOTE` error the operation returns,
+    /// or into an authentication failure if its tag does not match. Its announced length
+    /// is checked before anything is read.
+    fn read_abort(
+        &self,
+        link: &Link,
+        from: usize,
+        ch: usize,
+        op: &str,
+        n: Notice<'_>,
+    ) -> CollError {
+        if n.len > ABORT_MAX {
+            return CollError::new(
+                HcclCode::TcpTransfer,
+                op,
+                Some(from),
+                format!(
+                    "bad frame: abort notice of {} bytes exceeds the maximum {ABORT_MAX}",
+                    n.len
+                ),
+            );
+        }
+        let mut frame = [0u8; ABORT_MAX + TAG_LEN];
+        let frame = &mut frame[..n.len + TAG_LEN];
+        let have = n.already.len().min(frame.len());
+        frame[..have].copy_from_slice(&n.already[..have]);
+        if have < frame.len() {
+            // The rest is in flight or never comes: wait briefly, not for the op deadline.
+            let _ = link
+                .stream
+                .set_read_timeout(Some(Duration::from_millis(200)));
+            if let Err(e) = (&link.stream).read_exact(&mut frame[have..]) {
+                return io_error(op, from, &e, false);
+            }
+        }
+        let (msg, tag) = frame.split_at(n.len);
+        if !seal::verify(link.rx.key(), n.counter, n.header, msg, tag) {
+            return forged(op, from, ch, &link.stream);
+        }
+        CollError::new(
+            HcclCode::Remote,
+            op,
+            Some(from),
+            format!(
+                "peer rank {from} aborted the operation: {}",
+                String::from_utf8_lossy(msg)
+            ),
+        )
+    }
+}
+
+/// What a receive expects of the frames of one stripe.
+#[derive(Debug, Clone, Copy)]
+struct Expect {
+    from: usize,
+    seq: u64,
+    dtype: DataType,
+    kind: Kind,
+    ch: usize,
+}
+
+/// An abort frame whose header has been read.
+struct Notice<'a> {
+    header: &'a [u8; HEADER_LEN],
+    len: usize,
+    counter: u64,
+    already: &'a [u8],
+}
+
+/// The error for a frame whose tag does not match: forged, altered, replayed, reordered,
+/// or copied from another connection. The operation fails, which shuts every connection
+/// of the communicator down; the process carries on.
+fn forged(op: &str, from: usize, ch: usize, s: &TcpStream) -> CollError {
+    let addr = s
+        .peer_addr()
+        .map_or_else(|_| "unknown address".to_string(), |a| a.to_string());
+    tracing::warn!(peer = from, %addr, channel = ch, "frame failed authentication; dropping the connection");
+    CollError::new(
+        HcclCode::TcpTransfer,
+        op,
+        Some(from),
+        format!(
+            "frame from rank {from} ({addr}, channel {ch}) failed authentication \
+             (forged, altered, replayed or out of order); connection dropped"
+        ),
+    )
 }
 
 /// How a receive waits for the header of its next frame. The rest of a frame that has
@@ -908,27 +1167,24 @@ fn read_exact(s: &TcpStream, buf: &mut [u8], wait: Wait) -> std::io::Result<()> 
     read_at_least(s, buf, buf.len(), wait).map(|_| ())
 }
 
-/// Reads an abort frame's message (part of which may already be in `already`) and turns
-/// it into the `HCCL_E_REMOTE` error the operation returns.
-fn read_abort(mut s: &TcpStream, from: usize, op: &str, already: &[u8], len: usize) -> CollError {
-    let len = len.min(ABORT_MAX);
-    let mut msg = already[..already.len().min(len)].to_vec();
-    if msg.len() < len {
-        let mut rest = vec![0u8; len - msg.len()];
-        let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
-        if s.read_exact(&mut rest).is_ok() {
-            msg.extend_from_slice(&rest);
+/// Closes a connection so that what was written to it is delivered first: FIN after the
+/// data, unread bytes drained (a close with unread bytes resets the connection and drops
+/// our unsent data), then a close that lingers until the peer acknowledged everything (at
+/// most a second: `SO_LINGER` counts whole seconds, and 0 would mean "reset").
+fn close_after_delivery(s: TcpStream) {
+    let _ = s.shutdown(Shutdown::Write);
+    let _ = s.set_nonblocking(true);
+    let mut sink = [0u8; 4096];
+    loop {
+        match (&s).read(&mut sink) {
+            Ok(n) if n > 0 => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            _ => break,
         }
     }
-    CollError::new(
-        HcclCode::Remote,
-        op,
-        Some(from),
-        format!(
-            "peer rank {from} aborted the operation: {}",
-            String::from_utf8_lossy(&msg)
-        ),
-    )
+    let _ = s.set_nonblocking(false);
+    let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::from_secs(1)));
+    drop(s);
 }
 
 /// Splits `len` bytes into `n` contiguous ranges aligned to `elem`, as even as possible.
@@ -953,8 +1209,15 @@ fn connect_one(
     ch: usize,
     cfg: &TransportConfig,
     deadline: Instant,
-) -> CollResult<TcpStream> {
+) -> CollResult<Link> {
     let op = "init: connect";
+    // Each attempt waits this long for the SYN to be answered, doubling every four
+    // unanswered attempts up to 2 s (for links slower than that). A listener whose accept
+    // queue is full (a flood before its owner started accepting) drops SYNs, and the
+    // kernel would retransmit only after 1 s, then 3 s: a fresh attempt sooner gets in as
+    // soon as the queue drains.
+    let mut attempt_timeout = Duration::from_millis(250);
+    let mut unanswered = 0u32;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
@@ -977,7 +1240,7 @@ fn connect_one(
             if let Some(dev) = &cfg.bind_device {
                 sock.bind_device(Some(dev.as_bytes()))?;
             }
-            sock.connect_timeout(&addr.into(), remaining.min(Duration::from_secs(2)))?;
+            sock.connect_timeout(&addr.into(), remaining.min(attempt_timeout))?;
             let s: TcpStream = sock.into();
             // Connecting to a port nobody listens on can connect the socket to itself when
             // the kernel picks that very port as the source (TCP simultaneous open on the
@@ -1000,17 +1263,35 @@ fn connect_one(
                     rank: rank as u32,
                     channel: ch as u32,
                 };
-                auth::connect(&mut s, &cfg.key, me).map_err(|m| {
-                    CollError::new(
-                        HcclCode::TcpConnect,
-                        op,
-                        Some(peer),
-                        format!("handshake with {addr} failed: {m}"),
-                    )
-                })?;
-                let _ = s.set_read_timeout(None);
-                let _ = s.set_write_timeout(None);
-                return Ok(s);
+                match auth::connect(&mut s, &cfg.key, me) {
+                    Ok(session) => {
+                        let _ = s.set_read_timeout(None);
+                        let _ = s.set_write_timeout(None);
+                        return Ok(Link::new(s, session));
+                    }
+                    // The acceptor dropped the connection before answering: it was shedding
+                    // handshakes under a flood (see `accept`), or restarting. Try again.
+                    Err(auth::AuthError::Read(e) | auth::AuthError::Write(e))
+                        if matches!(
+                            e.kind(),
+                            ErrorKind::UnexpectedEof
+                                | ErrorKind::ConnectionReset
+                                | ErrorKind::BrokenPipe
+                                | ErrorKind::ConnectionAborted
+                        ) =>
+                    {
+                        tracing::debug!(peer, %addr, "handshake cut short ({e}); retrying");
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(m) => {
+                        return Err(CollError::new(
+                            HcclCode::TcpConnect,
+                            op,
+                            Some(peer),
+                            format!("handshake with {addr} failed: {m}"),
+                        ));
+                    }
+                }
             }
             Err(e)
                 if matches!(
@@ -1018,7 +1299,14 @@ fn connect_one(
                     ErrorKind::ConnectionRefused | ErrorKind::TimedOut | ErrorKind::WouldBlock
                 ) =>
             {
-                // The peer is not listening yet; retry until the deadline.
+                // The peer is not listening yet, or its queue is full; retry until the
+                // deadline.
+                if e.kind() != ErrorKind::ConnectionRefused {
+                    unanswered += 1;
+                    if unanswered.is_multiple_of(4) {
+                        attempt_timeout = (attempt_timeout * 2).min(Duration::from_secs(2));
+                    }
+                }
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err(e) => {
@@ -1031,83 +1319,6 @@ fn connect_one(
             }
         }
     }
-}
-
-fn accept_all(
-    listener: &TcpListener,
-    rank: usize,
-    world: usize,
-    cfg: &TransportConfig,
-    expected: usize,
-    deadline: Instant,
-) -> CollResult<Vec<(usize, usize, TcpStream)>> {
-    let op = "init: accept";
-    let mut got: Vec<(usize, usize, TcpStream)> = Vec::new();
-    let mut rejected: Vec<String> = Vec::new();
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| CollError::new(HcclCode::TcpConnect, op, None, e.to_string()))?;
-    while got.len() < expected {
-        if Instant::now() >= deadline {
-            let have: Vec<usize> = got.iter().map(|(p, _, _)| *p).collect();
-            let missing: Vec<usize> = (rank + 1..world).filter(|p| !have.contains(p)).collect();
-            let _ = listener.set_nonblocking(false);
-            return Err(CollError::new(
-                HcclCode::TcpConnect,
-                op,
-                missing.first().copied(),
-                format!(
-                    "timed out waiting for ranks {missing:?} to connect{}",
-                    if rejected.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; rejected: {}", rejected.join("; "))
-                    }
-                ),
-            ));
-        }
-        match listener.accept() {
-            Ok((mut s, from)) => {
-                let _ = s.set_nonblocking(false);
-                let remaining = deadline.saturating_duration_since(Instant::now());
-                let _ = s.set_read_timeout(Some(remaining.min(Duration::from_secs(10))));
-                let _ = s.set_write_timeout(Some(remaining.min(Duration::from_secs(10))));
-                let _ = tune(&s, cfg);
-                match auth::accept(&mut s, &cfg.key, cfg.comm_id) {
-                    Ok(h) => {
-                        let (p, ch) = (h.rank as usize, h.channel as usize);
-                        if p <= rank
-                            || p >= world
-                            || ch >= cfg.channels
-                            || got.iter().any(|(gp, gc, _)| *gp == p && *gc == ch)
-                        {
-                            rejected.push(format!("{from}: unexpected rank {p} channel {ch}"));
-                            continue;
-                        }
-                        let _ = s.set_read_timeout(None);
-                        let _ = s.set_write_timeout(None);
-                        got.push((p, ch, s));
-                    }
-                    Err(m @ auth::AuthError::ClosedUnspoken) => {
-                        tracing::debug!(peer = %from, "connection {m}");
-                    }
-                    Err(m) => {
-                        tracing::warn!(peer = %from, "rejected connection: {m}");
-                        rejected.push(format!("{from}: {m}"));
-                    }
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(2))
-            }
-            Err(e) => {
-                rejected.push(format!("accept: {e}"));
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
-    }
-    let _ = listener.set_nonblocking(false);
-    Ok(got)
 }
 
 #[cfg(test)]
