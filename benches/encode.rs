@@ -38,8 +38,8 @@ fn populated_store() -> Arc<Store> {
             description: Some("link down".into()),
         }]);
         c.hccs = Hccs {
-            tx_bytes_per_second: Some([1.5e9; 16]),
-            rx_bytes_per_second: Some([1.25e9; 16]),
+            tx_bytes_per_second: Some([Some(1.5e9); 16]),
+            rx_bytes_per_second: Some([Some(1.25e9); 16]),
             tx_flits: Some([123_456; 16]),
             rx_flits: Some([654_321; 16]),
             crc_errors: Some([0; 16]),

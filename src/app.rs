@@ -14,6 +14,7 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::export::{otlp, server};
 use crate::probe::ProbeSettings;
+use crate::probe::device::runner::{PingError, PingReply, Pinger};
 use crate::snapshot::Store;
 use crate::snapshot::status::BuildInfo;
 use crate::telemetry::dcmi::DcmiError;
@@ -21,6 +22,7 @@ use crate::telemetry::faults::{FaultTable, FaultTableError, SharedFaultTable};
 use crate::telemetry::hccn::Hccn;
 use crate::telemetry::host::HostSource;
 use crate::telemetry::{poller, setup};
+use std::net::Ipv4Addr;
 
 /// Why the daemon could not run.
 #[derive(Debug, thiserror::Error)]
@@ -124,7 +126,8 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
     }
     let hccn = start_hccn(&config, &env, &store, npu_poller, &mut stops)?;
     if config.probe.enabled {
-        let settings = ProbeSettings::from_config(&config)?;
+        let mut settings = ProbeSettings::from_config(&config)?;
+        settings.device = device_probe(&config, hccn.as_ref(), &store);
         let (tx, rx) = mpsc::channel();
         stops.push(tx);
         crate::probe::spawn(settings, store.clone(), rx).map_err(|source| AppError::Start {
@@ -265,6 +268,71 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
     runtime.shutdown_timeout(Duration::from_millis(500));
     tracing::info!("hcclwatch stopped");
     result
+}
+
+/// `hccn_tool -ping` as the device plane's pinger.
+struct HccnPinger(Arc<Hccn>);
+
+impl Pinger for HccnPinger {
+    fn ping(&self, phy: u32, dst: Ipv4Addr) -> Result<PingReply, PingError> {
+        use crate::telemetry::hccn::HccnError as E;
+        match self.0.ping(phy, dst) {
+            Ok(r) => Ok(PingReply {
+                sent: r.sent,
+                received: r.received,
+                rtts: r.rtts.iter().flatten().copied().collect(),
+            }),
+            Err(E::NotSupported) => Err(PingError::Unsupported),
+            Err(E::Busy(_)) => Err(PingError::Busy),
+            Err(E::Timeout(_) | E::QueueTimeout(_)) => Err(PingError::Timeout),
+            Err(e) => Err(PingError::Failed(e.to_string())),
+        }
+    }
+}
+
+/// Device-plane probing settings when it can run: `[device_probe] enabled` and
+/// `hccn_tool` installed; this node's ports are the RoCE IPs the port poller found (read
+/// each time the group forms). One log line says why it is off.
+fn device_probe(
+    config: &Config,
+    hccn: Option<&Arc<Hccn>>,
+    store: &Arc<Store>,
+) -> Option<crate::probe::device::DeviceSettings> {
+    if !config.device_probe.enabled {
+        tracing::info!("device-plane probing off: device_probe.enabled = false");
+        return None;
+    }
+    let Some(hccn) = hccn else {
+        tracing::info!(
+            "device-plane probing off: hccn_tool is not installed (telemetry.hccn_tool); NPU ports are not pinged"
+        );
+        return None;
+    };
+    let store = store.clone();
+    let warned = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let local_ports = Arc::new(move || {
+        let ports: Vec<(u32, Ipv4Addr)> = store
+            .ports()
+            .map(|p| {
+                p.ports
+                    .iter()
+                    .filter_map(|(phy, r)| r.device_ips.first().map(|ip| (*phy, *ip)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if ports.is_empty() && !warned.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            tracing::info!(
+                "device-plane probing: no NPU device IP found yet (hccn_tool -ip -g, /etc/hccn.conf); this node announces no port until it has one"
+            );
+        }
+        ports
+    });
+    let pinger: Arc<dyn Pinger> = Arc::new(HccnPinger(hccn.clone()));
+    Some(crate::probe::settings::device_settings(
+        config,
+        pinger,
+        local_ports,
+    ))
 }
 
 /// Sets up `hccn_tool` when it is installed: the handle (shared with the device prober)

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Daemon, Start, fake_config, value};
+use common::{Daemon, Start, fake_config, samples, value};
 use serde_json::{Value, json};
 
 fn chip(phy: u32, logic: u32, serial: &str) -> Value {
@@ -893,5 +893,96 @@ fn processes_are_bounded_to_32_per_npu() {
         ),
         None,
         "the eight smallest are left out"
+    );
+}
+
+/// A reading outside physical ranges (200 °C, 2.5 kW) is omitted, counted as an invalid
+/// value and logged once while it stays, not once a cycle; one HCCS link with no physical
+/// bandwidth (1e308 GB/s) loses its series and the chip's other links keep theirs.
+#[test]
+fn implausible_readings_are_omitted_counted_and_logged_once() {
+    let cfg = fake_config("");
+    let scen = scenario(|s| {
+        chip_mut(s, 0, 0)["temperature_c"] = json!(200);
+        chip_mut(s, 0, 1)["power_dw"] = json!(25_000);
+        chip_mut(s, 1, 0)["hccs"]["tx_bandwidth_gbps"] = json!([1.5, 1e308]);
+    });
+    let d = Daemon::start(Start::new(&cfg).scenario(&scen));
+    // Several sensor cycles (300 ms each) with the bad values in place.
+    let s = d.wait_for(
+        "repeated invalid temperatures",
+        Duration::from_secs(15),
+        |s| {
+            value(
+                s,
+                "hcclwatch_dcmi_call_errors_total",
+                &[
+                    ("call", "dcmi_get_device_temperature"),
+                    ("code", "invalid_value"),
+                ],
+            )
+            .is_some_and(|v| v >= 4.0)
+        },
+    );
+    assert_eq!(
+        value(&s, "hcclwatch_npu_temperature_celsius", &npu("0")),
+        None
+    );
+    assert_eq!(
+        value(&s, "hcclwatch_npu_temperature_celsius", &npu("1")),
+        Some(46.0)
+    );
+    assert_eq!(value(&s, "hcclwatch_npu_power_watts", &npu("1")), None);
+    assert_eq!(
+        value(&s, "hcclwatch_npu_power_watts", &npu("0")),
+        Some(215.0)
+    );
+    let log = d.log();
+    let temp_logs = log
+        .lines()
+        .filter(|l| l.contains("invalid value") && l.contains("dcmi_get_device_temperature"))
+        .count();
+    assert_eq!(temp_logs, 1, "logged {temp_logs} times:\n{log}");
+    let link = |l: &str, dir: &str| {
+        value(
+            &s,
+            "hcclwatch_npu_hccs_bandwidth_bytes_per_second",
+            &[("npu", "4"), ("link", l), ("direction", dir)],
+        )
+    };
+    assert_eq!(link("0", "tx"), Some(1.5e9));
+    assert_eq!(link("1", "tx"), None);
+    assert_eq!(link("0", "rx"), Some(2.0e9));
+}
+
+/// Two chips that report the same physical id: the first keeps its series, the second is
+/// left out, and the error names both.
+#[test]
+fn a_duplicate_physical_id_names_both_chips() {
+    let cfg = fake_config("");
+    let scen = scenario(|s| {
+        chip_mut(s, 1, 0)["phy_id"] = json!(0);
+    });
+    let d = Daemon::start(Start::new(&cfg).scenario(&scen));
+    let s = d.wait_for("the inventory", Duration::from_secs(15), |s| {
+        value(s, "hcclwatch_devices", &[]).is_some_and(|v| v >= 1.0)
+            && d.log().contains("same physical id")
+    });
+    assert_eq!(value(&s, "hcclwatch_devices", &[]), Some(2.0));
+    // The first chip with phy 0 is card 0's (serial SN-A), not card 3's.
+    let info = samples(
+        &s,
+        "hcclwatch_npu_info",
+        &[("npu", "0"), ("serial", "SN-A")],
+    );
+    assert_eq!(info.len(), 1, "{s}");
+    let log = d.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("same physical id"))
+        .unwrap();
+    assert!(
+        line.contains("first_logic_id=0") && line.contains("second_logic_id=2"),
+        "{line}"
     );
 }

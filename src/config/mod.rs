@@ -357,6 +357,9 @@ pub struct CollectiveConfig {
     /// Bind outgoing connections to this interface (`SO_BINDTODEVICE`, needs root).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bind_device: Option<String>,
+    /// Also MAC the probes' measurement payloads (control frames always are). The
+    /// daemon's payloads are small, so this is on; `hcclwatch bench` leaves it off.
+    pub authenticate_payloads: bool,
 }
 
 impl Default for CollectiveConfig {
@@ -378,6 +381,7 @@ impl Default for CollectiveConfig {
             algo: String::new(),
             traffic_class: -1,
             bind_device: None,
+            authenticate_payloads: true,
         }
     }
 }

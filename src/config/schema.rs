@@ -338,6 +338,10 @@ pub const SCHEMA: &[Key] = &[
         kind: Kind::Str,
     },
     Key {
+        path: "collective.authenticate_payloads",
+        kind: Kind::Bool,
+    },
+    Key {
         path: "collective.traffic_class",
         kind: Kind::Int { min: -1, max: 255 },
     },

@@ -91,6 +91,14 @@ pub fn spawn(
                 p.jitter = xorshift(p.jitter);
                 next = (next + jittered(p.s.interval, p.jitter)).max(Instant::now());
                 p.tick(&store);
+                p.part.handshakes_rejected =
+                    p.s.comm
+                        .transport
+                        .stats
+                        .rejected_all()
+                        .into_iter()
+                        .map(|(r, n)| (r.as_str(), n))
+                        .collect();
                 store.publish_probe(p.part.clone());
             }
         })

@@ -498,6 +498,12 @@ impl Prober {
         }
         if self.device_on {
             self.part.device = Some(self.device.view().clone());
+            if self.device.local_changed() {
+                tracing::info!(
+                    "this node's NPU ports changed; re-forming the group to announce them"
+                );
+                self.comm = None;
+            }
         }
     }
 

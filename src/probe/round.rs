@@ -136,7 +136,10 @@ fn from_f64s(b: &[u8]) -> Vec<f64> {
         .collect()
 }
 
-/// A round in progress on one member.
+/// A round in progress on one member. Measurement traffic (the all-reduces, pings,
+/// exchanges and re-pairings) runs as bulk payload, tagged when
+/// `collective.authenticate_payloads` is on; the barrier, the plan and the gathered rows are
+/// control frames, always tagged.
 struct Exchange<'a> {
     cx: &'a opentelemetry::Context,
     comm: &'a mut Communicator,
@@ -174,6 +177,7 @@ impl Exchange<'_> {
         let mut small = vec![0u8; count * 4];
         let (algo, latency, w) = timed(|| {
             self.comm
+                .bulk()
                 .all_reduce_in_place(&mut small, count, DataType::Fp32, ReduceOp::Sum)
         })?;
         let factor = 2.0 * (n as f64 - 1.0) / n as f64;
@@ -203,8 +207,10 @@ impl Exchange<'_> {
         let len = ping.len();
         let ((), rtt, w) = timed(|| {
             self.comm
+                .bulk()
                 .send_recv(&ping, right, &mut pong, left, len, DataType::Uint8)?;
             self.comm
+                .bulk()
                 .send_recv(&ping, left, &mut pong, right, len, DataType::Uint8)
         })?;
         trace::op(
@@ -226,7 +232,7 @@ impl Exchange<'_> {
         let (n, r) = (self.comm.size(), self.comm.rank());
         let len = send.len();
         let ((), link, w) = timed(|| {
-            self.comm.send_recv(
+            self.comm.bulk().send_recv(
                 send,
                 (r + stride) % n,
                 recv,
@@ -264,10 +270,12 @@ impl Exchange<'_> {
             // not the link's.
             let mut one = [0u8; 1];
             self.comm
+                .bulk()
                 .send_recv(&[1u8], other, &mut one, other, 1, DataType::Uint8)?;
             let len = send.len();
             let ((), secs, w) = timed(|| {
                 self.comm
+                    .bulk()
                     .send_recv(send, other, recv, other, len, DataType::Uint8)
             })?;
             trace::op(
@@ -296,6 +304,7 @@ impl Exchange<'_> {
         let mut buf = vec![0u8; count * 4];
         let (algo, secs, w) = timed(|| {
             self.comm
+                .bulk()
                 .all_reduce_in_place(&mut buf, count, DataType::Fp32, ReduceOp::Sum)
         })?;
         let factor = 2.0 * (n as f64 - 1.0) / n as f64;

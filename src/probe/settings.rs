@@ -83,24 +83,13 @@ pub enum SettingsError {
     /// No key file.
     #[error("collective.key_file is required")]
     NoKey,
-    /// The key file cannot be read.
-    #[error("reading collective.key_file {}: {source}", path.display())]
-    KeyRead {
+    /// The key file cannot be used.
+    #[error("collective.key_file {}: {source}", path.display())]
+    Key {
         /// The file.
         path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// The key is too short to be a secret.
-    #[error(
-        "collective.key_file {} holds {len} bytes; use at least 16 random bytes",
-        path.display()
-    )]
-    KeyShort {
-        /// The file.
-        path: PathBuf,
-        /// Bytes found (whitespace removed).
-        len: usize,
+        /// Why.
+        source: crate::config::file::SecretError,
     },
     /// `collective.algo` is not `HCCL_ALGO` syntax.
     #[error("{0}")]
@@ -209,28 +198,22 @@ fn dns_members(config: &Config) -> Result<(Source, SocketAddr, u64), SettingsErr
     Ok((source, listen, fnv1a(c.peers_dns.bytes())))
 }
 
-/// The shared key: the file's bytes without whitespace, at least 16 of them.
+/// The shared key: the file's one token, surrounding whitespace trimmed, at least 16
+/// bytes, read as every secret is (a regular file, bounded, with a deadline).
 fn read_key(config: &Config) -> Result<Vec<u8>, SettingsError> {
     let path = config
         .collective
         .key_file
         .as_ref()
         .ok_or(SettingsError::NoKey)?;
-    let key: Vec<u8> = std::fs::read(path)
-        .map_err(|source| SettingsError::KeyRead {
-            path: path.clone(),
-            source,
-        })?
-        .into_iter()
-        .filter(|b| !b.is_ascii_whitespace())
-        .collect();
-    if key.len() < 16 {
-        return Err(SettingsError::KeyShort {
-            path: path.clone(),
-            len: key.len(),
-        });
+    let secret = crate::config::file::read_key(path).map_err(|source| SettingsError::Key {
+        path: path.clone(),
+        source,
+    })?;
+    if secret.world_readable {
+        tracing::warn!(path = %path.display(), "collective.key_file is readable by every user; make it 0600 or 0400");
     }
-    Ok(key)
+    Ok(secret.bytes)
 }
 
 /// The engine's transport and timeouts for a group with base id `base_id`.
@@ -245,6 +228,7 @@ fn comm_config(config: &Config, base_id: u64, key: Vec<u8>) -> Result<CommConfig
         t.traffic_class = Some(c.traffic_class as u32);
     }
     t.bind_device = c.bind_device.clone();
+    t.authenticate_payloads = c.authenticate_payloads;
     let mut comm = CommConfig::new(t);
     comm.exec_timeout = c.exec_timeout;
     if !c.algo.is_empty() {

@@ -79,8 +79,8 @@ pub fn chip(phy: u32) -> ChipReadings {
             pre_correction_ber: Some(1e-9),
         }),
         hccs: Hccs {
-            tx_bytes_per_second: Some([1.0; 16]),
-            rx_bytes_per_second: Some([1.0; 16]),
+            tx_bytes_per_second: Some([Some(1.0); 16]),
+            rx_bytes_per_second: Some([Some(1.0); 16]),
             tx_flits: Some([1; 16]),
             rx_flits: Some([1; 16]),
             crc_errors: Some([0; 16]),

@@ -189,9 +189,9 @@ pub struct PacketCounters {
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Hccs {
     /// Per-link transmit bandwidth, bytes/s, when read.
-    pub tx_bytes_per_second: Option<[f64; 16]>,
+    pub tx_bytes_per_second: Option<[Option<f64>; 16]>,
     /// Per-link receive bandwidth, bytes/s, when read.
-    pub rx_bytes_per_second: Option<[f64; 16]>,
+    pub rx_bytes_per_second: Option<[Option<f64>; 16]>,
     /// Per-link transmitted flits, when read.
     pub tx_flits: Option<[u64; 16]>,
     /// Per-link received flits, when read.

@@ -187,6 +187,8 @@ pub struct ProbeSnapshot {
     pub collective_durations: Vec<CollectiveDurations>,
     /// The device plane, when this node probes it.
     pub device: Option<DeviceView>,
+    /// Incoming probe connections refused before they proved the key, by reason.
+    pub handshakes_rejected: Vec<(&'static str, u64)>,
 }
 
 /// One NPU port of the group on the device plane.

@@ -535,8 +535,13 @@ fn per_link<T: Copy>(
 }
 
 fn hccs(chips: &[&ChipReadings], f: &mut dyn Sink) -> fmt::Result {
-    let mut bw = per_link(chips, |h| h.tx_bytes_per_second, Some("tx"));
-    bw.extend(per_link(chips, |h| h.rx_bytes_per_second, Some("rx")));
+    // A link whose bandwidth was no physical value has no series; the chip's other links
+    // keep theirs.
+    let bw: Vec<(Labels, f64)> = per_link(chips, |h| h.tx_bytes_per_second, Some("tx"))
+        .into_iter()
+        .chain(per_link(chips, |h| h.rx_bytes_per_second, Some("rx")))
+        .filter_map(|(l, v)| v.map(|v| (l, v)))
+        .collect();
     f.gauge(
         "hcclwatch_npu_hccs_bandwidth_bytes_per_second",
         "HCCS link bandwidth over the DCMI sampling window, by link and direction.",

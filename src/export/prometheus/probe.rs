@@ -90,6 +90,14 @@ fn group(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
         "Whether the member list could not be refreshed for probe.membership_stale_after (probing stops, fail-closed).",
         one(flag(pr.membership_stale)),
     )?;
+    f.counter(
+        "hcclwatch_probe_handshakes_rejected",
+        "Incoming probe connections refused before they proved the shared key, by reason (bad_mac, timeout, too_many_pending, per_source_limit, bad_magic, wrong_comm, unexpected_peer, io_error).",
+        pr.handshakes_rejected
+            .iter()
+            .map(|(r, n)| (vec![("reason", (*r).to_string())], *n))
+            .collect(),
+    )?;
     f.gauge(
         "hcclwatch_peer_up",
         "Whether the member is in the formed probe group (0: not answering, left out after probe.member_timeout, or probing paused).",

@@ -107,6 +107,8 @@ pub struct DevicePlane {
     requests: Requests,
     /// Row width of the all-gather, in pings, agreed when the group formed.
     width: usize,
+    /// This node's ports as announced when the group formed.
+    announced: Vec<(u32, Ipv4Addr)>,
     view: DeviceView,
 }
 
@@ -127,6 +129,7 @@ impl DevicePlane {
             batch: None,
             requests: Requests::default(),
             width: 0,
+            announced: Vec::new(),
             view: DeviceView::default(),
         }
     }
@@ -141,6 +144,7 @@ impl DevicePlane {
     pub fn on_form(&mut self, c: &mut Communicator, members: &[usize]) -> CollResult<()> {
         let local = (self.s.local_ports)();
         let fresh = ports::exchange(c, &local, members)?;
+        self.announced = local;
         // Row width: the largest member's ports × the largest pings per round, plus the
         // largest re-ping cap, so every member sends the same width.
         let mine = [
@@ -166,6 +170,17 @@ impl DevicePlane {
         self.batch = None;
         self.requests = Requests::default();
         Ok(())
+    }
+
+    /// Whether this node's ports differ from what it announced when the group formed (the
+    /// port poller found their IPs after formation, or one changed): the group must re-form
+    /// for the others to learn them.
+    pub fn local_changed(&self) -> bool {
+        let mut now = (self.s.local_ports)();
+        now.sort();
+        let mut was = self.announced.clone();
+        was.sort();
+        now != was
     }
 
     /// Replaces present members' ports and keeps absent members' as last known; port

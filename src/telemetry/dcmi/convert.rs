@@ -44,10 +44,14 @@ pub fn temperature_celsius(c: i32) -> Option<f64> {
     ((-273..0x7ffd).contains(&c)).then(|| f64::from(c))
 }
 
-/// GB/s (decimal, as DCMI's HCCS bandwidth) → bytes/s. NaN, infinite or negative values
-/// are not readings.
+/// Highest HCCS link bandwidth taken as a reading, GB/s: an HCCS link carries some tens
+/// of GB/s; a thousand is no physical value.
+pub const MAX_HCCS_GBPS: f64 = 1000.0;
+
+/// GB/s (decimal, as DCMI's HCCS bandwidth) → bytes/s. NaN, infinite, negative or
+/// physically impossible values (above [`MAX_HCCS_GBPS`]) are not readings.
 pub fn gigabytes_to_bytes_per_second(gbps: f64) -> Option<f64> {
-    (gbps.is_finite() && gbps >= 0.0).then_some(gbps * 1e9)
+    (gbps.is_finite() && (0.0..=MAX_HCCS_GBPS).contains(&gbps)).then_some(gbps * 1e9)
 }
 
 // === Physical ranges (issue 18) ===

@@ -72,6 +72,29 @@ impl DcmiSource {
                         continue;
                     }
                 };
+                // Two chips claiming one physical id would overwrite each other's series:
+                // name both, keep the first, count the error.
+                if let Some(first) = chips.get(&addr.phy) {
+                    let first: &ChipReadings = first;
+                    let dup = convert::duplicate_physical_ids(&[
+                        (first.address.logic, first.address.phy),
+                        (addr.logic, addr.phy),
+                    ]);
+                    for d in dup {
+                        tracing::error!(
+                            phy_id = d.phy_id,
+                            first_logic_id = d.first,
+                            first_card = first.address.card,
+                            first_device = first.address.device,
+                            second_logic_id = d.second,
+                            second_card = card,
+                            second_device = device,
+                            "two NPUs report the same physical id; the second is left out until the driver reports distinct ids"
+                        );
+                    }
+                    errors += 1;
+                    continue;
+                }
                 let mut chip = old.get(&(card, device)).cloned().unwrap_or_default();
                 if chip.address != addr {
                     chip = ChipReadings::default();
@@ -345,7 +368,7 @@ impl DcmiSource {
             &mut errors,
             ("dcmi_get_device_temperature", None),
             move |l| l.temperature(card, dev),
-            |t| convert::temperature_celsius(t).ok_or_else(|| format!("{t} °C")),
+            |t| convert::checked_temperature(t).map_err(|e| e.to_string()),
         );
         // On 310P the power is the card's, from the MCU ([`Self::card_power`]); chip power
         // is not supported there (npu-smi prints NA).
@@ -357,7 +380,7 @@ impl DcmiSource {
                 &mut errors,
                 ("dcmi_get_device_power_info", None),
                 move |l| l.power(card, dev),
-                |dw| convert::power_watts(dw).ok_or_else(|| format!("{dw} dW")),
+                |dw| convert::checked_power(dw).map_err(|e| e.to_string()),
             )
         };
         chip.voltage_volts = self.read(
@@ -365,14 +388,14 @@ impl DcmiSource {
             &mut errors,
             ("dcmi_get_device_voltage", None),
             move |l| l.voltage(card, dev),
-            |cv| Ok(convert::voltage_volts(cv)),
+            |cv| convert::checked_voltage(cv).map_err(|e| e.to_string()),
         );
         chip.aicore_frequency_hertz = self.read(
             Scope::Chip(phy),
             &mut errors,
             ("dcmi_get_device_frequency", Some(7)),
             move |l| l.frequency(card, dev, 7),
-            |mhz| Ok(convert::mhz_to_hertz(mhz)),
+            |mhz| convert::checked_clock(mhz).map_err(|e| e.to_string()),
         );
         errors
     }
@@ -442,7 +465,7 @@ impl DcmiSource {
             |h| {
                 let total = convert::mb_to_bytes(h.memory_size_mb);
                 let used = convert::mb_to_bytes(h.memory_usage_mb);
-                let temp = convert::temperature_celsius(h.temp_c);
+                let temp = convert::checked_temperature(h.temp_c).ok();
                 let bw = convert::percent_to_ratio(h.bandwidth_util_pct);
                 match (total, used, temp, bw) {
                     (Some(total_bytes), Some(used_bytes), Some(t), Some(b))
@@ -540,18 +563,24 @@ impl DcmiSource {
             ("dcmi_get_hccs_link_bandwidth_info", None),
             move |l| l.hccs_bandwidth(card, dev, profiling_ms),
             |bw| {
-                let per_second = |gb: &[f64; 16]| -> Option<Vec<f64>> {
-                    gb.iter()
-                        .map(|g| convert::gigabytes_to_bytes_per_second(*g))
-                        .collect()
-                };
-                match (per_second(&bw.tx), per_second(&bw.rx)) {
-                    (Some(tx), Some(rx)) => Ok((tx, rx)),
-                    _ => Err("non-finite bandwidth".into()),
-                }
+                Ok((
+                    convert::hccs_links_bytes_per_second(&bw.tx),
+                    convert::hccs_links_bytes_per_second(&bw.rx),
+                ))
             },
         );
         if let Some((tx, rx)) = bandwidth {
+            // One bad link does not hide the chip's other links: it is counted and its
+            // slot is empty.
+            let bad = tx.iter().chain(&rx).filter(|v| v.is_none()).count();
+            if bad > 0 {
+                self.count_invalid(
+                    "dcmi_get_hccs_link_bandwidth_info",
+                    Scope::Chip(phy),
+                    format!("{bad} link value(s) not a bandwidth"),
+                );
+                errors += 1;
+            }
             chip.hccs.tx_bytes_per_second = tx.try_into().ok();
             chip.hccs.rx_bytes_per_second = rx.try_into().ok();
         }

@@ -210,6 +210,9 @@ pub struct DcmiSource {
     call_errors: BTreeMap<(String, String), u64>,
     timeouts: BTreeMap<String, u64>,
     logged: HashSet<String>,
+    /// The invalid value last logged per (call, chip), so a value that stays out of range
+    /// is logged once until it changes (or a good value comes back).
+    invalid_logged: HashMap<(&'static str, Scope), String>,
     /// Pushed fault events, when subscribed.
     events: Option<Receiver<FaultEvent>>,
     /// Whether the subscription is active (`None`: not attempted).
@@ -275,6 +278,7 @@ impl DcmiSource {
             call_errors: BTreeMap::new(),
             timeouts: BTreeMap::new(),
             logged: HashSet::new(),
+            invalid_logged: HashMap::new(),
             events: None,
             subscription: None,
             event_severity: HashMap::new(),
@@ -489,16 +493,21 @@ impl DcmiSource {
         }
     }
 
+    /// Counts a value DCMI returned that is no physical reading; logs it once per (call,
+    /// chip) until it changes.
     fn count_invalid(&mut self, call: &'static str, at: Scope, what: String) {
         *self
             .call_errors
             .entry((call.to_string(), "invalid_value".to_string()))
             .or_default() += 1;
-        tracing::warn!(
-            call,
-            at = ?at,
-            "DCMI returned an invalid value ({what}); series omitted"
-        );
+        if self.invalid_logged.get(&(call, at)) != Some(&what) {
+            tracing::warn!(
+                call,
+                at = ?at,
+                "DCMI returned an invalid value ({what}); series omitted until it is valid again"
+            );
+            self.invalid_logged.insert((call, at), what);
+        }
     }
 
     /// One reading at `at` (usually a chip): the call through [`Self::call`], then `convert`
@@ -519,7 +528,10 @@ impl DcmiSource {
     {
         let value = self.call(call, sub, at, f).value(errors)?;
         match convert(value) {
-            Ok(v) => Some(v),
+            Ok(v) => {
+                self.invalid_logged.remove(&(call, at));
+                Some(v)
+            }
             Err(what) => {
                 self.count_invalid(call, at, what);
                 *errors += 1;
