@@ -125,15 +125,18 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
         )?;
     }
     let hccn = start_hccn(&config, &env, &store, npu_poller, &mut stops)?;
+    let mut prober = None;
     if config.probe.enabled {
         let mut settings = ProbeSettings::from_config(&config)?;
         settings.device = device_probe(&config, hccn.as_ref(), &store);
         let (tx, rx) = mpsc::channel();
         stops.push(tx);
-        crate::probe::spawn(settings, store.clone(), rx).map_err(|source| AppError::Start {
-            what: "prober",
-            source,
-        })?;
+        prober = Some(
+            crate::probe::spawn(settings, store.clone(), rx).map_err(|source| AppError::Start {
+                what: "prober",
+                source,
+            })?,
+        );
     }
     if config.attribution.enabled {
         let (tx, rx) = mpsc::channel();
@@ -255,6 +258,17 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
     // Dropping the senders wakes every poller; a poller inside a stuck DCMI call is left
     // to the process exit rather than joined.
     drop(stops);
+    // The prober is waited for (briefly): its leave notice must reach the group before the
+    // process exits, or every peer pauses for probe.member_timeout.
+    if let Some(p) = prober {
+        let until = std::time::Instant::now() + PROBER_EXIT;
+        while !p.is_finished() && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if !p.is_finished() {
+            tracing::warn!(within = ?PROBER_EXIT, "the prober did not stop in time (a round in progress); peers will notice the departure by timeout");
+        }
+    }
     // hccn_tool runs in process groups of its own: kill any still running (a device that
     // is not ready keeps the tool waiting for minutes) rather than leave them behind.
     if let Some(h) = &hccn {
@@ -377,6 +391,10 @@ fn start_hccn(
     }
     Ok(Some(hccn))
 }
+
+/// How long the daemon waits at exit for the prober to leave its group (a leave notice takes
+/// at most half a second once the prober is between rounds).
+const PROBER_EXIT: Duration = Duration::from_secs(3);
 
 /// How long a SIGHUP re-check may take before it is reported as failed.
 pub const RELOAD_DEADLINE: Duration = Duration::from_secs(15);

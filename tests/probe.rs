@@ -259,3 +259,47 @@ fn members_from_a_rank_table_form_a_probe_group() {
         }
     }
 }
+
+/// Pins: a probe port that cannot be bound is visible (`hcclwatch_probe_active 0` with the
+/// reason in `/api/v1/state`, and `/-/ready` naming the prober) and is retried with backoff,
+/// so probing starts once the port is free; before, the prober gave up for good and
+/// `/-/ready` said nothing.
+#[test]
+fn a_busy_probe_port_is_visible_and_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = write_key(dir.path(), "probe.key");
+    let peers = loopback_peers(2);
+    // Someone else holds member 0's probe port.
+    let squatter = std::net::TcpListener::bind(&peers[0]).unwrap();
+    let d0 = Daemon::start(Start::new(&config(&peers, 0, &key, 0)));
+    let d1 = Daemon::start(Start::new(&config(&peers, 1, &key, 0)));
+    let s = d0.wait_for(
+        "the prober to report the busy port",
+        Duration::from_secs(20),
+        |s| value(s, "hcclwatch_probe_active", &[]) == Some(0.0),
+    );
+    assert_eq!(value(&s, "hcclwatch_probe_active", &[]), Some(0.0));
+    let state: serde_json::Value =
+        serde_json::from_str(&d0.get("/api/v1/state", None).body).unwrap();
+    let why = state["last_error"].as_str().unwrap_or_default().to_string();
+    assert!(
+        why.contains("cannot listen") && why.contains("retrying"),
+        "{why}"
+    );
+    let ready = d0.get("/-/ready", None);
+    assert_eq!(ready.status, 503);
+    assert!(
+        ready.body.contains("probe: cannot listen"),
+        "{}",
+        ready.body
+    );
+    // The port frees up: the retry binds it and the group forms.
+    drop(squatter);
+    d0.wait_for(
+        "the group to form after the retry",
+        Duration::from_secs(30),
+        |s| value(s, "hcclwatch_probe_rounds_total", &[("result", "ok")]).is_some_and(|v| v >= 1.0),
+    );
+    assert_eq!(d0.get("/-/ready", None).status, 200);
+    drop(d1);
+}

@@ -98,12 +98,14 @@ async fn metrics_handler(State(s): State<AppState>, headers: HeaderMap) -> Respo
 }
 
 async fn ready_handler(State(s): State<AppState>) -> Response {
-    if s.store.ready() {
+    let not_ready = s.store.not_ready();
+    if not_ready.is_empty() {
         (StatusCode::OK, "Ready\n").into_response()
     } else {
+        let why: Vec<String> = not_ready.iter().map(|(c, r)| format!("{c}: {r}")).collect();
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            "Not ready: first collection still running\n",
+            format!("Not ready: {}\n", why.join("; ")),
         )
             .into_response()
     }

@@ -1,47 +1,71 @@
 //! What members exchange when a group forms, before its first round: their names (for a
 //! DNS-discovered group) and the health engine's learned state, so that a member that just
-//! (re)joined reaches the same verdicts as the others.
+//! (re)joined reaches the same verdicts as the others. The state taken over is the one a
+//! majority holds, checked by digest and bounded in size, never one member's claim.
 
 use crate::collective::{CollResult, Communicator, DataType};
 use crate::health::HealthEngine;
 
-/// Makes every member's engine the one that has processed the most rounds (ties: the
-/// lowest rank's): its snapshot is broadcast, the others restore it. Returns the rank it
-/// came from if this member took it over. A snapshot this member cannot take (another
-/// number of candidates) is logged and its own engine kept.
-pub fn adopt_engine(c: &mut Communicator, engine: &mut HealthEngine) -> CollResult<Option<usize>> {
+/// Largest engine state a member accepts from the wire, for `candidates` nodes and a
+/// scoring window of `window` rounds: each node's two histories hold at most `window`
+/// (residual, z) pairs each, about 100 bytes of JSON apiece, plus fixed fields; links add a
+/// few per node. A generous bound, checked before anything is allocated.
+pub fn max_snapshot_bytes(candidates: usize, window: usize) -> usize {
+    let per_node = 1024 + 4 * window.max(1) * 100;
+    (64 * 1024 + candidates.max(1) * per_node).min(64 << 20)
+}
+
+/// Makes every member's engine the state a strict majority of the members hold: each member
+/// all-gathers its state's digest (BLAKE3) and round count; when a majority holds one digest
+/// and some member holds another, the lowest rank of the majority sends its state and the
+/// others take it only if its digest is the majority's. No single member's claim (of rounds,
+/// or of a state) is ever adopted. Without a majority every member keeps its own state and
+/// says so. Returns the rank the state came from if this member took it over.
+pub fn adopt_engine(
+    c: &mut Communicator,
+    engine: &mut HealthEngine,
+    max_len: usize,
+) -> CollResult<Option<usize>> {
     let n = c.size();
-    let mut rounds = vec![0u8; 8 * n];
-    c.all_gather(
-        &engine.rounds().to_le_bytes(),
-        &mut rounds,
-        1,
-        DataType::Uint64,
-    )?;
-    let rounds: Vec<u64> = rounds
-        .chunks_exact(8)
-        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
-        .collect();
-    let best = rounds.iter().copied().max().unwrap_or(0);
-    let src = rounds.iter().position(|r| *r == best).unwrap_or(0);
-    if rounds.iter().all(|r| *r == best) {
-        // Everyone is as far as everyone else (a group formed together): nothing to send.
+    let mine = engine.snapshot();
+    let digest = *blake3::hash(&mine).as_bytes();
+    let mut all = vec![0u8; 32 * n];
+    c.all_gather(&digest, &mut all, 32, DataType::Uint8)?;
+    let digests: Vec<&[u8]> = all.chunks_exact(32).collect();
+    let majority = digests
+        .iter()
+        .find(|d| digests.iter().filter(|e| e == d).count() * 2 > n)
+        .map(|d| d.to_vec());
+    let Some(majority) = majority else {
+        if digests.iter().any(|d| *d != digests[0]) {
+            tracing::warn!(
+                members = n,
+                "members hold different health-engine states and no majority agrees; each keeps its own until the states converge"
+            );
+        }
         return Ok(None);
-    }
-    let mut snapshot = if c.rank() == src {
-        engine.snapshot()
-    } else {
-        Vec::new()
     };
-    let mut len = (snapshot.len() as u64).to_le_bytes();
-    c.broadcast(&mut len, 1, DataType::Uint64, src)?;
-    let len = u64::from_le_bytes(len) as usize;
-    snapshot.resize(len, 0);
-    c.broadcast(&mut snapshot, len, DataType::Uint8, src)?;
-    if c.rank() == src {
+    if digests.iter().all(|d| *d == majority.as_slice()) {
+        // Everyone already holds the same state (a group formed together): nothing to send.
         return Ok(None);
     }
-    match engine.restore(&snapshot) {
+    let src = digests
+        .iter()
+        .position(|d| *d == majority.as_slice())
+        .unwrap_or(0);
+    let sent = if c.rank() == src { mine } else { Vec::new() };
+    let got = c.broadcast_bytes(&sent, src, max_len)?;
+    if digests[c.rank()] == majority.as_slice() {
+        return Ok(None);
+    }
+    if blake3::hash(&got).as_bytes() != majority.as_slice() {
+        tracing::warn!(
+            from = src,
+            "the engine state received is not the majority's; keeping this node's own"
+        );
+        return Ok(None);
+    }
+    match engine.restore(&got) {
         Ok(()) => Ok(Some(src)),
         Err(e) => {
             tracing::warn!(error = %e, "cannot take over the group's engine state; keeping this node's own");

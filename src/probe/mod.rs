@@ -49,7 +49,10 @@ fn jittered(interval: Duration, random: u64) -> Duration {
     interval.mul_f64(1.0 + 0.1 * spread)
 }
 
-/// Starts the prober thread.
+/// Starts the prober thread. The probe port is bound with retries (1 s doubling to a
+/// minute) while `hcclwatch_probe_active` is 0 with the reason and `/-/ready` names the
+/// prober; a prober that panics publishes why and stays visible the same way, so a dead
+/// probe thread is never silent.
 pub fn spawn(
     s: ProbeSettings,
     store: Arc<Store>,
@@ -58,50 +61,101 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("hcclwatch-probe".into())
         .spawn(move || {
-            let listener = match TcpListener::bind(s.listen) {
-                Ok(l) => Arc::new(l),
-                Err(e) => {
-                    let part = ProbeSnapshot {
-                        last_error: Some(format!("cannot listen on {}: {e}", s.listen)),
-                        ..ProbeSnapshot::default()
-                    };
-                    tracing::error!(address = %s.listen, "probing disabled: cannot listen: {e}");
-                    store.publish_probe(part);
-                    return;
-                }
+            let Some(listener) = bind_with_retries(&s, &store, &shutdown) else {
+                return;
             };
-            let mut p = Prober::new(s, listener, Instant::now());
-            let mut next = Instant::now();
-            loop {
-                match shutdown.recv_timeout(next.saturating_duration_since(Instant::now())) {
-                    Err(RecvTimeoutError::Timeout) => {}
-                    _ => {
-                        // Leaving is explicit: the others drop this member at once instead
-                        // of pausing for probe.member_timeout as they would for a crash.
-                        if let Some(c) = p.comm.take() {
-                            let me = c.rank();
-                            c.leave(&format!("{LEAVING} (rank {me})"));
-                        }
-                        return;
-                    }
-                }
-                // Jitter of ±10 % keeps groups (and nodes restarted together) from locking onto
-                // one phase with each other or with a training step; the barrier re-aligns the
-                // members of one group every round anyway.
-                p.jitter = xorshift(p.jitter);
-                next = (next + jittered(p.s.interval, p.jitter)).max(Instant::now());
-                p.tick(&store);
-                p.part.handshakes_rejected =
-                    p.s.comm
-                        .transport
-                        .stats
-                        .rejected_all()
-                        .into_iter()
-                        .map(|(r, n)| (r.as_str(), n))
-                        .collect();
-                store.publish_probe(p.part.clone());
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_loop(s, listener, &store, &shutdown)
+            }));
+            if let Err(panic) = run {
+                let what = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_string()))
+                    .unwrap_or_else(|| "unknown panic".into());
+                let why = format!("the probe thread died: {what}; restart the daemon");
+                tracing::error!(reason = %why, "probing stopped");
+                let mut part = store
+                    .probe()
+                    .map(|p| p.as_ref().clone())
+                    .unwrap_or_default();
+                part.active = false;
+                part.group_members = 0;
+                part.last_error = Some(why.clone());
+                store.publish_probe(part);
+                store.set_not_ready("probe", why);
             }
         })
+}
+
+/// Binds the probe listener, retrying with backoff until it succeeds or the daemon stops.
+fn bind_with_retries(
+    s: &ProbeSettings,
+    store: &Store,
+    shutdown: &Receiver<()>,
+) -> Option<Arc<TcpListener>> {
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        match TcpListener::bind(s.listen) {
+            Ok(l) => {
+                store.set_ready("probe");
+                return Some(Arc::new(l));
+            }
+            Err(e) => {
+                let why = format!(
+                    "cannot listen on {}: {e}; retrying in {}s",
+                    s.listen,
+                    backoff.as_secs()
+                );
+                tracing::error!(address = %s.listen, error = %e, retry_in = ?backoff, "probing paused: cannot listen");
+                store.publish_probe(ProbeSnapshot {
+                    last_error: Some(why.clone()),
+                    ..ProbeSnapshot::default()
+                });
+                store.set_not_ready("probe", why);
+                match shutdown.recv_timeout(backoff) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    _ => return None,
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(60));
+            }
+        }
+    }
+}
+
+/// Runs rounds until shutdown, then leaves the group explicitly: the others drop this
+/// member at once instead of pausing for `probe.member_timeout` as they would for a crash.
+fn run_loop(s: ProbeSettings, listener: Arc<TcpListener>, store: &Store, shutdown: &Receiver<()>) {
+    let mut p = Prober::new(s, listener, Instant::now());
+    let mut next = Instant::now();
+    loop {
+        match shutdown.recv_timeout(next.saturating_duration_since(Instant::now())) {
+            Err(RecvTimeoutError::Timeout) => {}
+            _ => {
+                if let Some(c) = p.comm.take() {
+                    let me = c.rank();
+                    let told = c.leave(&format!("{LEAVING} (rank {me})"));
+                    tracing::info!(acknowledged = told, "left the probe group");
+                }
+                return;
+            }
+        }
+        // Jitter of ±10 % keeps groups (and nodes restarted together) from locking onto one
+        // phase with each other or with a training step; the barrier re-aligns the members
+        // of one group every round anyway.
+        p.jitter = xorshift(p.jitter);
+        next = (next + jittered(p.s.interval, p.jitter)).max(Instant::now());
+        p.tick(store);
+        p.part.handshakes_rejected =
+            p.s.comm
+                .transport
+                .stats
+                .rejected_all()
+                .into_iter()
+                .map(|(r, n)| (r.as_str(), n))
+                .collect();
+        store.publish_probe(p.part.clone());
+    }
 }
 
 /// The reason a member gives its group when it shuts down; `(rank N)` follows.

@@ -1,9 +1,12 @@
-//! The plan of a probe round: what it does beyond its fixed parts, agreed through rank 0.
+//! The plan of a probe round: what it does beyond its fixed parts, agreed by majority.
 //!
-//! Members would agree on their own while their engines saw the same rounds, but one that
-//! just joined (or re-joined) has a fresh engine and its own round count, and a round whose
-//! members run different exchanges deadlocks. So each member proposes a plan, rank 0's is
-//! broadcast, and every member runs that one.
+//! Members derive the same plan on their own while their engines saw the same rounds (the
+//! confirmation peers follow deterministically from the engine's state), but one that just
+//! joined (or re-joined) may have its own engine and round count, and a round whose members
+//! run different exchanges deadlocks. So every member proposes a plan, the proposals are
+//! all-gathered, and every member runs the one a strict majority proposed. No single member
+//! (rank 0 included) can choose which pairs confirm a suspect: without a majority, the
+//! round runs no extra pairs at all.
 
 /// What a round does beyond its fixed parts (the barrier, latency all-reduce, ping-pong,
 /// permutation exchange and all-gather every round has).
@@ -41,7 +44,27 @@ impl Plan {
         w.iter().flat_map(|x| x.to_le_bytes()).collect()
     }
 
-    /// Decodes rank 0's plan; pairs naming a rank outside the group are dropped.
+    /// The plan every member runs, from all members' proposals (in rank order): the one a
+    /// strict majority proposed; otherwise none of the extra pairs, at the median round, and
+    /// limited when a majority says so.
+    pub fn agree(proposals: &[Plan]) -> Plan {
+        let n = proposals.len();
+        for p in proposals {
+            if proposals.iter().filter(|q| *q == p).count() * 2 > n {
+                return p.clone();
+            }
+        }
+        let mut rounds: Vec<u64> = proposals.iter().map(|p| p.round).collect();
+        rounds.sort_unstable();
+        Plan {
+            round: rounds.get(n / 2).copied().unwrap_or(0),
+            limited: proposals.iter().filter(|p| p.limited).count() * 2 > n,
+            pairs: Vec::new(),
+            n_confirm: 0,
+        }
+    }
+
+    /// Decodes a member's plan; pairs naming a rank outside the group are dropped.
     pub fn decode(b: &[u8], size: usize) -> Plan {
         let w: Vec<u64> = b
             .chunks_exact(8)
@@ -73,6 +96,30 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_single_member_chooses_the_plan() {
+        let honest = Plan {
+            round: 10,
+            limited: false,
+            pairs: vec![(2, 0), (2, 3)],
+            n_confirm: 2,
+        };
+        // Rank 0 lies about the pairs (it wants itself and a colluder to confirm node 2)
+        // and the round: the majority's plan wins.
+        let liar = Plan {
+            round: 99,
+            limited: false,
+            pairs: vec![(2, 0), (2, 1)],
+            n_confirm: 2,
+        };
+        let got = Plan::agree(&[liar.clone(), honest.clone(), honest.clone(), honest.clone()]);
+        assert_eq!(got, honest);
+        // No majority (2 against 2): no extra pairs at all, the median round.
+        let split = Plan::agree(&[liar.clone(), liar, honest.clone(), honest]);
+        assert!(split.pairs.is_empty() && split.n_confirm == 0);
+        assert_eq!(split.round, 99);
+    }
 
     #[test]
     fn a_plan_survives_its_encoding_and_drops_pairs_outside_the_group() {

@@ -287,7 +287,8 @@ impl Prober {
         }
         // Every member takes over the engine of the one that has been probing longest, so
         // that a member that just (re)joined reaches the same verdicts as the others.
-        match group::adopt_engine(&mut c, &mut self.engine) {
+        let max_len = group::max_snapshot_bytes(n, self.s.health.window);
+        match group::adopt_engine(&mut c, &mut self.engine, max_len) {
             Ok(Some(from)) => {
                 tracing::info!(from = %self.part.name(members[from]), rounds = self.engine.rounds(), "took over the group's engine state");
                 self.requests.clear();

@@ -162,13 +162,20 @@ impl Exchange<'_> {
         Ok(wait)
     }
 
-    /// Rank 0's plan, broadcast after the barrier so it does not absorb the arrival lag.
+    /// The plan a majority of members proposes, all-gathered after the barrier so it does
+    /// not absorb the arrival lag. No single member (rank 0 included) chooses it: see
+    /// [`Plan::agree`].
     fn agree(&mut self, proposal: &Plan) -> CollResult<Plan> {
-        let mut plan_bytes = proposal.encode();
-        let words = plan_bytes.len() / 8;
+        let mine = proposal.encode();
+        let words = mine.len() / 8;
+        let mut all = vec![0u8; mine.len() * self.comm.size()];
         self.comm
-            .broadcast(&mut plan_bytes, words, DataType::Uint64, 0)?;
-        Ok(Plan::decode(&plan_bytes, self.comm.size()))
+            .all_gather(&mine, &mut all, words, DataType::Uint64)?;
+        let plans: Vec<Plan> = all
+            .chunks_exact(mine.len())
+            .map(|b| Plan::decode(b, self.comm.size()))
+            .collect();
+        Ok(Plan::agree(&plans))
     }
 
     fn latency(&mut self) -> CollResult<f64> {

@@ -37,6 +37,9 @@ pub struct Store {
     attribution: RwLock<Option<Arc<AttributionSnapshot>>>,
     npu_ready: AtomicBool,
     host_ready: AtomicBool,
+    /// Components that are not ready, with why (the prober when it cannot listen or its
+    /// thread died).
+    not_ready: std::sync::Mutex<std::collections::BTreeMap<&'static str, String>>,
 }
 
 impl Store {
@@ -152,8 +155,45 @@ impl Store {
         self.host_ready.store(true, Ordering::SeqCst);
     }
 
-    /// Every expected poller has completed a first full collection.
+    /// Every expected poller has completed a first full collection and no component says
+    /// it is not ready.
     pub fn ready(&self) -> bool {
-        self.npu_ready.load(Ordering::SeqCst) && self.host_ready.load(Ordering::SeqCst)
+        self.not_ready().is_empty()
+    }
+
+    /// Marks `component` not ready, with why; [`Store::set_ready`] clears it.
+    pub fn set_not_ready(&self, component: &'static str, why: String) {
+        self.not_ready
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(component, why);
+    }
+
+    /// Marks `component` ready again.
+    pub fn set_ready(&self, component: &'static str) {
+        self.not_ready
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(component);
+    }
+
+    /// Every component that is not ready, with why, in name order.
+    pub fn not_ready(&self) -> Vec<(&'static str, String)> {
+        let mut out: Vec<(&'static str, String)> = Vec::new();
+        if !self.npu_ready.load(Ordering::SeqCst) {
+            out.push(("npu", "first collection still running".into()));
+        }
+        if !self.host_ready.load(Ordering::SeqCst) {
+            out.push(("host", "first collection still running".into()));
+        }
+        out.extend(
+            self.not_ready
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .map(|(k, v)| (*k, v.clone())),
+        );
+        out.sort_by_key(|(k, _)| *k);
+        out
     }
 }
