@@ -95,6 +95,11 @@ pub struct SimulateArgs {
     /// 1000000, so that it never matches a shipped scenario's seed).
     #[arg(long, value_name = "SEED")]
     pub generate: Option<u64>,
+    /// Run N scenarios and pool them: N generated ones from the --generate seed up, else
+    /// the scenario with N seeds from its own (or --seed) up. Prints one line per run and
+    /// the pooled report (time targets are judged on the pooled episodes).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub batch: Option<u64>,
     /// Print the scenario (after the overrides below) as TOML and exit.
     #[arg(long = "print-scenario")]
     pub print_scenario: bool,

@@ -20,27 +20,14 @@ pub fn main(a: &cli::SimulateArgs) -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
-    let (loaded, name) = match (&a.scenario, a.generate) {
-        (Some(p), _) => (Scenario::load(p), p.display().to_string()),
-        (None, Some(seed)) => (
-            hcclwatch::simulate::generate::generate(seed),
-            format!("generated scenario {seed}"),
-        ),
-        (None, None) => (Ok(Scenario::campaign()), "scenarios/campaign.toml".into()),
-    };
-    let overrides = Overrides {
-        nodes: a.nodes,
-        hours: a.hours,
-        seed: a.seed,
-        group_size: a.group_size,
-        no_congestion: a.no_congestion,
-    };
-    let scenario = match loaded.and_then(|s| overrides.apply(s, &name)) {
+    let scenarios = match scenarios(a) {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
     if a.print_scenario {
-        print!("{}", scenario.to_toml());
+        for s in &scenarios {
+            print!("{}", s.to_toml());
+        }
         return ExitCode::SUCCESS;
     }
     let health = match &a.config_file {
@@ -63,22 +50,71 @@ pub fn main(a: &cli::SimulateArgs) -> ExitCode {
         health,
         ..Engines::default()
     };
-    let r = match hcclwatch::simulate::simulate(&scenario, &engines) {
-        Ok(r) => r,
-        Err(e) => return fail(&e),
-    };
-    if a.json {
-        match serde_json::to_string_pretty(&r) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                eprintln!("hcclwatch simulate: {e}");
-                return ExitCode::FAILURE;
+    let mut runs = Vec::new();
+    for s in &scenarios {
+        match hcclwatch::simulate::simulate(s, &engines) {
+            Ok(r) => runs.push(r),
+            Err(e) => return fail(&e),
+        }
+    }
+    let printed = match (a.batch, a.json) {
+        (None, true) => serde_json::to_string_pretty(&runs[0]),
+        (None, false) => Ok(hcclwatch::simulate::text(&runs[0])),
+        (Some(_), json) => {
+            let pooled = hcclwatch::simulate::batch::pool(&runs);
+            if json {
+                serde_json::to_string_pretty(&serde_json::json!({ "runs": runs, "pooled": pooled }))
+            } else {
+                Ok(hcclwatch::simulate::batch::text(&runs, &pooled))
             }
         }
-    } else {
-        print!("{}", hcclwatch::simulate::text(&r));
+    };
+    match printed {
+        Ok(s) => {
+            print!("{s}");
+            if a.json {
+                println!();
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("hcclwatch simulate: {e}");
+            ExitCode::FAILURE
+        }
     }
-    ExitCode::SUCCESS
+}
+
+/// The scenarios to run: one, or `--batch` of them (generated from the `--generate` seed
+/// up, else the scenario with successive seeds), each with the flags applied.
+fn scenarios(a: &cli::SimulateArgs) -> Result<Vec<Scenario>, ScenarioError> {
+    let overrides = Overrides {
+        nodes: a.nodes,
+        hours: a.hours,
+        seed: a.seed,
+        group_size: a.group_size,
+        no_congestion: a.no_congestion,
+    };
+    let n = a.batch.unwrap_or(1);
+    let mut out = Vec::new();
+    if let Some(seed) = a.generate {
+        for k in 0..n {
+            let s = hcclwatch::simulate::generate::generate(seed + k)?;
+            let name = s.name.clone();
+            out.push(overrides.apply(s, &name)?);
+        }
+        return Ok(out);
+    }
+    let (base, name) = match &a.scenario {
+        Some(p) => (Scenario::load(p)?, p.display().to_string()),
+        None => (Scenario::campaign(), "scenarios/campaign.toml".into()),
+    };
+    let base = overrides.apply(base, &name)?;
+    for k in 0..n {
+        let mut s = base.clone();
+        s.fleet.seed = base.fleet.seed + k;
+        out.push(s);
+    }
+    Ok(out)
 }
 
 fn fail(e: &ScenarioError) -> ExitCode {

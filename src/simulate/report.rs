@@ -267,7 +267,7 @@ pub fn p50_p95(times: &[Option<u64>]) -> [Option<u64>; 2] {
     [pct(0.5), pct(0.95)]
 }
 
-fn rows(outcomes: &[Outcome]) -> Vec<FaultRow> {
+pub(crate) fn rows(outcomes: &[Outcome]) -> Vec<FaultRow> {
     let mut groups: BTreeMap<(FaultKind, Plane, &str, Shape), Vec<&Outcome>> = BTreeMap::new();
     for o in outcomes {
         groups
@@ -304,7 +304,7 @@ fn rows(outcomes: &[Outcome]) -> Vec<FaultRow> {
 
 /// Step slow nodes on the host plane by magnitude: exact values when there are few,
 /// else bins of 2 %.
-fn magnitude_rows(outcomes: &[Outcome]) -> Vec<MagnitudeRow> {
+pub(crate) fn magnitude_rows(outcomes: &[Outcome]) -> Vec<MagnitudeRow> {
     let slow: Vec<&Outcome> = outcomes
         .iter()
         .filter(|o| {
@@ -351,7 +351,7 @@ fn magnitude_rows(outcomes: &[Outcome]) -> Vec<MagnitudeRow> {
 
 /// The smallest magnitude from which every row (with at least 5 episodes) has ≥ 95 %
 /// recall at suspect (or quarantine) level.
-fn min_95(rows: &[MagnitudeRow], quarantine: bool) -> Option<f64> {
+pub(crate) fn min_95(rows: &[MagnitudeRow], quarantine: bool) -> Option<f64> {
     let mut best = None;
     for r in rows.iter().rev().filter(|r| r.injected >= 5) {
         let hit = if quarantine { r.quarantine } else { r.suspect };

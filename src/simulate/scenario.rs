@@ -734,4 +734,26 @@ mod tests {
         let again = Scenario::from_toml(&s.to_toml(), "again.toml").unwrap();
         assert_eq!(again, s);
     }
+
+    #[test]
+    fn fault_keys_are_checked_against_kind_shape_and_fleet() {
+        let text = "[fleet]\nnodes = 128\ngroup_size = 64\nhours = 2\n\
+                    [[fault]]\nkind = \"degraded_link\"\nlinks = [[1, 100]]\nmagnitude = 0.2\n\
+                    [[fault]]\nkind = \"slow_node\"\nmagnitude = 0.2\nshape = \"intermittent\"\nperiod = 10\n\
+                    [[fault]]\nkind = \"slow_node\"\nloss = 0.1\nmagnitude = 0.2\nshape = \"flapping\"\nperiod = 10\ndown_rounds = 2\n\
+                    [[fault]]\nkind = \"fabric_dip\"\nshare = 1.5\nonset = 500\n";
+        let p = problems(text);
+        let want = [
+            "s.toml:7: fault[0].links: [1, 100]: the nodes are in different probe groups (of at most 64): no probe measures this link",
+            "s.toml:9: fault[1].duty: the intermittent shape needs duty",
+            "s.toml:16: fault[2].loss: loss applies to NPU-port pings; slow_node here is on the host plane",
+            "s.toml:18: fault[2].shape: flapping applies to links and ports, not to slow_node",
+            "s.toml:21: fault[3].magnitude: fabric_dip on the host plane needs a magnitude (0.2 = 20 % slower)",
+            "s.toml:23: fault[3].share: 1.5 is out of range (0, 1]",
+            "s.toml:24: fault[3].onset: 500 is out of range 40..=239",
+        ];
+        for w in want {
+            assert!(p.iter().any(|x| x == w), "missing {w:?} in {p:#?}");
+        }
+    }
 }

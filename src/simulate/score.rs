@@ -270,7 +270,10 @@ impl<'a> Scorer<'a> {
                         && !self.port_correct(x)
                         && !self.congested(&[node], &[x.who], x.start)
                 }) || v.device_nodes.iter().any(|x| {
-                    x.0 == node && overlaps((x.1, x.2), win) && !self.device_node_correct(x.0, x.1)
+                    x.0 == node
+                        && overlaps((x.1, x.2), win)
+                        && !self.device_node_correct(x.0, x.1)
+                        && !self.congested(&[node], &self.ports_of(node), x.1)
                 }) || v
                     .pairs
                     .iter()
@@ -422,6 +425,12 @@ impl<'a> Scorer<'a> {
                 && v.start >= f.onset
                 && v.start < f.end + self.grace
         })
+    }
+
+    /// The global ports of a node.
+    fn ports_of(&self, node: usize) -> Vec<usize> {
+        let npus = self.w.topo.npus;
+        (node * npus..(node + 1) * npus).collect()
     }
 
     /// Whether a link verdict beginning in round `start` names a degraded link (either
@@ -776,7 +785,12 @@ impl<'a> Scorer<'a> {
     }
 }
 
-fn level_stats(name: &str, verdicts: usize, correct: usize, healthy_hours: f64) -> LevelStats {
+pub(crate) fn level_stats(
+    name: &str,
+    verdicts: usize,
+    correct: usize,
+    healthy_hours: f64,
+) -> LevelStats {
     LevelStats {
         level: name.to_string(),
         verdicts,

@@ -35,18 +35,45 @@ fn recall(target: &str, os: &[&Outcome], need: f64) -> TargetCheck {
     check_one(target, share(hit, os.len()), ok)
 }
 
-fn time(target: &str, os: &[&Outcome], f: fn(&Outcome) -> Option<u64>, limit: u64) -> TargetCheck {
+/// Episodes a p95 needs before one run is judged on it alone: with fewer, the p95 is the
+/// slowest episode, and the target is judged on the pooled episodes of a batch of runs
+/// ([`super::batch`]).
+pub const MIN_EPISODES_FOR_P95: usize = 20;
+
+fn time(
+    target: &str,
+    os: &[&Outcome],
+    f: fn(&Outcome) -> Option<u64>,
+    limit: u64,
+    min: usize,
+) -> TargetCheck {
     let [_, p95] = p50_p95(&os.iter().map(|o| f(o)).collect::<Vec<_>>());
-    let value = p95.map_or_else(
+    let mut value = p95.map_or_else(
         || format!("more than 5 % of {} never reached it", os.len()),
         |x| format!("p95 {x} rounds over {} episodes", os.len()),
     );
-    let ok = (!os.is_empty()).then(|| p95.is_some_and(|x| x <= limit));
+    let ok = if os.len() < min {
+        if !os.is_empty() {
+            value.push_str(&format!(" (fewer than {min}: judged on a pooled batch)"));
+        }
+        None
+    } else {
+        Some(p95.is_some_and(|x| x <= limit))
+    };
     check_one(target, value, ok)
 }
 
-/// Every target on this run.
+/// Every target on this run (time targets only with enough episodes).
 pub fn check(r: &Report, outcomes: &[Outcome]) -> Vec<TargetCheck> {
+    check_with(r, outcomes, MIN_EPISODES_FOR_P95)
+}
+
+/// Every target on a pooled batch: time targets on however many episodes there are.
+pub fn check_pooled(r: &Report, outcomes: &[Outcome]) -> Vec<TargetCheck> {
+    check_with(r, outcomes, 1)
+}
+
+fn check_with(r: &Report, outcomes: &[Outcome], min: usize) -> Vec<TargetCheck> {
     let persistent = |o: &Outcome| matches!(o.shape, Shape::Step | Shape::Ramp);
     let slow20 = |o: &Outcome| {
         o.kind == FaultKind::SlowNode && o.plane == Plane::Host && o.magnitude >= 0.2 - 1e-9
@@ -98,12 +125,14 @@ pub fn check(r: &Report, outcomes: &[Outcome]) -> Vec<TargetCheck> {
             &big_step,
             |o| o.suspect,
             5,
+            min,
         ),
         time(
             "slow nodes ≥ 20 % (step) recommended within 20 rounds, p95",
             &big_step,
             |o| o.quarantine,
             20,
+            min,
         ),
         check_one(
             "false quarantine recommendations ≤ 0.01 per 1000 node-hours",
@@ -137,12 +166,17 @@ pub fn check(r: &Report, outcomes: &[Outcome]) -> Vec<TargetCheck> {
         ),
     ];
     if let Some(d) = &r.device {
-        out.extend(device(r, d, outcomes));
+        out.extend(device(r, d, outcomes, min));
     }
     out
 }
 
-fn device(r: &Report, d: &super::report::DeviceReport, outcomes: &[Outcome]) -> Vec<TargetCheck> {
+fn device(
+    r: &Report,
+    d: &super::report::DeviceReport,
+    outcomes: &[Outcome],
+    min: usize,
+) -> Vec<TargetCheck> {
     let strong = class(outcomes, |o| {
         o.kind == FaultKind::SlowPort && o.band.starts_with('≥') && o.shape == Shape::Step
     });
@@ -172,6 +206,7 @@ fn device(r: &Report, d: &super::report::DeviceReport, outcomes: &[Outcome]) -> 
             &strong_timed,
             |o| o.suspect,
             10,
+            min,
         ),
         check_one(
             "those ports localised to the port ≥ 95 %",

@@ -650,7 +650,7 @@ fn draw_episodes(c: &Congestion, t: &Topology, d: &mut Draw, rounds: u64, out: &
 
 /// Places every fault: listed targets as written, the rest on distinct free nodes drawn
 /// with the seed; onsets uniform between the warm-up and the last stretch of the run (a
-/// pair of a probe group meets once per group − 1 rounds, so faults start at least two
+/// pair of a probe group meets once per group − 1 rounds, so faults start at least three
 /// such cycles, and at least 60 rounds, before the end).
 fn place_faults(
     s: &Scenario,
@@ -661,7 +661,7 @@ fn place_faults(
     let mut free = vec![true; t.nodes];
     let mut out = Vec::new();
     let g = s.fleet.group_size.min(t.nodes);
-    let tail = (2 * g.saturating_sub(1) as u64).max(60);
+    let tail = (3 * g.saturating_sub(1) as u64).max(60);
     let last = rounds.saturating_sub(tail).max(s.fleet.warmup_rounds + 1);
     // Whole ToRs first, then pairs within a group, then single nodes, so that random
     // placement finds room; numbers follow the file's order.
