@@ -88,9 +88,10 @@ pub struct DemoArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimulateArgs {
     /// A scenario file (TOML, or JSON for a `.json` name; schema in docs/simulation.md).
-    /// Default: the built-in campaign, `scenarios/campaign.toml`.
+    /// Default: the built-in campaign, `scenarios/campaign.toml`. Repeatable: several
+    /// files are run and pooled, as a batch.
     #[arg(long, value_name = "FILE", conflicts_with = "generate")]
-    pub scenario: Option<PathBuf>,
+    pub scenario: Vec<PathBuf>,
     /// Instead of a file, a random held-out scenario drawn from this seed (at least
     /// 1000000, so that it never matches a shipped scenario's seed).
     #[arg(long, value_name = "SEED")]

@@ -7,9 +7,9 @@ use hcclwatch::simulate::{Engines, Overrides, Scenario, ScenarioError};
 
 use crate::cli;
 
-/// Loads the scenario (a file, a generated one, or the built-in campaign), applies the
-/// flags, runs it with the thresholds of `--config.file` (else the shipped ones) and
-/// prints the report as text or JSON.
+/// Loads the scenarios (files, generated ones, or the built-in campaign), applies the
+/// flags, runs them with the thresholds of `--config.file` (else the shipped ones) and
+/// prints the report (pooled, for a batch or several files) as text or JSON.
 pub fn main(a: &cli::SimulateArgs) -> ExitCode {
     let nodes_ok = a.nodes.is_none_or(|n| (4..=10_000).contains(&n));
     let hours_ok = a.hours.is_none_or(|h| h > 0.0 && h <= 1000.0);
@@ -57,7 +57,8 @@ pub fn main(a: &cli::SimulateArgs) -> ExitCode {
             Err(e) => return fail(&e),
         }
     }
-    let printed = match (a.batch, a.json) {
+    let pooled_batch = a.batch.is_some() || a.scenario.len() > 1;
+    let printed = match (pooled_batch.then_some(()), a.json) {
         (None, true) => serde_json::to_string_pretty(&runs[0]),
         (None, false) => Ok(hcclwatch::simulate::text(&runs[0])),
         (Some(_), json) => {
@@ -104,15 +105,21 @@ fn scenarios(a: &cli::SimulateArgs) -> Result<Vec<Scenario>, ScenarioError> {
         }
         return Ok(out);
     }
-    let (base, name) = match &a.scenario {
-        Some(p) => (Scenario::load(p)?, p.display().to_string()),
-        None => (Scenario::campaign(), "scenarios/campaign.toml".into()),
+    let bases = if a.scenario.is_empty() {
+        vec![(Scenario::campaign(), "scenarios/campaign.toml".to_string())]
+    } else {
+        a.scenario
+            .iter()
+            .map(|p| Ok((Scenario::load(p)?, p.display().to_string())))
+            .collect::<Result<Vec<_>, ScenarioError>>()?
     };
-    let base = overrides.apply(base, &name)?;
-    for k in 0..n {
-        let mut s = base.clone();
-        s.fleet.seed = base.fleet.seed + k;
-        out.push(s);
+    for (base, name) in bases {
+        let base = overrides.apply(base, &name)?;
+        for k in 0..n {
+            let mut s = base.clone();
+            s.fleet.seed = base.fleet.seed + k;
+            out.push(s);
+        }
     }
     Ok(out)
 }

@@ -48,6 +48,9 @@ pub const CROWD_SHARE: f64 = 0.05;
 /// A round is a partial fabric event when its count of probes slow on their own has a
 /// binomial tail below this under the learned base rate.
 pub const PARTIAL_ALPHA: f64 = 1e-3;
+/// Rounds over which slow probes are also summed for link decisions: an event that lasts
+/// (a congested spine) shows in the sum before it shows in any one round.
+pub const PARTIAL_ROUNDS: usize = 3;
 /// Rounds with fewer probes are never judged partial fabric events (too few to tell).
 pub const PARTIAL_MIN_PROBES: usize = 8;
 /// Floor on the learned share of probes slow on their own.
@@ -182,6 +185,8 @@ pub struct HealthEngine {
     /// Share of a normal round's probes that are slow on their own (learned outside
     /// fabric rounds): the base rate a partial fabric event is judged against.
     slow_rate: Option<f64>,
+    /// (slow, judged) probes of the last [`PARTIAL_ROUNDS`] rounds.
+    partial_hist: VecDeque<(usize, usize)>,
     links: BTreeMap<(usize, usize), VecDeque<f64>>,
     /// Pairs with a link verdict: held until a measurement of the pair is normal again,
     /// so that the verdict does not flicker when an end's score moves (the slow link
@@ -215,6 +220,8 @@ struct Snapshot {
     fabric_hist: VecDeque<bool>,
     #[serde(default)]
     slow_rate: Option<f64>,
+    #[serde(default)]
+    partial_hist: VecDeque<(usize, usize)>,
     links: Vec<((usize, usize), VecDeque<f64>)>,
     held: Vec<(usize, usize)>,
 }
@@ -260,6 +267,7 @@ impl HealthEngine {
             baseline: None,
             fabric_hist: VecDeque::new(),
             slow_rate: None,
+            partial_hist: VecDeque::new(),
             links: BTreeMap::new(),
             held: Default::default(),
         }
@@ -306,6 +314,7 @@ impl HealthEngine {
             baseline: self.baseline,
             fabric_hist: self.fabric_hist.clone(),
             slow_rate: self.slow_rate,
+            partial_hist: self.partial_hist.clone(),
             links: self.links.iter().map(|(k, v)| (*k, v.clone())).collect(),
             held: self.held.iter().copied().collect(),
         };
@@ -332,6 +341,7 @@ impl HealthEngine {
         self.baseline = s.baseline;
         self.fabric_hist = s.fabric_hist;
         self.slow_rate = s.slow_rate;
+        self.partial_hist = s.partial_hist;
         self.links = s.links.into_iter().collect();
         self.held = s.held.into_iter().collect();
         Ok(())
@@ -481,7 +491,7 @@ impl HealthEngine {
                 slow_count[p.dst] += u32::from(clean(p.src));
             }
         }
-        let partial = self.partial_fabric(slow, judged, fabric_slow);
+        let (partial, partial_recent) = self.partial_fabric(slow, judged, fabric_slow);
         self.fabric_hist.push_back(fabric_slow || partial);
         while self.fabric_hist.len() > cfg.window {
             self.fabric_hist.pop_front();
@@ -510,6 +520,7 @@ impl HealthEngine {
             spread,
             fabric,
             partial,
+            partial_recent,
             crowded: false,
             slow_count,
             entry,
@@ -520,18 +531,30 @@ impl HealthEngine {
     /// Whether `slow` of `probes` probes slow on their own is too many for the learned
     /// base rate (a binomial tail below [`PARTIAL_ALPHA`]); learns the rate from rounds
     /// that are not.
-    fn partial_fabric(&mut self, slow: usize, probes: usize, fabric_slow: bool) -> bool {
+    fn partial_fabric(&mut self, slow: usize, probes: usize, fabric_slow: bool) -> (bool, bool) {
         if probes == 0 {
-            return false;
+            return (false, false);
         }
         let p0 = self
             .slow_rate
             .unwrap_or(SLOW_RATE_FLOOR)
             .max(SLOW_RATE_FLOOR);
-        let partial = probes >= PARTIAL_MIN_PROBES
-            && slow > 0
-            && Binomial::new(p0.min(0.5), probes as u64).map_or(1.0, |b| b.sf(slow as u64 - 1))
-                < PARTIAL_ALPHA;
+        let tail = |slow: usize, probes: usize| {
+            if probes < PARTIAL_MIN_PROBES || slow == 0 {
+                return 1.0;
+            }
+            Binomial::new(p0.min(0.5), probes as u64).map_or(1.0, |b| b.sf(slow as u64 - 1))
+        };
+        let partial = tail(slow, probes) < PARTIAL_ALPHA;
+        self.partial_hist.push_back((slow, probes));
+        while self.partial_hist.len() > PARTIAL_ROUNDS {
+            self.partial_hist.pop_front();
+        }
+        let (s, n) = self
+            .partial_hist
+            .iter()
+            .fold((0, 0), |(s, n), (a, b)| (s + a, n + b));
+        let recent = partial || tail(s, n) < PARTIAL_ALPHA;
         if !partial && !fabric_slow {
             let share = slow as f64 / probes as f64;
             self.slow_rate = Some(match self.slow_rate {
@@ -539,7 +562,7 @@ impl HealthEngine {
                 Some(x) => x + 0.02 * (share - x),
             });
         }
-        partial
+        (partial, recent)
     }
 
     /// Confirmation probes (the suspect against known-good peers), by the node awaiting
@@ -831,7 +854,7 @@ impl HealthEngine {
         // round is not a fabric event: a slow permutation probe counts once at each end.
         // Other slow observations are skipped: they neither count nor clear the pair.
         let specific = |p: &Probe, own: u32| {
-            !r.fabric && !r.partial && r.slow_count[p.src] + r.slow_count[p.dst] <= own
+            !r.fabric && !r.partial_recent && r.slow_count[p.src] + r.slow_count[p.dst] <= own
         };
         for p in input.probes.iter().chain(&input.link_probes).filter(usable) {
             if slow(p).is_none() {
@@ -839,7 +862,7 @@ impl HealthEngine {
                 self.held.remove(&(p.src, p.dst));
             }
         }
-        if r.partial {
+        if r.partial_recent {
             // A share of the links is slow at once (a spine, a partial dip): pending pairs
             // start over, only held verdicts stay.
             let held = &self.held;
@@ -873,11 +896,13 @@ impl HealthEngine {
             }
             // Steady, as for nodes: congestion on a spine or an end scatters the
             // observations, a degraded link shifts them.
+            // Every observation within 3 spreads of their median, as before a quarantine.
             let steady = || {
                 let mut v: Vec<f64> = obs.iter().copied().collect();
                 let m = median(&mut v);
                 let mut dev: Vec<f64> = v.iter().map(|x| (x - m).abs()).collect();
-                1.4826 * median(&mut dev) <= STEADY_RATIO * r.spread
+                let within = dev.iter().all(|d| *d <= 3.0 * r.spread);
+                within && 1.4826 * median(&mut dev) <= STEADY_RATIO * r.spread
             };
             if obs.len() >= cfg.link_observations && steady() {
                 verdicts.push((*a, *b));
@@ -929,6 +954,9 @@ struct RoundStats {
     /// This round has more probes slow on their own than the base rate explains (a share
     /// of the links or a spine): re-pairings may cross it too.
     partial: bool,
+    /// This round or the last few together have more such probes than the base rate
+    /// explains (link decisions wait).
+    partial_recent: bool,
     /// Many nodes are elevated at once (set by `step`).
     crowded: bool,
     /// Permutation probes above the exit threshold touching each node this round.

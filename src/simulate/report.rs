@@ -408,6 +408,15 @@ pub fn text(r: &Report) -> String {
             l.level, l.verdicts, l.correct, l.precision, l.false_per_1000_node_hours
         );
     }
+    let false_quarantines = r.levels.get(2).map_or(0, |l| l.verdicts - l.correct);
+    if false_quarantines == 0 && r.healthy_node_hours > 0.0 {
+        let _ = writeln!(
+            s,
+            "no false quarantine in {:.0} healthy node-hours: the rate is below {:.4} per 1000 node-hours at 95 % confidence (rule of three)",
+            r.healthy_node_hours,
+            3.0 / r.healthy_node_hours * 1000.0
+        );
+    }
     let _ = writeln!(
         s,
         "precision {:.3} (quarantine level); false suspects {:.2} / 1000 node-h, false quarantines {:.3} / 1000 node-h\nquarantines from fabric dips {}, from ToR events {}, from congestion {}\n",
