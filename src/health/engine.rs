@@ -878,7 +878,14 @@ impl HealthEngine {
                 Some(d) if specific(p, own) => {
                     self.links.entry((p.src, p.dst)).or_default().push_back(d)
                 }
-                // Not this pair's alone: this round says nothing about the link.
+                // Not this pair's alone: this round does not count for the link, but a
+                // slow permutation probe is still re-measured (in the daemon a sender
+                // held up by a slow outgoing link also times its incoming probe late,
+                // so the first sighting of a bad link is rarely its own; the
+                // re-measurements, with other peers' probes normal, are).
+                Some(_) if own > 0 && !r.fabric && !r.partial_recent => {
+                    self.links.entry((p.src, p.dst)).or_default();
+                }
                 Some(_) | None => {}
             }
         }
@@ -911,6 +918,8 @@ impl HealthEngine {
                 requests.push((*a, *b));
             }
         }
+        // Pairs with the most evidence first: the daemon re-measures only a few per round.
+        requests.sort_by_key(|k| std::cmp::Reverse(self.links.get(k).map_or(0, VecDeque::len)));
         out.link_verdicts = verdicts;
         out.link_requests = requests;
     }
