@@ -96,25 +96,43 @@ pub struct DemoArgs {
 /// Flags of `hcclwatch simulate`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimulateArgs {
-    /// Nodes (4..=10000).
-    #[arg(long, default_value_t = 256)]
-    pub nodes: usize,
-    /// Simulated hours (30 s rounds).
-    #[arg(long, default_value_t = 4.0)]
-    pub hours: f64,
-    /// Seed.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Turn congestion episodes off.
+    /// A scenario file (TOML, or JSON for a `.json` name; schema in docs/simulation.md).
+    /// Default: the built-in campaign, `scenarios/campaign.toml`. Repeatable: several
+    /// files are run and pooled, as a batch.
+    #[arg(long, value_name = "FILE", conflicts_with = "generate")]
+    pub scenario: Vec<PathBuf>,
+    /// Instead of a file, a random held-out scenario drawn from this seed (at least
+    /// 1000000, so that it never matches a shipped scenario's seed).
+    #[arg(long, value_name = "SEED")]
+    pub generate: Option<u64>,
+    /// Run N scenarios and pool them: N generated ones from the --generate seed up, else
+    /// the scenario with N seeds from its own (or --seed) up. Prints one line per run and
+    /// the pooled report (time targets are judged on the pooled episodes).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub batch: Option<u64>,
+    /// Print the scenario (after the overrides below) as TOML and exit.
+    #[arg(long = "print-scenario")]
+    pub print_scenario: bool,
+    /// Override the scenario's nodes (4..=10000).
+    #[arg(long)]
+    pub nodes: Option<usize>,
+    /// Override the scenario's length, in hours.
+    #[arg(long)]
+    pub hours: Option<f64>,
+    /// Override the scenario's seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Turn the scenario's congestion processes off.
     #[arg(long = "no-congestion")]
     pub no_congestion: bool,
-    /// Members per probe group at most, as the daemon's `probe.max_group_size` (2..=1024).
-    #[arg(long = "group-size", default_value_t = 64)]
-    pub group_size: usize,
+    /// Override the members per probe group, as the daemon's `probe.max_group_size`
+    /// (2..=1024).
+    #[arg(long = "group-size")]
+    pub group_size: Option<usize>,
     /// Take the engine thresholds from this config file's `[health]` section.
     #[arg(long = "config.file", value_name = "PATH")]
     pub config_file: Option<PathBuf>,
-    /// Print JSON instead of the table.
+    /// Print JSON instead of the tables.
     #[arg(long)]
     pub json: bool,
 }

@@ -3,18 +3,32 @@
 use std::process::ExitCode;
 
 use hcclwatch::config::{self, ConfigError};
+use hcclwatch::simulate::{Engines, Overrides, Scenario, ScenarioError};
 
 use crate::cli;
 
-/// Runs the simulator with the thresholds of `--config.file` (else the shipped ones) and
-/// prints its report as text or JSON.
+/// Loads the scenarios (files, generated ones, or the built-in campaign), applies the
+/// flags, runs them with the thresholds of `--config.file` (else the shipped ones) and
+/// prints the report (pooled, for a batch or several files) as text or JSON.
 pub fn main(a: &cli::SimulateArgs) -> ExitCode {
-    let hours_ok = a.hours > 0.0 && a.hours <= 1000.0;
-    if !(4..=10_000).contains(&a.nodes) || !hours_ok || !(2..=1024).contains(&a.group_size) {
+    let nodes_ok = a.nodes.is_none_or(|n| (4..=10_000).contains(&n));
+    let hours_ok = a.hours.is_none_or(|h| h > 0.0 && h <= 1000.0);
+    let group_ok = a.group_size.is_none_or(|g| (2..=1024).contains(&g));
+    if !(nodes_ok && hours_ok && group_ok) {
         eprintln!(
             "hcclwatch simulate: --nodes must be 4..=10000, --hours in (0, 1000] and --group-size 2..=1024"
         );
         return ExitCode::FAILURE;
+    }
+    let scenarios = match scenarios(a) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    if a.print_scenario {
+        for s in &scenarios {
+            print!("{}", s.to_toml());
+        }
+        return ExitCode::SUCCESS;
     }
     let health = match &a.config_file {
         None => hcclwatch::health::HealthConfig::default(),
@@ -32,25 +46,92 @@ pub fn main(a: &cli::SimulateArgs) -> ExitCode {
             }
         },
     };
-    let o = hcclwatch::simulate::SimOptions {
+    let engines = Engines {
+        health,
+        ..Engines::default()
+    };
+    let mut runs = Vec::new();
+    for s in &scenarios {
+        match hcclwatch::simulate::simulate(s, &engines) {
+            Ok(r) => runs.push(r),
+            Err(e) => return fail(&e),
+        }
+    }
+    let pooled_batch = a.batch.is_some() || a.scenario.len() > 1;
+    let printed = match (pooled_batch.then_some(()), a.json) {
+        (None, true) => serde_json::to_string_pretty(&runs[0]),
+        (None, false) => Ok(hcclwatch::simulate::text(&runs[0])),
+        (Some(_), json) => {
+            let pooled = hcclwatch::simulate::batch::pool(&runs);
+            if json {
+                serde_json::to_string_pretty(&serde_json::json!({ "runs": runs, "pooled": pooled }))
+            } else {
+                Ok(hcclwatch::simulate::batch::text(&runs, &pooled))
+            }
+        }
+    };
+    match printed {
+        Ok(s) => {
+            print!("{s}");
+            if a.json {
+                println!();
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("hcclwatch simulate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The scenarios to run: one, or `--batch` of them (generated from the `--generate` seed
+/// up, else the scenario with successive seeds), each with the flags applied.
+fn scenarios(a: &cli::SimulateArgs) -> Result<Vec<Scenario>, ScenarioError> {
+    let overrides = Overrides {
         nodes: a.nodes,
         hours: a.hours,
         seed: a.seed,
-        congestion: !a.no_congestion,
         group_size: a.group_size,
-        health,
+        no_congestion: a.no_congestion,
     };
-    let r = hcclwatch::simulate::run(&o);
-    if a.json {
-        match serde_json::to_string_pretty(&r) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                eprintln!("hcclwatch simulate: {e}");
-                return ExitCode::FAILURE;
+    let n = a.batch.unwrap_or(1);
+    let mut out = Vec::new();
+    if let Some(seed) = a.generate {
+        for k in 0..n {
+            let s = hcclwatch::simulate::generate::generate(seed + k)?;
+            let name = s.name.clone();
+            out.push(overrides.apply(s, &name)?);
+        }
+        return Ok(out);
+    }
+    let bases = if a.scenario.is_empty() {
+        vec![(Scenario::campaign(), "scenarios/campaign.toml".to_string())]
+    } else {
+        a.scenario
+            .iter()
+            .map(|p| Ok((Scenario::load(p)?, p.display().to_string())))
+            .collect::<Result<Vec<_>, ScenarioError>>()?
+    };
+    for (base, name) in bases {
+        let base = overrides.apply(base, &name)?;
+        for k in 0..n {
+            let mut s = base.clone();
+            s.fleet.seed = base.fleet.seed + k;
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+fn fail(e: &ScenarioError) -> ExitCode {
+    match e {
+        ScenarioError::Invalid(problems) => {
+            for p in problems {
+                eprintln!("{p}");
             }
         }
-    } else {
-        print!("{}", hcclwatch::simulate::text(&r));
+        ScenarioError::Read { .. } => eprintln!("hcclwatch simulate: {e}"),
     }
-    ExitCode::SUCCESS
+    ExitCode::FAILURE
 }

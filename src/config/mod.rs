@@ -277,7 +277,7 @@ impl Default for HealthSection {
             probation_rounds: 240,
             fabric_ratio: 1.0 / 0.9,
             fabric_rounds: 3,
-            link_observations: 2,
+            link_observations: 6,
         }
     }
 }

@@ -29,6 +29,16 @@
 //!   `pair_observations` bad observations in a row is a pair verdict (a cable or a switch
 //!   path), which never quarantines anything.
 //!
+//! A lost packet is charged to both ends, but a port's loss with peers already accused
+//! (elevated, or not healthy) is explained by them and not counted, and the fabric's loss
+//! rate a port is judged against is the median over ports, so that a few bad ports do not
+//! raise it. More slow pings between unaccused ports than the learned base rate explains
+//! is a partial fabric event (a spine, a share of the paths); a fabric event of two rounds
+//! or more holds for a window. A pair observation counts only when neither end is bad with
+//! other peers in the same round. A port slow by RTT alone is recommended for quarantine
+//! only when its RTTs are steady (see [`super::engine::STEADY_RATIO`]): a congested link
+//! scatters them.
+//!
 //! Ports move through the same states as nodes (healthy → suspect → confirmed →
 //! quarantine_recommended → probation → healthy), with exit thresholds below entry
 //! thresholds. Pure code: the daemon, the simulator and the tests run the same engine.
@@ -37,7 +47,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use statrs::distribution::{Binomial, DiscreteCDF};
 
-use super::engine::median;
+use super::engine::{PARTIAL_ALPHA, PARTIAL_MIN_PROBES, SLOW_RATE_FLOOR, STEADY_RATIO, median};
 use crate::snapshot::probe::NodeState;
 
 /// Thresholds of the device-plane engine.
@@ -204,7 +214,7 @@ pub struct DeviceOutput {
     pub transitions: Vec<PortTransition>,
     /// Ports to re-ping from known-good ports next round.
     pub confirm_requests: Vec<usize>,
-    /// Pairs to re-ping next round.
+    /// Pairs to re-ping next round (suspect pairs, and pairs with a verdict until it clears).
     pub pair_requests: Vec<(usize, usize)>,
     /// Pairs judged bad (both ends otherwise fine).
     pub pair_verdicts: Vec<(usize, usize)>,
@@ -224,7 +234,7 @@ struct Sample {
     /// Log RTT residuals of this round's pings through the port.
     residuals: Vec<f64>,
     /// Peers this round's pings went to or came from, and whether each lost packets.
-    peers: Vec<(usize, bool)>,
+    peers: Vec<(usize, u32, u32)>,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -257,6 +267,10 @@ struct Elevation {
     tail: f64,
     rtt_residual: f64,
     rtt_z: f64,
+    /// Robust spread of the window's RTT residuals.
+    rtt_spread: f64,
+    /// The slowness is steady (see [`STEADY_RATIO`]) or the port is lossy.
+    steady: bool,
     peers: usize,
 }
 
@@ -271,6 +285,7 @@ impl Elevation {
             ("loss_binomial_tail".into(), self.tail),
             ("window_median_log_rtt_residual".into(), self.rtt_residual),
             ("window_rtt_robust_z".into(), self.rtt_z),
+            ("window_rtt_residual_spread".into(), self.rtt_spread),
             ("distinct_peers".into(), self.peers as f64),
         ]
     }
@@ -309,6 +324,14 @@ pub struct DeviceEngine {
     held: BTreeSet<(usize, usize)>,
     /// Median log RTT of a normal round, learned slowly outside fabric events.
     baseline: Option<f64>,
+    /// Share of a normal round's pings (between ports nothing accuses) that are slow.
+    slow_rate: Option<f64>,
+    /// Last round of the current fabric event's hold.
+    fabric_until: u64,
+    /// Consecutive fabric rounds.
+    fabric_run: u64,
+    /// Ports elevated last round (their peers' loss with them is explained).
+    last_elevated: Vec<bool>,
 }
 
 /// Statistics of one round's pings as a whole.
@@ -356,6 +379,10 @@ impl DeviceEngine {
             pairs: BTreeMap::new(),
             held: BTreeSet::new(),
             baseline: None,
+            slow_rate: None,
+            fabric_until: 0,
+            fabric_run: 0,
+            last_elevated: Vec::new(),
         }
     }
 
@@ -446,29 +473,34 @@ impl DeviceEngine {
         let median_log_rtt = median(&mut logs.clone());
         let mut dev: Vec<f64> = logs.iter().map(|l| (l - median_log_rtt).abs()).collect();
         let spread = (1.4826 * median(&mut dev)).max(self.cfg.mad_floor);
-        // The fabric's loss over the window, from every port's samples (each packet is
-        // charged to both ends, so halve the sums; the ratio is unchanged).
-        let (mut sent, mut lost) = (0u64, 0u64);
-        for p in &self.ports {
-            for s in &p.window {
-                sent += u64::from(s.packets);
-                lost += u64::from(s.lost);
-            }
-        }
-        for p in input.probes.iter().filter(|p| p.usable(n)) {
-            sent += 2 * u64::from(p.sent);
-            lost += 2 * u64::from(p.lost());
-        }
-        let raw = if sent == 0 {
-            0.0
-        } else {
-            lost as f64 / sent as f64
-        };
         RoundStats {
             median_log_rtt,
             spread,
-            fabric_loss: raw.max(self.cfg.loss_floor),
+            fabric_loss: self.cfg.loss_floor,
         }
+    }
+
+    /// The fabric's loss rate: the median over ports of each port's loss ratio over its
+    /// window (each packet is charged to both ends), leaving out pings with an accused
+    /// peer. A median, so that a few lossy ports do not raise the rate they and their
+    /// peers are judged against; a loss most ports share moves it. Floored at `loss_floor`.
+    fn fabric_loss(&self, accused: &[bool]) -> f64 {
+        let mut ratios: Vec<f64> = self
+            .ports
+            .iter()
+            .filter_map(|t| {
+                let (sent, lost) = t
+                    .window
+                    .iter()
+                    .flat_map(|s| s.peers.iter())
+                    .filter(|(p, _, _)| !accused.get(*p).copied().unwrap_or(false))
+                    .fold((0u64, 0u64), |(s, l), (_, ps, pl)| {
+                        (s + u64::from(*ps), l + u64::from(*pl))
+                    });
+                (sent > 0).then(|| lost as f64 / sent as f64)
+            })
+            .collect();
+        median(&mut ratios).max(self.cfg.loss_floor)
     }
 
     /// Charges this round's plan pings to both their ends.
@@ -485,7 +517,7 @@ impl DeviceEngine {
                 s.packets += p.sent;
                 s.lost += p.lost();
                 s.residuals.extend(residual);
-                s.peers.push((peer, p.lost() > 0));
+                s.peers.push((peer, p.sent, p.lost()));
             }
         }
         let absent: BTreeSet<usize> = input.absent_nodes.iter().copied().collect();
@@ -501,20 +533,29 @@ impl DeviceEngine {
     }
 
     /// Whether port `i` is elevated over its window, and by how much.
-    fn elevation(&self, i: usize, r: &RoundStats) -> Elevation {
+    fn elevation(&self, i: usize, r: &RoundStats, accused: &[bool]) -> Elevation {
         let cfg = &self.cfg;
         let t = &self.ports[i];
-        let packets: u32 = t.window.iter().map(|s| s.packets).sum();
-        let lost: u32 = t.window.iter().map(|s| s.lost).sum();
+        // Loss on pings with a peer already accused is explained by that peer: a port
+        // next to a bad one is not bad itself.
+        let pings = || {
+            t.window
+                .iter()
+                .flat_map(|s| s.peers.iter())
+                .filter(|(p, _, _)| !accused.get(*p).copied().unwrap_or(false))
+        };
+        let packets: u32 = pings().map(|(_, s, _)| *s).sum();
+        let lost: u32 = pings().map(|(_, _, l)| *l).sum();
         let peers: BTreeSet<usize> = t
             .window
             .iter()
-            .flat_map(|s| s.peers.iter().map(|(p, _)| *p))
+            .flat_map(|s| s.peers.iter().map(|(p, _, _)| *p))
             .collect();
-        let lossy_peers: BTreeSet<usize> = t
-            .window
-            .iter()
-            .flat_map(|s| s.peers.iter().filter(|(_, l)| *l).map(|(p, _)| *p))
+        // Loss with the ports of one node only is that node's (or a pair's), not this
+        // port's: count the nodes of the lossy peers.
+        let lossy_peers: BTreeSet<usize> = pings()
+            .filter(|(_, _, l)| *l > 0)
+            .map(|(p, _, _)| self.ports.get(*p).map_or(usize::MAX, |x| x.node))
             .collect();
         let mut residuals: Vec<f64> = t
             .window
@@ -526,6 +567,8 @@ impl DeviceEngine {
         } else {
             median(&mut residuals)
         };
+        let mut dev: Vec<f64> = residuals.iter().map(|x| (x - rtt_residual).abs()).collect();
+        let rtt_spread = 1.4826 * median(&mut dev);
         let rtt_z = rtt_residual / r.spread;
         let loss_ratio = if packets == 0 {
             0.0
@@ -534,7 +577,7 @@ impl DeviceEngine {
         };
         let tail = loss_tail(lost, packets, r.fabric_loss);
         let enough_peers = peers.len() >= cfg.min_peers;
-        Elevation {
+        let mut e = Elevation {
             loss: enough_peers
                 && lossy_peers.len() >= cfg.min_peers.min(2)
                 && loss_ratio >= cfg.loss_min
@@ -547,8 +590,12 @@ impl DeviceEngine {
             tail,
             rtt_residual,
             rtt_z,
+            rtt_spread,
+            steady: false,
             peers: peers.len(),
-        }
+        };
+        e.steady = e.loss || rtt_spread <= STEADY_RATIO * r.spread;
+        e
     }
 
     fn set(
@@ -582,11 +629,27 @@ impl DeviceEngine {
     pub fn step(&mut self, input: &DeviceInput) -> DeviceOutput {
         self.round += 1;
         let mut out = DeviceOutput::default();
-        let r = self.stats(input);
+        let mut r = self.stats(input);
         self.record(input, &r);
         let n = self.ports.len();
-        let elevations: Vec<Elevation> = (0..n).map(|i| self.elevation(i, &r)).collect();
+        let accused: Vec<bool> = (0..n)
+            .map(|i| {
+                self.last_elevated.get(i).copied().unwrap_or(false)
+                    || !matches!(
+                        self.ports[i].state,
+                        NodeState::Healthy | NodeState::Probation
+                    )
+            })
+            .collect();
+        r.fabric_loss = self.fabric_loss(&accused);
+        // Two passes: a port elevated only by its pings with bad ports is cleared once
+        // those are accused in the first pass.
+        let first: Vec<bool> = (0..n)
+            .map(|i| accused[i] || self.elevation(i, &r, &accused).any())
+            .collect();
+        let elevations: Vec<Elevation> = (0..n).map(|i| self.elevation(i, &r, &first)).collect();
         let elevated: Vec<bool> = elevations.iter().map(Elevation::any).collect();
+        self.last_elevated = elevated.clone();
         out.scores = (0..n)
             .map(|i| {
                 let t = &self.ports[i];
@@ -599,7 +662,16 @@ impl DeviceEngine {
             .collect();
         // Localisation: fabric, then nodes, then single ports.
         let node_bad = self.nodes_elevated(&elevated);
-        out.fabric = n > 0 && self.is_fabric(input, &r, &elevated, &node_bad);
+        // A fabric event of two rounds or more holds for a window after its last round:
+        // the ports' windows still carry its pings, and would otherwise accuse whoever it
+        // touched most. (One round alone is often a node fault before its ports are
+        // elevated.)
+        let now = n > 0 && self.is_fabric(input, &r, &elevated, &node_bad);
+        self.fabric_run = if now { self.fabric_run + 1 } else { 0 };
+        if self.fabric_run >= 2 {
+            self.fabric_until = self.round + self.cfg.window as u64;
+        }
+        out.fabric = now || self.round <= self.fabric_until;
         if !out.fabric {
             out.node_verdicts = node_bad.iter().copied().collect();
         }
@@ -613,7 +685,12 @@ impl DeviceEngine {
             // A port of a node verdict, or any port during a fabric event, is not judged on
             // its own: the cause is not the port.
             let own = elevated[i] && !out.fabric && !node_bad.contains(&node);
-            let confirm = self.reproduced(i, &r);
+            let mut confirm = self.reproduced(i, &r);
+            if out.fabric && confirm.0 == Some(true) {
+                // Re-pings during a fabric event cross it too: they may clear a suspect,
+                // not confirm one.
+                confirm.0 = None;
+            }
             self.advance(i, own, &elevations[i], confirm, &mut out);
         }
         self.judge_pairs(input, &r, &elevated, out.fabric, &mut out);
@@ -654,7 +731,8 @@ impl DeviceEngine {
         let many_nodes = node_bad.len() >= (self.cfg.tor_nodes).max(1)
             && node_bad.len() as f64 >= 0.1 * nodes.len() as f64;
         // Loss on pings between ports that nothing else accuses.
-        let explained = |port: usize| elevated[port] || node_bad.contains(&self.ports[port].node);
+        let owners: Vec<usize> = self.ports.iter().map(|p| p.node).collect();
+        let explained = |port: usize| elevated[port] || node_bad.contains(&owners[port]);
         let (sent, lost) = input
             .probes
             .iter()
@@ -663,8 +741,53 @@ impl DeviceEngine {
                 (s + u64::from(p.sent), l + u64::from(p.lost()))
             });
         let unexplained_loss = sent > 0 && lost as f64 / sent as f64 >= self.cfg.loss_min;
+        let partial = self.partial_fabric(input, r, &explained);
         let slow = self.fabric_slow(r);
-        share >= self.cfg.fabric_share || many_nodes || unexplained_loss || slow
+        share >= self.cfg.fabric_share || many_nodes || unexplained_loss || slow || partial
+    }
+
+    /// Whether more pings between ports nothing accuses are slow than the learned base
+    /// rate explains (a binomial tail below [`PARTIAL_ALPHA`]): a share of the paths is
+    /// slow at once (a partial dip, a spine), which moves no port's median and no round
+    /// median. Learns the base rate from rounds that are not.
+    fn partial_fabric(
+        &mut self,
+        input: &DeviceInput,
+        r: &RoundStats,
+        explained: &dyn Fn(usize) -> bool,
+    ) -> bool {
+        let n = self.ports.len();
+        let pings: Vec<&PortProbe> = input
+            .probes
+            .iter()
+            .filter(|p| p.usable(n) && !explained(p.src) && !explained(p.dst))
+            .collect();
+        let slow = pings.iter().filter(|p| self.slow_ping(p, r)).count();
+        if pings.len() < PARTIAL_MIN_PROBES {
+            return false;
+        }
+        let p0 = self
+            .slow_rate
+            .unwrap_or(SLOW_RATE_FLOOR)
+            .max(SLOW_RATE_FLOOR);
+        let partial = slow > 0
+            && Binomial::new(p0.min(0.5), pings.len() as u64)
+                .map_or(1.0, |b| b.sf(slow as u64 - 1))
+                < PARTIAL_ALPHA;
+        if !partial {
+            let share = slow as f64 / pings.len() as f64;
+            self.slow_rate = Some(self.slow_rate.map_or(share, |x| x + 0.02 * (share - x)));
+        }
+        partial
+    }
+
+    /// A ping slower than the round median by `rtt_ratio`, with a robust z above `z`.
+    fn slow_ping(&self, p: &PortProbe, r: &RoundStats) -> bool {
+        p.rtt.is_some_and(|x| {
+            x > 0.0
+                && x.ln() - r.median_log_rtt > self.cfg.rtt_ratio.ln()
+                && (x.ln() - r.median_log_rtt) / r.spread > self.cfg.z
+        })
     }
 
     /// Whether the round's median RTT is far above the learned baseline; learns the
@@ -688,7 +811,18 @@ impl DeviceEngine {
     /// Adds this round's re-pings to the tallies of the ports awaiting them.
     fn record_confirmations(&mut self, input: &DeviceInput, r: &RoundStats) {
         let n = self.ports.len();
-        for p in input.confirmations.iter().filter(|p| p.usable(n)) {
+        // Re-pings of a suspect pair are about the pair: they do not confirm a port.
+        let pair = |p: &PortProbe| {
+            let k = (p.src.min(p.dst), p.src.max(p.dst));
+            self.pairs.contains_key(&k) || self.held.contains(&k)
+        };
+        let repings: Vec<PortProbe> = input
+            .confirmations
+            .iter()
+            .filter(|p| p.usable(n) && !pair(p))
+            .copied()
+            .collect();
+        for p in &repings {
             for end in [p.src, p.dst] {
                 let t = &mut self.ports[end];
                 if t.state != NodeState::Suspect {
@@ -741,7 +875,14 @@ impl DeviceEngine {
         let state = self.ports[i].state;
         if elevated {
             self.ports[i].clean = 0;
-            self.ports[i].elevated_rounds += 1;
+            // A quarantine waits for `confirm_hold` elevated rounds in a row that are lossy
+            // or steadily slow: queueing behind other traffic scatters RTTs, a slow port
+            // shifts them.
+            if e.steady {
+                self.ports[i].elevated_rounds += 1;
+            } else {
+                self.ports[i].elevated_rounds = 0;
+            }
         } else {
             self.ports[i].clean += 1;
         }
@@ -859,40 +1000,43 @@ impl DeviceEngine {
         let bad = |p: &PortProbe| {
             let lossy =
                 p.lost() > 0 && f64::from(p.lost()) / f64::from(p.sent) >= self.cfg.loss_min;
-            let slow = p.rtt.is_some_and(|x| {
-                x > 0.0
-                    && x.ln() - r.median_log_rtt > self.cfg.rtt_ratio.ln()
-                    && (x.ln() - r.median_log_rtt) / r.spread > self.cfg.z
-            });
-            lossy || slow
+            lossy || self.slow_ping(p, r)
         };
         let key = |p: &PortProbe| (p.src.min(p.dst), p.src.max(p.dst));
-        let mut seen: BTreeMap<(usize, usize), bool> = BTreeMap::new();
-        for p in input
-            .probes
-            .iter()
-            .chain(&input.confirmations)
-            .filter(|p| p.usable(n))
-        {
-            let b = bad(p);
-            let e = seen.entry(key(p)).or_insert(false);
-            *e = *e || b;
+        // Bad plan pings per port this round: a port bad with several peers at once (its
+        // own fault, its node's, its ToR's, a congested link) says nothing about one pair.
+        let mut bad_at = vec![0u32; n];
+        for p in input.probes.iter().filter(|p| p.usable(n) && bad(p)) {
+            bad_at[p.src] += 1;
+            bad_at[p.dst] += 1;
         }
-        for (pair, was_bad) in seen {
+        // Per pair: (bad, every bad observation specific to the pair).
+        let mut seen: BTreeMap<(usize, usize), (bool, bool)> = BTreeMap::new();
+        let plan = input.probes.iter().map(|p| (p, 1));
+        let repings = input.confirmations.iter().map(|p| (p, 0));
+        for (p, own) in plan.chain(repings).filter(|(p, _)| p.usable(n)) {
+            let b = bad(p);
+            let specific = bad_at[p.src] <= own && bad_at[p.dst] <= own;
+            let e = seen.entry(key(p)).or_insert((false, true));
+            e.0 |= b;
+            e.1 &= !b || specific;
+        }
+        for (pair, (was_bad, specific)) in seen {
             let ends_fine = !elevated[pair.0] && !elevated[pair.1];
             if !was_bad {
                 self.pairs.remove(&pair);
                 self.held.remove(&pair);
-            } else if ends_fine && !fabric {
+            } else if ends_fine && !fabric && specific {
                 *self.pairs.entry(pair).or_default() += 1;
             }
         }
+        // Pairs with a verdict are re-pinged too, so that the verdict ends with the first
+        // clean observation instead of waiting for the plan to come round again.
         for (pair, count) in &self.pairs {
             if self.held.contains(pair) || *count >= self.cfg.pair_observations {
                 out.pair_verdicts.push(*pair);
-            } else {
-                out.pair_requests.push(*pair);
             }
+            out.pair_requests.push(*pair);
         }
         for p in &out.pair_verdicts {
             self.held.insert(*p);
@@ -916,7 +1060,12 @@ mod tests {
         slow: Vec<(usize, f64)>,
         /// Pairs whose pings all come back 3× slower.
         bad_pairs: Vec<(usize, usize)>,
+        /// Ports whose added RTT changes from ping to ping (queueing).
+        scattered: Vec<usize>,
+        /// Node pairs whose pings are 2× slower (a partial fabric event).
+        slow_node_pairs: fn(usize, usize) -> bool,
         counters: BTreeMap<usize, f64>,
+        pings: usize,
     }
 
     impl Fabric {
@@ -928,7 +1077,10 @@ mod tests {
                 lossy: vec![],
                 slow: vec![],
                 bad_pairs: vec![],
+                scattered: vec![],
+                slow_node_pairs: |_, _| false,
                 counters: BTreeMap::new(),
+                pings: 0,
             }
         }
 
@@ -967,6 +1119,13 @@ mod tests {
                 .any(|&(a, b)| (a, b) == (src, dst) || (b, a) == (src, dst))
             {
                 extra += 200e-6;
+            }
+            self.pings += 1;
+            if self.scattered.contains(&src) || self.scattered.contains(&dst) {
+                extra += [20e-6, 400e-6, 60e-6, 250e-6, 120e-6, 500e-6][self.pings % 6];
+            }
+            if (self.slow_node_pairs)(src / self.per, dst / self.per) {
+                extra += 100e-6;
             }
             PortProbe {
                 src,
@@ -1117,5 +1276,50 @@ mod tests {
         assert_eq!(loss_tail(0, 10, 0.1), 1.0);
         // P(X ≥ 10) for Bin(10, 0.5) = 0.5^10.
         assert!((loss_tail(10, 10, 0.5) - 0.5f64.powi(10)).abs() < 1e-12);
+    }
+
+    /// A port whose RTT scatters from ping to ping (a congested link) may be suspected or
+    /// confirmed, but is never recommended for quarantine; a steadily slow one is.
+    #[test]
+    fn scattered_rtt_is_never_recommended_steady_rtt_is() {
+        let mut f = Fabric::new(8, 8);
+        f.scattered = vec![12];
+        f.slow = vec![(44, 150e-6)];
+        let mut e = DeviceEngine::new(&f.port_nodes(), DeviceConfig::default());
+        let present = vec![true; f.nodes];
+        let mut last: Option<DeviceOutput> = None;
+        for r in 0..40 {
+            let mut input = f.round(r);
+            if let Some(o) = &last {
+                for &port in &o.confirm_requests {
+                    for c in e.confirmers(port, &present) {
+                        input.confirmations.push(f.ping(c, port));
+                    }
+                }
+            }
+            last = Some(e.step(&input));
+            assert_ne!(
+                e.states()[12],
+                NodeState::QuarantineRecommended,
+                "round {r}"
+            );
+        }
+        assert_ne!(
+            e.states()[12],
+            NodeState::Healthy,
+            "the scattered port is at least suspect"
+        );
+        assert_eq!(e.states()[44], NodeState::QuarantineRecommended);
+    }
+
+    /// A third of the node pairs twice as slow (a partial dip: no port median moves
+    /// much, no round median either) is a fabric event: no port is accused.
+    #[test]
+    fn a_partial_dip_is_a_fabric_event_and_accuses_no_port() {
+        let mut f = Fabric::new(8, 8);
+        f.slow_node_pairs = |a, b| (a + b) % 3 == 0;
+        let (e, outs) = run(&mut f, 30);
+        assert!(outs.iter().skip(2).all(|o| o.fabric));
+        assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
     }
 }

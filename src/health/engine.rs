@@ -10,19 +10,59 @@
 //! healthy → suspect → confirmed → quarantine_recommended → probation → healthy
 //! ```
 //!
-//! with exit thresholds below entry thresholds. A suspect is only confirmed when probes
-//! against known-good peers reproduce the slowness (transient congestion usually does not
-//! survive re-pairing); hard faults skip straight to a quarantine recommendation; and a
-//! fabric-wide slowdown (the round median against a slow baseline) blocks every quarantine
-//! recommendation while it lasts (detection goes on: residuals are peer-relative, so a
-//! node slower than its peers still stands out). Every transition records its reason and
+//! with exit thresholds below entry thresholds. Every transition records its reason and
 //! the evidence.
+//!
+//! - A suspect is confirmed when re-pairings with known-good peers reproduce the slowness
+//!   in consecutive rounds. Congestion on the node's own uplink reaches those re-pairings
+//!   too, so reproduction alone does not separate it from a slow node; what does is that
+//!   a slow component adds a constant while queueing scatters: confirmation and quarantine
+//!   also need the slowness to be *steady* (the window's residuals and the re-pairings
+//!   scatter no more than [`STEADY_RATIO`] times the round's healthy spread, and before a
+//!   quarantine the re-pairings land where the window says the node is).
+//! - Hard faults skip straight to a quarantine recommendation.
+//! - A fabric-wide slowdown (the round median against a slow baseline), or a *partial* one
+//!   (more probes slow on their own than the learned base rate explains: a spine, a share
+//!   of the links), makes a fabric verdict that blocks every quarantine recommendation
+//!   while it lasts; many nodes steadily slow at once (a *crowd*: a ToR) does the same and
+//!   blocks confirmations too. Detection goes on: residuals are peer-relative.
+//! - A link verdict needs `link_observations` slow, steady observations of one pair that
+//!   are the pair's own: nothing else at either end slow in the same round, no fabric
+//!   event. A congested uplink or a slow node slows every probe through it, a bad link
+//!   only its own.
 
 use std::collections::{BTreeMap, VecDeque};
 
+use statrs::distribution::{Binomial, DiscreteCDF};
+
 use crate::snapshot::probe::{NodeState, Transition};
 
-/// Thresholds; defaults chosen with `hcclwatch simulate` (see the README).
+/// Nodes elevated at once (not counting those already recommended for quarantine) that
+/// make a crowd: with independent faults and the congestion of the noise model, three at
+/// once in one group happens in well under 0.1 % of rounds, so three or more (and at least
+/// [`CROWD_SHARE`] of the group) are a shared cause, a ToR, a spine or the fabric.
+pub const CROWD_MIN: usize = 3;
+/// Share of the group elevated at once that makes a crowd (the detection design's "more
+/// than 5 % of nodes flagged is a fabric incident").
+pub const CROWD_SHARE: f64 = 0.05;
+/// A round is a partial fabric event when its count of probes slow on their own has a
+/// binomial tail below this under the learned base rate.
+pub const PARTIAL_ALPHA: f64 = 1e-3;
+/// Rounds over which slow probes are also summed for link decisions: an event that lasts
+/// (a congested spine) shows in the sum before it shows in any one round.
+pub const PARTIAL_ROUNDS: usize = 3;
+/// Rounds with fewer probes are never judged partial fabric events (too few to tell).
+pub const PARTIAL_MIN_PROBES: usize = 8;
+/// Floor on the learned share of probes slow on their own.
+pub const SLOW_RATE_FLOOR: f64 = 0.01;
+/// A confirmed node is recommended for quarantine only when its window's residuals
+/// scatter at most this many times the round's robust spread: a component that is slow
+/// adds a constant and leaves the scatter of healthy probes; queueing behind other
+/// traffic, or an intermittent fault, scatters them.
+pub const STEADY_RATIO: f64 = 2.0;
+
+/// Thresholds; defaults chosen with `hcclwatch simulate` on the shipped scenarios (see
+/// `docs/detection.md`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HealthConfig {
     /// Rounds in the scoring window (W).
@@ -70,7 +110,7 @@ impl Default for HealthConfig {
             probation_rounds: 240,
             fabric_ratio: 1.0 / 0.9,
             fabric_rounds: 3,
-            link_observations: 2,
+            link_observations: 6,
         }
     }
 }
@@ -142,6 +182,11 @@ pub struct HealthEngine {
     round: u64,
     baseline: Option<f64>,
     fabric_hist: VecDeque<bool>,
+    /// Share of a normal round's probes that are slow on their own (learned outside
+    /// fabric rounds): the base rate a partial fabric event is judged against.
+    slow_rate: Option<f64>,
+    /// (slow, judged) probes of the last [`PARTIAL_ROUNDS`] rounds.
+    partial_hist: VecDeque<(usize, usize)>,
     links: BTreeMap<(usize, usize), VecDeque<f64>>,
     /// Pairs with a link verdict: held until a measurement of the pair is normal again,
     /// so that the verdict does not flicker when an end's score moves (the slow link
@@ -173,6 +218,10 @@ struct Snapshot {
     round: u64,
     baseline: Option<f64>,
     fabric_hist: VecDeque<bool>,
+    #[serde(default)]
+    slow_rate: Option<f64>,
+    #[serde(default)]
+    partial_hist: VecDeque<(usize, usize)>,
     links: Vec<((usize, usize), VecDeque<f64>)>,
     held: Vec<(usize, usize)>,
 }
@@ -217,6 +266,8 @@ impl HealthEngine {
             round: 0,
             baseline: None,
             fabric_hist: VecDeque::new(),
+            slow_rate: None,
+            partial_hist: VecDeque::new(),
             links: BTreeMap::new(),
             held: Default::default(),
         }
@@ -262,6 +313,8 @@ impl HealthEngine {
             round: self.round,
             baseline: self.baseline,
             fabric_hist: self.fabric_hist.clone(),
+            slow_rate: self.slow_rate,
+            partial_hist: self.partial_hist.clone(),
             links: self.links.iter().map(|(k, v)| (*k, v.clone())).collect(),
             held: self.held.iter().copied().collect(),
         };
@@ -287,6 +340,8 @@ impl HealthEngine {
         self.round = s.round;
         self.baseline = s.baseline;
         self.fabric_hist = s.fabric_hist;
+        self.slow_rate = s.slow_rate;
+        self.partial_hist = s.partial_hist;
         self.links = s.links.into_iter().collect();
         self.held = s.held.into_iter().collect();
         Ok(())
@@ -328,8 +383,7 @@ impl HealthEngine {
     pub fn step(&mut self, input: &RoundInput) -> RoundOutput {
         self.round += 1;
         let mut out = RoundOutput::default();
-        let r = self.score_round(input);
-        out.fabric_degraded = r.fabric;
+        let mut r = self.score_round(input);
         let mut confirm = self.confirmations(input, &r);
         // Hard faults skip the hysteresis.
         let n = self.nodes.len();
@@ -345,27 +399,40 @@ impl HealthEngine {
             }
         }
         let hard: Vec<usize> = input.hard_faults.iter().map(|(n, _)| *n).collect();
-        for i in 0..n {
-            let (score, zmed, full) = self.window_score(i);
-            out.scores.push(score);
-            if hard.contains(&i) || input.absent.contains(&i) {
-                continue;
+        let windows: Vec<Window> = (0..n).map(|i| self.window(i, &r)).collect();
+        out.scores = windows.iter().map(|w| w.score).collect();
+        let judged = |i: &usize| !hard.contains(i) && !input.absent.contains(i);
+        r.crowded = self.crowded(&windows, &r, &judged);
+        out.fabric_degraded = r.fabric || r.crowded;
+        for (i, w) in windows.into_iter().enumerate() {
+            if judged(&i) {
+                self.advance(i, w, &r, confirm.remove(&i), &mut out);
             }
-            let w = Window {
-                score,
-                zmed,
-                elevated: false,
-            };
-            self.advance(i, w, full, &r, confirm.remove(&i), &mut out);
         }
         self.judge_links(input, &r, &mut out);
         out
     }
 
+    /// Whether many nodes are steadily slow at once (at least [`CROWD_MIN`] and
+    /// [`CROWD_SHARE`] of the group, not counting nodes already recommended for
+    /// quarantine): a ToR, a spine or the fabric, not that many independent stragglers.
+    /// Counted by effect size and steadiness, not z (many slow nodes inflate the round's
+    /// spread and hide each other's z); scattered slowness (congestion) is left out, as
+    /// it never reaches a quarantine anyway.
+    fn crowded(&self, windows: &[Window], r: &RoundStats, judged: &dyn Fn(&usize) -> bool) -> bool {
+        let n = self.nodes.len();
+        let count = (0..n)
+            .filter(|i| judged(i))
+            .filter(|&i| self.nodes[i].state != NodeState::QuarantineRecommended)
+            .filter(|&i| windows[i].large && windows[i].spread <= STEADY_RATIO * r.spread)
+            .count();
+        count >= CROWD_MIN.max((CROWD_SHARE * n as f64).ceil() as usize)
+    }
+
     /// Scores the round's probes against its median, updates the fabric baseline and each
     /// node's windows.
     fn score_round(&mut self, input: &RoundInput) -> RoundStats {
-        let cfg = &self.cfg;
+        let cfg = self.cfg.clone();
         let n = self.nodes.len();
         // Peer-relative scoring against this round's median.
         let logs: Vec<f64> = input
@@ -390,7 +457,42 @@ impl HealthEngine {
                 Some(b) => b,
             });
         }
-        self.fabric_hist.push_back(fabric_slow);
+        // Partial fabric: more probes slow on their own than the learned base rate
+        // explains (a share of the links, a spine), which moves no median.
+        let entry = (1.0 + cfg.delta).ln();
+        // By effect size alone: when many probes are slow, they inflate the round's
+        // spread and would hide behind a z threshold.
+        let is_slow = |p: &Probe| p.seconds.ln() - median_log > entry;
+        // Probes above the exit threshold touching each node (their other end not
+        // accused): a node with any is not clearly fine this round.
+        let exit = (1.0 + cfg.delta / 2.0).ln();
+        let mut slow_count = vec![0u32; n];
+        let mut slow = 0usize;
+        let clean = |x: usize| {
+            matches!(
+                self.nodes[x].state,
+                NodeState::Healthy | NodeState::Probation
+            )
+        };
+        let mut judged = 0usize;
+        for p in input
+            .probes
+            .iter()
+            .filter(|p| valid(p) && p.src < n && p.dst < n)
+        {
+            // Probes touching a node already accused are that node's doing: they neither
+            // count towards a partial fabric event nor make the other end look busy.
+            if clean(p.src) && clean(p.dst) {
+                judged += 1;
+                slow += usize::from(is_slow(p));
+            }
+            if p.seconds.ln() - median_log > exit {
+                slow_count[p.src] += u32::from(clean(p.dst));
+                slow_count[p.dst] += u32::from(clean(p.src));
+            }
+        }
+        let (partial, partial_recent) = self.partial_fabric(slow, judged, fabric_slow);
+        self.fabric_hist.push_back(fabric_slow || partial);
         while self.fabric_hist.len() > cfg.window {
             self.fabric_hist.pop_front();
         }
@@ -417,9 +519,50 @@ impl HealthEngine {
             median_log,
             spread,
             fabric,
-            entry: (1.0 + cfg.delta).ln(),
-            exit: (1.0 + cfg.delta / 2.0).ln(),
+            partial,
+            partial_recent,
+            crowded: false,
+            slow_count,
+            entry,
+            exit,
         }
+    }
+
+    /// Whether `slow` of `probes` probes slow on their own is too many for the learned
+    /// base rate (a binomial tail below [`PARTIAL_ALPHA`]); learns the rate from rounds
+    /// that are not.
+    fn partial_fabric(&mut self, slow: usize, probes: usize, fabric_slow: bool) -> (bool, bool) {
+        if probes == 0 {
+            return (false, false);
+        }
+        let p0 = self
+            .slow_rate
+            .unwrap_or(SLOW_RATE_FLOOR)
+            .max(SLOW_RATE_FLOOR);
+        let tail = |slow: usize, probes: usize| {
+            if probes < PARTIAL_MIN_PROBES || slow == 0 {
+                return 1.0;
+            }
+            Binomial::new(p0.min(0.5), probes as u64).map_or(1.0, |b| b.sf(slow as u64 - 1))
+        };
+        let partial = tail(slow, probes) < PARTIAL_ALPHA;
+        self.partial_hist.push_back((slow, probes));
+        while self.partial_hist.len() > PARTIAL_ROUNDS {
+            self.partial_hist.pop_front();
+        }
+        let (s, n) = self
+            .partial_hist
+            .iter()
+            .fold((0, 0), |(s, n), (a, b)| (s + a, n + b));
+        let recent = partial || tail(s, n) < PARTIAL_ALPHA;
+        if !partial && !fabric_slow {
+            let share = slow as f64 / probes as f64;
+            self.slow_rate = Some(match self.slow_rate {
+                None => share,
+                Some(x) => x + 0.02 * (share - x),
+            });
+        }
+        (partial, recent)
     }
 
     /// Confirmation probes (the suspect against known-good peers), by the node awaiting
@@ -440,20 +583,42 @@ impl HealthEngine {
         confirm
     }
 
-    /// A node's window score, robust z and whether the window is full. A node is as slow
-    /// as its slower side: its row (sending) or its column (receiving) of the matrix.
-    fn window_score(&self, i: usize) -> (f64, f64, bool) {
+    /// A node's window: score, robust z, spread, and whether it is elevated (a full
+    /// window above the entry threshold, or probation's). A node is as slow as its slower
+    /// side: its row (sending) or its column (receiving) of the matrix.
+    fn window(&self, i: usize, r: &RoundStats) -> Window {
         let side = |h: &VecDeque<(f64, f64)>| {
             let mut ds: Vec<f64> = h.iter().map(|x| x.0).collect();
             let mut zs: Vec<f64> = h.iter().map(|x| x.1).collect();
-            (median(&mut ds), median(&mut zs), h.len() >= self.cfg.window)
+            let m = median(&mut ds);
+            let dev: Vec<f64> = ds.iter().map(|d| (d - m).abs()).collect();
+            (m, median(&mut zs), dev, h.len() >= self.cfg.window)
         };
-        let (out_d, out_z, out_full) = side(&self.nodes[i].out_hist);
-        let (in_d, in_z, in_full) = side(&self.nodes[i].in_hist);
-        if out_d >= in_d {
-            (out_d, out_z, out_full)
+        let out = side(&self.nodes[i].out_hist);
+        let inn = side(&self.nodes[i].in_hist);
+        // Both sides slow: their scatter is judged together (each around its own
+        // median), twice the samples for the steadiness test.
+        let both = out.0 > r.entry && inn.0 > r.entry;
+        let (score, zmed, mut dev, full) = if out.0 >= inn.0 {
+            out.clone()
         } else {
-            (in_d, in_z, in_full)
+            inn.clone()
+        };
+        if both {
+            dev = out.2.iter().chain(&inn.2).copied().collect();
+        }
+        let spread = 1.4826 * median(&mut dev);
+        let threshold = if self.nodes[i].state == NodeState::Probation {
+            (1.0 + self.cfg.delta / 2.0).ln()
+        } else {
+            r.entry
+        };
+        Window {
+            score,
+            zmed,
+            spread,
+            elevated: full && score > threshold && zmed > self.cfg.z,
+            large: full && score > threshold,
         }
     }
 
@@ -461,27 +626,24 @@ impl HealthEngine {
     fn advance(
         &mut self,
         i: usize,
-        mut w: Window,
-        full: bool,
+        w: Window,
         r: &RoundStats,
         confirm: Option<Vec<f64>>,
         out: &mut RoundOutput,
     ) {
         let cfg = self.cfg.clone();
         let state = self.nodes[i].state;
-        let threshold = if state == NodeState::Probation {
-            (1.0 + cfg.delta / 2.0).ln()
-        } else {
-            r.entry
-        };
-        w.elevated = full && w.score > threshold && w.zmed > cfg.z;
         if w.score < r.exit {
             self.nodes[i].below += 1;
         } else {
             self.nodes[i].below = 0;
         }
-        if w.elevated {
+        // Rounds slow in a row, and steadily so (see `STEADY_RATIO`): a quarantine waits
+        // for `confirm_hold` of them.
+        if w.elevated && w.spread <= STEADY_RATIO * r.spread {
             self.nodes[i].above += 1;
+        } else {
+            self.nodes[i].above = 0;
         }
         match state {
             NodeState::Healthy | NodeState::Probation if w.elevated => {
@@ -555,12 +717,23 @@ impl HealthEngine {
             }
             return;
         };
-        self.nodes[i].confirm_pending = false;
         let got = c.len();
         // Every re-pairing must reproduce the slowness: one congested path must not be
         // enough to condemn a node.
         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
         let reproduced = got >= cfg.confirm_peers && cm > r.entry;
+        if r.partial || r.crowded || reproduced && !steady(w, &c, r, false) {
+            // A share of the links slow (the re-pairings may cross them too), many nodes at
+            // once (not this node's doing alone), or slow but not steadily (queueing behind
+            // other traffic scatters the residuals, see `STEADY_RATIO`): it stays a suspect
+            // (a ticket) and is re-paired again.
+            self.nodes[i].confirm_pending = w.elevated;
+            if w.elevated {
+                out.confirm_requests.push(i);
+            }
+            return;
+        }
+        self.nodes[i].confirm_pending = false;
         if reproduced {
             self.nodes[i].confirmations += 1;
         }
@@ -609,7 +782,7 @@ impl HealthEngine {
     ) {
         let cfg = self.cfg.clone();
         let Some(c) = confirm else {
-            if r.fabric {
+            if r.fabric || r.crowded {
                 // Frozen: a fabric-wide event blocks per-node escalation.
             } else if self.nodes[i].above >= cfg.confirm_hold && w.elevated {
                 self.nodes[i].confirm_pending = true;
@@ -627,14 +800,21 @@ impl HealthEngine {
         };
         self.nodes[i].confirm_pending = false;
         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
-        if r.fabric {
-            // A fabric-wide event blocks cordons: stay confirmed and ask again once the
-            // fabric is back to normal.
+        if r.fabric || r.crowded {
+            // A fabric-wide event (or many nodes at once) blocks cordons: stay confirmed and
+            // ask again once it is over.
             return;
         }
         let mut e = w.evidence();
         e.push(("second_confirmation_min_log_residual".into(), cm));
-        if c.len() >= cfg.confirm_peers && cm > r.entry {
+        let reproduced = c.len() >= cfg.confirm_peers && cm > r.entry;
+        if reproduced && !steady(w, &c, r, true) {
+            // Slow, but not steadily: the window's residuals scatter far more than healthy
+            // probes do, as queueing behind other traffic (or an intermittent fault) makes
+            // them. A cordon waits for steady slowness; the node stays confirmed.
+            return;
+        }
+        if reproduced {
             self.nodes[i].confirmations += 1;
             self.set(
                 i,
@@ -669,22 +849,44 @@ impl HealthEngine {
             (d > r.entry && d / r.spread > cfg.z).then_some(d)
         };
         let usable = |p: &&Probe| p.src < n && p.dst < n && valid(p);
+        // Slowness belongs to the pair only when nothing else at either end was above the
+        // exit threshold this round (a congested uplink or a slow node slows every probe through it) and the
+        // round is not a fabric event: a slow permutation probe counts once at each end.
+        // Other slow observations are skipped: they neither count nor clear the pair.
+        let specific = |p: &Probe, own: u32| {
+            !r.fabric && !r.partial_recent && r.slow_count[p.src] + r.slow_count[p.dst] <= own
+        };
         for p in input.probes.iter().chain(&input.link_probes).filter(usable) {
             if slow(p).is_none() {
                 self.links.remove(&(p.src, p.dst));
                 self.held.remove(&(p.src, p.dst));
             }
         }
-        for p in input.link_probes.iter().filter(usable) {
-            if let Some(d) = slow(p) {
-                self.links.entry((p.src, p.dst)).or_default().push_back(d);
-            }
+        if r.partial_recent {
+            // A share of the links is slow at once (a spine, a partial dip): pending pairs
+            // start over, only held verdicts stay.
+            let held = &self.held;
+            self.links.retain(|k, _| held.contains(k));
         }
-        for p in input.probes.iter().filter(usable) {
-            if let Some(d) = slow(p)
-                && !r.fabric
-            {
-                self.links.entry((p.src, p.dst)).or_default().push_back(d);
+        let measured = input
+            .link_probes
+            .iter()
+            .map(|p| (p, 0))
+            .chain(input.probes.iter().map(|p| (p, 2)));
+        for (p, own) in measured.filter(|(p, _)| usable(p)) {
+            match slow(p) {
+                Some(d) if specific(p, own) => {
+                    self.links.entry((p.src, p.dst)).or_default().push_back(d)
+                }
+                // Not this pair's alone: this round does not count for the link, but a
+                // slow permutation probe is still re-measured (in the daemon a sender
+                // held up by a slow outgoing link also times its incoming probe late,
+                // so the first sighting of a bad link is rarely its own; the
+                // re-measurements, with other peers' probes normal, are).
+                Some(_) if own > 0 && !r.fabric && !r.partial_recent => {
+                    self.links.entry((p.src, p.dst)).or_default();
+                }
+                Some(_) | None => {}
             }
         }
         let (mut requests, mut verdicts) = (Vec::new(), Vec::new());
@@ -699,16 +901,50 @@ impl HealthEngine {
             if r.fabric || !healthy_end_pair(*a, *b, &self.nodes, &out.scores, r.exit) {
                 continue;
             }
-            if obs.len() >= cfg.link_observations {
+            // Steady, as for nodes: congestion on a spine or an end scatters the
+            // observations, a degraded link shifts them.
+            // Every observation within 3 spreads of their median, as before a quarantine.
+            let steady = || {
+                let mut v: Vec<f64> = obs.iter().copied().collect();
+                let m = median(&mut v);
+                let mut dev: Vec<f64> = v.iter().map(|x| (x - m).abs()).collect();
+                let within = dev.iter().all(|d| *d <= 3.0 * r.spread);
+                within && 1.4826 * median(&mut dev) <= STEADY_RATIO * r.spread
+            };
+            if obs.len() >= cfg.link_observations && steady() {
                 verdicts.push((*a, *b));
                 self.held.insert((*a, *b));
             } else {
                 requests.push((*a, *b));
             }
         }
+        // Pairs with the most evidence first: the daemon re-measures only a few per round.
+        requests.sort_by_key(|k| std::cmp::Reverse(self.links.get(k).map_or(0, VecDeque::len)));
         out.link_verdicts = verdicts;
         out.link_requests = requests;
     }
+}
+
+/// Robust spread (1.4826 × MAD) of a sample.
+fn robust_spread(v: &[f64]) -> f64 {
+    let mut x = v.to_vec();
+    let m = median(&mut x);
+    let mut dev: Vec<f64> = x.iter().map(|d| (d - m).abs()).collect();
+    1.4826 * median(&mut dev)
+}
+
+/// Whether a node's slowness is steady: its window's residuals, and this round's
+/// re-pairings, scatter no more than [`STEADY_RATIO`] times the round's healthy spread.
+/// Before a quarantine (`anchored`), each re-pairing must also land where the window
+/// says the node is: a constant slowdown puts them there, queueing puts them anywhere.
+/// (Within 3 × the spread: a healthy probe lands farther about one time in a hundred.)
+fn steady(w: &Window, confirmations: &[f64], r: &RoundStats, anchored: bool) -> bool {
+    let limit = STEADY_RATIO * r.spread;
+    let consistent = !anchored
+        || confirmations
+            .iter()
+            .all(|c| (c - w.score).abs() <= 3.0 * r.spread.max(w.spread));
+    w.spread <= limit && robust_spread(confirmations) <= limit && consistent
 }
 
 /// A probe with a usable duration.
@@ -724,6 +960,16 @@ struct RoundStats {
     spread: f64,
     /// The fabric verdict.
     fabric: bool,
+    /// This round has more probes slow on their own than the base rate explains (a share
+    /// of the links or a spine): re-pairings may cross it too.
+    partial: bool,
+    /// This round or the last few together have more such probes than the base rate
+    /// explains (link decisions wait).
+    partial_recent: bool,
+    /// Many nodes are elevated at once (set by `step`).
+    crowded: bool,
+    /// Permutation probes above the exit threshold touching each node this round.
+    slow_count: Vec<u32>,
     /// ln(1 + delta): the entry threshold.
     entry: f64,
     /// ln(1 + delta/2): the exit threshold.
@@ -736,8 +982,13 @@ struct Window {
     score: f64,
     /// Median robust z of that side.
     zmed: f64,
+    /// Robust spread (1.4826 × MAD) of that side's residuals.
+    spread: f64,
     /// Above the entry threshold (or probation's) with a full window.
     elevated: bool,
+    /// Above it by effect size alone (no z): what a crowd is counted by, since many
+    /// slow nodes inflate the round's spread and so hide each other's z.
+    large: bool,
 }
 
 impl Window {
@@ -745,6 +996,7 @@ impl Window {
         vec![
             ("window_median_log_residual".to_string(), self.score),
             ("window_median_z".to_string(), self.zmed),
+            ("window_log_residual_spread".to_string(), self.spread),
         ]
     }
 }
@@ -1094,5 +1346,108 @@ mod tests {
         assert!(scores(&e)[1] > (1.0f64 + 0.04).ln());
         let out = e.step(&round(n, 1, &[], |i| (i % 2) as f64 * 0.003));
         assert!(out.link_verdicts.is_empty(), "{:?}", out.link_verdicts);
+    }
+
+    /// Re-pairings that reproduce, answered for every node asking.
+    fn repairings(
+        input: &mut RoundInput,
+        asking: &[usize],
+        n: usize,
+        seconds: impl Fn(usize) -> f64,
+    ) {
+        for &s in asking {
+            for k in [3, 9, 11] {
+                input.confirmations.push(Probe {
+                    src: s,
+                    dst: (s + k) % n,
+                    seconds: seconds(s),
+                });
+            }
+        }
+    }
+
+    /// Four of sixteen nodes slow at once (a ToR, say), their re-pairings reproducing:
+    /// a crowd, reported as a fabric-level event, and none of them is confirmed or
+    /// recommended for quarantine.
+    #[test]
+    fn many_nodes_slow_at_once_are_a_crowd_not_stragglers() {
+        let n = 16;
+        let mut e = HealthEngine::new(n, HealthConfig::default());
+        let slow: Vec<(usize, f64)> = (4..8).map(|i| (i, 1.3)).collect();
+        let (mut confirm, mut crowd) = (Vec::new(), false);
+        for r in 0..60 {
+            let mut input = round(n, 1 + r % 7, &slow, |i| (i % 3) as f64 * 0.002);
+            repairings(&mut input, &confirm, n, |s| {
+                if (4..8).contains(&s) { 1.3 } else { 1.0 }
+            });
+            let out = e.step(&input);
+            crowd |= out.fabric_degraded;
+            for t in &out.transitions {
+                assert!(
+                    !matches!(
+                        t.to,
+                        NodeState::Confirmed | NodeState::QuarantineRecommended
+                    ),
+                    "round {r}: {t:?}"
+                );
+            }
+            confirm = out.confirm_requests;
+        }
+        assert!(crowd);
+    }
+
+    /// A node slow by different amounts from round to round (queueing behind other
+    /// traffic) is never recommended for quarantine, even when every re-pairing
+    /// reproduces; a node slowed by the same amount every round is.
+    #[test]
+    fn scattered_slowness_is_never_recommended_steady_slowness_is() {
+        let n = 16;
+        let mut e = HealthEngine::new(n, HealthConfig::default());
+        let cycle = [1.15, 1.6, 1.2, 1.5, 1.3, 1.9, 1.12];
+        let mut confirm = Vec::new();
+        for r in 0..80 {
+            let f = cycle[r % cycle.len()];
+            let mut input = round(n, 1 + r % 7, &[(5, f), (9, 1.3)], |i| {
+                (i % 3) as f64 * 0.002
+            });
+            repairings(&mut input, &confirm, n, |s| {
+                if s == 5 {
+                    cycle[(r + s) % cycle.len()]
+                } else {
+                    1.3
+                }
+            });
+            let out = e.step(&input);
+            assert_ne!(e.states()[5], NodeState::QuarantineRecommended, "round {r}");
+            confirm = out.confirm_requests;
+        }
+        assert_eq!(e.states()[9], NodeState::QuarantineRecommended);
+    }
+
+    /// A node whose every probe is slow (a congested uplink) makes no link verdict on its
+    /// pairs, however often they are re-measured slow: the slowness is not the pair's.
+    #[test]
+    fn a_congested_end_makes_no_link_verdict() {
+        let n = 8;
+        let mut e = HealthEngine::new(n, HealthConfig::default());
+        let mut requests: Vec<(usize, usize)> = Vec::new();
+        for r in 0..30 {
+            let mut input = round(n, 1 + r % 7, &[(3, 1.4)], |i| (i % 2) as f64 * 0.003);
+            input.link_probes = requests
+                .iter()
+                .map(|&(a, b)| Probe {
+                    src: a,
+                    dst: b,
+                    seconds: if a == 3 || b == 3 { 1.4 } else { 1.0 },
+                })
+                .collect();
+            let out = e.step(&input);
+            assert!(
+                out.link_verdicts.iter().all(|(a, b)| *a != 3 && *b != 3),
+                "round {r}: {:?}",
+                out.link_verdicts
+            );
+            requests = out.link_requests;
+        }
     }
 }

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs the detection simulator at full size and prints its tables (docs/detection.md
+# quotes them): every shipped scenario, the shipped set pooled, the quiet fleet over
+# several seeds (the false-quarantine bound), a batch of held-out generated scenarios the
+# thresholds were never tuned on, and the sensitivity to how steady congestion is.
+#
+#   scripts/simulate-all.sh                 # everything (about 3 minutes on one core)
+#   HELD_OUT=20 QUIET_SEEDS=1 scripts/simulate-all.sh   # quicker
+#
+# Environment: HELD_OUT (generated scenarios, default 100), QUIET_SEEDS (default 4),
+# HCCLWATCH (a prebuilt binary; default: build target/release/hcclwatch).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+held_out=${HELD_OUT:-100}
+quiet_seeds=${QUIET_SEEDS:-4}
+if [[ -n ${HCCLWATCH:-} ]]; then
+    bin=$HCCLWATCH
+else
+    cargo build --release --locked --quiet
+    bin=target/release/hcclwatch
+fi
+
+section() { printf '\n==================== %s ====================\n\n' "$1"; }
+
+for f in scenarios/*.toml; do
+    section "$f"
+    "$bin" simulate --scenario "$f"
+done
+
+section "the shipped scenarios pooled"
+args=()
+for f in scenarios/*.toml; do args+=(--scenario "$f"); done
+"$bin" simulate "${args[@]}"
+
+section "quiet fleet: $quiet_seeds seeds x 4096 nodes x 24 h"
+"$bin" simulate --scenario scenarios/quiet.toml --nodes 4096 --batch "$quiet_seeds"
+
+section "held out: $held_out generated scenarios (seeds from 1000000)"
+"$bin" simulate --generate 1000000 --batch "$held_out"
+
+section "sensitivity: how steady congestion is (quiet fleet, 1024 nodes x 24 h)"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+printf '%-8s %-40s %s\n' jitter "false confirmed / 1000 node-h" "false quarantines / 1000 node-h"
+for j in 0.0 0.25 0.5 0.75 1.0 1.5; do
+    sed "s/^jitter = 1.0/jitter = $j/" scenarios/quiet.toml >"$tmp/quiet.toml"
+    "$bin" simulate --scenario "$tmp/quiet.toml" |
+        awk -v j="$j" '$1 == "confirmed" && NF == 5 { c = $5 " (" $2 - $3 ")" }
+                       $1 == "quarantine" && NF == 5 { q = $5 " (" $2 - $3 ")" }
+                       END { printf "%-8s %-40s %s\n", j, c, q }'
+done

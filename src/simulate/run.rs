@@ -1,0 +1,267 @@
+//! Drives the engines through a world, as the daemons do: the fleet is cut into probe
+//! groups, and each group has one [`HealthEngine`] (host plane) and, with NPU ports, one
+//! [`DeviceEngine`](crate::health::device::DeviceEngine). Every round each group runs its
+//! permutation probes (the daemon's rotating stride), the confirmations its engine asked
+//! for (peers chosen by the daemon's own [`confirm_pairs`]), a few link re-measurements,
+//! and the hard faults telemetry would read. What the engines say is kept as a [`Trace`].
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use super::device::{DeviceGroup, Traffic};
+use super::world::{Draw, World};
+use crate::health::device::DeviceConfig;
+use crate::health::{HealthConfig, HealthEngine, NodeState, Probe, RoundInput};
+use crate::probe::round::confirm_pairs;
+
+/// Link re-measurements the daemon's prober adds to a round at most
+/// (`probe::prober::MAX_LINK_REMEASURES`).
+const MAX_LINK_REMEASURES: usize = 4;
+/// Extra pairs a round's plan carries at most (`probe::plan::PLAN_PAIRS`).
+const PLAN_PAIRS: usize = 64;
+
+/// Spans of rounds during which something held, per key.
+#[derive(Debug, Clone, Default)]
+pub struct Intervals<K: Ord + Copy> {
+    open: BTreeMap<K, u64>,
+    /// Closed spans: (key, first round, first round after).
+    pub spans: Vec<(K, u64, u64)>,
+}
+
+impl<K: Ord + Copy> Intervals<K> {
+    /// Round `r` holds for exactly the keys of `now`.
+    pub fn update(&mut self, r: u64, now: impl IntoIterator<Item = K>) {
+        let now: std::collections::BTreeSet<K> = now.into_iter().collect();
+        let ended: Vec<K> = self
+            .open
+            .keys()
+            .filter(|k| !now.contains(k))
+            .copied()
+            .collect();
+        for k in ended {
+            if let Some(start) = self.open.remove(&k) {
+                self.spans.push((k, start, r));
+            }
+        }
+        for k in now {
+            self.open.entry(k).or_insert(r);
+        }
+    }
+
+    /// Closes every open span at `end`.
+    pub fn finish(&mut self, end: u64) {
+        for (k, start) in std::mem::take(&mut self.open) {
+            self.spans.push((k, start, end));
+        }
+    }
+}
+
+/// A state change of a node (host plane) or NPU port (device plane), in global numbers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// Round.
+    pub round: u64,
+    /// Node or global port.
+    pub who: usize,
+    /// Old state.
+    pub from: NodeState,
+    /// New state.
+    pub to: NodeState,
+    /// The engine's reason.
+    pub reason: String,
+}
+
+/// Everything the engines said during a run.
+#[derive(Debug, Clone, Default)]
+pub struct Trace {
+    /// Host-plane node state changes.
+    pub nodes: Vec<Change>,
+    /// Device-plane port state changes.
+    pub ports: Vec<Change>,
+    /// Host link verdicts (src, dst).
+    pub links: Intervals<(usize, usize)>,
+    /// Host fabric verdicts, per probe group.
+    pub host_fabric: Intervals<usize>,
+    /// Device-plane node verdicts.
+    pub device_nodes: Intervals<usize>,
+    /// Device-plane pair verdicts (global ports, lower first).
+    pub pairs: Intervals<(usize, usize)>,
+    /// Device-plane fabric verdicts, per probe group.
+    pub device_fabric: Intervals<usize>,
+    /// Device-plane packets.
+    pub traffic: Traffic,
+    /// Seconds spent in host engines.
+    pub host_seconds: f64,
+    /// Seconds spent in device engines.
+    pub device_seconds: f64,
+}
+
+/// One group's host-plane engine and its requests from last round.
+struct HostGroup {
+    engine: HealthEngine,
+    members: Vec<usize>,
+    requests: Vec<usize>,
+    link_requests: Vec<(usize, usize)>,
+}
+
+impl HostGroup {
+    /// The engine's input for round `r`: permutation probes (member k receives from
+    /// k − stride, as `probe::round::permutation_probes`), the confirmation and link
+    /// exchanges (the slower of their two directions, as `probe::round::pair_seconds`),
+    /// and hard faults.
+    fn input(&self, w: &World, d: &mut Draw, r: u64, cfg: &HealthConfig) -> RoundInput {
+        let m = &self.members;
+        let n = m.len();
+        let stride = 1 + (r as usize % (n - 1).max(1));
+        let probes = (0..n)
+            .map(|k| {
+                let src = (k + n - stride) % n;
+                Probe {
+                    src,
+                    dst: k,
+                    seconds: w.host_probe(d, r, m[src], m[k]),
+                }
+            })
+            .collect();
+        let present = vec![true; n];
+        let mut pairs = confirm_pairs(
+            &self.requests,
+            &self.engine.states(),
+            &present,
+            cfg.confirm_peers,
+        );
+        let n_confirm = pairs.len().min(PLAN_PAIRS);
+        pairs.extend(
+            self.link_requests
+                .iter()
+                .filter(|(a, b)| a != b)
+                .take(MAX_LINK_REMEASURES),
+        );
+        pairs.truncate(PLAN_PAIRS);
+        let mut exchanges: Vec<Probe> = pairs
+            .iter()
+            .map(|&(x, p)| Probe {
+                src: x,
+                dst: p,
+                seconds: w
+                    .host_probe(d, r, m[x], m[p])
+                    .max(w.host_probe(d, r, m[p], m[x])),
+            })
+            .collect();
+        let link_probes = exchanges.split_off(n_confirm.min(exchanges.len()));
+        let hard_faults = w
+            .hard_faults(r)
+            .filter_map(|node| {
+                let local = m.iter().position(|x| *x == node)?;
+                Some((local, "device lost (0x40F84E00)".to_string()))
+            })
+            .collect();
+        RoundInput {
+            probes,
+            confirmations: exchanges,
+            hard_faults,
+            link_probes,
+            absent: Vec::new(),
+        }
+    }
+}
+
+/// Runs the world through the engines with these thresholds.
+pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig) -> Trace {
+    let mut d = Draw::new(
+        w.scenario.fleet.seed ^ 0x005e_ed0f_5eed,
+        w.scenario.noise.dof,
+    );
+    let topo = &w.topo;
+    let mut hosts: Vec<HostGroup> = topo
+        .groups
+        .iter()
+        .map(|g| HostGroup {
+            engine: HealthEngine::new(g.len(), health.clone()),
+            members: g.clone(),
+            requests: Vec::new(),
+            link_requests: Vec::new(),
+        })
+        .collect();
+    let mut devices: Vec<DeviceGroup> = if topo.npus > 0 {
+        topo.groups
+            .iter()
+            .map(|g| DeviceGroup::new(g, topo.npus, device.clone()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut t = Trace::default();
+    for r in 1..=w.rounds {
+        let mut links = Vec::new();
+        let mut fabric = Vec::new();
+        for (gi, h) in hosts.iter_mut().enumerate() {
+            let input = h.input(w, &mut d, r, health);
+            let t0 = Instant::now();
+            let out = h.engine.step(&input);
+            t.host_seconds += t0.elapsed().as_secs_f64();
+            let m = &h.members;
+            links.extend(out.link_verdicts.iter().map(|&(a, b)| (m[a], m[b])));
+            if out.fabric_degraded {
+                fabric.push(gi);
+            }
+            t.nodes.extend(out.transitions.into_iter().map(|x| Change {
+                round: r,
+                who: m[x.node],
+                from: x.from,
+                to: x.to,
+                reason: x.reason,
+            }));
+            h.requests = out.confirm_requests;
+            h.link_requests = out.link_requests;
+        }
+        t.links.update(r, links);
+        t.host_fabric.update(r, fabric);
+        device_round(w, &mut d, r, &mut devices, &mut t);
+    }
+    let end = w.rounds + 1;
+    t.links.finish(end);
+    t.host_fabric.finish(end);
+    t.device_nodes.finish(end);
+    t.pairs.finish(end);
+    t.device_fabric.finish(end);
+    for g in &devices {
+        t.traffic.requests += g.traffic.requests;
+        t.traffic.replies += g.traffic.replies;
+        t.traffic.max_port_round = t.traffic.max_port_round.max(g.traffic.max_port_round);
+    }
+    t
+}
+
+/// One round of every group's device plane.
+fn device_round(w: &World, d: &mut Draw, r: u64, groups: &mut [DeviceGroup], t: &mut Trace) {
+    if groups.is_empty() {
+        return;
+    }
+    let npus = w.topo.npus;
+    let (mut nodes, mut pairs, mut fabric) = (Vec::new(), Vec::new(), Vec::new());
+    for (gi, g) in groups.iter_mut().enumerate() {
+        let t0 = Instant::now();
+        let out = g.round(w, d, r).clone();
+        t.device_seconds += t0.elapsed().as_secs_f64();
+        let members = &w.topo.groups[gi];
+        nodes.extend(out.node_verdicts.iter().map(|&n| members[n]));
+        pairs.extend(out.pair_verdicts.iter().map(|&(a, b)| {
+            let (x, y) = (g.global(a), g.global(b));
+            (x.min(y), x.max(y))
+        }));
+        if out.fabric {
+            fabric.push(gi);
+        }
+        t.ports.extend(out.transitions.into_iter().map(|x| Change {
+            round: r,
+            who: members[x.port / npus] * npus + x.port % npus,
+            from: x.from,
+            to: x.to,
+            reason: x.reason,
+        }));
+    }
+    t.device_nodes.update(r, nodes);
+    t.pairs.update(r, pairs);
+    t.device_fabric.update(r, fabric);
+}
