@@ -109,10 +109,61 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
         config.telemetry.fault_levels_file.as_deref(),
     )?);
     let source = setup::npu_source(&config, env.ld_library_path.clone(), fault_table.clone())?;
-    let npu_poller = source.is_some();
-    let store = Arc::new(Store::new(npu_poller, config.collectors.host));
+    let store = Arc::new(Store::new(source.is_some(), config.collectors.host));
     store.record_reload(true, std::time::SystemTime::now());
+    let running = start_sources(&config, &env, &store, source)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("hcclwatch-http")
+        .enable_all()
+        .build()
+        .map_err(|source| AppError::Start {
+            what: "tokio runtime",
+            source,
+        })?;
+    let build = BuildInfo::current();
+    let otlp = start_otlp(&config, &store, &build)?;
+    let result = runtime.block_on(async {
+        if let Some(o) = otlp.clone() {
+            // New families appear as collectors and probing get going; give them
+            // instruments. The callbacks themselves read the same snapshot as /metrics.
+            // Every second: an encode costs about a millisecond, and a family that appears
+            // between two discoveries misses at most one export.
+            let every = Duration::from_secs(1);
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let o = o.clone();
+                    let _ = tokio::task::spawn_blocking(move || o.discover()).await;
+                }
+            });
+        }
+        serve_http(&config, &env, address, &store, &build, &fault_table).await
+    });
+    stop(running, otlp.as_deref());
+    // Blocking tasks (a stuck reload among them) are not waited for.
+    runtime.shutdown_timeout(Duration::from_millis(500));
+    tracing::info!("hcclwatch stopped");
+    result
+}
 
+/// The threads `run` started: their stop channels, the prober, and `hccn_tool`.
+struct Running {
+    stops: Vec<mpsc::Sender<()>>,
+    prober: Option<std::thread::JoinHandle<()>>,
+    hccn: Option<Arc<Hccn>>,
+}
+
+/// Starts the pollers, `hccn_tool`, the prober and pod attribution.
+fn start_sources(
+    config: &Config,
+    env: &Environment,
+    store: &Arc<Store>,
+    source: Option<Box<dyn crate::telemetry::DeviceSource>>,
+) -> Result<Running, AppError> {
+    let config = config.clone();
+    let store = store.clone();
+    let npu_poller = source.is_some();
     let mut stops: Vec<mpsc::Sender<()>> = Vec::new();
     if let Some(source) = source {
         let (tx, rx) = mpsc::channel();
@@ -124,7 +175,7 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
             },
         )?;
     }
-    let hccn = start_hccn(&config, &env, &store, npu_poller, &mut stops)?;
+    let hccn = start_hccn(&config, env, &store, npu_poller, &mut stops)?;
     let mut prober = None;
     if config.probe.enabled {
         let mut settings = ProbeSettings::from_config(&config)?;
@@ -166,16 +217,19 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
         })?;
     }
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("hcclwatch-http")
-        .enable_all()
-        .build()
-        .map_err(|source| AppError::Start {
-            what: "tokio runtime",
-            source,
-        })?;
-    let build = BuildInfo::current();
+    Ok(Running {
+        stops,
+        prober,
+        hccn,
+    })
+}
+
+/// OTLP export, when the config or the standard variables name an endpoint.
+fn start_otlp(
+    config: &Config,
+    store: &Arc<Store>,
+    build: &BuildInfo,
+) -> Result<Option<Arc<otlp::Otlp>>, AppError> {
     let read_env = |k: &str| std::env::var(k).ok();
     let otlp = match otlp::Settings::from_config(&config.otlp, &read_env)? {
         Some(s) => {
@@ -190,71 +244,78 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
         }
         None => None,
     };
-    let result = runtime.block_on(async {
-        if let Some(o) = otlp.clone() {
-            // New families appear as collectors and probing get going; give them
-            // instruments. The callbacks themselves read the same snapshot as /metrics.
-            // Every second: an encode costs about a millisecond, and a family that appears
-            // between two discoveries misses at most one export.
-            let every = Duration::from_secs(1);
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(every).await;
-                    let o = o.clone();
-                    let _ = tokio::task::spawn_blocking(move || o.discover()).await;
-                }
-            });
-        }
-        let router = server::router(store.clone(), build.clone(), &config.web.telemetry_path)?;
-        let security = Arc::new(crate::export::web::Security::from_file(
-            config.web.config_file.as_deref(),
-            server::OPEN_PATHS,
-        )?);
-        let listener = tokio::net::TcpListener::bind(address)
-            .await
-            .map_err(|source| AppError::Bind {
-                address: address.to_string(),
-                source,
-            })?;
-        let bound = listener.local_addr().map_err(AppError::Serve)?;
-        let exit_bound = shutdown_bound(&config);
-        let signal = crate::shutdown::signal();
-        let shutdown = async move {
-            signal.await;
-            // From here the process exits within the bound whatever is stuck: a reload on
-            // a hung mount, a DCMI call, a connection, an OTLP flush.
-            arm_exit_watchdog(exit_bound);
-        };
-        // The SIGHUP handler is installed before the daemon says it listens: SIGHUP's
-        // default action ends the process, so one sent right after start-up must already
-        // find the handler.
-        if let Some(reload) = env.reload.clone() {
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-                Ok(hup) => {
-                    tokio::spawn(check_on_sighup(
-                        hup,
-                        reload,
-                        config.clone(),
-                        store.clone(),
-                        fault_table.clone(),
-                    ));
-                }
-                Err(e) => tracing::warn!(error = %e, "cannot listen for SIGHUP; configuration checks on SIGHUP are off"),
+    Ok(otlp)
+}
+
+/// Serves HTTP until SIGINT or SIGTERM, with the SIGHUP re-check alongside.
+async fn serve_http(
+    config: &Config,
+    env: &Environment,
+    address: std::net::SocketAddr,
+    store: &Arc<Store>,
+    build: &BuildInfo,
+    fault_table: &SharedFaultTable,
+) -> Result<(), AppError> {
+    let router = server::router(store.clone(), build.clone(), &config.web.telemetry_path)?;
+    let security = Arc::new(crate::export::web::Security::from_file(
+        config.web.config_file.as_deref(),
+        server::OPEN_PATHS,
+    )?);
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|source| AppError::Bind {
+            address: address.to_string(),
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(AppError::Serve)?;
+    let exit_bound = shutdown_bound(config);
+    let signal = crate::shutdown::signal();
+    let shutdown = async move {
+        signal.await;
+        // From here the process exits within the bound whatever is stuck: a reload on
+        // a hung mount, a DCMI call, a connection, an OTLP flush.
+        arm_exit_watchdog(exit_bound);
+    };
+    // The SIGHUP handler is installed before the daemon says it listens: SIGHUP's
+    // default action ends the process, so one sent right after start-up must already
+    // find the handler.
+    if let Some(reload) = env.reload.clone() {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            Ok(hup) => {
+                tokio::spawn(check_on_sighup(
+                    hup,
+                    reload,
+                    config.clone(),
+                    store.clone(),
+                    fault_table.clone(),
+                ));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGHUP; configuration checks on SIGHUP are off")
             }
         }
-        tracing::info!(
-            version = build.version,
-            revision = build.revision,
-            backend = config.telemetry.backend.as_str(),
-            address = %bound,
-            path = %config.web.telemetry_path,
-            "hcclwatch listening"
-        );
-        let limits = crate::export::web::Limits::from_config(&config.web);
-        server::serve(listener, router, limits, security, shutdown)
-            .await
-            .map_err(AppError::Serve)
-    });
+    }
+    tracing::info!(
+        version = build.version,
+        revision = build.revision,
+        backend = config.telemetry.backend.as_str(),
+        address = %bound,
+        path = %config.web.telemetry_path,
+        "hcclwatch listening"
+    );
+    let limits = crate::export::web::Limits::from_config(&config.web);
+    server::serve(listener, router, limits, security, shutdown)
+        .await
+        .map_err(AppError::Serve)
+}
+
+/// Stops the threads `run` started, each within its bound.
+fn stop(running: Running, otlp: Option<&otlp::Otlp>) {
+    let Running {
+        stops,
+        prober,
+        hccn,
+    } = running;
     // Dropping the senders wakes every poller; a poller inside a stuck DCMI call is left
     // to the process exit rather than joined.
     drop(stops);
@@ -275,13 +336,9 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
         h.shutdown();
     }
     // The last OTLP flush, bounded by otlp.shutdown_timeout.
-    if let Some(o) = &otlp {
+    if let Some(o) = otlp {
         o.shutdown();
     }
-    // Blocking tasks (a stuck reload among them) are not waited for.
-    runtime.shutdown_timeout(Duration::from_millis(500));
-    tracing::info!("hcclwatch stopped");
-    result
 }
 
 /// `hccn_tool -ping` as the device plane's pinger.

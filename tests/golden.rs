@@ -186,6 +186,7 @@ const PROBE_FAMILIES: &[&str] = &[
     "hcclwatch_probe_",
     "hcclwatch_membership_",
     "hcclwatch_peer_up",
+    "hcclwatch_peer_reports_inconsistent",
     "hcclwatch_node_state",
     "hcclwatch_straggler_score",
     "hcclwatch_rank_arrival_lag",

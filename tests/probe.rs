@@ -303,3 +303,47 @@ fn a_busy_probe_port_is_visible_and_retried() {
     assert_eq!(d0.get("/-/ready", None).status, 200);
     drop(d1);
 }
+
+/// Pins the issue-18 target: a member that lies in every way it can (it proposes plans in
+/// which it alone confirms every other member, at a round of its choosing; it reports 10 s
+/// for every timing; it announces a forged engine state) moves no other node beyond
+/// suspect. Before, one member that claimed the most rounds had its state adopted, and as
+/// rank 0 it chose who confirmed whom. The liar itself may end up recommended: its own
+/// reports make it look slow. Shipped `[health]` thresholds.
+#[test]
+fn one_lying_member_cannot_quarantine_anyone_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = write_key(dir.path(), "probe.key");
+    let members = 6;
+    let liar = 0;
+    let peers: Vec<String> = loopback_peers(members);
+    let daemons: Vec<Daemon> = (0..members)
+        .map(|r| {
+            let cfg = config(&peers, r, &key, 0);
+            // The shipped thresholds: drop the test harness's [health] section.
+            let cfg = cfg.split("[health]").next().unwrap().to_string();
+            let cfg = if r == liar {
+                cfg.replace("[probe]\n", "[probe]\ninject_lies = true\n")
+            } else {
+                cfg
+            };
+            Daemon::start(Start::new(&cfg))
+        })
+        .collect();
+    // Long enough for any verdict the lies could cause: suspect (a 10-round window),
+    // confirmation (2 rounds) and the hold before a recommendation (5 more).
+    for d in &daemons[1..] {
+        let s = d.wait_for("60 probe rounds", Duration::from_secs(120), |s| {
+            value(s, "hcclwatch_probe_rounds_total", &[("result", "ok")]).is_some_and(|v| v >= 60.0)
+        });
+        for (i, p) in peers.iter().enumerate().filter(|(i, _)| *i != liar) {
+            for bad in ["confirmed", "quarantine_recommended"] {
+                assert_ne!(
+                    state(&s, p, bad),
+                    Some(1.0),
+                    "{p} (node {i}) is {bad} because of one liar:\n{s}"
+                );
+            }
+        }
+    }
+}

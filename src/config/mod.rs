@@ -194,6 +194,10 @@ pub struct ProbeSection {
     pub max_group_size: u64,
     /// Fault injection for tests and the demo: cap this node's probe sends (0: off).
     pub inject_throttle_bytes_per_second: u64,
+    /// Fault injection for tests only: this member lies in everything it reports to its
+    /// group (plans, timings, engine state), to show that one member cannot cause a
+    /// quarantine.
+    pub inject_lies: bool,
     /// Fault injection for tests and the demo: cap this node's probe sends to one peer,
     /// as `"IP:PORT=BYTES_PER_SECOND"` (that peer's probe address); overrides
     /// `inject_throttle_bytes_per_second` for it. Set on both ends, it is a slow link.
@@ -223,6 +227,7 @@ impl Default for ProbeSection {
             budget_busy_ratio: 0.01,
             max_group_size: 64,
             inject_throttle_bytes_per_second: 0,
+            inject_lies: false,
             inject_peer_throttle: Vec::new(),
             member_timeout: Duration::from_secs(90),
             dns_refresh: Duration::from_secs(30),
@@ -245,6 +250,15 @@ pub struct HealthSection {
     pub mad_floor: f64,
     /// Known-good peers a suspect is re-paired with.
     pub confirm_peers: u32,
+    /// Rounds a hard fault must stay absent before its quarantine recommendation moves to
+    /// probation.
+    pub hard_hold_down: u32,
+    /// Consecutive reads of critical health or of RoCE network health not OK that make a
+    /// hard fault.
+    pub hard_consecutive_reads: u32,
+    /// Uncorrectable (double-bit) HBM ECC errors within the last hour that make a hard
+    /// fault; it clears an hour after the last one.
+    pub hard_ecc_double_per_hour: u32,
     /// Consecutive rounds of re-pairings that must reproduce before a suspect is confirmed.
     pub confirm_rounds: u32,
     /// Slow rounds after confirmation before the second re-pairing.
@@ -271,6 +285,9 @@ impl Default for HealthSection {
             z: 3.0,
             mad_floor: 0.01,
             confirm_peers: 3,
+            hard_hold_down: 10,
+            hard_consecutive_reads: 3,
+            hard_ecc_double_per_hour: 1,
             confirm_rounds: 2,
             confirm_hold: 5,
             exit_rounds: 60,

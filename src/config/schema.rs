@@ -436,6 +436,10 @@ pub const SCHEMA: &[Key] = &[
         },
     },
     Key {
+        path: "probe.inject_lies",
+        kind: Kind::Bool,
+    },
+    Key {
         path: "device_probe",
         kind: Kind::Table,
     },
@@ -487,6 +491,24 @@ pub const SCHEMA: &[Key] = &[
     Key {
         path: "health.confirm_peers",
         kind: Kind::Int { min: 1, max: 16 },
+    },
+    Key {
+        path: "health.hard_hold_down",
+        kind: Kind::Int {
+            min: 1,
+            max: 10_000,
+        },
+    },
+    Key {
+        path: "health.hard_consecutive_reads",
+        kind: Kind::Int { min: 1, max: 100 },
+    },
+    Key {
+        path: "health.hard_ecc_double_per_hour",
+        kind: Kind::Int {
+            min: 1,
+            max: 1_000_000,
+        },
     },
     Key {
         path: "health.confirm_rounds",

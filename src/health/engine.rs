@@ -61,6 +61,16 @@ pub const SLOW_RATE_FLOOR: f64 = 0.01;
 /// traffic, or an intermittent fault, scatters them.
 pub const STEADY_RATIO: f64 = 2.0;
 
+/// Distinct reporters, other than the accused, whose re-pairings must all reproduce a
+/// slowness before a node is confirmed or recommended, whatever `confirm_peers` says: no
+/// single member's reports can move another node beyond suspect.
+pub const MIN_REPORTERS: usize = 2;
+/// Participations in re-pairings remembered per reporter for the consistency check.
+pub const REPORT_WINDOW: usize = 20;
+/// A reporter contradicted by the others this many times within [`REPORT_WINDOW`] (and in
+/// at least half its participations) is flagged as inconsistent.
+pub const CONTRADICTIONS: usize = 4;
+
 /// Thresholds; defaults chosen with `hcclwatch simulate` on the shipped scenarios (see
 /// `docs/detection.md`).
 #[derive(Debug, Clone, PartialEq)]
@@ -76,6 +86,9 @@ pub struct HealthConfig {
     pub mad_floor: f64,
     /// Known-good peers a suspect is re-paired with.
     pub confirm_peers: usize,
+    /// Rounds a hard fault must stay absent before a node it put in quarantine moves to
+    /// probation (a hard fault is a current state, not a memory).
+    pub hard_hold_down: usize,
     /// Consecutive re-pairings (one per round) that must all reproduce the slowness
     /// before a suspect is confirmed: one round's re-pairings share whatever congestion
     /// the node's uplink has at that moment.
@@ -104,6 +117,7 @@ impl Default for HealthConfig {
             z: 3.0,
             mad_floor: 0.01,
             confirm_peers: 3,
+            hard_hold_down: 10,
             confirm_rounds: 2,
             confirm_hold: 5,
             exit_rounds: 60,
@@ -140,6 +154,9 @@ pub struct RoundInput {
     /// Nodes outside this round's group (removed after a timeout): their state and
     /// history are kept, frozen, until they return.
     pub absent: Vec<usize>,
+    /// Each end's own timing of each re-pairing, as `(reporter, accused, seconds)` (the
+    /// accused's own report left out): what the consistency check compares.
+    pub reports: Vec<(usize, usize, f64)>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -155,6 +172,14 @@ struct NodeTrack {
     confirm_pending: bool,
     /// Independent confirmations that reproduced since the node became suspect.
     confirmations: usize,
+    /// While a quarantine recommendation is due to a hard fault: rounds the fault has been
+    /// absent.
+    #[serde(default)]
+    hard_clear: Option<usize>,
+    /// This node's re-pairing reports: whether each was contradicted by the other
+    /// reporters of the same suspect.
+    #[serde(default)]
+    reports: VecDeque<bool>,
 }
 
 /// What a round produced.
@@ -172,6 +197,8 @@ pub struct RoundOutput {
     pub link_requests: Vec<(usize, usize)>,
     /// Window score per node (median log residual), for `hcclwatch_straggler_score`.
     pub scores: Vec<f64>,
+    /// Members whose re-pairing reports the others consistently contradict.
+    pub inconsistent_reporters: Vec<usize>,
 }
 
 /// The engine.
@@ -208,6 +235,77 @@ pub enum RestoreError {
         /// Nodes of this engine.
         ours: usize,
     },
+    /// A field holds a value this engine could never have produced.
+    #[error("engine state field {field}: {reason}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl Snapshot {
+    /// Checks every field against what an engine with `cfg` can hold: history lengths
+    /// within the window, finite numbers, pairs and counters in range. A state that passes
+    /// could have been produced by this engine.
+    fn validate(&self, cfg: &HealthConfig) -> Result<(), RestoreError> {
+        let bad =
+            |field: &'static str, reason: String| Err(RestoreError::Invalid { field, reason });
+        let w = cfg.window;
+        for (i, t) in self.nodes.iter().enumerate() {
+            for (field, h) in [
+                ("nodes.out_hist", &t.out_hist),
+                ("nodes.in_hist", &t.in_hist),
+            ] {
+                if h.len() > w {
+                    return bad(
+                        field,
+                        format!("node {i}: {} entries, window is {w}", h.len()),
+                    );
+                }
+                if h.iter().any(|(d, z)| !d.is_finite() || !z.is_finite()) {
+                    return bad(field, format!("node {i}: a value is not finite"));
+                }
+            }
+            if t.reports.len() > REPORT_WINDOW {
+                return bad(
+                    "nodes.reports",
+                    format!("node {i}: {} entries", t.reports.len()),
+                );
+            }
+            if t.since > self.round {
+                return bad(
+                    "nodes.since",
+                    format!("node {i}: round {} is after {}", t.since, self.round),
+                );
+            }
+            if t.hard_clear.is_some_and(|k| k > cfg.hard_hold_down) {
+                return bad(
+                    "nodes.hard_clear",
+                    format!("node {i}: beyond the hold-down"),
+                );
+            }
+        }
+        if self.baseline.is_some_and(|b| !b.is_finite())
+            || self.slow_rate.is_some_and(|r| !(0.0..=1.0).contains(&r))
+        {
+            return bad(
+                "baseline",
+                "not a finite baseline or a rate in 0..=1".into(),
+            );
+        }
+        if self.fabric_hist.len() > w || self.partial_hist.len() > w.max(PARTIAL_ROUNDS) {
+            return bad("fabric_hist", "longer than the window".into());
+        }
+        let max_obs = cfg.link_observations.max(1);
+        for ((a, b), obs) in &self.links {
+            if obs.len() > max_obs || obs.iter().any(|d| !d.is_finite()) || a == b {
+                return bad("links", format!("pair ({a}, {b}): bad observations"));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The wire form of [`HealthEngine::snapshot`] (JSON has no tuple keys, so the maps are
@@ -260,6 +358,8 @@ impl HealthEngine {
                     since: 0,
                     confirm_pending: false,
                     confirmations: 0,
+                    hard_clear: None,
+                    reports: VecDeque::new(),
                 })
                 .collect(),
             cfg,
@@ -336,6 +436,7 @@ impl HealthEngine {
                 ours: n,
             });
         }
+        s.validate(&self.cfg)?;
         self.nodes = s.nodes;
         self.round = s.round;
         self.baseline = s.baseline;
@@ -385,20 +486,8 @@ impl HealthEngine {
         let mut out = RoundOutput::default();
         let mut r = self.score_round(input);
         let mut confirm = self.confirmations(input, &r);
-        // Hard faults skip the hysteresis.
         let n = self.nodes.len();
-        for (node, reason) in &input.hard_faults {
-            if *node < n && self.nodes[*node].state != NodeState::QuarantineRecommended {
-                self.set(
-                    *node,
-                    NodeState::QuarantineRecommended,
-                    format!("hard fault: {reason}"),
-                    vec![],
-                    &mut out,
-                );
-            }
-        }
-        let hard: Vec<usize> = input.hard_faults.iter().map(|(n, _)| *n).collect();
+        let hard = self.hard_faults(input, &mut out);
         let windows: Vec<Window> = (0..n).map(|i| self.window(i, &r)).collect();
         out.scores = windows.iter().map(|w| w.score).collect();
         let judged = |i: &usize| !hard.contains(i) && !input.absent.contains(i);
@@ -410,7 +499,101 @@ impl HealthEngine {
             }
         }
         self.judge_links(input, &r, &mut out);
+        self.check_reports(input, &r, &mut out);
         out
+    }
+
+    /// Hard faults are a current state: present, the node is recommended for quarantine
+    /// at once (the telemetry already debounced them); absent for `hard_hold_down` rounds,
+    /// a node they put there moves to probation. Returns the nodes not to judge on scores
+    /// this round (a hard fault present, or its hold-down running).
+    fn hard_faults(&mut self, input: &RoundInput, out: &mut RoundOutput) -> Vec<usize> {
+        let n = self.nodes.len();
+        let present: Vec<usize> = input
+            .hard_faults
+            .iter()
+            .map(|(n, _)| *n)
+            .filter(|i| *i < n)
+            .collect();
+        for (node, reason) in input.hard_faults.iter().filter(|(i, _)| *i < n) {
+            self.nodes[*node].hard_clear = Some(0);
+            if self.nodes[*node].state != NodeState::QuarantineRecommended {
+                self.set(
+                    *node,
+                    NodeState::QuarantineRecommended,
+                    format!("hard fault: {reason}"),
+                    vec![],
+                    out,
+                );
+            }
+        }
+        let mut held = present.clone();
+        for i in 0..n {
+            if present.contains(&i) || input.absent.contains(&i) {
+                continue;
+            }
+            let Some(k) = self.nodes[i].hard_clear else {
+                continue;
+            };
+            if self.nodes[i].state != NodeState::QuarantineRecommended {
+                self.nodes[i].hard_clear = None;
+                continue;
+            }
+            let k = k + 1;
+            if k >= self.cfg.hard_hold_down {
+                self.nodes[i].hard_clear = None;
+                self.set(
+                    i,
+                    NodeState::Probation,
+                    format!("hard fault absent for {k} rounds; probation"),
+                    vec![("rounds_without_hard_fault".into(), k as f64)],
+                    out,
+                );
+            } else {
+                self.nodes[i].hard_clear = Some(k);
+            }
+            held.push(i);
+        }
+        held
+    }
+
+    /// Flags reporters whose re-pairing reports the other reporters of the same suspect
+    /// consistently contradict (one says slow, the majority normal, or the reverse): a
+    /// member that lies about its timings stands out against the honest ones.
+    fn check_reports(&mut self, input: &RoundInput, r: &RoundStats, out: &mut RoundOutput) {
+        let n = self.nodes.len();
+        let mut by_accused: BTreeMap<usize, Vec<(usize, bool)>> = BTreeMap::new();
+        for &(reporter, accused, secs) in &input.reports {
+            if reporter < n && accused < n && reporter != accused && secs.is_finite() && secs > 0.0
+            {
+                let slow = secs.ln() - r.median_log > r.entry;
+                by_accused
+                    .entry(accused)
+                    .or_default()
+                    .push((reporter, slow));
+            }
+        }
+        for reports in by_accused.values().filter(|v| v.len() >= 3) {
+            let slow = reports.iter().filter(|(_, s)| *s).count();
+            for &(reporter, says) in reports {
+                let others_slow = slow - usize::from(says);
+                let others = reports.len() - 1;
+                let majority_slow = others_slow * 2 > others;
+                let contradicted = says != majority_slow && (others_slow * 2 != others);
+                let h = &mut self.nodes[reporter].reports;
+                h.push_back(contradicted);
+                while h.len() > REPORT_WINDOW {
+                    h.pop_front();
+                }
+            }
+        }
+        out.inconsistent_reporters = (0..n)
+            .filter(|&i| {
+                let h = &self.nodes[i].reports;
+                let bad = h.iter().filter(|c| **c).count();
+                bad >= CONTRADICTIONS && bad * 2 >= h.len()
+            })
+            .collect();
     }
 
     /// Whether many nodes are steadily slow at once (at least [`CROWD_MIN`] and
@@ -567,14 +750,17 @@ impl HealthEngine {
 
     /// Confirmation probes (the suspect against known-good peers), by the node awaiting
     /// them: each probe's log residual against the round median.
+    /// Each pending node's re-pairings this round, one per distinct peer (a peer counted
+    /// twice would be one reporter speaking twice).
     fn confirmations(&self, input: &RoundInput, r: &RoundStats) -> BTreeMap<usize, Vec<f64>> {
         let n = self.nodes.len();
+        let mut seen: std::collections::BTreeSet<(usize, usize)> = Default::default();
         let mut confirm: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
         for p in &input.confirmations {
-            if p.src < n && p.dst < n && valid(p) {
+            if p.src < n && p.dst < n && p.src != p.dst && valid(p) {
                 let d = p.seconds.ln() - r.median_log;
-                for node in [p.src, p.dst] {
-                    if self.nodes[node].confirm_pending {
+                for (node, peer) in [(p.src, p.dst), (p.dst, p.src)] {
+                    if self.nodes[node].confirm_pending && seen.insert((node, peer)) {
                         confirm.entry(node).or_default().push(d);
                     }
                 }
@@ -721,7 +907,7 @@ impl HealthEngine {
         // Every re-pairing must reproduce the slowness: one congested path must not be
         // enough to condemn a node.
         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
-        let reproduced = got >= cfg.confirm_peers && cm > r.entry;
+        let reproduced = got >= cfg.confirm_peers.max(MIN_REPORTERS) && cm > r.entry;
         if r.partial || r.crowded || reproduced && !steady(w, &c, r, false) {
             // A share of the links slow (the re-pairings may cross them too), many nodes at
             // once (not this node's doing alone), or slow but not steadily (queueing behind
@@ -807,7 +993,7 @@ impl HealthEngine {
         }
         let mut e = w.evidence();
         e.push(("second_confirmation_min_log_residual".into(), cm));
-        let reproduced = c.len() >= cfg.confirm_peers && cm > r.entry;
+        let reproduced = c.len() >= cfg.confirm_peers.max(MIN_REPORTERS) && cm > r.entry;
         if reproduced && !steady(w, &c, r, true) {
             // Slow, but not steadily: the window's residuals scatter far more than healthy
             // probes do, as queueing behind other traffic (or an intermittent fault) makes
@@ -1314,6 +1500,84 @@ mod tests {
         });
         assert_eq!(out.transitions[0].to, NodeState::QuarantineRecommended);
         assert!(out.transitions[0].reason.contains("card dropped"));
+    }
+
+    /// Pins: a hard fault is a current state. While present the node stays recommended for
+    /// quarantine; absent for `hard_hold_down` rounds it moves to probation, then healthy.
+    /// (Before, one reading kept it recommended until its scores said otherwise.)
+    #[test]
+    fn a_hard_fault_clears_after_its_hold_down() {
+        let cfg = HealthConfig::default();
+        let n = 8;
+        let mut e = HealthEngine::new(n, cfg.clone());
+        let jitter = |i: usize| (i % 3) as f64 * 0.002;
+        let hard = |on: bool, r: usize| RoundInput {
+            hard_faults: if on {
+                vec![(2, "card dropped".into())]
+            } else {
+                vec![]
+            },
+            ..round(n, 1 + r % 7, &[], jitter)
+        };
+        for r in 0..5 {
+            e.step(&hard(true, r));
+            assert_eq!(e.states()[2], NodeState::QuarantineRecommended);
+        }
+        let mut moved = None;
+        for r in 0..cfg.hard_hold_down + 2 {
+            let out = e.step(&hard(false, r));
+            if let Some(t) = out.transitions.iter().find(|t| t.node == 2) {
+                assert_eq!(t.to, NodeState::Probation, "{}", t.reason);
+                moved = Some(r + 1);
+            }
+        }
+        assert_eq!(
+            moved,
+            Some(cfg.hard_hold_down),
+            "probation after the hold-down"
+        );
+        for r in 0..cfg.probation_rounds {
+            e.step(&hard(false, r));
+        }
+        assert_eq!(e.states()[2], NodeState::Healthy);
+    }
+
+    /// Pins: a reporter whose re-pairing reports the others contradict is flagged; honest
+    /// reporters are not.
+    #[test]
+    fn a_contradicted_reporter_is_flagged() {
+        let n = 8;
+        let mut e = HealthEngine::new(n, HealthConfig::default());
+        let jitter = |i: usize| (i % 3) as f64 * 0.002;
+        let mut last = RoundOutput::default();
+        for r in 0..6 {
+            let mut input = round(n, 1 + r % 7, &[], jitter);
+            // Peers 1 and 4 time their exchange with node 5 as normal; liar 3 says 10x.
+            input.reports = vec![(1, 5, 1.0), (4, 5, 1.0), (3, 5, 10.0)];
+            last = e.step(&input);
+        }
+        assert_eq!(last.inconsistent_reporters, vec![3]);
+    }
+
+    /// Pins: a restored state is checked field by field; one this engine could never have
+    /// produced is refused and the engine left as it was.
+    #[test]
+    fn an_impossible_restored_state_is_refused() {
+        let n = 4;
+        let mut src = HealthEngine::new(n, HealthConfig::default());
+        for r in 0..3 {
+            src.step(&round(n, 1 + r % 3, &[], |_| 0.0));
+        }
+        let mut v: serde_json::Value = serde_json::from_slice(&src.snapshot()).unwrap();
+        let long: Vec<(f64, f64)> = vec![(0.1, 1.0); 500];
+        v["nodes"][0]["out_hist"] = serde_json::json!(long);
+        let mut dst = HealthEngine::new(n, HealthConfig::default());
+        let err = dst
+            .restore(&serde_json::to_vec(&v).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("out_hist"), "{err}");
+        assert_eq!(dst.rounds(), 0);
     }
 
     #[test]

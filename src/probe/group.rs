@@ -25,9 +25,16 @@ pub fn adopt_engine(
     c: &mut Communicator,
     engine: &mut HealthEngine,
     max_len: usize,
+    lie: bool,
 ) -> CollResult<Option<usize>> {
     let n = c.size();
-    let mine = engine.snapshot();
+    // A liar (fault injection, tests only) announces and would send a forged state: its
+    // own, with every other node recommended for quarantine and a huge round count.
+    let mine = if lie {
+        forged(&engine.snapshot())
+    } else {
+        engine.snapshot()
+    };
     let digest = *blake3::hash(&mine).as_bytes();
     let mut all = vec![0u8; 32 * n];
     c.all_gather(&digest, &mut all, 32, DataType::Uint8)?;
@@ -72,6 +79,21 @@ pub fn adopt_engine(
             Ok(None)
         }
     }
+}
+
+/// A liar's forged engine state (fault injection): every node recommended for quarantine,
+/// a round count far ahead of everyone's.
+fn forged(snapshot: &[u8]) -> Vec<u8> {
+    let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(snapshot) else {
+        return snapshot.to_vec();
+    };
+    if let Some(nodes) = v["nodes"].as_array_mut() {
+        for n in nodes {
+            n["state"] = serde_json::json!("QuarantineRecommended");
+        }
+    }
+    v["round"] = serde_json::json!(1u64 << 40);
+    serde_json::to_vec(&v).unwrap_or_else(|_| snapshot.to_vec())
 }
 
 /// Longest node name a member announces (bytes of UTF-8).

@@ -1,8 +1,13 @@
-//! Hard faults read from the NPU telemetry, which skip the engine's hysteresis: card
-//! dropped, health critical, an increase of uncorrectable ECC errors, RoCE network down, and
-//! an active fault code whose handling level is SeparateNPU (the fault-level table says
-//! "isolate the chip"; ManuallySeparateNPU, more serious still, counts too). A fault code
-//! never counts by itself at any other level, NotHandleFault least of all.
+//! Hard faults read from the NPU telemetry: card dropped, health critical, uncorrectable ECC
+//! errors within the last hour, RoCE network down, and an active fault code whose handling
+//! level is SeparateNPU (the fault-level table says "isolate the chip"; ManuallySeparateNPU,
+//! more serious still, counts too). A fault code never counts by itself at any other level,
+//! NotHandleFault least of all. A hard fault is a current state: it ends when its condition
+//! does, and the engine then holds the node for `health.hard_hold_down` rounds before
+//! probation.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
 
 use crate::snapshot::Store;
 use crate::snapshot::npu::{ChipReadings, FaultLevel};
@@ -17,29 +22,102 @@ fn has_separating_fault(c: &ChipReadings) -> bool {
     })
 }
 
-/// Hard faults that skip the hysteresis, as a code shared through the round's all-gather
-/// (0: none). Ordered by severity: the first that applies is reported.
+/// When a reading is a hard fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HardFaultRules {
+    /// Consecutive reads of critical health, or of RoCE network health not OK, that make a
+    /// hard fault (one bad read is not a state).
+    pub consecutive_reads: u32,
+    /// Uncorrectable (double-bit) HBM ECC errors within [`ECC_WINDOW`] that make a hard
+    /// fault.
+    pub ecc_double_per_window: u64,
+}
+
+impl Default for HardFaultRules {
+    fn default() -> Self {
+        Self {
+            consecutive_reads: 3,
+            ecc_double_per_window: 1,
+        }
+    }
+}
+
+/// The window over which new uncorrectable ECC errors are counted: a hard fault clears an
+/// hour after the last one (nothing is remembered forever).
+pub const ECC_WINDOW: Duration = Duration::from_secs(3600);
+
+/// Per chip: consecutive bad reads, and the double-bit ECC counts seen within the window.
+#[derive(Debug, Default)]
+struct ChipHistory {
+    critical_reads: u32,
+    network_reads: u32,
+    ecc: VecDeque<(Instant, u64)>,
+}
+
+/// Hard faults as a current state, as a code shared through the round's all-gather (0:
+/// none). Ordered by severity: the first that applies is reported. A card dropped or a
+/// fault code that isolates the chip counts at once (the driver says so); critical health
+/// and network health need `consecutive_reads` reads in a row; ECC counts the new
+/// uncorrectable errors of the last hour. Evaluated once per probe round.
 #[derive(Debug, Default)]
 pub struct HardFaults {
-    /// Double-bit ECC count per chip when probing started (or the chip first reported).
-    ecc_base: std::collections::BTreeMap<u32, u64>,
+    rules: HardFaultRules,
+    chips: BTreeMap<u32, ChipHistory>,
 }
 
 impl HardFaults {
+    /// Hard faults judged by `rules`.
+    pub fn new(rules: HardFaultRules) -> Self {
+        Self {
+            rules,
+            chips: BTreeMap::new(),
+        }
+    }
+
     /// The most severe hard fault the store shows now (0: none).
     pub fn code(&mut self, store: &Store) -> u8 {
+        self.code_at(store, Instant::now())
+    }
+
+    /// [`Self::code`] at time `now`.
+    pub fn code_at(&mut self, store: &Store, now: Instant) -> u8 {
         let npu = store.npu();
+        let rules = self.rules;
+        self.chips.retain(|id, _| npu.state.chips.contains_key(id));
         let mut code = 0u8;
         for (id, c) in &npu.state.chips {
-            let ecc = c.ecc.as_ref().map(|e| e.total_double.max(e.double));
-            let base = ecc.map(|v| *self.ecc_base.entry(*id).or_insert(v));
+            let h = self.chips.entry(*id).or_default();
+            h.critical_reads = if c.health == Some(3) {
+                h.critical_reads + 1
+            } else {
+                0
+            };
+            h.network_reads = if c.network_health.is_some_and(|v| v != 0 && v != 6) {
+                h.network_reads + 1
+            } else {
+                0
+            };
+            if let Some(v) = c.ecc.as_ref().map(|e| e.total_double.max(e.double)) {
+                h.ecc.push_back((now, v));
+            }
+            while h
+                .ecc
+                .front()
+                .is_some_and(|(t, _)| now.saturating_duration_since(*t) > ECC_WINDOW)
+            {
+                h.ecc.pop_front();
+            }
+            let new_ecc = match (h.ecc.front(), h.ecc.back()) {
+                (Some((_, first)), Some((_, last))) => last.saturating_sub(*first),
+                _ => 0,
+            };
             let this = if c.dropped {
                 1
-            } else if c.health == Some(3) {
+            } else if h.critical_reads >= rules.consecutive_reads {
                 2
-            } else if ecc.zip(base).is_some_and(|(v, b)| v > b) {
+            } else if new_ecc >= rules.ecc_double_per_window {
                 3
-            } else if c.network_health.is_some_and(|h| h != 0 && h != 6) {
+            } else if h.network_reads >= rules.consecutive_reads {
                 4
             } else if has_separating_fault(c) {
                 5
@@ -59,7 +137,7 @@ pub fn hard_fault_reason(code: u8) -> &'static str {
     match code {
         1 => "NPU hard fault: card dropped",
         2 => "NPU hard fault: health critical",
-        3 => "NPU hard fault: uncorrectable (double-bit) HBM ECC errors increased",
+        3 => "NPU hard fault: uncorrectable (double-bit) HBM ECC errors within the last hour",
         4 => "NPU hard fault: RoCE network health down",
         5 => "NPU hard fault: a fault code at level SeparateNPU is active",
         _ => "NPU hard fault",
@@ -98,6 +176,61 @@ mod tests {
             ..NpuSnapshot::default()
         });
         store
+    }
+
+    fn chip_store(edit: impl Fn(&mut ChipReadings)) -> Store {
+        let mut chip = ChipReadings {
+            health: Some(0),
+            up: Some(true),
+            network_health: Some(0),
+            ecc: Some(crate::snapshot::npu::Ecc::default()),
+            ..ChipReadings::default()
+        };
+        edit(&mut chip);
+        let store = Store::new(true, false);
+        store.publish_npu(NpuSnapshot {
+            state: NpuState {
+                chips: [(0, chip)].into_iter().collect(),
+                ..NpuState::default()
+            },
+            ..NpuSnapshot::default()
+        });
+        store
+    }
+
+    /// Pins: network health down on one read is not a hard fault; three in a row is, and
+    /// one good read ends it.
+    #[test]
+    fn network_health_needs_consecutive_bad_reads() {
+        let mut h = HardFaults::new(HardFaultRules::default());
+        let down = chip_store(|c| c.network_health = Some(3));
+        let up = chip_store(|_| {});
+        let now = Instant::now();
+        assert_eq!(h.code_at(&down, now), 0);
+        assert_eq!(h.code_at(&down, now), 0);
+        assert_eq!(h.code_at(&down, now), 4);
+        assert_eq!(h.code_at(&up, now), 0);
+        assert_eq!(h.code_at(&down, now), 0);
+    }
+
+    /// Pins: new uncorrectable ECC errors are a hard fault for the hour after the last one,
+    /// not forever (the old baseline never reset).
+    #[test]
+    fn ecc_errors_count_within_the_last_hour() {
+        let mut h = HardFaults::new(HardFaultRules::default());
+        let ecc = |n: u64| {
+            chip_store(move |c| {
+                c.ecc = Some(crate::snapshot::npu::Ecc {
+                    total_double: n,
+                    ..Default::default()
+                })
+            })
+        };
+        let t0 = Instant::now();
+        assert_eq!(h.code_at(&ecc(5), t0), 0, "an old count is no new error");
+        assert_eq!(h.code_at(&ecc(6), t0 + Duration::from_secs(60)), 3);
+        assert_eq!(h.code_at(&ecc(6), t0 + Duration::from_secs(1800)), 3);
+        assert_eq!(h.code_at(&ecc(6), t0 + Duration::from_secs(3700)), 0);
     }
 
     #[test]

@@ -15,7 +15,7 @@
 
 pub mod device;
 pub mod group;
-mod hard_faults;
+pub mod hard_faults;
 pub mod membership;
 mod plan;
 mod prober;

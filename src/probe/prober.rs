@@ -71,6 +71,7 @@ impl Prober {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
         let device_on = s.device.is_some();
+        let hard_rules = s.hard_faults;
         let device = DevicePlane::new(s.device.clone().unwrap_or_else(super::device::disabled));
         let mut p = Self {
             device,
@@ -83,7 +84,7 @@ impl Prober {
             group: Vec::new(),
             requests: Vec::new(),
             link_requests: Vec::new(),
-            faults: HardFaults::default(),
+            faults: HardFaults::new(hard_rules),
             round: 0,
             limited: false,
             jitter,
@@ -111,6 +112,7 @@ impl Prober {
                 score: None,
                 arrival_lag: None,
                 quarantine: None,
+                inconsistent_reports: false,
             })
             .collect();
         self.part.links.clear();
@@ -288,7 +290,7 @@ impl Prober {
         // Every member takes over the engine of the one that has been probing longest, so
         // that a member that just (re)joined reaches the same verdicts as the others.
         let max_len = group::max_snapshot_bytes(n, self.s.health.window);
-        match group::adopt_engine(&mut c, &mut self.engine, max_len) {
+        match group::adopt_engine(&mut c, &mut self.engine, max_len, self.s.inject_lies) {
             Ok(Some(from)) => {
                 tracing::info!(from = %self.part.name(members[from]), rounds = self.engine.rounds(), "took over the group's engine state");
                 self.requests.clear();
@@ -435,8 +437,20 @@ impl Prober {
                 seconds: pair_seconds(m, k, x, p),
             })
             .collect();
-        let link_probes = confirmations.split_off(r.plan.n_confirm.min(confirmations.len()));
+        let n_confirm = r.plan.n_confirm.min(confirmations.len());
+        let link_probes = confirmations.split_off(n_confirm);
+        // Each peer's own timing of its re-pairing with the suspect, for the consistency
+        // check (the suspect's own report is left out: it cannot be a witness to itself).
+        let reports = r.plan.pairs[..n_confirm]
+            .iter()
+            .enumerate()
+            .filter_map(|(k, &(x, p))| {
+                let v = m.get(p)?.confirm.get(k).copied()?;
+                v.is_finite().then_some((g[p], g[x], v))
+            })
+            .collect();
         RoundInput {
+            reports,
             probes: permutation_probes(g, m, r.stride),
             confirmations,
             hard_faults: (0..g.len())
@@ -455,10 +469,26 @@ impl Prober {
         let n = self.view.candidates().len();
         let present: Vec<bool> = (0..n).map(|i| self.group.contains(&i)).collect();
         self.round += 1;
-        let proposal = self.propose(&present);
+        let mut proposal = self.propose(&present);
+        if self.s.inject_lies {
+            // A liar proposes that every other member be confirmed against itself alone,
+            // at a round of its choosing.
+            let me = self
+                .group
+                .iter()
+                .position(|x| Some(*x) == self.view.me())
+                .unwrap_or(0);
+            proposal.round += 1000;
+            proposal.pairs = (0..self.group.len())
+                .filter(|k| *k != me)
+                .map(|k| (k, me))
+                .collect();
+            proposal.n_confirm = proposal.pairs.len();
+        }
         let own = Contribution {
             hard: self.faults.code(store),
             over_budget: self.over_budget(),
+            lie: self.s.inject_lies,
         };
         let Some(r) = self.exchange(&proposal, own) else {
             return;
@@ -589,6 +619,14 @@ impl Prober {
             });
         }
         part.fabric_degraded = out.fabric_degraded;
+        for (i, v) in part.members.iter_mut().enumerate() {
+            v.inconsistent_reports = out.inconsistent_reporters.contains(&i);
+        }
+        for i in &out.inconsistent_reporters {
+            if let Some(m) = part.members.get(*i) {
+                tracing::warn!(peer = %m.name, "this member's re-pairing reports are consistently contradicted by the other members");
+            }
+        }
         part.link_degraded = out.link_verdicts.clone();
         self.record_transitions(out.transitions);
     }

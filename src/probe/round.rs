@@ -69,6 +69,8 @@ pub struct Contribution {
     pub hard: u8,
     /// It is over its probe budget.
     pub over_budget: bool,
+    /// Fault injection (tests only): report 10 s for every timing.
+    pub lie: bool,
 }
 
 /// Confirmation pairs in candidate indices: each requested suspect with `per` healthy
@@ -416,7 +418,7 @@ pub fn round_trip(
         } else {
             (f64::NAN, None)
         };
-    let mine = [
+    let mine: Vec<f64> = [
         vec![
             wait,
             latency,
@@ -429,6 +431,16 @@ pub fn round_trip(
         confirm,
     ]
     .concat();
+    let mine = if own.lie {
+        // Every timing a liar can report, as slow as it gets; its hard-fault and budget
+        // flags (about itself only) are kept.
+        mine.iter()
+            .enumerate()
+            .map(|(i, v)| if i == 4 || i == 5 { *v } else { 10.0 })
+            .collect()
+    } else {
+        mine
+    };
     let measured = x.gather(mine)?;
     Ok(RoundResult {
         measured,

@@ -54,6 +54,10 @@ pub struct ProbeSettings {
     pub budget_busy_ratio: f64,
     /// Engine thresholds.
     pub health: HealthConfig,
+    /// Fault injection (tests only): lie in every report to the group.
+    pub inject_lies: bool,
+    /// When a telemetry reading is a hard fault.
+    pub hard_faults: super::hard_faults::HardFaultRules,
     /// The device plane, when this node probes it (the composition root supplies the
     /// pinger; see [`device_settings`]).
     pub device: Option<DeviceSettings>,
@@ -269,6 +273,7 @@ pub fn health_config(h: &HealthSection) -> HealthConfig {
         z: h.z,
         mad_floor: h.mad_floor,
         confirm_peers: h.confirm_peers as usize,
+        hard_hold_down: h.hard_hold_down as usize,
         confirm_rounds: h.confirm_rounds as usize,
         confirm_hold: h.confirm_hold as usize,
         exit_rounds: h.exit_rounds as usize,
@@ -354,6 +359,11 @@ impl ProbeSettings {
             budget_bytes_per_hour: p.budget_bytes_per_hour,
             budget_busy_ratio: p.budget_busy_ratio,
             health: health_config(&config.health),
+            inject_lies: p.inject_lies,
+            hard_faults: super::hard_faults::HardFaultRules {
+                consecutive_reads: config.health.hard_consecutive_reads,
+                ecc_double_per_window: u64::from(config.health.hard_ecc_double_per_hour),
+            },
             device: None,
         })
     }

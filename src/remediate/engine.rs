@@ -753,6 +753,20 @@ impl Remediator {
             ),
         )
         .await?;
+        self.after_release(rule, c, &node, &own).await?;
+        self.metrics.nodes_quarantined.dec();
+        Ok(())
+    }
+
+    /// What follows a release: the node condition back to False, the release event, and
+    /// the resolved-side exec hook and webhook the rule asks for; each outcome recorded.
+    async fn after_release(
+        &self,
+        rule: &Rule,
+        c: &Ctx<'_>,
+        node: &Node,
+        own: &k::Ownership,
+    ) -> Result<(), HandleError> {
         if let Some(kind) = &own.condition {
             match self
                 .set_condition(
@@ -778,7 +792,7 @@ impl Remediator {
         if rule.actions.contains(&Action::Event) {
             let r = self
                 .event(
-                    &node,
+                    node,
                     "Normal",
                     "HcclwatchReleased",
                     &format!("{} resolved; hcclwatch released the node", c.alert.name()),
@@ -812,7 +826,6 @@ impl Remediator {
                 Err(e) => self.record(c, "webhook", "failed", &e).await?,
             }
         }
-        self.metrics.nodes_quarantined.dec();
         Ok(())
     }
 

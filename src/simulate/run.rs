@@ -157,6 +157,7 @@ impl HostGroup {
             })
             .collect();
         RoundInput {
+            reports: Vec::new(),
             probes,
             confirmations: exchanges,
             hard_faults,

@@ -103,6 +103,8 @@ pub struct MemberView {
     pub arrival_lag: Option<f64>,
     /// Why a quarantine is recommended, while it is.
     pub quarantine: Option<QuarantineReason>,
+    /// Its re-pairing reports are consistently contradicted by the other reporters.
+    pub inconsistent_reports: bool,
 }
 
 /// A measured link of the last permutation round.

@@ -154,6 +154,14 @@ fn verdicts(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
             .collect(),
     )?;
     f.gauge(
+        "hcclwatch_peer_reports_inconsistent",
+        "Whether the member's re-pairing reports are consistently contradicted by the other members' (a faulty or lying reporter; its reports never suffice to confirm a node).",
+        pr.members
+            .iter()
+            .map(|m| (vec![("peer", m.name.clone())], flag(m.inconsistent_reports)))
+            .collect(),
+    )?;
+    f.gauge(
         "hcclwatch_fabric_degraded",
         "Whether the whole probe group is slow against its baseline (blocks quarantine recommendations).",
         one(flag(pr.fabric_degraded)),
