@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Daemon, Start, loopback_peers, probe_config, value, write_key};
+use common::{Daemon, Start, loopback_peers, probe_config, value, with_loosened_health, write_key};
 
 fn members(s: &str) -> Option<f64> {
     value(s, "hcclwatch_probe_group_members", &[])
@@ -166,7 +166,8 @@ fn a_rejoining_member_takes_over_the_groups_verdicts() {
     let peers: Vec<String> = loopback_peers(n);
     let config = |r: usize| {
         let throttle = if r == slow { 20_000_000 } else { 0 };
-        probe_config(&peers, r, &key, throttle)
+        // The subject is the hand-over of verdicts, not detection: see `with_loosened_health`.
+        with_loosened_health(probe_config(&peers, r, &key, throttle))
             .replace("[probe]\n", "[probe]\nmember_timeout = \"2s\"\n")
     };
     let mut daemons: Vec<Daemon> = (0..n)

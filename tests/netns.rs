@@ -164,10 +164,6 @@ small_bytes = 1024
 link_bytes = 262144
 ring_every = 5
 ring_bytes = 262144
-[health]
-# Six daemons on two cores: see tests/probe.rs for why these two are relaxed.
-fabric_ratio = 3.0
-z = 2.0
 "#,
                 a = addr(i),
                 key = key.display()
