@@ -369,6 +369,15 @@ fn members_from_dns_are_re_resolved_and_a_stale_list_stops_probing() {
             value(s, "hcclwatch_membership_stale", &[]) == Some(1.0)
         });
         assert_eq!(value(&s, "hcclwatch_probe_active", &[]), Some(0.0), "{s}");
+        assert_eq!(
+            value(
+                &s,
+                "hcclwatch_probe_paused",
+                &[("reason", "membership_stale")]
+            ),
+            Some(1.0),
+            "{s}"
+        );
         assert_eq!(members(&s), Some(0.0));
         assert!(
             value(&s, "hcclwatch_host_memory_total_bytes", &[]).is_some(),

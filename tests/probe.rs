@@ -90,6 +90,13 @@ fn slowed_node_and_only_it_is_recommended_for_quarantine() {
             |s| value(s, "hcclwatch_probe_active", &[]) == Some(0.0),
         );
         assert!(value(&s, "hcclwatch_probe_rounds_total", &[("result", "failed")]).unwrap() >= 1.0);
+        // Why, as a bounded label: the round with the dead member failed, and while the
+        // group re-forms the member cannot be reached, so one of the two.
+        let why: Vec<&str> = ["round_failed", "form_failed"]
+            .into_iter()
+            .filter(|r| value(&s, "hcclwatch_probe_paused", &[("reason", r)]) == Some(1.0))
+            .collect();
+        assert_eq!(why.len(), 1, "{s}");
         assert!(
             value(&s, "hcclwatch_host_memory_total_bytes", &[]).is_some(),
             "telemetry continues"
@@ -279,6 +286,11 @@ fn a_busy_probe_port_is_visible_and_retried() {
         |s| value(s, "hcclwatch_probe_active", &[]) == Some(0.0),
     );
     assert_eq!(value(&s, "hcclwatch_probe_active", &[]), Some(0.0));
+    assert_eq!(
+        value(&s, "hcclwatch_probe_paused", &[("reason", "listen_failed")]),
+        Some(1.0),
+        "{s}"
+    );
     let state: serde_json::Value =
         serde_json::from_str(&d0.get("/api/v1/state", None).body).unwrap();
     let why = state["last_error"].as_str().unwrap_or_default().to_string();

@@ -30,7 +30,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::snapshot::Store;
-use crate::snapshot::probe::ProbeSnapshot;
+use crate::snapshot::probe::{PauseReason, ProbeSnapshot};
 
 use prober::Prober;
 pub use settings::{ProbeSettings, SettingsError};
@@ -82,6 +82,7 @@ pub fn spawn(
                 part.active = false;
                 part.group_members = 0;
                 part.last_error = Some(why.clone());
+                part.pause_reason = Some(PauseReason::ThreadDied);
                 store.publish_probe(part);
                 store.set_not_ready("probe", why);
             }
@@ -110,6 +111,7 @@ fn bind_with_retries(
                 tracing::error!(address = %s.listen, error = %e, retry_in = ?backoff, "probing paused: cannot listen");
                 store.publish_probe(ProbeSnapshot {
                     last_error: Some(why.clone()),
+                    pause_reason: Some(PauseReason::ListenFailed),
                     ..ProbeSnapshot::default()
                 });
                 store.set_not_ready("probe", why);

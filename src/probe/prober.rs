@@ -23,7 +23,8 @@ use crate::health::{HealthEngine, NodeState, Probe, RoundInput, RoundOutput, Tra
 use crate::snapshot::Store;
 use crate::snapshot::histogram::Histogram;
 use crate::snapshot::probe::{
-    CollectiveDurations, LinkView, MemberView, ProbeSnapshot, QuarantineReason, RingResult,
+    CollectiveDurations, LinkView, MemberView, PauseReason, ProbeSnapshot, QuarantineReason,
+    RingResult,
 };
 
 /// Link re-measurements per round at most (each is one `link_bytes` exchange).
@@ -120,7 +121,7 @@ impl Prober {
     }
 
     /// Pauses probing with `why` (fail closed: telemetry goes on).
-    fn pause(&mut self, why: String, failed_round: bool) {
+    fn pause(&mut self, reason: PauseReason, why: String, failed_round: bool) {
         if self.logged.as_deref() != Some(&why) {
             tracing::warn!(reason = %why, "probing paused; telemetry continues");
             self.logged = Some(why.clone());
@@ -129,6 +130,7 @@ impl Prober {
         self.part.group_members = 0;
         self.part.members.iter_mut().for_each(|m| m.up = false);
         self.part.last_error = Some(why);
+        self.part.pause_reason = Some(reason);
         if failed_round {
             self.part.rounds_failed += 1;
         }
@@ -167,7 +169,7 @@ impl Prober {
         self.part.membership_stale = false;
         if let Some(why) = self.view.stale(now) {
             self.part.membership_stale = true;
-            self.pause(why, false);
+            self.pause(PauseReason::MembershipStale, why, false);
             return;
         }
         let me = self.view.me().unwrap_or(0);
@@ -230,6 +232,7 @@ impl Prober {
             .collect();
         if members.len() < 2 {
             self.pause(
+                PauseReason::Alone,
                 format!(
                     "no other member of the probe group answers (left out: {})",
                     left_out.join(", ")
@@ -256,7 +259,11 @@ impl Prober {
         let l = match self.listener.try_clone() {
             Ok(l) => l,
             Err(e) => {
-                self.pause(format!("cannot share the probe listener: {e}"), true);
+                self.pause(
+                    PauseReason::FormFailed,
+                    format!("cannot share the probe listener: {e}"),
+                    true,
+                );
                 return false;
             }
         };
@@ -264,7 +271,11 @@ impl Prober {
         let mut c = match Communicator::init(l, rank, addrs, cfg) {
             Ok(c) => c,
             Err(e) => {
-                self.pause(format!("cannot form the probe group: {e}"), true);
+                self.pause(
+                    PauseReason::FormFailed,
+                    format!("cannot form the probe group: {e}"),
+                    true,
+                );
                 return false;
             }
         };
@@ -280,6 +291,7 @@ impl Prober {
                 }
                 Err(e) => {
                     self.pause(
+                        PauseReason::FormFailed,
                         format!("probe group formed but the name exchange failed: {e}"),
                         true,
                     );
@@ -300,6 +312,7 @@ impl Prober {
             Ok(None) => {}
             Err(e) => {
                 self.pause(
+                    PauseReason::FormFailed,
                     format!("probe group formed but the engine state exchange failed: {e}"),
                     true,
                 );
@@ -308,6 +321,7 @@ impl Prober {
         }
         if let Err(e) = self.device.on_form(&mut c, &members) {
             self.pause(
+                PauseReason::FormFailed,
                 format!("probe group formed but the NPU port exchange failed: {e}"),
                 true,
             );
@@ -415,6 +429,7 @@ impl Prober {
                     self.view.record(*p, false, Instant::now());
                 }
                 self.pause(
+                    PauseReason::RoundFailed,
                     format!("probe round failed; the group will be re-formed: {e}"),
                     true,
                 );
@@ -514,6 +529,7 @@ impl Prober {
         let round = self.round;
         if let Err(e) = self.device.on_round(c, round, me, &self.group) {
             self.pause(
+                PauseReason::RoundFailed,
                 format!("device-plane exchange failed; the group will be re-formed: {e}"),
                 true,
             );
@@ -577,6 +593,7 @@ impl Prober {
         let part = &mut self.part;
         part.active = true;
         part.last_error = None;
+        part.pause_reason = None;
         part.rounds_ok += 1;
         part.group_members = m_size;
         // Per-node probe values only for the members measured this round: a left-out

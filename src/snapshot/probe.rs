@@ -88,6 +88,38 @@ impl QuarantineReason {
     }
 }
 
+/// Why probing is paused: the bounded `reason` label of `hcclwatch_probe_paused` (the
+/// words, with the peer and the error, are in `last_error` and the log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PauseReason {
+    /// The probe port cannot be bound (retried with backoff).
+    ListenFailed,
+    /// The probe thread died; the daemon must be restarted.
+    ThreadDied,
+    /// The membership source (DNS, the peer list) has not been refreshed in time.
+    MembershipStale,
+    /// No other member of the group answers.
+    Alone,
+    /// The group did not form (connect, name, engine-state or port exchange).
+    FormFailed,
+    /// A round failed; the group will be re-formed.
+    RoundFailed,
+}
+
+impl PauseReason {
+    /// Label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PauseReason::ListenFailed => "listen_failed",
+            PauseReason::ThreadDied => "thread_died",
+            PauseReason::MembershipStale => "membership_stale",
+            PauseReason::Alone => "alone",
+            PauseReason::FormFailed => "form_failed",
+            PauseReason::RoundFailed => "round_failed",
+        }
+    }
+}
+
 /// One candidate member of the probe group, as this node sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemberView {
@@ -174,6 +206,8 @@ pub struct ProbeSnapshot {
     pub transitions: VecDeque<Transition>,
     /// Why probing is inactive, if it is.
     pub last_error: Option<String>,
+    /// The same, as a bounded label (`hcclwatch_probe_paused{reason}`).
+    pub pause_reason: Option<PauseReason>,
     /// Bytes sent in the last hour ÷ the budget (None without a budget).
     pub budget_ratio: Option<f64>,
     /// Seconds spent in probe rounds in the last hour ÷ (3600 × the busy budget) (None

@@ -47,6 +47,15 @@ fn group(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
         "Whether probing runs with a formed group (0: paused, fail-closed; telemetry continues).",
         one(flag(pr.active)),
     )?;
+    f.gauge(
+        "hcclwatch_probe_paused",
+        "1 while probing is paused, with why (the full message is in /api/v1/state and the log).",
+        pr.pause_reason
+            .filter(|_| !pr.active)
+            .map(|r| (vec![("reason", r.as_str().to_string())], 1.0))
+            .into_iter()
+            .collect(),
+    )?;
     f.counter(
         "hcclwatch_probe_rounds",
         "Probe rounds by result.",
