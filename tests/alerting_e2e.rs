@@ -11,7 +11,8 @@
 //! Asserted: the quarantine alert fires for node-2, reaches the receiver with its labels
 //! and the bearer token, and node-2 (only node-2) is cordoned and tainted; no alert fires
 //! for a healthy node (every firing alert is about node-2); and every dashboard panel query
-//! returns data from the live Prometheus.
+//! returns data from the live Prometheus (but the NPU fabric dashboard's: no device plane
+//! runs here).
 //!
 //! Every process (daemons, Prometheus, Alertmanager, the receiver) is killed on every exit
 //! path by drop guards; the temporary directories go with them. The whole test is bounded
@@ -286,8 +287,14 @@ fn quarantine_alert_reaches_the_receiver_and_only_for_the_slow_node() {
         );
     }
 
-    // Every dashboard panel query returns data from the live Prometheus.
-    let queries = common::dashboard_queries();
+    // Every dashboard panel query returns data from the live Prometheus, except the NPU
+    // fabric dashboard's: these daemons run no hccn_tool and no device plane, so its
+    // series do not exist here (its queries are still parsed and checked against the
+    // exported names in tests/deploy.rs).
+    let queries: Vec<(String, String)> = common::dashboard_queries()
+        .into_iter()
+        .filter(|(what, _)| !what.starts_with("npu-fabric.json/"))
+        .collect();
     assert!(queries.len() > 40, "{} queries", queries.len());
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut empty: Vec<String>;

@@ -272,7 +272,7 @@ fn dashboards_are_well_formed_and_query_real_metrics() {
     let dash = dashboards();
     assert_eq!(
         dash.len(),
-        4,
+        5,
         "{:?}",
         dash.iter().map(|d| &d.0).collect::<Vec<_>>()
     );

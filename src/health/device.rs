@@ -256,7 +256,25 @@ struct Confirmation {
     sent: u32,
     lost: u32,
     residuals: Vec<f64>,
+    /// The same, per reporting node (the node whose port re-pinged): a confirmation needs
+    /// [`MIN_REPORTERS`] nodes other than the accused's that each saw the fault, so one
+    /// member that lies about its re-pings cannot confirm a port of another node.
+    #[serde(default)]
+    by_reporter: BTreeMap<usize, ReporterTally>,
 }
+
+/// One reporting node's re-pings of a suspect port.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+struct ReporterTally {
+    sent: u32,
+    lost: u32,
+    residuals: Vec<f64>,
+}
+
+/// Distinct reporting nodes, other than the accused port's node, whose own re-pings must
+/// each reproduce a suspect's loss or slowness before it is confirmed (the host plane's
+/// rule, `health::engine`, applied to the device plane).
+pub const MIN_REPORTERS: usize = 2;
 
 /// Why a port is elevated this round.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -823,17 +841,24 @@ impl DeviceEngine {
             .copied()
             .collect();
         for p in &repings {
-            for end in [p.src, p.dst] {
-                let t = &mut self.ports[end];
-                if t.state != NodeState::Suspect {
-                    continue;
-                }
-                t.confirm.sent += p.sent;
-                t.confirm.lost += p.lost();
-                if let Some(x) = p.rtt.filter(|x| x.is_finite() && *x > 0.0) {
-                    t.confirm.residuals.push(x.ln() - r.median_log_rtt);
-                }
+            // A re-ping is evidence about the port it was sent to, reported by the node of
+            // the port that sent it; the accused's own node never testifies against it.
+            let reporter = self.ports[p.src].node;
+            let t = &mut self.ports[p.dst];
+            if t.state != NodeState::Suspect || reporter == t.node {
+                continue;
             }
+            let residual = p
+                .rtt
+                .filter(|x| x.is_finite() && *x > 0.0)
+                .map(|x| x.ln() - r.median_log_rtt);
+            t.confirm.sent = t.confirm.sent.saturating_add(p.sent);
+            t.confirm.lost = t.confirm.lost.saturating_add(p.lost());
+            t.confirm.residuals.extend(residual);
+            let by = t.confirm.by_reporter.entry(reporter).or_default();
+            by.sent = by.sent.saturating_add(p.sent);
+            by.lost = by.lost.saturating_add(p.lost());
+            by.residuals.extend(residual);
         }
     }
 
@@ -849,10 +874,29 @@ impl DeviceEngine {
         } else {
             median(&mut res)
         };
+        // Reporters that each saw the loss, and each the slowness, on their own.
+        let lossy_reporters = c
+            .by_reporter
+            .values()
+            .filter(|t| {
+                t.lost > 0 && f64::from(t.lost) / f64::from(t.sent.max(1)) >= self.cfg.loss_min
+            })
+            .count();
+        let slow_reporters = c
+            .by_reporter
+            .values()
+            .filter(|t| {
+                let mut own = t.residuals.clone();
+                !own.is_empty() && median(&mut own) > self.cfg.rtt_ratio.ln()
+            })
+            .count();
         let lossy = c.lost >= 2
             && ratio >= self.cfg.loss_min
-            && loss_tail(c.lost, c.sent, r.fabric_loss) < CONFIRM_ALPHA;
-        let slow_enough = res.len() >= self.cfg.confirm_peers && slow > self.cfg.rtt_ratio.ln();
+            && loss_tail(c.lost, c.sent, r.fabric_loss) < CONFIRM_ALPHA
+            && lossy_reporters >= MIN_REPORTERS;
+        let slow_enough = res.len() >= self.cfg.confirm_peers
+            && slow > self.cfg.rtt_ratio.ln()
+            && slow_reporters >= MIN_REPORTERS;
         let verdict = if lossy || slow_enough {
             Some(true)
         } else if c.sent >= self.cfg.confirm_packets {
@@ -1176,6 +1220,68 @@ mod tests {
             outs.push(e.step(&input));
         }
         (e, outs)
+    }
+
+    /// A victim port (node 5's first) loses 20 % of its packets until it is suspect, then
+    /// heals. From then on one lying node (node 3) reports every re-ping of its ports to
+    /// the victim as lost, every round and unasked, with as many packets as a ping may
+    /// carry, and its planned pings to the victim too. The honest confirmers see no loss,
+    /// so the victim is never confirmed: a confirmation needs two reporting nodes that each
+    /// saw the fault (the pooled packets alone would be overwhelming).
+    #[test]
+    fn one_lying_node_cannot_confirm_another_nodes_port() {
+        let mut f = Fabric::new(8, 8);
+        let (liar, victim) = (3, 5 * 8);
+        f.lossy = vec![(victim, 0.2)];
+        let lie = |p: &mut PortProbe| {
+            if p.src / 8 == liar && p.dst == victim {
+                p.received = 0;
+                p.rtt = None;
+            }
+        };
+        let mut e = DeviceEngine::new(&f.port_nodes(), DeviceConfig::default());
+        let present = vec![true; f.nodes];
+        let mut last: Option<DeviceOutput> = None;
+        let mut healed_at = None;
+        for r in 0..240 {
+            let mut input = f.round(r);
+            if let Some(o) = &last {
+                for &port in &o.confirm_requests {
+                    for c in e.confirmers(port, &present) {
+                        input.confirmations.push(f.ping(c, port));
+                    }
+                }
+            }
+            if healed_at.is_some() {
+                for src in liar * 8..liar * 8 + 8 {
+                    input.confirmations.push(PortProbe {
+                        src,
+                        dst: victim,
+                        sent: 16,
+                        received: 16,
+                        rtt: Some(100e-6),
+                    });
+                }
+                input.probes.iter_mut().for_each(lie);
+                input.confirmations.iter_mut().for_each(lie);
+            }
+            let out = e.step(&input);
+            if healed_at.is_none() && e.states()[victim] == NodeState::Suspect {
+                f.lossy.clear();
+                healed_at = Some(r);
+            }
+            for t in out.transitions.iter().filter(|_| healed_at.is_some()) {
+                assert!(
+                    matches!(t.to, NodeState::Suspect | NodeState::Healthy),
+                    "round {r}: port {} went to {:?} on one liar's word",
+                    t.port,
+                    t.to
+                );
+            }
+            last = Some(out);
+        }
+        let healed_at = healed_at.expect("the lossy victim never became suspect");
+        assert!(healed_at < 40, "suspect only at round {healed_at}");
     }
 
     #[test]

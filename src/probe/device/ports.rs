@@ -35,7 +35,8 @@ pub fn encode(local: &[(u32, Ipv4Addr)]) -> Vec<u8> {
 
 /// Decodes the all-gathered tables of `members` (candidate indices, in rank order). Slots
 /// that are empty, out of range or repeat a phy id or an IP already seen are dropped, so a
-/// member cannot make two ports share an identity.
+/// member cannot make two ports share an identity; a member listed twice keeps only its
+/// first table, so no member has more than [`MAX_LOCAL_PORTS`] ports.
 pub fn decode(bytes: &[u8], members: &[usize]) -> Vec<Port> {
     let mut out: Vec<Port> = Vec::new();
     let per = MAX_LOCAL_PORTS * 8;
@@ -43,6 +44,9 @@ pub fn decode(bytes: &[u8], members: &[usize]) -> Vec<Port> {
         let Some(&node) = members.get(rank) else {
             break;
         };
+        if members[..rank].contains(&node) {
+            continue;
+        }
         for w in chunk.chunks_exact(8) {
             let word = u64::from_le_bytes(w.try_into().unwrap_or_default());
             let tag = word >> 32;
@@ -88,6 +92,21 @@ pub fn exchange(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `port_table` fuzz target: a member listed twice gave one node 17 ports
+    /// (its full table from the first rank plus one from the second).
+    #[test]
+    fn a_member_listed_twice_keeps_one_table() {
+        let first: Vec<(u32, Ipv4Addr)> = (0..16)
+            .map(|i| (i, Ipv4Addr::new(10, 0, 0, 1 + i as u8)))
+            .collect();
+        let second = vec![(40, Ipv4Addr::new(10, 0, 1, 1))];
+        let mut bytes = encode(&first);
+        bytes.extend(encode(&second));
+        let ports = decode(&bytes, &[3, 3]);
+        assert_eq!(ports.len(), 16);
+        assert!(ports.iter().all(|p| p.node == 3 && p.phy < 16));
+    }
 
     fn ip(s: &str) -> Ipv4Addr {
         s.parse().unwrap()
