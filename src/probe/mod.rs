@@ -17,7 +17,7 @@ pub mod device;
 pub mod group;
 pub mod hard_faults;
 pub mod membership;
-mod plan;
+pub mod plan;
 mod prober;
 pub mod round;
 pub mod settings;

@@ -360,23 +360,36 @@ impl Exchange<'_> {
             w,
             secs,
         );
-        let v = from_f64s(&all);
-        Ok((0..n)
-            .map(|i| {
-                let row = &v[i * width..(i + 1) * width];
-                Measured {
-                    wait: row[0],
-                    latency: row[1],
-                    link: row[2],
-                    ring: row[3],
-                    hard: row[4].clamp(0.0, 255.0) as u8,
-                    over_budget: row[5] != 0.0,
-                    rtt: row[6],
-                    confirm: row[7..].to_vec(),
-                }
-            })
-            .collect())
+        Ok(split_rows(&all, width))
     }
+}
+
+/// Fields of a gathered row before its confirmation timings: wait, latency, link, ring,
+/// hard-fault code, over budget, round trip.
+pub const ROW_FIXED: usize = 7;
+
+/// Splits all-gathered rows of `width` f64s each (native byte order, as every member of a
+/// group runs the same build on the same architecture) back into measurements: one per
+/// whole row, a trailing partial row ignored. Pure and total: a row shorter than
+/// [`ROW_FIXED`] reads its missing fields as NaN, a hard-fault code is clamped to `0..=255`
+/// (NaN: 0), and every row has `width - ROW_FIXED` confirmation slots.
+pub fn split_rows(all: &[u8], width: usize) -> Vec<Measured> {
+    let v = from_f64s(all);
+    v.chunks_exact(width.max(1))
+        .map(|row| {
+            let at = |i: usize| row.get(i).copied().unwrap_or(f64::NAN);
+            Measured {
+                wait: at(0),
+                latency: at(1),
+                link: at(2),
+                ring: at(3),
+                hard: at(4).clamp(0.0, 255.0) as u8,
+                over_budget: at(5) != 0.0,
+                rtt: at(6),
+                confirm: row.get(ROW_FIXED..).unwrap_or_default().to_vec(),
+            }
+        })
+        .collect()
 }
 
 /// Runs one round on `comm` with this member's `proposal`.

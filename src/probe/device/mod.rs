@@ -94,6 +94,38 @@ const MAX_RTT: f64 = 60.0;
 /// Latest port transitions kept for `/api/v1/state`.
 const TRANSITIONS_KEPT: usize = 100;
 
+/// Checks one ping of a gathered row (`FIELDS` = 6 values: source and destination port
+/// indices into `ports`, kind, sent, received, mean RTT in seconds) reported by member
+/// `node`. Kept only if the source is one of `node`'s ports and differs from the
+/// destination, 1 to 16 packets were sent and at most that many received, and a ping that
+/// received anything has an RTT above 0 and below 60 s. Pure and total (a short slice is
+/// `None`); the kind is the caller's to check.
+pub fn valid_ping(ports: &[Port], f: &[f64], node: usize) -> Option<PortProbe> {
+    let f: &[f64; FIELDS] = f.try_into().ok()?;
+    let idx =
+        |x: f64| (x.is_finite() && x >= 0.0 && (x as usize) < ports.len()).then_some(x as usize);
+    let (src, dst) = (idx(f[0])?, idx(f[1])?);
+    let (sent, received) = (f[3], f[4]);
+    if ports[src].node != node
+        || src == dst
+        || !(1.0..=MAX_PACKETS).contains(&sent)
+        || !(0.0..=sent).contains(&received)
+    {
+        return None;
+    }
+    let rtt = (f[5].is_finite() && f[5] > 0.0 && f[5] < MAX_RTT).then_some(f[5]);
+    if received > 0.0 && rtt.is_none() {
+        return None;
+    }
+    Some(PortProbe {
+        src,
+        dst,
+        sent: sent as u32,
+        received: received as u32,
+        rtt,
+    })
+}
+
 /// The device plane's state in the prober.
 pub struct DevicePlane {
     s: DeviceSettings,
@@ -276,7 +308,7 @@ impl DevicePlane {
                 break;
             };
             for f in row.chunks_exact(FIELDS) {
-                let Some(p) = self.valid(f, node) else {
+                let Some(p) = valid_ping(&self.ports, f, node) else {
                     continue;
                 };
                 let requested = asked.ports.contains(&p.dst)
@@ -299,32 +331,6 @@ impl DevicePlane {
             .into_iter()
             .collect();
         input
-    }
-
-    fn valid(&self, f: &[f64], node: usize) -> Option<PortProbe> {
-        let idx = |x: f64| {
-            (x.is_finite() && x >= 0.0 && (x as usize) < self.ports.len()).then_some(x as usize)
-        };
-        let (src, dst) = (idx(f[0])?, idx(f[1])?);
-        let (sent, received) = (f[3], f[4]);
-        if self.ports[src].node != node
-            || src == dst
-            || !(1.0..=MAX_PACKETS).contains(&sent)
-            || !(0.0..=sent).contains(&received)
-        {
-            return None;
-        }
-        let rtt = (f[5].is_finite() && f[5] > 0.0 && f[5] < MAX_RTT).then_some(f[5]);
-        if received > 0.0 && rtt.is_none() {
-            return None;
-        }
-        Some(PortProbe {
-            src,
-            dst,
-            sent: sent as u32,
-            received: received as u32,
-            rtt,
-        })
     }
 
     /// The plan over the ports of present members, in table indices.
