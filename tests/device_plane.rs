@@ -68,11 +68,7 @@ fn set_fabric(path: &Path, f: &Value) {
 /// Port readings: the NPUs and their addresses come from `hccn.conf` and `-ip -g` (no
 /// DCMI); one ports pass a minute and no optics keep six daemons' tool runs to the pings.
 fn config(peers: &[String], rank: usize, key: &Path, hccn: &FakeHccn) -> String {
-    let list = peers
-        .iter()
-        .map(|p| format!("\"{p}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let list = common::toml_strings(peers);
     format!(
         r#"
 [web]

@@ -605,14 +605,19 @@ pub fn loopback_peers(n: usize) -> Vec<String> {
         .collect()
 }
 
-/// A probing daemon config for loopback tests: fast rounds, the shipped detection
-/// thresholds, and an optional send throttle (the engine's fault injection).
-pub fn probe_config(peers: &[String], rank: usize, key: &std::path::Path, throttle: u64) -> String {
-    let list = peers
+/// `items` as the inside of a TOML array of strings: `"a", "b"`.
+pub fn toml_strings(items: &[String]) -> String {
+    items
         .iter()
         .map(|p| format!("\"{p}\""))
         .collect::<Vec<_>>()
-        .join(", ");
+        .join(", ")
+}
+
+/// A probing daemon config for loopback tests: fast rounds, the shipped detection
+/// thresholds, and an optional send throttle (the engine's fault injection).
+pub fn probe_config(peers: &[String], rank: usize, key: &std::path::Path, throttle: u64) -> String {
+    let list = toml_strings(peers);
     format!(
         r#"
 [web]
