@@ -20,8 +20,14 @@ command -v wrk >/dev/null 2>&1 || {
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq --no-install-recommends wrk >/dev/null
 }
-# Room for the idle connections, the scrapers and the daemon's own descriptors.
-ulimit -n 65536
+# Room for the idle connections, the scrapers and the daemon's own descriptors (each
+# process has its own limit; the daemon needs IDLE + SCRAPERS and some).
+hard=$(ulimit -Hn)
+ulimit -n "$hard"
+if [ "$hard" != unlimited ] && [ "$hard" -lt $((IDLE + SCRAPERS + 256)) ]; then
+  echo "open-file limit $hard is below IDLE + SCRAPERS + 256; lower IDLE or SCRAPERS" >&2
+  exit 2
+fi
 
 cargo build --release --locked --bin hcclwatch >/dev/null
 dir=$(mktemp -d)
@@ -41,7 +47,7 @@ for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/-/ready" >/dev/null && 
 
 # The attacker: IDLE connections that never send a byte, re-opened when closed, from
 # another loopback address so the load generator's connections stay distinct.
-python3 - "$port" "$IDLE" "$((DURATION + 10))" <<'PY' &
+python3 - "$port" "$IDLE" "$((2 * DURATION + 10))" <<'PY' &
 import selectors, socket, sys, time
 port, n, until = int(sys.argv[1]), int(sys.argv[2]), time.time() + float(sys.argv[3])
 sel = selectors.DefaultSelector()
@@ -62,6 +68,23 @@ while time.time() < until:
             sel.unregister(s); s.close(); open_one()
 PY
 sleep 3
-echo "==> /metrics with $SCRAPERS scrapers for ${DURATION}s while $IDLE idle connections are held"
+# Two load models, both with the idle connections held for the whole run:
+# - paced: every scraper scrapes once per SCRAPE_INTERVAL_MS (1000; Prometheus' default is
+#   15 s), with a random phase, the way real scrapers load a target;
+# - flat out: every scraper sends its next request as soon as the last answer arrived
+#   (wrk's closed loop), which measures throughput: its latency is concurrency divided
+#   by the requests per second the machine can serve (Little's law).
+INTERVAL_MS=${SCRAPE_INTERVAL_MS:-1000}
+cat >"$dir/paced.lua" <<LUA
+local first = true
+function delay()
+  if first then first = false; return math.random(0, $INTERVAL_MS) end
+  return $INTERVAL_MS
+end
+LUA
+echo "==> paced: $SCRAPERS scrapers, each once per ${INTERVAL_MS} ms, ${DURATION}s, $IDLE idle connections held"
+wrk -t 2 -c "$SCRAPERS" -d "${DURATION}s" --timeout 10s --latency -s "$dir/paced.lua" \
+  "http://127.0.0.1:$port/metrics" | tee "$dir/paced.txt"
+echo "==> flat out: $SCRAPERS scrapers, ${DURATION}s, $IDLE idle connections held"
 wrk -t 2 -c "$SCRAPERS" -d "${DURATION}s" --timeout 10s --latency "http://127.0.0.1:$port/metrics" | tee "$dir/wrk.txt"
 echo "==> daemon RSS: $(ps -o rss= -p "$(pgrep -f "hcclwatch run --config.file $dir/c.toml" | head -1)") KiB"
