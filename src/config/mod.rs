@@ -1733,6 +1733,29 @@ helth = \"5s\"
     }
 
     #[test]
+    fn hccs_intervals_are_checked() {
+        let ok = "[device_probe]\nhccs_round_interval = \"2s\"\nhccs_read_interval = \"3s\"\n";
+        assert_eq!(problems(ok, &[]), Vec::<String>::new());
+        let p = problems("[device_probe]\nhccs_round_interval = \"1500ms\"\n", &[]);
+        assert!(p.iter().any(|l| l.contains("not whole seconds")), "{p:?}");
+        let p = problems(
+            "[device_probe]\nhccs_round_interval = \"10s\"\nhccs_read_interval = \"10s\"\n",
+            &[],
+        );
+        assert!(
+            p.iter()
+                .any(|l| l.contains("device_probe.hccs_read_interval") && l.contains("plus 1 s")),
+            "{p:?}"
+        );
+        let p = problems("[device_probe]\nhccs_round_interval = \"61s\"\n", &[]);
+        assert!(
+            p.iter()
+                .any(|l| l.contains("device_probe.hccs_round_interval")),
+            "{p:?}"
+        );
+    }
+
+    #[test]
     fn listen_address_forms() {
         assert_eq!(
             parse_listen_address(":9478").unwrap(),

@@ -220,6 +220,8 @@ struct Slot {
     running: Vec<Destination>,
     /// Running totals at the last read, per address.
     last: BTreeMap<String, (u64, u64)>,
+    /// A failed start was logged as a warning (the next ones at debug, until one works).
+    start_warned: bool,
 }
 
 /// One local NPU: its destinations split into chunks of 48, the two slots, and which
@@ -464,6 +466,7 @@ impl Worker {
         match r {
             Ok(()) => {
                 slot.running = want.to_vec();
+                slot.start_warned = false;
                 tracing::debug!(
                     npu,
                     task_id,
@@ -476,7 +479,11 @@ impl Worker {
             Err(MeshCallError::Failed(e)) => {
                 // Tried again at the next read.
                 slot.running.clear();
-                tracing::warn!(npu, task_id, error = %e, "cannot start the HCCS ping-mesh task; trying again at the next read");
+                if std::mem::replace(&mut slot.start_warned, true) {
+                    tracing::debug!(npu, task_id, error = %e, "cannot start the HCCS ping-mesh task");
+                } else {
+                    tracing::warn!(npu, task_id, error = %e, "cannot start the HCCS ping-mesh task; trying again at every read");
+                }
                 Ok(())
             }
         }
