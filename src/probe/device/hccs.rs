@@ -770,6 +770,36 @@ mod tests {
     }
 
     #[test]
+    fn new_destinations_restart_the_task_and_a_dropped_npu_is_stopped() {
+        let script = Arc::new(Mutex::new(Script {
+            samples: vec![sample(Ipv4Addr::new(192, 9, 9, 9), 1, 0, None)],
+            ..Script::default()
+        }));
+        let mut w = worker(&script);
+        w.set_plan(Plan::from([(0, vec![dest(1, 0)]), (1, vec![dest(1, 0)])]));
+        w.tick();
+        // The same plan again (the group re-formed unchanged): nothing restarts.
+        w.set_plan(Plan::from([(0, vec![dest(1, 0)]), (1, vec![dest(1, 0)])]));
+        w.tick();
+        assert_eq!(
+            script.lock().unwrap().calls,
+            vec!["start 0/0", "start 1/0", "read 0/0", "read 1/0"]
+        );
+        // NPU 0 gets another destination; NPU 1 has none left.
+        script.lock().unwrap().calls.clear();
+        w.set_plan(Plan::from([(0, vec![dest(1, 0), dest(1, 1)])]));
+        assert_eq!(script.lock().unwrap().calls, vec!["stop 1/0"]);
+        w.tick();
+        let s = script.lock().unwrap();
+        assert_eq!(
+            s.calls,
+            vec!["stop 1/0", "read 0/0", "stop 0/0", "start 0/0"]
+        );
+        assert_eq!(s.started[&(0, 0)], vec![dest(1, 0).ip, dest(1, 1).ip]);
+        assert!(!s.started.contains_key(&(1, 0)));
+    }
+
+    #[test]
     fn a_stopped_task_is_restarted_and_unavailability_is_final() {
         let script = Arc::new(Mutex::new(Script::default()));
         let mut w = worker(&script);
