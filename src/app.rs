@@ -14,10 +14,14 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::export::{otlp, server};
 use crate::probe::ProbeSettings;
+use crate::probe::device::hccs::{HccsTask, MeshCallError, MeshDriver, MeshSample, Unavailable};
 use crate::probe::device::runner::{PingError, PingReply, Pinger};
 use crate::snapshot::Store;
+use crate::snapshot::npu::ChipAddress;
 use crate::snapshot::status::BuildInfo;
 use crate::telemetry::dcmi::DcmiError;
+use crate::telemetry::dcmi::PingMesh;
+use crate::telemetry::dcmi::pingmesh::{MeshError, MeshState, MeshTask};
 use crate::telemetry::faults::{FaultTable, FaultTableError, SharedFaultTable};
 use crate::telemetry::hccn::Hccn;
 use crate::telemetry::host::HostSource;
@@ -164,6 +168,9 @@ fn start_sources(
     let config = config.clone();
     let store = store.clone();
     let npu_poller = source.is_some();
+    // Taken before the source moves into its poller: the device prober drives the ping
+    // mesh through its own handle (its own call thread, the same deadlines).
+    let mesh = source.as_ref().and_then(|s| s.ping_mesh());
     let mut stops: Vec<mpsc::Sender<()>> = Vec::new();
     if let Some(source) = source {
         let (tx, rx) = mpsc::channel();
@@ -180,6 +187,9 @@ fn start_sources(
     if config.probe.enabled {
         let mut settings = ProbeSettings::from_config(&config)?;
         settings.device = device_probe(&config, hccn.as_ref(), &store);
+        if let Some(d) = settings.device.as_mut() {
+            d.hccs = hccs_mesh(&config, mesh, &store);
+        }
         let (tx, rx) = mpsc::channel();
         stops.push(tx);
         prober = Some(
@@ -359,6 +369,141 @@ impl Pinger for HccnPinger {
             Err(e) => Err(PingError::Failed(e.to_string())),
         }
     }
+}
+
+/// The DCMI HCCS ping mesh as the device plane's [`MeshDriver`]: NPUs by physical id,
+/// addressed through the NPU inventory the poller publishes.
+struct DcmiMesh {
+    mesh: PingMesh,
+    store: Arc<Store>,
+}
+
+impl DcmiMesh {
+    fn chip(&self, npu: u32) -> Result<ChipAddress, MeshCallError> {
+        self.store
+            .npu()
+            .state
+            .chips
+            .get(&npu)
+            .map(|c| c.address)
+            .ok_or_else(|| MeshCallError::Failed(format!("NPU {npu} is not in the inventory")))
+    }
+}
+
+fn mesh_error(e: MeshError) -> MeshCallError {
+    match e {
+        MeshError::NotAvailable => MeshCallError::Unavailable(Unavailable::NotSupported),
+        MeshError::NotPermitted => MeshCallError::Unavailable(Unavailable::NotPermitted),
+        other => MeshCallError::Failed(other.to_string()),
+    }
+}
+
+impl MeshDriver for DcmiMesh {
+    fn available(&mut self) -> Result<Option<()>, Unavailable> {
+        let missing = self.mesh.missing_functions();
+        if !missing.is_empty() {
+            tracing::debug!(missing = %missing.join(","), "DCMI ping-mesh functions missing");
+            return Err(Unavailable::MissingFunction);
+        }
+        // Asked on the first NPU, as MindCluster NodeD does: -8255 there means not an A3.
+        let Some(chip) = self
+            .store
+            .npu()
+            .state
+            .chips
+            .values()
+            .next()
+            .map(|c| c.address)
+        else {
+            return Ok(None);
+        };
+        match self.mesh.state(chip, 0) {
+            Ok(_) => Ok(Some(())),
+            Err(MeshError::NotAvailable) => {
+                // The state function is optional; without it, ask the NPU with a read.
+                match self.mesh.info(chip, 0) {
+                    Ok(_) => Ok(Some(())),
+                    Err(MeshError::NotAvailable) => Err(Unavailable::NotSupported),
+                    Err(MeshError::NotPermitted) => Err(Unavailable::NotPermitted),
+                    // A DCMI error or no answer: asked again at the next read.
+                    Err(_) => Ok(None),
+                }
+            }
+            Err(MeshError::NotPermitted) => Err(Unavailable::NotPermitted),
+            Err(_) => Ok(None),
+        }
+    }
+
+    fn start(&mut self, npu: u32, task: &HccsTask) -> Result<(), MeshCallError> {
+        let chip = self.chip(npu)?;
+        let t = MeshTask {
+            task_id: task.task_id,
+            packets_per_round: crate::probe::device::hccs::PACKETS_PER_ROUND,
+            ..MeshTask::new(task.destinations.clone(), task.round_interval_secs)
+        };
+        self.mesh.start(chip, &t).map_err(mesh_error)
+    }
+
+    fn running(&mut self, npu: u32, task_id: u32) -> Result<Option<bool>, MeshCallError> {
+        let chip = self.chip(npu)?;
+        match self.mesh.state(chip, task_id) {
+            Ok(MeshState::Running) => Ok(Some(true)),
+            Ok(MeshState::Stopped) => Ok(Some(false)),
+            Ok(MeshState::Unknown(v)) => Err(MeshCallError::Failed(format!("task state {v}"))),
+            // No state function: the caller reads instead.
+            Err(MeshError::NotAvailable) if self.mesh.missing_functions().is_empty() => Ok(None),
+            Err(e) => Err(mesh_error(e)),
+        }
+    }
+
+    fn read(&mut self, npu: u32, task_id: u32) -> Result<Vec<MeshSample>, MeshCallError> {
+        let chip = self.chip(npu)?;
+        let info = self.mesh.info(chip, task_id).map_err(mesh_error)?;
+        Ok(info
+            .into_iter()
+            .map(|d| MeshSample {
+                address: d.address,
+                replies: u64::from(d.replies),
+                losses: u64::from(d.losses),
+                avg_seconds: d.avg_seconds,
+            })
+            .collect())
+    }
+
+    fn stop(&mut self, npu: u32, task_id: u32) -> Result<(), MeshCallError> {
+        let chip = self.chip(npu)?;
+        self.mesh.stop(chip, task_id).map_err(mesh_error)
+    }
+}
+
+/// HCCS ping-mesh settings when DCMI is loaded and `device_probe.hccs` is on; this node's
+/// vNIC addresses are the ones the port poller found (`hccn_tool -vnic -g`).
+fn hccs_mesh(
+    config: &Config,
+    mesh: Option<PingMesh>,
+    store: &Arc<Store>,
+) -> Option<crate::probe::device::hccs::HccsSettings> {
+    let Some(mesh) = mesh else {
+        tracing::info!("HCCS ping mesh off: DCMI is not loaded");
+        return None;
+    };
+    let driver = Box::new(DcmiMesh {
+        mesh,
+        store: store.clone(),
+    });
+    let store = store.clone();
+    let local_vnics = Arc::new(move || -> Vec<(u32, Ipv4Addr)> {
+        store
+            .ports()
+            .map(|p| {
+                p.ports
+                    .iter()
+                    .filter_map(|(phy, r)| r.vnic_ip.map(|ip| (*phy, ip)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    crate::probe::settings::hccs_settings(config, driver, local_vnics)
 }
 
 /// Device-plane probing settings when it can run: `[device_probe] enabled` and

@@ -312,6 +312,19 @@ pub struct DeviceProbeSection {
     pub max_packets_per_second: f64,
     /// Most re-pings (of suspect ports and pairs) this node runs per round.
     pub confirm_cap: u32,
+    /// Drive the DCMI HCCS ping mesh (Atlas A3) when the device plane runs and DCMI offers it.
+    pub hccs: bool,
+    /// Rounds of the resident HCCS ping-mesh task (its `task_interval`): whole seconds,
+    /// 1 s to 60 s.
+    #[serde(with = "duration::serde_str")]
+    pub hccs_round_interval: Duration,
+    /// How often the HCCS ping-mesh results are read (and a stopped task restarted); at
+    /// least one round interval plus a second.
+    #[serde(with = "duration::serde_str")]
+    pub hccs_read_interval: Duration,
+    /// This node's super-pod: NPUs ping over HCCS only members with the same value (vNIC
+    /// addresses repeat across super-pods). Unset on every member: one super-pod.
+    pub hccs_super_pod: Option<u32>,
 }
 
 impl Default for DeviceProbeSection {
@@ -321,6 +334,10 @@ impl Default for DeviceProbeSection {
             pings_per_round: 4,
             max_packets_per_second: 1.0,
             confirm_cap: 16,
+            hccs: true,
+            hccs_round_interval: Duration::from_secs(5),
+            hccs_read_interval: Duration::from_secs(30),
+            hccs_super_pod: None,
         }
     }
 }
@@ -1132,6 +1149,7 @@ impl Config {
         self.web_problems(&mut out);
         self.membership_problems(&mut out);
         self.health_problems(&mut out);
+        self.hccs_problems(&mut out);
         self.otlp_problems(&mut out);
         self.group_problems(&mut out);
         self.engine_problems(&mut out);
@@ -1209,6 +1227,29 @@ impl Config {
             out.push((
                 "probe.enabled".into(),
                 "probing needs collective.key_file (the peers authenticate with it)".into(),
+            ));
+        }
+    }
+
+    /// `[device_probe]` HCCS intervals the ping-mesh task cannot take.
+    fn hccs_problems(&self, out: &mut Vec<(String, String)>) {
+        let d = &self.device_probe;
+        if d.hccs_round_interval.subsec_nanos() != 0 {
+            out.push((
+                "device_probe.hccs_round_interval".into(),
+                format!(
+                    "{:?} is not whole seconds (the DCMI task interval is in seconds)",
+                    d.hccs_round_interval
+                ),
+            ));
+        }
+        if d.hccs_read_interval < d.hccs_round_interval + Duration::from_secs(1) {
+            out.push((
+                "device_probe.hccs_read_interval".into(),
+                format!(
+                    "{:?} is shorter than device_probe.hccs_round_interval ({:?}) plus 1 s; a read would find no new round",
+                    d.hccs_read_interval, d.hccs_round_interval
+                ),
             ));
         }
     }
@@ -1486,6 +1527,7 @@ mod tests {
         cfg.collective.bind_device = Some("eth0".into());
         cfg.attribution.kubeconfig = Some("/x/kubeconfig".into());
         cfg.web.config_file = Some("/x/web.yml".into());
+        cfg.device_probe.hccs_super_pod = Some(0);
         let dir = tempfile::tempdir().unwrap();
         let table = dir.path().join("rank_table.json");
         std::fs::write(
@@ -1688,6 +1730,29 @@ helth = \"5s\"
         );
         let cfg = load_str("", None, &[("HCCLWATCH_HEALTH_DELTA".into(), "0.2".into())]).unwrap();
         assert_eq!(cfg.health.delta, 0.2);
+    }
+
+    #[test]
+    fn hccs_intervals_are_checked() {
+        let ok = "[device_probe]\nhccs_round_interval = \"2s\"\nhccs_read_interval = \"3s\"\n";
+        assert_eq!(problems(ok, &[]), Vec::<String>::new());
+        let p = problems("[device_probe]\nhccs_round_interval = \"1500ms\"\n", &[]);
+        assert!(p.iter().any(|l| l.contains("not whole seconds")), "{p:?}");
+        let p = problems(
+            "[device_probe]\nhccs_round_interval = \"10s\"\nhccs_read_interval = \"10s\"\n",
+            &[],
+        );
+        assert!(
+            p.iter()
+                .any(|l| l.contains("device_probe.hccs_read_interval") && l.contains("plus 1 s")),
+            "{p:?}"
+        );
+        let p = problems("[device_probe]\nhccs_round_interval = \"61s\"\n", &[]);
+        assert!(
+            p.iter()
+                .any(|l| l.contains("device_probe.hccs_round_interval")),
+            "{p:?}"
+        );
     }
 
     #[test]

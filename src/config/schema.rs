@@ -463,6 +463,31 @@ pub const SCHEMA: &[Key] = &[
         kind: Kind::Int { min: 0, max: 256 },
     },
     Key {
+        path: "device_probe.hccs",
+        kind: Kind::Bool,
+    },
+    Key {
+        path: "device_probe.hccs_round_interval",
+        kind: Kind::Duration {
+            min: ms(1_000),
+            max: ms(60_000),
+        },
+    },
+    Key {
+        path: "device_probe.hccs_read_interval",
+        kind: Kind::Duration {
+            min: ms(2_000),
+            max: ms(3_600_000),
+        },
+    },
+    Key {
+        path: "device_probe.hccs_super_pod",
+        kind: Kind::Int {
+            min: 0,
+            max: u32::MAX as i64,
+        },
+    },
+    Key {
         path: "health",
         kind: Kind::Table,
     },

@@ -544,7 +544,7 @@ impl Prober {
             }
         }
         if self.device_on {
-            self.part.device = Some(self.device.view().clone());
+            self.part.device = Some(self.device.view());
             if self.device.local_changed() {
                 tracing::info!(
                     "this node's NPU ports changed; re-forming the group to announce them"

@@ -316,7 +316,31 @@ pub fn device_settings(
         engine: DeviceConfig::default(),
         pinger,
         local_ports,
+        hccs: None,
     }
+}
+
+/// HCCS ping-mesh settings from `[device_probe]`, with the driver and the source of this
+/// node's vNIC addresses the composition root supplies; `None` when `device_probe.hccs` is
+/// off.
+pub fn hccs_settings(
+    config: &Config,
+    driver: Box<dyn super::device::hccs::MeshDriver>,
+    local_vnics: Arc<dyn Fn() -> Vec<(u32, Ipv4Addr)> + Send + Sync>,
+) -> Option<super::device::hccs::HccsSettings> {
+    let d = &config.device_probe;
+    if !d.hccs {
+        tracing::info!("HCCS ping mesh off: device_probe.hccs = false");
+        return None;
+    }
+    Some(super::device::hccs::HccsSettings {
+        driver: Arc::new(std::sync::Mutex::new(driver)),
+        // Validated whole seconds in 1..=60.
+        round_interval_secs: d.hccs_round_interval.as_secs().clamp(1, 60) as u32,
+        read_interval: d.hccs_read_interval,
+        super_pod: d.hccs_super_pod,
+        local_vnics,
+    })
 }
 
 impl ProbeSettings {

@@ -318,6 +318,87 @@ pub struct DeviceView {
     pub transitions: VecDeque<PortTransitionView>,
     /// Device-engine rounds.
     pub rounds: u64,
+    /// The HCCS ping mesh (Atlas A3), when this node drives it or found it unavailable.
+    pub hccs: Option<HccsView>,
+}
+
+/// Whether this node runs the HCCS ping mesh, or why not: the bounded `state` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum HccsState {
+    /// Not decided yet (no NPU inventory to ask on).
+    Pending,
+    /// Tasks run (or will, once destinations are known).
+    Running,
+    /// The NPU refuses it (`-8255`: not an Atlas A3).
+    NotSupported,
+    /// The driver's DCMI library lacks the functions.
+    MissingFunction,
+    /// Not root, or an unprivileged container (`-8002`).
+    NotPermitted,
+}
+
+impl HccsState {
+    /// Every state, in order.
+    pub const ALL: [HccsState; 5] = [
+        HccsState::Pending,
+        HccsState::Running,
+        HccsState::NotSupported,
+        HccsState::MissingFunction,
+        HccsState::NotPermitted,
+    ];
+
+    /// Label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HccsState::Pending => "pending",
+            HccsState::Running => "running",
+            HccsState::NotSupported => "not_supported",
+            HccsState::MissingFunction => "missing_function",
+            HccsState::NotPermitted => "not_permitted",
+        }
+    }
+}
+
+/// A destination of a local NPU's HCCS ping mesh that lost packets in the last read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HccsLossy {
+    /// The destination's owning member (index into `members`).
+    pub node: usize,
+    /// Its physical NPU id.
+    pub npu: u32,
+    /// Lost ÷ sent packets since the read before.
+    pub loss_ratio: f64,
+}
+
+/// One local NPU's HCCS ping mesh, since start.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LocalHccs {
+    /// Physical NPU id.
+    pub npu: u32,
+    /// Per destination and read, the average round trip the task reports.
+    pub rtt: Histogram,
+    /// Packets sent (answered + lost), summed over reads.
+    pub sent: u64,
+    /// Packets answered.
+    pub received: u64,
+    /// Destination readings dropped as implausible (a negative, huge or non-finite value,
+    /// an address the task was not given).
+    pub invalid: u64,
+    /// Tasks found stopped (a chip reset) and started again.
+    pub restarts: u64,
+    /// Destinations in the tasks now running.
+    pub destinations: usize,
+    /// Destinations that lost packets in the last read, in (node, npu) order.
+    pub lossy: Vec<HccsLossy>,
+}
+
+/// The HCCS ping mesh as this node drives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HccsView {
+    /// Running, or why not.
+    pub state: HccsState,
+    /// Per local NPU that has destinations.
+    pub local: Vec<LocalHccs>,
 }
 
 impl ProbeSnapshot {

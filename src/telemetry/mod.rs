@@ -94,4 +94,9 @@ pub trait DeviceSource: Send {
     fn on_wake(&mut self, _state: &mut NpuState) -> Option<GroupReport> {
         None
     }
+    /// A handle on the DCMI HCCS ping mesh, for the device prober; `None` from sources
+    /// without DCMI.
+    fn ping_mesh(&self) -> Option<dcmi::PingMesh> {
+        None
+    }
 }

@@ -5,13 +5,19 @@
 //! healthy, so the fleet has one state set per port plus one per verdict. Pair series exist
 //! only for this node's pings of the last round (`pings_per_round` per local NPU) and for
 //! pairs with a verdict. Per local NPU: a ping RTT histogram and packet counters.
+//!
+//! The HCCS ping mesh (Atlas A3) has families of its own (`hcclwatch_npu_hccs_ping_*`), so
+//! the RoCE families keep their names and values: per local NPU a histogram, packet,
+//! invalid-reading and restart counters and the destination count; per destination only
+//! while it lost packets in the last read (at most the NPU's destinations). Its state
+//! (running, or why not) is one gauge set.
 
 use std::fmt;
 use std::sync::Arc;
 
 use super::family::{Labels, Render, Sink, flag};
 use crate::snapshot::Store;
-use crate::snapshot::probe::{DeviceView, NodeState, ProbeSnapshot};
+use crate::snapshot::probe::{DeviceView, HccsState, HccsView, NodeState, ProbeSnapshot};
 
 /// Renders the device plane of the probing part.
 #[derive(Debug)]
@@ -37,7 +43,11 @@ impl Render for DeviceCollector {
         let me = d.me;
         states(&pr, d, me, f)?;
         verdicts(&pr, d, f)?;
-        local(&pr, d, f)
+        local(&pr, d, f)?;
+        match &d.hccs {
+            Some(h) => hccs(&pr, h, f),
+            None => Ok(()),
+        }
     }
 }
 
@@ -185,6 +195,74 @@ fn local(pr: &ProbeSnapshot, d: &DeviceView, f: &mut dyn Sink) -> fmt::Result {
         d.planned
             .iter()
             .filter_map(|p| p.rtt.map(|r| (pair(p.src, p.dst), r)))
+            .collect(),
+    )
+}
+
+fn hccs(pr: &ProbeSnapshot, h: &HccsView, f: &mut dyn Sink) -> fmt::Result {
+    f.gauge(
+        "hcclwatch_hccs_ping_mesh_state",
+        "1 for the HCCS ping mesh's current state on this node: running, pending (not decided yet), or why it is unavailable (not_supported: -8255, not an Atlas A3; missing_function: the DCMI library lacks it; not_permitted: -8002, needs root).",
+        HccsState::ALL
+            .iter()
+            .map(|s| (vec![("state", s.as_str().to_string())], flag(*s == h.state)))
+            .collect(),
+    )?;
+    let npu = |n: u32| vec![("npu", n.to_string())];
+    f.histogram(
+        "hcclwatch_npu_hccs_ping_rtt_seconds",
+        "Average HCCS round trip per destination and read, as the DCMI ping-mesh task reports it, per local NPU (time unit of the library not confirmed on hardware).",
+        h.local.iter().map(|l| (npu(l.npu), &l.rtt)).collect(),
+    )?;
+    f.counter(
+        "hcclwatch_npu_hccs_ping_packets",
+        "Packets of this node's HCCS ping-mesh tasks, per local NPU, by result (received, lost).",
+        h.local
+            .iter()
+            .flat_map(|l| {
+                [
+                    ("received", l.received),
+                    ("lost", l.sent.saturating_sub(l.received)),
+                ]
+                .map(|(r, v)| {
+                    let mut labels = npu(l.npu);
+                    labels.push(("result", r.to_string()));
+                    (labels, v)
+                })
+            })
+            .collect(),
+    )?;
+    f.counter(
+        "hcclwatch_npu_hccs_ping_invalid_readings",
+        "HCCS ping-mesh destination readings dropped as implausible (negative, huge or non-finite values, an address the task was not given), per local NPU.",
+        h.local.iter().map(|l| (npu(l.npu), l.invalid)).collect(),
+    )?;
+    f.counter(
+        "hcclwatch_npu_hccs_ping_task_restarts",
+        "HCCS ping-mesh tasks found stopped (a chip reset) and started again, per local NPU.",
+        h.local.iter().map(|l| (npu(l.npu), l.restarts)).collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_npu_hccs_ping_destinations",
+        "Destinations of the HCCS ping-mesh tasks running now, per local NPU.",
+        h.local
+            .iter()
+            .map(|l| (npu(l.npu), l.destinations as f64))
+            .collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_npu_hccs_ping_loss_ratio",
+        "Lost ÷ sent HCCS ping-mesh packets since the read before, per local NPU and destination that lost packets in the last read.",
+        h.local
+            .iter()
+            .flat_map(|l| {
+                l.lossy.iter().map(move |x| {
+                    let mut labels = npu(l.npu);
+                    labels.push(("dst_node", pr.name(x.node)));
+                    labels.push(("dst_npu", x.npu.to_string()));
+                    (labels, x.loss_ratio)
+                })
+            })
             .collect(),
     )
 }

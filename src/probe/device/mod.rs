@@ -4,6 +4,8 @@
 //! - [`ports`]: the group's port table, all-gathered when the group forms;
 //! - [`plan`]: the rotating plan every member derives from the round number;
 //! - [`runner`]: this node's pings, one thread per local NPU, in the background;
+//! - [`hccs`]: the DCMI HCCS ping mesh on Atlas A3, driven on its own thread with the
+//!   destinations the group's vNIC table gives;
 //! - here: the round's exchange. Each host-plane round all-gathers the outcomes of the
 //!   pings started the round before (one fixed-width row per member, validated against the
 //!   plan the sender was given), feeds the same input to every member's engine, and starts
@@ -12,6 +14,7 @@
 //! Pings run while the host plane runs its next round, so device probing adds no time to a
 //! host round, and a slow or hung `hccn_tool` costs only its own ping.
 
+pub mod hccs;
 pub mod plan;
 pub mod ports;
 pub mod runner;
@@ -45,6 +48,8 @@ pub struct DeviceSettings {
     pub pinger: Arc<dyn Pinger>,
     /// This node's ports (physical id, device IP), read when the group forms.
     pub local_ports: Arc<dyn Fn() -> Vec<(u32, Ipv4Addr)> + Send + Sync>,
+    /// The HCCS ping mesh, when this node may drive it.
+    pub hccs: Option<hccs::HccsSettings>,
 }
 
 impl std::fmt::Debug for DeviceSettings {
@@ -54,6 +59,7 @@ impl std::fmt::Debug for DeviceSettings {
             .field("confirm_cap", &self.confirm_cap)
             .field("collect_deadline", &self.collect_deadline)
             .field("engine", &self.engine)
+            .field("hccs", &self.hccs)
             .finish_non_exhaustive()
     }
 }
@@ -78,6 +84,7 @@ pub fn disabled() -> DeviceSettings {
         engine: DeviceConfig::default(),
         pinger: Arc::new(NoPinger),
         local_ports: Arc::new(Vec::new),
+        hccs: None,
     }
 }
 
@@ -141,6 +148,10 @@ pub struct DevicePlane {
     width: usize,
     /// This node's ports as announced when the group formed.
     announced: Vec<(u32, Ipv4Addr)>,
+    /// This node's vNIC addresses as announced when the group formed.
+    announced_vnics: Vec<(u32, Ipv4Addr)>,
+    /// The HCCS ping mesh's thread, when it runs.
+    hccs: Option<hccs::HccsMesh>,
     view: DeviceView,
 }
 
@@ -154,7 +165,19 @@ struct Requests {
 impl DevicePlane {
     /// A device plane with no ports yet.
     pub fn new(s: DeviceSettings) -> Self {
+        let hccs = s
+            .hccs
+            .clone()
+            .and_then(|h| match hccs::HccsMesh::start(h) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot start the HCCS ping-mesh thread; HCCS is not probed");
+                    None
+                }
+            });
         Self {
+            hccs,
+            announced_vnics: Vec::new(),
             engine: DeviceEngine::new(&[], s.engine.clone()),
             s,
             ports: Vec::new(),
@@ -166,9 +189,24 @@ impl DevicePlane {
         }
     }
 
-    /// The exported view.
-    pub fn view(&self) -> &DeviceView {
-        &self.view
+    /// The exported view, with the HCCS ping mesh's as it is now.
+    pub fn view(&self) -> DeviceView {
+        DeviceView {
+            hccs: self.hccs.as_ref().map(hccs::HccsMesh::view),
+            ..self.view.clone()
+        }
+    }
+
+    /// This node's vNIC addresses now (none without the HCCS ping mesh).
+    fn local_vnics(&self) -> Vec<(u32, Ipv4Addr)> {
+        let mut v = self
+            .s
+            .hccs
+            .as_ref()
+            .map(|h| (h.local_vnics)())
+            .unwrap_or_default();
+        v.sort();
+        v
     }
 
     /// When the group forms: exchange port tables and agree on the row width. `members`
@@ -177,6 +215,14 @@ impl DevicePlane {
         let local = (self.s.local_ports)();
         let fresh = ports::exchange(c, &local, members)?;
         self.announced = local;
+        // Every member takes part in the vNIC exchange, with or without addresses.
+        let vnics = self.local_vnics();
+        let pod = self.s.hccs.as_ref().and_then(|h| h.super_pod);
+        let table = ports::exchange_vnics(c, &vnics, pod, members)?;
+        self.announced_vnics = vnics;
+        if let (Some(m), Some(&me)) = (&self.hccs, members.get(c.rank())) {
+            m.set_plan(hccs::plan(&table, me));
+        }
         // Row width: the largest member's ports × the largest pings per round, plus the
         // largest re-ping cap, so every member sends the same width.
         let mine = [
@@ -212,7 +258,7 @@ impl DevicePlane {
         now.sort();
         let mut was = self.announced.clone();
         was.sort();
-        now != was
+        now != was || self.local_vnics() != self.announced_vnics
     }
 
     /// Replaces present members' ports and keeps absent members' as last known; port
@@ -620,13 +666,14 @@ mod tests {
                             engine: DeviceConfig::default(),
                             pinger,
                             local_ports: Arc::new(move || own.clone()),
+                            hccs: None,
                         });
                         let members: Vec<usize> = (0..n).collect();
                         d.on_form(&mut c, &members).unwrap();
                         for round in 1..=30 {
                             d.on_round(&mut c, round, r, &members).unwrap();
                         }
-                        d.view().clone()
+                        d.view()
                     })
                 })
                 .collect();

@@ -89,6 +89,54 @@ pub fn exchange(
     Ok(decode(&all, members))
 }
 
+/// All-gathers every member's NPU vNIC addresses (the HCCS ping mesh's destinations)
+/// with its super-pod id, and returns the NPUs of `me`'s super-pod. vNIC addresses repeat
+/// across super-pods, so members of other super-pods are left out before duplicates are
+/// dropped. Every member takes part, with or without addresses, so the group stays in
+/// lock step.
+pub fn exchange_vnics(
+    c: &mut Communicator,
+    local: &[(u32, Ipv4Addr)],
+    super_pod: Option<u32>,
+    members: &[usize],
+) -> CollResult<Vec<super::hccs::Destination>> {
+    let mut mine = encode(local);
+    let pod_word = super_pod.map_or(0, |p| u64::from(p) + 1);
+    mine.extend_from_slice(&pod_word.to_le_bytes());
+    let mut all = vec![0u8; mine.len() * c.size()];
+    c.all_gather(&mine, &mut all, MAX_LOCAL_PORTS + 1, DataType::Uint64)?;
+    Ok(decode_vnics(&all, members, c.rank()))
+}
+
+/// Decodes [`exchange_vnics`]' rows, keeping the members whose super-pod word equals
+/// rank `me_rank`'s.
+fn decode_vnics(bytes: &[u8], members: &[usize], me_rank: usize) -> Vec<super::hccs::Destination> {
+    let per = (MAX_LOCAL_PORTS + 1) * 8;
+    let rows: Vec<&[u8]> = bytes.chunks_exact(per).collect();
+    let pod = |row: &[u8]| u64::from_le_bytes(row[per - 8..].try_into().unwrap_or_default());
+    let Some(my_pod) = rows.get(me_rank).map(|r| pod(r)) else {
+        return Vec::new();
+    };
+    let mut kept = Vec::new();
+    let mut kept_members = Vec::new();
+    for (rank, row) in rows.iter().enumerate() {
+        if let Some(&node) = members.get(rank)
+            && pod(row) == my_pod
+        {
+            kept.extend_from_slice(&row[..per - 8]);
+            kept_members.push(node);
+        }
+    }
+    decode(&kept, &kept_members)
+        .into_iter()
+        .map(|p| super::hccs::Destination {
+            node: p.node,
+            npu: p.phy,
+            ip: p.ip,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,6 +185,31 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn vnic_tables_keep_only_this_super_pod() {
+        let row = |ports: &[(u32, Ipv4Addr)], pod: u64| {
+            let mut b = encode(ports);
+            b.extend_from_slice(&pod.to_le_bytes());
+            b
+        };
+        // Members 0 and 2 in super-pod 7 (word 8), member 1 in pod 3 with the same
+        // addresses as member 0 (vNIC addresses repeat across super-pods).
+        let a = row(&[(0, ip("192.0.2.199"))], 8);
+        let b = row(&[(0, ip("192.0.2.199"))], 4);
+        let c = row(&[(1, ip("192.1.3.198"))], 8);
+        let all = [a, b, c].concat();
+        let got: Vec<(usize, u32)> = decode_vnics(&all, &[10, 11, 12], 0)
+            .iter()
+            .map(|d| (d.node, d.npu))
+            .collect();
+        assert_eq!(got, vec![(10, 0), (12, 1)]);
+        let other: Vec<usize> = decode_vnics(&all, &[10, 11, 12], 1)
+            .iter()
+            .map(|d| d.node)
+            .collect();
+        assert_eq!(other, vec![11]);
     }
 
     #[test]

@@ -617,6 +617,10 @@ impl DeviceSource for DcmiSource {
         Some(GroupReport { errors })
     }
 
+    fn ping_mesh(&self) -> Option<PingMesh> {
+        DcmiSource::ping_mesh(self)
+    }
+
     fn stats(&self) -> SourceStats {
         SourceStats {
             call_errors: self.call_errors.clone(),

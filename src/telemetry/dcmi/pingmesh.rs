@@ -243,6 +243,7 @@ impl MeshError {
 pub struct PingMesh {
     runner: Runner,
     deadline: Duration,
+    lib: Arc<DcmiLib>,
 }
 
 impl std::fmt::Debug for PingMesh {
@@ -260,9 +261,28 @@ impl PingMesh {
     /// A handle with its own call thread; at most `max_stuck` of its calls may hang.
     pub(super) fn new(lib: Arc<DcmiLib>, deadline: Duration, max_stuck: usize) -> Self {
         Self {
-            runner: Runner::new(lib, max_stuck),
+            runner: Runner::new(lib.clone(), max_stuck),
             deadline,
+            lib,
         }
+    }
+
+    /// The ping-mesh functions a task needs that the library lacks: start, stop, and
+    /// one of the two info functions (the state function is optional: without it an
+    /// empty reading says a task stopped). Empty when the mesh can be driven.
+    pub fn missing_functions(&self) -> Vec<&'static str> {
+        let present: std::collections::BTreeMap<&str, bool> =
+            self.lib.symbol_presence().into_iter().collect();
+        let has = |f: &str| present.get(f).copied().unwrap_or(false);
+        let mut missing: Vec<&'static str> =
+            ["dcmi_start_hccsping_mesh", "dcmi_stop_hccsping_mesh"]
+                .into_iter()
+                .filter(|f| !has(f))
+                .collect();
+        if !has("dcmi_get_hccsping_mesh_info") && !has("dcmi_get_hccsping_mesh_info_v2") {
+            missing.push("dcmi_get_hccsping_mesh_info");
+        }
+        missing
     }
 
     fn run<T, F>(&mut self, what: &str, chip: ChipAddress, f: F) -> Result<T, MeshError>
