@@ -152,6 +152,10 @@ pub struct DeviceInput {
     pub confirmations: Vec<PortProbe>,
     /// Nodes outside this round's group: their ports' states are kept, frozen.
     pub absent_nodes: Vec<usize>,
+    /// Nodes the host-plane engine holds suspect or worse: a node whose host-plane probes
+    /// are bad and whose ports are elevated is judged as a node, not port by port (its
+    /// NIC, PCIe, CPU or power slows both planes), even below [`DeviceConfig::node_share`].
+    pub host_suspects: Vec<usize>,
 }
 
 /// Where a port transition or verdict points.
@@ -679,7 +683,7 @@ impl DeviceEngine {
             })
             .collect();
         // Localisation: fabric, then nodes, then single ports.
-        let node_bad = self.nodes_elevated(&elevated);
+        let node_bad = self.nodes_elevated(&elevated, &input.host_suspects);
         // A fabric event of two rounds or more holds for a window after its last round:
         // the ports' windows still carry its pings, and would otherwise accuse whoever it
         // touched most. (One round alone is often a node fault before its ports are
@@ -715,8 +719,9 @@ impl DeviceEngine {
         out
     }
 
-    /// Nodes most of whose ports are elevated.
-    fn nodes_elevated(&self, elevated: &[bool]) -> BTreeSet<usize> {
+    /// Nodes most of whose ports are elevated, and nodes with an elevated port whose
+    /// host-plane probes are bad too (`host_suspects`).
+    fn nodes_elevated(&self, elevated: &[bool], host_suspects: &[usize]) -> BTreeSet<usize> {
         let mut by_node: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
         for (i, t) in self.ports.iter().enumerate() {
             let e = by_node.entry(t.node).or_default();
@@ -725,8 +730,10 @@ impl DeviceEngine {
         }
         by_node
             .into_iter()
-            .filter(|(_, (all, bad))| {
-                *all > 1 && (*bad as f64) / (*all as f64) >= self.cfg.node_share
+            .filter(|(node, (all, bad))| {
+                *all > 1
+                    && ((*bad as f64) / (*all as f64) >= self.cfg.node_share
+                        || (*bad > 0 && host_suspects.contains(node)))
             })
             .map(|(node, _)| node)
             .collect()
@@ -1202,11 +1209,21 @@ mod tests {
     /// Runs `rounds` rounds, answering the engine's confirmation requests with re-pings from
     /// the confirmers it names; returns the engine and every output.
     fn run(f: &mut Fabric, rounds: usize) -> (DeviceEngine, Vec<DeviceOutput>) {
+        run_with_host(f, rounds, &[])
+    }
+
+    /// [`run`], with `host` the nodes the host-plane engine holds suspect every round.
+    fn run_with_host(
+        f: &mut Fabric,
+        rounds: usize,
+        host: &[usize],
+    ) -> (DeviceEngine, Vec<DeviceOutput>) {
         let mut e = DeviceEngine::new(&f.port_nodes(), DeviceConfig::default());
         let present = vec![true; f.nodes];
         let mut outs: Vec<DeviceOutput> = Vec::new();
         for r in 0..rounds {
             let mut input = f.round(r);
+            input.host_suspects = host.to_vec();
             if let Some(last) = outs.last() {
                 for &port in &last.confirm_requests {
                     for c in e.confirmers(port, &present) {
@@ -1308,6 +1325,31 @@ mod tests {
             assert_eq!(*s, NodeState::Healthy, "port {i} also accused");
         }
         assert!(outs.iter().all(|o| o.node_verdicts.is_empty() && !o.fabric));
+    }
+
+    /// The same lossy port as above, on a node whose host-plane probes are bad too: the
+    /// node is the cause (both planes), so it is a node verdict and the port is not judged
+    /// on its own.
+    #[test]
+    fn a_bad_port_on_a_host_plane_suspect_is_a_node_verdict() {
+        let mut f = Fabric::new(8, 8);
+        f.lossy = vec![(19, 0.2)];
+        let (e, outs) = run_with_host(&mut f, 30, &[19 / 8]);
+        assert!(
+            outs.iter().any(|o| o.node_verdicts == vec![19 / 8]),
+            "no node verdict for node 2"
+        );
+        for o in &outs {
+            for t in &o.transitions {
+                assert!(
+                    matches!(t.to, NodeState::Suspect | NodeState::Healthy),
+                    "port {} went to {:?}",
+                    t.port,
+                    t.to
+                );
+            }
+        }
+        assert_ne!(e.states()[19], NodeState::QuarantineRecommended);
     }
 
     #[test]

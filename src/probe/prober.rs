@@ -527,7 +527,23 @@ impl Prober {
     fn device_round(&mut self, me: usize) {
         let Some(c) = self.comm.as_mut() else { return };
         let round = self.round;
-        if let Err(e) = self.device.on_round(c, round, me, &self.group) {
+        let host_suspects: Vec<usize> = self
+            .part
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| {
+                matches!(
+                    m.state,
+                    NodeState::Suspect | NodeState::Confirmed | NodeState::QuarantineRecommended
+                )
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if let Err(e) = self
+            .device
+            .on_round(c, round, me, &self.group, &host_suspects)
+        {
             self.pause(
                 PauseReason::RoundFailed,
                 format!("device-plane exchange failed; the group will be re-formed: {e}"),

@@ -69,7 +69,15 @@ impl DeviceGroup {
     }
 
     /// One round: the plan's pings, last round's re-pings, the engine's step.
-    pub fn round(&mut self, w: &World, d: &mut Draw, r: u64) -> &DeviceOutput {
+    /// `host_suspects` are the group's members (local indices) that the host-plane engine
+    /// holds suspect or worse, as the daemon passes them.
+    pub fn round(
+        &mut self,
+        w: &World,
+        d: &mut Draw,
+        r: u64,
+        host_suspects: Vec<usize>,
+    ) -> &DeviceOutput {
         let (members, npus) = (&self.members, self.npus);
         let ports = members.len() * npus;
         let k = w.scenario.device.pings_per_round;
@@ -112,6 +120,7 @@ impl DeviceGroup {
             probes,
             confirmations,
             absent_nodes: Vec::new(),
+            host_suspects,
         });
         self.last.insert(out)
     }

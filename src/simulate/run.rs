@@ -5,7 +5,7 @@
 //! for (peers chosen by the daemon's own [`confirm_pairs`]), a few link re-measurements,
 //! and the hard faults telemetry would read. What the engines say is kept as a [`Trace`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use super::device::{DeviceGroup, Traffic};
@@ -195,6 +195,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig) -> Trace {
     let mut t = Trace::default();
     for r in 1..=w.rounds {
         let mut links = Vec::new();
+        let mut host_suspects = BTreeSet::new();
         let mut fabric = Vec::new();
         for (gi, h) in hosts.iter_mut().enumerate() {
             let input = h.input(w, &mut d, r, health);
@@ -213,12 +214,20 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig) -> Trace {
                 to: x.to,
                 reason: x.reason,
             }));
+            host_suspects.extend(
+                h.engine
+                    .states()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| !matches!(s, NodeState::Healthy | NodeState::Probation))
+                    .map(|(i, _)| m[i]),
+            );
             h.requests = out.confirm_requests;
             h.link_requests = out.link_requests;
         }
         t.links.update(r, links);
         t.host_fabric.update(r, fabric);
-        device_round(w, &mut d, r, &mut devices, &mut t);
+        device_round(w, &mut d, r, &mut devices, &host_suspects, &mut t);
     }
     let end = w.rounds + 1;
     t.links.finish(end);
@@ -234,8 +243,16 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig) -> Trace {
     t
 }
 
-/// One round of every group's device plane.
-fn device_round(w: &World, d: &mut Draw, r: u64, groups: &mut [DeviceGroup], t: &mut Trace) {
+/// One round of every group's device plane; `host_suspects` are the nodes (global) the
+/// host-plane engines hold suspect or worse this round.
+fn device_round(
+    w: &World,
+    d: &mut Draw,
+    r: u64,
+    groups: &mut [DeviceGroup],
+    host_suspects: &BTreeSet<usize>,
+    t: &mut Trace,
+) {
     if groups.is_empty() {
         return;
     }
@@ -243,7 +260,13 @@ fn device_round(w: &World, d: &mut Draw, r: u64, groups: &mut [DeviceGroup], t: 
     let (mut nodes, mut pairs, mut fabric) = (Vec::new(), Vec::new(), Vec::new());
     for (gi, g) in groups.iter_mut().enumerate() {
         let t0 = Instant::now();
-        let out = g.round(w, d, r).clone();
+        let local: Vec<usize> = w.topo.groups[gi]
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| host_suspects.contains(n))
+            .map(|(i, _)| i)
+            .collect();
+        let out = g.round(w, d, r, local).clone();
         t.device_seconds += t0.elapsed().as_secs_f64();
         let members = &w.topo.groups[gi];
         nodes.extend(out.node_verdicts.iter().map(|&n| members[n]));

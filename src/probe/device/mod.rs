@@ -393,13 +393,16 @@ impl DevicePlane {
     }
 
     /// One round: gather last round's outcomes, judge, start this round's pings. `me` is
-    /// this node's candidate index, `members` the ranks' candidate indices.
+    /// this node's candidate index, `members` the ranks' candidate indices, and
+    /// `host_suspects` the candidates the host-plane engine holds suspect or worse (the
+    /// same on every member: their engines run on the same all-gathered input).
     pub fn on_round(
         &mut self,
         c: &mut Communicator,
         round: u64,
         me: usize,
         members: &[usize],
+        host_suspects: &[usize],
     ) -> CollResult<()> {
         if self.width == 0 || self.ports.is_empty() {
             return Ok(());
@@ -427,7 +430,8 @@ impl DevicePlane {
             .map(|b| f64::from_le_bytes(b.try_into().unwrap_or_default()))
             .collect();
         if let Some(r) = prev_round {
-            let input = self.read_rows(&all, members, r, &asked);
+            let mut input = self.read_rows(&all, members, r, &asked);
+            input.host_suspects = host_suspects.to_vec();
             let out = self.engine.step(&input);
             self.requests = Requests {
                 ports: out.confirm_requests.clone(),
@@ -671,7 +675,7 @@ mod tests {
                         let members: Vec<usize> = (0..n).collect();
                         d.on_form(&mut c, &members).unwrap();
                         for round in 1..=30 {
-                            d.on_round(&mut c, round, r, &members).unwrap();
+                            d.on_round(&mut c, round, r, &members, &[]).unwrap();
                         }
                         d.view()
                     })
