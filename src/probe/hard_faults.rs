@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::snapshot::Store;
-use crate::snapshot::npu::{ChipReadings, FaultLevel};
+use crate::snapshot::npu::{ChipReadings, FaultLevel, network_health_bad};
 
 /// Whether the chip has an active fault code at a level that isolates it.
 fn has_separating_fault(c: &ChipReadings) -> bool {
@@ -87,13 +87,17 @@ impl HardFaults {
         let mut code = 0u8;
         for (id, c) in &npu.state.chips {
             let h = self.chips.entry(*id).or_default();
+            // Rounds in a row that saw the condition, or the telemetry's own count of
+            // reads in a row, whichever is longer: with health read every few seconds and
+            // rounds every 30 s, the reads decide (faster), and a backend that does not
+            // count reads is still judged per round.
             h.critical_reads = if c.health == Some(3) {
-                h.critical_reads + 1
+                (h.critical_reads + 1).max(c.critical_reads)
             } else {
                 0
             };
-            h.network_reads = if c.network_health.is_some_and(|v| v != 0 && v != 6) {
-                h.network_reads + 1
+            h.network_reads = if c.network_health.is_some_and(network_health_bad) {
+                (h.network_reads + 1).max(c.network_bad_reads)
             } else {
                 0
             };
@@ -211,6 +215,29 @@ mod tests {
         assert_eq!(h.code_at(&down, now), 4);
         assert_eq!(h.code_at(&up, now), 0);
         assert_eq!(h.code_at(&down, now), 0);
+    }
+
+    /// Critical health the telemetry has already read three times in a row is a hard fault
+    /// at the first round that sees it: the reads, every few seconds, decide, not the
+    /// rounds, every 30 s. Two reads are not enough, however many rounds see them.
+    #[test]
+    fn critical_health_counts_the_telemetrys_reads() {
+        let mut h = HardFaults::new(HardFaultRules::default());
+        let three = chip_store(|c| {
+            c.health = Some(3);
+            c.critical_reads = 3;
+        });
+        let now = Instant::now();
+        assert_eq!(h.code_at(&three, now), 2);
+        let mut h = HardFaults::new(HardFaultRules::default());
+        let two = chip_store(|c| {
+            c.health = Some(3);
+            c.critical_reads = 2;
+        });
+        assert_eq!(h.code_at(&two, now), 0);
+        // A second round on the same two reads counts as a third look (the rounds' own
+        // count goes on from the longer of the two).
+        assert_eq!(h.code_at(&two, now), 2);
     }
 
     /// Pins: new uncorrectable ECC errors are a hard fault for the hour after the last one,

@@ -44,6 +44,8 @@ pub fn chip(phy: u32) -> ChipReadings {
         }]),
         fault_events: [(("critical", "occur"), 1)].into_iter().collect(),
         network_health: Some(0),
+        critical_reads: 0,
+        network_bad_reads: 0,
         temperature_celsius: Some(40.0 + p),
         power_watts: Some(200.0 + p),
         voltage_volts: Some(0.85),

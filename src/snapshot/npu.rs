@@ -342,6 +342,12 @@ pub fn event_assertion_name(assertion: u8) -> &'static str {
     }
 }
 
+/// Whether a RoCE network health value is "not OK": anything but 0 (OK) and 6 (the
+/// port is not in use), as DCMI documents them.
+pub fn network_health_bad(v: u32) -> bool {
+    v != 0 && v != 6
+}
+
 /// Everything known about one chip.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ChipReadings {
@@ -362,6 +368,13 @@ pub struct ChipReadings {
     pub fault_events: BTreeMap<(&'static str, &'static str), u64>,
     /// RoCE network health (`dcmi_rdfx_detect_result`).
     pub network_health: Option<u32>,
+    /// Periodic health reads in a row, up to this one, that found health critical (3):
+    /// counted by the telemetry at its own interval, so a hard fault's "N bad reads in a
+    /// row" takes N health intervals, not N probe rounds.
+    pub critical_reads: u32,
+    /// Periodic health reads in a row that found the RoCE network not OK
+    /// ([`network_health_bad`]).
+    pub network_bad_reads: u32,
 
     /// °C.
     pub temperature_celsius: Option<f64>,

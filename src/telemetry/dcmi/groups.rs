@@ -7,6 +7,7 @@ use super::{DcmiSource, Got, convert, ffi};
 use crate::snapshot::npu::{
     self as model, ChipAddress, ChipKind, ChipReadings, Ddr, Ecc, Fault, FaultLevel, Fec, Hbm,
     Identity, LevelSource, NpuProcess, NpuState, PacketCounters, Scope, UtilUnit,
+    network_health_bad,
 };
 use crate::telemetry::GroupReport;
 
@@ -196,6 +197,7 @@ impl DcmiSource {
         let (mut errors, dropped) = self.health_and_faults(chip);
         if dropped {
             // Network health is known to block after a card drops; do not ask.
+            count_bad_reads(chip);
             return errors;
         }
         chip.network_health = self.read(
@@ -208,6 +210,7 @@ impl DcmiSource {
                 _ => Err(format!("result {v}")),
             },
         );
+        count_bad_reads(chip);
         errors
     }
 
@@ -724,9 +727,43 @@ fn clean_description(s: &str) -> Option<String> {
     (!cleaned.is_empty()).then_some(cleaned)
 }
 
+/// Counts this periodic read into the chip's streaks of bad reads (a read that failed
+/// breaks a streak: no reading is not a bad reading).
+fn count_bad_reads(chip: &mut ChipReadings) {
+    chip.critical_reads = if chip.health == Some(3) {
+        chip.critical_reads.saturating_add(1)
+    } else {
+        0
+    };
+    chip.network_bad_reads = if chip.network_health.is_some_and(network_health_bad) {
+        chip.network_bad_reads.saturating_add(1)
+    } else {
+        0
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Streaks count periodic reads: three critical reads make 3, a good or failed read
+    /// ends the streak; network health 6 (port not in use) is not bad.
+    #[test]
+    fn bad_reads_are_counted_in_a_row() {
+        let mut c = ChipReadings::default();
+        for (health, net, want) in [
+            (Some(3), Some(3), (1, 1)),
+            (Some(3), Some(3), (2, 2)),
+            (Some(3), Some(6), (3, 0)),
+            (None, Some(1), (0, 1)),
+            (Some(3), None, (1, 0)),
+        ] {
+            c.health = health;
+            c.network_health = net;
+            count_bad_reads(&mut c);
+            assert_eq!((c.critical_reads, c.network_bad_reads), want);
+        }
+    }
 
     #[test]
     fn packet_counter_positions() {
