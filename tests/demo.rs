@@ -191,9 +191,16 @@ fn demo_npus_a_lossy_port_is_that_port_and_no_other() {
     let started = std::time::Instant::now();
     let mut stdout = String::new();
     let mut stopped = false;
+    // Whether the screen being read says every daemon has all 24 ports (the group re-forms
+    // while nodes' ports are being found).
+    let mut formed = false;
     for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
         let line = line.unwrap();
-        let verdict = line.starts_with("port 2:1 ")
+        if line.starts_with("NPU ports:") {
+            formed = line.starts_with("NPU ports: 24 in 6 daemons' views");
+        }
+        let verdict = formed
+            && line.starts_with("port 2:1 ")
             && ELEVATED
                 .iter()
                 .any(|s| line.split_whitespace().nth(2) == Some(s))

@@ -437,9 +437,24 @@ pub fn render(views: &[Option<Value>], index: impl Fn(&str) -> Option<usize>) ->
                 .map_or("?".into(), |i| i.to_string())
         })
         .collect();
+    // Each daemon's port table: they differ while a node's ports are still being found
+    // (the group re-forms to learn them).
+    let counts: Vec<usize> = views
+        .iter()
+        .flatten()
+        .filter_map(|v| v["device"]["ports"].as_array().map(Vec::len))
+        .collect();
+    let (min, max) = (
+        counts.iter().min().copied().unwrap_or(0),
+        counts.iter().max().copied().unwrap_or(0),
+    );
+    let ports = if min == max {
+        format!("{min} in {} daemons' views", counts.len())
+    } else {
+        format!("{min}..{max} (still being learnt)")
+    };
     let mut out = format!(
-        "NPU ports: {}   device rounds: {}   device fabric degraded: {}   device node verdicts: {}\n",
-        d["ports"].as_array().map_or(0, Vec::len),
+        "NPU ports: {ports}   device rounds: {}   device fabric degraded: {}   device node verdicts: {}\n",
         d["rounds"],
         d["fabric_degraded"],
         if node_verdicts.is_empty() {
@@ -448,7 +463,10 @@ pub fn render(views: &[Option<Value>], index: impl Fn(&str) -> Option<usize>) ->
             node_verdicts.join(" ")
         }
     );
-    let mut key = format!("device {} {node_verdicts:?}\n", d["fabric_degraded"]);
+    let mut key = format!(
+        "device {ports} {} {node_verdicts:?}\n",
+        d["fabric_degraded"]
+    );
     let list = verdicts(views, index);
     if list.is_empty() {
         out.push_str("  every NPU port healthy\n");
