@@ -44,9 +44,14 @@ struct Node {
     child: Option<Child>,
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").context("binding a free port on 127.0.0.1")?;
-    Ok(l.local_addr()?.port())
+/// `n` distinct free ports on 127.0.0.1. Every listener is held until all are bound: a
+/// port bound and released at once can be handed out again by the next bind, and two
+/// daemons given the same port made one of them exit ("address already in use").
+fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
+    let held = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").context("binding a free port on 127.0.0.1"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    held.iter().map(|l| Ok(l.local_addr()?.port())).collect()
 }
 
 /// A node index from `text`, part of option `what`'s value `item`.
@@ -368,15 +373,14 @@ pub fn main(a: &DemoArgs) -> anyhow::Result<()> {
     std::fs::write(&key, secret).with_context(|| format!("writing {}", key.display()))?;
     let exe = std::env::current_exe().context("locating the hcclwatch binary")?;
 
-    let mut nodes: Vec<Node> = (0..a.nodes)
-        .map(|_| {
-            Ok(Node {
-                web: free_port()?,
-                probe: free_port()?,
-                child: None,
-            })
+    let mut nodes: Vec<Node> = free_ports(2 * a.nodes)?
+        .chunks_exact(2)
+        .map(|p| Node {
+            web: p[0],
+            probe: p[1],
+            child: None,
         })
-        .collect::<anyhow::Result<_>>()?;
+        .collect();
     let stop = Arc::new(AtomicBool::new(false));
     watch_signals(stop.clone())?;
     let faults = Faults {
