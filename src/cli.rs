@@ -91,6 +91,20 @@ pub struct DemoArgs {
     /// At the end, write every node's final state, with reasons, to this file (JSON).
     #[arg(long = "json-out", value_name = "FILE")]
     pub json_out: Option<PathBuf>,
+    /// Give every node K fake NPU ports (1..=16) on one shared fake fabric, pinged by the
+    /// device plane through the fake `hccn_tool`; the probe interval becomes 2.4 s.
+    #[arg(long, value_name = "K")]
+    pub npus: Option<usize>,
+    /// The fake `hccn_tool` binary (`fake-hccn`); default: next to this executable.
+    #[arg(long = "hccn-tool", value_name = "PATH")]
+    pub hccn_tool: Option<PathBuf>,
+    /// Make NPU port NODE:NPU lose LOSS of its packets (0 <= LOSS <= 1), e.g. `2:1=0.2`.
+    /// Repeatable; needs --npus.
+    #[arg(long = "lossy-port", value_name = "NODE:NPU=LOSS")]
+    pub lossy_port: Vec<String>,
+    /// Take NPU port NODE:NPU's link down, e.g. `3:0`. Repeatable; needs --npus.
+    #[arg(long = "down-port", value_name = "NODE:NPU")]
+    pub down_port: Vec<String>,
 }
 
 /// Flags of `hcclwatch simulate`.

@@ -7,8 +7,13 @@
 //! `--bad-link A-B=FACTOR` caps what A sends to B and B to A. That keeps the comparison
 //! between nodes about the links, not about the scheduler.
 //!
+//! With `--npus K` every node also has K fake NPU ports on one shared fake fabric
+//! ([`device`]), and the view adds the device plane's port verdicts.
+//!
 //! The view polls each node's `/api/v1/state`, so what it shows is what the daemons
 //! themselves decided; the demo computes nothing of its own.
+
+mod device;
 
 use std::io::{IsTerminal, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -25,8 +30,14 @@ use serde_json::Value;
 
 use crate::cli::DemoArgs;
 
-/// Every node's probe send cap, bytes per second, before any `--slow` factor.
-const NOMINAL_BYTES_PER_SECOND: f64 = 100e6;
+/// Every node's probe send cap, bytes per second, before any `--slow` factor: 50 Mbit/s.
+/// At this rate a 256 KiB link probe takes about 42 ms, so the milliseconds a daemon waits
+/// for a shared core (tens of them with other work on two cores) stay small next to the
+/// injected slowdowns, and the shipped `[health]` thresholds judge the loopback fleet as
+/// they would a fabric. (At 100 MB/s a probe took under 3 ms and scheduler noise made
+/// rounds look like fabric dips, which hide a slow link; at 12.5 MB/s the 1-4 link verdict
+/// was once missing at the end of a 30 s run under heavy load.)
+const NOMINAL_BYTES_PER_SECOND: f64 = 6.25e6;
 
 struct Node {
     web: u16,
@@ -34,9 +45,14 @@ struct Node {
     child: Option<Child>,
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").context("binding a free port on 127.0.0.1")?;
-    Ok(l.local_addr()?.port())
+/// `n` distinct free ports on 127.0.0.1. Every listener is held until all are bound: a
+/// port bound and released at once can be handed out again by the next bind, and two
+/// daemons given the same port made one of them exit ("address already in use").
+fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
+    let held = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").context("binding a free port on 127.0.0.1"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    held.iter().map(|l| Ok(l.local_addr()?.port())).collect()
 }
 
 /// A node index from `text`, part of option `what`'s value `item`.
@@ -109,8 +125,10 @@ fn config(
     nodes: &[Node],
     key: &Path,
     throttle: u64,
-    links: &[(usize, usize, f64)],
+    faults: &Faults<'_>,
+    tool: Option<&device::NodeTool>,
 ) -> String {
+    let links = faults.links;
     // A bad link caps both ends' sends to each other.
     let peer_caps = links
         .iter()
@@ -133,12 +151,20 @@ fn config(
         .map(|n| format!("\"127.0.0.1:{}\"", n.probe))
         .collect::<Vec<_>>()
         .join(", ");
+    let (interval, telemetry, sections) = match (tool, faults.ports) {
+        (Some(t), Some(p)) => (
+            device::INTERVAL,
+            t.telemetry_keys(),
+            device::sections(p.npus),
+        ),
+        _ => ("250ms", String::new(), String::new()),
+    };
     format!(
         r#"[web]
 listen_address = "127.0.0.1:{web}"
 [telemetry]
 backend = "sim"
-[collective]
+{telemetry}[collective]
 peers = [{peers}]
 rank = {rank}
 key_file = "{key}"
@@ -146,18 +172,18 @@ connect_timeout = "5s"
 exec_timeout = "5s"
 [probe]
 enabled = true
-interval = "250ms"
+interval = "{interval}"
 small_bytes = 1024
 link_bytes = 262144
 ring_every = 5
 ring_bytes = 262144
 inject_throttle_bytes_per_second = {throttle}
 inject_peer_throttle = [{peer_caps}]
-[health]
-# Many daemons share a few cores here: scheduler noise is far larger than on a fabric.
-fabric_ratio = 3.0
-z = 2.0
-"#,
+# The demo runs until Ctrl-C: no probe budget, so that its rounds never shrink to
+# latency-sized ones after a few minutes of 4 rounds a second.
+budget_bytes_per_hour = 0
+budget_busy_ratio = 0.0
+{sections}"#,
         web = nodes[rank].web,
         key = key.display()
     )
@@ -190,9 +216,26 @@ fn latest_reason(state: &Value, node: &str) -> String {
         .to_string()
 }
 
+/// Maps a member name (its probe address) to its demo node.
+fn index_of(nodes: &[Node]) -> impl Fn(&str) -> Option<usize> + '_ {
+    |name| {
+        nodes
+            .iter()
+            .position(|n| name == format!("127.0.0.1:{}", n.probe))
+    }
+}
+
 /// The screen, and each node's state and reason (what the non-terminal output prints on).
-fn render(nodes: &[Node], views: &[Option<Value>], elapsed: f64) -> (String, String) {
-    let mut out = format!("hcclwatch demo: {} nodes, {elapsed:.0} s\n", nodes.len());
+fn render(
+    nodes: &[Node],
+    views: &[Option<Value>],
+    elapsed: f64,
+    ports: Option<&device::Ports>,
+) -> (String, String) {
+    let mut out = format!(
+        "hcclwatch demo: {} nodes, {elapsed:.0} s, shipped [health] thresholds\n",
+        nodes.len()
+    );
     // Any live node's view: they all hold the same all-gathered matrix and verdicts.
     let Some(v) = views.iter().flatten().find(|v| v["members"].is_array()) else {
         out.push_str("waiting for the first probe round...\n");
@@ -266,6 +309,11 @@ fn render(nodes: &[Node], views: &[Option<Value>], elapsed: f64) -> (String, Str
         ));
         verdicts.push_str(&format!("{state} {reason}\n"));
     }
+    if ports.is_some() {
+        let (screen, key) = device::render(views, index_of(nodes));
+        out.push_str(&screen);
+        verdicts.push_str(&key);
+    }
     (out, verdicts)
 }
 
@@ -309,6 +357,7 @@ pub fn main(a: &DemoArgs) -> anyhow::Result<()> {
     }
     let links = parse_links(&a.bad_link, a.nodes)?;
     let kill = parse_pairs(&a.kill, '@', "--kill", a.nodes)?;
+    let ports = device::parse(a, a.nodes)?;
     if let Some(d) = a.duration
         && (d.is_nan() || d <= 0.0)
     {
@@ -325,21 +374,21 @@ pub fn main(a: &DemoArgs) -> anyhow::Result<()> {
     std::fs::write(&key, secret).with_context(|| format!("writing {}", key.display()))?;
     let exe = std::env::current_exe().context("locating the hcclwatch binary")?;
 
-    let mut nodes: Vec<Node> = (0..a.nodes)
-        .map(|_| {
-            Ok(Node {
-                web: free_port()?,
-                probe: free_port()?,
-                child: None,
-            })
+    let mut nodes: Vec<Node> = free_ports(2 * a.nodes)?
+        .chunks_exact(2)
+        .map(|p| Node {
+            web: p[0],
+            probe: p[1],
+            child: None,
         })
-        .collect::<anyhow::Result<_>>()?;
+        .collect();
     let stop = Arc::new(AtomicBool::new(false));
     watch_signals(stop.clone())?;
     let faults = Faults {
         slow: &slow,
         links: &links,
         kill: &kill,
+        ports: ports.as_ref(),
     };
     let result = run(a, &dir, &key, &exe, &mut nodes, &faults, &stop);
     for n in &mut nodes {
@@ -366,30 +415,30 @@ struct Faults<'a> {
     links: &'a [(usize, usize, f64)],
     /// Nodes to kill, and when (seconds).
     kill: &'a [(usize, f64)],
+    /// With `--npus`: the fake NPU ports and their faults.
+    ports: Option<&'a device::Ports>,
 }
 
-fn run(
-    a: &DemoArgs,
+/// Writes every node's config (and fake tool) and starts its daemon.
+fn start(
     dir: &Path,
     key: &Path,
     exe: &PathBuf,
     nodes: &mut [Node],
     faults: &Faults<'_>,
-    stop: &AtomicBool,
 ) -> anyhow::Result<()> {
-    let (slow, kill) = (faults.slow, faults.kill);
-    for rank in 0..nodes.len() {
-        let factor = slow
+    let tools = match faults.ports {
+        Some(p) => p.write(dir, nodes.len())?.into_iter().map(Some).collect(),
+        None => (0..nodes.len()).map(|_| None).collect::<Vec<_>>(),
+    };
+    for (rank, tool) in tools.iter().enumerate() {
+        let factor = faults
+            .slow
             .iter()
             .find(|(n, _)| *n == rank)
             .map_or(1.0, |(_, f)| *f);
-        let cfg = config(
-            rank,
-            nodes,
-            key,
-            (NOMINAL_BYTES_PER_SECOND * factor) as u64,
-            faults.links,
-        );
+        let throttle = (NOMINAL_BYTES_PER_SECOND * factor) as u64;
+        let cfg = config(rank, nodes, key, throttle, faults, tool.as_ref());
         let path = dir.join(format!("node{rank}.toml"));
         std::fs::write(&path, cfg).with_context(|| format!("writing {}", path.display()))?;
         let log = std::fs::File::create(dir.join(format!("node{rank}.log")))?;
@@ -404,14 +453,20 @@ fn run(
             .with_context(|| format!("starting node {rank}"))?;
         nodes[rank].child = Some(child);
     }
-    let tty = std::io::stdout().is_terminal();
+    Ok(())
+}
+
+/// What the demo runs, before the live view.
+fn intro(dir: &Path, nodes: &[Node], faults: &Faults<'_>) {
     println!(
         "hcclwatch demo: {} daemons; logs and configs in {}",
         nodes.len(),
         dir.display()
     );
+    println!("  [health]: the shipped thresholds");
     for (i, n) in nodes.iter().enumerate() {
-        let note = slow
+        let note = faults
+            .slow
             .iter()
             .find(|(x, _)| *x == i)
             .map_or(String::new(), |(_, f)| {
@@ -422,6 +477,59 @@ fn run(
     for (x, y, f) in faults.links {
         println!("  link {x}-{y}: slowed to {f} of nominal, both directions");
     }
+    if let Some(p) = faults.ports {
+        print!("{}", p.describe(nodes.len()));
+    }
+}
+
+/// Kills the nodes due by `elapsed`, notes those that died, and polls every live one.
+fn poll(dir: &Path, nodes: &mut [Node], kill: &[(usize, f64)], elapsed: f64) -> Vec<Option<Value>> {
+    for &(n, at) in kill {
+        if elapsed >= at
+            && let Some(mut c) = nodes[n].child.take()
+        {
+            let _ = c.kill();
+            let _ = c.wait();
+            println!("killed node {n} at {elapsed:.1} s");
+        }
+    }
+    let mut views = Vec::with_capacity(nodes.len());
+    for (i, n) in nodes.iter_mut().enumerate() {
+        if let Some(c) = &mut n.child
+            && let Ok(Some(status)) = c.try_wait()
+        {
+            n.child = None;
+            // The working directory goes when the demo ends: show the log's last lines.
+            let log = dir.join(format!("node{i}.log"));
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            eprintln!(
+                "node {i} exited unexpectedly ({status}); the end of {}:\n{}",
+                log.display(),
+                lines[lines.len().saturating_sub(5)..].join("\n")
+            );
+        }
+        views.push(
+            n.child
+                .as_ref()
+                .and_then(|_| get_json(n.web, "/api/v1/state")),
+        );
+    }
+    views
+}
+
+fn run(
+    a: &DemoArgs,
+    dir: &Path,
+    key: &Path,
+    exe: &PathBuf,
+    nodes: &mut [Node],
+    faults: &Faults<'_>,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    start(dir, key, exe, nodes, faults)?;
+    intro(dir, nodes, faults);
+    let tty = std::io::stdout().is_terminal();
     let start = Instant::now();
     let mut last = String::new();
     let mut views: Vec<Option<Value>> = vec![None; nodes.len()];
@@ -430,73 +538,87 @@ fn run(
         if stop.load(Ordering::SeqCst) || a.duration.is_some_and(|d| elapsed >= d) {
             break;
         }
-        for &(n, at) in kill {
-            if elapsed >= at
-                && let Some(mut c) = nodes[n].child.take()
-            {
-                let _ = c.kill();
-                let _ = c.wait();
-                println!("killed node {n} at {elapsed:.1} s");
+        // A node too busy to answer one poll keeps the view it gave half a second ago.
+        for (i, v) in poll(dir, nodes, faults.kill, elapsed)
+            .into_iter()
+            .enumerate()
+        {
+            if v.is_some() || nodes[i].child.is_none() {
+                views[i] = v;
             }
         }
-        for (i, n) in nodes.iter_mut().enumerate() {
-            if let Some(c) = &mut n.child
-                && let Ok(Some(status)) = c.try_wait()
-            {
-                n.child = None;
-                eprintln!(
-                    "node {i} exited unexpectedly ({status}); see {}",
-                    dir.join(format!("node{i}.log")).display()
-                );
-            }
-            views[i] = n
-                .child
-                .as_ref()
-                .and_then(|_| get_json(n.web, "/api/v1/state"));
-        }
-        let (screen, verdicts) = render(nodes, &views, elapsed);
+        let (screen, verdicts) = render(nodes, &views, elapsed, faults.ports);
         if tty {
             print!("\x1b[2J\x1b[H{screen}");
             std::io::stdout().flush()?;
         } else if verdicts != last {
             // Without a terminal, print only when a state or reason changed.
             println!("{screen}");
+            std::io::stdout().flush()?;
             last = verdicts;
         }
         std::thread::sleep(Duration::from_millis(500));
     }
     if let Some(path) = &a.json_out {
-        let finals: Vec<Value> = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| {
-                // A node too busy to answer this one request (two cores, six daemons) still
-                // has the view polled half a second ago; a dead node has none.
-                let view = n
-                    .child
-                    .as_ref()
-                    .and_then(|_| get_json(n.web, "/api/v1/state"))
-                    .or_else(|| n.child.as_ref().and(views[i].clone()));
-                let me = view
-                    .as_ref()
-                    .and_then(|v| v["members"].as_array().and_then(|m| m.get(i)).cloned());
-                let name = format!("127.0.0.1:{}", n.probe);
-                serde_json::json!({
-                    "node": i,
-                    "probe_address": name,
-                    "web_port": n.web,
-                    "alive": n.child.is_some(),
-                    "slow_factor": slow.iter().find(|(x, _)| *x == i).map(|(_, f)| *f),
-                    "state": me.as_ref().and_then(|m| m["state"].as_str().map(str::to_string)),
-                    "reason": view.as_ref().map(|v| latest_reason(v, &name)),
-                    "view": view,
-                })
-            })
-            .collect();
-        let doc = serde_json::json!({ "nodes": finals, "seconds": start.elapsed().as_secs_f64() });
-        std::fs::write(path, serde_json::to_string_pretty(&doc)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-        println!("final states written to {}", path.display());
+        write_json(path, nodes, &views, faults, start.elapsed().as_secs_f64())?;
     }
+    Ok(())
+}
+
+/// Writes every node's final state, and the port verdicts, to `path`.
+fn write_json(
+    path: &Path,
+    nodes: &[Node],
+    views: &[Option<Value>],
+    faults: &Faults<'_>,
+    seconds: f64,
+) -> anyhow::Result<()> {
+    // A node too busy to answer this one request (two cores, six daemons) still has the
+    // view polled half a second ago; a dead node has none.
+    let views: Vec<Option<Value>> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            n.child
+                .as_ref()
+                .and_then(|_| get_json(n.web, "/api/v1/state"))
+                .or_else(|| n.child.as_ref().and(views[i].clone()))
+        })
+        .collect();
+    let finals: Vec<Value> = nodes
+        .iter()
+        .zip(&views)
+        .enumerate()
+        .map(|(i, (n, view))| {
+            let me = view
+                .as_ref()
+                .and_then(|v| v["members"].as_array().and_then(|m| m.get(i)).cloned());
+            let name = format!("127.0.0.1:{}", n.probe);
+            serde_json::json!({
+                "node": i,
+                "probe_address": name,
+                "web_port": n.web,
+                "alive": n.child.is_some(),
+                "slow_factor": faults.slow.iter().find(|(x, _)| *x == i).map(|(_, f)| *f),
+                "state": me.as_ref().and_then(|m| m["state"].as_str().map(str::to_string)),
+                "reason": view.as_ref().map(|v| latest_reason(v, &name)),
+                "view": view,
+            })
+        })
+        .collect();
+    let ports: Vec<Value> = device::verdicts(&views, index_of(nodes))
+        .iter()
+        .map(device::PortVerdict::json)
+        .collect();
+    let doc = serde_json::json!({
+        "nodes": finals,
+        "health": "shipped defaults",
+        "device": faults.ports.map(device::Ports::json),
+        "ports": ports,
+        "seconds": seconds,
+    });
+    std::fs::write(path, serde_json::to_string_pretty(&doc)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    println!("final states written to {}", path.display());
     Ok(())
 }
