@@ -34,7 +34,8 @@
 //! 20000000: on two shared cores the healthy probes' scores scatter by ±50 %, so a milder
 //! slowdown is not suspected at z = 3 here), `LATENCY_TIMEOUT_SECONDS` (per run after injection, default 1800),
 //! `LATENCY_STAGGER_SECONDS` (between chain starts, default 20), `LATENCY_PROBE_INTERVAL`
-//! (a `probe.interval` to try instead of the shipped one), `LATENCY_SHIPPED_DIR` (read the
+//! (a `probe.interval` to try instead of the shipped one), `LATENCY_HEALTH` (`[health]`
+//! keys to change, `key=value,...`), `LATENCY_SHIPPED_DIR` (read the
 //! shipped files from this directory instead, e.g. `git archive` of an older commit),
 //! `LATENCY_OUT` (a file for the
 //! per-run results as JSON lines).
@@ -50,6 +51,8 @@ use common::{Daemon, KillOnDrop, Start, fake_lib, free_port, http_get, loopback_
 use serde_json::{Value, json};
 
 const MEMBERS: usize = 8;
+/// The slow node's probe send cap unless `LATENCY_THROTTLE` says otherwise.
+const THROTTLE: u64 = 20_000_000;
 /// The fault-level table's SeparateNPU list has this code (data/fault-codes.json).
 const SEPARATE_CODE: u32 = 0x80E3_A201;
 
@@ -176,6 +179,9 @@ fn daemon_config(peers: &[String], rank: usize, key: &Path, web: u16, throttle: 
     if let Some(i) = probe_interval_override() {
         set(&mut t, "probe.interval", s(i));
     }
+    for (k, v) in health_override() {
+        set(&mut t, &format!("health.{k}"), toml::Value::Float(v));
+    }
     toml::to_string(&t).unwrap()
 }
 
@@ -185,6 +191,21 @@ fn probe_interval_override() -> Option<String> {
     std::env::var("LATENCY_PROBE_INTERVAL")
         .ok()
         .filter(|v| !v.is_empty())
+}
+
+/// `LATENCY_HEALTH="fabric_ratio=3.0,z=2.0"`: `[health]` keys to change (when scheduler
+/// noise on shared cores trips the shipped fabric guard, which suppresses every quarantine
+/// alert; the output says so).
+fn health_override() -> Vec<(String, f64)> {
+    std::env::var("LATENCY_HEALTH")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|kv| !kv.trim().is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').expect("LATENCY_HEALTH: key=value,...");
+            (k.trim().to_string(), v.trim().parse().expect("a number"))
+        })
+        .collect()
 }
 
 /// The example scenario with every reading present, one chip, health and codes as given.
@@ -290,7 +311,7 @@ fn in_state(scrapes: &[String], node: &str, states: &[&str]) -> bool {
 /// One chain, end to end; returns what it saw of each fault.
 fn run_once(id: usize) -> Vec<Seen> {
     let warmup = env_u64("LATENCY_WARMUP_ROUNDS", 12);
-    let throttle = env_u64("LATENCY_THROTTLE", 20_000_000);
+    let throttle = env_u64("LATENCY_THROTTLE", THROTTLE);
     let timeout = Duration::from_secs(env_u64("LATENCY_TIMEOUT_SECONDS", 1800));
     let dir = tempfile::tempdir().unwrap();
     let key = write_key(dir.path(), "probe.key");
@@ -550,9 +571,13 @@ fn settings_line() -> String {
             )
         })
         .unwrap_or_else(|| d["probe"]["interval"].to_string());
-    let throttle = env_u64("LATENCY_THROTTLE", 20_000_000);
+    let throttle = env_u64("LATENCY_THROTTLE", THROTTLE);
+    let loosened = health_override()
+        .iter()
+        .map(|(k, v)| format!(" {k} {v} (LATENCY_HEALTH)"))
+        .collect::<String>();
     format!(
-        "slow node throttled to {} B/s; probe.interval {interval}, telemetry health {}, [health] window {} confirm_rounds {} confirm_hold {} hard_consecutive_reads {}; scrape {} evaluation {}; QuarantineRecommended for: {hold}; remediation group_wait {gw}",
+        "slow node throttled to {} B/s; probe.interval {interval}, telemetry health {}, [health] window {} confirm_rounds {} confirm_hold {} hard_consecutive_reads {}{loosened}; scrape {} evaluation {}; QuarantineRecommended for: {hold}; remediation group_wait {gw}",
         throttle,
         d["telemetry"]["intervals"]["health"],
         d["health"]["window"],
