@@ -152,9 +152,10 @@ pub struct DeviceInput {
     pub confirmations: Vec<PortProbe>,
     /// Nodes outside this round's group: their ports' states are kept, frozen.
     pub absent_nodes: Vec<usize>,
-    /// Nodes the host-plane engine holds suspect or worse: a node whose host-plane probes
-    /// are bad and whose ports are elevated is judged as a node, not port by port (its
-    /// NIC, PCIe, CPU or power slows both planes), even below [`DeviceConfig::node_share`].
+    /// Nodes the host-plane engine holds confirmed or worse (suspect is too common under
+    /// congestion to move a verdict): a node whose host-plane probes are bad and whose
+    /// ports are elevated is judged as a node, not port by port (its NIC, PCIe, CPU or
+    /// power slows both planes), even below [`DeviceConfig::node_share`].
     pub host_suspects: Vec<usize>,
 }
 

@@ -535,7 +535,7 @@ impl Prober {
             .filter(|(_, m)| {
                 matches!(
                     m.state,
-                    NodeState::Suspect | NodeState::Confirmed | NodeState::QuarantineRecommended
+                    NodeState::Confirmed | NodeState::QuarantineRecommended
                 )
             })
             .map(|(i, _)| i)

@@ -70,7 +70,7 @@ impl DeviceGroup {
 
     /// One round: the plan's pings, last round's re-pings, the engine's step.
     /// `host_suspects` are the group's members (local indices) that the host-plane engine
-    /// holds suspect or worse, as the daemon passes them.
+    /// holds confirmed or worse, as the daemon passes them.
     pub fn round(
         &mut self,
         w: &World,

@@ -219,7 +219,9 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig) -> Trace {
                     .states()
                     .iter()
                     .enumerate()
-                    .filter(|(_, s)| !matches!(s, NodeState::Healthy | NodeState::Probation))
+                    .filter(|(_, s)| {
+                        matches!(s, NodeState::Confirmed | NodeState::QuarantineRecommended)
+                    })
                     .map(|(i, _)| m[i]),
             );
             h.requests = out.confirm_requests;
@@ -244,7 +246,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig) -> Trace {
 }
 
 /// One round of every group's device plane; `host_suspects` are the nodes (global) the
-/// host-plane engines hold suspect or worse this round.
+/// host-plane engines hold confirmed or worse this round.
 fn device_round(
     w: &World,
     d: &mut Draw,

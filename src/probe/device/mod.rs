@@ -394,7 +394,7 @@ impl DevicePlane {
 
     /// One round: gather last round's outcomes, judge, start this round's pings. `me` is
     /// this node's candidate index, `members` the ranks' candidate indices, and
-    /// `host_suspects` the candidates the host-plane engine holds suspect or worse (the
+    /// `host_suspects` the candidates the host-plane engine holds confirmed or worse (the
     /// same on every member: their engines run on the same all-gathered input).
     pub fn on_round(
         &mut self,
