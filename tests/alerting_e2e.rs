@@ -21,13 +21,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::receiver::Setup;
-use common::{
-    Daemon, KillOnDrop, Start, fake_lib, free_port, http_get, loopback_peers, url_encode, write_key,
-};
+use common::{Daemon, Start, fake_lib, free_port, http_get, loopback_peers, url_encode, write_key};
 
 const MEMBERS: usize = 6;
 const SLOW: usize = 2;
@@ -91,33 +88,6 @@ fn rules_with_short_holds() -> String {
     out.join("\n") + "\n"
 }
 
-/// Starts a server binary and waits for its `/-/ready`.
-fn start_server(bin: &str, package: &str, args: &[String], addr: &str, log: &Path) -> KillOnDrop {
-    let child = Command::new(bin)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("starting {bin}: {e}; install {package} (scripts/test.sh does)")
-        });
-    let guard = KillOnDrop(Some(child));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if std::net::TcpStream::connect(addr).is_ok()
-            && http_get(addr, "/-/ready", None).status == 200
-        {
-            return guard;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{bin} not ready on {addr}; log:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn query(prom: &str, q: &str) -> serde_json::Value {
     let r = http_get(
         prom,
@@ -177,22 +147,7 @@ fn quarantine_alert_reaches_the_receiver_and_only_for_the_slow_node() {
         "the example's remediation URL changed; update this test"
     );
     std::fs::write(dir.path().join("alertmanager.yml"), am_cfg).unwrap();
-    std::fs::create_dir(dir.path().join("am-data")).unwrap();
-    let _am = start_server(
-        "prometheus-alertmanager",
-        "prometheus-alertmanager",
-        &[
-            format!(
-                "--config.file={}",
-                dir.path().join("alertmanager.yml").display()
-            ),
-            format!("--storage.path={}", dir.path().join("am-data").display()),
-            format!("--web.listen-address={am_addr}"),
-            "--cluster.listen-address=".to_string(),
-        ],
-        &am_addr,
-        &dir.path().join("alertmanager.log"),
-    );
+    let _am = common::start_alertmanager(dir.path(), &am_addr);
 
     std::fs::write(dir.path().join("rules.yml"), rules_with_short_holds()).unwrap();
     let targets: String = daemons
@@ -214,20 +169,7 @@ fn quarantine_alert_reaches_the_receiver_and_only_for_the_slow_node() {
     );
     std::fs::write(dir.path().join("prometheus.yml"), prom_cfg).unwrap();
     let prom = format!("127.0.0.1:{}", free_port());
-    let _prometheus = start_server(
-        "prometheus",
-        "prometheus",
-        &[
-            format!(
-                "--config.file={}",
-                dir.path().join("prometheus.yml").display()
-            ),
-            format!("--storage.tsdb.path={}", dir.path().join("tsdb").display()),
-            format!("--web.listen-address={prom}"),
-        ],
-        &prom,
-        &dir.path().join("prometheus.log"),
-    );
+    let _prometheus = common::start_prometheus(dir.path(), &prom);
 
     // The quarantine alert for node-2 reaches the receiver, which cordons and taints it.
     let deadline = Instant::now() + Duration::from_secs(90);

@@ -43,11 +43,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::receiver::Setup;
-use common::{Daemon, KillOnDrop, Start, fake_lib, free_port, http_get, loopback_peers, write_key};
+use common::{Daemon, Start, fake_lib, free_port, http_get, loopback_peers, write_key};
 use serde_json::{Value, json};
 
 const MEMBERS: usize = 8;
@@ -279,25 +278,6 @@ fn remediate_config(k8s: &Setup) -> String {
     toml::to_string(&t).unwrap()
 }
 
-/// Starts a server binary and waits for its `/-/ready`.
-fn start_server(bin: &str, args: &[String], addr: &str, log: &Path) -> KillOnDrop {
-    let child = Command::new(bin)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {bin}: {e} (scripts/test.sh installs it)"));
-    let guard = KillOnDrop(Some(child));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !(std::net::TcpStream::connect(addr).is_ok()
-        && http_get(addr, "/-/ready", None).status == 200)
-    {
-        assert!(Instant::now() < deadline, "{bin} not ready on {addr}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    guard
-}
-
 /// Whether any scrape shows `node` in one of `states`.
 fn in_state(scrapes: &[String], node: &str, states: &[&str]) -> bool {
     scrapes.iter().any(|s| {
@@ -339,21 +319,7 @@ fn run_once(id: usize) -> Vec<Seen> {
         alertmanager_config(&receiver.addr, &k8s.dir.path().join("token")),
     )
     .unwrap();
-    std::fs::create_dir(dir.path().join("am-data")).unwrap();
-    let _am = start_server(
-        "prometheus-alertmanager",
-        &[
-            format!(
-                "--config.file={}",
-                dir.path().join("alertmanager.yml").display()
-            ),
-            format!("--storage.path={}", dir.path().join("am-data").display()),
-            format!("--web.listen-address={am}"),
-            "--cluster.listen-address=".to_string(),
-        ],
-        &am,
-        &dir.path().join("alertmanager.log"),
-    );
+    let _am = common::start_alertmanager(dir.path(), &am);
     let rules = repo("alerts/hcclwatch-rules.yml");
     std::fs::write(
         dir.path().join("prometheus.yml"),
@@ -361,19 +327,7 @@ fn run_once(id: usize) -> Vec<Seen> {
     )
     .unwrap();
     let prom = format!("127.0.0.1:{}", free_port());
-    let _prometheus = start_server(
-        "prometheus",
-        &[
-            format!(
-                "--config.file={}",
-                dir.path().join("prometheus.yml").display()
-            ),
-            format!("--storage.tsdb.path={}", dir.path().join("tsdb").display()),
-            format!("--web.listen-address={prom}"),
-        ],
-        &prom,
-        &dir.path().join("prometheus.log"),
-    );
+    let _prometheus = common::start_prometheus(dir.path(), &prom);
 
     // Warm-up: the engines' windows fill and the fabric baseline is learned.
     let rounds_ok = |s: &str| {

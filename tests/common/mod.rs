@@ -605,6 +605,68 @@ pub fn loopback_peers(n: usize) -> Vec<String> {
         .collect()
 }
 
+/// Starts Debian's `bin` (package `package`) with `args`, its stderr in `log`, and waits
+/// (up to a minute) until `addr` answers `/-/ready`.
+pub fn start_server(
+    bin: &str,
+    package: &str,
+    args: &[String],
+    addr: &str,
+    log: &Path,
+) -> KillOnDrop {
+    let child = Command::new(bin)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("starting {bin}: {e}; install {package} (scripts/test.sh does)")
+        });
+    let guard = KillOnDrop(Some(child));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(TcpStream::connect(addr).is_ok() && http_get(addr, "/-/ready", None).status == 200) {
+        assert!(
+            Instant::now() < deadline,
+            "{bin} not ready on {addr}; log:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    guard
+}
+
+/// Debian's Alertmanager on `addr` with `dir/alertmanager.yml`, its data and log in `dir`.
+pub fn start_alertmanager(dir: &Path, addr: &str) -> KillOnDrop {
+    std::fs::create_dir_all(dir.join("am-data")).unwrap();
+    start_server(
+        "prometheus-alertmanager",
+        "prometheus-alertmanager",
+        &[
+            format!("--config.file={}", dir.join("alertmanager.yml").display()),
+            format!("--storage.path={}", dir.join("am-data").display()),
+            format!("--web.listen-address={addr}"),
+            "--cluster.listen-address=".to_string(),
+        ],
+        addr,
+        &dir.join("alertmanager.log"),
+    )
+}
+
+/// Debian's Prometheus on `addr` with `dir/prometheus.yml`, its TSDB and log in `dir`.
+pub fn start_prometheus(dir: &Path, addr: &str) -> KillOnDrop {
+    start_server(
+        "prometheus",
+        "prometheus",
+        &[
+            format!("--config.file={}", dir.join("prometheus.yml").display()),
+            format!("--storage.tsdb.path={}", dir.join("tsdb").display()),
+            format!("--web.listen-address={addr}"),
+        ],
+        addr,
+        &dir.join("prometheus.log"),
+    )
+}
+
 /// `items` as the inside of a TOML array of strings: `"a", "b"`.
 pub fn toml_strings(items: &[String]) -> String {
     items

@@ -141,17 +141,7 @@ fn local(pr: &ProbeSnapshot, d: &DeviceView, f: &mut dyn Sink) -> fmt::Result {
         "Packets of this node's device-plane pings, per local NPU, by result (received, lost).",
         d.local
             .iter()
-            .flat_map(|l| {
-                [
-                    ("received", l.received),
-                    ("lost", l.sent.saturating_sub(l.received)),
-                ]
-                .map(|(r, v)| {
-                    let mut labels = npu(l.npu);
-                    labels.push(("result", r.to_string()));
-                    (labels, v)
-                })
-            })
+            .flat_map(|l| packets_by_result(l.npu, l.sent, l.received))
             .collect(),
     )?;
     f.counter(
@@ -219,17 +209,7 @@ fn hccs(pr: &ProbeSnapshot, h: &HccsView, f: &mut dyn Sink) -> fmt::Result {
         "Packets of this node's HCCS ping-mesh tasks, per local NPU, by result (received, lost).",
         h.local
             .iter()
-            .flat_map(|l| {
-                [
-                    ("received", l.received),
-                    ("lost", l.sent.saturating_sub(l.received)),
-                ]
-                .map(|(r, v)| {
-                    let mut labels = npu(l.npu);
-                    labels.push(("result", r.to_string()));
-                    (labels, v)
-                })
-            })
+            .flat_map(|l| packets_by_result(l.npu, l.sent, l.received))
             .collect(),
     )?;
     f.counter(
@@ -265,4 +245,18 @@ fn hccs(pr: &ProbeSnapshot, h: &HccsView, f: &mut dyn Sink) -> fmt::Result {
             })
             .collect(),
     )
+}
+
+/// The `received` and `lost` samples of one local NPU's packet counter.
+fn packets_by_result(npu: u32, sent: u64, received: u64) -> [(Labels, u64); 2] {
+    [
+        ("received", received),
+        ("lost", sent.saturating_sub(received)),
+    ]
+    .map(|(result, v)| {
+        (
+            vec![("npu", npu.to_string()), ("result", result.to_string())],
+            v,
+        )
+    })
 }
