@@ -54,11 +54,19 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// Files of the binary crate (they reach the library as `hcclwatch::`).
+/// Files of the binary crate (they reach the library as `hcclwatch::`): `main.rs`,
+/// `cli.rs`, `*_cli.rs`, and the submodules of a `*_cli` module (`src/demo_cli/…`).
 fn is_binary(file: &Path) -> bool {
     let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    file.parent().is_some_and(|p| p.ends_with("src"))
-        && (name == "main.rs" || name == "cli.rs" || name.ends_with("_cli.rs"))
+    let parent = file.parent();
+    let in_src = parent.is_some_and(|p| p.ends_with("src"));
+    let in_cli_dir = parent.is_some_and(|p| {
+        p.parent().is_some_and(|pp| pp.ends_with("src"))
+            && p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with("_cli"))
+    });
+    in_cli_dir || (in_src && (name == "main.rs" || name == "cli.rs" || name.ends_with("_cli.rs")))
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
