@@ -24,7 +24,13 @@ fn slowed_node_and_only_it_is_recommended_for_quarantine() {
     let daemons: Vec<Daemon> = (0..members)
         .map(|r| {
             let throttle = if r == slow { 20_000_000 } else { 0 };
-            let cfg = config(&peers, r, &key, throttle);
+            // On loopback the slow node's timings scatter with the scheduler, and the
+            // shipped steadiness check then holds it at `confirmed` (seen on a quiet 2-core
+            // CI machine); this test is about which node is recommended, so it takes the
+            // loosened thresholds (see `with_loosened_health`). The shipped `[health]` runs
+            // end to end in tests/netns.rs, tests/device_plane.rs and the lying-member test
+            // below.
+            let cfg = common::with_loosened_health(config(&peers, r, &key, throttle));
             Daemon::start(Start::new(&cfg))
         })
         .collect();
