@@ -13,6 +13,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use prometheus_client::registry::Registry;
 
+use super::prometheus::cache::ExpositionCache;
 use super::prometheus::{self, Format};
 use super::state;
 use crate::snapshot::Store;
@@ -20,7 +21,7 @@ use crate::snapshot::status::BuildInfo;
 
 #[derive(Clone)]
 struct AppState {
-    registry: Arc<Registry>,
+    metrics: Arc<ExpositionCache>,
     store: Arc<Store>,
     index: Arc<String>,
 }
@@ -66,7 +67,10 @@ pub fn router(
         ));
     }
     let state = AppState {
-        registry: Arc::new(prometheus::registry(store.clone(), build.clone())),
+        metrics: Arc::new(ExpositionCache::new(
+            prometheus::registry(store.clone(), build.clone()),
+            store.clone(),
+        )),
         store,
         index: Arc::new(prometheus::index_page(telemetry_path, &build)),
     };
@@ -93,8 +97,58 @@ pub fn metrics_response(registry: &Registry, headers: &HeaderMap) -> Response {
     }
 }
 
+/// Whether an `Accept-Encoding` header accepts gzip (a `gzip` token whose quality is not
+/// zero; `*` is not taken as gzip, as most servers do not).
+pub fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            let mut parts = item.split(';').map(str::trim);
+            let coding = parts.next().unwrap_or("");
+            let refused = parts.any(|p| {
+                p.strip_prefix("q=")
+                    .and_then(|q| q.parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            coding.eq_ignore_ascii_case("gzip") && !refused
+        })
+}
+
+/// The daemon's `/metrics`: the cached exposition (see [`ExpositionCache`]), gzipped when
+/// the scraper accepts it, as Prometheus does.
 async fn metrics_handler(State(s): State<AppState>, headers: HeaderMap) -> Response {
-    metrics_response(&s.registry, &headers)
+    let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+    let gzip = accepts_gzip(&headers);
+    match s.metrics.get(format, gzip) {
+        Ok(body) if gzip => (
+            [
+                (header::CONTENT_TYPE, format.content_type()),
+                (header::CONTENT_ENCODING, "gzip"),
+                (header::VARY, "Accept-Encoding"),
+            ],
+            body,
+        )
+            .into_response(),
+        Ok(body) => (
+            [
+                (header::CONTENT_TYPE, format.content_type()),
+                (header::VARY, "Accept-Encoding"),
+            ],
+            body,
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot serve /metrics");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "error encoding metrics\n",
+            )
+                .into_response()
+        }
+    }
 }
 
 async fn ready_handler(State(s): State<AppState>) -> Response {
@@ -144,6 +198,25 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn encoding(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::ACCEPT_ENCODING, v.parse().unwrap());
+        h
+    }
+
+    /// What Prometheus, browsers and curl send, and the refusals a client may state.
+    #[test]
+    fn gzip_is_served_only_when_accepted() {
+        assert!(accepts_gzip(&encoding("gzip")));
+        assert!(accepts_gzip(&encoding("deflate, GZIP;q=0.5")));
+        assert!(accepts_gzip(&encoding("gzip, deflate, br")));
+        assert!(!accepts_gzip(&encoding("gzip;q=0")));
+        assert!(!accepts_gzip(&encoding("identity")));
+        assert!(!accepts_gzip(&encoding("*")));
+        assert!(!accepts_gzip(&encoding("x-gzip-ish")));
+        assert!(!accepts_gzip(&HeaderMap::new()));
+    }
 
     /// Pins: the config's reserved paths are exactly the routes served here.
     #[test]

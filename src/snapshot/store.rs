@@ -4,7 +4,7 @@
 //! lock held for a pointer copy and reads without any lock. So a scrape never waits for a
 //! collection, and a collection never waits for a scrape.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
@@ -40,6 +40,9 @@ pub struct Store {
     /// Components that are not ready, with why (the prober when it cannot listen or its
     /// thread died).
     not_ready: std::sync::Mutex<std::collections::BTreeMap<&'static str, String>>,
+    /// Bumped after every change to any part, so a reader can tell whether what it
+    /// encoded earlier is still current (the `/metrics` cache) without comparing parts.
+    generation: AtomicU64,
 }
 
 impl Store {
@@ -51,6 +54,23 @@ impl Store {
             host_ready: AtomicBool::new(!host_expected),
             ..Self::default()
         }
+    }
+
+    /// A number that grows whenever any part changes. Read it before reading the parts:
+    /// whatever is read afterwards is at least as new as this generation.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Marks a change: after the value is in place, so a reader that sees the new
+    /// generation also sees the value.
+    fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    fn write<T>(&self, lock: &RwLock<T>, value: T) {
+        write(lock, value);
+        self.changed();
     }
 
     /// The latest NPU part.
@@ -80,17 +100,17 @@ impl Store {
 
     /// Publishes a new NPU part.
     pub fn publish_npu(&self, part: NpuSnapshot) {
-        write(&self.npu, Arc::new(part));
+        self.write(&self.npu, Arc::new(part));
     }
 
     /// Publishes a new host part.
     pub fn publish_host(&self, part: HostSnapshot) {
-        write(&self.host, Arc::new(part));
+        self.write(&self.host, Arc::new(part));
     }
 
     /// Publishes a new probing part.
     pub fn publish_probe(&self, part: ProbeSnapshot) {
-        write(&self.probe, Some(Arc::new(part)));
+        self.write(&self.probe, Some(Arc::new(part)));
     }
 
     /// The latest port and optics part, if the `hccn_tool` poller runs.
@@ -100,7 +120,7 @@ impl Store {
 
     /// Publishes a new port and optics part.
     pub fn publish_ports(&self, part: PortSnapshot) {
-        write(&self.ports, Some(Arc::new(part)));
+        self.write(&self.ports, Some(Arc::new(part)));
     }
 
     /// The latest `hccn_tool` call statistics, once a call was made.
@@ -111,12 +131,12 @@ impl Store {
     /// Publishes `hccn_tool` call statistics. They have their own slot because every user
     /// of the tool (the port poller, the device prober) updates them, not one poller.
     pub fn publish_hccn_calls(&self, stats: HccnCallStats) {
-        write(&self.hccn_calls, Some(Arc::new(stats)));
+        self.write(&self.hccn_calls, Some(Arc::new(stats)));
     }
 
     /// Publishes a new pod attribution part.
     pub fn publish_attribution(&self, part: AttributionSnapshot) {
-        write(&self.attribution, Some(Arc::new(part)));
+        self.write(&self.attribution, Some(Arc::new(part)));
     }
 
     /// Records a configuration check. A failure keeps the last success time.
@@ -143,16 +163,20 @@ impl Store {
         let mut next = guard.as_ref().clone();
         f(&mut next);
         *guard = Arc::new(next);
+        drop(guard);
+        self.changed();
     }
 
     /// Marks the NPU poller's first full pass done.
     pub fn set_npu_ready(&self) {
         self.npu_ready.store(true, Ordering::SeqCst);
+        self.changed();
     }
 
     /// Marks the host poller's first pass done.
     pub fn set_host_ready(&self) {
         self.host_ready.store(true, Ordering::SeqCst);
+        self.changed();
     }
 
     /// Every expected poller has completed a first full collection and no component says
@@ -167,6 +191,7 @@ impl Store {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(component, why);
+        self.changed();
     }
 
     /// Marks `component` ready again.
@@ -175,6 +200,7 @@ impl Store {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(component);
+        self.changed();
     }
 
     /// Every component that is not ready, with why, in name order.

@@ -10,6 +10,7 @@
 //! series. The same collectors feed the OTLP bridge ([`crate::export::otlp`]).
 
 pub mod attribution;
+pub mod cache;
 pub mod device;
 pub mod family;
 pub mod host;
