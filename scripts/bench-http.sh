@@ -9,6 +9,7 @@
 #
 #   scripts/bench-http.sh            # 2000 scrapers, 10000 idle, 30 s
 #   SCRAPERS=500 IDLE=2000 SECONDS_=10 scripts/bench-http.sh
+#   GZIP=1 scripts/bench-http.sh     # scrapers ask for gzip, as Prometheus does
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -75,6 +76,8 @@ sleep 3
 #   (wrk's closed loop), which measures throughput: its latency is concurrency divided
 #   by the requests per second the machine can serve (Little's law).
 INTERVAL_MS=${SCRAPE_INTERVAL_MS:-1000}
+headers=()
+if [ -n "${GZIP:-}" ]; then headers=(-H "Accept-Encoding: gzip"); fi
 cat >"$dir/paced.lua" <<LUA
 local first = true
 function delay()
@@ -83,8 +86,8 @@ function delay()
 end
 LUA
 echo "==> paced: $SCRAPERS scrapers, each once per ${INTERVAL_MS} ms, ${DURATION}s, $IDLE idle connections held"
-wrk -t 2 -c "$SCRAPERS" -d "${DURATION}s" --timeout 10s --latency -s "$dir/paced.lua" \
+wrk -t 2 -c "$SCRAPERS" -d "${DURATION}s" --timeout 10s --latency "${headers[@]}" -s "$dir/paced.lua" \
   "http://127.0.0.1:$port/metrics" | tee "$dir/paced.txt"
 echo "==> flat out: $SCRAPERS scrapers, ${DURATION}s, $IDLE idle connections held"
-wrk -t 2 -c "$SCRAPERS" -d "${DURATION}s" --timeout 10s --latency "http://127.0.0.1:$port/metrics" | tee "$dir/wrk.txt"
+wrk -t 2 -c "$SCRAPERS" -d "${DURATION}s" --timeout 10s --latency "${headers[@]}" "http://127.0.0.1:$port/metrics" | tee "$dir/wrk.txt"
 echo "==> daemon RSS: $(ps -o rss= -p "$(pgrep -f "hcclwatch run --config.file $dir/c.toml" | head -1)") KiB"

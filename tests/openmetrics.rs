@@ -41,13 +41,18 @@ fn parse(text: &str) -> Result<String, String> {
     }
 }
 
-#[test]
-fn openmetrics_output_parses_with_the_reference_parser() {
-    let scen = std::fs::read_to_string(concat!(
+/// The fake library's 16-NPU scenario.
+fn sixteen_npus() -> String {
+    std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fake-dcmi/scenarios/16-npu.json"
     ))
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn openmetrics_output_parses_with_the_reference_parser() {
+    let scen = sixteen_npus();
     let cfg = common::fake_config("");
     let d = Daemon::start(Start::new(&cfg).scenario(&scen));
     d.wait_for("the network collector", Duration::from_secs(20), |s| {
@@ -74,4 +79,65 @@ fn openmetrics_output_parses_with_the_reference_parser() {
 fn the_reference_parser_rejects_broken_input() {
     // Without `# EOF` the exposition is invalid: the check can fail.
     assert!(parse("# TYPE a gauge\na 1\n").is_err());
+}
+
+/// Type lines of an exposition, in order: the families it declares. Two scrapes a moment
+/// apart may differ in values (a poller published in between), never in families.
+fn families(text: &str) -> Vec<&str> {
+    text.lines().filter(|l| l.starts_with("# TYPE ")).collect()
+}
+
+/// Prometheus asks for gzip; the answer must say it is gzip and decompress to the same
+/// exposition a plain scrape gets. curl is the client, with the header set by hand (not
+/// `--compressed`), so the test sees the raw bytes on the wire.
+#[test]
+fn a_gzip_scrape_is_the_plain_exposition_compressed() {
+    use std::io::Read as _;
+
+    let scen = sixteen_npus();
+    let cfg = common::fake_config("");
+    let d = Daemon::start(Start::new(&cfg).scenario(&scen));
+    d.wait_for("the first NPU pass", Duration::from_secs(20), |s| {
+        value(
+            s,
+            "hcclwatch_scrape_collector_success",
+            &[("collector", "npu_health")],
+        ) == Some(1.0)
+    });
+    let url = format!("http://{}/metrics", d.addr);
+    let curl = |extra: &[&str]| {
+        let out = Command::new("curl")
+            .args(["-sS", "--max-time", "10", "-D", "/dev/stderr"])
+            .args(extra)
+            .arg(&url)
+            .output()
+            .expect("curl");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            String::from_utf8_lossy(&out.stderr).to_lowercase(),
+            out.stdout,
+        )
+    };
+    let (head, zipped) = curl(&["-H", "Accept-Encoding: gzip"]);
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    assert_eq!(&zipped[..2], &[0x1f, 0x8b], "not a gzip stream");
+    let mut unzipped = String::new();
+    flate2::read::GzDecoder::new(&zipped[..])
+        .read_to_string(&mut unzipped)
+        .expect("the gzip body decompresses");
+    let (head, plain) = curl(&[]);
+    assert!(!head.contains("content-encoding"), "{head}");
+    let plain = String::from_utf8(plain).unwrap();
+    assert!(families(&plain).len() > 20, "{plain}");
+    assert_eq!(families(&unzipped), families(&plain));
+    assert!(
+        zipped.len() * 4 < plain.len(),
+        "gzip saved little: {} of {} bytes",
+        zipped.len(),
+        plain.len()
+    );
 }

@@ -1,7 +1,8 @@
 //! The HTTP endpoints: metrics, liveness, readiness, the state API and an index page.
 //!
 //! Handlers only encode what the store already holds, so every request answers in the
-//! time it takes to format a few kilobytes, whatever the devices are doing.
+//! time it takes to format a few kilobytes, whatever the devices are doing; `/metrics`
+//! reuses that encoding until the store changes ([`ExpositionCache`]).
 
 use std::future::Future;
 use std::sync::Arc;
