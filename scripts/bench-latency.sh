@@ -10,7 +10,8 @@
 #   scripts/bench-latency.sh                       # 3 chains
 #   LATENCY_RUNS=5 scripts/bench-latency.sh        # more runs
 #
-# Environment: LATENCY_RUNS, LATENCY_WARMUP_ROUNDS, LATENCY_THROTTLE (bytes/s),
+# Environment: LATENCY_RUNS, LATENCY_WARMUP_ROUNDS, LATENCY_THROTTLE and
+# LATENCY_BASE_THROTTLE (bytes/s: the slow node's and every other node's probe send cap),
 # LATENCY_TIMEOUT_SECONDS, LATENCY_STAGGER_SECONDS, LATENCY_PROBE_INTERVAL (try another
 # probe.interval than the shipped one), LATENCY_OUT (JSON lines, one per run
 # and fault; default target/latency-bench.jsonl). Needs prometheus and

@@ -5,8 +5,8 @@
 //! Each run is the whole chain, configured from the shipped files and nothing else where a
 //! file exists: eight `hcclwatch run` daemons on loopback with
 //! `deploy/config/hcclwatch.toml` (its `[health]`, `[probe]` and `[telemetry.intervals]`
-//! unchanged; only addresses, peers, the fake DCMI library and, on the slow node, the
-//! throttle are set), Debian's Prometheus with `alerts/hcclwatch-rules.yml` unchanged and
+//! unchanged; only addresses, peers, the fake DCMI library and every node's probe send cap
+//! are set), Debian's Prometheus with `alerts/hcclwatch-rules.yml` unchanged and
 //! the global intervals of `deploy/prometheus/prometheus.yml`, Alertmanager with
 //! `deploy/alertmanager/alertmanager.yml` (the remediation receiver's URL and token file
 //! pointed at the local receiver), and `hcclwatch remediate` with
@@ -29,10 +29,17 @@
 //! (the webhook received and decided), and the node cordoned in the API server. Daemons and
 //! Prometheus are polled every second, the receiver and the API server every 250 ms.
 //!
+//! Every node's probe sends are capped (`LATENCY_BASE_THROTTLE`, default 25 MB/s, as the
+//! demo caps them): uncapped, a 1 MiB probe on loopback takes about a millisecond, and on
+//! two shared cores the scheduler's jitter of a millisecond or more made healthy members'
+//! scores scatter by ±0.3 to ±1 in log units and kept the shipped fabric guard on. Capped,
+//! a probe takes about 40 ms, so the same jitter is a few per cent, which is what a fabric
+//! looks like to the engine. The slow node's cap is 20 MB/s (`LATENCY_THROTTLE`): 25 %
+//! slower than its peers.
+//!
 //! Environment: `LATENCY_RUNS` (independent chains run side by side, default 3),
-//! `LATENCY_WARMUP_ROUNDS` (default 12), `LATENCY_THROTTLE` (bytes per second, default
-//! 20000000: on two shared cores the healthy probes' scores scatter by ±50 %, so a milder
-//! slowdown is not suspected at z = 3 here), `LATENCY_TIMEOUT_SECONDS` (per run after injection, default 1800),
+//! `LATENCY_WARMUP_ROUNDS` (default 12), `LATENCY_THROTTLE` and `LATENCY_BASE_THROTTLE`
+//! (bytes per second, above), `LATENCY_TIMEOUT_SECONDS` (per run after injection, default 1800),
 //! `LATENCY_STAGGER_SECONDS` (between chain starts, default 20), `LATENCY_PROBE_INTERVAL`
 //! (a `probe.interval` to try instead of the shipped one), `LATENCY_HEALTH` (`[health]`
 //! keys to change, `key=value,...`), `LATENCY_SHIPPED_DIR` (read the
@@ -50,8 +57,12 @@ use common::{Daemon, Start, fake_lib, free_port, http_get, loopback_peers, write
 use serde_json::{Value, json};
 
 const MEMBERS: usize = 8;
-/// The slow node's probe send cap unless `LATENCY_THROTTLE` says otherwise.
+/// The slow node's probe send cap unless `LATENCY_THROTTLE` says otherwise: 25 % slower
+/// than [`BASE_THROTTLE`].
 const THROTTLE: u64 = 20_000_000;
+/// Every other node's probe send cap unless `LATENCY_BASE_THROTTLE` says otherwise (200
+/// Mbit/s: a 1 MiB probe takes about 42 ms, far above loopback's scheduling jitter).
+const BASE_THROTTLE: u64 = 25_000_000;
 /// The fault-level table's SeparateNPU list has this code (data/fault-codes.json).
 const SEPARATE_CODE: u32 = 0x80E3_A201;
 
@@ -292,6 +303,7 @@ fn in_state(scrapes: &[String], node: &str, states: &[&str]) -> bool {
 fn run_once(id: usize) -> Vec<Seen> {
     let warmup = env_u64("LATENCY_WARMUP_ROUNDS", 12);
     let throttle = env_u64("LATENCY_THROTTLE", THROTTLE);
+    let base = env_u64("LATENCY_BASE_THROTTLE", BASE_THROTTLE);
     let timeout = Duration::from_secs(env_u64("LATENCY_TIMEOUT_SECONDS", 1800));
     let dir = tempfile::tempdir().unwrap();
     let key = write_key(dir.path(), "probe.key");
@@ -300,7 +312,7 @@ fn run_once(id: usize) -> Vec<Seen> {
     let healthy = scenario(0, &[]);
     let mut daemons: Vec<Option<Daemon>> = (0..MEMBERS)
         .map(|r| {
-            let cfg = daemon_config(&peers, r, &key, webs[r], 0);
+            let cfg = daemon_config(&peers, r, &key, webs[r], base);
             Some(Daemon::start(Start::new(&cfg).scenario(&healthy)))
         })
         .collect();
@@ -526,12 +538,14 @@ fn settings_line() -> String {
         })
         .unwrap_or_else(|| d["probe"]["interval"].to_string());
     let throttle = env_u64("LATENCY_THROTTLE", THROTTLE);
+    let base = env_u64("LATENCY_BASE_THROTTLE", BASE_THROTTLE);
     let loosened = health_override()
         .iter()
         .map(|(k, v)| format!(" {k} {v} (LATENCY_HEALTH)"))
         .collect::<String>();
     format!(
-        "slow node throttled to {} B/s; probe.interval {interval}, telemetry health {}, [health] window {} confirm_rounds {} confirm_hold {} hard_consecutive_reads {}{loosened}; scrape {} evaluation {}; QuarantineRecommended for: {hold}; remediation group_wait {gw}",
+        "probe sends capped at {} B/s, the slow node's at {} B/s; probe.interval {interval}, telemetry health {}, [health] window {} confirm_rounds {} confirm_hold {} hard_consecutive_reads {}{loosened}; scrape {} evaluation {}; QuarantineRecommended for: {hold}; remediation group_wait {gw}",
+        base,
         throttle,
         d["telemetry"]["intervals"]["health"],
         d["health"]["window"],
