@@ -117,11 +117,11 @@ impl Default for HealthConfig {
             z: 3.0,
             mad_floor: 0.01,
             confirm_peers: 3,
-            hard_hold_down: 30,
+            hard_hold_down: 10,
             confirm_rounds: 2,
-            confirm_hold: 8,
-            exit_rounds: 180,
-            probation_rounds: 720,
+            confirm_hold: 5,
+            exit_rounds: 60,
+            probation_rounds: 240,
             fabric_ratio: 1.0 / 0.9,
             fabric_rounds: 3,
             link_observations: 6,
@@ -1275,7 +1275,7 @@ mod tests {
                 .all(|(i, s)| i == 5 || *s == NodeState::Healthy)
         );
         // Recovery: within bounds for exit_rounds → probation.
-        for r in 0..HealthConfig::default().exit_rounds + 10 {
+        for r in 0..70 {
             e.step(&round(n, 1 + r % 7, &[], jitter));
         }
         assert_eq!(e.states()[5], NodeState::Probation);
