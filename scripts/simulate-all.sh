@@ -2,13 +2,17 @@
 # Runs the detection simulator at full size and prints its tables (docs/detection.md
 # quotes them): every shipped scenario, the shipped set pooled, the quiet fleet over
 # several seeds (the false-quarantine bound), a batch of held-out generated scenarios the
-# thresholds were never tuned on, and the sensitivity to how steady congestion is.
+# thresholds were never tuned on, and the sensitivity to how steady congestion is. Every
+# run is at the shipped probe.interval (the scenarios are written in 30 s rounds and
+# rescaled to it), or at PROBE_INTERVAL.
 #
-#   scripts/simulate-all.sh                 # everything (about 3 minutes on one core)
+#   scripts/simulate-all.sh                 # everything (about 10 minutes on one core)
 #   HELD_OUT=20 QUIET_SEEDS=1 scripts/simulate-all.sh   # quicker
+#   PROBE_INTERVAL=30s scripts/simulate-all.sh          # the old 30 s cadence
 #
 # Environment: HELD_OUT (generated scenarios, default 100), QUIET_SEEDS (default 4),
-# HCCLWATCH (a prebuilt binary; default: build target/release/hcclwatch).
+# PROBE_INTERVAL (default: the shipped probe.interval), HCCLWATCH (a prebuilt binary;
+# default: build target/release/hcclwatch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,23 +25,29 @@ else
     bin=target/release/hcclwatch
 fi
 
+interval=()
+if [[ -n ${PROBE_INTERVAL:-} ]]; then
+    interval=(--probe-interval "$PROBE_INTERVAL")
+fi
+sim() { "$bin" simulate "${interval[@]}" "$@"; }
+
 section() { printf '\n==================== %s ====================\n\n' "$1"; }
 
 for f in scenarios/*.toml; do
     section "$f"
-    "$bin" simulate --scenario "$f"
+    sim --scenario "$f"
 done
 
 section "the shipped scenarios pooled"
 args=()
 for f in scenarios/*.toml; do args+=(--scenario "$f"); done
-"$bin" simulate "${args[@]}"
+sim "${args[@]}"
 
 section "quiet fleet: $quiet_seeds seeds x 4096 nodes x 24 h"
-"$bin" simulate --scenario scenarios/quiet.toml --nodes 4096 --batch "$quiet_seeds"
+sim --scenario scenarios/quiet.toml --nodes 4096 --batch "$quiet_seeds"
 
 section "held out: $held_out generated scenarios (seeds from 1000000)"
-"$bin" simulate --generate 1000000 --batch "$held_out"
+sim --generate 1000000 --batch "$held_out"
 
 section "sensitivity: how steady congestion is (quiet fleet, 1024 nodes x 24 h)"
 tmp=$(mktemp -d)
@@ -45,7 +55,7 @@ trap 'rm -rf "$tmp"' EXIT
 printf '%-8s %-40s %s\n' jitter "false confirmed / 1000 node-h" "false quarantines / 1000 node-h"
 for j in 0.0 0.25 0.5 0.75 1.0 1.5; do
     sed "s/^jitter = 1.0/jitter = $j/" scenarios/quiet.toml >"$tmp/quiet.toml"
-    "$bin" simulate --scenario "$tmp/quiet.toml" |
+    sim --scenario "$tmp/quiet.toml" |
         awk -v j="$j" '$1 == "confirmed" && NF == 5 { c = $5 " (" $2 - $3 ")" }
                        $1 == "quarantine" && NF == 5 { q = $5 " (" $2 - $3 ")" }
                        END { printf "%-8s %-40s %s\n", j, c, q }'

@@ -143,12 +143,28 @@ pub struct SimulateArgs {
     /// (2..=1024).
     #[arg(long = "group-size")]
     pub group_size: Option<usize>,
-    /// Take the engine thresholds from this config file's `[health]` section.
+    /// Take the engine thresholds from this config file's `[health]` section (and its
+    /// `probe.interval`, unless --probe-interval is given).
     #[arg(long = "config.file", value_name = "PATH")]
     pub config_file: Option<PathBuf>,
+    /// Run the world at this probe interval (e.g. `10s`, `30s`; default: the shipped
+    /// `probe.interval`). A scenario written in rounds of another length is rescaled: the
+    /// same world in wall-clock time, seen more or less often.
+    #[arg(long = "probe-interval", value_name = "DURATION", value_parser = probe_interval)]
+    pub probe_interval: Option<std::time::Duration>,
     /// Print JSON instead of the tables.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--probe-interval`: a duration as the configuration writes one, 100 ms to 1 h (the
+/// range of a scenario's `round_seconds`).
+fn probe_interval(s: &str) -> Result<std::time::Duration, String> {
+    let d = hcclwatch::config::duration::parse(s)?;
+    if d < std::time::Duration::from_millis(100) || d > std::time::Duration::from_secs(3600) {
+        return Err(format!("{s:?} is out of range 100ms..=1h"));
+    }
+    Ok(d)
 }
 
 /// Flags of `hcclwatch bench`, as in hccl_test and nccl-tests.

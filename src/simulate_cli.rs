@@ -8,7 +8,7 @@ use hcclwatch::simulate::{Engines, Overrides, Scenario, ScenarioError};
 use crate::cli;
 
 /// Loads the scenarios (files, generated ones, or the built-in campaign), applies the
-/// flags, runs them with the thresholds of `--config.file` (else the shipped ones) and
+/// flags, rescales them to the probe interval, runs them with the thresholds of `--config.file` (else the shipped ones) and
 /// prints the report (pooled, for a batch or several files) as text or JSON.
 pub fn main(a: &cli::SimulateArgs) -> ExitCode {
     let nodes_ok = a.nodes.is_none_or(|n| (4..=10_000).contains(&n));
@@ -20,20 +20,11 @@ pub fn main(a: &cli::SimulateArgs) -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
-    let scenarios = match scenarios(a) {
-        Ok(s) => s,
-        Err(e) => return fail(&e),
-    };
-    if a.print_scenario {
-        for s in &scenarios {
-            print!("{}", s.to_toml());
-        }
-        return ExitCode::SUCCESS;
-    }
-    let health = match &a.config_file {
-        None => hcclwatch::health::HealthConfig::default(),
+    // The cadence: the flag, else the config file's probe.interval, else the shipped one.
+    let config = match &a.config_file {
+        None => None,
         Some(p) => match config::load(Some(p), &crate::process_env()) {
-            Ok(c) => hcclwatch::probe::settings::health_config(&c.health),
+            Ok(c) => Some(c),
             Err(ConfigError::Invalid(problems)) => {
                 for p in problems {
                     eprintln!("{p}");
@@ -46,6 +37,24 @@ pub fn main(a: &cli::SimulateArgs) -> ExitCode {
             }
         },
     };
+    let interval = a
+        .probe_interval
+        .or_else(|| config.as_ref().map(|c| c.probe.interval));
+    let scenarios = match scenarios(a, interval) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    if a.print_scenario {
+        for s in &scenarios {
+            print!("{}", s.to_toml());
+        }
+        return ExitCode::SUCCESS;
+    }
+    let health = config
+        .as_ref()
+        .map_or_else(hcclwatch::health::HealthConfig::default, |c| {
+            hcclwatch::probe::settings::health_config(&c.health)
+        });
     let engines = Engines {
         health,
         ..Engines::default()
@@ -87,13 +96,18 @@ pub fn main(a: &cli::SimulateArgs) -> ExitCode {
 
 /// The scenarios to run: one, or `--batch` of them (generated from the `--generate` seed
 /// up, else the scenario with successive seeds), each with the flags applied.
-fn scenarios(a: &cli::SimulateArgs) -> Result<Vec<Scenario>, ScenarioError> {
+/// `interval` is the probe interval to run at (None: the shipped one).
+fn scenarios(
+    a: &cli::SimulateArgs,
+    interval: Option<std::time::Duration>,
+) -> Result<Vec<Scenario>, ScenarioError> {
     let overrides = Overrides {
         nodes: a.nodes,
         hours: a.hours,
         seed: a.seed,
         group_size: a.group_size,
         no_congestion: a.no_congestion,
+        probe_interval: interval,
     };
     let n = a.batch.unwrap_or(1);
     let mut out = Vec::new();

@@ -265,6 +265,13 @@ fn throttle(rate: u64) -> FaultSpec {
     }
 }
 
+/// The shipped `probe.interval` (the configuration's default). The simulator runs its
+/// scenarios at this cadence unless told otherwise, and may not read the configuration
+/// itself (it sits below it), so it asks here.
+pub fn default_probe_interval() -> Duration {
+    Config::default().probe.interval
+}
+
 /// The health engine's thresholds from `[health]`.
 pub fn health_config(h: &HealthSection) -> HealthConfig {
     HealthConfig {

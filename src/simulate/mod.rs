@@ -11,10 +11,13 @@
 //!   them;
 //! - [`verdicts`], [`score`], [`targets`], [`report`]: honest scoring (per verdict and per
 //!   fault episode) and the report;
+//! - [`cadence`]: a scenario written in rounds of one length, run at another probe
+//!   interval (the same world in wall-clock time);
 //! - [`generate`]: random scenarios from the shipped families, with seeds disjoint from the
 //!   shipped ones, for out-of-sample checks.
 
 pub mod batch;
+pub mod cadence;
 pub mod device;
 pub mod generate;
 pub mod report;
@@ -28,6 +31,8 @@ pub mod world;
 
 pub use report::{Report, text};
 pub use scenario::{Scenario, ScenarioError};
+
+use std::time::Duration;
 
 use crate::health::HealthConfig;
 use crate::health::device::DeviceConfig;
@@ -54,6 +59,10 @@ pub struct Overrides {
     pub group_size: Option<usize>,
     /// `--no-congestion`: drop every congestion process.
     pub no_congestion: bool,
+    /// `--probe-interval`: the cadence the scenario is run at (None: the shipped
+    /// `probe.interval`); a scenario written in other rounds is rescaled to it
+    /// ([`cadence::at_interval`]).
+    pub probe_interval: Option<Duration>,
 }
 
 impl Overrides {
@@ -75,7 +84,34 @@ impl Overrides {
         if self.no_congestion {
             s.congestion.clear();
         }
-        s.check(file)
+        let s = s.check(file)?;
+        let interval = self
+            .probe_interval
+            .unwrap_or_else(crate::probe::settings::default_probe_interval);
+        let from = s.fleet.round_seconds;
+        if from == interval.as_secs_f64() {
+            return Ok(s);
+        }
+        // The file was fine as written; a problem now comes from the rescaling (a rate
+        // above 1 per round at a longer interval, say), and the message says so.
+        cadence::at_interval(&s, interval)
+            .check(file)
+            .map_err(|e| match e {
+                ScenarioError::Invalid(problems) => ScenarioError::Invalid(
+                    problems
+                        .into_iter()
+                        .map(|mut p| {
+                            p.reason = format!(
+                                "{} (the scenario's {from} s rounds rescaled to a {} s probe interval)",
+                                p.reason,
+                                interval.as_secs_f64()
+                            );
+                            p
+                        })
+                        .collect(),
+                ),
+                other => other,
+            })
     }
 }
 
@@ -101,7 +137,8 @@ mod tests {
     use super::*;
 
     /// The shipped scenarios at reduced sizes (nodes, hours), so that the suite stays
-    /// quick; `scripts/simulate-all.sh` runs them at full size.
+    /// quick, run at the shipped probe interval; `scripts/simulate-all.sh` runs them at
+    /// full size.
     const REDUCED: &[(&str, Option<usize>, f64)] = &[
         ("campaign", None, 3.0),
         ("shapes", Some(192), 3.0),
@@ -183,7 +220,9 @@ mod tests {
     fn held_out_generated_scenarios_meet_the_targets() {
         let runs: Vec<Report> = (0..2 * generate::FAMILIES.len() as u64)
             .map(|k| {
+                // Drawn in 30 s rounds, run at the shipped probe interval.
                 let s = generate::generate(generate::HELD_OUT_SEEDS + 500 + k).unwrap();
+                let s = Overrides::default().apply(s, "generated").unwrap();
                 simulate(&s, &Engines::default()).unwrap()
             })
             .collect();

@@ -40,17 +40,24 @@ fn recall(target: &str, os: &[&Outcome], need: f64) -> TargetCheck {
 /// ([`super::batch`]).
 pub const MIN_EPISODES_FOR_P95: usize = 20;
 
+/// A time target of `limit` rounds; `secs` is the run's round length, for the value.
 fn time(
     target: &str,
     os: &[&Outcome],
     f: fn(&Outcome) -> Option<u64>,
-    limit: u64,
+    (limit, secs): (u64, f64),
     min: usize,
 ) -> TargetCheck {
     let [_, p95] = p50_p95(&os.iter().map(|o| f(o)).collect::<Vec<_>>());
     let mut value = p95.map_or_else(
         || format!("more than 5 % of {} never reached it", os.len()),
-        |x| format!("p95 {x} rounds over {} episodes", os.len()),
+        |x| {
+            format!(
+                "p95 {x} rounds ({:.0} s at {secs} s) over {} episodes",
+                x as f64 * secs,
+                os.len()
+            )
+        },
     );
     let ok = if os.len() < min {
         if !os.is_empty() {
@@ -124,14 +131,14 @@ fn check_with(r: &Report, outcomes: &[Outcome], min: usize) -> Vec<TargetCheck> 
             "slow nodes ≥ 20 % (step) suspected within 5 rounds, p95",
             &big_step,
             |o| o.suspect,
-            5,
+            (5, r.round_seconds),
             min,
         ),
         time(
             "slow nodes ≥ 20 % (step) recommended within 20 rounds, p95",
             &big_step,
             |o| o.quarantine,
-            20,
+            (20, r.round_seconds),
             min,
         ),
         check_one(
@@ -205,7 +212,7 @@ fn device(
             "ports with ≥ 5 % loss or ≥ 2× RTT (step) suspected within 10 rounds, p95",
             &strong_timed,
             |o| o.suspect,
-            10,
+            (10, r.round_seconds),
             min,
         ),
         check_one(
