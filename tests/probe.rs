@@ -365,3 +365,51 @@ fn one_lying_member_cannot_quarantine_anyone_else() {
         }
     }
 }
+
+/// Pins: the members of a group start their rounds together, round after round. Each used
+/// to count its next round from its own last start with its own ±10 % jitter, so the
+/// members' schedules drifted apart by a random walk until some waited most of an interval
+/// in every barrier: healthy members showed arrival lags of seconds (the metric meant to
+/// show stragglers) and the waiting counted against the busy budget. Now every member
+/// counts from the barrier's release with the jitter the group shares.
+#[test]
+fn group_members_stay_in_step_round_after_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = write_key(dir.path(), "probe.key");
+    let peers: Vec<String> = loopback_peers(3);
+    let interval = 0.3;
+    let daemons: Vec<Daemon> = (0..3)
+        .map(|r| {
+            let cfg = config(&peers, r, &key, 0).replace("\"150ms\"", "\"300ms\"");
+            Daemon::start(Start::new(&cfg))
+        })
+        .collect();
+    // 60 rounds: under the old schedule the drift between two members after that many has
+    // a spread of about 0.6 interval (0.1 × interval / √3 per member and round, √(2 × 60)
+    // steps), so an in-step group is not an accident.
+    let rounds = |s: &str| value(s, "hcclwatch_probe_rounds_total", &[("result", "ok")]);
+    daemons[0].wait_for("60 rounds", Duration::from_secs(90), |s| {
+        rounds(s).is_some_and(|v| v >= 60.0)
+    });
+    let mut worst: f64 = 0.0;
+    let mut seen = 0;
+    let mut last = 0.0;
+    while seen < 10 {
+        for d in &daemons {
+            let s = d.scrape();
+            let lags = common::samples(&s, "hcclwatch_rank_arrival_lag_seconds", &[]);
+            assert_eq!(lags.len(), 3, "{s}");
+            worst = lags.iter().copied().fold(worst, f64::max);
+        }
+        let now = rounds(&daemons[0].scrape()).unwrap_or(0.0);
+        if now > last {
+            seen += 1;
+            last = now;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        worst < 0.2 * interval,
+        "a member arrived {worst:.3} s after another ({interval} s rounds): the schedules drift"
+    );
+}
