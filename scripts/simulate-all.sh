@@ -8,7 +8,7 @@
 #
 #   scripts/simulate-all.sh                 # everything (about 10 minutes on one core)
 #   HELD_OUT=20 QUIET_SEEDS=1 scripts/simulate-all.sh   # quicker
-#   PROBE_INTERVAL=30s scripts/simulate-all.sh          # the old 30 s cadence
+#   PROBE_INTERVAL=10s scripts/simulate-all.sh          # the same world probed every 10 s
 #
 # Environment: HELD_OUT (generated scenarios, default 100), QUIET_SEEDS (default 4),
 # PROBE_INTERVAL (default: the shipped probe.interval), HCCLWATCH (a prebuilt binary;
