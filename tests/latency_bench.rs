@@ -5,8 +5,8 @@
 //! Each run is the whole chain, configured from the shipped files and nothing else where a
 //! file exists: eight `hcclwatch run` daemons on loopback with
 //! `deploy/config/hcclwatch.toml` (its `[health]`, `[probe]` and `[telemetry.intervals]`
-//! unchanged; only addresses, peers, the fake DCMI library and every node's probe send cap
-//! are set), Debian's Prometheus with `alerts/hcclwatch-rules.yml` unchanged and
+//! unchanged; only addresses, peers, the fake DCMI library, every node's probe send cap
+//! and, for the caps, the busy budget are set), Debian's Prometheus with `alerts/hcclwatch-rules.yml` unchanged and
 //! the global intervals of `deploy/prometheus/prometheus.yml`, Alertmanager with
 //! `deploy/alertmanager/alertmanager.yml` (the remediation receiver's URL and token file
 //! pointed at the local receiver), and `hcclwatch remediate` with
@@ -186,6 +186,11 @@ fn daemon_config(peers: &[String], rank: usize, key: &Path, web: u16, throttle: 
         "probe.inject_throttle_bytes_per_second",
         toml::Value::Integer(throttle as i64),
     );
+    // The send caps make a round about ten times longer than on a fabric (a 1 MiB probe
+    // takes 40 ms, the 4 MiB ring a few hundred): the shipped busy budget (1 % of the
+    // time) would measure the caps, and over it the group runs latency-sized rounds that
+    // cannot see a slow sender. Five per cent leaves the budget on, out of the caps' way.
+    set(&mut t, "probe.budget_busy_ratio", toml::Value::Float(0.05));
     if let Some(i) = probe_interval_override() {
         set(&mut t, "probe.interval", s(i));
     }
