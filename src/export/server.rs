@@ -98,8 +98,9 @@ pub fn metrics_response(registry: &Registry, headers: &HeaderMap) -> Response {
     }
 }
 
-/// Whether an `Accept-Encoding` header accepts gzip (a `gzip` token whose quality is not
-/// zero; `*` is not taken as gzip, as most servers do not).
+/// Whether an `Accept-Encoding` header accepts gzip: a `gzip` (or its alias `x-gzip`)
+/// token whose quality is a number above zero (RFC 9110 §12.5.3; `*` is not taken as
+/// gzip, as most servers do not).
 pub fn accepts_gzip(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT_ENCODING)
@@ -109,12 +110,15 @@ pub fn accepts_gzip(headers: &HeaderMap) -> bool {
         .any(|item| {
             let mut parts = item.split(';').map(str::trim);
             let coding = parts.next().unwrap_or("");
-            let refused = parts.any(|p| {
-                p.strip_prefix("q=")
-                    .and_then(|q| q.parse::<f32>().ok())
-                    .is_some_and(|q| q <= 0.0)
+            let quality_ok = parts.all(|p| match p.split_once('=') {
+                Some((k, q)) if k.trim().eq_ignore_ascii_case("q") => q
+                    .trim()
+                    .parse::<f32>()
+                    .is_ok_and(|q| q.is_finite() && q > 0.0),
+                _ => true,
             });
-            coding.eq_ignore_ascii_case("gzip") && !refused
+            (coding.eq_ignore_ascii_case("gzip") || coding.eq_ignore_ascii_case("x-gzip"))
+                && quality_ok
         })
 }
 
@@ -128,7 +132,7 @@ async fn metrics_handler(State(s): State<AppState>, headers: HeaderMap) -> Respo
             [
                 (header::CONTENT_TYPE, format.content_type()),
                 (header::CONTENT_ENCODING, "gzip"),
-                (header::VARY, "Accept-Encoding"),
+                (header::VARY, "Accept, Accept-Encoding"),
             ],
             body,
         )
@@ -136,7 +140,7 @@ async fn metrics_handler(State(s): State<AppState>, headers: HeaderMap) -> Respo
         Ok(body) => (
             [
                 (header::CONTENT_TYPE, format.content_type()),
-                (header::VARY, "Accept-Encoding"),
+                (header::VARY, "Accept, Accept-Encoding"),
             ],
             body,
         )
@@ -213,6 +217,10 @@ mod tests {
         assert!(accepts_gzip(&encoding("deflate, GZIP;q=0.5")));
         assert!(accepts_gzip(&encoding("gzip, deflate, br")));
         assert!(!accepts_gzip(&encoding("gzip;q=0")));
+        assert!(!accepts_gzip(&encoding("gzip; Q=0")));
+        assert!(!accepts_gzip(&encoding("gzip;q=NaN")));
+        assert!(!accepts_gzip(&encoding("gzip;q=banana")));
+        assert!(accepts_gzip(&encoding("x-gzip")));
         assert!(!accepts_gzip(&encoding("identity")));
         assert!(!accepts_gzip(&encoding("*")));
         assert!(!accepts_gzip(&encoding("x-gzip-ish")));

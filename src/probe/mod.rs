@@ -142,18 +142,12 @@ fn run_loop(s: ProbeSettings, listener: Arc<TcpListener>, store: &Store, shutdow
                 return;
             }
         }
+        // Jitter of ±10 % keeps groups (and nodes restarted together) from locking onto one
+        // phase with each other or with a training step; the barrier re-aligns the members
+        // of one group every round anyway.
+        p.jitter = xorshift(p.jitter);
+        next = (next + jittered(p.s.interval, p.jitter)).max(Instant::now());
         p.tick(store);
-        // Jitter of ±10 % keeps groups from locking onto one phase with each other or with
-        // a training step. The members of one group count from the same barrier with the
-        // same jitter, so they stay in step with each other (`Prober::aligned_schedule`).
-        next = match p.aligned_schedule() {
-            Some((released, seed)) => released + jittered(p.s.interval, xorshift(seed | 1)),
-            None => {
-                p.jitter = xorshift(p.jitter);
-                next + jittered(p.s.interval, p.jitter)
-            }
-        }
-        .max(Instant::now());
         p.part.handshakes_rejected =
             p.s.comm
                 .transport

@@ -48,9 +48,6 @@ pub struct Prober {
     round: u64,
     limited: bool,
     pub(super) jitter: u64,
-    /// When the last successful round's barrier released every member, and the schedule
-    /// seed the group shares for the next interval (see [`Prober::aligned_schedule`]).
-    aligned: Option<(Instant, u64)>,
     /// (end, bytes sent, seconds spent working, not waiting in the barrier) of each round
     /// in the last hour.
     sent_log: VecDeque<(Instant, u64, f64)>,
@@ -93,7 +90,6 @@ impl Prober {
             round: 0,
             limited: false,
             jitter,
-            aligned: None,
             sent_log: VecDeque::new(),
             met: VecDeque::new(),
             part: ProbeSnapshot::default(),
@@ -406,39 +402,10 @@ impl Prober {
             || (busy_budget > 0.0 && busy >= busy_budget)
     }
 
-    /// A seed every member of the group derives alike for the interval after `round`:
-    /// the agreed round number and the group's member addresses (so two groups do not
-    /// share a schedule).
-    fn schedule_seed(&self, round: u64) -> u64 {
-        let candidates = self.view.candidates();
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ round.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        for &i in &self.group {
-            if let Some(c) = candidates.get(i) {
-                for b in c.addr.to_string().bytes() {
-                    h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-                }
-            }
-        }
-        h
-    }
-
-    /// Where the next round's interval counts from, and its jitter seed: after a round,
-    /// from the moment the barrier released the group, with the seed the group shares, so
-    /// every member starts the next round at the same moment give or take the network;
-    /// otherwise (forming, paused) from this node's own last start with its own seed.
-    /// Counting from each member's own start instead let the members' schedules drift
-    /// apart by a random walk of their jitters, until some waited most of an interval in
-    /// every barrier (arrival lags of seconds that were not lateness, and waits that
-    /// counted against the busy budget).
-    pub(super) fn aligned_schedule(&mut self) -> Option<(Instant, u64)> {
-        self.aligned.take()
-    }
-
     /// Runs the round; on failure pauses probing (the group re-forms next round) and
     /// returns `None`.
     fn exchange(&mut self, proposal: &Plan, own: Contribution) -> Option<RoundResult> {
         let c = self.comm.as_mut()?;
-        let me = c.rank();
         let started = Instant::now();
         let before = self.part.bytes_sent;
         let cx = trace::round(proposal.round, c.size());
@@ -449,20 +416,16 @@ impl Prober {
         let wait = result
             .as_ref()
             .ok()
-            .and_then(|r| r.measured.get(me))
-            .map_or(0.0, |m| m.wait.clamp(0.0, started.elapsed().as_secs_f64()));
+            .map(|r| r.own_wait)
+            .filter(|w| w.is_finite())
+            .map_or(0.0, |w| w.clamp(0.0, started.elapsed().as_secs_f64()));
         self.sent_log.push_back((
             Instant::now(),
             self.part.bytes_sent - before,
             started.elapsed().as_secs_f64() - wait,
         ));
-        self.aligned = None;
         match result {
-            Ok(r) => {
-                let released = started + Duration::from_secs_f64(wait);
-                self.aligned = Some((released, self.schedule_seed(r.plan.round)));
-                Some(r)
-            }
+            Ok(r) => Some(r),
             Err(e) => {
                 // A member that said it is leaving is out at once. Otherwise the peer the
                 // error names is the first suspect for removal, and the next formation's

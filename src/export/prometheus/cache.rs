@@ -75,6 +75,12 @@ impl ExpositionCache {
     /// The exposition in `format`, gzip-compressed when `gzip`: the cached bytes when the
     /// store has not changed since they were encoded, else freshly encoded ones.
     pub fn get(&self, format: Format, gzip: bool) -> Result<Bytes, EncodeError> {
+        self.slot(format, gzip).map(|(_, bytes)| bytes)
+    }
+
+    /// The slot's bytes and the generation they are filed under, filled when stale. The
+    /// gzip slot compresses the plain slot's bytes (one encoding per change, not two).
+    fn slot(&self, format: Format, gzip: bool) -> Result<(u64, Bytes), EncodeError> {
         let mut slot = self.slots[slot_index(format, gzip)]
             .lock()
             .unwrap_or_else(|p| p.into_inner());
@@ -82,23 +88,26 @@ impl ExpositionCache {
         // this new, so the bytes are never older than the generation they are filed under.
         let generation = self.store.generation();
         if let Some((g, bytes)) = &slot.encoded
-            && *g == generation
+            && *g >= generation
         {
-            return Ok(bytes.clone());
+            return Ok((*g, bytes.clone()));
         }
-        let text = super::encode(&self.registry, format)?;
-        let bytes = if gzip {
+        let (generation, bytes) = if gzip {
+            let (g, text) = self.slot(format, false)?;
             let mut z = flate2::write::GzEncoder::new(
                 Vec::with_capacity(text.len() / 8),
                 flate2::Compression::fast(),
             );
-            z.write_all(text.as_bytes())?;
-            Bytes::from(z.finish()?)
+            z.write_all(&text)?;
+            (g, Bytes::from(z.finish()?))
         } else {
-            Bytes::from(text)
+            (
+                generation,
+                Bytes::from(super::encode(&self.registry, format)?),
+            )
         };
         slot.encoded = Some((generation, bytes.clone()));
-        Ok(bytes)
+        Ok((generation, bytes))
     }
 }
 
@@ -130,19 +139,37 @@ mod tests {
         assert_eq!(a.as_ptr(), b.as_ptr(), "the second scrape re-encoded");
     }
 
-    /// Any publish makes the next scrape show it: here the NPU part is replaced by an
-    /// empty one, so the chip series the fixture had must be gone.
+    fn gunzip(b: &[u8]) -> String {
+        let mut s = String::new();
+        flate2::read::GzDecoder::new(b)
+            .read_to_string(&mut s)
+            .unwrap();
+        s
+    }
+
+    /// Any publish makes the next scrape show it, in every slot: here the NPU part is
+    /// replaced by an empty one, so the chip series the fixture had must be gone.
     #[test]
-    fn a_publish_invalidates_the_cache() {
+    fn a_publish_invalidates_every_slot() {
         let (store, c) = cache();
-        let before = text(&c);
-        assert!(before.contains("hcclwatch_npu_temperature_celsius{"));
+        let all = |c: &ExpositionCache| {
+            [
+                text(c),
+                gunzip(&c.get(Format::Text004, true).unwrap()),
+                String::from_utf8(c.get(Format::OpenMetrics, false).unwrap().to_vec()).unwrap(),
+                gunzip(&c.get(Format::OpenMetrics, true).unwrap()),
+            ]
+        };
+        for before in all(&c) {
+            assert!(before.contains("hcclwatch_npu_temperature_celsius{"));
+        }
         store.publish_npu(NpuSnapshot::default());
-        let after = text(&c);
-        assert!(
-            !after.contains("hcclwatch_npu_temperature_celsius{"),
-            "a stale exposition was served after the NPU part changed"
-        );
+        for after in all(&c) {
+            assert!(
+                !after.contains("hcclwatch_npu_temperature_celsius{"),
+                "a stale exposition was served after the NPU part changed"
+            );
+        }
     }
 
     /// Readiness changes count as changes too (they feed status series).
@@ -162,10 +189,7 @@ mod tests {
     fn gzip_and_formats_have_their_own_slots() {
         let (_, c) = cache();
         let plain = c.get(Format::Text004, false).unwrap();
-        let mut unzipped = String::new();
-        flate2::read::GzDecoder::new(&c.get(Format::Text004, true).unwrap()[..])
-            .read_to_string(&mut unzipped)
-            .unwrap();
+        let unzipped = gunzip(&c.get(Format::Text004, true).unwrap());
         assert_eq!(unzipped.as_bytes(), &plain[..]);
         let om = c.get(Format::OpenMetrics, false).unwrap();
         assert!(om.ends_with(b"# EOF\n"), "OpenMetrics ends with # EOF");
