@@ -302,6 +302,11 @@ fn ping_summary(line: &str) -> Option<(u32, u32)> {
     Some((sent.trim().parse().ok()?, received.trim().parse().ok()?))
 }
 
+/// The most packets a ping summary may claim: hcclwatch asks for a handful per ping, and
+/// the padding below allocates one slot per claimed packet, so a garbled summary must not
+/// size an allocation.
+pub const MAX_PING_PACKETS: u32 = 10_000;
+
 /// `-ping -g address <ip>`: per-packet round trips (ms → s) in the order printed and the
 /// summary counts. Without a summary line the counts come from the packet lines; a
 /// summary that claims more packets than were printed pads with lost ones.
@@ -329,6 +334,12 @@ pub fn ping(text: &str) -> Result<PingReply, HccnError> {
             &format!("{received} received of {sent}"),
         ));
     }
+    if sent > MAX_PING_PACKETS {
+        return Err(bad(
+            "ping summary",
+            &format!("{sent} packets transmitted, more than the {MAX_PING_PACKETS} it may claim"),
+        ));
+    }
     while (rtts.len() as u32) < sent {
         rtts.push(None);
     }
@@ -343,6 +354,17 @@ pub fn ping(text: &str) -> Result<PingReply, HccnError> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The fuzzer's finding: a summary claiming 87 million packets made the padding
+    /// allocate gigabytes. It is refused, naming the count.
+    #[test]
+    fn a_summary_claiming_absurd_packet_counts_is_refused() {
+        let text = "recv seq=1,time=0.097000ms\n87390002 packets transmitted, 2 received, 0% packet loss\n";
+        let e = ping(text).unwrap_err().to_string();
+        assert!(e.contains("87390002"), "{e}");
+        let ok = "recv seq=1,time=0.097000ms\n3 packets transmitted, 1 received, 66% packet loss\n";
+        assert_eq!(ping(ok).unwrap().rtts.len(), 3);
+    }
 
     /// A zone with a fixed offset of +08:00 (China Standard Time, no daylight saving).
     fn cst() -> TimeZone {
