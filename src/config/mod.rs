@@ -1049,13 +1049,27 @@ fn join(prefix: &str, key: &str) -> String {
     }
 }
 
+/// A key as TOML would write it: bare when it can be, else quoted (an empty key, or one
+/// with dots or spaces, must still be visible in a message).
+fn shown_key(key: &str) -> String {
+    let bare = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if bare {
+        key.to_string()
+    } else {
+        format!("{key:?}")
+    }
+}
+
 fn walk(table: &toml::Table, prefix: &str, origins: &Origins, problems: &mut Vec<Problem>) {
     for (k, v) in table {
         let path = join(prefix, k);
         let Some(key) = schema::lookup(&path) else {
             problems.push(Problem {
                 location: origins.locate(&path),
-                key: path.clone(),
+                key: join(prefix, &shown_key(k)),
                 reason: format!("unknown key; did you mean `{}`?", schema::nearest(&path)),
             });
             continue;
@@ -1496,6 +1510,17 @@ mod tests {
         assert!(
             err.contains("cannot read") && err.contains("absent.json"),
             "{err}"
+        );
+    }
+
+    /// The fuzzer's finding: an empty (quoted) key was reported with an empty key name.
+    #[test]
+    fn an_empty_or_quoted_unknown_key_is_shown_quoted() {
+        let p = problems("\"\" = 1\n[web]\n\"a b\" = 2\n", &[]);
+        assert!(p.iter().any(|l| l.contains(": \"\": unknown key")), "{p:?}");
+        assert!(
+            p.iter().any(|l| l.contains(": web.\"a b\": unknown key")),
+            "{p:?}"
         );
     }
 
