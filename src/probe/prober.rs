@@ -48,8 +48,7 @@ pub struct Prober {
     round: u64,
     limited: bool,
     pub(super) jitter: u64,
-    /// (end, bytes sent, seconds spent working, not waiting in the barrier) of each round
-    /// in the last hour.
+    /// (end, bytes sent, seconds spent) of each round in the last hour.
     sent_log: VecDeque<(Instant, u64, f64)>,
     /// (round, candidate) of the peers this node exchanged with.
     met: VecDeque<(u64, usize)>,
@@ -411,18 +410,10 @@ impl Prober {
         let cx = trace::round(proposal.round, c.size());
         let result = round_trip(&cx, c, &self.s, proposal, own, &mut self.part.bytes_sent);
         trace::end(&cx, result.as_ref().map(|_| ()).map_err(|e| e.to_string()));
-        // Waiting in the barrier for a later member costs this node nothing: the busy
-        // budget counts the work, or a member whose clock runs early would go over it.
-        let wait = result
-            .as_ref()
-            .ok()
-            .map(|r| r.own_wait)
-            .filter(|w| w.is_finite())
-            .map_or(0.0, |w| w.clamp(0.0, started.elapsed().as_secs_f64()));
         self.sent_log.push_back((
             Instant::now(),
             self.part.bytes_sent - before,
-            started.elapsed().as_secs_f64() - wait,
+            started.elapsed().as_secs_f64(),
         ));
         match result {
             Ok(r) => Some(r),

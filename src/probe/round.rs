@@ -61,9 +61,6 @@ pub struct RoundResult {
     pub ring: Option<RingRun>,
     /// The agreed plan.
     pub plan: Plan,
-    /// Seconds this member itself waited in the barrier, as it measured them (not as
-    /// gathered, which a lying member would have changed).
-    pub own_wait: f64,
 }
 
 /// What this member contributes besides its timings.
@@ -463,7 +460,6 @@ pub fn round_trip(
         stride,
         ring: ring_run,
         plan,
-        own_wait: wait,
     })
 }
 
