@@ -128,23 +128,23 @@ async fn metrics_handler(State(s): State<AppState>, headers: HeaderMap) -> Respo
     let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
     let gzip = accepts_gzip(&headers);
     match s.metrics.get(format, gzip) {
-        Ok(body) if gzip => (
-            [
-                (header::CONTENT_TYPE, format.content_type()),
-                (header::CONTENT_ENCODING, "gzip"),
-                (header::VARY, "Accept, Accept-Encoding"),
-            ],
-            body,
-        )
-            .into_response(),
-        Ok(body) => (
-            [
-                (header::CONTENT_TYPE, format.content_type()),
-                (header::VARY, "Accept, Accept-Encoding"),
-            ],
-            body,
-        )
-            .into_response(),
+        Ok(body) => {
+            let mut resp = (
+                [
+                    (header::CONTENT_TYPE, format.content_type()),
+                    (header::VARY, "Accept, Accept-Encoding"),
+                ],
+                body,
+            )
+                .into_response();
+            if gzip {
+                resp.headers_mut().insert(
+                    header::CONTENT_ENCODING,
+                    axum::http::HeaderValue::from_static("gzip"),
+                );
+            }
+            resp
+        }
         Err(e) => {
             tracing::error!(error = %e, "cannot serve /metrics");
             (

@@ -21,10 +21,6 @@ fn read<T: Clone>(lock: &RwLock<T>) -> T {
     lock.read().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
-fn write<T>(lock: &RwLock<T>, value: T) {
-    *lock.write().unwrap_or_else(|p| p.into_inner()) = value;
-}
-
 /// The shared store.
 #[derive(Debug, Default)]
 pub struct Store {
@@ -68,8 +64,10 @@ impl Store {
         self.generation.fetch_add(1, Ordering::Release);
     }
 
+    /// Replaces a part (recovering a poisoned lock: every part is replaced whole) and
+    /// marks the change.
     fn write<T>(&self, lock: &RwLock<T>, value: T) {
-        write(lock, value);
+        *lock.write().unwrap_or_else(|p| p.into_inner()) = value;
         self.changed();
     }
 

@@ -32,11 +32,8 @@ pub enum EncodeError {
     Gzip(#[from] std::io::Error),
 }
 
-/// What one slot holds: the bytes encoded at a store generation.
-#[derive(Default)]
-struct Slot {
-    encoded: Option<(u64, Bytes)>,
-}
+/// What one slot holds: the bytes encoded at a store generation, once encoded.
+type Slot = Option<(u64, Bytes)>;
 
 /// The registry over the store, and its last encodings.
 pub struct ExpositionCache {
@@ -87,7 +84,7 @@ impl ExpositionCache {
         // Read before encoding: the parts the collectors read afterwards are at least
         // this new, so the bytes are never older than the generation they are filed under.
         let generation = self.store.generation();
-        if let Some((g, bytes)) = &slot.encoded
+        if let Some((g, bytes)) = &*slot
             && *g >= generation
         {
             return Ok((*g, bytes.clone()));
@@ -106,7 +103,7 @@ impl ExpositionCache {
                 Bytes::from(super::encode(&self.registry, format)?),
             )
         };
-        slot.encoded = Some((generation, bytes.clone()));
+        *slot = Some((generation, bytes.clone()));
         Ok((generation, bytes))
     }
 }
