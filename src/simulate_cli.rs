@@ -8,8 +8,9 @@ use hcclwatch::simulate::{Engines, Overrides, Scenario, ScenarioError};
 use crate::cli;
 
 /// Loads the scenarios (files, generated ones, or the built-in campaign), applies the
-/// flags, rescales them to the probe interval, runs them with the thresholds of `--config.file` (else the shipped ones) and
-/// prints the report (pooled, for a batch or several files) as text or JSON.
+/// flags, rescales them to the probe interval, runs them with the thresholds of
+/// `--config.file` (else the shipped ones) and prints the report (pooled, for a batch or
+/// several files) as text or JSON.
 pub fn main(a: &cli::SimulateArgs) -> ExitCode {
     let nodes_ok = a.nodes.is_none_or(|n| (4..=10_000).contains(&n));
     let hours_ok = a.hours.is_none_or(|h| h > 0.0 && h <= 1000.0);
