@@ -261,8 +261,12 @@ pub struct HealthSection {
     pub hard_ecc_double_per_hour: u32,
     /// Consecutive rounds of re-pairings that must reproduce before a suspect is confirmed.
     pub confirm_rounds: u32,
-    /// Slow rounds after confirmation before the second re-pairing.
+    /// Steadily slow rounds after confirmation, none with congestion reported by the node's
+    /// own uplink, before the second re-pairing.
     pub confirm_hold: u32,
+    /// Steadily slow rounds before the second re-pairing when the node's uplink reported
+    /// congestion in some of them.
+    pub congested_hold: u32,
     /// Rounds within bounds to leave suspect/confirmed or a quarantine recommendation.
     pub exit_rounds: u32,
     /// Rounds of probation after a quarantine.
@@ -290,6 +294,7 @@ impl Default for HealthSection {
             hard_ecc_double_per_hour: 1,
             confirm_rounds: 2,
             confirm_hold: 5,
+            congested_hold: 15,
             exit_rounds: 60,
             probation_rounds: 240,
             fabric_ratio: 1.0 / 0.9,
@@ -1279,6 +1284,16 @@ impl Config {
                 ),
             ));
         }
+        if self.health.congested_hold < self.health.confirm_hold {
+            out.push((
+                "health.congested_hold".into(),
+                format!(
+                    "{} is less than health.confirm_hold ({}); congestion on a node's uplink \
+                     would shorten its hold instead of lengthening it",
+                    self.health.congested_hold, self.health.confirm_hold
+                ),
+            ));
+        }
     }
 
     /// `[otlp]`: the endpoint and headers.
@@ -1751,6 +1766,11 @@ helth = \"5s\"
         let p = problems("[health]\nwindow = 5\nfabric_rounds = 6\n", &[]);
         assert!(
             p[0].starts_with("test.toml:3: health.fabric_rounds: 6 is more than health.window (5)"),
+            "{p:?}"
+        );
+        let p = problems("[health]\nconfirm_hold = 9\ncongested_hold = 4\n", &[]);
+        assert!(
+            p[0].contains("health.congested_hold: 4 is less than health.confirm_hold (9)"),
             "{p:?}"
         );
         let cfg = load_str("", None, &[("HCCLWATCH_HEALTH_DELTA".into(), "0.2".into())]).unwrap();

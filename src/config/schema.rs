@@ -544,6 +544,13 @@ pub const SCHEMA: &[Key] = &[
         kind: Kind::Int { min: 0, max: 1000 },
     },
     Key {
+        path: "health.congested_hold",
+        kind: Kind::Int {
+            min: 0,
+            max: 10_000,
+        },
+    },
+    Key {
         path: "health.exit_rounds",
         kind: Kind::Int {
             min: 1,

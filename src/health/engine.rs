@@ -93,9 +93,15 @@ pub struct HealthConfig {
     /// before a suspect is confirmed: one round's re-pairings share whatever congestion
     /// the node's uplink has at that moment.
     pub confirm_rounds: usize,
-    /// Rounds a confirmed node must stay above the entry threshold before a quarantine
-    /// is recommended.
+    /// Rounds a confirmed node must stay steadily above the entry threshold, with its own
+    /// uplink reporting no congestion in any of them, before a quarantine is recommended.
     pub confirm_hold: usize,
+    /// Rounds a confirmed node must stay steadily above the entry threshold before a
+    /// quarantine is recommended when its uplink reported congestion in some of them:
+    /// probes cannot tell steady congestion from a slow component except by how long it
+    /// lasts, so explained slowness waits longer, but a slow node under a busy job is
+    /// still recommended in the end.
+    pub congested_hold: usize,
     /// Consecutive rounds below ln(1 + delta/2) to leave suspect/confirmed (or to move
     /// from quarantine_recommended to probation).
     pub exit_rounds: usize,
@@ -120,6 +126,7 @@ impl Default for HealthConfig {
             hard_hold_down: 10,
             confirm_rounds: 2,
             confirm_hold: 5,
+            congested_hold: 15,
             exit_rounds: 60,
             probation_rounds: 240,
             fabric_ratio: 1.0 / 0.9,
@@ -157,6 +164,10 @@ pub struct RoundInput {
     /// Each end's own timing of each re-pairing, as `(reporter, accused, seconds)` (the
     /// accused's own report left out): what the consistency check compares.
     pub reports: Vec<(usize, usize, f64)>,
+    /// Nodes whose own uplink counters showed congestion during the round (other traffic
+    /// near line rate, congestion-marked packets received): slowness there has an
+    /// explanation other than a slow component.
+    pub congested: Vec<usize>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -168,6 +179,10 @@ struct NodeTrack {
     in_hist: VecDeque<(f64, f64)>,
     below: usize,
     above: usize,
+    /// Of the `above` rounds, the latest run without congestion reported by the node's
+    /// own uplink.
+    #[serde(default)]
+    quiet: usize,
     since: u64,
     confirm_pending: bool,
     /// Independent confirmations that reproduced since the node became suspect.
@@ -355,6 +370,7 @@ impl HealthEngine {
                     in_hist: VecDeque::new(),
                     below: 0,
                     above: 0,
+                    quiet: 0,
                     since: 0,
                     confirm_pending: false,
                     confirmations: 0,
@@ -470,6 +486,7 @@ impl HealthEngine {
         n.since = self.round;
         n.below = 0;
         n.above = 0;
+        n.quiet = 0;
         out.transitions.push(Transition {
             round: self.round,
             node,
@@ -495,7 +512,8 @@ impl HealthEngine {
         out.fabric_degraded = r.fabric || r.crowded;
         for (i, w) in windows.into_iter().enumerate() {
             if judged(&i) {
-                self.advance(i, w, &r, confirm.remove(&i), &mut out);
+                let congested = input.congested.contains(&i);
+                self.advance(i, w, &r, (confirm.remove(&i), congested), &mut out);
             }
         }
         self.judge_links(input, &r, &mut out);
@@ -814,7 +832,7 @@ impl HealthEngine {
         i: usize,
         w: Window,
         r: &RoundStats,
-        confirm: Option<Vec<f64>>,
+        (confirm, congested): (Option<Vec<f64>>, bool),
         out: &mut RoundOutput,
     ) {
         let cfg = self.cfg.clone();
@@ -828,8 +846,14 @@ impl HealthEngine {
         // for `confirm_hold` of them.
         if w.elevated && w.spread <= STEADY_RATIO * r.spread {
             self.nodes[i].above += 1;
+            self.nodes[i].quiet = if congested {
+                0
+            } else {
+                self.nodes[i].quiet + 1
+            };
         } else {
             self.nodes[i].above = 0;
+            self.nodes[i].quiet = 0;
         }
         match state {
             NodeState::Healthy | NodeState::Probation if w.elevated => {
@@ -956,8 +980,9 @@ impl HealthEngine {
         }
     }
 
-    /// A confirmed node is recommended for quarantine after `confirm_hold` slow rounds and
-    /// a second re-pairing that reproduces; a fabric-wide event freezes it.
+    /// A confirmed node is recommended for quarantine after its hold (see
+    /// [`HealthEngine::held`]) and a second re-pairing that reproduces; a fabric-wide event
+    /// freezes it.
     fn advance_confirmed(
         &mut self,
         i: usize,
@@ -970,7 +995,7 @@ impl HealthEngine {
         let Some(c) = confirm else {
             if r.fabric || r.crowded {
                 // Frozen: a fabric-wide event blocks per-node escalation.
-            } else if self.nodes[i].above >= cfg.confirm_hold && w.elevated {
+            } else if self.held(i) && w.elevated {
                 self.nodes[i].confirm_pending = true;
                 out.confirm_requests.push(i);
             } else if self.nodes[i].below >= cfg.exit_rounds {
@@ -1002,13 +1027,15 @@ impl HealthEngine {
         }
         if reproduced {
             self.nodes[i].confirmations += 1;
+            let (above, quiet) = (self.nodes[i].above, self.nodes[i].quiet);
+            e.push(("steady_slow_rounds".into(), above as f64));
+            e.push(("uncongested_slow_rounds".into(), quiet as f64));
             self.set(
                 i,
                 NodeState::QuarantineRecommended,
                 format!(
-                    "confirmed straggler: still {:.1}% slower after {} rounds and a second re-pairing with {} known-good peers",
+                    "confirmed straggler: still {:.1}% slower after {above} steady rounds ({quiet} without congestion on its uplink) and a second re-pairing with {} known-good peers",
                     (w.score.exp() - 1.0) * 100.0,
-                    cfg.confirm_hold,
                     c.len()
                 ),
                 e,
@@ -1025,6 +1052,14 @@ impl HealthEngine {
         }
     }
 
+    /// Whether a confirmed node has been steadily slow long enough for a quarantine:
+    /// `confirm_hold` rounds in a row with no congestion reported by its own uplink, or
+    /// `congested_hold` rounds whatever its counters said.
+    fn held(&self, i: usize) -> bool {
+        let t = &self.nodes[i];
+        t.quiet >= self.cfg.confirm_hold || t.above >= self.cfg.congested_hold
+    }
+
     /// Links: a pair slow in the regular round is re-measured; a link verdict needs
     /// `link_observations` slow measurements in a row with both ends otherwise normal.
     fn judge_links(&mut self, input: &RoundInput, r: &RoundStats, out: &mut RoundOutput) {
@@ -1039,8 +1074,14 @@ impl HealthEngine {
         // exit threshold this round (a congested uplink or a slow node slows every probe through it) and the
         // round is not a fabric event: a slow permutation probe counts once at each end.
         // Other slow observations are skipped: they neither count nor clear the pair.
+        // An end whose own counters showed congestion explains the slowness as well.
+        let congested = |x: usize| input.congested.contains(&x);
         let specific = |p: &Probe, own: u32| {
-            !r.fabric && !r.partial_recent && r.slow_count[p.src] + r.slow_count[p.dst] <= own
+            !r.fabric
+                && !r.partial_recent
+                && r.slow_count[p.src] + r.slow_count[p.dst] <= own
+                && !congested(p.src)
+                && !congested(p.dst)
         };
         for p in input.probes.iter().chain(&input.link_probes).filter(usable) {
             if slow(p).is_none() {
@@ -1222,6 +1263,54 @@ mod tests {
     /// window).
     fn scores(e: &HealthEngine) -> Vec<f64> {
         e.clone().step(&RoundInput::default()).scores
+    }
+
+    /// Runs a 16-node group with node 5 steadily 30 % slow, re-paired whenever the engine
+    /// asks, its uplink reporting congestion in the rounds `congested` says; returns the
+    /// round at which node 5 was recommended for quarantine.
+    fn recommended_at(congested: impl Fn(usize) -> bool) -> Option<usize> {
+        let n = 16;
+        let mut e = HealthEngine::new(n, HealthConfig::default());
+        let jitter = |i: usize| (i % 3) as f64 * 0.002;
+        let mut confirm: Vec<usize> = Vec::new();
+        for r in 0..80 {
+            let mut input = round(n, 1 + r % 7, &[(5, 1.3)], jitter);
+            for &s in &confirm {
+                for (src, dst) in [(s, (s + 3) % n), ((s + 9) % n, s), (s, (s + 11) % n)] {
+                    input.confirmations.push(Probe {
+                        src,
+                        dst,
+                        seconds: 1.3,
+                    });
+                }
+            }
+            if congested(r) {
+                input.congested.push(5);
+            }
+            let out = e.step(&input);
+            confirm = out.confirm_requests.clone();
+            if e.states()[5] == NodeState::QuarantineRecommended {
+                return Some(r);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn congestion_on_the_uplink_lengthens_the_hold_but_never_hides_a_slow_node() {
+        let cfg = HealthConfig::default();
+        let quiet = recommended_at(|_| false).expect("recommended without congestion");
+        // Reported congested in every round: the same slowness waits for the longer hold,
+        // counted from the same round, and is then recommended all the same.
+        let busy = recommended_at(|_| true).expect("recommended with congestion");
+        assert_eq!(busy - quiet, cfg.congested_hold - cfg.confirm_hold);
+        // One congested round just before the short hold would end starts its count again
+        // (the slow rounds before it are explained too); the hold is short enough that
+        // the restart ends before the long hold does.
+        let hit = quiet - 2;
+        let once = recommended_at(|r| r == hit).expect("recommended after one congested round");
+        assert!(once > quiet, "{once} vs {quiet}");
+        assert!(once < busy, "{once} vs {busy}");
     }
 
     #[test]
@@ -1578,6 +1667,26 @@ mod tests {
             .to_string();
         assert!(err.contains("out_hist"), "{err}");
         assert_eq!(dst.rounds(), 0);
+    }
+
+    #[test]
+    fn a_slow_pair_whose_receiver_reports_congestion_makes_no_link_verdict() {
+        // The same 1.5× pair as below, but node 2's own counters report congestion in
+        // every round: the slowness has another explanation, so it never becomes the
+        // link's (the same scenario without the reports does, see the next test).
+        let n = 8;
+        let mut e = HealthEngine::new(n, HealthConfig::default());
+        for r in 0..40 {
+            let mut input = round(n, 1 + r % 3, &[], |i| (i % 2) as f64 * 0.003);
+            for p in &mut input.probes {
+                if p.src == 1 && p.dst == 2 {
+                    p.seconds *= 1.5;
+                }
+            }
+            input.congested.push(2);
+            let out = e.step(&input);
+            assert!(out.link_verdicts.is_empty(), "round {r}: {:?}", out.link_verdicts);
+        }
     }
 
     #[test]

@@ -474,6 +474,10 @@ impl Prober {
                 .collect(),
             link_probes,
             absent: (0..present.len()).filter(|i| !present[*i]).collect(),
+            congested: (0..g.len())
+                .filter(|k| m[*k].congested)
+                .map(|k| g[k])
+                .collect(),
         }
     }
 
@@ -503,6 +507,7 @@ impl Prober {
         let own = Contribution {
             hard: self.faults.code(store),
             over_budget: self.over_budget(),
+            congested: false,
             lie: self.s.inject_lies,
         };
         let Some(r) = self.exchange(&proposal, own) else {

@@ -35,6 +35,8 @@ pub struct Measured {
     pub over_budget: bool,
     /// Its ping-pong round trip, seconds.
     pub rtt: f64,
+    /// Its own uplink counters showed congestion since its last round.
+    pub congested: bool,
     /// Its end of each plan pair it took part in, seconds (NaN elsewhere).
     pub confirm: Vec<f64>,
 }
@@ -69,6 +71,8 @@ pub struct Contribution {
     pub hard: u8,
     /// It is over its probe budget.
     pub over_budget: bool,
+    /// Its own uplink counters showed congestion since its last round.
+    pub congested: bool,
     /// Fault injection (tests only): report 10 s for every timing.
     pub lie: bool,
 }
@@ -365,8 +369,8 @@ impl Exchange<'_> {
 }
 
 /// Fields of a gathered row before its confirmation timings: wait, latency, link, ring,
-/// hard-fault code, over budget, round trip.
-pub const ROW_FIXED: usize = 7;
+/// hard-fault code, over budget, round trip, uplink congested.
+pub const ROW_FIXED: usize = 8;
 
 /// Splits all-gathered rows of `width` f64s each (native byte order, as every member of a
 /// group runs the same build on the same architecture) back into measurements: one per
@@ -386,6 +390,7 @@ pub fn split_rows(all: &[u8], width: usize) -> Vec<Measured> {
                 hard: at(4).clamp(0.0, 255.0) as u8,
                 over_budget: at(5) != 0.0,
                 rtt: at(6),
+                congested: at(7) == 1.0,
                 confirm: row.get(ROW_FIXED..).unwrap_or_default().to_vec(),
             }
         })
@@ -440,16 +445,17 @@ pub fn round_trip(
             f64::from(own.hard),
             if own.over_budget { 1.0 } else { 0.0 },
             rtt,
+            if own.congested { 1.0 } else { 0.0 },
         ],
         confirm,
     ]
     .concat();
     let mine = if own.lie {
         // Every timing a liar can report, as slow as it gets; its hard-fault and budget
-        // flags (about itself only) are kept.
+        // and congestion flags (about itself only) are kept.
         mine.iter()
             .enumerate()
-            .map(|(i, v)| if i == 4 || i == 5 { *v } else { 10.0 })
+            .map(|(i, v)| if matches!(i, 4 | 5 | 7) { *v } else { 10.0 })
             .collect()
     } else {
         mine

@@ -283,6 +283,7 @@ pub fn health_config(h: &HealthSection) -> HealthConfig {
         hard_hold_down: h.hard_hold_down as usize,
         confirm_rounds: h.confirm_rounds as usize,
         confirm_hold: h.confirm_hold as usize,
+        congested_hold: h.congested_hold as usize,
         exit_rounds: h.exit_rounds as usize,
         probation_rounds: h.probation_rounds as usize,
         fabric_ratio: h.fabric_ratio,

@@ -163,6 +163,7 @@ impl HostGroup {
             hard_faults,
             link_probes,
             absent: Vec::new(),
+            congested: Vec::new(),
         }
     }
 }
