@@ -56,8 +56,16 @@ pub fn main(a: &cli::SimulateArgs) -> ExitCode {
         .map_or_else(hcclwatch::health::HealthConfig::default, |c| {
             hcclwatch::probe::settings::health_config(&c.health)
         });
+    // The device plane runs every device_probe.interval, in whole probe rounds.
+    let device_interval = config.as_ref().map_or_else(
+        || config::Config::default().device_probe.interval,
+        |c| c.device_probe.interval,
+    );
+    let probe_interval =
+        interval.unwrap_or_else(hcclwatch::probe::settings::default_probe_interval);
     let engines = Engines {
         health,
+        device_every: hcclwatch::probe::settings::device_every(device_interval, probe_interval),
         ..Engines::default()
     };
     let mut runs = Vec::new();

@@ -95,6 +95,7 @@ small_bytes = 1024
 link_bytes = 65536
 ring_every = 0
 [device_probe]
+interval = "2400ms"
 max_packets_per_second = 10.0
 "#,
         tool = hccn.tool.display(),

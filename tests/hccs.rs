@@ -119,6 +119,7 @@ small_bytes = 1024
 link_bytes = 65536
 ring_every = 0
 [device_probe]
+interval = "1s"
 max_packets_per_second = 10.0
 hccs_round_interval = "1s"
 hccs_read_interval = "3s"

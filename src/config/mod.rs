@@ -218,7 +218,7 @@ impl Default for ProbeSection {
     fn default() -> Self {
         Self {
             enabled: false,
-            interval: Duration::from_secs(30),
+            interval: Duration::from_secs(10),
             small_bytes: 8192,
             link_bytes: 1 << 20,
             ring_every: 10,
@@ -261,8 +261,8 @@ pub struct HealthSection {
     pub hard_ecc_double_per_hour: u32,
     /// Consecutive rounds of re-pairings that must reproduce before a suspect is confirmed.
     pub confirm_rounds: u32,
-    /// Steadily slow rounds after confirmation, none with congestion reported by the node's
-    /// own uplink, before the second re-pairing.
+    /// Steadily slow rounds after confirmation without congestion reported by the node's
+    /// own uplink before the second re-pairing.
     pub confirm_hold: u32,
     /// Steadily slow rounds before the second re-pairing when the node's uplink reported
     /// congestion in some of them.
@@ -289,17 +289,17 @@ impl Default for HealthSection {
             z: 3.0,
             mad_floor: 0.01,
             confirm_peers: 3,
-            hard_hold_down: 10,
+            hard_hold_down: 30,
             hard_consecutive_reads: 3,
             hard_ecc_double_per_hour: 1,
             confirm_rounds: 2,
-            confirm_hold: 5,
+            confirm_hold: 6,
             congested_hold: 15,
-            exit_rounds: 60,
-            probation_rounds: 240,
+            exit_rounds: 180,
+            probation_rounds: 720,
             fabric_ratio: 1.0 / 0.9,
             fabric_rounds: 3,
-            link_observations: 6,
+            link_observations: 9,
         }
     }
 }
@@ -310,10 +310,16 @@ impl Default for HealthSection {
 pub struct DeviceProbeSection {
     /// Probe the device plane when probing runs and `hccn_tool` and device IPs are found.
     pub enabled: bool,
-    /// Pings each NPU port sends per probe round (3 packets each).
+    /// How often the device plane runs: on probe rounds this far apart (a whole number
+    /// of `probe.interval`s, at least one), so that its ping budget and its engine's
+    /// holds, counted in its own rounds, mean the same time whatever the host plane's
+    /// cadence.
+    #[serde(with = "duration::serde_str")]
+    pub interval: Duration,
+    /// Pings each NPU port sends per device-plane round (3 packets each).
     pub pings_per_round: u32,
     /// Packets per second per NPU the device plane may cost (sent and answered); the pings
-    /// per round are cut to fit at `probe.interval`.
+    /// per round are cut to fit at `device_probe.interval`.
     pub max_packets_per_second: f64,
     /// Most re-pings (of suspect ports and pairs) this node runs per round.
     pub confirm_cap: u32,
@@ -336,6 +342,7 @@ impl Default for DeviceProbeSection {
     fn default() -> Self {
         Self {
             enabled: true,
+            interval: Duration::from_secs(30),
             pings_per_round: 4,
             max_packets_per_second: 1.0,
             confirm_cap: 16,
@@ -1168,6 +1175,7 @@ impl Config {
         self.web_problems(&mut out);
         self.membership_problems(&mut out);
         self.health_problems(&mut out);
+        self.device_interval_problems(&mut out);
         self.hccs_problems(&mut out);
         self.otlp_problems(&mut out);
         self.group_problems(&mut out);
@@ -1268,6 +1276,21 @@ impl Config {
                 format!(
                     "{:?} is shorter than device_probe.hccs_round_interval ({:?}) plus 1 s; a read would find no new round",
                     d.hccs_read_interval, d.hccs_round_interval
+                ),
+            ));
+        }
+    }
+
+    /// `[device_probe] interval` against the probe rounds it runs on.
+    fn device_interval_problems(&self, out: &mut Vec<(String, String)>) {
+        let (d, p) = (self.device_probe.interval, self.probe.interval);
+        if d < p {
+            out.push((
+                "device_probe.interval".into(),
+                format!(
+                    "{} is shorter than probe.interval ({}); the device plane runs on probe rounds, at most once each",
+                    crate::config::duration::format(d),
+                    crate::config::duration::format(p)
                 ),
             ));
         }
@@ -1766,6 +1789,14 @@ helth = \"5s\"
         let p = problems("[health]\nwindow = 5\nfabric_rounds = 6\n", &[]);
         assert!(
             p[0].starts_with("test.toml:3: health.fabric_rounds: 6 is more than health.window (5)"),
+            "{p:?}"
+        );
+        let p = problems(
+            "[probe]\ninterval = \"10s\"\n[device_probe]\ninterval = \"5s\"\n",
+            &[],
+        );
+        assert!(
+            p[0].contains("device_probe.interval: 5s is shorter than probe.interval (10s)"),
             "{p:?}"
         );
         let p = problems("[health]\nconfirm_hold = 9\ncongested_hold = 4\n", &[]);

@@ -459,6 +459,13 @@ pub const SCHEMA: &[Key] = &[
         },
     },
     Key {
+        path: "device_probe.interval",
+        kind: Kind::Duration {
+            min: ms(1_000),
+            max: ms(3_600_000),
+        },
+    },
+    Key {
         path: "device_probe.confirm_cap",
         kind: Kind::Int { min: 0, max: 256 },
     },

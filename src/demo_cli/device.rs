@@ -270,13 +270,15 @@ impl NodeTool {
     }
 }
 
-/// The sections a node with `npus` fake ports adds: sim chips to match the ports, and the
-/// device plane's budget raised to the schema's largest (see [`INTERVAL`]). Port readings
+/// The sections a node with `npus` fake ports adds: sim chips to match the ports, the
+/// device plane on every probe round, and its budget raised to the schema's largest (see
+/// [`INTERVAL`]). Port readings
 /// once a minute and no optics keep the tool's runs to the pings.
 pub fn sections(npus: usize) -> String {
     format!(
         "[telemetry.sim]\nchips = {npus}\n[telemetry.intervals]\nports = \"60s\"\n\
-         [collectors]\noptics = false\n[device_probe]\nmax_packets_per_second = 10.0\n"
+         [collectors]\noptics = false\n[device_probe]\ninterval = \"{INTERVAL}\"\n\
+         max_packets_per_second = 10.0\n"
     )
 }
 

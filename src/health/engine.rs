@@ -93,8 +93,9 @@ pub struct HealthConfig {
     /// before a suspect is confirmed: one round's re-pairings share whatever congestion
     /// the node's uplink has at that moment.
     pub confirm_rounds: usize,
-    /// Rounds a confirmed node must stay steadily above the entry threshold, with its own
-    /// uplink reporting no congestion in any of them, before a quarantine is recommended.
+    /// Rounds, without congestion reported by its own uplink, a confirmed node must stay
+    /// steadily above the entry threshold before a quarantine is recommended (rounds its
+    /// counters explain neither count nor restart the hold).
     pub confirm_hold: usize,
     /// Rounds a confirmed node must stay steadily above the entry threshold before a
     /// quarantine is recommended when its uplink reported congestion in some of them:
@@ -123,15 +124,15 @@ impl Default for HealthConfig {
             z: 3.0,
             mad_floor: 0.01,
             confirm_peers: 3,
-            hard_hold_down: 10,
+            hard_hold_down: 30,
             confirm_rounds: 2,
-            confirm_hold: 5,
+            confirm_hold: 6,
             congested_hold: 15,
-            exit_rounds: 60,
-            probation_rounds: 240,
+            exit_rounds: 180,
+            probation_rounds: 720,
             fabric_ratio: 1.0 / 0.9,
             fabric_rounds: 3,
-            link_observations: 6,
+            link_observations: 9,
         }
     }
 }
@@ -179,8 +180,7 @@ struct NodeTrack {
     in_hist: VecDeque<(f64, f64)>,
     below: usize,
     above: usize,
-    /// Of the `above` rounds, the latest run without congestion reported by the node's
-    /// own uplink.
+    /// Of the `above` rounds, those without congestion reported by the node's own uplink.
     #[serde(default)]
     quiet: usize,
     since: u64,
@@ -846,11 +846,10 @@ impl HealthEngine {
         // for `confirm_hold` of them.
         if w.elevated && w.spread <= STEADY_RATIO * r.spread {
             self.nodes[i].above += 1;
-            self.nodes[i].quiet = if congested {
-                0
-            } else {
-                self.nodes[i].quiet + 1
-            };
+            // A round its own counters explain does not count towards the short hold, nor
+            // does it start it again: congestion that lasts shows in every round it lasts,
+            // a busy moment on a slow node's NIC only delays its verdict by that round.
+            self.nodes[i].quiet += usize::from(!congested);
         } else {
             self.nodes[i].above = 0;
             self.nodes[i].quiet = 0;
@@ -884,7 +883,7 @@ impl HealthEngine {
                     out,
                 );
             }
-            NodeState::Suspect => self.advance_suspect(i, &w, r, confirm, out),
+            NodeState::Suspect => self.advance_suspect(i, &w, r, (confirm, congested), out),
             NodeState::Confirmed => self.advance_confirmed(i, &w, r, confirm, out),
             NodeState::QuarantineRecommended if self.nodes[i].below >= cfg.exit_rounds => {
                 self.set(
@@ -907,7 +906,7 @@ impl HealthEngine {
         i: usize,
         w: &Window,
         r: &RoundStats,
-        confirm: Option<Vec<f64>>,
+        (confirm, congested): (Option<Vec<f64>>, bool),
         out: &mut RoundOutput,
     ) {
         let cfg = self.cfg.clone();
@@ -932,11 +931,16 @@ impl HealthEngine {
         // enough to condemn a node.
         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
         let reproduced = got >= cfg.confirm_peers.max(MIN_REPORTERS) && cm > r.entry;
-        if r.partial || r.crowded || reproduced && !steady(w, &c, r, false) {
+        // The re-pairings went through an uplink that reported congestion: they reproduce
+        // the congestion as much as the node, until the node has been a suspect for
+        // `congested_hold` rounds.
+        let suspect_for = self.round - self.nodes[i].since;
+        let explained = congested && suspect_for < cfg.congested_hold as u64;
+        if r.partial || r.crowded || reproduced && (explained || !steady(w, &c, r, false)) {
             // A share of the links slow (the re-pairings may cross them too), many nodes at
-            // once (not this node's doing alone), or slow but not steadily (queueing behind
-            // other traffic scatters the residuals, see `STEADY_RATIO`): it stays a suspect
-            // (a ticket) and is re-paired again.
+            // once (not this node's doing alone), congestion its own counters show, or slow
+            // but not steadily (queueing behind other traffic scatters the residuals, see
+            // `STEADY_RATIO`): it stays a suspect (a ticket) and is re-paired again.
             self.nodes[i].confirm_pending = w.elevated;
             if w.elevated {
                 out.confirm_requests.push(i);
@@ -1053,8 +1057,8 @@ impl HealthEngine {
     }
 
     /// Whether a confirmed node has been steadily slow long enough for a quarantine:
-    /// `confirm_hold` rounds in a row with no congestion reported by its own uplink, or
-    /// `congested_hold` rounds whatever its counters said.
+    /// `confirm_hold` rounds (of a run of steadily slow rounds) with no congestion
+    /// reported by its own uplink, or `congested_hold` rounds whatever its counters said.
     fn held(&self, i: usize) -> bool {
         let t = &self.nodes[i];
         t.quiet >= self.cfg.confirm_hold || t.above >= self.cfg.congested_hold
@@ -1300,17 +1304,20 @@ mod tests {
     fn congestion_on_the_uplink_lengthens_the_hold_but_never_hides_a_slow_node() {
         let cfg = HealthConfig::default();
         let quiet = recommended_at(|_| false).expect("recommended without congestion");
-        // Reported congested in every round: the same slowness waits for the longer hold,
-        // counted from the same round, and is then recommended all the same.
+        // Reported congested in every round: the same slowness waits for the longer hold
+        // twice, and is then recommended all the same. Without congestion: suspect at s,
+        // confirmed after `confirm_rounds` reproducing rounds, `confirm_hold` quiet rounds,
+        // then one round for the second re-pairing. With it: the re-pairings count only
+        // from the `congested_hold`-th round as a suspect, the quarantine waits
+        // `congested_hold` rounds as confirmed, then the same one round.
         let busy = recommended_at(|_| true).expect("recommended with congestion");
-        assert_eq!(busy - quiet, cfg.congested_hold - cfg.confirm_hold);
-        // One congested round just before the short hold would end starts its count again
-        // (the slow rounds before it are explained too); the hold is short enough that
-        // the restart ends before the long hold does.
+        let without = cfg.confirm_rounds + cfg.confirm_hold + 1;
+        let with = cfg.congested_hold + cfg.confirm_rounds - 1 + cfg.congested_hold + 1;
+        assert_eq!(busy - quiet, with - without);
+        // One congested round while the short hold runs delays it by exactly that round.
         let hit = quiet - 2;
         let once = recommended_at(|r| r == hit).expect("recommended after one congested round");
-        assert!(once > quiet, "{once} vs {quiet}");
-        assert!(once < busy, "{once} vs {busy}");
+        assert_eq!(once, quiet + 1);
     }
 
     #[test]
@@ -1364,7 +1371,7 @@ mod tests {
                 .all(|(i, s)| i == 5 || *s == NodeState::Healthy)
         );
         // Recovery: within bounds for exit_rounds → probation.
-        for r in 0..70 {
+        for r in 0..HealthConfig::default().exit_rounds + 10 {
             e.step(&round(n, 1 + r % 7, &[], jitter));
         }
         assert_eq!(e.states()[5], NodeState::Probation);
@@ -1685,7 +1692,11 @@ mod tests {
             }
             input.congested.push(2);
             let out = e.step(&input);
-            assert!(out.link_verdicts.is_empty(), "round {r}: {:?}", out.link_verdicts);
+            assert!(
+                out.link_verdicts.is_empty(),
+                "round {r}: {:?}",
+                out.link_verdicts
+            );
         }
     }
 

@@ -524,14 +524,19 @@ impl Prober {
         self.part.budget_limited = self.limited;
         self.track_coverage(me, &r, &present);
         self.publish_round(&r, &present, out);
-        self.device_round(me);
+        // Every member counts the agreed round, so all run the device exchange together.
+        if self.round.is_multiple_of(self.s.device_every.max(1)) {
+            self.device_round(me);
+        }
     }
 
     /// The device plane's part of the round, on the same communicator: a failure is a
     /// failed round (the group re-forms), as for the host plane.
     fn device_round(&mut self, me: usize) {
         let Some(c) = self.comm.as_mut() else { return };
-        let round = self.round;
+        // The device plane's own round: its plan rotates through every stride only when
+        // counted in its rounds, not in the probe rounds it runs on.
+        let round = self.round / self.s.device_every.max(1);
         let host_suspects: Vec<usize> = self
             .part
             .members

@@ -38,6 +38,9 @@ pub struct ProbeSettings {
     pub comm: CommConfig,
     /// Time between round starts.
     pub interval: Duration,
+    /// Probe rounds per device-plane round (see [`device_every`]); the same on every
+    /// member, device plane or not, since every member takes part in its exchange.
+    pub device_every: u64,
     /// Bytes of the latency all-reduce.
     pub small_bytes: usize,
     /// Bytes of each permutation and confirmation exchange.
@@ -272,6 +275,23 @@ pub fn default_probe_interval() -> Duration {
     Config::default().probe.interval
 }
 
+/// Probe rounds per device-plane round at the shipped `device_probe.interval` and
+/// `probe.interval`.
+pub fn default_device_every() -> u64 {
+    let shipped = Config::default();
+    device_every(shipped.device_probe.interval, shipped.probe.interval)
+}
+
+/// Probe rounds per device-plane round: `device_probe.interval` in whole probe intervals,
+/// rounded, at least one.
+pub fn device_every(device: Duration, probe: Duration) -> u64 {
+    let p = probe.as_secs_f64();
+    if p <= 0.0 {
+        return 1;
+    }
+    ((device.as_secs_f64() / p).round() as u64).max(1)
+}
+
 /// The health engine's thresholds from `[health]`.
 pub fn health_config(h: &HealthSection) -> HealthConfig {
     HealthConfig {
@@ -294,14 +314,15 @@ pub fn health_config(h: &HealthSection) -> HealthConfig {
 
 /// Device-plane settings from `[device_probe]`, with the pinger and the source of this
 /// node's ports the composition root supplies. The pings per round are cut to the packet
-/// budget at the probe interval.
+/// budget at the device plane's own interval (every [`device_every`] probe rounds).
 pub fn device_settings(
     config: &Config,
     pinger: Arc<dyn Pinger>,
     local_ports: Arc<dyn Fn() -> Vec<(u32, Ipv4Addr)> + Send + Sync>,
 ) -> DeviceSettings {
     let d = &config.device_probe;
-    let interval = config.probe.interval.as_secs_f64();
+    let every = device_every(d.interval, config.probe.interval);
+    let interval = config.probe.interval.as_secs_f64() * every as f64;
     let pings = super::device::plan::pings_within_budget(
         d.pings_per_round as usize,
         d.max_packets_per_second,
@@ -312,7 +333,7 @@ pub fn device_settings(
             wanted = d.pings_per_round,
             kept = pings,
             budget = d.max_packets_per_second,
-            "device_probe.pings_per_round cut to the packet budget at probe.interval"
+            "device_probe.pings_per_round cut to the packet budget at device_probe.interval"
         );
     }
     DeviceSettings {
@@ -384,6 +405,7 @@ impl ProbeSettings {
                 .then(|| throttle(p.inject_throttle_bytes_per_second)),
             comm,
             interval: p.interval,
+            device_every: device_every(config.device_probe.interval, p.interval),
             small_bytes: p.small_bytes as usize,
             link_bytes: p.link_bytes as usize,
             ring_every: p.ring_every,
@@ -413,6 +435,24 @@ mod tests {
             health_config(&Config::default().health),
             HealthConfig::default()
         );
+    }
+
+    #[test]
+    fn the_device_plane_runs_on_whole_probe_rounds() {
+        let s = Duration::from_secs;
+        assert_eq!(device_every(s(30), s(10)), 3);
+        assert_eq!(device_every(s(30), s(30)), 1);
+        // 30 / 7 = 4.3: the nearest whole number of rounds.
+        assert_eq!(device_every(s(30), s(7)), 4);
+        assert_eq!(device_every(s(30), s(20)), 2);
+        // Shorter than a round (refused by the config check): every round.
+        assert_eq!(device_every(s(1), s(30)), 1);
+        assert_eq!(device_every(s(30), Duration::ZERO), 1);
+        let shipped = Config::default();
+        let want = (shipped.device_probe.interval.as_secs_f64()
+            / shipped.probe.interval.as_secs_f64())
+        .round() as u64;
+        assert_eq!(default_device_every(), want.max(1));
     }
 
     #[test]

@@ -84,6 +84,7 @@ pub fn pool(runs: &[Report]) -> Report {
         npus_per_node: runs.iter().map(|r| r.npus_per_node).max().unwrap_or(0),
         rounds: runs.iter().map(|r| r.rounds).max().unwrap_or(0),
         round_seconds: runs.first().map_or(30.0, |r| r.round_seconds),
+        device_every: runs.first().map_or(1, |r| r.device_every),
         seed: runs.first().map_or(0, |r| r.seed),
         node_hours: runs.iter().map(|r| r.node_hours).sum(),
         healthy_node_hours: healthy,

@@ -99,18 +99,21 @@ mod tests {
         mean_rounds = 30
         magnitude_sd = 0.15
         jitter = 1.0
+        signal = 0.8
         [[congestion]]
         on = "tor"
         rate = 6.6666667e-05
         mean_rounds = 30
         magnitude_sd = 0.15
         jitter = 1.0
+        signal = 0.8
         [[congestion]]
         on = "spine"
         rate = 0.00016666667
         mean_rounds = 30
         magnitude_sd = 0.15
         jitter = 1.0
+        signal = 0.8
         [[fault]]
         kind = "fabric_dip"
         count = 6
@@ -212,6 +215,7 @@ mod tests {
             magnitude_sd: 0.15,
             jitter: 1.0,
             loss: if plane == Plane::Device { 0.01 } else { 0.0 },
+            signal: if plane == Plane::Device { 0.0 } else { 0.8 },
             at: Vec::new(),
         };
         s.congestion = vec![
@@ -287,6 +291,8 @@ mod tests {
         assert_eq!(lengths, [30.0, 6.0, 15.0, 3.0]);
         assert_eq!(t.congestion[1].loss, 0.01);
         assert_eq!(t.congestion[0].magnitude_sd, 0.15);
+        // Which episodes the counters show is a share of episodes, not of rounds.
+        assert_eq!(t.congestion[0].signal, 0.8);
         // Faults: onsets, lengths, ramps, periods and down time in rounds times three;
         // magnitudes, losses, shares and duty cycles as they were.
         let f = &t.faults;

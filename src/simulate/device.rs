@@ -75,7 +75,7 @@ impl DeviceGroup {
         &mut self,
         w: &World,
         d: &mut Draw,
-        r: u64,
+        (r, plan_round): (u64, u64),
         host_suspects: Vec<usize>,
     ) -> &DeviceOutput {
         let (members, npus) = (&self.members, self.npus);
@@ -96,7 +96,7 @@ impl DeviceGroup {
                 ..p
             }
         };
-        let probes: Vec<PortProbe> = plan(r, ports, self.npus, k)
+        let probes: Vec<PortProbe> = plan(plan_round, ports, self.npus, k)
             .into_iter()
             .map(|(a, b)| ping(d, a, b, &mut load))
             .collect();

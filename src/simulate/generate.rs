@@ -99,8 +99,23 @@ pub fn generate(seed: u64) -> Result<Scenario, ScenarioError> {
         "device" => device(&mut p, &mut s),
         _ => hard_faults(&mut p, &mut s),
     }
+    counters(seed, &mut s);
     let name = s.name.clone();
     s.check(&name)
+}
+
+/// How much of the congestion the nodes' own counters show, and how often they report
+/// congestion that slows nothing: drawn from a stream of their own, so that every other
+/// field of a held-out scenario is what it was before the counters were modelled.
+fn counters(seed: u64, s: &mut Scenario) {
+    let mut p = Pick(ChaCha8Rng::seed_from_u64(seed ^ 0x636f_756e_7465_7273));
+    s.noise.busy_rate = p.f(0.0, 0.05);
+    for c in &mut s.congestion {
+        let signal = p.f(0.5, 0.95);
+        if c.plane != Plane::Device {
+            c.signal = signal;
+        }
+    }
 }
 
 fn fleet(p: &mut Pick, family: &str, seed: u64) -> Fleet {
@@ -144,6 +159,7 @@ fn noise(p: &mut Pick) -> Noise {
         drift_ar: p.f(0.85, 0.95),
         daily_amplitude: p.f(0.0, 0.03),
         daily_phase_hours: p.f(0.0, 6.0),
+        busy_rate: 0.0,
     }
 }
 
@@ -162,6 +178,7 @@ fn uplink_congestion(p: &mut Pick, plane: Plane) -> Congestion {
         magnitude_sd: if device { p.f(0.3, 0.7) } else { p.f(0.1, 0.2) },
         jitter: p.f(0.7, 1.5),
         loss: if device { p.f(0.0, 0.005) } else { 0.0 },
+        signal: 0.0,
         at: Vec::new(),
     }
 }
@@ -179,6 +196,7 @@ fn shared_congestion(p: &mut Pick, on: Element, plane: Plane) -> Congestion {
         },
         jitter: p.f(0.7, 1.5),
         loss: 0.0,
+        signal: 0.0,
         at: Vec::new(),
     }
 }

@@ -38,12 +38,27 @@ use crate::health::HealthConfig;
 use crate::health::device::DeviceConfig;
 
 /// The thresholds of both engines.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Engines {
     /// Host plane.
     pub health: HealthConfig,
     /// Device plane.
     pub device: DeviceConfig,
+    /// Probe rounds per device-plane round (`device_probe.interval` over the probe
+    /// interval; 0 is taken as 1).
+    pub device_every: u64,
+}
+
+impl Default for Engines {
+    /// The shipped thresholds, and the shipped device-plane interval at the shipped probe
+    /// interval.
+    fn default() -> Self {
+        Engines {
+            health: HealthConfig::default(),
+            device: DeviceConfig::default(),
+            device_every: crate::probe::settings::default_device_every(),
+        }
+    }
 }
 
 /// Command-line overrides of a scenario (today's `simulate` flags).
@@ -128,7 +143,7 @@ pub fn simulate(s: &Scenario, e: &Engines) -> Result<Report, ScenarioError> {
                 .collect(),
         )
     })?;
-    let t = run::run(&w, &e.health, &e.device);
+    let t = run::run(&w, &e.health, &e.device, e.device_every);
     Ok(report::report(&w, &t, e.health.window as u64))
 }
 

@@ -118,6 +118,8 @@ pub struct Report {
     pub rounds: u64,
     /// Seconds per round.
     pub round_seconds: f64,
+    /// Probe rounds per device-plane round.
+    pub device_every: u64,
     /// Seed.
     pub seed: u64,
     /// Node-hours simulated.
@@ -164,7 +166,7 @@ pub struct Report {
 /// Scores a run into a report; `window` is the host engine's window (rounds).
 pub fn report(w: &World, t: &Trace, window: u64) -> Report {
     let v = Verdicts::of(t, w.rounds);
-    let s = Scorer::new(w, &v, window);
+    let s = Scorer::new(w, &v, window, t.device_every);
     let (node_hours, healthy) = s.node_hours();
     let outcomes = s.outcomes();
     let (levels, mut falses) = s.node_levels(healthy);
@@ -203,6 +205,7 @@ pub fn report(w: &World, t: &Trace, window: u64) -> Report {
         npus_per_node: w.topo.npus,
         rounds: w.rounds,
         round_seconds: w.scenario.fleet.round_seconds,
+        device_every: t.device_every.max(1),
         seed: w.scenario.fleet.seed,
         node_hours,
         healthy_node_hours: healthy,
@@ -251,8 +254,8 @@ fn device_report(w: &World, t: &Trace, v: &Verdicts, levels: Vec<LevelStats>) ->
         requests_per_second_per_npu: per(t.traffic.requests),
         packets_per_second_per_npu: per(t.traffic.requests + t.traffic.replies),
         peak_packets_per_second_per_npu: t.traffic.max_port_round as f64
-            / w.scenario.fleet.round_seconds,
-        port_rounds_per_second: ports as f64 * w.rounds as f64 / t.device_seconds.max(1e-9),
+            / (w.scenario.fleet.round_seconds * t.device_every.max(1) as f64),
+        port_rounds_per_second: ports as f64 * t.device_rounds as f64 / t.device_seconds.max(1e-9),
     }
 }
 

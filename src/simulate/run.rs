@@ -94,6 +94,10 @@ pub struct Trace {
     pub host_seconds: f64,
     /// Seconds spent in device engines.
     pub device_seconds: f64,
+    /// Probe rounds per device-plane round.
+    pub device_every: u64,
+    /// Device-plane rounds run.
+    pub device_rounds: u64,
 }
 
 /// One group's host-plane engine and its requests from last round.
@@ -113,7 +117,7 @@ impl HostGroup {
         let m = &self.members;
         let n = m.len();
         let stride = 1 + (r as usize % (n - 1).max(1));
-        let probes = (0..n)
+        let probes: Vec<Probe> = (0..n)
             .map(|k| {
                 let src = (k + n - stride) % n;
                 Probe {
@@ -123,6 +127,7 @@ impl HostGroup {
                 }
             })
             .collect();
+
         let present = vec![true; n];
         let mut pairs = confirm_pairs(
             &self.requests,
@@ -148,6 +153,19 @@ impl HostGroup {
                     .max(w.host_probe(d, r, m[p], m[x])),
             })
             .collect();
+        // What each member's own counters say, as the daemon gathers it with the round:
+        // every flow of the round, the exchanges both ways.
+        let crossed: Vec<(usize, usize)> = probes
+            .iter()
+            .map(|p| (m[p.src], m[p.dst]))
+            .chain(
+                pairs
+                    .iter()
+                    .flat_map(|&(x, p)| [(m[x], m[p]), (m[p], m[x])]),
+            )
+            .collect();
+        let flagged = w.host_congested(r, m, &crossed);
+        let congested = (0..n).filter(|k| flagged.contains(&m[*k])).collect();
         let link_probes = exchanges.split_off(n_confirm.min(exchanges.len()));
         let hard_faults = w
             .hard_faults(r)
@@ -163,13 +181,15 @@ impl HostGroup {
             hard_faults,
             link_probes,
             absent: Vec::new(),
-            congested: Vec::new(),
+            congested,
         }
     }
 }
 
-/// Runs the world through the engines with these thresholds.
-pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig) -> Trace {
+/// Runs the world through the engines with these thresholds, the device plane every
+/// `device_every` probe rounds (as the prober does, `device_probe.interval`).
+pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every: u64) -> Trace {
+    let device_every = device_every.max(1);
     let mut d = Draw::new(
         w.scenario.fleet.seed ^ 0x005e_ed0f_5eed,
         w.scenario.noise.dof,
@@ -193,7 +213,10 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig) -> Trace {
     } else {
         Vec::new()
     };
-    let mut t = Trace::default();
+    let mut t = Trace {
+        device_every,
+        ..Trace::default()
+    };
     for r in 1..=w.rounds {
         let mut links = Vec::new();
         let mut host_suspects = BTreeSet::new();
@@ -230,7 +253,9 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig) -> Trace {
         }
         t.links.update(r, links);
         t.host_fabric.update(r, fabric);
-        device_round(w, &mut d, r, &mut devices, &host_suspects, &mut t);
+        if r.is_multiple_of(device_every) {
+            device_round(w, &mut d, r, &mut devices, &host_suspects, &mut t);
+        }
     }
     let end = w.rounds + 1;
     t.links.finish(end);
@@ -259,6 +284,7 @@ fn device_round(
     if groups.is_empty() {
         return;
     }
+    t.device_rounds += 1;
     let npus = w.topo.npus;
     let (mut nodes, mut pairs, mut fabric) = (Vec::new(), Vec::new(), Vec::new());
     for (gi, g) in groups.iter_mut().enumerate() {
@@ -269,7 +295,9 @@ fn device_round(
             .filter(|(_, n)| host_suspects.contains(n))
             .map(|(i, _)| i)
             .collect();
-        let out = g.round(w, d, r, local).clone();
+        // The plan rotates with the device plane's own rounds, as the prober's does.
+        let plan_round = r / t.device_every.max(1);
+        let out = g.round(w, d, (r, plan_round), local).clone();
         t.device_seconds += t0.elapsed().as_secs_f64();
         let members = &w.topo.groups[gi];
         nodes.extend(out.node_verdicts.iter().map(|&n| members[n]));

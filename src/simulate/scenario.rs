@@ -115,6 +115,10 @@ pub struct Noise {
     /// Each ToR's daily swing is shifted by up to this many hours, so the swing is not
     /// the same everywhere at once (0: in phase, and peer-relative residuals cancel it).
     pub daily_phase_hours: f64,
+    /// Share of node-rounds whose uplink counters report congestion that slows no probe
+    /// (a busy job's traffic that leaves the probes their share): what makes a slow node's
+    /// hold the longer one now and then.
+    pub busy_rate: f64,
 }
 
 impl Default for Noise {
@@ -132,6 +136,7 @@ impl Default for Noise {
             drift_ar: 0.9,
             daily_amplitude: 0.02,
             daily_phase_hours: 3.0,
+            busy_rate: 0.02,
         }
     }
 }
@@ -223,6 +228,11 @@ pub struct Congestion {
     /// Device plane: added per-packet loss while an episode lasts.
     #[serde(default)]
     pub loss: f64,
+    /// Host plane: probability that an episode shows in the counters of the nodes whose
+    /// traffic it slows (their own uplink's bytes near line rate, congestion-marked packets
+    /// received), as the daemon's `probe.congestion_*` reader sees it; 0: never.
+    #[serde(default)]
+    pub signal: f64,
     /// Only these elements (node numbers for a host uplink, global port numbers
     /// `node × npus_per_node + npu` for a device uplink, ToR or spine numbers); empty: all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -104,6 +104,9 @@ pub struct Scorer<'a> {
     grace: u64,
     /// Rounds before a false verdict searched for its cause.
     lookback: u64,
+    /// Probe rounds per device-plane round: the device plane's grace, look-back and timed
+    /// span are as many of its own rounds, so that many times as many probe rounds.
+    device_every: u64,
 }
 
 fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
@@ -137,13 +140,24 @@ pub fn band(f: &Fault, plane: Plane) -> &'static str {
 
 impl<'a> Scorer<'a> {
     /// A scorer over a world and its verdicts; `window` is the engines' window in rounds.
-    pub fn new(w: &'a World, v: &'a Verdicts, window: u64) -> Self {
+    pub fn new(w: &'a World, v: &'a Verdicts, window: u64, device_every: u64) -> Self {
         Scorer {
             w,
             v,
             grace: window + 5,
             lookback: 2 * window + 5,
+            device_every: device_every.max(1),
         }
+    }
+
+    /// The grace of a device-plane verdict, in probe rounds.
+    fn device_grace(&self) -> u64 {
+        self.grace * self.device_every
+    }
+
+    /// The look-back of a device-plane verdict's cause, in probe rounds.
+    fn device_lookback(&self) -> u64 {
+        self.lookback * self.device_every
     }
 
     /// The rounds during which a verdict still belongs to fault `f`.
@@ -312,7 +326,11 @@ impl<'a> Scorer<'a> {
                 g.plane.device()
             }
         };
-        let early = (f.onset, f.onset + TIMED_ROUNDS);
+        let timed = match plane {
+            Plane::Host => TIMED_ROUNDS,
+            _ => TIMED_ROUNDS * self.device_every,
+        };
+        let early = (f.onset, f.onset + timed);
         let tor_in_group = |t: usize| topo.tor_nodes(t).any(|n| topo.group_of[n] == group);
         let faults = self.w.faults.iter().filter(|g| on_plane(g)).any(|g| {
             let touches = match g.target {
@@ -406,12 +424,12 @@ impl<'a> Scorer<'a> {
     /// spine) explains a verdict that began in round `start`: then it is not held against
     /// a fault's localisation.
     fn congested(&self, nodes: &[usize], ports: &[usize], start: u64) -> bool {
-        let plane = if ports.is_empty() {
-            Plane::Host
+        let (plane, lookback) = if ports.is_empty() {
+            (Plane::Host, self.lookback)
         } else {
-            Plane::Device
+            (Plane::Device, self.device_lookback())
         };
-        let span = (start.saturating_sub(self.lookback), start + 1);
+        let span = (start.saturating_sub(lookback), start + 1);
         self.episodes_near(plane, nodes, ports, span).is_some()
     }
 
@@ -453,14 +471,16 @@ impl<'a> Scorer<'a> {
                 && f.plane.device()
                 && f.target == Target::Node(n)
                 && start >= f.onset
-                && start < f.end + self.grace
+                && start < f.end + self.device_grace()
         })
     }
 
     /// Whether a port verdict is correct: a slow port fault on it.
     fn port_correct(&self, v: &Verdict) -> bool {
         self.w.faults.iter().any(|f| {
-            f.target == Target::Port(v.who) && v.start >= f.onset && v.start < f.end + self.grace
+            f.target == Target::Port(v.who)
+                && v.start >= f.onset
+                && v.start < f.end + self.device_grace()
         })
     }
 
@@ -571,7 +591,7 @@ impl<'a> Scorer<'a> {
             let ok = self.w.faults.iter().any(|f| {
                 (f.target == Target::PortPair(a, b) || f.target == Target::PortPair(b, a))
                     && s >= f.onset
-                    && s < f.end + self.grace
+                    && s < f.end + self.device_grace()
             });
             if ok {
                 correct += 1;
@@ -749,7 +769,7 @@ impl<'a> Scorer<'a> {
     fn port_cause(&self, port: usize, start: u64) -> (String, String) {
         let topo = &self.w.topo;
         let node = topo.port_node(port);
-        let span = (start.saturating_sub(self.lookback), start + 1);
+        let span = (start.saturating_sub(self.device_lookback()), start + 1);
         let other = |f: &Fault| match f.target {
             Target::Node(n) if n == node => Some("slow node (device)"),
             Target::Port(p) if p == port => Some("a faulty port at an end"),

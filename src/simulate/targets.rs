@@ -40,21 +40,32 @@ fn recall(target: &str, os: &[&Outcome], need: f64) -> TargetCheck {
 /// ([`super::batch`]).
 pub const MIN_EPISODES_FOR_P95: usize = 20;
 
-/// A time target of `limit` rounds; `secs` is the run's round length, for the value.
+/// A time target of `limit` rounds of an engine that runs every `per` probe rounds (the
+/// device plane runs every `device_probe.interval`); `secs` is the run's probe round
+/// length, for the value. Episode times are in probe rounds; an engine's rounds are
+/// those divided by `per`, rounded up (the first of its rounds after the onset can be up
+/// to `per` − 1 probe rounds away).
 fn time(
     target: &str,
     os: &[&Outcome],
     f: fn(&Outcome) -> Option<u64>,
-    (limit, secs): (u64, f64),
+    (limit, secs, per): (u64, f64, u64),
     min: usize,
 ) -> TargetCheck {
+    let per = per.max(1);
     let [_, p95] = p50_p95(&os.iter().map(|o| f(o)).collect::<Vec<_>>());
+    let p95 = p95.map(|x| x.div_ceil(per));
+    let unit = if per == 1 {
+        "rounds".to_string()
+    } else {
+        format!("of its rounds (every {per} probe rounds)")
+    };
     let mut value = p95.map_or_else(
         || format!("more than 5 % of {} never reached it", os.len()),
         |x| {
             format!(
-                "p95 {x} rounds ({:.0} s at {secs} s) over {} episodes",
-                x as f64 * secs,
+                "p95 {x} {unit} ({:.0} s at {secs} s) over {} episodes",
+                (x * per) as f64 * secs,
                 os.len()
             )
         },
@@ -131,14 +142,14 @@ fn check_with(r: &Report, outcomes: &[Outcome], min: usize) -> Vec<TargetCheck> 
             "slow nodes ≥ 20 % (step) suspected within 5 rounds, p95",
             &big_step,
             |o| o.suspect,
-            (5, r.round_seconds),
+            (5, r.round_seconds, 1),
             min,
         ),
         time(
             "slow nodes ≥ 20 % (step) recommended within 20 rounds, p95",
             &big_step,
             |o| o.quarantine,
-            (20, r.round_seconds),
+            (20, r.round_seconds, 1),
             min,
         ),
         check_one(
@@ -209,10 +220,10 @@ fn device(
         .sum();
     vec![
         time(
-            "ports with ≥ 5 % loss or ≥ 2× RTT (step) suspected within 10 rounds, p95",
+            "ports with ≥ 5 % loss or ≥ 2× RTT (step) suspected within 10 device-plane rounds, p95",
             &strong_timed,
             |o| o.suspect,
-            (10, r.round_seconds),
+            (10, r.round_seconds, r.device_every),
             min,
         ),
         check_one(

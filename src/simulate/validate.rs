@@ -139,6 +139,13 @@ fn noise(s: &Scenario, o: &mut Out) {
         24.0,
         "",
     );
+    o.float(
+        "noise.busy_rate",
+        n.busy_rate,
+        0.0,
+        1.0,
+        "a share of node-rounds",
+    );
 }
 
 fn congestion(s: &Scenario, c: &Congestion, k: &str, o: &mut Out) {
@@ -154,6 +161,19 @@ fn congestion(s: &Scenario, c: &Congestion, k: &str, o: &mut Out) {
     o.float(&key("magnitude_sd"), c.magnitude_sd, 0.0, 2.0, "");
     o.float(&key("jitter"), c.jitter, 0.0, 5.0, "");
     o.float(&key("loss"), c.loss, 0.0, 1.0, "");
+    o.float(
+        &key("signal"),
+        c.signal,
+        0.0,
+        1.0,
+        "a probability: the share of episodes the nodes' counters show",
+    );
+    if c.signal > 0.0 && c.plane == Plane::Device {
+        o.push(
+            key("signal"),
+            "the counters signal is read for the host plane's probes; this process is on the device plane",
+        );
+    }
     let npus = s.fleet.npus_per_node;
     if c.plane.device() && npus == 0 {
         o.push(

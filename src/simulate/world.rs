@@ -17,6 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng as _;
 use rand_distr::{Distribution as _, Exp, Gamma, StandardNormal, StudentT};
 use serde::Serialize;
+use std::collections::BTreeSet;
 
 use super::scenario::{
     Congestion, Element, FaultKind, FaultSpec, Noise, Plane, Scenario, Shape, Span, Tails,
@@ -183,6 +184,8 @@ pub struct Episode {
     pub jitter: f64,
     /// Device-plane packet loss.
     pub loss: f64,
+    /// It shows in the counters of the nodes whose traffic it slows.
+    pub visible: bool,
 }
 
 /// What a fault hits.
@@ -321,6 +324,9 @@ pub struct World {
     spine_eps: Vec<Vec<usize>>,
 }
 
+/// Seeds the stream that decides which congestion episodes show in the counters.
+const SIGNAL_SEED: u64 = 0x5167_4e41_4c5f_0001;
+
 /// The golden ratio's fraction: spreads one uniform key into uncorrelated-looking subsets
 /// for successive dips.
 const PHI: f64 = 0.618_033_988_749_895;
@@ -351,8 +357,15 @@ impl World {
             .collect();
         let faults = place_faults(s, &topo, &mut d, rounds)?;
         let mut episodes = Vec::new();
+        let mut signal = Draw::new(s.fleet.seed ^ SIGNAL_SEED, s.noise.dof);
         for c in &s.congestion {
+            let first = episodes.len();
             draw_episodes(c, &topo, &mut d, rounds, &mut episodes);
+            // From a stream of its own, so that a scenario's episodes, faults and noise
+            // are the same whatever its signal says.
+            for e in &mut episodes[first..] {
+                e.visible = signal.chance(c.signal);
+            }
         }
         let mut w = World {
             scenario: s.clone(),
@@ -469,6 +482,41 @@ impl World {
                 }
             })
             .collect()
+    }
+
+    /// The nodes of `members` whose own uplink counters report congestion in round `r`,
+    /// given the round's host-plane probes `(src, dst)` among them: the node of every visible uplink episode
+    /// (its own bytes near line rate), the receiver of every probe that crossed a visible
+    /// episode (marked packets arrive there), and the background share of busy
+    /// node-rounds that slow nothing (`noise.busy_rate`).
+    pub fn host_congested(
+        &self,
+        r: u64,
+        members: &[usize],
+        probes: &[(usize, usize)],
+    ) -> BTreeSet<usize> {
+        let mut out = BTreeSet::new();
+        let live = |e: &&Episode| e.visible && e.plane.host() && r >= e.start && r < e.end;
+        for &node in members {
+            let eps = &self.uplink_eps[node];
+            if eps.iter().map(|&i| &self.episodes[i]).any(|e| live(&e)) {
+                out.insert(node);
+            }
+        }
+        for &(a, b) in probes {
+            if self.path_episodes(r, a, b, Plane::Host).iter().any(live) {
+                out.insert(b);
+            }
+        }
+        let busy = self.scenario.noise.busy_rate;
+        if busy > 0.0 {
+            for &node in members {
+                if unit_hash(self.scenario.fleet.seed ^ SIGNAL_SEED, r, node) < busy {
+                    out.insert(node);
+                }
+            }
+        }
+        out
     }
 
     /// One host-plane probe `a → b` in round `r` (a permutation probe, a confirmation or a
@@ -642,6 +690,7 @@ fn draw_episodes(c: &Congestion, t: &Topology, d: &mut Draw, rounds: u64, out: &
                 magnitude: d.normal(c.magnitude_sd).abs(),
                 jitter: c.jitter,
                 loss: c.loss,
+                visible: false,
             });
             r += len;
         }
@@ -812,4 +861,16 @@ fn place(
         },
         FaultKind::FabricDip => Target::Fabric,
     })
+}
+
+/// A uniform number in `[0, 1)` from `(seed, round, node)` alone (SplitMix64's finaliser):
+/// the same whichever order the rounds and nodes are asked in.
+fn unit_hash(seed: u64, round: u64, node: usize) -> f64 {
+    let mut z = seed
+        ^ round.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ (node as u64).wrapping_mul(0xd1b5_4a32_d192_ed03);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
 }
