@@ -4,6 +4,8 @@
 //! and only that node, must reach `quarantine_recommended` in every daemon's view. Shaping
 //! every node is a fabric verdict; shaping only the traffic between two nodes (`tc htb`
 //! with a `u32` destination filter on both ends) is a link verdict, and no node verdict.
+//! Real traffic (`iperf3`) filling one node's shaped uplink makes that member's own
+//! congestion flag 1 in every daemon's view, and only that member's.
 //!
 //! Needs root (CAP_NET_ADMIN) and iproute2, which CI has; the test fails with that reason
 //! rather than passing silently when it cannot build the network.
@@ -106,8 +108,9 @@ fn addr(i: usize) -> String {
     format!("10.77.0.{}", i + 1)
 }
 
-/// Builds the network with egress `rates[i]` on node i and starts a daemon in each.
-fn start(tag: char, rates: &[&str]) -> (Net, tempfile::TempDir) {
+/// Builds the network with egress `rates[i]` on node i and starts a daemon in each, with
+/// `extra(i)` appended to node i's `[probe]` section.
+fn start(tag: char, rates: &[&str], extra: impl Fn(usize) -> String) -> (Net, tempfile::TempDir) {
     let mut net = Net {
         prefix: format!("hw{}{tag}", std::process::id() % 100_000),
         daemons: Vec::new(),
@@ -164,9 +167,10 @@ small_bytes = 1024
 link_bytes = 262144
 ring_every = 5
 ring_bytes = 262144
-"#,
+{extra}"#,
                 a = addr(i),
-                key = key.display()
+                key = key.display(),
+                extra = extra(i)
             ),
         )
         .unwrap();
@@ -226,7 +230,7 @@ fn tbf_shaped_node_and_only_it_is_recommended_for_quarantine() {
         .map(|i| if i == SLOW { "50mbit" } else { "100mbit" })
         .collect();
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (net, dir) = start('s', &rates);
+    let (net, dir) = start('s', &rates, |_| String::new());
     let slow = format!("{}:7100", addr(SLOW));
     let deadline = Instant::now() + Duration::from_secs(120);
     for i in 0..MEMBERS {
@@ -272,7 +276,7 @@ fn tbf_shaped_node_and_only_it_is_recommended_for_quarantine() {
 #[test]
 fn every_link_shaped_is_a_fabric_verdict_and_no_node_verdict() {
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (net, dir) = start('f', &["100mbit"; MEMBERS]);
+    let (net, dir) = start('f', &["100mbit"; MEMBERS], |_| String::new());
     wait_for_baseline(&net, &dir);
     for i in 0..MEMBERS {
         shape(&net.ns(i), "change", "15mbit");
@@ -315,7 +319,7 @@ fn every_link_shaped_is_a_fabric_verdict_and_no_node_verdict() {
 #[test]
 fn one_shaped_link_is_a_link_verdict_and_no_node_verdict() {
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (net, dir) = start('l', &["100mbit"; MEMBERS]);
+    let (net, dir) = start('l', &["100mbit"; MEMBERS], |_| String::new());
     // Every node on the same htb qdisc, so that the shaped pair's ends differ from the
     // others only by the one link (htb and tbf at the same rate are not the same speed).
     for i in 0..MEMBERS {
@@ -363,4 +367,148 @@ fn one_shaped_link_is_a_link_verdict_and_no_node_verdict() {
         );
         std::thread::sleep(Duration::from_millis(250));
     }
+}
+
+/// Kills a helper process (here `iperf3`) when dropped, also when an assertion fails.
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The rounds node `i` completed, and every member's `hcclwatch_probe_uplink_congested` as
+/// it exports them, by peer.
+fn uplink_flags(net: &Net, i: usize) -> Option<(f64, Vec<(String, f64)>)> {
+    let m = get(&net.ns(i), &format!("http://{}:9478/metrics", addr(i)))?;
+    let rounds = m
+        .lines()
+        .find_map(|l| l.strip_prefix("hcclwatch_probe_rounds_total{result=\"ok\"} "))?
+        .trim()
+        .parse()
+        .ok()?;
+    let flags: Vec<(String, f64)> = m
+        .lines()
+        .filter_map(|l| l.strip_prefix("hcclwatch_probe_uplink_congested{peer=\""))
+        .filter_map(|l| {
+            let (peer, rest) = l.split_once("\"} ")?;
+            Some((peer.to_string(), rest.trim().parse().ok()?))
+        })
+        .collect();
+    (flags.len() == MEMBERS).then_some((rounds, flags))
+}
+
+/// Polls every daemon until it has completed `rounds` rounds and `want(peer)` is each
+/// member's flag in its view.
+fn wait_for_flags(
+    net: &Net,
+    dir: &tempfile::TempDir,
+    what: &str,
+    rounds: f64,
+    want: impl Fn(&str) -> f64,
+) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let last: Vec<_> = (0..MEMBERS).map(|i| uplink_flags(net, i)).collect();
+        let ok = last.iter().all(|v| {
+            v.as_ref()
+                .is_some_and(|(r, f)| *r >= rounds && f.iter().all(|(p, x)| *x == want(p)))
+        });
+        if ok {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not reached in every view; last {last:?}\nlogs:\n{}",
+            logs(dir)
+        );
+        // Polling the HTTP API of a process in another namespace: there is no event to
+        // wait on, and each poll is bounded by curl's own timeout.
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// One node's tbf-shaped uplink is filled by real traffic (`iperf3` to a server in the
+/// bridge's namespace, so no other member's uplink carries it). With
+/// `probe.congestion_line_rate` at each node's tbf rate, that member's flag becomes 1 in
+/// every daemon's view and the others' stay 0; once the traffic stops, it is 0 again.
+#[test]
+fn real_traffic_filling_one_uplink_is_that_members_congestion_flag() {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const BUSY: usize = 4;
+    let rates: Vec<&str> = (0..MEMBERS)
+        .map(|i| if i == BUSY { "50mbit" } else { "100mbit" })
+        .collect();
+    let bits = |r: &str| r.trim_end_matches("mbit").parse::<u64>().unwrap() * 1_000_000;
+    let (net, dir) = start('c', &rates, |i| {
+        format!("congestion_line_rate = {}\n", bits(rates[i]))
+    });
+    let busy = format!("{}:7100", addr(BUSY));
+    // Measured rounds (the first read is only a baseline), with the probes' own traffic.
+    wait_for_flags(&net, &dir, "no member congested at rest", 20.0, |_| 0.0);
+    let server_addr = "10.77.0.254";
+    ip(&[
+        "-n",
+        &net.bridge_ns(),
+        "addr",
+        "add",
+        &format!("{server_addr}/24"),
+        "dev",
+        "br0",
+    ]);
+    let iperf = |ns: &str, args: &[&str], stdout: Stdio| {
+        let mut a = vec!["netns", "exec", ns, "iperf3"];
+        a.extend_from_slice(args);
+        Kill(
+            Command::new("ip")
+                .args(&a)
+                .stdout(stdout)
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("run iperf3"),
+        )
+    };
+    let mut server = iperf(
+        &net.bridge_ns(),
+        &["-s", "-B", server_addr, "-p", "5299", "--forceflush"],
+        Stdio::piped(),
+    );
+    // The client may start once the server says it listens; the rest of its output is
+    // drained, so that it never blocks on (or dies of) a full or closed pipe.
+    let out = server.0.stdout.take().unwrap();
+    let (tx, listening) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(Result::ok) {
+            if line.contains("Server listening") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    listening
+        .recv_timeout(Duration::from_secs(10))
+        .expect("iperf3 -s did not listen");
+    let client = iperf(
+        &net.ns(BUSY),
+        &["-c", server_addr, "-p", "5299", "-t", "120"],
+        Stdio::null(),
+    );
+    wait_for_flags(
+        &net,
+        &dir,
+        "the busy member's flag, and only its",
+        0.0,
+        |p| {
+            if p == busy { 1.0 } else { 0.0 }
+        },
+    );
+    drop(client);
+    wait_for_flags(
+        &net,
+        &dir,
+        "every flag 0 once the traffic stopped",
+        0.0,
+        |_| 0.0,
+    );
 }

@@ -3,7 +3,8 @@
 //! minority of each round: with four members its two slow probes would be half); one of them is slowed by the engine's fault injection (a
 //! send throttle). Every daemon must reach the same verdict: that node, and only that
 //! node, is recommended for quarantine, with its reason. A killed member makes the others
-//! fail closed while their telemetry keeps flowing.
+//! fail closed while their telemetry keeps flowing. Each member's own uplink congestion
+//! reaches every daemon's export.
 
 mod common;
 
@@ -363,5 +364,106 @@ fn one_lying_member_cannot_quarantine_anyone_else() {
                 );
             }
         }
+    }
+}
+
+/// A fake sysfs and procfs tree for one member: interface `up0` with byte counters, and a
+/// netstat file with no congestion-marked packets.
+fn uplink_tree(dir: &std::path::Path) -> std::path::PathBuf {
+    let stats = dir.join("sys/class/net/up0/statistics");
+    std::fs::create_dir_all(&stats).unwrap();
+    std::fs::create_dir_all(dir.join("proc/net")).unwrap();
+    for f in ["rx_bytes", "tx_bytes"] {
+        std::fs::write(stats.join(f), "0\n").unwrap();
+    }
+    std::fs::write(
+        dir.join("proc/net/netstat"),
+        "IpExt: InNoRoutes InCEPkts\nIpExt: 0 0\n",
+    )
+    .unwrap();
+    stats.join("rx_bytes")
+}
+
+/// Replaces `path`'s contents at once (a reader never sees a half-written counter).
+fn write_atomically(path: &std::path::Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// One member's interface receives far more than its line rate of other traffic (a fake
+/// sysfs counter the test advances): every daemon exports that member's
+/// `hcclwatch_probe_uplink_congested` 1 and the others' 0, and 0 again once the traffic
+/// stops. Every member reads its own fake tree, so no flag depends on this host's traffic.
+#[test]
+fn a_members_own_uplink_congestion_reaches_every_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = write_key(dir.path(), "probe.key");
+    let members = 3;
+    let busy = 1;
+    let line_rate: u64 = 1_000_000_000; // bits per second
+    // Other traffic at 8 × the line rate: far over the shipped busy ratio (0.5) whatever
+    // the rounds' spacing, and far over what the probes themselves move.
+    let bytes_per_second = line_rate as f64;
+    let peers: Vec<String> = loopback_peers(members);
+    let mut counters = Vec::new();
+    let daemons: Vec<Daemon> = (0..members)
+        .map(|r| {
+            let tree = dir.path().join(format!("member{r}"));
+            counters.push(uplink_tree(&tree));
+            let cfg = config(&peers, r, &key, 0)
+                + &format!(
+                    "congestion_interface = \"up0\"\ncongestion_line_rate = {line_rate}\ncongestion_sysfs_root = \"{}\"\ncongestion_procfs_root = \"{}\"\n",
+                    tree.join("sys").display(),
+                    tree.join("proc").display()
+                );
+            Daemon::start(Start::new(&cfg))
+        })
+        .collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let traffic = {
+        let (stop, rx) = (stop.clone(), counters[busy].clone());
+        std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let total = (start.elapsed().as_secs_f64() * bytes_per_second) as u64;
+                write_atomically(&rx, &format!("{total}\n"));
+                // The counter's pace, as a NIC's would move; no daemon waits on it.
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let flag = |s: &str, p: &str| value(s, "hcclwatch_probe_uplink_congested", &[("peer", p)]);
+    let only_busy = |s: &str| {
+        peers
+            .iter()
+            .enumerate()
+            .all(|(i, p)| flag(s, p) == Some(if i == busy { 1.0 } else { 0.0 }))
+    };
+    for d in &daemons {
+        let s = d.wait_for(
+            "the busy member's uplink flag, and only its",
+            Duration::from_secs(60),
+            only_busy,
+        );
+        assert_eq!(
+            value(&s, "hcclwatch_probe_congestion_source_up", &[]),
+            Some(1.0),
+            "{s}"
+        );
+        assert_eq!(
+            value(&s, "hcclwatch_probe_congestion_read_errors_total", &[]),
+            Some(0.0),
+            "{s}"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    traffic.join().unwrap();
+    for d in &daemons {
+        d.wait_for(
+            "every uplink flag back to 0 once the traffic stopped",
+            Duration::from_secs(60),
+            |s| peers.iter().all(|p| flag(s, p) == Some(0.0)),
+        );
     }
 }

@@ -212,6 +212,23 @@ pub struct ProbeSection {
     /// A DNS member list not refreshed for this long is stale: probing stops (fail closed).
     #[serde(with = "duration::serde_str")]
     pub membership_stale_after: Duration,
+    /// Read this node's own uplink congestion each round and report it to the group.
+    pub congestion_enabled: bool,
+    /// The interface whose byte counters are read; empty: the one that holds the local
+    /// address the probes use.
+    pub congestion_interface: String,
+    /// Other traffic at or above this fraction of the line rate, in either direction,
+    /// makes the round congested.
+    pub congestion_busy_ratio: f64,
+    /// The uplink's line rate in bits per second; 0 reads it from sysfs (`speed`).
+    pub congestion_line_rate: u64,
+    /// Congestion-marked packets (`IpExt: InCEPkts`) since the last round at or above
+    /// this make the round congested (0: this signal off).
+    pub congestion_ce_packets: u64,
+    /// For tests: where sysfs is (`class/net/<if>/...` is read below it).
+    pub congestion_sysfs_root: PathBuf,
+    /// For tests: where procfs is (`net/netstat` is read below it).
+    pub congestion_procfs_root: PathBuf,
 }
 
 impl Default for ProbeSection {
@@ -232,6 +249,13 @@ impl Default for ProbeSection {
             member_timeout: Duration::from_secs(90),
             dns_refresh: Duration::from_secs(30),
             membership_stale_after: Duration::from_secs(300),
+            congestion_enabled: true,
+            congestion_interface: String::new(),
+            congestion_busy_ratio: 0.5,
+            congestion_line_rate: 0,
+            congestion_ce_packets: 100,
+            congestion_sysfs_root: "/sys".into(),
+            congestion_procfs_root: "/proc".into(),
         }
     }
 }

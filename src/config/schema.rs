@@ -440,6 +440,44 @@ pub const SCHEMA: &[Key] = &[
         kind: Kind::Bool,
     },
     Key {
+        path: "probe.congestion_enabled",
+        kind: Kind::Bool,
+    },
+    Key {
+        path: "probe.congestion_interface",
+        kind: Kind::Str,
+    },
+    Key {
+        path: "probe.congestion_busy_ratio",
+        kind: Kind::Float {
+            min: 0.05,
+            max: 1.0,
+        },
+    },
+    Key {
+        path: "probe.congestion_line_rate",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+    },
+    Key {
+        path: "probe.congestion_ce_packets",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+    },
+    // For tests: the reader's sysfs and procfs roots (a fake tree the test writes).
+    Key {
+        path: "probe.congestion_sysfs_root",
+        kind: Kind::Path,
+    },
+    Key {
+        path: "probe.congestion_procfs_root",
+        kind: Kind::Path,
+    },
+    Key {
         path: "device_probe",
         kind: Kind::Table,
     },

@@ -5,6 +5,7 @@
 //! - [`membership`]: who the candidates are and which of them form the group;
 //! - [`group`]: what members exchange when the group forms (names, engine state);
 //! - [`round`]: one round, as every member runs it in lock step;
+//! - [`congestion`]: whether this node's own uplink was congested since the last round;
 //! - `prober`: the state between rounds, the engine's input and the published snapshot.
 //!
 //! The per-node timings of a round are all-gathered, so every member feeds identical input
@@ -13,6 +14,7 @@
 //! (`hcclwatch_probe_active 0`), the daemon keeps exporting telemetry, and the group is
 //! re-formed at the next round.
 
+pub mod congestion;
 pub mod device;
 pub mod group;
 pub mod hard_faults;

@@ -11,6 +11,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::congestion::UplinkReader;
 use super::device::DevicePlane;
 use super::hard_faults::{HardFaults, hard_fault_reason};
 use super::plan::Plan;
@@ -60,6 +61,8 @@ pub struct Prober {
     device_on: bool,
     /// The membership problem last logged, so that a persisting one is logged once.
     logged: Option<String>,
+    /// This node's own uplink, read once per round (None: `probe.congestion_enabled` off).
+    uplink: Option<UplinkReader>,
 }
 
 impl Prober {
@@ -74,6 +77,10 @@ impl Prober {
         let device_on = s.device.is_some();
         let hard_rules = s.hard_faults;
         let device = DevicePlane::new(s.device.clone().unwrap_or_else(super::device::disabled));
+        let uplink = s
+            .congestion
+            .enabled
+            .then(|| UplinkReader::new(s.congestion.clone()));
         let mut p = Self {
             device,
             device_on,
@@ -93,6 +100,7 @@ impl Prober {
             met: VecDeque::new(),
             part: ProbeSnapshot::default(),
             logged: None,
+            uplink,
         };
         p.resize_part();
         p
@@ -114,6 +122,7 @@ impl Prober {
                 arrival_lag: None,
                 quarantine: None,
                 inconsistent_reports: false,
+                uplink_congested: false,
             })
             .collect();
         self.part.links.clear();
@@ -401,6 +410,29 @@ impl Prober {
             || (busy_budget > 0.0 && busy >= busy_budget)
     }
 
+    /// Whether this node's own uplink showed congestion since the last round (false with
+    /// the reader off); read just before the exchange, so that the period it covers ends
+    /// where this round's probe traffic begins.
+    fn uplink_congested(&mut self) -> bool {
+        let Some(u) = self.uplink.as_mut() else {
+            return false;
+        };
+        let local = self
+            .view
+            .me()
+            .and_then(|me| self.view.candidates().get(me))
+            .map(|c| c.addr.ip());
+        let bind = self.s.comm.transport.bind_device.as_deref();
+        u.locate(local, bind, crate::collective::bootstrap::env::interfaces);
+        let r = u.read(Instant::now(), self.part.bytes_sent);
+        if r.congested {
+            tracing::debug!(busy = ?r.busy, ce_packets = ?r.ce_packets, "this node's uplink is congested this round");
+        }
+        self.part.congestion_source_up = Some(r.source_up);
+        self.part.congestion_read_errors = u.errors();
+        r.congested
+    }
+
     /// Runs the round; on failure pauses probing (the group re-forms next round) and
     /// returns `None`.
     fn exchange(&mut self, proposal: &Plan, own: Contribution) -> Option<RoundResult> {
@@ -507,7 +539,7 @@ impl Prober {
         let own = Contribution {
             hard: self.faults.code(store),
             over_budget: self.over_budget(),
-            congested: false,
+            congested: self.uplink_congested(),
             lie: self.s.inject_lies,
         };
         let Some(r) = self.exchange(&proposal, own) else {
@@ -630,6 +662,7 @@ impl Prober {
                 .then(|| out.scores.get(i).copied().and_then(finite))
                 .flatten();
             v.arrival_lag = rank_of(i).and_then(|k| finite(max_wait - m[k].wait));
+            v.uplink_congested = rank_of(i).is_some_and(|k| m[k].congested);
         }
         part.latency = Some(m.iter().map(|x| x.latency).fold(0.0, f64::max));
         let own = &m[rank_of(self.view.me().unwrap_or(0)).unwrap_or(0)];

@@ -8,12 +8,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::congestion::CongestionSettings;
 use super::device::DeviceSettings;
 use super::device::runner::Pinger;
 use super::membership::{self, Source};
 use crate::collective::CommConfig;
 use crate::collective::transport::{FaultSpec, TransportConfig};
-use crate::config::{Config, HealthSection};
+use crate::config::{Config, HealthSection, ProbeSection};
 use crate::health::HealthConfig;
 use crate::health::device::DeviceConfig;
 
@@ -64,6 +65,8 @@ pub struct ProbeSettings {
     /// The device plane, when this node probes it (the composition root supplies the
     /// pinger; see [`device_settings`]).
     pub device: Option<DeviceSettings>,
+    /// Reading this node's own uplink congestion.
+    pub congestion: CongestionSettings,
 }
 
 /// Why the configuration does not give usable probing settings.
@@ -292,6 +295,19 @@ pub fn device_every(device: Duration, probe: Duration) -> u64 {
     ((device.as_secs_f64() / p).round() as u64).max(1)
 }
 
+/// The uplink congestion reader's settings from `[probe]`.
+pub fn congestion_settings(p: &ProbeSection) -> CongestionSettings {
+    CongestionSettings {
+        enabled: p.congestion_enabled,
+        interface: p.congestion_interface.clone(),
+        busy_ratio: p.congestion_busy_ratio,
+        line_rate: p.congestion_line_rate,
+        ce_packets: p.congestion_ce_packets,
+        sysfs_root: p.congestion_sysfs_root.clone(),
+        procfs_root: p.congestion_procfs_root.clone(),
+    }
+}
+
 /// The health engine's thresholds from `[health]`.
 pub fn health_config(h: &HealthSection) -> HealthConfig {
     HealthConfig {
@@ -419,6 +435,7 @@ impl ProbeSettings {
                 ecc_double_per_window: u64::from(config.health.hard_ecc_double_per_hour),
             },
             device: None,
+            congestion: congestion_settings(p),
         })
     }
 }
@@ -435,6 +452,46 @@ mod tests {
             health_config(&Config::default().health),
             HealthConfig::default()
         );
+    }
+
+    /// The reader's own defaults are the configuration's shipped ones.
+    #[test]
+    fn shipped_congestion_defaults_agree_with_the_readers() {
+        assert_eq!(
+            congestion_settings(&Config::default().probe),
+            CongestionSettings::default()
+        );
+    }
+
+    #[test]
+    fn congestion_keys_map_field_by_field() {
+        let cfg = crate::config::load_str(
+            "[probe]\ncongestion_enabled = false\ncongestion_interface = \"bond0\"\ncongestion_busy_ratio = 0.25\ncongestion_line_rate = 100000000000\ncongestion_ce_packets = 7\ncongestion_sysfs_root = \"/x/sys\"\ncongestion_procfs_root = \"/x/proc\"\n",
+            None,
+            &[],
+        )
+        .unwrap();
+        let c = congestion_settings(&cfg.probe);
+        assert_eq!(
+            c,
+            CongestionSettings {
+                enabled: false,
+                interface: "bond0".into(),
+                busy_ratio: 0.25,
+                line_rate: 100_000_000_000,
+                ce_packets: 7,
+                sysfs_root: "/x/sys".into(),
+                procfs_root: "/x/proc".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn a_busy_ratio_below_its_range_is_refused() {
+        let err = crate::config::load_str("[probe]\ncongestion_busy_ratio = 0.01\n", None, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("probe.congestion_busy_ratio"), "{err}");
     }
 
     #[test]

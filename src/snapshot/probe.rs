@@ -137,6 +137,9 @@ pub struct MemberView {
     pub quarantine: Option<QuarantineReason>,
     /// Its re-pairing reports are consistently contradicted by the other reporters.
     pub inconsistent_reports: bool,
+    /// Its own uplink reported congestion in the last round (from its gathered row; false
+    /// while it is not in the group).
+    pub uplink_congested: bool,
 }
 
 /// A measured link of the last permutation round.
@@ -225,6 +228,11 @@ pub struct ProbeSnapshot {
     pub device: Option<DeviceView>,
     /// Incoming probe connections refused before they proved the key, by reason.
     pub handshakes_rejected: Vec<(&'static str, u64)>,
+    /// Whether this node's last uplink read succeeded for every signal that is on (None
+    /// before the first read, or with the reader off).
+    pub congestion_source_up: Option<bool>,
+    /// This node's failed uplink reads since start.
+    pub congestion_read_errors: u64,
 }
 
 /// One NPU port of the group on the device plane.

@@ -108,6 +108,22 @@ fn group(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
             .collect(),
     )?;
     f.gauge(
+        "hcclwatch_probe_congestion_source_up",
+        "Whether this node's last read of its own uplink (byte counters, congestion-marked packets) succeeded for every signal that is on; absent with probe.congestion_enabled off.",
+        pr.congestion_source_up
+            .map(|up| (vec![], flag(up)))
+            .into_iter()
+            .collect(),
+    )?;
+    f.counter(
+        "hcclwatch_probe_congestion_read_errors",
+        "Reads of this node's own uplink that failed (a missing file, unparseable text, a counter that went backwards); that round's signal was off.",
+        pr.congestion_source_up
+            .map(|_| (vec![], pr.congestion_read_errors))
+            .into_iter()
+            .collect(),
+    )?;
+    f.gauge(
         "hcclwatch_peer_up",
         "Whether the member is in the formed probe group (0: not answering, left out after probe.member_timeout, or probing paused).",
         pr.members
@@ -168,6 +184,15 @@ fn verdicts(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
         pr.members
             .iter()
             .map(|m| (vec![("peer", m.name.clone())], flag(m.inconsistent_reports)))
+            .collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_probe_uplink_congested",
+        "Whether the member's own uplink reported congestion in the last round (other traffic near line rate, or congestion-marked packets): its confirmation then waits health.congested_hold rounds instead of confirm_hold.",
+        pr.members
+            .iter()
+            .filter(|m| m.up)
+            .map(|m| (vec![("peer", m.name.clone())], flag(m.uplink_congested)))
             .collect(),
     )?;
     f.gauge(
@@ -252,4 +277,85 @@ fn timings(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Format, encode, registry};
+    use crate::snapshot::probe::MemberView;
+    use crate::snapshot::status::BuildInfo;
+
+    use super::*;
+
+    fn member(name: &str, up: bool, uplink_congested: bool) -> MemberView {
+        MemberView {
+            name: name.into(),
+            up,
+            state: NodeState::Healthy,
+            score: None,
+            arrival_lag: None,
+            quarantine: None,
+            inconsistent_reports: false,
+            uplink_congested,
+        }
+    }
+
+    fn render(pr: ProbeSnapshot) -> String {
+        let store = Arc::new(Store::new(false, false));
+        store.publish_probe(pr);
+        encode(&registry(store, BuildInfo::current()), Format::Text004).unwrap()
+    }
+
+    fn lines(text: &str, family: &str) -> Vec<String> {
+        text.lines()
+            .filter(|l| {
+                l.starts_with(&format!("{family} ")) || l.starts_with(&format!("{family}{{"))
+            })
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn each_member_in_the_group_has_its_uplink_flag_and_this_node_its_reader_health() {
+        let text = render(ProbeSnapshot {
+            active: true,
+            rounds_ok: 3,
+            members: vec![
+                member("a", true, true),
+                member("b", true, false),
+                // Out of the group: its flag is not a measurement of the last round.
+                member("c", false, true),
+            ],
+            congestion_source_up: Some(false),
+            congestion_read_errors: 3,
+            ..ProbeSnapshot::default()
+        });
+        assert_eq!(
+            lines(&text, "hcclwatch_probe_uplink_congested"),
+            [
+                "hcclwatch_probe_uplink_congested{peer=\"a\"} 1.0",
+                "hcclwatch_probe_uplink_congested{peer=\"b\"} 0.0",
+            ]
+        );
+        assert_eq!(
+            lines(&text, "hcclwatch_probe_congestion_source_up"),
+            ["hcclwatch_probe_congestion_source_up 0.0"]
+        );
+        assert_eq!(
+            lines(&text, "hcclwatch_probe_congestion_read_errors_total"),
+            ["hcclwatch_probe_congestion_read_errors_total 3"]
+        );
+    }
+
+    #[test]
+    fn without_the_reader_its_health_is_absent() {
+        let text = render(ProbeSnapshot {
+            active: true,
+            rounds_ok: 1,
+            members: vec![member("a", true, false)],
+            ..ProbeSnapshot::default()
+        });
+        assert!(lines(&text, "hcclwatch_probe_congestion_source_up").is_empty());
+        assert!(lines(&text, "hcclwatch_probe_congestion_read_errors_total").is_empty());
+    }
 }
