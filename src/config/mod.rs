@@ -366,9 +366,9 @@ impl Default for DeviceProbeSection {
     fn default() -> Self {
         Self {
             enabled: true,
-            interval: Duration::from_secs(30),
+            interval: Duration::from_secs(20),
             pings_per_round: 4,
-            max_packets_per_second: 1.0,
+            max_packets_per_second: 1.5,
             confirm_cap: 16,
             hccs: true,
             hccs_round_interval: Duration::from_secs(5),
