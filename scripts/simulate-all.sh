@@ -2,7 +2,8 @@
 # Runs the detection simulator at full size and prints its tables (docs/detection.md
 # quotes them): every shipped scenario, the shipped set pooled, the quiet fleet over
 # several seeds (the false-quarantine bound), a batch of held-out generated scenarios the
-# thresholds were never tuned on, and the sensitivity to how steady congestion is. Every
+# thresholds were never tuned on, and the sensitivity to how steady congestion is and to
+# how much of it the nodes' own counters show. Every
 # run is at the shipped probe.interval (the scenarios are written in 30 s rounds and
 # rescaled to it), or at PROBE_INTERVAL.
 #
@@ -57,6 +58,16 @@ for j in 0.0 0.25 0.5 0.75 1.0 1.5; do
     sed "s/^jitter = 1.0/jitter = $j/" scenarios/quiet.toml >"$tmp/quiet.toml"
     sim --scenario "$tmp/quiet.toml" |
         awk -v j="$j" '$1 == "confirmed" && NF == 5 { c = $5 " (" $2 - $3 ")" }
+                       $1 == "quarantine" && NF == 5 { q = $5 " (" $2 - $3 ")" }
+                       END { printf "%-8s %-40s %s\n", j, c, q }'
+done
+
+section "sensitivity: how much congestion the nodes' own counters show (quiet fleet, 1024 nodes x 24 h)"
+printf '%-8s %-40s %s\n' signal "false confirmed / 1000 node-h" "false quarantines / 1000 node-h"
+for x in 0.0 0.5 0.8 0.95; do
+    sed "s/^signal = 0.8/signal = $x/" scenarios/quiet.toml >"$tmp/quiet.toml"
+    sim --scenario "$tmp/quiet.toml" |
+        awk -v j="$x" '$1 == "confirmed" && NF == 5 { c = $5 " (" $2 - $3 ")" }
                        $1 == "quarantine" && NF == 5 { q = $5 " (" $2 - $3 ")" }
                        END { printf "%-8s %-40s %s\n", j, c, q }'
 done
