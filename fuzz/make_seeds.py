@@ -80,28 +80,31 @@ put("health_restore", "other_group", bytes([1]) + snapshot([track()] * 5).encode
 put("health_restore", "not_json", bytes([3]) + b"{not json")
 
 # --- probe_plan: two bytes of group size (% 1024), then the plan's words: round,
-# limited, pair count, confirmation count, then the pairs.
-def plan(size, round_, limited, pairs, n_confirm):
+# limited, pair count, confirmation count, then the pairs, then the device plane's spacing.
+def plan(size, round_, limited, pairs, n_confirm, device_every=1):
     words = [round_, int(limited), len(pairs), n_confirm]
     for a, b in pairs:
         words += [a, b]
     words += [0] * (4 + 2 * 64 - len(words))
+    words.append(device_every)
     return struct.pack("<H", size) + u64s(*words)
 
 
-put("probe_plan", "from_the_test", plan(5, 1 << 40, True, [(0, 3), (2, 1), (1, 4)], 2))
+put("probe_plan", "from_the_test", plan(5, 1 << 40, True, [(0, 3), (2, 1), (1, 4)], 2, 2))
+put("probe_plan", "device_every_huge", plan(3, 9, False, [(0, 1)], 1, 1 << 63))
 put("probe_plan", "outside_group", plan(4, 7, False, [(0, 3), (2, 1), (1, 4), (3, 3)], 4))
 put("probe_plan", "too_many_pairs", plan(2, 1, False, [(0, 1)] * 64, 100))
 put("probe_plan", "junk", struct.pack("<H", 8) + b"\xff" * 17)
 
 # --- gather_rows: one byte of row width (% 81), then the rows (native f64: x86-64 is
-# little-endian). A row: wait, latency, link, ring, hard, over budget, rtt, confirmations.
+# little-endian). A row: wait, latency, link, ring, hard, over budget, rtt, uplink
+# congested, confirmations.
 nan = float("nan")
-put("gather_rows", "two_members_two_pairs", bytes([9]) + f64s(
-    1e-4, 2e-5, 3e-4, nan, 0, 0, 5e-5, nan, 4e-4,
-    2e-4, 2e-5, 9e-4, nan, 3, 1, 5e-5, 8e-4, nan))
-put("gather_rows", "fixed_only", bytes([7]) + f64s(0.0, 1e-5, 1e-4, 2e-3, 0, 0, 3e-5))
-put("gather_rows", "odd_values", bytes([7]) + f64s(-1.0, float("inf"), nan, 0.0, 300.0, -0.0, 1e300))
+put("gather_rows", "two_members_two_pairs", bytes([10]) + f64s(
+    1e-4, 2e-5, 3e-4, nan, 0, 0, 5e-5, 0, nan, 4e-4,
+    2e-4, 2e-5, 9e-4, nan, 3, 1, 5e-5, 1, 8e-4, nan))
+put("gather_rows", "fixed_only", bytes([8]) + f64s(0.0, 1e-5, 1e-4, 2e-3, 0, 0, 3e-5, 1))
+put("gather_rows", "odd_values", bytes([8]) + f64s(-1.0, float("inf"), nan, 0.0, 300.0, -0.0, 1e300, nan))
 put("gather_rows", "short_width", bytes([3]) + f64s(1.0, 2.0, 3.0, 4.0))
 
 

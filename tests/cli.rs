@@ -296,15 +296,23 @@ fn simulate_prints_a_report_and_json() {
     }
     let out = hcclwatch()
         .args([
-            "simulate", "--nodes", "32", "--hours", "1", "--seed", "4", "--json",
+            "simulate",
+            "--nodes",
+            "32",
+            "--hours",
+            "1",
+            "--seed",
+            "4",
+            "--probe-interval",
+            "10s",
+            "--json",
         ])
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["nodes"], 32);
-    // One hour at the shipped probe interval.
-    let interval = hcclwatch::probe::settings::default_probe_interval().as_secs();
-    assert_eq!(v["rounds"], 3600 / interval);
+    // One hour of 10 s rounds.
+    assert_eq!(v["rounds"], 360);
     assert!(v["precision"].as_f64().unwrap() <= 1.0);
     let out = hcclwatch()
         .args(["simulate", "--nodes", "20000"])

@@ -1,14 +1,10 @@
 //! `probe::round::split_rows`: the all-gathered measurement rows of a probe round. Any
-//! bytes split into one measurement per whole row, each with `width - 7` confirmation
-//! slots and a hard-fault code that is a byte; nothing is read past the input.
+//! bytes split into one measurement per whole row, each with `width - ROW_FIXED`
+//! confirmation slots and a hard-fault code that is a byte; nothing is read past the input.
 #![no_main]
 
-use hcclwatch::probe::round::split_rows;
+use hcclwatch::probe::round::{ROW_FIXED as FIXED, split_rows};
 use libfuzzer_sys::fuzz_target;
-
-/// Fields of a row before its confirmation timings (wait, latency, link, ring, hard,
-/// over budget, round trip).
-const FIXED: usize = 7;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&w, bytes)) = data.split_first() else {
@@ -29,6 +25,9 @@ fuzz_target!(|data: &[u8]| {
         }
         if width > 5 {
             assert_eq!(m.over_budget, at(5) != 0.0);
+        }
+        if width > 7 {
+            assert_eq!(m.congested, at(7) == 1.0);
         }
     }
 });

@@ -60,6 +60,9 @@ pub struct CongestionSettings {
     pub sysfs_root: PathBuf,
     /// Where procfs is (`/proc`; a fake tree in tests).
     pub procfs_root: PathBuf,
+    /// A marked-packet count over a longer gap than this (probing paused, the group
+    /// re-forming) is not a round's: it only sets a new baseline.
+    pub ce_max_gap: Duration,
 }
 
 impl Default for CongestionSettings {
@@ -72,6 +75,7 @@ impl Default for CongestionSettings {
             ce_packets: 100,
             sysfs_root: "/sys".into(),
             procfs_root: "/proc".into(),
+            ce_max_gap: Duration::from_secs(30),
         }
     }
 }
@@ -154,7 +158,8 @@ pub struct UplinkReader {
     /// The local address the interface was last looked up for (automatic mode).
     located_for: Option<IpAddr>,
     bytes: Option<Bytes>,
-    ce: Option<u64>,
+    /// The last marked-packet count, and when it was read.
+    ce: Option<(u64, Instant)>,
     errors: u64,
     last_log: Option<Instant>,
     suppressed: u64,
@@ -251,7 +256,7 @@ impl UplinkReader {
             }
         }
         if self.s.ce_packets > 0 {
-            match self.read_ce() {
+            match self.read_ce(now) {
                 Ok(ce) => r.ce_packets = ce,
                 Err(e) => {
                     r.source_up = false;
@@ -337,8 +342,9 @@ impl UplinkReader {
         mbps.map(|v| v as f64 * 1e6)
     }
 
-    /// Congestion-marked packets since the last read; None on the first read.
-    fn read_ce(&mut self) -> Result<Option<u64>, ReadError> {
+    /// Congestion-marked packets since the last read; None on the first read and after a
+    /// gap longer than `ce_max_gap` (a count, unlike the byte rate, grows with the gap).
+    fn read_ce(&mut self, at: Instant) -> Result<Option<u64>, ReadError> {
         let path = self.s.procfs_root.join("net/netstat");
         let now = match read_small(&path, NETSTAT_LIMIT).and_then(|t| {
             netstat_value(&t, "IpExt:", "InCEPkts").map_err(|reason| parse(&path, reason))
@@ -349,10 +355,11 @@ impl UplinkReader {
                 return Err(e);
             }
         };
-        match self.ce.replace(now) {
+        match self.ce.replace((now, at)) {
             None => Ok(None),
-            Some(before) if now < before => Err(ReadError::Backwards { path, before, now }),
-            Some(before) => Ok(Some(now - before)),
+            Some((before, _)) if now < before => Err(ReadError::Backwards { path, before, now }),
+            Some((_, then)) if at.saturating_duration_since(then) > self.s.ce_max_gap => Ok(None),
+            Some((before, _)) => Ok(Some(now - before)),
         }
     }
 
@@ -588,6 +595,28 @@ mod tests {
         let at = r.read(t0 + Duration::from_secs(2), 0);
         assert_eq!(at.ce_packets, Some(threshold));
         assert!(at.congested && at.source_up);
+    }
+
+    #[test]
+    fn marked_packets_counted_over_a_pause_only_set_a_new_baseline() {
+        let t = Tree::new();
+        let mut r = UplinkReader::new(t.settings());
+        let gap = CongestionSettings::default().ce_max_gap;
+        let threshold = CongestionSettings::default().ce_packets;
+        let t0 = Instant::now();
+        t.ce(100);
+        r.read(t0, 0);
+        // Probing paused for longer than the gap: ten thresholds' worth of marks over it
+        // are not one round's.
+        t.ce(100 + 10 * threshold);
+        let after = r.read(t0 + gap + Duration::from_secs(1), 0);
+        assert_eq!(after.ce_packets, None);
+        assert!(!after.congested && after.source_up);
+        // The next round within the gap counts again.
+        t.ce(100 + 11 * threshold);
+        let next = r.read(t0 + gap + Duration::from_secs(11), 0);
+        assert_eq!(next.ce_packets, Some(threshold));
+        assert!(next.congested);
     }
 
     #[test]

@@ -21,14 +21,23 @@ pub struct Plan {
     pub pairs: Vec<(usize, usize)>,
     /// How many of `pairs` are confirmations.
     pub n_confirm: usize,
+    /// The device plane runs on rounds that are a multiple of this (1..=[`MAX_DEVICE_EVERY`]):
+    /// agreed with the rest of the plan, so that members whose `device_probe.interval` or
+    /// `probe.interval` differ (a rolling configuration change) still run its exchange
+    /// together.
+    pub device_every: u64,
 }
+
+/// Most probe rounds between device-plane rounds a plan may carry.
+pub const MAX_DEVICE_EVERY: u64 = 3600;
 
 /// Most extra pairs a plan carries (confirmations and link re-measurements).
 const PLAN_PAIRS: usize = 64;
 
 impl Plan {
-    /// Words (u64) of the wire form.
-    pub const WORDS: usize = 4 + 2 * PLAN_PAIRS;
+    /// Words (u64) of the wire form: round, limited, pairs, confirmations, the pairs, and
+    /// the device plane's spacing.
+    pub const WORDS: usize = 5 + 2 * PLAN_PAIRS;
 
     /// The fixed-size wire form (rank 0 broadcasts it).
     pub fn encode(&self) -> Vec<u8> {
@@ -40,7 +49,8 @@ impl Plan {
             self.n_confirm.min(pairs.len()) as u64,
         ];
         w.extend(pairs.iter().flat_map(|(a, b)| [*a as u64, *b as u64]));
-        w.resize(Self::WORDS, 0);
+        w.resize(Self::WORDS - 1, 0);
+        w.push(self.device_every.clamp(1, MAX_DEVICE_EVERY));
         w.iter().flat_map(|x| x.to_le_bytes()).collect()
     }
 
@@ -54,13 +64,17 @@ impl Plan {
                 return p.clone();
             }
         }
-        let mut rounds: Vec<u64> = proposals.iter().map(|p| p.round).collect();
-        rounds.sort_unstable();
+        let median = |f: fn(&Plan) -> u64| {
+            let mut v: Vec<u64> = proposals.iter().map(f).collect();
+            v.sort_unstable();
+            v.get(n / 2).copied()
+        };
         Plan {
-            round: rounds.get(n / 2).copied().unwrap_or(0),
+            round: median(|p| p.round).unwrap_or(0),
             limited: proposals.iter().filter(|p| p.limited).count() * 2 > n,
             pairs: Vec::new(),
             n_confirm: 0,
+            device_every: median(|p| p.device_every).unwrap_or(1),
         }
     }
 
@@ -89,6 +103,7 @@ impl Plan {
             limited: at(1) != 0,
             pairs,
             n_confirm: confirms,
+            device_every: at(Self::WORDS - 1).clamp(1, MAX_DEVICE_EVERY),
         }
     }
 }
@@ -104,6 +119,7 @@ mod tests {
             limited: false,
             pairs: vec![(2, 0), (2, 3)],
             n_confirm: 2,
+            device_every: 2,
         };
         // Rank 0 lies about the pairs (it wants itself and a colluder to confirm node 2)
         // and the round: the majority's plan wins.
@@ -112,13 +128,21 @@ mod tests {
             limited: false,
             pairs: vec![(2, 0), (2, 1)],
             n_confirm: 2,
+            device_every: 2,
         };
         let got = Plan::agree(&[liar.clone(), honest.clone(), honest.clone(), honest.clone()]);
         assert_eq!(got, honest);
         // No majority (2 against 2): no extra pairs at all, the median round.
-        let split = Plan::agree(&[liar.clone(), liar, honest.clone(), honest]);
+        let split = Plan::agree(&[liar.clone(), liar, honest.clone(), honest.clone()]);
         assert!(split.pairs.is_empty() && split.n_confirm == 0);
         assert_eq!(split.round, 99);
+        // Members that disagree on the device plane's spacing still agree on one.
+        let mut a = honest.clone();
+        a.device_every = 3;
+        let mut b = honest.clone();
+        b.device_every = 1;
+        let odd = Plan::agree(&[a, b, honest.clone()]);
+        assert_eq!(odd.device_every, 2);
     }
 
     #[test]
@@ -128,6 +152,7 @@ mod tests {
             limited: true,
             pairs: vec![(0, 3), (2, 1), (1, 4)],
             n_confirm: 2,
+            device_every: 2,
         };
         let b = p.encode();
         assert_eq!(b.len(), Plan::WORDS * 8);
@@ -144,6 +169,7 @@ mod tests {
             limited: false,
             pairs: vec![(0, 1); 100],
             n_confirm: 100,
+            device_every: 1,
         };
         let d = Plan::decode(&many.encode(), 2);
         assert_eq!((d.pairs.len(), d.n_confirm), (PLAN_PAIRS, PLAN_PAIRS));

@@ -385,6 +385,7 @@ impl Prober {
             limited: self.limited,
             n_confirm: pairs[..n_confirm].iter().filter_map(in_group).count(),
             pairs: pairs.iter().filter_map(in_group).collect(),
+            device_every: self.s.device_every,
         }
     }
 
@@ -557,18 +558,20 @@ impl Prober {
         self.track_coverage(me, &r, &present);
         self.publish_round(&r, &present, out);
         // Every member counts the agreed round, so all run the device exchange together.
-        if self.round.is_multiple_of(self.s.device_every.max(1)) {
-            self.device_round(me);
+        // Every member runs the agreed plan's spacing, whatever its own configuration says.
+        let every = r.plan.device_every.max(1);
+        if self.round.is_multiple_of(every) {
+            self.device_round(me, every);
         }
     }
 
     /// The device plane's part of the round, on the same communicator: a failure is a
     /// failed round (the group re-forms), as for the host plane.
-    fn device_round(&mut self, me: usize) {
+    fn device_round(&mut self, me: usize, every: u64) {
         let Some(c) = self.comm.as_mut() else { return };
         // The device plane's own round: its plan rotates through every stride only when
         // counted in its rounds, not in the probe rounds it runs on.
-        let round = self.round / self.s.device_every.max(1);
+        let round = self.round / every;
         let host_suspects: Vec<usize> = self
             .part
             .members

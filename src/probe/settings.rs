@@ -305,6 +305,8 @@ pub fn congestion_settings(p: &ProbeSection) -> CongestionSettings {
         ce_packets: p.congestion_ce_packets,
         sysfs_root: p.congestion_sysfs_root.clone(),
         procfs_root: p.congestion_procfs_root.clone(),
+        // Three rounds: longer, and probing was paused in between.
+        ce_max_gap: p.interval * 3,
     }
 }
 
@@ -482,6 +484,8 @@ mod tests {
                 ce_packets: 7,
                 sysfs_root: "/x/sys".into(),
                 procfs_root: "/x/proc".into(),
+                // Three of the shipped 10 s rounds.
+                ce_max_gap: Duration::from_secs(30),
             }
         );
     }
@@ -505,11 +509,8 @@ mod tests {
         // Shorter than a round (refused by the config check): every round.
         assert_eq!(device_every(s(1), s(30)), 1);
         assert_eq!(device_every(s(30), Duration::ZERO), 1);
-        let shipped = Config::default();
-        let want = (shipped.device_probe.interval.as_secs_f64()
-            / shipped.probe.interval.as_secs_f64())
-        .round() as u64;
-        assert_eq!(default_device_every(), want.max(1));
+        // The shipped 20 s device plane on 10 s probe rounds.
+        assert_eq!(default_device_every(), 2);
     }
 
     #[test]
