@@ -28,6 +28,8 @@ fn round(n: usize, k: u64) -> RoundInput {
         // Each peer's own timing of its re-pairing with node 0, as the consistency check
         // reads them.
         reports: (1..n).map(|p| (p, 0, 2e-3)).collect(),
+        // Every other round node 0's own counters explain its slowness.
+        congested: if k % 2 == 1 { vec![0] } else { vec![] },
     }
 }
 
