@@ -50,24 +50,25 @@ sim --scenario scenarios/quiet.toml --nodes 4096 --batch "$quiet_seeds"
 section "held out: $held_out generated scenarios (seeds from 1000000)"
 sim --generate 1000000 --batch "$held_out"
 
-section "sensitivity: how steady congestion is (quiet fleet, 1024 nodes x 24 h)"
+# One quiet-fleet run per value of a scenario key: the false verdicts it costs.
+# sensitivity KEY SHIPPED VALUE...: replaces the line "KEY = SHIPPED" of quiet.toml.
+sensitivity() {
+    local key=$1 shipped=$2
+    shift 2
+    printf '%-8s %-40s %s\n' "$key" "false confirmed / 1000 node-h" "false quarantines / 1000 node-h"
+    for v in "$@"; do
+        sed "s/^$key = $shipped\$/$key = $v/" scenarios/quiet.toml >"$tmp/quiet.toml"
+        sim --scenario "$tmp/quiet.toml" |
+            awk -v j="$v" '$1 == "confirmed" && NF == 5 { c = $5 " (" $2 - $3 ")" }
+                           $1 == "quarantine" && NF == 5 { q = $5 " (" $2 - $3 ")" }
+                           END { printf "%-8s %-40s %s\n", j, c, q }'
+    done
+}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-printf '%-8s %-40s %s\n' jitter "false confirmed / 1000 node-h" "false quarantines / 1000 node-h"
-for j in 0.0 0.25 0.5 0.75 1.0 1.5; do
-    sed "s/^jitter = 1.0/jitter = $j/" scenarios/quiet.toml >"$tmp/quiet.toml"
-    sim --scenario "$tmp/quiet.toml" |
-        awk -v j="$j" '$1 == "confirmed" && NF == 5 { c = $5 " (" $2 - $3 ")" }
-                       $1 == "quarantine" && NF == 5 { q = $5 " (" $2 - $3 ")" }
-                       END { printf "%-8s %-40s %s\n", j, c, q }'
-done
+
+section "sensitivity: how steady congestion is (quiet fleet, 1024 nodes x 24 h)"
+sensitivity jitter 1.0 0.0 0.25 0.5 0.75 1.0 1.5
 
 section "sensitivity: how much congestion the nodes' own counters show (quiet fleet, 1024 nodes x 24 h)"
-printf '%-8s %-40s %s\n' signal "false confirmed / 1000 node-h" "false quarantines / 1000 node-h"
-for x in 0.0 0.5 0.8 0.95; do
-    sed "s/^signal = 0.8/signal = $x/" scenarios/quiet.toml >"$tmp/quiet.toml"
-    sim --scenario "$tmp/quiet.toml" |
-        awk -v j="$x" '$1 == "confirmed" && NF == 5 { c = $5 " (" $2 - $3 ")" }
-                       $1 == "quarantine" && NF == 5 { q = $5 " (" $2 - $3 ")" }
-                       END { printf "%-8s %-40s %s\n", j, c, q }'
-done
+sensitivity signal 0.8 0.0 0.5 0.8 0.95
