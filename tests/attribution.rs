@@ -45,10 +45,12 @@ struct KubeletState {
     fail: Option<tonic::Code>,
     /// Wait this long before answering.
     hang: Option<Duration>,
+    /// Calls that started waiting because of `hang`.
+    hung: u64,
 }
 
 #[derive(Clone)]
-struct KubeletService(Arc<Mutex<KubeletState>>);
+struct KubeletService(Arc<(Mutex<KubeletState>, std::sync::Condvar)>);
 
 #[tonic::async_trait]
 impl PodResourcesLister for KubeletService {
@@ -57,7 +59,9 @@ impl PodResourcesLister for KubeletService {
         _: Request<ListPodResourcesRequest>,
     ) -> Result<Response<ListPodResourcesResponse>, Status> {
         let (pods, fail, hang) = {
-            let s = self.0.lock().unwrap();
+            let mut s = self.0.0.lock().unwrap();
+            s.hung += u64::from(s.hang.is_some());
+            self.0.1.notify_all();
             (s.pods.clone(), s.fail, s.hang)
         };
         if let Some(d) = hang {
@@ -89,7 +93,7 @@ impl PodResourcesLister for KubeletService {
 /// Stands in for the kubelet's pod-resources endpoint on a unix socket; stops on drop.
 struct FakeKubelet {
     socket: PathBuf,
-    state: Arc<Mutex<KubeletState>>,
+    state: Arc<(Mutex<KubeletState>, std::sync::Condvar)>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     _dir: tempfile::TempDir,
 }
@@ -98,10 +102,13 @@ impl FakeKubelet {
     fn start(pods: Vec<PodResources>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("kubelet.sock");
-        let state = Arc::new(Mutex::new(KubeletState {
-            pods,
-            ..KubeletState::default()
-        }));
+        let state = Arc::new((
+            Mutex::new(KubeletState {
+                pods,
+                ..KubeletState::default()
+            }),
+            std::sync::Condvar::new(),
+        ));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (ready_tx, ready) = std::sync::mpsc::channel();
         let service = KubeletService(state.clone());
@@ -136,7 +143,20 @@ impl FakeKubelet {
     }
 
     fn set(&self, f: impl FnOnce(&mut KubeletState)) {
-        f(&mut self.state.lock().unwrap());
+        f(&mut self.state.0.lock().unwrap());
+    }
+
+    /// Waits until `n` calls have started hanging (see [`KubeletState::hang`]).
+    fn wait_hung(&self, n: u64, within: Duration) {
+        let (lock, cv) = &*self.state;
+        let (state, _) = cv
+            .wait_timeout_while(lock.lock().unwrap(), within, |s| s.hung < n)
+            .unwrap();
+        assert!(
+            state.hung >= n,
+            "{} of {n} pod-resources calls hanging after {within:?}",
+            state.hung
+        );
     }
 }
 
@@ -470,12 +490,14 @@ fn a_failing_source_is_withheld_with_its_reason_and_never_blocks_a_scrape() {
     );
 
     // A kubelet that never answers: the pass gives up at the deadline, and scrapes are
-    // served from the snapshot meanwhile.
+    // served from the snapshot meanwhile, pass after pass: each scrape follows the stand-in
+    // taking in one more call that it holds.
     kubelet.set(|k| {
         k.fail = None;
         k.hang = Some(Duration::from_secs(30));
     });
-    for _ in 0..5 {
+    for pass in 1..=3 {
+        kubelet.wait_hung(pass, Duration::from_secs(10));
         let t0 = Instant::now();
         d.scrape();
         assert!(
@@ -483,7 +505,6 @@ fn a_failing_source_is_withheld_with_its_reason_and_never_blocks_a_scrape() {
             "{:?}",
             t0.elapsed()
         );
-        std::thread::sleep(Duration::from_millis(300));
     }
     d.wait_for("deadline named in the log", Duration::from_secs(10), |_| {
         d.log().contains("did not answer within 500ms")
@@ -504,18 +525,22 @@ fn a_failing_source_is_withheld_with_its_reason_and_never_blocks_a_scrape() {
 #[test]
 fn outside_kubernetes_there_is_no_attribution_series_and_one_log_line_per_source() {
     let dir = tempfile::tempdir().unwrap();
+    let absent = dir.path().join("absent.sock");
     let cfg = fake_config(&format!(
         "\n[attribution]\npod_resources_socket = \"{}\"\ninterval = \"1s\"\ndeadline = \"500ms\"\nkubernetes_api = false\n",
-        dir.path().join("absent.sock").display()
+        absent.display()
     ));
     let scenario = scenario_16();
     let d = Daemon::start(Start::new(&cfg).scenario(&scenario));
-    d.wait_for("NPU series", Duration::from_secs(10), |s| {
+    // The idle line closes the daemon's first attribution pass.
+    d.wait_for(
+        "the first attribution pass",
+        Duration::from_secs(10),
+        |_| d.log().contains("pod attribution idle"),
+    );
+    let s = d.wait_for("NPU series", Duration::from_secs(10), |s| {
         s.contains("hcclwatch_npu_temperature_celsius")
     });
-    // Several passes have run by now.
-    std::thread::sleep(Duration::from_millis(2500));
-    let s = d.scrape();
     assert!(!s.contains("attribution"), "{s}");
     assert!(!s.contains("allocation_info"), "{s}");
     let log = d.log();
@@ -525,6 +550,57 @@ fn outside_kubernetes_there_is_no_attribution_series_and_one_log_line_per_source
         "{log}"
     );
     assert_eq!(log.matches("pod attribution idle").count(), 1, "{log}");
+
+    // Later passes say nothing more. The daemon's passes give no sign of having run, so
+    // the poller it runs is driven here for three of them, with its log captured.
+    let proc = tempfile::tempdir().unwrap();
+    let npu = npu_with(&[]);
+    let (log, answers) = captured_log(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut p = Poller::new(settings(&absent, None, proc.path()));
+        (0..3)
+            .map(|_| rt.block_on(p.pass(&npu)))
+            .collect::<Vec<_>>()
+    });
+    assert!(answers.iter().all(Option::is_none), "{answers:?}");
+    assert_eq!(
+        log.matches("no kubelet pod-resources socket at").count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(log.matches("pod attribution idle").count(), 1, "{log}");
+}
+
+/// A `Write` into a shared buffer, for capturing a subscriber's output.
+#[derive(Clone, Default)]
+struct LogBuffer(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuffer {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Runs `f` with this thread's log events written to a buffer; returns the log and `f`'s
+/// result.
+fn captured_log<T>(f: impl FnOnce() -> T) -> (String, T) {
+    let buf = LogBuffer::default();
+    let writer = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let out = tracing::subscriber::with_default(subscriber, f);
+    let log = String::from_utf8_lossy(&buf.0.lock().unwrap()).into_owned();
+    (log, out)
 }
 
 // ---- processes: the poller driven directly with the NPU part DCMI would produce ----

@@ -433,9 +433,22 @@ enum Manner {
     HalfHello,
 }
 
+/// What an attacker reports as the flood builds up.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Progress {
+    /// Its first connection attempt is over (made or not).
+    Engaged,
+    /// A connection to this target went unanswered: its accept queue is full.
+    QueueFull(SocketAddr),
+}
+
 impl Flood {
+    /// Starts the flood and returns once it is in place: every attacker has tried its
+    /// target, and every target's accept queue is full (a connection to it went
+    /// unanswered). The attackers say so as it happens.
     fn start(targets: &[SocketAddr]) -> Flood {
         let stop = Arc::new(AtomicBool::new(false));
+        let (report, reports) = std::sync::mpsc::channel::<Progress>();
         let mut threads = Vec::new();
         for &t in targets {
             for (manner, from) in [
@@ -444,8 +457,27 @@ impl Flood {
                 (Manner::HalfHello, "127.0.0.1"),
                 (Manner::Silent, "127.0.0.2"),
             ] {
-                let stop = stop.clone();
-                threads.push(std::thread::spawn(move || attack(t, manner, from, &stop)));
+                let (stop, report) = (stop.clone(), report.clone());
+                threads.push(std::thread::spawn(move || {
+                    attack(t, manner, from, &stop, &report)
+                }));
+            }
+        }
+        let until = Instant::now() + Duration::from_secs(30);
+        let (mut engaged, mut full) = (0, std::collections::BTreeSet::new());
+        while engaged < threads.len() || full.len() < targets.len() {
+            let left = until.saturating_duration_since(Instant::now());
+            match reports.recv_timeout(left) {
+                Ok(Progress::Engaged) => engaged += 1,
+                Ok(Progress::QueueFull(t)) => {
+                    full.insert(t);
+                }
+                Err(e) => panic!(
+                    "the flood is not in place ({e}): {engaged} of {} attackers engaged, {} of {} accept queues full",
+                    threads.len(),
+                    full.len(),
+                    targets.len()
+                ),
             }
         }
         Flood { stop, threads }
@@ -457,19 +489,35 @@ impl Flood {
     }
 }
 
-fn attack(target: SocketAddr, manner: Manner, from: &str, stop: &AtomicBool) -> u64 {
+fn attack(
+    target: SocketAddr,
+    manner: Manner,
+    from: &str,
+    stop: &AtomicBool,
+    report: &std::sync::mpsc::Sender<Progress>,
+) -> u64 {
     let until = Instant::now() + Duration::from_secs(60);
     let mut held: std::collections::VecDeque<TcpStream> = Default::default();
     let mut n = 0;
+    let (mut engaged, mut full) = (false, false);
     while !stop.load(Ordering::Relaxed) && n < MAX_CONNECTIONS && Instant::now() < until {
         let sock =
             socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
         let src: SocketAddr = format!("{from}:0").parse().unwrap();
-        if sock.bind(&src.into()).is_err()
-            || sock
-                .connect_timeout(&target.into(), Duration::from_millis(200))
-                .is_err()
-        {
+        if sock.bind(&src.into()).is_err() {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        }
+        let connected = sock.connect_timeout(&target.into(), Duration::from_millis(200));
+        if !engaged {
+            engaged = true;
+            let _ = report.send(Progress::Engaged);
+        }
+        if let Err(e) = connected {
+            if e.kind() == std::io::ErrorKind::TimedOut && !full {
+                full = true;
+                let _ = report.send(Progress::QueueFull(target));
+            }
             std::thread::sleep(Duration::from_millis(1));
             continue;
         }
@@ -507,9 +555,8 @@ fn a_group_forms_while_a_keyless_attacker_floods_the_port() {
     const ROUND: Duration = Duration::from_secs(2);
     let n = 3;
     let (ls, addrs) = listeners(n);
+    // The flood is in every accept queue, in every manner, before the ranks start.
     let flood = Flood::start(&addrs);
-    // Let the flood fill the accept queues and handshake slots before the ranks start.
-    std::thread::sleep(Duration::from_millis(300));
     let stats: Vec<_> = (0..n)
         .map(|_| Arc::new(hcclwatch::collective::transport::HandshakeStats::default()))
         .collect();
