@@ -40,7 +40,10 @@ for name in $BESIDE; do
   (
     runs=0 failed=0
     while [ ! -e "$work/stop" ]; do
-      if "$bin" -q >"$work/$name.last" 2>&1; then :; else failed=$((failed + 1)); fi
+      if "$bin" -q >"$work/$name.last" 2>&1; then :; else
+        failed=$((failed + 1))
+        grep -E '^test .* FAILED$' "$work/$name.last" >>"$work/$name.failures" || true
+      fi
       runs=$((runs + 1))
       echo "$runs $failed" >"$work/$name.count"
     done
@@ -62,11 +65,13 @@ for i in $(seq 1 "$RUNS"); do
   fi
 done
 
+# The binaries beside finish the run they are in (the collective matrix takes minutes).
 touch "$work/stop"
 wait
 for name in $BESIDE; do
   read -r runs failed <"$work/$name.count" 2>/dev/null || { runs=0; failed=0; }
-  echo "beside: tests/$name.rs ran $runs times ($failed failed)"
+  echo "beside: $name ran $runs times to the end ($failed failed)"
+  if [ -s "$work/$name.failures" ]; then sort "$work/$name.failures" | uniq -c | sed 's/^/  /'; fi
 done
 echo "==> $passed of $RUNS runs passed in a row"
 [ "$passed" -eq "$RUNS" ]

@@ -376,6 +376,14 @@ node_name = "n1"
     ))
 }
 
+/// The `hcclwatch_npu_temperature_celsius` line of NPU `npu` in a scrape.
+fn temperature<'a>(scrape: &'a str, npu: &str) -> Option<&'a str> {
+    let label = format!("npu=\"{npu}\"");
+    scrape
+        .lines()
+        .find(|l| l.starts_with("hcclwatch_npu_temperature_celsius{") && l.contains(&label))
+}
+
 #[test]
 fn daemon_attributes_npus_from_kubelet_vnpus_and_volcano() {
     let (kubelet, api) = cluster();
@@ -385,13 +393,17 @@ fn daemon_attributes_npus_from_kubelet_vnpus_and_volcano() {
     let mut start = Start::new(&cfg).scenario(&scenario);
     start.env.push(("HCCLWATCH_WEB_POD_LABELS", "true".into()));
     let d = Daemon::start(start);
+    // The NPU part is published group by group (inventory first, sensors later), so the
+    // temperature series asserted on below are waited for too, not only the inventory.
     let s = d.wait_for(
-        "attribution from both sources",
+        "attribution from both sources, and the NPUs' temperatures",
         Duration::from_secs(20),
         |s| {
             s.contains("hcclwatch_pod_attribution_source_up{source=\"kubernetes_api\"} 1")
                 && s.contains("vc-job-0")
-                && s.contains("hcclwatch_npu_info{")
+                && ["0", "2", "3", "5", "6"]
+                    .iter()
+                    .all(|npu| temperature(s, npu).is_some())
         },
     );
     assert_eq!(
@@ -437,15 +449,7 @@ fn daemon_attributes_npus_from_kubelet_vnpus_and_volcano() {
     );
     // web.pod_labels: a chip with one pod carries it on its own series; a shared chip and
     // an idle chip carry none; no label is ever empty.
-    let temp = |npu: &str| {
-        s.lines()
-            .find(|l| {
-                l.starts_with("hcclwatch_npu_temperature_celsius{")
-                    && l.contains(&format!("npu=\"{npu}\""))
-            })
-            .unwrap()
-            .to_string()
-    };
+    let temp = |npu: &str| temperature(&s, npu).unwrap().to_string();
     assert!(
         temp("0").contains("namespace=\"ml\",pod=\"train-0\",container=\"main\""),
         "{}",
