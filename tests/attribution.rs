@@ -9,10 +9,12 @@
 //! - a temporary directory stands in for the host's `/proc`, with `<pid>/cgroup` files in
 //!   the cgroup v1 and v2 forms of containerd and CRI-O.
 //!
-//! The NPUs come from the fake DCMI library's 16-NPU scenario. The fake does not report
-//! NPU processes (`dcmi_get_device_resource_info`) yet, so the process tests drive the
-//! attribution poller directly with an NPU snapshot the test builds, as DCMI would report
-//! it; the daemon tests cover pod-resources and the Kubernetes API end to end.
+//! The NPUs come from the fake DCMI library's 16-NPU scenario. Its NPU processes (PIDs
+//! 20000 and up, `dcmi_get_device_resource_info`) are not processes of this host, so the
+//! process tests drive the attribution poller directly with an NPU snapshot the test
+//! builds, as DCMI would report it, and a `/proc` of its own; the daemon tests cover
+//! pod-resources and the Kubernetes API end to end, with the memory group (which reads
+//! the processes) off.
 
 mod common;
 
@@ -361,9 +363,15 @@ fn cluster() -> (FakeKubelet, FakeApi) {
     (kubelet, api)
 }
 
+/// The daemon tests' configuration. The memory group stays off: it reads the fake's NPU
+/// processes, whose cgroups are not on this host, so the cgroup source would come into use
+/// and fail from the group's first pass on, and `hcclwatch_pod_attribution_up` would
+/// read 1 or 0 depending on whether that pass came before the scrape.
 fn daemon_config(kubelet: &Path, kubeconfig: &Path) -> String {
     fake_config(&format!(
         r#"
+[collectors]
+memory = false
 [attribution]
 pod_resources_socket = "{}"
 interval = "1s"
