@@ -40,7 +40,7 @@ for name in $BESIDE; do
   (
     runs=0 failed=0
     while [ ! -e "$work/stop" ]; do
-      if "$bin" -q >"$work/$name.last" 2>&1; then :; else
+      if "$bin" >"$work/$name.last" 2>&1; then :; else
         failed=$((failed + 1))
         grep -E '^test .* FAILED$' "$work/$name.last" >>"$work/$name.failures" || true
       fi
