@@ -128,13 +128,13 @@ impl TransportConfig {
 }
 
 /// Four connections per peer. Only collective transfers from 2 × [`STRIPE_MIN`], and
-/// point-to-point ones up to [`STRIPE_MAX`], are striped, and there several sockets let the kernel work on one exchange in parallel
-/// and keep each socket's queue short. Measured on the 2-core reference machine
-/// (five interleaved rounds, median busbw): 2-rank all-reduce at 1 / 2 / 4 MiB
-/// 1.64 / 2.59 / 2.16 GB/s with two channels, 2.07 / 3.18 / 3.30 with four; 4 ranks at
-/// 2 / 4 MiB 1.20 / 1.10 against 1.76 / 1.32; no loss at other sizes. (An earlier
-/// default of one per CPU assumed more streams than cores only add contention; they do
-/// not, here.)
+/// point-to-point ones up to [`STRIPE_MAX`], are striped, and there several sockets let
+/// the kernel work on one exchange in parallel and keep each socket's queue short.
+/// Measured on the 2-core reference machine (five interleaved rounds, median busbw):
+/// 2-rank all-reduce at 1 / 2 / 4 MiB 1.64 / 2.59 / 2.16 GB/s with two channels,
+/// 2.07 / 3.18 / 3.30 with four; 4 ranks at 2 / 4 MiB 1.20 / 1.10 against 1.76 / 1.32; no
+/// loss at other sizes. (An earlier default of one per CPU assumed more streams than
+/// cores only add contention; they do not, here.)
 pub fn default_channels() -> usize {
     4
 }

@@ -5,10 +5,11 @@
 //! through the [`family::Sink`] vocabulary; it never calls a device, so a scrape costs
 //! only the encoding. A scrape takes one view and hands it to every collector, in that
 //! order, so the exposition is one moment of the store: a per-NPU series and the pod
-//! labels it carries come from the same attribution as the allocation family. Metric names follow the Prometheus naming guide: `hcclwatch_` prefix,
-//! base units in the name, `_total` on counters (added by the encoder), static metadata in
-//! `_info` series, no timestamps, no sentinels: a reading that was not obtained has no
-//! series. The same collectors feed the OTLP bridge ([`crate::export::otlp`]).
+//! labels it carries come from the same attribution as the allocation family. Metric
+//! names follow the Prometheus naming guide: `hcclwatch_` prefix, base units in the name,
+//! `_total` on counters (added by the encoder), static metadata in `_info` series, no
+//! timestamps, no sentinels: a reading that was not obtained has no series. The same
+//! collectors feed the OTLP bridge ([`crate::export::otlp`]).
 
 pub mod attribution;
 pub mod cache;
@@ -45,7 +46,7 @@ pub fn collectors(build: &BuildInfo) -> Vec<Box<dyn Render>> {
 }
 
 /// Renders every collector, in order, from one view.
-pub fn render_all(
+fn render_all(
     collectors: &[Box<dyn Render>],
     view: &View,
     out: &mut dyn Sink,
