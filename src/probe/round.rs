@@ -164,7 +164,19 @@ impl Exchange<'_> {
     fn barrier(&mut self) -> CollResult<f64> {
         let n = self.comm.size();
         let ((), wait, w) = timed(|| self.comm.barrier())?;
-        trace::op(self.cx, "probe.barrier", "barrier", "", 0, n, 1.0, w, wait);
+        trace::op(
+            self.cx,
+            trace::OpSpan {
+                name: "probe.barrier",
+                op: "barrier",
+                algo: "",
+                bytes: 0,
+                peers: n,
+                bus_factor: 1.0,
+            },
+            w,
+            wait,
+        );
         Ok(wait)
     }
 
@@ -197,12 +209,14 @@ impl Exchange<'_> {
         let (cx, bytes) = (self.cx, small.len());
         trace::op(
             cx,
-            "probe.all_reduce",
-            "all_reduce",
-            algo.name(),
-            bytes,
-            n,
-            factor,
+            trace::OpSpan {
+                name: "probe.all_reduce",
+                op: "all_reduce",
+                algo: algo.name(),
+                bytes,
+                peers: n,
+                bus_factor: factor,
+            },
             w,
             latency,
         );
@@ -228,12 +242,14 @@ impl Exchange<'_> {
         })?;
         trace::op(
             self.cx,
-            "probe.ping_pong",
-            "send_recv",
-            "direct",
-            2 * len,
-            2,
-            1.0,
+            trace::OpSpan {
+                name: "probe.ping_pong",
+                op: "send_recv",
+                algo: "direct",
+                bytes: 2 * len,
+                peers: 2,
+                bus_factor: 1.0,
+            },
             w,
             rtt,
         );
@@ -256,12 +272,14 @@ impl Exchange<'_> {
         })?;
         trace::op(
             self.cx,
-            "probe.exchange",
-            "send_recv",
-            "permutation",
-            len,
-            2,
-            1.0,
+            trace::OpSpan {
+                name: "probe.exchange",
+                op: "send_recv",
+                algo: "permutation",
+                bytes: len,
+                peers: 2,
+                bus_factor: 1.0,
+            },
             w,
             link,
         );
@@ -293,12 +311,14 @@ impl Exchange<'_> {
             })?;
             trace::op(
                 self.cx,
-                "probe.confirm",
-                "send_recv",
-                "confirmation",
-                len,
-                2,
-                1.0,
+                trace::OpSpan {
+                    name: "probe.confirm",
+                    op: "send_recv",
+                    algo: "confirmation",
+                    bytes: len,
+                    peers: 2,
+                    bus_factor: 1.0,
+                },
                 w,
                 secs,
             );
@@ -324,12 +344,14 @@ impl Exchange<'_> {
         let bytes = buf.len();
         trace::op(
             self.cx,
-            "probe.all_reduce",
-            "all_reduce",
-            algo.name(),
-            bytes,
-            n,
-            factor,
+            trace::OpSpan {
+                name: "probe.all_reduce",
+                op: "all_reduce",
+                algo: algo.name(),
+                bytes,
+                peers: n,
+                bus_factor: factor,
+            },
             w,
             secs,
         );
@@ -355,12 +377,14 @@ impl Exchange<'_> {
         let factor = (n as f64 - 1.0) / n as f64;
         trace::op(
             self.cx,
-            "probe.all_gather",
-            "all_gather",
-            by.name(),
-            all.len(),
-            n,
-            factor,
+            trace::OpSpan {
+                name: "probe.all_gather",
+                op: "all_gather",
+                algo: by.name(),
+                bytes: all.len(),
+                peers: n,
+                bus_factor: factor,
+            },
             w,
             secs,
         );

@@ -4,8 +4,8 @@
 //! **Built from the typed snapshot.** The instruments' callbacks run the same domain
 //! collectors as `/metrics` ([`crate::export::prometheus::collectors`]) into a typed sink
 //! ([`families`]), so names, label sets and values agree with the scrape without either
-//! export parsing the other's output; the `hw.*` instruments ([`hw`]) read the chips
-//! directly. Units become UCUM.
+//! export parsing the other's output; the `hw.*` instruments ([`hw`]) read the chips of
+//! the same view. One collection renders one view of the store. Units become UCUM.
 //!
 //! **Failures never block anything.** The SDK's periodic reader runs on its own thread;
 //! its exports run on a small runtime of their own with a per-request timeout and two
@@ -30,8 +30,8 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 
-use self::bridge::Bridge;
-use self::exporters::{MetricsOut, Outcomes, SpansOut};
+use self::bridge::{Bridge, Sources};
+use self::exporters::{Collections, MetricsOut, Outcomes, SpansOut};
 use crate::config::OtlpConfig;
 use crate::export::prometheus;
 use crate::snapshot::Store;
@@ -202,11 +202,13 @@ impl Otlp {
             signal: "metric",
             source,
         })?;
+        let collections = Arc::new(Collections::default());
         let out = MetricsOut {
             inner: exporter,
             rt: rt.clone(),
             timeout: s.timeout,
             outcomes: outcomes.clone(),
+            collections: collections.clone(),
         };
         let reader = PeriodicReader::builder(out)
             .with_interval(s.interval)
@@ -215,8 +217,13 @@ impl Otlp {
             .with_reader(reader)
             .with_resource(resource.clone())
             .build();
-        let collectors = prometheus::collectors(&store, &build);
-        let bridge = Bridge::new(store, collectors, meters.meter("hcclwatch"));
+        let sources = Sources {
+            collectors: prometheus::collectors(&build),
+            store,
+            collections,
+            interval: s.interval,
+        };
+        let bridge = Bridge::new(sources, meters.meter("hcclwatch"));
         bridge.register_hw();
         bridge.discover();
 
