@@ -29,12 +29,16 @@ pub(super) struct Confirmation {
 /// Re-pings of a suspect port: packets, lost, log RTT residuals.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct Tally {
+    /// Packets sent.
     pub sent: u32,
+    /// Of which lost.
     pub lost: u32,
+    /// Log RTT residuals of the answered re-pings.
     pub residuals: Vec<f64>,
 }
 
 impl Tally {
+    /// Adds a re-ping (with its residual, when answered).
     fn add(&mut self, p: &PortProbe, residual: Option<f64>) {
         self.sent = self.sent.saturating_add(p.sent);
         self.lost = self.lost.saturating_add(p.lost());

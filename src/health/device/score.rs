@@ -42,17 +42,24 @@ pub(super) struct Sample {
 /// Why a port is elevated this round.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Elevation {
+    /// Elevated by loss: unlikely under the fabric's loss rate, with enough peers.
     pub loss: bool,
+    /// Elevated by RTT: the window median residual above ln(`rtt_ratio`) and `z`.
     pub rtt: bool,
+    /// Lost ÷ sent over the window (pings with accused peers left out).
     pub loss_ratio: f64,
+    /// The binomial tail of that loss under the fabric's loss rate.
     pub tail: f64,
+    /// Window median log RTT residual (NaN without an answered ping).
     pub rtt_residual: f64,
+    /// Its robust z against the round's spread.
     pub rtt_z: f64,
     /// Robust spread of the window's RTT residuals.
     pub rtt_spread: f64,
     /// The slowness is steady (see [`STEADY_RATIO`](crate::health::STEADY_RATIO)) or the
     /// port is lossy.
     pub steady: bool,
+    /// Distinct peers in the window.
     pub peers: usize,
 }
 
