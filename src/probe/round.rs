@@ -16,7 +16,7 @@ use super::plan::Plan;
 use super::trace;
 use crate::collective::algo::select::allreduce_cost;
 use crate::collective::{CollResult, Communicator, DataType, ReduceOp};
-use crate::health::{NodeState, Probe};
+use crate::health::Probe;
 
 /// One member's measurements of a round, as all-gathered.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,30 +75,6 @@ pub struct Contribution {
     pub congested: bool,
     /// Fault injection (tests only): report 10 s for every timing.
     pub lie: bool,
-}
-
-/// Confirmation pairs in candidate indices: each requested suspect with `per` healthy
-/// members of the current group (`present`), chosen deterministically so that every member
-/// computes the same pairs.
-pub fn confirm_pairs(
-    requests: &[usize],
-    states: &[NodeState],
-    present: &[bool],
-    per: usize,
-) -> Vec<(usize, usize)> {
-    let n = states.len();
-    let good: Vec<usize> = (0..n)
-        .filter(|i| states[*i] == NodeState::Healthy && present.get(*i) == Some(&true))
-        .collect();
-    let mut out = Vec::new();
-    for &x in requests.iter().filter(|x| present.get(**x) == Some(&true)) {
-        let peers: Vec<usize> = good.iter().copied().filter(|p| *p != x).collect();
-        for k in 0..per.min(peers.len()) {
-            out.push((x, peers[(x * 7 + k * 13) % peers.len()]));
-        }
-        out.dedup();
-    }
-    out
 }
 
 /// A confirmation exchange's duration: the slower of its two ends (NaN if neither timed it).
@@ -496,31 +472,6 @@ pub fn round_trip(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn confirmation_pairs_avoid_suspects_and_left_out_members_and_are_deterministic() {
-        let mut states = vec![NodeState::Healthy; 8];
-        states[2] = NodeState::Suspect;
-        states[5] = NodeState::Suspect;
-        let all = vec![true; 8];
-        let a = confirm_pairs(&[2, 5], &states, &all, 3);
-        assert_eq!(a, confirm_pairs(&[2, 5], &states, &all, 3));
-        assert_eq!(a.len(), 6);
-        for (x, p) in &a {
-            assert!(*x == 2 || *x == 5);
-            assert_eq!(states[*p], NodeState::Healthy);
-        }
-        // Node 7 is out of the group and node 5 too: neither pairs.
-        let mut present = all.clone();
-        present[7] = false;
-        present[5] = false;
-        let b = confirm_pairs(&[2, 5], &states, &present, 3);
-        assert_eq!(b.len(), 3);
-        assert!(
-            b.iter().all(|(x, p)| *x == 2 && *p != 7 && *p != 5),
-            "{b:?}"
-        );
-    }
 
     #[test]
     fn f64_round_trip() {

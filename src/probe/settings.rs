@@ -271,29 +271,13 @@ fn throttle(rate: u64) -> FaultSpec {
     }
 }
 
-/// The shipped `probe.interval` (the configuration's default). The simulator runs its
-/// scenarios at this cadence unless told otherwise, and may not read the configuration
-/// itself (it sits below it), so it asks here.
+/// The shipped `probe.interval` (the configuration's default; the simulator, which sits
+/// below the configuration, has the same value as `health::plan::SHIPPED_PROBE_INTERVAL`).
 pub fn default_probe_interval() -> Duration {
     Config::default().probe.interval
 }
 
-/// Probe rounds per device-plane round at the shipped `device_probe.interval` and
-/// `probe.interval`.
-pub fn default_device_every() -> u64 {
-    let shipped = Config::default();
-    device_every(shipped.device_probe.interval, shipped.probe.interval)
-}
-
-/// Probe rounds per device-plane round: `device_probe.interval` in whole probe intervals,
-/// rounded, at least one.
-pub fn device_every(device: Duration, probe: Duration) -> u64 {
-    let p = probe.as_secs_f64();
-    if p <= 0.0 {
-        return 1;
-    }
-    ((device.as_secs_f64() / p).round() as u64).max(1)
-}
+pub use crate::health::plan::device_every;
 
 /// The uplink congestion reader's settings from `[probe]`.
 pub fn congestion_settings(p: &ProbeSection) -> CongestionSettings {
@@ -498,19 +482,15 @@ mod tests {
         assert!(err.contains("probe.congestion_busy_ratio"), "{err}");
     }
 
+    /// The shipped cadence the simulator runs at (`health::plan`, which sits below the
+    /// configuration and cannot read it) is the configuration's default.
     #[test]
-    fn the_device_plane_runs_on_whole_probe_rounds() {
-        let s = Duration::from_secs;
-        assert_eq!(device_every(s(30), s(10)), 3);
-        assert_eq!(device_every(s(30), s(30)), 1);
-        // 30 / 7 = 4.3: the nearest whole number of rounds.
-        assert_eq!(device_every(s(30), s(7)), 4);
-        assert_eq!(device_every(s(30), s(20)), 2);
-        // Shorter than a round (refused by the config check): every round.
-        assert_eq!(device_every(s(1), s(30)), 1);
-        assert_eq!(device_every(s(30), Duration::ZERO), 1);
-        // The shipped 20 s device plane on 10 s probe rounds.
-        assert_eq!(default_device_every(), 2);
+    fn the_shipped_cadence_is_the_configurations_default() {
+        use crate::health::plan::{SHIPPED_DEVICE_INTERVAL, SHIPPED_PROBE_INTERVAL};
+        let shipped = Config::default();
+        assert_eq!(shipped.probe.interval, SHIPPED_PROBE_INTERVAL);
+        assert_eq!(shipped.device_probe.interval, SHIPPED_DEVICE_INTERVAL);
+        assert_eq!(default_probe_interval(), SHIPPED_PROBE_INTERVAL);
     }
 
     #[test]

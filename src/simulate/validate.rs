@@ -302,7 +302,7 @@ fn targets(s: &Scenario, f: &FaultSpec, k: &str, o: &mut Out) {
     let n = s.fleet.nodes;
     let npus = s.fleet.npus_per_node;
     let group = |x: usize| {
-        let groups = crate::probe::membership::balanced_groups(n, s.fleet.group_size);
+        let groups = crate::health::plan::balanced_groups(n, s.fleet.group_size);
         groups.iter().position(|g| g.contains(&x))
     };
     for x in &f.nodes {
