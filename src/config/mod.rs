@@ -1,15 +1,15 @@
 //! Configuration: a TOML file, overridden by `HCCLWATCH_<SECTION>_<KEY>` environment
 //! variables, overridden by command-line flags.
 //!
-//! Each table is a typed struct declared once in [`model`] (doc, type, default, limits);
+//! Each table is a typed struct declared once in `model/` (doc, type, default, limits);
 //! the schema every document is walked against is built from those declarations
 //! ([`schema::SCHEMA`]). Values with a type of their own (addresses, the rank, the traffic
 //! class, `HCCL_ALGO`, …, see [`types`]) are parsed when the file is loaded, so their users
 //! never parse them again.
 //!
-//! Loading never stops at the first mistake ([`load`]): every unknown key (with the
+//! Loading never stops at the first mistake ([`load()`]): every unknown key (with the
 //! nearest valid key), every type error, every value that does not parse and every
-//! semantic problem ([`check`]) is reported at once, each as `PATH:LINE: key.path:
+//! semantic problem (`check.rs`) is reported at once, each as `PATH:LINE: key.path:
 //! reason`. That is what an SRE editing a ConfigMap needs: one run of `hcclwatch
 //! check-config` shows all of it.
 

@@ -3,7 +3,7 @@
 //! serde's `deny_unknown_fields` stops at the first problem, but `check-config` must list
 //! every problem with its line. So the document is first walked against this schema,
 //! which collects all unknown keys and type errors; only a clean document is handed to
-//! serde. The table is built from the sections' own declarations ([`super::model`]), so a
+//! serde. The table is built from the sections' own declarations (`config/model/`), so a
 //! key, its type, its default and its limits are written in one place.
 
 use std::collections::HashSet;
@@ -122,7 +122,7 @@ impl Spec {
         Self::of(Kind::Duration { min, max })
     }
 
-    /// One of `names` (a [`super::enums::config_enum!`] enum's `NAMES`).
+    /// One of `names` (a `config_enum!` enum's `NAMES`).
     pub const fn one_of(names: &'static [&'static str]) -> Self {
         Self::of(Kind::Enum(names))
     }

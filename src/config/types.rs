@@ -2,12 +2,12 @@
 //! throttle, the rank, the traffic class, the `HCCL_ALGO` override, OTLP headers.
 //!
 //! Each is parsed once, when the configuration is loaded: the loader checks the text
-//! (every problem reported at once, see [`super::check`]), and the field holds the parsed
-//! value, so no user parses it again. Each keeps the text it was written as, so that it
-//! serializes back to what the file said (the SIGHUP diff compares those).
+//! (every problem reported at once, among its section's checks), and the field holds the
+//! parsed value, so no user parses it again. Each keeps the text it was written as, so that
+//! it serializes back to what the file said (the SIGHUP diff compares those).
 //!
 //! "Unset" is `None` here. The file keeps its old spellings of unset (`""`, `-1`), so every
-//! file that loaded before loads the same ([`unset`]).
+//! file that loaded before loads the same.
 
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs as _};
@@ -473,7 +473,7 @@ impl TryFrom<i64> for TrafficClass {
 }
 
 /// The file's spellings of "unset": `""` for a text value and `-1` for the traffic class.
-pub mod unset {
+pub(crate) mod unset {
     use super::*;
 
     /// `Option<T>` as text, `""` for `None`.
@@ -531,7 +531,7 @@ pub mod unset {
 
 /// The checks the loader runs on a value whose TOML shape is right: the reasons it does not
 /// parse into its type (see [`super::schema::Key::parse`]).
-pub mod parse {
+pub(crate) mod parse {
     use super::*;
 
     /// A string that must parse as `T`.
