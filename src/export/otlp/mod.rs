@@ -32,7 +32,7 @@ use opentelemetry_sdk::trace::SdkTracerProvider;
 
 use self::bridge::{Bridge, Sources};
 use self::exporters::{Collections, MetricsOut, Outcomes, SpansOut};
-use crate::config::OtlpConfig;
+use crate::config::{Compression, OtlpConfig};
 use crate::export::prometheus;
 use crate::snapshot::Store;
 use crate::snapshot::status::BuildInfo;
@@ -115,8 +115,7 @@ impl Settings {
         let headers = cfg
             .headers
             .iter()
-            .filter_map(|h| h.split_once('='))
-            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .map(|h| (h.name().to_string(), h.value().to_string()))
             .collect();
         Ok(Some(Settings {
             metrics_endpoint: url("/v1/metrics"),
@@ -124,7 +123,7 @@ impl Settings {
             interval: cfg.interval,
             headers,
             timeout: cfg.timeout,
-            gzip: cfg.compression == "gzip",
+            gzip: cfg.compression == Compression::Gzip,
             traces: cfg.traces,
             shutdown_timeout: cfg.shutdown_timeout,
         }))
