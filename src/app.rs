@@ -228,7 +228,8 @@ fn start_otlp(
 ) -> Result<Option<Arc<otlp::Otlp>>, AppError> {
     let read_env = |k: &str| std::env::var(k).ok();
     let otlp = match otlp::Settings::from_config(&config.otlp, &read_env)? {
-        Some(s) => {
+        Some(mut s) => {
+            s.node_name = config.web.node_label.clone();
             let o = otlp::Otlp::start(&s, store.clone(), build.clone(), &read_env)?;
             tracing::info!(
                 endpoint = s.metrics_endpoint.as_deref().unwrap_or("(from OTEL_EXPORTER_OTLP_*)"),
@@ -252,7 +253,12 @@ async fn serve_http(
     build: &BuildInfo,
     fault_table: &SharedFaultTable,
 ) -> Result<(), AppError> {
-    let router = server::router(store.clone(), build.clone(), &config.web.telemetry_path)?;
+    let router = server::router(
+        store.clone(),
+        build.clone(),
+        &config.web.telemetry_path,
+        &crate::export::prometheus::Options::from_config(config),
+    )?;
     let security = Arc::new(crate::export::web::Security::from_file(
         config.web.config_file.as_deref(),
         server::OPEN_PATHS,

@@ -298,6 +298,10 @@ pub struct RunArgs {
     /// Device backend: auto, dcmi, sim, none.
     #[arg(long = "telemetry.backend", value_name = "BACKEND", value_enum)]
     pub backend: Option<Backend>,
+    /// Also export every reading under Huawei npu-exporter's metric names, labels and
+    /// units (config key compat.npu_exporter).
+    #[arg(long = "compat.npu-exporter")]
+    pub compat_npu_exporter: bool,
 }
 
 impl RunArgs {
@@ -330,6 +334,14 @@ impl RunArgs {
             if let Some(value) = value {
                 v.push((key, flag, value.clone()));
             }
+        }
+        // A switch: present turns it on; absent leaves the file's (or env's) value.
+        if self.compat_npu_exporter {
+            v.push((
+                "compat.npu_exporter",
+                "--compat.npu-exporter",
+                "true".to_string(),
+            ));
         }
         v
     }

@@ -262,6 +262,8 @@ fn a_typo_or_a_bad_value_fails_helm_template() {
             "clientAuthType",
         ),
         ("rollingUpdate.maxUnavailable=ten", "maxUnavailable"),
+        ("compat.npuExporer=true", "npuExporer"),
+        ("nodeLabels=true", "nodeLabels"),
     ] {
         match render_text(base, &["--set", arg]) {
             Ok(_) => panic!("helm template accepted --set {arg}"),
@@ -279,6 +281,8 @@ fn a_typo_or_a_bad_value_fails_helm_template() {
         "config.probe.max_group_size=2",
         "remediation.config.breaker.max_nodes=1",
         "tlsServerConfig.clientAuthType=RequireAndVerifyClientCert",
+        "compat.npuExporter=true",
+        "nodeLabel=true",
     ] {
         if let Err(e) = render_text(base, &["--set", arg]) {
             panic!("--set {arg} refused: {e}");

@@ -460,9 +460,22 @@ fn fault_level_values_give_the_daemon_the_sites_table() {
         "hcclwatch.toml",
     );
     assert_eq!(cfg["web"]["pod_labels"].as_bool(), Some(true));
+    assert_eq!(cfg["compat"]["npu_exporter"].as_bool(), Some(true));
     assert_eq!(
         cfg["telemetry"]["fault_levels_file"].as_str(),
         Some("/etc/hcclwatch/fault-levels/faultCode.json")
+    );
+    // nodeLabel: web.node_label from the downward API's node name.
+    let node_env = c["env"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"].as_str() == Some("HCCLWATCH_WEB_NODE_LABEL"))
+        .expect("HCCLWATCH_WEB_NODE_LABEL in the daemon's env");
+    assert_eq!(
+        node_env["valueFrom"]["fieldRef"]["fieldPath"].as_str(),
+        Some("spec.nodeName"),
+        "{node_env:?}"
     );
     let root = check_daemon_config(&docs, "hcclwatch", &External::new());
     let table = root
@@ -471,8 +484,22 @@ fn fault_level_values_give_the_daemon_the_sites_table() {
     let t: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&table).unwrap()).unwrap();
     assert_eq!(t["SeparateNPUCodes"][0], "80E18005");
-    // The daemon starts on that table (a table it cannot use stops the start) ...
-    drop(start_rendered(root.path()));
+    // The daemon starts on that table (a table it cannot use stops the start), with the
+    // node name the kubelet would give the variable: npu-exporter's machine count (no
+    // NPU here) carries it ...
+    let rendered =
+        std::fs::read_to_string(root.path().join("etc/hcclwatch/hcclwatch.toml")).unwrap();
+    let mut s = Start::new(&rendered);
+    s.args = vec!["--web.listen-address=127.0.0.1:0"];
+    s.env = vec![("HCCLWATCH_WEB_NODE_LABEL", "node-7".to_string())];
+    let d = Daemon::start(s);
+    let text = d.scrape();
+    assert!(
+        text.lines()
+            .any(|l| l == "machine_npu_nums{node=\"node-7\"} 0.0"),
+        "{text}"
+    );
+    drop(d);
     // ... and refuses to start on a broken one, naming it: so the file above is read.
     std::fs::write(&table, "{\"SeparateNPUCodes\": [\"not-hex\"]}").unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_hcclwatch"))

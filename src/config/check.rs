@@ -78,9 +78,23 @@ impl Checks<'_> {
         }
     }
 
-    /// `[web]`: the listen address and the metrics path.
+    /// `[web]`: the listen address, the node label and the metrics path.
     fn web(&mut self) {
         self.parsed("web.listen_address");
+        // Set but empty is a mistake (an unset NODE_NAME expanded, say): an empty label
+        // value is no label to Prometheus, so the series would silently lose it.
+        if self
+            .config
+            .web
+            .node_label
+            .as_ref()
+            .is_some_and(|n| n.trim().is_empty())
+        {
+            self.push(
+                "web.node_label",
+                "is set but empty; give the node's name (in Kubernetes the downward API's spec.nodeName) or remove the key",
+            );
+        }
         let p = &self.config.web.telemetry_path;
         let reason = if !p.starts_with('/') {
             format!("{p:?} must start with '/'")
@@ -396,5 +410,29 @@ mod tests {
         c.all();
         assert!(c.unparsed.0.is_empty(), "not placed: {:?}", c.unparsed);
         assert_eq!(c.out.len(), parsed.len(), "{:?}", c.out);
+    }
+
+    /// `web.node_label`: a name is taken, from the file or the environment; set but
+    /// empty (an unset variable expanded, say) is refused, naming the key.
+    #[test]
+    fn an_empty_node_label_is_refused() {
+        use crate::config::load_str;
+        let env = |v: &str| vec![("HCCLWATCH_WEB_NODE_LABEL".to_string(), v.to_string())];
+        let ok = load_str("[web]\nnode_label = \"gpu-7\"\n", None, &[]).unwrap();
+        assert_eq!(ok.web.node_label.as_deref(), Some("gpu-7"));
+        let ok = load_str("", None, &env("node-a")).unwrap();
+        assert_eq!(ok.web.node_label.as_deref(), Some("node-a"));
+        assert_eq!(load_str("", None, &[]).unwrap().web.node_label, None);
+        for (text, env) in [
+            ("[web]\nnode_label = \"\"\n", vec![]),
+            ("[web]\nnode_label = \"  \"\n", vec![]),
+            ("", env("")),
+        ] {
+            let err = load_str(text, None, &env).unwrap_err().to_string();
+            assert!(
+                err.contains("web.node_label") && err.contains("set but empty"),
+                "{text:?} {env:?}: {err}"
+            );
+        }
     }
 }

@@ -494,6 +494,7 @@ mod tests {
         cfg.collective.bind_device = Some("eth0".into());
         cfg.attribution.kubeconfig = Some("/x/kubeconfig".into());
         cfg.web.config_file = Some("/x/web.yml".into());
+        cfg.web.node_label = Some("node-1".into());
         cfg.device_probe.hccs_super_pod = Some(0);
         let dir = tempfile::tempdir().unwrap();
         let table = dir.path().join("rank_table.json");

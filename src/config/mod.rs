@@ -31,8 +31,8 @@ pub mod web;
 pub use self::check::FileProblems;
 pub use self::load::{ConfigError, Loaded, load, load_checked, load_str};
 pub use self::model::{
-    AttributionConfig, Backend, CollectiveConfig, CollectorsConfig, Compression, Config,
-    DeviceProbeSection, HealthSection, Intervals, LogConfig, LogFormat, LogLevel, OtlpConfig,
-    OtlpProtocol, ProbeSection, RESERVED_PATHS, SimConfig, TelemetryConfig, WebConfig,
+    AttributionConfig, Backend, CollectiveConfig, CollectorsConfig, CompatConfig, Compression,
+    Config, DeviceProbeSection, HealthSection, Intervals, LogConfig, LogFormat, LogLevel,
+    OtlpConfig, OtlpProtocol, ProbeSection, RESERVED_PATHS, SimConfig, TelemetryConfig, WebConfig,
 };
 pub use self::problem::Problem;

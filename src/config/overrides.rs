@@ -20,6 +20,8 @@ pub fn apply(mut cfg: Config, overrides: &[Override]) -> Result<Config, Vec<Prob
             },
             "web.telemetry_path" => cfg.web.telemetry_path = value.clone(),
             "web.config_file" => cfg.web.config_file = Some(value.into()),
+            // A switch: the command line only ever passes "true".
+            "compat.npu_exporter" => cfg.compat.npu_exporter = value == "true",
             // The command line already refused any other spelling of these two.
             "log.format" => cfg.log.format = LogFormat::from_name(value).unwrap_or_default(),
             "telemetry.backend" => {

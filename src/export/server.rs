@@ -45,11 +45,13 @@ pub struct RouteError {
 }
 
 /// Builds the router for `telemetry_path`, refusing a path that collides with another
-/// route (axum would panic) or that axum cannot route.
+/// route (axum would panic) or that axum cannot route. `options` are what `/metrics` adds
+/// (npu-exporter names, the node label).
 pub fn router(
     store: Arc<Store>,
     build: BuildInfo,
     telemetry_path: &str,
+    options: &prometheus::Options,
 ) -> Result<Router, RouteError> {
     let err = |reason| RouteError {
         path: telemetry_path.to_string(),
@@ -69,7 +71,7 @@ pub fn router(
     }
     let state = AppState {
         metrics: Arc::new(ExpositionCache::new(
-            prometheus::registry(store.clone(), build.clone()),
+            prometheus::registry_with(store.clone(), build.clone(), options),
             store.clone(),
         )),
         store,
@@ -238,11 +240,19 @@ mod tests {
         let store = Arc::new(Store::new(false, false));
         for p in FIXED_ROUTES {
             assert!(
-                router(store.clone(), BuildInfo::current(), p).is_err(),
+                router(store.clone(), BuildInfo::current(), p, &Default::default()).is_err(),
                 "{p}"
             );
         }
-        assert!(router(store.clone(), BuildInfo::current(), "/{x}").is_err());
-        assert!(router(store, BuildInfo::current(), "/metrics").is_ok());
+        assert!(
+            router(
+                store.clone(),
+                BuildInfo::current(),
+                "/{x}",
+                &Default::default()
+            )
+            .is_err()
+        );
+        assert!(router(store, BuildInfo::current(), "/metrics", &Default::default()).is_ok());
     }
 }

@@ -6,6 +6,7 @@
 mod attribution;
 mod collective;
 mod collectors;
+mod compat;
 mod device_probe;
 mod health;
 mod log;
@@ -17,6 +18,7 @@ mod web;
 pub use self::attribution::AttributionConfig;
 pub use self::collective::CollectiveConfig;
 pub use self::collectors::CollectorsConfig;
+pub use self::compat::CompatConfig;
 pub use self::device_probe::DeviceProbeSection;
 pub use self::health::HealthSection;
 pub use self::log::{LogConfig, LogFormat, LogLevel};
@@ -101,6 +103,8 @@ pub struct Config {
     pub otlp: OtlpConfig,
     /// Which pods and containers use each NPU.
     pub attribution: AttributionConfig,
+    /// Series under other exporters' names.
+    pub compat: CompatConfig,
 }
 
 /// Every table's keys, each table before its keys, in the order of the documented example
@@ -128,4 +132,6 @@ pub(crate) const SECTIONS: &[&[Key]] = &[
     OtlpConfig::KEYS,
     &[Key::table("attribution")],
     AttributionConfig::KEYS,
+    &[Key::table("compat")],
+    CompatConfig::KEYS,
 ];

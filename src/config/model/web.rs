@@ -34,6 +34,10 @@ section! {
         /// Also put `namespace`, `pod` and `container` on every per-NPU series (as
         /// dcgm-exporter does), for an NPU that exactly one pod uses.
         pod_labels: bool = false, Spec::BOOL;
+        /// Put `node="<this value>"` on every series (the Kubernetes node name, from the
+        /// downward API in the chart). Unset: no `node` label. Set but empty is an error.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        node_label: Option<String> = None, Spec::STR;
     }
 }
 

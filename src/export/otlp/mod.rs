@@ -56,6 +56,8 @@ pub struct Settings {
     pub traces: bool,
     /// Final flush deadline.
     pub shutdown_timeout: Duration,
+    /// `web.node_label`: the `k8s.node.name` resource attribute, over `NODE_NAME`.
+    pub node_name: Option<String>,
 }
 
 /// Why OTLP export cannot be set up.
@@ -126,6 +128,7 @@ impl Settings {
             gzip: cfg.compression == Compression::Gzip,
             traces: cfg.traces,
             shutdown_timeout: cfg.shutdown_timeout,
+            node_name: None,
         }))
     }
 }
@@ -143,14 +146,23 @@ pub struct Otlp {
 }
 
 /// Resource attributes: `service.name` (unless `OTEL_SERVICE_NAME` sets it),
-/// `service.version`, `host.name`, `k8s.node.name` (`NODE_NAME`), `k8s.pod.name`
-/// (`POD_NAME`); `OTEL_RESOURCE_ATTRIBUTES` is read by the SDK.
-fn resource(build: &BuildInfo, env: &dyn Fn(&str) -> Option<String>) -> Resource {
+/// `service.version`, `host.name`, `k8s.node.name` (`node_name`, which is
+/// `web.node_label`, else `NODE_NAME`), `k8s.pod.name` (`POD_NAME`);
+/// `OTEL_RESOURCE_ATTRIBUTES` is read by the SDK.
+fn resource(
+    build: &BuildInfo,
+    node_name: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Resource {
     let mut kv = vec![KeyValue::new("service.version", build.version.to_string())];
     if let Some(h) = hostname() {
         kv.push(KeyValue::new("host.name", h));
     }
-    if let Some(n) = env("NODE_NAME").filter(|v| !v.is_empty()) {
+    let node = node_name
+        .map(str::to_string)
+        .or_else(|| env("NODE_NAME"))
+        .filter(|v| !v.is_empty());
+    if let Some(n) = node {
         kv.push(KeyValue::new("k8s.node.name", n));
     }
     if let Some(p) = env("POD_NAME").filter(|v| !v.is_empty()) {
@@ -186,7 +198,7 @@ impl Otlp {
             .map_err(OtlpError::Runtime)?;
         let rt = own.handle().clone();
         let outcomes = Outcomes::new(store.clone(), s.traces);
-        let resource = resource(&build, env);
+        let resource = resource(&build, s.node_name.as_deref(), env);
         let mut mb = opentelemetry_otlp::MetricExporter::builder()
             .with_http()
             .with_timeout(s.timeout)
@@ -310,6 +322,22 @@ impl Otlp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `web.node_label` is the resource's `k8s.node.name`, over `NODE_NAME`; without it
+    /// `NODE_NAME` is, and an empty one is none.
+    #[test]
+    fn the_node_label_is_the_node_name_resource_attribute() {
+        let node = |label: Option<&str>, env_node: &str| {
+            let env_node = env_node.to_string();
+            let env = move |k: &str| (k == "NODE_NAME").then(|| env_node.clone());
+            resource(&BuildInfo::current(), label, &env)
+                .get(&opentelemetry::Key::new("k8s.node.name"))
+                .map(|v| v.to_string())
+        };
+        assert_eq!(node(Some("gpu-7"), "other"), Some("gpu-7".into()));
+        assert_eq!(node(None, "from-env"), Some("from-env".into()));
+        assert_eq!(node(None, ""), None);
+    }
 
     #[test]
     fn enabled_only_with_an_endpoint_and_only_over_http() {

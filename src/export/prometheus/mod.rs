@@ -10,13 +10,20 @@
 //! `_total` on counters (added by the encoder), static metadata in `_info` series, no
 //! timestamps, no sentinels: a reading that was not obtained has no series. The same
 //! collectors feed the OTLP bridge ([`crate::export::otlp`]).
+//!
+//! Two opt-in [`Options`] change `/metrics` only: [`npu_exporter`] adds the readings
+//! under npu-exporter's names (`compat.npu_exporter`), and [`node_label`] puts a `node`
+//! label on every series (`web.node_label`). OTLP has neither: its consumers read the
+//! hcclwatch names, and the node is the `k8s.node.name` resource attribute there.
 
 pub mod attribution;
 pub mod cache;
 pub mod device;
 pub mod family;
 pub mod host;
+pub mod node_label;
 pub mod npu;
+pub mod npu_exporter;
 pub mod port;
 pub mod probe;
 pub mod status;
@@ -29,8 +36,29 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Registry;
 
 use self::family::{Encoder, Render, Sink};
+use self::node_label::NodeLabelSink;
+use crate::config::Config;
 use crate::snapshot::status::BuildInfo;
 use crate::snapshot::{Store, View};
+
+/// What `/metrics` adds to the families every exporter shares.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Options {
+    /// `compat.npu_exporter`: also the readings under npu-exporter's names.
+    pub npu_exporter: bool,
+    /// `web.node_label`: `node="<this>"` on every series.
+    pub node_label: Option<String>,
+}
+
+impl Options {
+    /// The options `config` asks for.
+    pub fn from_config(config: &Config) -> Self {
+        Self {
+            npu_exporter: config.compat.npu_exporter,
+            node_label: config.web.node_label.clone(),
+        }
+    }
+}
 
 /// Every domain collector, in exposition order.
 pub fn collectors(build: &BuildInfo) -> Vec<Box<dyn Render>> {
@@ -59,25 +87,51 @@ fn render_all(collectors: &[Box<dyn Render>], view: &View, out: &mut dyn Sink) -
 struct Scrape {
     store: Arc<Store>,
     collectors: Vec<Box<dyn Render>>,
+    node_label: Option<String>,
 }
 
 impl Collector for Scrape {
     fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
         let view = self.store.view();
-        render_all(&self.collectors, &view, &mut Encoder::new(&mut enc))
+        let mut out = Encoder::new(&mut enc);
+        match &self.node_label {
+            Some(node) => render_all(
+                &self.collectors,
+                &view,
+                &mut NodeLabelSink::new(&mut out, node),
+            ),
+            None => render_all(&self.collectors, &view, &mut out),
+        }
     }
 }
 
-/// Builds the registry served on `/metrics`: one collector over `store`, so that every
-/// encoding of it reads the store once.
+/// Builds the registry served on `/metrics` with no [`Options`]: one collector over
+/// `store`, so that every encoding of it reads the store once.
 pub fn registry(store: Arc<Store>, build: BuildInfo) -> Registry {
-    registry_of(store, collectors(&build))
+    registry_with(store, build, &Options::default())
+}
+
+/// Builds the registry served on `/metrics`, with what `options` adds.
+pub fn registry_with(store: Arc<Store>, build: BuildInfo, options: &Options) -> Registry {
+    let mut domains = collectors(&build);
+    if options.npu_exporter {
+        domains.push(Box::new(npu_exporter::NpuExporterCollector));
+    }
+    registry_of(store, domains, options.node_label.clone())
 }
 
 /// A registry encoding `collectors` from one view of `store` per encoding.
-fn registry_of(store: Arc<Store>, collectors: Vec<Box<dyn Render>>) -> Registry {
+fn registry_of(
+    store: Arc<Store>,
+    collectors: Vec<Box<dyn Render>>,
+    node_label: Option<String>,
+) -> Registry {
     let mut r = Registry::default();
-    r.register_collector(Box::new(Scrape { store, collectors }));
+    r.register_collector(Box::new(Scrape {
+        store,
+        collectors,
+        node_label,
+    }));
     r
 }
 
@@ -250,7 +304,7 @@ mod tests {
             Box::new(PublishesMidScrape(store.clone())),
             Box::new(attribution::AttributionCollector),
         ];
-        let reg = registry_of(store.clone(), domains);
+        let reg = registry_of(store.clone(), domains, None);
         let scrape = |reg: &Registry| encode(reg, Format::Text004).unwrap();
         let labelled = |text: &str| {
             text.lines().any(|l| {

@@ -125,6 +125,9 @@ the driver mounts there is nothing to load. */ -}}
 {{- $_ := set $telemetry "fault_levels_file" (printf "/etc/hcclwatch/fault-levels/%s" .Values.faultLevels.key) -}}
 {{- end -}}
 {{- $_ := set $c "telemetry" $telemetry -}}
+{{- if .Values.compat.npuExporter -}}
+{{- $_ := set $c "compat" (dict "npu_exporter" true) -}}
+{{- end -}}
 {{- $peers := printf "%s.%s.svc.%s:%v" (include "hcclwatch.fullname" .) .Release.Namespace .Values.clusterDomain .Values.service.probePort -}}
 {{- $_ := set $c "collective" (dict "peers_dns" $peers "key_file" (printf "/etc/hcclwatch/key/%s" .Values.probeKey.secretKey)) -}}
 {{- $merged := mustMergeOverwrite $c (deepCopy .Values.config) -}}
