@@ -46,11 +46,7 @@ pub fn collectors(build: &BuildInfo) -> Vec<Box<dyn Render>> {
 }
 
 /// Renders every collector, in order, from one view.
-fn render_all(
-    collectors: &[Box<dyn Render>],
-    view: &View,
-    out: &mut dyn Sink,
-) -> std::fmt::Result {
+fn render_all(collectors: &[Box<dyn Render>], view: &View, out: &mut dyn Sink) -> std::fmt::Result {
     for c in collectors {
         c.render(view, out)?;
     }
