@@ -13,13 +13,18 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::time::Duration;
 
-use serde::Serialize;
+use jiff::Timestamp;
+use serde::{Serialize, Serializer};
 
-/// One decision about one action on one node.
+use super::outcome::Outcome;
+use super::payload::Status;
+
+/// One decision about one action on one node. The fields are written in this order.
 #[derive(Debug, Clone, Serialize)]
 pub struct Record {
-    /// RFC 3339 time of the decision.
-    pub ts: String,
+    /// Time of the decision, written in RFC 3339.
+    #[serde(serialize_with = "rfc3339")]
+    pub ts: Timestamp,
     /// Who asked: the authenticated caller and its address.
     pub who: String,
     /// What: the action (`cordon`, `taint`, …, or `release`).
@@ -33,13 +38,18 @@ pub struct Record {
     /// Alertmanager's fingerprint of the alert.
     pub fingerprint: String,
     /// `firing` or `resolved`.
-    pub status: String,
+    pub status: Status,
     /// Whether this was a dry run.
     pub dry_run: bool,
     /// The outcome (`applied`, `would_apply`, `already_done`, `breaker_open`, `failed`, …).
-    pub result: String,
+    pub result: Outcome,
     /// Details: an error, a refusal's reason, a hook's output.
     pub detail: String,
+}
+
+/// A timestamp as its RFC 3339 text (`2026-12-02T03:50:00.123456789Z`).
+fn rfc3339<S: Serializer>(ts: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(ts)
 }
 
 /// How long a record may take to reach the disk before the caller gives up on it.
