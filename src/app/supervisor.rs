@@ -90,3 +90,59 @@ impl Supervisor {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A thread that ends when its stop channel closes, setting `done` on the way out.
+    fn stoppable(
+        done: Arc<AtomicBool>,
+    ) -> impl FnOnce(mpsc::Receiver<()>) -> std::io::Result<JoinHandle<()>> {
+        move |rx| {
+            std::thread::Builder::new().spawn(move || {
+                // Returns Err once every sender is dropped.
+                let _ = rx.recv();
+                std::thread::sleep(Duration::from_millis(50));
+                done.store(true, Ordering::SeqCst);
+            })
+        }
+    }
+
+    /// Pins: stop() closes every stop channel and waits for the awaited thread (the
+    /// prober's leave notice) before it returns.
+    #[test]
+    fn stop_closes_every_channel_and_awaits_the_prober() {
+        let (poller, prober) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let mut sup = Supervisor::default();
+        sup.start("host poller", AtExit::Detach, stoppable(poller.clone()))
+            .unwrap();
+        sup.start("prober", AtExit::AwaitLeave, stoppable(prober.clone()))
+            .unwrap();
+        assert!(!prober.load(Ordering::SeqCst));
+        sup.stop(None);
+        assert!(
+            prober.load(Ordering::SeqCst),
+            "stop() returned before the prober ended"
+        );
+    }
+
+    /// Pins: a thread that cannot start is an error that names it.
+    #[test]
+    fn a_thread_that_cannot_start_is_named() {
+        let mut sup = Supervisor::default();
+        let err = sup
+            .start("pod attribution", AtExit::Detach, |_rx| {
+                Err(std::io::Error::other("no threads left"))
+            })
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot start pod attribution: no threads left"
+        );
+    }
+}

@@ -113,3 +113,32 @@ impl AuditLog {
         &self.path
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pins the line format: the fields in this order, the time as RFC 3339 text, the
+    /// status and the outcome as their bare names (what the log held when they were
+    /// strings).
+    #[test]
+    fn a_record_is_one_json_line_in_the_fixed_field_order() {
+        let r = Record {
+            ts: "2026-12-02T03:50:00.123456789Z".parse().unwrap(),
+            who: "alertmanager@127.0.0.1:5000".into(),
+            action: "cordon".into(),
+            node: "n1".into(),
+            alertname: "HcclwatchQuarantineRecommended".into(),
+            reason: "straggler".into(),
+            fingerprint: "aa".into(),
+            status: Status::Firing,
+            dry_run: true,
+            result: Outcome::WouldApply,
+            detail: "spec.unschedulable=true".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            r#"{"ts":"2026-12-02T03:50:00.123456789Z","who":"alertmanager@127.0.0.1:5000","action":"cordon","node":"n1","alertname":"HcclwatchQuarantineRecommended","reason":"straggler","fingerprint":"aa","status":"firing","dry_run":true,"result":"would_apply","detail":"spec.unschedulable=true"}"#
+        );
+    }
+}
