@@ -15,6 +15,7 @@ use crate::remediate::hooks::HookError;
 use crate::remediate::kube::{self as k, ApiError};
 use crate::remediate::outcome::Outcome;
 use crate::remediate::payload::{Alert, valid_label_value};
+use crate::remediate::safety::{BreakerOpen, RateLimited};
 
 /// Why one of the rule's actions after the mark failed; its text is the audit detail.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +26,27 @@ enum StepError {
     /// A hook.
     #[error(transparent)]
     Hook(#[from] HookError),
+}
+
+/// Why a quarantine is held back after every check of the node passed.
+#[derive(Debug, thiserror::Error)]
+enum Held {
+    /// `limits.max_actions_per_minute` is reached.
+    #[error(transparent)]
+    Rate(#[from] RateLimited),
+    /// The circuit breaker is open.
+    #[error(transparent)]
+    Breaker(#[from] BreakerOpen),
+}
+
+impl Held {
+    /// The outcome it is recorded as.
+    fn outcome(&self) -> Outcome {
+        match self {
+            Held::Rate(_) => Outcome::RateLimited,
+            Held::Breaker(_) => Outcome::BreakerOpen,
+        }
+    }
 }
 
 impl Remediator {
@@ -55,12 +77,14 @@ impl Remediator {
             self.record_all(c, actions, result, &why).await?;
             return Ok(());
         }
-        if let Err((result, why)) = self.admit(c.node, now) {
-            if result == Outcome::BreakerOpen {
+        if let Err(held) = self.admit(c.node, now) {
+            if let Held::Breaker(why) = &held {
                 tracing::error!(node = c.node, error = %why, "CIRCUIT BREAKER OPEN: hcclwatch stops quarantining nodes until the window passes; check the fleet, the fabric and the monitor");
                 self.metrics.breaker_open.set(1);
             }
-            return self.record_all(c, actions, result, &why).await;
+            return self
+                .record_all(c, actions, held.outcome(), &held.to_string())
+                .await;
         }
         let give_back = || {
             let mut inner = self.inner();
@@ -140,19 +164,15 @@ impl Remediator {
 
     /// Reserves a rate-limit and a breaker slot under the short lock (both are given back
     /// if the quarantine does not happen), or says which refused, and why.
-    fn admit(&self, node: &str, now: SystemTime) -> Result<(), (Outcome, String)> {
+    fn admit(&self, node: &str, now: SystemTime) -> Result<(), Held> {
         let mut inner = self.inner();
         let fleet = inner.fleet.max(1);
-        match inner.rate.take(now) {
-            Err(e) => Err((Outcome::RateLimited, e.to_string())),
-            Ok(()) => match inner.breaker.admit(node, fleet, now) {
-                Err(e) => {
-                    inner.rate.give_back(now);
-                    Err((Outcome::BreakerOpen, e.to_string()))
-                }
-                Ok(()) => Ok(()),
-            },
+        inner.rate.take(now)?;
+        if let Err(e) = inner.breaker.admit(node, fleet, now) {
+            inner.rate.give_back(now);
+            return Err(e.into());
         }
+        Ok(())
     }
 
     /// A firing alert for a node hcclwatch already quarantined: a manual uncordon since is
