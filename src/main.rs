@@ -139,13 +139,10 @@ fn run_daemon(run: &cli::RunArgs) -> anyhow::Result<()> {
     let reload: hcclwatch::app::Reloader = std::sync::Arc::new(move || {
         let cfg = match config::load_checked(reload_args.config_file.as_deref(), &process_env()) {
             Ok(l) => l.config,
-            Err(ConfigError::Invalid(problems)) => {
-                return Err(problems.iter().map(ToString::to_string).collect());
-            }
-            Err(e) => return Err(vec![e.to_string()]),
+            Err(ConfigError::Invalid(problems)) => return Err(problems),
+            Err(e) => return Err(vec![config::Problem::reason(e)]),
         };
         config::overrides::apply(cfg, &reload_args.overrides())
-            .map_err(|p| p.iter().map(ToString::to_string).collect())
     });
     let env = hcclwatch::app::Environment {
         ld_library_path: std::env::var("LD_LIBRARY_PATH").ok(),

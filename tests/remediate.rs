@@ -813,6 +813,8 @@ receivers:
         .spawn()
         .expect("start prometheus-alertmanager (scripts/test.sh installs it)");
     let _am = KillOnDrop(Some(child));
+    // The real Alertmanager says it is ready only when asked: its readiness endpoint is
+    // polled (the one wait here not woken by the fake API server's own event).
     let deadline = Instant::now() + Duration::from_secs(30);
     while std::net::TcpStream::connect(&am).is_err()
         || http_get(&am, "/-/ready", None).status != 200
@@ -849,16 +851,12 @@ receivers:
         );
     };
     amtool(&[]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while s.api.node("npu-node-2")["spec"]["unschedulable"] != true {
-        assert!(
-            Instant::now() < deadline,
-            "not cordoned; receiver log:\n{}",
-            r.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let n = s.api.node("npu-node-2");
+    let n = s
+        .api
+        .wait_for_node("npu-node-2", Duration::from_secs(30), |n| {
+            n["spec"]["unschedulable"] == true
+        })
+        .unwrap_or_else(|| panic!("not cordoned; receiver log:\n{}", r.log()));
     assert!(taints(&n).contains(&"hcclwatch.io/quarantine=straggler:NoSchedule".to_string()));
     assert_eq!(
         n["metadata"]["annotations"]["hcclwatch.io/quarantined-by"],
@@ -870,16 +868,19 @@ receivers:
     // Resolve: the same alert with an end time now.
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     amtool(&[&format!("--end={now}")]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while s.api.node("npu-node-2")["spec"]["unschedulable"] != false {
-        assert!(
-            Instant::now() < deadline,
-            "not released; receiver log:\n{}",
-            r.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let n = s.api.node("npu-node-2");
+    let n = s
+        .api
+        .wait_for_node("npu-node-2", Duration::from_secs(30), |n| {
+            n["spec"]["unschedulable"] == false
+        })
+        .unwrap_or_else(|| panic!("not released; receiver log:\n{}", r.log()));
+    // The release event is written after the release's audit record.
+    assert!(
+        s.api
+            .wait_for_event("HcclwatchReleased", Duration::from_secs(30)),
+        "no release event; receiver log:\n{}",
+        r.log()
+    );
     assert!(taints(&n).is_empty(), "{:?}", taints(&n));
     assert!(
         n["metadata"]["annotations"]
@@ -1021,7 +1022,11 @@ fn a_hung_api_call_times_out_and_blocks_only_its_node() {
         );
         (resp.status, t.elapsed())
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // n1's request holds its node's lock from here on.
+    assert!(
+        s.api.wait_for_hung_get("n1", Duration::from_secs(10)),
+        "n1's GET never reached the API server"
+    );
     let t = Instant::now();
     assert_eq!(send(&r, "firing", "n2", "straggler", "bb").status, 200);
     assert!(

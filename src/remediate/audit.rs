@@ -13,13 +13,18 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::time::Duration;
 
-use serde::Serialize;
+use jiff::Timestamp;
+use serde::{Serialize, Serializer};
 
-/// One decision about one action on one node.
+use super::outcome::Outcome;
+use super::payload::Status;
+
+/// One decision about one action on one node. The fields are written in this order.
 #[derive(Debug, Clone, Serialize)]
 pub struct Record {
-    /// RFC 3339 time of the decision.
-    pub ts: String,
+    /// Time of the decision, written in RFC 3339.
+    #[serde(serialize_with = "rfc3339")]
+    pub ts: Timestamp,
     /// Who asked: the authenticated caller and its address.
     pub who: String,
     /// What: the action (`cordon`, `taint`, …, or `release`).
@@ -33,13 +38,18 @@ pub struct Record {
     /// Alertmanager's fingerprint of the alert.
     pub fingerprint: String,
     /// `firing` or `resolved`.
-    pub status: String,
+    pub status: Status,
     /// Whether this was a dry run.
     pub dry_run: bool,
     /// The outcome (`applied`, `would_apply`, `already_done`, `breaker_open`, `failed`, …).
-    pub result: String,
+    pub result: Outcome,
     /// Details: an error, a refusal's reason, a hook's output.
     pub detail: String,
+}
+
+/// A timestamp as its RFC 3339 text (`2026-12-02T03:50:00.123456789Z`).
+fn rfc3339<S: Serializer>(ts: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(ts)
 }
 
 /// How long a record may take to reach the disk before the caller gives up on it.
@@ -101,5 +111,34 @@ impl AuditLog {
     /// The file's path (for messages).
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pins the line format: the fields in this order, the time as RFC 3339 text, the
+    /// status and the outcome as their bare names (what the log held when they were
+    /// strings).
+    #[test]
+    fn a_record_is_one_json_line_in_the_fixed_field_order() {
+        let r = Record {
+            ts: "2026-12-02T03:50:00.123456789Z".parse().unwrap(),
+            who: "alertmanager@127.0.0.1:5000".into(),
+            action: "cordon".into(),
+            node: "n1".into(),
+            alertname: "HcclwatchQuarantineRecommended".into(),
+            reason: "straggler".into(),
+            fingerprint: "aa".into(),
+            status: Status::Firing,
+            dry_run: true,
+            result: Outcome::WouldApply,
+            detail: "spec.unschedulable=true".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            r#"{"ts":"2026-12-02T03:50:00.123456789Z","who":"alertmanager@127.0.0.1:5000","action":"cordon","node":"n1","alertname":"HcclwatchQuarantineRecommended","reason":"straggler","fingerprint":"aa","status":"firing","dry_run":true,"result":"would_apply","detail":"spec.unschedulable=true"}"#
+        );
     }
 }

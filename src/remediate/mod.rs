@@ -13,6 +13,7 @@
 //! - [`kube`]: the Kubernetes API and the ownership annotations;
 //! - [`hooks`]: exec hook and generic HTTP webhook;
 //! - [`audit`]: the fsynced JSON-lines audit log;
+//! - [`outcome`]: how a decision ended, as the audit log and the metrics name it;
 //! - [`metrics`]: the receiver's metrics.
 
 pub mod audit;
@@ -21,6 +22,7 @@ pub mod engine;
 pub mod hooks;
 pub mod kube;
 pub mod metrics;
+pub mod outcome;
 pub mod payload;
 pub mod safety;
 

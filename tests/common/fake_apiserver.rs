@@ -19,7 +19,8 @@
 //! real server's are, so the real kube client parses them.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -48,6 +49,11 @@ pub struct ApiState {
     pub pod_lists: Vec<String>,
     /// Nodes whose GET never answers (a hung API server, for the receiver's timeouts).
     hang: Vec<String>,
+    /// GETs that arrived for a node in `hang` and are hanging now, by node.
+    hanging: Vec<String>,
+    /// Rung on every change a test may wait for (a node written, an event created, a GET
+    /// hanging); waited on with the state's lock, so a change is never missed.
+    changed: Arc<Condvar>,
 }
 
 /// The running server.
@@ -55,6 +61,7 @@ pub struct FakeApi {
     /// `127.0.0.1:PORT`.
     pub addr: String,
     state: Arc<Mutex<ApiState>>,
+    changed: Arc<Condvar>,
 }
 
 fn status(code: StatusCode, reason: &str, message: String) -> Response {
@@ -132,6 +139,7 @@ impl ApiState {
     }
 
     fn bump(&mut self, name: &str) -> Value {
+        self.changed.notify_all();
         self.rv += 1;
         let n = self.nodes.get_mut(name).unwrap();
         n["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
@@ -158,7 +166,15 @@ async fn node(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let hang = method == Method::GET && s.lock().unwrap().hang.contains(&name);
+    let hang = method == Method::GET && {
+        let mut s = s.lock().unwrap();
+        let hang = s.hang.contains(&name);
+        if hang {
+            s.hanging.push(name.clone());
+            s.changed.notify_all();
+        }
+        hang
+    };
     if hang {
         // Longer than any test; the client's timeout must end the call.
         tokio::time::sleep(std::time::Duration::from_secs(300)).await;
@@ -350,6 +366,7 @@ async fn create_event(
         String::new(),
     ));
     s.events.push(ev.clone());
+    s.changed.notify_all();
     ok(StatusCode::CREATED, &ev)
 }
 
@@ -427,7 +444,11 @@ async fn list_pods(State(s): State<Arc<Mutex<ApiState>>>, RawQuery(q): RawQuery)
 impl FakeApi {
     /// Starts the server on an ephemeral port, on its own thread and runtime.
     pub fn start() -> Self {
-        let state = Arc::new(Mutex::new(ApiState::default()));
+        let changed = Arc::new(Condvar::new());
+        let state = Arc::new(Mutex::new(ApiState {
+            changed: changed.clone(),
+            ..ApiState::default()
+        }));
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap().to_string();
@@ -458,7 +479,50 @@ impl FakeApi {
                 let _ = axum::serve(l, app).await;
             });
         });
-        Self { addr, state }
+        Self {
+            addr,
+            state,
+            changed,
+        }
+    }
+
+    /// Waits until `done` holds for the server's state, woken by each change (never
+    /// polling); false if it does not within `within`.
+    fn wait(&self, within: Duration, done: impl Fn(&ApiState) -> bool) -> bool {
+        let until = Instant::now() + within;
+        let mut s = self.state.lock().unwrap();
+        while !done(&s) {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            s = self.changed.wait_timeout(s, left).unwrap().0;
+        }
+        true
+    }
+
+    /// Waits until node `name` satisfies `done` (the receiver writes it), and returns it;
+    /// `None` if it does not within `within`.
+    pub fn wait_for_node(
+        &self,
+        name: &str,
+        within: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Option<Value> {
+        self.wait(within, |s| s.nodes.get(name).is_some_and(&done))
+            .then(|| self.node(name))
+    }
+
+    /// Waits until an event with this `reason` has been created; false if none is within
+    /// `within`.
+    pub fn wait_for_event(&self, reason: &str, within: Duration) -> bool {
+        self.wait(within, |s| s.events.iter().any(|e| e["reason"] == reason))
+    }
+
+    /// Waits until a GET of node `name` (made to hang by [`FakeApi::hang_get`]) has
+    /// arrived and hangs; false if none does within `within`.
+    pub fn wait_for_hung_get(&self, name: &str, within: Duration) -> bool {
+        self.wait(within, |s| s.hanging.iter().any(|n| n == name))
     }
 
     /// Adds a Ready node with these labels.

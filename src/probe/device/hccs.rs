@@ -100,16 +100,34 @@ pub struct MeshSample {
     pub avg_seconds: Option<f64>,
 }
 
+/// Whether the mesh can run on this node, when the driver could ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Availability {
+    /// It can: the NPU answered the ping-mesh calls.
+    Available,
+    /// Not known yet (no NPU to ask, or no answer): asked again at the next read.
+    Undecided,
+}
+
+/// A task's state, as far as the library can say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    /// The task runs.
+    Running,
+    /// The task is stopped (a chip reset drops it).
+    Stopped,
+    /// The library has no state function: an empty reading then means stopped.
+    Unknown,
+}
+
 /// The DCMI ping-mesh calls, addressed by local physical NPU id.
 pub trait MeshDriver: Send {
-    /// Whether the mesh can run on this node: `Ok(Some(()))` yes, `Ok(None)` not known
-    /// yet (no NPU to ask), `Err` why not.
-    fn available(&mut self) -> Result<Option<()>, Unavailable>;
+    /// Whether the mesh can run on this node, or `Err` why not.
+    fn available(&mut self) -> Result<Availability, Unavailable>;
     /// Starts (or restarts) `task` on NPU `npu`.
     fn start(&mut self, npu: u32, task: &HccsTask) -> Result<(), MeshCallError>;
-    /// Whether task `task_id` runs on `npu`; `Ok(None)` when the library cannot say (no
-    /// state function: an empty reading then means stopped).
-    fn running(&mut self, npu: u32, task_id: u32) -> Result<Option<bool>, MeshCallError>;
+    /// The state of task `task_id` on `npu`.
+    fn running(&mut self, npu: u32, task_id: u32) -> Result<TaskState, MeshCallError>;
     /// The running totals of task `task_id` on `npu`, one per destination.
     fn read(&mut self, npu: u32, task_id: u32) -> Result<Vec<MeshSample>, MeshCallError>;
     /// Stops task `task_id` on `npu`.
@@ -319,13 +337,13 @@ impl Worker {
     fn tick(&mut self) {
         match self.state {
             HccsState::Pending => match self.available() {
-                Ok(Some(())) => {
+                Ok(Availability::Available) => {
                     tracing::info!(
                         "HCCS ping mesh available: driving a resident task per local NPU"
                     );
                     self.state = HccsState::Running;
                 }
-                Ok(None) => return,
+                Ok(Availability::Undecided) => return,
                 Err(why) => {
                     self.unavailable(why);
                     return;
@@ -348,7 +366,7 @@ impl Worker {
         }
     }
 
-    fn available(&self) -> Result<Option<()>, Unavailable> {
+    fn available(&self) -> Result<Availability, Unavailable> {
         self.driver().available()
     }
 
@@ -396,8 +414,8 @@ impl Worker {
             // The driver's lock is released before anything else is called.
             let state = self.driver().running(npu, task_id);
             let stopped = match state {
-                Ok(Some(false)) => true,
-                Ok(_) => false,
+                Ok(TaskState::Stopped) => true,
+                Ok(TaskState::Running | TaskState::Unknown) => false,
                 Err(MeshCallError::Unavailable(u)) => return Err(u),
                 Err(MeshCallError::Failed(e)) => {
                     tracing::debug!(npu, task_id, error = %e, "HCCS ping-mesh state: no answer");
@@ -641,9 +659,9 @@ mod tests {
     struct Driver(Arc<Mutex<Script>>);
 
     impl MeshDriver for Driver {
-        fn available(&mut self) -> Result<Option<()>, Unavailable> {
+        fn available(&mut self) -> Result<Availability, Unavailable> {
             let s = self.0.lock().unwrap();
-            s.unavailable.map_or(Ok(Some(())), Err)
+            s.unavailable.map_or(Ok(Availability::Available), Err)
         }
         fn start(&mut self, npu: u32, task: &HccsTask) -> Result<(), MeshCallError> {
             let mut s = self.0.lock().unwrap();
@@ -653,9 +671,13 @@ mod tests {
             s.stopped_by_reset.remove(&(npu, task.task_id));
             Ok(())
         }
-        fn running(&mut self, npu: u32, task_id: u32) -> Result<Option<bool>, MeshCallError> {
+        fn running(&mut self, npu: u32, task_id: u32) -> Result<TaskState, MeshCallError> {
             let s = self.0.lock().unwrap();
-            Ok(Some(!s.stopped_by_reset.contains(&(npu, task_id))))
+            Ok(if s.stopped_by_reset.contains(&(npu, task_id)) {
+                TaskState::Stopped
+            } else {
+                TaskState::Running
+            })
         }
         fn read(&mut self, npu: u32, task_id: u32) -> Result<Vec<MeshSample>, MeshCallError> {
             let mut s = self.0.lock().unwrap();
