@@ -162,81 +162,100 @@ fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         .rank
         .context("give --ranks N, or --rank with --root/--world, --rank-table or --config.file")?;
     let key = load_key(&a)?;
-    let (comm, world) = if let Some(table) = &a.rank_table {
-        let text =
-            hcclwatch::config::file::read_text(table, hcclwatch::config::file::RANK_TABLE_LIMIT)
-                .with_context(|| format!("reading rank table {}", table.display()))?;
-        let t = ranktable::parse(&text)
-            .map_err(|e| anyhow::anyhow!("rank table {}: {e}", table.display()))?;
-        let addrs = t
-            .addresses(henv::base_port(&env).map_err(anyhow::Error::msg)?)
-            .map_err(|e| anyhow::anyhow!("rank table {}: {e}", table.display()))?;
-        let me = *addrs.get(rank).with_context(|| {
-            format!(
-                "--rank {rank} is not in the rank table ({} ranks)",
-                addrs.len()
-            )
-        })?;
-        let listener = TcpListener::bind(me).with_context(|| format!("listening on {me}"))?;
-        let id = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-        });
-        let n = addrs.len();
-        (
-            Communicator::init(listener, rank, addrs, comm_config(&a, id, key, &env)?)?,
-            n,
-        )
-    } else {
-        let world = a.world.context("--world is required with --root")?;
-        let root_s = a
-            .root
-            .as_deref()
-            .context("--root is required (or --rank-table)")?;
-        let root: rootinfo::RootInfo = root_s
-            .parse()
-            .or_else(|_| {
-                root_s
-                    .parse::<SocketAddr>()
-                    .map(|addr| rootinfo::RootInfo { addr, comm_id: 1 })
-            })
-            .map_err(|_| anyhow::anyhow!("--root {root_s:?} is neither root info nor IP:PORT"))?;
-        let timeout = henv::connect_timeout(&env).map_err(anyhow::Error::msg)?;
-        let server = if rank == 0 {
-            let l = TcpListener::bind(root.addr)
-                .with_context(|| format!("root: listening on {}", root.addr))?;
-            Some(rootinfo::serve(
-                l,
-                world,
-                root.comm_id,
-                key.clone(),
-                timeout,
-            ))
-        } else {
-            None
-        };
-        let ip: IpAddr = if root.addr.ip().is_loopback() {
-            root.addr.ip()
-        } else {
-            henv::root_ip(&env, &henv::interfaces()).map_err(anyhow::Error::msg)?
-        };
-        let listener = TcpListener::bind((ip, 0)).with_context(|| format!("listening on {ip}"))?;
-        let me = listener.local_addr()?;
-        let addrs = rootinfo::join(&root, rank, world, me, &key, timeout)?;
-        if let Some(s) = server {
-            s.join()
-                .map_err(|_| anyhow::anyhow!("root store panicked"))??;
-        }
-        (
-            Communicator::init(
-                listener,
-                rank,
-                addrs,
-                comm_config(&a, root.comm_id, key, &env)?,
-            )?,
-            world,
-        )
+    let (comm, world) = match &a.rank_table {
+        Some(table) => from_rank_table(&a, table, rank, key, &env)?,
+        None => from_root_info(&a, rank, key, &env)?,
     };
     finish(&a, &o, comm, rank, world)
+}
+
+/// Joins the world the HCCL rank table describes, at this rank's address in it.
+fn from_rank_table(
+    a: &BenchArgs,
+    table: &std::path::Path,
+    rank: usize,
+    key: Vec<u8>,
+    env: &HashMap<String, String>,
+) -> anyhow::Result<(Communicator, usize)> {
+    let text = hcclwatch::config::file::read_text(table, hcclwatch::config::file::RANK_TABLE_LIMIT)
+        .with_context(|| format!("reading rank table {}", table.display()))?;
+    let t = ranktable::parse(&text)
+        .map_err(|e| anyhow::anyhow!("rank table {}: {e}", table.display()))?;
+    let addrs = t
+        .addresses(henv::base_port(env).map_err(anyhow::Error::msg)?)
+        .map_err(|e| anyhow::anyhow!("rank table {}: {e}", table.display()))?;
+    let me = *addrs.get(rank).with_context(|| {
+        format!(
+            "--rank {rank} is not in the rank table ({} ranks)",
+            addrs.len()
+        )
+    })?;
+    let listener = TcpListener::bind(me).with_context(|| format!("listening on {me}"))?;
+    let id = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    let n = addrs.len();
+    Ok((
+        Communicator::init(listener, rank, addrs, comm_config(a, id, key, env)?)?,
+        n,
+    ))
+}
+
+/// Joins the world through the root's store (rank 0 serves it), HCCL's root-info way.
+fn from_root_info(
+    a: &BenchArgs,
+    rank: usize,
+    key: Vec<u8>,
+    env: &HashMap<String, String>,
+) -> anyhow::Result<(Communicator, usize)> {
+    let world = a.world.context("--world is required with --root")?;
+    let root_s = a
+        .root
+        .as_deref()
+        .context("--root is required (or --rank-table)")?;
+    let root: rootinfo::RootInfo = root_s
+        .parse()
+        .or_else(|_| {
+            root_s
+                .parse::<SocketAddr>()
+                .map(|addr| rootinfo::RootInfo { addr, comm_id: 1 })
+        })
+        .map_err(|_| anyhow::anyhow!("--root {root_s:?} is neither root info nor IP:PORT"))?;
+    let timeout = henv::connect_timeout(env).map_err(anyhow::Error::msg)?;
+    let server = if rank == 0 {
+        let l = TcpListener::bind(root.addr)
+            .with_context(|| format!("root: listening on {}", root.addr))?;
+        Some(rootinfo::serve(
+            l,
+            world,
+            root.comm_id,
+            key.clone(),
+            timeout,
+        ))
+    } else {
+        None
+    };
+    let ip: IpAddr = if root.addr.ip().is_loopback() {
+        root.addr.ip()
+    } else {
+        henv::root_ip(env, &henv::interfaces()).map_err(anyhow::Error::msg)?
+    };
+    let listener = TcpListener::bind((ip, 0)).with_context(|| format!("listening on {ip}"))?;
+    let me = listener.local_addr()?;
+    let addrs = rootinfo::join(&root, rank, world, me, &key, timeout)?;
+    if let Some(s) = server {
+        s.join()
+            .map_err(|_| anyhow::anyhow!("root store panicked"))??;
+    }
+    Ok((
+        Communicator::init(
+            listener,
+            rank,
+            addrs,
+            comm_config(a, root.comm_id, key, env)?,
+        )?,
+        world,
+    ))
 }
 
 /// Static bootstrap from a config file's `[collective]` section.

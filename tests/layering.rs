@@ -258,3 +258,76 @@ fn the_scan_sees_grouped_and_inline_imports() {
         .collect();
     assert_eq!(found, want);
 }
+
+/// The "Allowed imports" table of `docs/architecture.md`: each row's modules (the
+/// backquoted names of the first column) and the modules they may import (the backquoted
+/// names of the second column, outside parentheses; "nothing" for none).
+fn documented_arrows() -> BTreeMap<String, BTreeSet<String>> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let section = text
+        .split("## Allowed imports")
+        .nth(1)
+        .expect("docs/architecture.md has an \"Allowed imports\" section");
+    let names = |cell: &str| -> BTreeSet<String> {
+        let mut outside = String::new();
+        let mut depth = 0usize;
+        for c in cell.chars() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth = depth.saturating_sub(1),
+                _ if depth == 0 => outside.push(c),
+                _ => {}
+            }
+        }
+        outside
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    };
+    let mut table = BTreeMap::new();
+    for line in section.lines().skip_while(|l| !l.starts_with('|')) {
+        if !line.starts_with('|') {
+            break;
+        }
+        let cells: Vec<&str> = line.trim_matches('|').split('|').collect();
+        if cells.len() != 2 || cells[0].trim() == "module" || cells[0].starts_with("---") {
+            continue;
+        }
+        for module in names(cells[0]) {
+            let previous = table.insert(module.clone(), names(cells[1]));
+            assert!(
+                previous.is_none(),
+                "docs/architecture.md lists `{module}` twice"
+            );
+        }
+    }
+    table
+}
+
+#[test]
+fn the_architecture_doc_lists_the_allowed_arrows() {
+    let documented = documented_arrows();
+    let allowed: BTreeMap<String, BTreeSet<String>> = ALLOWED
+        .iter()
+        .map(|(m, deps)| (m.to_string(), deps.iter().map(|d| d.to_string()).collect()))
+        .collect();
+    // Compared row by row so that a failure names the module that disagrees.
+    for (module, deps) in &allowed {
+        assert_eq!(
+            documented.get(module),
+            Some(deps),
+            "docs/architecture.md's allowed imports for `{module}` differ from tests/layering.rs"
+        );
+    }
+    let extra: Vec<&String> = documented
+        .keys()
+        .filter(|m| !allowed.contains_key(*m))
+        .collect();
+    assert!(
+        extra.is_empty(),
+        "docs/architecture.md lists modules tests/layering.rs does not: {extra:?}"
+    );
+}

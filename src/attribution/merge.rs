@@ -151,6 +151,49 @@ fn named(namespace: &str, name: &str) -> PodRef {
     }
 }
 
+/// Step 3: every process on a chip counts as its pod's use of that chip; the returned
+/// owners (sorted) name the pod even where the API server does not know it (by uid).
+fn add_processes(
+    b: &mut Builder,
+    procs: &[(u32, u32, CgroupOwner)],
+    pods: &[NodePod],
+) -> Vec<ProcessOwner> {
+    let mut processes = Vec::new();
+    for (npu, pid, owner) in procs {
+        let api_pod = pods.iter().find(|p| p.uid == owner.pod_uid);
+        let pod = PodRef {
+            name: api_pod.map(|p| PodName {
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+            }),
+            uid: Some(owner.pod_uid.clone()),
+        };
+        let container = owner.container_id.as_ref().and_then(|id| {
+            api_pod?
+                .container_ids
+                .iter()
+                .find(|(_, cid)| cid == id)
+                .map(|(n, _)| n.clone())
+        });
+        b.add(
+            *npu,
+            pod.clone(),
+            container.clone(),
+            Evidence::Process,
+            Some(*pid),
+        );
+        processes.push(ProcessOwner {
+            npu: *npu,
+            pid: *pid,
+            container_id: owner.container_id.clone(),
+            pod,
+            container,
+        });
+    }
+    processes.sort();
+    processes
+}
+
 /// Applies the rules above.
 pub fn merge(inp: &Inputs<'_>) -> Outcome {
     let mut b = Builder::default();
@@ -218,39 +261,7 @@ pub fn merge(inp: &Inputs<'_>) -> Outcome {
     }
 
     // 3. The processes on each chip.
-    let mut processes = Vec::new();
-    for (npu, pid, owner) in inp.processes {
-        let api_pod = pods.iter().find(|p| p.uid == owner.pod_uid);
-        let pod = PodRef {
-            name: api_pod.map(|p| PodName {
-                namespace: p.namespace.clone(),
-                name: p.name.clone(),
-            }),
-            uid: Some(owner.pod_uid.clone()),
-        };
-        let container = owner.container_id.as_ref().and_then(|id| {
-            api_pod?
-                .container_ids
-                .iter()
-                .find(|(_, cid)| cid == id)
-                .map(|(n, _)| n.clone())
-        });
-        b.add(
-            *npu,
-            pod.clone(),
-            container.clone(),
-            Evidence::Process,
-            Some(*pid),
-        );
-        processes.push(ProcessOwner {
-            npu: *npu,
-            pid: *pid,
-            container_id: owner.container_id.clone(),
-            pod,
-            container,
-        });
-    }
-    processes.sort();
+    let processes = add_processes(&mut b, inp.processes, pods);
     b.fold_unnamed_containers();
     Outcome {
         users: b

@@ -17,7 +17,7 @@ use super::hard_faults::{HardFaults, hard_fault_reason};
 use super::plan::Plan;
 use super::round::{Contribution, RoundResult, pair_seconds, permutation_probes, round_trip};
 use super::{ProbeSettings, group, leaver, membership, trace};
-use crate::collective::Communicator;
+use crate::collective::{CommConfig, Communicator};
 use crate::health::plan::confirm_pairs;
 use crate::health::{HealthEngine, NodeState, Probe, Report, RoundInput, RoundOutput, Transition};
 use crate::snapshot::Store;
@@ -250,20 +250,7 @@ impl Prober {
             return false;
         }
         let rank = members.iter().position(|i| *i == me).unwrap_or(0);
-        let mut cfg = self.s.comm.clone();
-        cfg.transport.comm_id = self.view.comm_id(self.s.comm.transport.comm_id, &members);
-        for p in (0..members.len()).filter(|p| *p != rank) {
-            let addr = self.view.candidates()[members[p]].addr;
-            let own = self
-                .s
-                .inject_peers
-                .iter()
-                .find(|(a, _)| *a == addr)
-                .map(|(_, f)| f);
-            if let Some(spec) = own.or(self.s.inject.as_ref()) {
-                cfg.transport.faults.insert(p, spec.clone());
-            }
-        }
+        let cfg = self.group_config(&members, rank);
         let l = match self.listener.try_clone() {
             Ok(l) => l,
             Err(e) => {
@@ -287,9 +274,47 @@ impl Prober {
                 return false;
             }
         };
+        if !self.agree(&mut c, &members, n) {
+            return false;
+        }
+        if left_out.is_empty() {
+            tracing::info!(members = members.len(), "probe group formed");
+        } else {
+            tracing::warn!(members = members.len(), left_out = %left_out.join(","), "probe group formed without members that stopped answering");
+        }
+        self.logged = None;
+        self.group = members;
+        self.comm = Some(c);
+        true
+    }
+
+    /// The communicator settings for this group: its own comm id, and the test-only
+    /// faults injected towards each peer (a peer's own spec before the general one).
+    fn group_config(&self, members: &[usize], rank: usize) -> CommConfig {
+        let mut cfg = self.s.comm.clone();
+        cfg.transport.comm_id = self.view.comm_id(self.s.comm.transport.comm_id, members);
+        for p in (0..members.len()).filter(|p| *p != rank) {
+            let addr = self.view.candidates()[members[p]].addr;
+            let own = self
+                .s
+                .inject_peers
+                .iter()
+                .find(|(a, _)| *a == addr)
+                .map(|(_, f)| f);
+            if let Some(spec) = own.or(self.s.inject.as_ref()) {
+                cfg.transport.faults.insert(p, spec.clone());
+            }
+        }
+        cfg
+    }
+
+    /// After the mesh forms, the members agree on names (DNS membership), on the engine
+    /// state (the longest-running member's) and on their NPU ports. False, with the
+    /// probing paused and the reason exported, if any exchange fails.
+    fn agree(&mut self, c: &mut Communicator, members: &[usize], n: usize) -> bool {
         if self.view.is_dns() {
             // Members found by DNS are known by address until they say their names.
-            match group::exchange_names(&mut c, &self.s.own_name) {
+            match group::exchange_names(c, &self.s.own_name) {
                 Ok(names) => {
                     for (k, name) in names.into_iter().enumerate() {
                         if let Some(name) = name {
@@ -310,7 +335,7 @@ impl Prober {
         // Every member takes over the engine of the one that has been probing longest, so
         // that a member that just (re)joined reaches the same verdicts as the others.
         let max_len = group::max_snapshot_bytes(n, self.s.health.window);
-        match group::adopt_engine(&mut c, &mut self.engine, max_len, self.s.inject_lies) {
+        match group::adopt_engine(c, &mut self.engine, max_len, self.s.inject_lies) {
             Ok(Some(from)) => {
                 tracing::info!(from = %self.part.name(members[from]), rounds = self.engine.rounds(), "took over the group's engine state");
                 self.requests.clear();
@@ -327,7 +352,7 @@ impl Prober {
                 return false;
             }
         }
-        if let Err(e) = self.device.on_form(&mut c, &members) {
+        if let Err(e) = self.device.on_form(c, members) {
             self.pause(
                 PauseReason::FormFailed,
                 format!("probe group formed but the NPU port exchange failed: {e}"),
@@ -335,14 +360,6 @@ impl Prober {
             );
             return false;
         }
-        if left_out.is_empty() {
-            tracing::info!(members = members.len(), "probe group formed");
-        } else {
-            tracing::warn!(members = members.len(), left_out = %left_out.join(","), "probe group formed without members that stopped answering");
-        }
-        self.logged = None;
-        self.group = members;
-        self.comm = Some(c);
         true
     }
 

@@ -43,6 +43,24 @@ pub struct View {
 }
 
 /// The shared store.
+///
+/// A source publishes its part whole; a reader takes one [`View`] and reads everything
+/// from it, so a later publish never changes what it is encoding:
+///
+/// ```
+/// use hcclwatch::snapshot::Store;
+/// use hcclwatch::snapshot::host::HostSnapshot;
+///
+/// let store = Store::new(false, true);
+/// let before = store.view();
+/// store.publish_host(HostSnapshot::default());
+/// let after = store.view();
+/// // The publish is one change: one generation later, and the view taken before it still
+/// // holds the part as it was (the same `Arc`), while the new view has the new one.
+/// assert_eq!(after.generation, before.generation + 1);
+/// assert!(!std::sync::Arc::ptr_eq(&before.host, &after.host));
+/// assert!(std::sync::Arc::ptr_eq(&before.host, &before.clone().host));
+/// ```
 #[derive(Debug, Default)]
 pub struct Store {
     /// The latest parts. Every change replaces parts whole and bumps the generation under

@@ -56,124 +56,144 @@ impl DeviceSource for SimSource {
     fn collect(&mut self, group: Group, state: &mut NpuState) -> GroupReport {
         self.tick += 1;
         match group {
-            Group::Inventory => {
-                state.driver_version = Some("sim-24.1.rc2".into());
-                let mut chips = std::collections::BTreeMap::new();
-                for phy in 0..self.chips {
-                    let mut c = state.chips.remove(&phy).unwrap_or_default();
-                    c.address = ChipAddress {
-                        card: (phy / 2) as i32,
-                        device: (phy % 2) as i32,
-                        logic: phy,
-                        phy,
-                    };
-                    c.identity = Identity {
-                        model: Some("910B3-Ascend-V1".into()),
-                        uuid: Some(model::format_vdie([
-                            0x5100_0000 | phy,
-                            (self.seed & 0xFFFF_FFFF) as u32,
-                            0xA0C4_ED94,
-                            0x14CC_040A,
-                            0x5610_2003,
-                        ])),
-                        pci_bus_id: Some(model::format_bdf(0, 0x01 + phy * 0x20, 0, 0)),
-                        serial: Some(format!("SIM{:04}{:04}", self.seed % 10_000, phy / 2)),
-                        ..Identity::default()
-                    };
-                    chips.insert(phy, c);
-                }
-                state.chips = chips;
+            Group::Inventory => self.inventory(state),
+            Group::Health => Self::health(state),
+            Group::Sensors => self.sensors(state),
+            Group::Utilization => self.utilization(state),
+            Group::Memory => self.memory(state),
+            Group::Network => self.network(state),
+        }
+        GroupReport { errors: 0 }
+    }
+}
+
+/// The groups, one method each.
+impl SimSource {
+    /// One card of two chips per pair of physical ids, with stable made-up identities.
+    fn inventory(&mut self, state: &mut NpuState) {
+        state.driver_version = Some("sim-24.1.rc2".into());
+        let mut chips = std::collections::BTreeMap::new();
+        for phy in 0..self.chips {
+            let mut c = state.chips.remove(&phy).unwrap_or_default();
+            c.address = ChipAddress {
+                card: (phy / 2) as i32,
+                device: (phy % 2) as i32,
+                logic: phy,
+                phy,
+            };
+            c.identity = Identity {
+                model: Some("910B3-Ascend-V1".into()),
+                uuid: Some(model::format_vdie([
+                    0x5100_0000 | phy,
+                    (self.seed & 0xFFFF_FFFF) as u32,
+                    0xA0C4_ED94,
+                    0x14CC_040A,
+                    0x5610_2003,
+                ])),
+                pci_bus_id: Some(model::format_bdf(0, 0x01 + phy * 0x20, 0, 0)),
+                serial: Some(format!("SIM{:04}{:04}", self.seed % 10_000, phy / 2)),
+                ..Identity::default()
+            };
+            chips.insert(phy, c);
+        }
+        state.chips = chips;
+    }
+
+    /// Every chip healthy, up, with no faults.
+    fn health(state: &mut NpuState) {
+        for c in state.chips.values_mut() {
+            c.health = Some(0);
+            c.up = Some(true);
+            c.dropped = false;
+            c.faults = Some(Vec::new());
+            c.network_health = Some(0);
+        }
+    }
+
+    /// Temperature, power, voltage and AI-core clock, each with its own noise.
+    fn sensors(&mut self, state: &mut NpuState) {
+        let readings: Vec<(u32, f64, f64, f64, f64)> = state
+            .chips
+            .keys()
+            .map(|&phy| {
+                let temp = 42 + (phy % 5) as i32 + self.noise(phy, 1, 4) as i32;
+                let dw = 1800 + (phy as i32 % 4) * 50 + self.noise(phy, 2, 300) as i32;
+                let cv = 80 + self.noise(phy, 3, 6) as u32;
+                (
+                    phy,
+                    convert::temperature_celsius(temp).unwrap_or_default(),
+                    convert::power_watts(dw).unwrap_or_default(),
+                    convert::voltage_volts(cv),
+                    convert::mhz_to_hertz(1800),
+                )
+            })
+            .collect();
+        for (phy, t, p, v, f) in readings {
+            if let Some(c) = state.chips.get_mut(&phy) {
+                c.temperature_celsius = Some(t);
+                c.power_watts = Some(p);
+                c.voltage_volts = Some(v);
+                c.aicore_frequency_hertz = Some(f);
             }
-            Group::Health => {
-                for c in state.chips.values_mut() {
-                    c.health = Some(0);
-                    c.up = Some(true);
-                    c.dropped = false;
-                    c.faults = Some(Vec::new());
-                    c.network_health = Some(0);
-                }
-            }
-            Group::Sensors => {
-                let readings: Vec<(u32, f64, f64, f64, f64)> = state
-                    .chips
-                    .keys()
-                    .map(|&phy| {
-                        let temp = 42 + (phy % 5) as i32 + self.noise(phy, 1, 4) as i32;
-                        let dw = 1800 + (phy as i32 % 4) * 50 + self.noise(phy, 2, 300) as i32;
-                        let cv = 80 + self.noise(phy, 3, 6) as u32;
-                        (
-                            phy,
-                            convert::temperature_celsius(temp).unwrap_or_default(),
-                            convert::power_watts(dw).unwrap_or_default(),
-                            convert::voltage_volts(cv),
-                            convert::mhz_to_hertz(1800),
-                        )
-                    })
-                    .collect();
-                for (phy, t, p, v, f) in readings {
-                    if let Some(c) = state.chips.get_mut(&phy) {
-                        c.temperature_celsius = Some(t);
-                        c.power_watts = Some(p);
-                        c.voltage_volts = Some(v);
-                        c.aicore_frequency_hertz = Some(f);
+        }
+    }
+
+    /// AI-core, vector, overall and HBM utilisation.
+    fn utilization(&mut self, state: &mut NpuState) {
+        let phys: Vec<u32> = state.chips.keys().copied().collect();
+        for phy in phys {
+            let aicore = 30 + self.noise(phy, 4, 50) as u32;
+            let vector = self.noise(phy, 5, 20) as u32;
+            let hbm = 10 + self.noise(phy, 6, 40) as u32;
+            if let Some(c) = state.chips.get_mut(&phy) {
+                c.utilization.clear();
+                for (u, pct) in [
+                    (UtilUnit::Aicore, aicore),
+                    (UtilUnit::Vector, vector),
+                    (UtilUnit::Overall, aicore.max(vector)),
+                    (UtilUnit::Hbm, hbm),
+                ] {
+                    if let Some(r) = convert::percent_to_ratio(pct) {
+                        c.utilization.insert(u, r);
                     }
-                }
-            }
-            Group::Utilization => {
-                let phys: Vec<u32> = state.chips.keys().copied().collect();
-                for phy in phys {
-                    let aicore = 30 + self.noise(phy, 4, 50) as u32;
-                    let vector = self.noise(phy, 5, 20) as u32;
-                    let hbm = 10 + self.noise(phy, 6, 40) as u32;
-                    if let Some(c) = state.chips.get_mut(&phy) {
-                        c.utilization.clear();
-                        for (u, pct) in [
-                            (UtilUnit::Aicore, aicore),
-                            (UtilUnit::Vector, vector),
-                            (UtilUnit::Overall, aicore.max(vector)),
-                            (UtilUnit::Hbm, hbm),
-                        ] {
-                            if let Some(r) = convert::percent_to_ratio(pct) {
-                                c.utilization.insert(u, r);
-                            }
-                        }
-                    }
-                }
-            }
-            Group::Memory => {
-                let phys: Vec<u32> = state.chips.keys().copied().collect();
-                for phy in phys {
-                    let used_mb = 8192 + self.noise(phy, 7, 16384);
-                    let bw = self.noise(phy, 8, 30) as u32;
-                    if let Some(c) = state.chips.get_mut(&phy) {
-                        c.hbm = Some(Hbm {
-                            total_bytes: convert::mb_to_bytes(65536).unwrap_or_default(),
-                            used_bytes: convert::mb_to_bytes(used_mb).unwrap_or_default(),
-                            temperature_celsius: 40.0,
-                            bandwidth_utilization_ratio: convert::percent_to_ratio(bw)
-                                .unwrap_or_default(),
-                        });
-                        c.ddr = None;
-                        c.ecc = Some(Ecc {
-                            enabled: true,
-                            total_single: u64::from(phy % 3),
-                            ..Ecc::default()
-                        });
-                    }
-                }
-            }
-            Group::Network => {
-                let tick = self.tick;
-                for c in state.chips.values_mut() {
-                    c.packets = Some(PacketCounters {
-                        roce_rx_all: tick * 1000,
-                        roce_tx_all: tick * 1000,
-                        ..PacketCounters::default()
-                    });
                 }
             }
         }
-        GroupReport { errors: 0 }
+    }
+
+    /// HBM use and a small, steady ECC count.
+    fn memory(&mut self, state: &mut NpuState) {
+        let phys: Vec<u32> = state.chips.keys().copied().collect();
+        for phy in phys {
+            let used_mb = 8192 + self.noise(phy, 7, 16384);
+            let bw = self.noise(phy, 8, 30) as u32;
+            if let Some(c) = state.chips.get_mut(&phy) {
+                c.hbm = Some(Hbm {
+                    total_bytes: convert::mb_to_bytes(65536).unwrap_or_default(),
+                    used_bytes: convert::mb_to_bytes(used_mb).unwrap_or_default(),
+                    temperature_celsius: 40.0,
+                    bandwidth_utilization_ratio: convert::percent_to_ratio(bw).unwrap_or_default(),
+                });
+                c.ddr = None;
+                c.ecc = Some(Ecc {
+                    enabled: true,
+                    total_single: u64::from(phy % 3),
+                    ..Ecc::default()
+                });
+            }
+        }
+    }
+
+    /// RoCE packet counters that grow by 1,000 a tick.
+    fn network(&mut self, state: &mut NpuState) {
+        let tick = self.tick;
+        for c in state.chips.values_mut() {
+            c.packets = Some(PacketCounters {
+                roce_rx_all: tick * 1000,
+                roce_tx_all: tick * 1000,
+                ..PacketCounters::default()
+            });
+        }
     }
 }
 

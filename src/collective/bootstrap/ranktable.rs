@@ -417,16 +417,10 @@ fn parse_v1(doc: &Value, version: &str) -> Result<Vec<RankEntry>, RankTableError
                 previous,
             });
         }
-        let host_ip = match opt_string(server, "host_ip", &at).and_then(|o| {
-            o.map(|s| parse_ip(&s, &format!("{at}.host_ip")))
-                .transpose()
-        }) {
-            Ok(ip) => ip,
-            Err(e) => {
-                errors.push(e);
-                None
-            }
-        };
+        let host_ip = host_ip(server, &at).unwrap_or_else(|e| {
+            errors.push(e);
+            None
+        });
         let devices = match array(server, "device", &at) {
             Ok(d) => d,
             Err(e) => {
@@ -471,15 +465,7 @@ fn parse_v1(doc: &Value, version: &str) -> Result<Vec<RankEntry>, RankTableError
             server_ranges.push((*lo, *hi, at.clone()));
         }
     }
-    server_ranges.sort();
-    for w in server_ranges.windows(2) {
-        if w[1].0 <= w[0].1 {
-            errors.push(RankTableError::RangesOverlap {
-                first: w[0].2.clone(),
-                second: w[1].2.clone(),
-            });
-        }
-    }
+    overlapping_ranges(server_ranges, &mut errors);
     if version == "1.2"
         && let Some(pods) = doc.get("super_pod_list")
         && !pods.is_array()
@@ -488,6 +474,27 @@ fn parse_v1(doc: &Value, version: &str) -> Result<Vec<RankEntry>, RankTableError
     }
     collect(errors)?;
     finish(ranks, seen)
+}
+
+/// Each server's rank ids (lowest, highest, where) must not overlap another server's:
+/// HCCL numbers ranks server by server.
+fn overlapping_ranges(mut ranges: Vec<(usize, usize, String)>, errors: &mut Vec<RankTableError>) {
+    ranges.sort();
+    for w in ranges.windows(2) {
+        if w[1].0 <= w[0].1 {
+            errors.push(RankTableError::RangesOverlap {
+                first: w[0].2.clone(),
+                second: w[1].2.clone(),
+            });
+        }
+    }
+}
+
+/// A server's optional `host_ip`, parsed.
+fn host_ip(server: &Value, at: &str) -> Result<Option<IpAddr>, RankTableError> {
+    opt_string(server, "host_ip", at)?
+        .map(|s| parse_ip(&s, &format!("{at}.host_ip")))
+        .transpose()
 }
 
 /// One v1.x device entry: (rank_id, device_id, device_ip, host_port), or every problem.

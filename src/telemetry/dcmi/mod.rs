@@ -19,6 +19,8 @@
 
 #[allow(unsafe_code)]
 mod ffi;
+mod layout;
+mod types;
 
 pub mod codes;
 pub mod convert;

@@ -101,6 +101,82 @@ fn kill_group(pgid: u32) {
     }
 }
 
+/// One stream's bytes as its reader thread hands them over: the stream's name, what was
+/// read (at most the cap), and whether there was more.
+type Chunk = (&'static str, Vec<u8>, bool);
+
+/// Starts a reader thread for each of the child's captured streams. Each sends one
+/// [`Chunk`] when its stream ends; the receiver sees the channel close once both are done.
+fn spawn_readers(child: &mut std::process::Child, cap: usize) -> mpsc::Receiver<Chunk> {
+    let (tx, rx) = mpsc::channel::<Chunk>();
+    let streams: [(&'static str, Option<Box<dyn Read + Send>>); 2] = [
+        (
+            "stdout",
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        ),
+        (
+            "stderr",
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        ),
+    ];
+    for (name, stream) in streams {
+        let tx = tx.clone();
+        let Some(stream) = stream else { continue };
+        // A reader that cannot start leaves its stream empty; the run still ends by its
+        // deadline, so nothing blocks on it.
+        let _ = std::thread::Builder::new()
+            .name("hcclwatch-hccn-io".into())
+            .spawn(move || {
+                let (bytes, over) = read_capped(stream, cap);
+                let _ = tx.send((name, bytes, over));
+            });
+    }
+    drop(tx);
+    rx
+}
+
+/// What the readers delivered within the grace period after the run ended.
+struct Output {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    /// The stream that went over the cap, if one did.
+    over: Option<&'static str>,
+}
+
+/// Takes both streams from the readers, waiting at most [`READER_GRACE`] for them: a
+/// reader still blocked after the group was killed leaves its stream empty.
+fn collect_output(rx: &mpsc::Receiver<Chunk>) -> Output {
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    let mut over = None;
+    let grace_until = Instant::now() + READER_GRACE;
+    for _ in 0..2 {
+        let left = grace_until.saturating_duration_since(Instant::now());
+        let Ok((name, bytes, too_large)) = rx.recv_timeout(left) else {
+            break;
+        };
+        if too_large {
+            over = Some(name);
+        }
+        if name == "stdout" {
+            stdout = bytes;
+        } else {
+            stderr = bytes;
+        }
+    }
+    Output {
+        stdout,
+        stderr,
+        over,
+    }
+}
+
 /// Runs the tool once, as described in the module documentation.
 pub fn run(inv: &Invocation<'_>) -> Result<Finished, RunError> {
     let mut cmd = Command::new(inv.tool);
@@ -130,37 +206,7 @@ pub fn run(inv: &Invocation<'_>) -> Result<Finished, RunError> {
         }
     };
     register(true);
-    let (tx, rx) = mpsc::channel::<(&'static str, Vec<u8>, bool)>();
-    let streams: [(&'static str, Option<Box<dyn Read + Send>>); 2] = [
-        (
-            "stdout",
-            child
-                .stdout
-                .take()
-                .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        ),
-        (
-            "stderr",
-            child
-                .stderr
-                .take()
-                .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        ),
-    ];
-    let cap = inv.cap;
-    for (name, stream) in streams {
-        let tx = tx.clone();
-        let Some(stream) = stream else { continue };
-        // A reader that cannot start leaves its stream empty; the run still ends by its
-        // deadline, so nothing blocks on it.
-        let _ = std::thread::Builder::new()
-            .name("hcclwatch-hccn-io".into())
-            .spawn(move || {
-                let (bytes, over) = read_capped(stream, cap);
-                let _ = tx.send((name, bytes, over));
-            });
-    }
-    drop(tx);
+    let rx = spawn_readers(&mut child, inv.cap);
 
     // An error from the wait is treated as a timeout: the group is killed either way.
     let status = child.wait_timeout(inv.deadline).unwrap_or_default();
@@ -176,24 +222,11 @@ pub fn run(inv: &Invocation<'_>) -> Result<Finished, RunError> {
     };
     register(false);
 
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    let mut over = None;
-    let grace_until = Instant::now() + READER_GRACE;
-    for _ in 0..2 {
-        let left = grace_until.saturating_duration_since(Instant::now());
-        let Ok((name, bytes, too_large)) = rx.recv_timeout(left) else {
-            break;
-        };
-        if too_large {
-            over = Some(name);
-        }
-        if name == "stdout" {
-            stdout = bytes;
-        } else {
-            stderr = bytes;
-        }
-    }
+    let Output {
+        stdout,
+        stderr,
+        over,
+    } = collect_output(&rx);
     if let Some(stream) = over {
         return Err(RunError::TooLarge(stream));
     }
