@@ -95,6 +95,9 @@ if [ "$(grep -rn 'allow(unsafe_code)' src | wc -l)" -ne 1 ]; then
   exit 1
 fi
 
+echo "==> size limits: no src file over 1,000 lines, no function over 100"
+python3 scripts/check-size.py
+
 echo "==> cargo build --workspace (builds libfake_dcmi.so)"
 cargo build --workspace --locked
 
