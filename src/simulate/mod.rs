@@ -18,13 +18,24 @@
 
 pub mod batch;
 pub mod cadence;
+pub mod causes;
+pub mod classes;
+pub mod counters;
 pub mod device;
+pub mod draw;
+pub mod episodes;
+pub mod expect;
+pub mod fault;
 pub mod generate;
+pub mod place;
 pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod score;
 pub mod targets;
+pub mod text;
+pub mod topology;
+pub mod truth;
 pub mod validate;
 pub mod verdicts;
 pub mod world;

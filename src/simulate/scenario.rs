@@ -12,6 +12,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use super::counters::Counters;
+pub use super::episodes::Lengths;
+pub use super::expect::{Expect, NodeSet};
+
 /// A whole scenario.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,6 +40,14 @@ pub struct Scenario {
     /// Injected faults (`[[fault]]`).
     #[serde(default, rename = "fault")]
     pub faults: Vec<FaultSpec>,
+    /// The nodes' own congestion counters as the daemon reads them (late, with false
+    /// alarms and misses); the default is today's idealised reading.
+    #[serde(default, skip_serializing_if = "Counters::is_ideal")]
+    pub counters: Counters,
+    /// What the scenario expects of the verdicts: which nodes may be recommended for
+    /// quarantine and which must be (checked and reported by the scorer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Expect>,
 }
 
 /// `[fleet]`: nodes, topology and the run.
@@ -237,6 +249,39 @@ pub struct Congestion {
     /// `node × npus_per_node + npu` for a device uplink, ToR or spine numbers); empty: all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub at: Vec<usize>,
+    /// How episode lengths are drawn around `mean_rounds` (default exponential).
+    #[serde(default, skip_serializing_if = "Lengths::is_exponential")]
+    pub lengths: Lengths,
+    /// Lognormal lengths: the standard deviation of a length's logarithm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length_sd: Option<f64>,
+    /// Pareto lengths: the tail index (above 1, so that the mean exists).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length_alpha: Option<f64>,
+    /// No episode lasts longer than this many rounds (any length distribution).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rounds: Option<f64>,
+}
+
+impl Congestion {
+    /// A process with today's defaults for every optional key.
+    pub fn new(on: Element, plane: Plane, rate: f64, mean_rounds: f64, magnitude_sd: f64) -> Self {
+        Congestion {
+            on,
+            plane,
+            rate,
+            mean_rounds,
+            magnitude_sd,
+            jitter: 0.0,
+            loss: 0.0,
+            signal: 0.0,
+            at: Vec::new(),
+            lengths: Lengths::Exponential,
+            length_sd: None,
+            length_alpha: None,
+            max_rounds: None,
+        }
+    }
 }
 
 /// The kinds of injected fault.
@@ -286,6 +331,38 @@ pub enum Shape {
     Intermittent,
     /// Down (device: every packet lost) for `down_rounds` of every `period` rounds.
     Flapping,
+    /// On and off at random: alternating stretches of exponential length with means
+    /// `on_rounds` and `off_rounds`, on first.
+    Random,
+}
+
+/// Which links a fabric dip touches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DipScope {
+    /// A fixed random share of the links (`share`; 1: every link).
+    Random,
+    /// The pairs on different ToRs that hash onto one spine (`at = [spine]`).
+    Spine,
+    /// The pairs between two ToRs (`at = [tor, tor]`).
+    TorPair,
+    /// One ToR's uplinks: every pair between its nodes and another ToR's (`at = [tor]`).
+    TorUplinks,
+    /// The links between probe groups (which no probe crosses), or a `share` of them.
+    CrossGroup,
+}
+
+impl DipScope {
+    /// Name as written in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DipScope::Random => "random",
+            DipScope::Spine => "spine",
+            DipScope::TorPair => "tor_pair",
+            DipScope::TorUplinks => "tor_uplinks",
+            DipScope::CrossGroup => "cross_group",
+        }
+    }
 }
 
 /// A number, or a `[low, high]` range drawn uniformly with the scenario's seed.
@@ -412,6 +489,70 @@ pub struct FaultSpec {
     /// Flapping: rounds down per period.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub down_rounds: Option<u64>,
+    /// Random shape: mean rounds on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_rounds: Option<f64>,
+    /// Random shape: mean rounds off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off_rounds: Option<f64>,
+    /// Host-plane faults: the slowdown varies from round to round, a normal spread of this
+    /// share of the magnitude around it (0.5: a 20 % node is 10–30 % slow most rounds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<f64>,
+    /// Fabric dip: which links it touches (default `random`, with `share`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<DipScope>,
+    /// Fabric dip: the spine, the two ToRs or the ToR of its scope (default: drawn).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub at: Vec<usize>,
+    /// Degraded links and port pairs placed at random: ends in different probe groups
+    /// (no probe measures such a link).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub between_groups: bool,
+    /// Hard fault: every ping to or from the node's NPU ports is lost while it lasts (the
+    /// device is gone), not only its telemetry.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub silent: bool,
+}
+
+impl FaultSpec {
+    /// A fault of this kind with every optional key at its default.
+    pub fn new(kind: FaultKind) -> Self {
+        FaultSpec {
+            kind,
+            plane: None,
+            count: 1,
+            per_nodes: None,
+            nodes: Vec::new(),
+            links: Vec::new(),
+            ports: Vec::new(),
+            port_pairs: Vec::new(),
+            tors: Vec::new(),
+            both_directions: false,
+            magnitude: None,
+            loss: None,
+            rtt: None,
+            share: None,
+            onset: None,
+            rounds: None,
+            shape: Shape::Step,
+            ramp_rounds: None,
+            period: None,
+            duty: None,
+            down_rounds: None,
+            on_rounds: None,
+            off_rounds: None,
+            spread: None,
+            scope: None,
+            at: Vec::new(),
+            between_groups: false,
+            silent: false,
+        }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn d_group_size() -> usize {
