@@ -22,7 +22,9 @@ fn classes(runs: &[Report], healthy: f64) -> Vec<ClassStats> {
         .classes
         .iter()
         .map(|c| {
-            let of = runs.iter().filter_map(|r| r.classes.iter().find(|x| x.class == c.class));
+            let of = runs
+                .iter()
+                .filter_map(|r| r.classes.iter().find(|x| x.class == c.class));
             let (v, k, emitted) = of.fold((0, 0, false), |(v, k, e), x| {
                 (v + x.verdicts, k + x.correct, e || x.emitted)
             });

@@ -147,7 +147,10 @@ impl Scorer<'_> {
             .or(episode)
             .unwrap_or_else(|| {
                 if amplitude >= 0.05 {
-                    ("daily swing".into(), format!("±{:.0}% per ToR", amplitude * 100.0))
+                    (
+                        "daily swing".into(),
+                        format!("±{:.0}% per ToR", amplitude * 100.0),
+                    )
                 } else {
                     ("noise".into(), String::new())
                 }
@@ -223,7 +226,10 @@ impl Scorer<'_> {
         }
         let amplitude = self.w.scenario.noise.daily_amplitude;
         if amplitude >= 0.05 {
-            return ("daily swing".into(), format!("±{:.0}% per ToR", amplitude * 100.0));
+            return (
+                "daily swing".into(),
+                format!("±{:.0}% per ToR", amplitude * 100.0),
+            );
         }
         ("noise".into(), String::new())
     }

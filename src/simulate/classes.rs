@@ -140,40 +140,85 @@ impl Scorer<'_> {
         let mut spans = Vec::new();
         let npus = self.w.topo.npus.max(1);
         for v in &self.v.nodes {
-            let correct = if v.hard {
-                true
-            } else {
-                self.node_correct(v)
-            };
+            let correct = if v.hard { true } else { self.node_correct(v) };
             let cause = (!correct).then(|| self.node_cause(v.who, v.start));
-            spans.push(span("node", level_name(v.level), format!("node {}", v.who), vec![v.who], (v.start, last(v.end)), v, correct, cause));
+            spans.push(span(
+                "node",
+                level_name(v.level),
+                format!("node {}", v.who),
+                vec![v.who],
+                (v.start, last(v.end)),
+                v,
+                correct,
+                cause,
+            ));
         }
         for v in &self.v.ports {
             let correct = self.port_correct(v);
             let cause = (!correct).then(|| self.port_cause(v.who, v.start));
-            let entity = format!("port {} (node {} npu {})", v.who, v.who / npus, v.who % npus);
-            spans.push(span("port", level_name(v.level), entity, vec![v.who], (v.start, last(v.end)), v, correct, cause));
+            let entity = format!(
+                "port {} (node {} npu {})",
+                v.who,
+                v.who / npus,
+                v.who % npus
+            );
+            spans.push(span(
+                "port",
+                level_name(v.level),
+                entity,
+                vec![v.who],
+                (v.start, last(v.end)),
+                v,
+                correct,
+                cause,
+            ));
         }
         for c in self.cordon_spans(false) {
             let correct = self.cordon_correct(c.who, c.start);
             let cause = (!correct).then(|| match c.reason.as_str() {
                 r if r.starts_with("port ") => {
-                    let port = r[5..].split_whitespace().next().and_then(|x| x.parse().ok());
+                    let port = r[5..]
+                        .split_whitespace()
+                        .next()
+                        .and_then(|x| x.parse().ok());
                     self.port_cause(port.unwrap_or(c.who * npus), c.start)
                 }
                 _ => self.node_cause(c.who, c.start),
             });
-            spans.push(span("cordon", "quarantine", format!("node {}", c.who), vec![c.who], (c.start, last(c.end)), &c, correct, cause));
+            spans.push(span(
+                "cordon",
+                "quarantine",
+                format!("node {}", c.who),
+                vec![c.who],
+                (c.start, last(c.end)),
+                &c,
+                correct,
+                cause,
+            ));
         }
         for &((a, b), s, e) in &self.v.links {
             let correct = self.link_correct(a, b, s);
             let cause = (!correct).then(|| self.link_cause(a, b, s));
-            spans.push(plain("link", format!("link {a}→{b}"), vec![a, b], (s, last(e)), correct, cause));
+            spans.push(plain(
+                "link",
+                format!("link {a}→{b}"),
+                vec![a, b],
+                (s, last(e)),
+                correct,
+                cause,
+            ));
         }
         for &(n, s, e) in &self.v.device_nodes {
             let correct = self.device_node_correct(n, s);
             let cause = (!correct).then(|| self.port_cause(n * npus, s));
-            spans.push(plain("device node", format!("node {n}"), vec![n], (s, last(e)), correct, cause));
+            spans.push(plain(
+                "device node",
+                format!("node {n}"),
+                vec![n],
+                (s, last(e)),
+                correct,
+                cause,
+            ));
         }
         for &((a, b), s, e) in &self.v.pairs {
             let correct = self.pair_correct(a, b, s);
@@ -181,7 +226,14 @@ impl Scorer<'_> {
                 (c, _) if c == "noise" => self.port_cause(b, s),
                 x => x,
             });
-            spans.push(plain("pair", format!("pair {a}–{b}"), vec![a, b], (s, last(e)), correct, cause));
+            spans.push(plain(
+                "pair",
+                format!("pair {a}–{b}"),
+                vec![a, b],
+                (s, last(e)),
+                correct,
+                cause,
+            ));
         }
         for (class, plane, list) in [
             ("fabric (host)", Plane::Host, &self.v.host_fabric),
@@ -190,7 +242,14 @@ impl Scorer<'_> {
             for &(g, s, e) in list {
                 let correct = self.fabric_correct(plane, g, s).is_some();
                 let cause = (!correct).then(|| self.fabric_cause(plane, g, s));
-                spans.push(plain(class, format!("group {g}"), vec![g], (s, last(e)), correct, cause));
+                spans.push(plain(
+                    class,
+                    format!("group {g}"),
+                    vec![g],
+                    (s, last(e)),
+                    correct,
+                    cause,
+                ));
             }
         }
         spans.sort_by_key(|s| (s.first, s.class, s.ids.clone()));
@@ -243,14 +302,18 @@ impl Scorer<'_> {
             Default::default();
         for v in self.v.nodes.iter().filter(|v| v.level == Level::Quarantine) {
             if hard || !v.hard {
-                by_node.entry(v.who).or_default().push((v.start, v.end, v.reason.clone()));
+                by_node
+                    .entry(v.who)
+                    .or_default()
+                    .push((v.start, v.end, v.reason.clone()));
             }
         }
         for v in self.v.ports.iter().filter(|v| v.level == Level::Quarantine) {
-            by_node
-                .entry(v.who / npus)
-                .or_default()
-                .push((v.start, v.end, format!("port {} {}", v.who, v.reason)));
+            by_node.entry(v.who / npus).or_default().push((
+                v.start,
+                v.end,
+                format!("port {} {}", v.who, v.reason),
+            ));
         }
         let mut out = Vec::new();
         for (who, mut list) in by_node {

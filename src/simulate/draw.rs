@@ -129,7 +129,8 @@ mod tests {
     fn lengths_keep_their_mean_and_the_hashed_normal_is_standard() {
         let mut d = Draw::new(7, 3.0);
         let n = 200_000;
-        let draws: [(&str, fn(&mut Draw) -> f64); 3] = [
+        type Length = fn(&mut Draw) -> f64;
+        let draws: [(&str, Length); 3] = [
             ("lognormal", |d| d.lognormal(10.0, 1.0)),
             ("pareto", |d| d.pareto(10.0, 2.5)),
             ("exponential", |d| d.exp(10.0)),

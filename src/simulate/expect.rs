@@ -55,7 +55,10 @@ impl<'de> Deserialize<'de> for NodeSet {
                     ))),
                 }
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<NodeSet, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> Result<NodeSet, A::Error> {
                 let mut v = Vec::new();
                 while let Some(x) = s.next_element::<usize>()? {
                     v.push(x);
@@ -121,9 +124,7 @@ fn strong(f: &Fault) -> bool {
     match f.kind {
         FaultKind::HardFault => true,
         FaultKind::SlowNode if f.plane.host() => persistent && f.magnitude >= 0.2 - 1e-9,
-        FaultKind::SlowNode | FaultKind::SlowPort => {
-            persistent && (f.loss >= 0.05 || f.rtt >= 2.0)
-        }
+        FaultKind::SlowNode | FaultKind::SlowPort => persistent && (f.loss >= 0.05 || f.rtt >= 2.0),
         _ => false,
     }
 }
@@ -199,5 +200,69 @@ pub fn check(
         must_cordon: must.into_iter().collect(),
         unexpected,
         missing,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simulate::scenario::Scenario;
+    use crate::simulate::world::World;
+
+    fn world() -> World {
+        let s = Scenario::from_toml(
+            "[fleet]\nnodes = 16\nnpus_per_node = 2\nrounds = 400\n\
+             [[fault]]\nkind = \"slow_node\"\nnodes = [3]\nmagnitude = 0.3\nonset = 100\n\
+             [[fault]]\nkind = \"slow_node\"\nnodes = [4]\nmagnitude = 0.05\nonset = 100\n\
+             [[fault]]\nkind = \"slow_port\"\nports = [[6, 1]]\nloss = 0.2\nonset = 50\n\
+             [[fault]]\nkind = \"degraded_link\"\nlinks = [[8, 9]]\nmagnitude = 0.3\n",
+            "t.toml",
+        )
+        .unwrap();
+        World::new(&s).unwrap()
+    }
+
+    fn cordon(node: usize, start: u64, end: u64) -> Cordon {
+        Cordon {
+            node,
+            start,
+            end,
+            reason: "x".into(),
+        }
+    }
+
+    #[test]
+    fn named_sets_are_the_faulty_and_the_strong_nodes() {
+        let w = world();
+        let set = |n: Named| NodeSet::Named(n).nodes(&w.faults, &w.topo);
+        assert_eq!(set(Named::Faulty), [3, 4, 6].into());
+        assert_eq!(set(Named::Strong), [3, 6].into());
+        assert_eq!(set(Named::None), BTreeSet::new());
+    }
+
+    /// A recommendation outside `may_cordon` is unexpected; a must-node recommended too
+    /// late, or never, is missing.
+    #[test]
+    fn unexpected_and_missing_recommendations_break_the_expectation() {
+        let w = world();
+        let e = Expect {
+            may_cordon: NodeSet::Named(Named::Faulty),
+            must_cordon: NodeSet::Named(Named::Strong),
+            within_rounds: Some(60.0),
+        };
+        let check = |cordons: &[Cordon]| check(&e, Some(60), &w.faults, &w.topo, cordons, 400);
+        let good = check(&[cordon(3, 130, 401), cordon(6, 70, 401)]);
+        assert!(good.met, "{good:?}");
+        // Node 8 is a degraded link's end, not faulty; node 6 is recommended 111 rounds
+        // after its port's onset (50), past the 60 allowed.
+        let bad = check(&[
+            cordon(3, 130, 401),
+            cordon(6, 161, 401),
+            cordon(8, 200, 220),
+        ]);
+        assert!(!bad.met);
+        assert_eq!(bad.unexpected, vec![(8, 200, "x".to_string())]);
+        assert_eq!(bad.missing.len(), 1);
+        assert_eq!(bad.missing[0].0, 6);
     }
 }

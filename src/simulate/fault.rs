@@ -135,14 +135,22 @@ impl Fault {
 
     /// Whether this fabric dip touches the pair between ToRs `ta`, `tb` and probe groups
     /// `ga`, `gb` that hashes onto `spine`; `key` is the pair's uniform dip key.
-    pub(crate) fn dip_touches(&self, key: f64, spine: usize, (ta, tb): (usize, usize), (ga, gb): (usize, usize)) -> bool {
+    pub(crate) fn dip_touches(
+        &self,
+        key: f64,
+        spine: usize,
+        (ta, tb): (usize, usize),
+        (ga, gb): (usize, usize),
+    ) -> bool {
         let share = || (key + self.id as f64 * PHI).fract() < self.share;
         let at = |k: usize| self.at.get(k).copied().unwrap_or(usize::MAX);
         match self.scope {
             // A partial dip touches a fixed share of the links, a different subset per dip.
             DipScope::Random => share(),
             DipScope::Spine => ta != tb && spine == at(0),
-            DipScope::TorPair => ta != tb && ((ta, tb) == (at(0), at(1)) || (tb, ta) == (at(0), at(1))),
+            DipScope::TorPair => {
+                ta != tb && ((ta, tb) == (at(0), at(1)) || (tb, ta) == (at(0), at(1)))
+            }
             DipScope::TorUplinks => ta != tb && (ta == at(0) || tb == at(0)),
             DipScope::CrossGroup => ga != gb && share(),
         }

@@ -102,8 +102,14 @@ fn scope_elements(spec: &FaultSpec, t: &Topology, d: &mut Draw) -> Vec<usize> {
 /// A random-shape fault's on stretches: from onset, on first, exponential lengths with
 /// the spec's means, until the fault ends.
 fn on_spans(spec: &FaultSpec, f: &Fault, seed: u64) -> Vec<(u64, u64)> {
-    let (on, off) = (spec.on_rounds.unwrap_or(1.0), spec.off_rounds.unwrap_or(1.0));
-    let mut d = Draw::new(seed ^ RANDOM_SHAPE_SEED ^ (f.id as u64).wrapping_mul(0x9e37), 3.0);
+    let (on, off) = (
+        spec.on_rounds.unwrap_or(1.0),
+        spec.off_rounds.unwrap_or(1.0),
+    );
+    let mut d = Draw::new(
+        seed ^ RANDOM_SHAPE_SEED ^ (f.id as u64).wrapping_mul(0x9e37),
+        3.0,
+    );
     let mut out = Vec::new();
     let mut r = f.onset;
     while r < f.end {
@@ -114,7 +120,14 @@ fn on_spans(spec: &FaultSpec, f: &Fault, seed: u64) -> Vec<(u64, u64)> {
     out
 }
 
-fn fault(spec: &FaultSpec, target: Target, onset: u64, end: u64, rounds: u64, d: &mut Draw) -> Fault {
+fn fault(
+    spec: &FaultSpec,
+    target: Target,
+    onset: u64,
+    end: u64,
+    rounds: u64,
+    d: &mut Draw,
+) -> Fault {
     Fault {
         id: 0,
         kind: spec.kind,

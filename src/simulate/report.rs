@@ -241,10 +241,16 @@ pub fn report(w: &World, t: &Trace, window: u64) -> Report {
         level("node quarantine", "quarantine"),
     ];
     let device = (w.topo.npus > 0).then(|| {
-        let lv = ["port suspect", "port confirmed", "port quarantine", "device node", "pair"]
-            .iter()
-            .map(|c| level(c, c))
-            .collect();
+        let lv = [
+            "port suspect",
+            "port confirmed",
+            "port quarantine",
+            "device node",
+            "pair",
+        ]
+        .iter()
+        .map(|c| level(c, c))
+        .collect();
         device_report(w, t, &v, lv)
     });
     let mut falses = judged.falses;
@@ -535,4 +541,3 @@ pub(crate) fn min_95(rows: &[MagnitudeRow], quarantine: bool) -> Option<f64> {
     }
     best
 }
-

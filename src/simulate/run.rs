@@ -173,9 +173,7 @@ impl HostGroup {
             .collect();
         let seed = w.scenario.fleet.seed;
         let truth = w.host_congested(r, m, &crossed);
-        let flagged = self
-            .counters
-            .read(&w.scenario.counters, seed, r, m, truth);
+        let flagged = self.counters.read(&w.scenario.counters, seed, r, m, truth);
         let congested = (0..n).filter(|k| flagged.contains(&m[*k])).collect();
         let link_probes = exchanges.split_off(n_confirm.min(exchanges.len()));
         let hard_faults = w

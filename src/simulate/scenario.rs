@@ -886,16 +886,55 @@ mod tests {
         assert_eq!(again, s);
     }
 
+    /// The rougher world's keys are checked like the others, each problem with its line.
+    #[test]
+    fn the_rougher_worlds_keys_are_checked_with_their_lines() {
+        let text = "[fleet]\nnodes = 128\ngroup_size = 64\nhours = 2\n\
+                    [counters]\nlag = 5\nmiss = 1.5\n\
+                    [[congestion]]\non = \"tor\"\nrate = 0.001\nmean_rounds = 10\nmagnitude_sd = 0.1\nlength_alpha = 2\nlengths = \"lognormal\"\n\
+                    [[fault]]\nkind = \"fabric_dip\"\nmagnitude = 0.2\nscope = \"tor_pair\"\nat = [3, 3]\n\
+                    [[fault]]\nkind = \"slow_tor\"\nmagnitude = 0.2\nsilent = true\nspread = 0.5\nshape = \"random\"\non_rounds = 10\n\
+                    [[fault]]\nkind = \"hard_fault\"\nsilent = true\n\
+                    [expect]\nmust_cordon = [500]\n";
+        let p = problems(text);
+        let want = [
+            "s.toml:6: counters.lag: 5 is out of range 0..=3",
+            "s.toml:7: counters.miss: 1.5 is out of range 0..=1 (a share of node-rounds)",
+            "s.toml:13: congestion[0].length_alpha: length_alpha applies to pareto lengths, not to lognormal",
+            "s.toml:19: fault[0].at: a ToR pair is two different ToRs",
+            "s.toml:23: fault[1].silent: silent applies to hard_fault, not to slow_tor",
+            "s.toml:29: fault[2].silent: a silent hard fault loses its node's NPU pings: set fleet.npus_per_node",
+            "s.toml:31: expect.must_cordon: node 500 is not in the fleet of 128",
+        ];
+        for w in want {
+            assert!(p.iter().any(|x| x == w), "missing {w:?} in {p:#?}");
+        }
+        // A missing key is located at its table.
+        assert!(
+            p.iter()
+                .any(|x| x.ends_with("fault[1].off_rounds: the random shape needs off_rounds")),
+            "{p:#?}"
+        );
+        // A spread is accepted on a host-plane slowdown; a link between groups is allowed.
+        let ok = "[fleet]\nnodes = 128\ngroup_size = 64\nhours = 2\n\
+                  [[fault]]\nkind = \"slow_node\"\nmagnitude = 0.2\nspread = 0.5\n\
+                  [[fault]]\nkind = \"degraded_link\"\nlinks = [[1, 100]]\nmagnitude = 0.2\n\
+                  [expect]\nmay_cordon = \"strong\"\n";
+        assert_eq!(problems(ok), Vec::<String>::new());
+        let p = problems("[fleet]\nnodes = 16\nhours = 1\n[expect]\nmay_cordon = \"some\"\n");
+        assert!(p[0].contains("unknown node set `some`"), "{p:?}");
+    }
+
     #[test]
     fn fault_keys_are_checked_against_kind_shape_and_fleet() {
         let text = "[fleet]\nnodes = 128\ngroup_size = 64\nhours = 2\n\
-                    [[fault]]\nkind = \"degraded_link\"\nlinks = [[1, 100]]\nmagnitude = 0.2\n\
+                    [[fault]]\nkind = \"degraded_link\"\nlinks = [[1, 1]]\nmagnitude = 0.2\n\
                     [[fault]]\nkind = \"slow_node\"\nmagnitude = 0.2\nshape = \"intermittent\"\nperiod = 10\n\
                     [[fault]]\nkind = \"slow_node\"\nloss = 0.1\nmagnitude = 0.2\nshape = \"flapping\"\nperiod = 10\ndown_rounds = 2\n\
                     [[fault]]\nkind = \"fabric_dip\"\nshare = 1.5\nonset = 500\n";
         let p = problems(text);
         let want = [
-            "s.toml:7: fault[0].links: [1, 100]: the nodes are in different probe groups (of at most 64): no probe measures this link",
+            "s.toml:7: fault[0].links: [1, 1]: both ends are the same node",
             "s.toml:9: fault[1].duty: the intermittent shape needs duty",
             "s.toml:16: fault[2].loss: loss applies to NPU-port pings; slow_node here is on the host plane",
             "s.toml:18: fault[2].shape: flapping applies to links and ports, not to slow_node",

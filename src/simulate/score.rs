@@ -246,7 +246,11 @@ impl<'a> Scorer<'a> {
             (Target::PortPair(a, b), _) => {
                 let key = (a.min(b), a.max(b));
                 o.detected = span_first(
-                    self.v.pairs.iter().filter(|x| x.0 == key).map(|x| (x.1, x.2)),
+                    self.v
+                        .pairs
+                        .iter()
+                        .filter(|x| x.0 == key)
+                        .map(|x| (x.1, x.2)),
                     win,
                 );
                 o.suspect = o.detected;
@@ -267,7 +271,13 @@ impl<'a> Scorer<'a> {
     /// Rounds from onset to the first verdict at `l` or above on an entity `who` accepts
     /// (of the fault's hardness) in the window; a verdict already open at onset counts as
     /// reached at onset.
-    fn first(verdicts: &[Verdict], who: &dyn Fn(usize) -> bool, l: Level, hard: bool, win: (u64, u64)) -> Option<u64> {
+    fn first(
+        verdicts: &[Verdict],
+        who: &dyn Fn(usize) -> bool,
+        l: Level,
+        hard: bool,
+        win: (u64, u64),
+    ) -> Option<u64> {
         verdicts
             .iter()
             .filter(|v| v.level >= l && v.hard == hard && who(v.who))
@@ -304,7 +314,10 @@ impl<'a> Scorer<'a> {
         let v = self.v;
         let topo = &self.w.topo;
         o.detected = span_first(
-            v.device_nodes.iter().filter(|x| x.0 == n).map(|x| (x.1, x.2)),
+            v.device_nodes
+                .iter()
+                .filter(|x| x.0 == n)
+                .map(|x| (x.1, x.2)),
             win,
         );
         o.suspect = o.detected;
@@ -319,7 +332,10 @@ impl<'a> Scorer<'a> {
         // reverse direction names the same link.
         let me = |a: usize, b: usize| (a, b) == (src, dst) || (a, b) == (dst, src);
         o.detected = span_first(
-            v.links.iter().filter(|x| me(x.0.0, x.0.1)).map(|x| (x.1, x.2)),
+            v.links
+                .iter()
+                .filter(|x| me(x.0.0, x.0.1))
+                .map(|x| (x.1, x.2)),
             win,
         );
         o.suspect = o.detected;
@@ -378,7 +394,13 @@ impl<'a> Scorer<'a> {
             _ => TIMED_ROUNDS * self.device_every,
         };
         let early = (f.onset, f.onset + timed);
-        let on_plane = |p: Plane| if plane == Plane::Host { p.host() } else { p.device() };
+        let on_plane = |p: Plane| {
+            if plane == Plane::Host {
+                p.host()
+            } else {
+                p.device()
+            }
+        };
         let tors: Vec<usize> = nodes.iter().map(|n| topo.tor(*n)).collect();
         let mut spines = vec![false; topo.spines];
         let mut peers = Vec::new();
@@ -394,7 +416,12 @@ impl<'a> Scorer<'a> {
         }
         let live = |a: u64, b: u64| overlaps((a, b), early);
         let mut reasons = [false; 4];
-        for e in self.w.episodes.iter().filter(|e| on_plane(e.plane) && live(e.start, e.end)) {
+        for e in self
+            .w
+            .episodes
+            .iter()
+            .filter(|e| on_plane(e.plane) && live(e.start, e.end))
+        {
             match (e.on, e.plane) {
                 (Element::Uplink, Plane::Device) if ports.contains(&e.element) => reasons[0] = true,
                 (Element::Uplink, Plane::Host) if nodes.contains(&e.element) => reasons[0] = true,
@@ -403,7 +430,12 @@ impl<'a> Scorer<'a> {
                 _ => {}
             }
         }
-        for g in self.w.faults.iter().filter(|g| on_plane(g.plane) && live(g.onset, g.end)) {
+        for g in self
+            .w
+            .faults
+            .iter()
+            .filter(|g| on_plane(g.plane) && live(g.onset, g.end))
+        {
             match g.target {
                 Target::Tor(t) if tors.contains(&t) => reasons[1] = true,
                 Target::Fabric if peers.iter().any(|(a, b)| self.w.dip_touches(g, *a, *b)) => {
@@ -431,7 +463,10 @@ impl<'a> Scorer<'a> {
         let groups = &self.truth.faults[f.id].groups;
         let nodes: Vec<usize> = match f.target {
             Target::Tor(t) => topo.tor_nodes(t).collect(),
-            _ => groups.iter().flat_map(|g| topo.groups[*g].iter().copied()).collect(),
+            _ => groups
+                .iter()
+                .flat_map(|g| topo.groups[*g].iter().copied())
+                .collect(),
         };
         let mut nodes = nodes;
         nodes.sort_unstable();

@@ -173,7 +173,9 @@ fn classes_table(s: &mut String, r: &Report) {
         "class", "verdicts", "correct", "precision", "false/1000 node-h", "budget"
     );
     for c in &r.classes {
-        let precision = c.precision.map_or_else(|| "-".into(), |p| format!("{p:.3}"));
+        let precision = c
+            .precision
+            .map_or_else(|| "-".into(), |p| format!("{p:.3}"));
         let note = match (c.emitted, c.class.as_str()) {
             (false, "ToR") => "  (the engines emit no ToR verdict)",
             (false, _) => "  (no NPU ports)",
@@ -197,7 +199,7 @@ fn classes_table(s: &mut String, r: &Report) {
     }
     let _ = writeln!(
         s,
-        "precision {:.3} (node quarantine level); false suspects {:.2} / 1000 node-h, false cordons {:.3} / 1000 node-h\ncordons from fabric dips {}, from ToR events {}, from congestion {}\n",
+        "precision {:.3} (node quarantine level); false suspects {:.2} / 1000 node-h, false quarantines (cordons: host and NPU port) {:.3} / 1000 node-h\nquarantines from fabric dips {}, from ToR events {}, from congestion {}\n",
         r.precision,
         r.false_suspects_per_1000_node_hours,
         r.false_quarantines_per_1000_node_hours,

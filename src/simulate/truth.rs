@@ -116,7 +116,13 @@ impl Truth {
     /// ToR or spine congestion, the drift above [`drift_limit`]) touched group `g` in the
     /// rounds `span`; with its description.
     pub fn fabric_event(&self, plane: Plane, g: usize, span: (u64, u64)) -> Option<String> {
-        let on = |p: Plane| if plane == Plane::Host { p.host() } else { p.device() };
+        let on = |p: Plane| {
+            if plane == Plane::Host {
+                p.host()
+            } else {
+                p.device()
+            }
+        };
         let live = |a: u64, b: u64| a < span.1 && span.0 < b;
         for f in &self.faults {
             let x = &f.fault;
@@ -129,7 +135,9 @@ impl Truth {
             let x = &e.episode;
             let shared = matches!(x.on, Element::Tor | Element::Spine);
             if shared && on(x.plane) && e.groups.contains(&g) && live(x.start, x.end) {
-                return Some(format!("episode #{} on {:?} {}", x.id, x.on, x.element).to_lowercase());
+                return Some(
+                    format!("episode #{} on {:?} {}", x.id, x.on, x.element).to_lowercase(),
+                );
             }
         }
         self.drift_slow

@@ -93,7 +93,10 @@ fn counters(s: &Scenario, o: &mut Out) {
 fn expect(s: &Scenario, o: &mut Out) {
     let Some(e) = &s.expect else { return };
     let n = s.fleet.nodes;
-    for (name, set) in [("may_cordon", &e.may_cordon), ("must_cordon", &e.must_cordon)] {
+    for (name, set) in [
+        ("may_cordon", &e.may_cordon),
+        ("must_cordon", &e.must_cordon),
+    ] {
         if let NodeSet::List(v) = set
             && let Some(x) = v.iter().find(|x| **x >= n)
         {
@@ -252,22 +255,25 @@ fn lengths(c: &Congestion, k: &str, o: &mut Out) {
         (Some(x), Lengths::Lognormal) => o.float(&key("length_sd"), x, 0.01, 5.0, ""),
         (Some(_), l) => o.push(
             key("length_sd"),
-            format!("length_sd applies to lognormal lengths, not to {}", lengths_name(l)),
+            format!(
+                "length_sd applies to lognormal lengths, not to {}",
+                lengths_name(l)
+            ),
         ),
         _ => {}
     }
     match (c.length_alpha, c.lengths) {
-        (Some(x), Lengths::Pareto) => {
-            if !(x > 1.0 && x <= 10.0) {
-                o.push(
-                    key("length_alpha"),
-                    format!("{x} is out of range (1, 10] (above 1, so that the mean exists)"),
-                );
-            }
-        }
+        (Some(x), Lengths::Pareto) if !(x > 1.0 && x <= 10.0) => o.push(
+            key("length_alpha"),
+            format!("{x} is out of range (1, 10] (above 1, so that the mean exists)"),
+        ),
+        (Some(_), Lengths::Pareto) => {}
         (Some(_), l) => o.push(
             key("length_alpha"),
-            format!("length_alpha applies to pareto lengths, not to {}", lengths_name(l)),
+            format!(
+                "length_alpha applies to pareto lengths, not to {}",
+                lengths_name(l)
+            ),
         ),
         _ => {}
     }
@@ -633,10 +639,16 @@ fn dip_scope(s: &Scenario, f: &FaultSpec, k: &str, o: &mut Out) {
     let kind = f.kind.as_str();
     if f.kind != FaultKind::FabricDip {
         if f.scope.is_some() {
-            o.push(key("scope"), format!("scope applies to fabric_dip, not to {kind}"));
+            o.push(
+                key("scope"),
+                format!("scope applies to fabric_dip, not to {kind}"),
+            );
         }
         if !f.at.is_empty() {
-            o.push(key("at"), format!("at applies to fabric_dip, not to {kind}"));
+            o.push(
+                key("at"),
+                format!("at applies to fabric_dip, not to {kind}"),
+            );
         }
         return;
     }
@@ -651,36 +663,57 @@ fn dip_scope(s: &Scenario, f: &FaultSpec, k: &str, o: &mut Out) {
     if f.share.is_some() && want > 0 {
         o.push(
             key("share"),
-            format!("share applies to the random and cross_group scopes, not to {}", scope.as_str()),
+            format!(
+                "share applies to the random and cross_group scopes, not to {}",
+                scope.as_str()
+            ),
         );
     }
     if !f.at.is_empty() {
         if want == 0 {
             o.push(
                 key("at"),
-                format!("at names the spine or ToRs of a dip; the {} scope has none", scope.as_str()),
+                format!(
+                    "at names the spine or ToRs of a dip; the {} scope has none",
+                    scope.as_str()
+                ),
             );
         } else if f.at.len() != want {
             o.push(
                 key("at"),
-                format!("the {} scope names {want} of the fleet's {what}", scope.as_str()),
+                format!(
+                    "the {} scope names {want} of the fleet's {what}",
+                    scope.as_str()
+                ),
             );
         } else if let Some(x) = f.at.iter().find(|x| **x >= limit) {
-            o.push(key("at"), format!("{x} is not one of the fleet's {limit} {what}"));
+            o.push(
+                key("at"),
+                format!("{x} is not one of the fleet's {limit} {what}"),
+            );
         } else if want == 2 && f.at[0] == f.at[1] {
             o.push(key("at"), "a ToR pair is two different ToRs");
         }
     }
-    let needs_two_tors = matches!(scope, DipScope::TorPair | DipScope::TorUplinks | DipScope::Spine);
+    let needs_two_tors = matches!(
+        scope,
+        DipScope::TorPair | DipScope::TorUplinks | DipScope::Spine
+    );
     if needs_two_tors && tors < 2 {
         o.push(
             key("scope"),
-            format!("the {} scope needs at least two ToRs; the fleet has {tors}", scope.as_str()),
+            format!(
+                "the {} scope needs at least two ToRs; the fleet has {tors}",
+                scope.as_str()
+            ),
         );
     }
     if scope == DipScope::CrossGroup
         && crate::probe::membership::balanced_groups(s.fleet.nodes, s.fleet.group_size).len() < 2
     {
-        o.push(key("scope"), "the fleet is one probe group: no link is between groups");
+        o.push(
+            key("scope"),
+            "the fleet is one probe group: no link is between groups",
+        );
     }
 }

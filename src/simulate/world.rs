@@ -181,7 +181,12 @@ impl World {
         let t = &self.topo;
         let (ta, tb) = (t.tor(a), t.tor(b));
         let spine = if ta != tb { self.spine_of(a, b) } else { 0 };
-        f.dip_touches(self.key(a, b).dip, spine, (ta, tb), (t.group_of[a], t.group_of[b]))
+        f.dip_touches(
+            self.key(a, b).dip,
+            spine,
+            (ta, tb),
+            (t.group_of[a], t.group_of[b]),
+        )
     }
 
     fn key(&self, a: usize, b: usize) -> PairKey {
@@ -425,4 +430,3 @@ fn drift(d: &mut Draw, n: &Noise, rounds: u64) -> Vec<f64> {
         })
         .collect()
 }
-
