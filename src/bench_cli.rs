@@ -12,6 +12,7 @@ use hcclwatch::collective::algo::select::parse_hccl_algo;
 use hcclwatch::collective::bootstrap::{env as henv, ranktable, rootinfo};
 use hcclwatch::collective::transport::TransportConfig;
 use hcclwatch::collective::{CommConfig, Communicator, DataType, ReduceOp};
+use hcclwatch::config::types::RankSpec;
 
 use crate::cli::BenchArgs;
 
@@ -264,18 +265,11 @@ fn run_static(
             path.display()
         );
     }
-    let addrs: Vec<SocketAddr> = cfg
-        .peers
-        .iter()
-        .map(|p| {
-            p.parse()
-                .with_context(|| format!("collective.peers: {p:?}"))
-        })
-        .collect::<anyhow::Result<_>>()?;
+    let addrs: Vec<SocketAddr> = cfg.peer_addrs();
     let rank = match (a.rank, cfg.rank) {
         (Some(r), _) => r,
-        (None, r) if r >= 0 => r as usize,
-        _ => {
+        (None, RankSpec::Fixed(r)) => usize::from(r),
+        (None, RankSpec::Auto) => {
             let local: Vec<IpAddr> = henv::interfaces().into_iter().map(|i| i.addr).collect();
             let mine: Vec<usize> = (0..addrs.len())
                 .filter(|i| local.contains(&addrs[*i].ip()))
@@ -309,11 +303,11 @@ fn run_static(
     c.transport.channels = cfg.channels as usize;
     c.transport.connect_timeout = cfg.connect_timeout;
     c.exec_timeout = cfg.exec_timeout;
-    if !cfg.algo.is_empty() {
-        c.algo = parse_hccl_algo(&cfg.algo).map_err(|e| anyhow::anyhow!("collective.algo: {e}"))?;
+    if let Some(algo) = &cfg.algo {
+        c.algo = algo.plan().clone();
     }
-    if cfg.traffic_class >= 0 {
-        c.transport.traffic_class = Some(cfg.traffic_class as u32);
+    if let Some(tc) = cfg.traffic_class {
+        c.transport.traffic_class = Some(tc.tos());
     }
     if cfg.bind_device.is_some() {
         c.transport.bind_device = cfg.bind_device.clone();

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+use hcclwatch::config::{Backend, LogFormat};
 
 /// hcclwatch: NPU fleet health monitor.
 #[derive(Debug, Parser)]
@@ -57,8 +58,13 @@ pub struct RemediateArgs {
     #[arg(long = "log.level", value_name = "LEVEL", default_value = "info")]
     pub log_level: String,
     /// Log format.
-    #[arg(long = "log.format", value_name = "FORMAT", value_parser = ["logfmt", "json"], default_value = "logfmt")]
-    pub log_format: String,
+    #[arg(
+        long = "log.format",
+        value_name = "FORMAT",
+        value_enum,
+        default_value = "logfmt"
+    )]
+    pub log_format: LogFormat,
     /// Prometheus exporter-toolkit web config file (TLS, client CA, basic auth for
     /// `/metrics`); overrides `web_config_file` in the receiver's config file.
     #[arg(long = "web.config.file", value_name = "PATH")]
@@ -170,7 +176,7 @@ pub struct SimulateArgs {
 /// `--probe-interval`: a duration as the configuration writes one, 100 ms to 1 h (the
 /// range of a scenario's `round_seconds`).
 fn probe_interval(s: &str) -> Result<std::time::Duration, String> {
-    let d = hcclwatch::config::duration::parse(s)?;
+    let d = hcclwatch::config::duration::parse(s).map_err(|e| e.to_string())?;
     if d < std::time::Duration::from_millis(100) || d > std::time::Duration::from_secs(3600) {
         return Err(format!("{s:?} is out of range 100ms..=1h"));
     }
@@ -297,17 +303,19 @@ pub struct RunArgs {
     #[arg(long = "log.level", value_name = "LEVEL")]
     pub log_level: Option<String>,
     /// Log format.
-    #[arg(long = "log.format", value_name = "FORMAT", value_parser = ["logfmt", "json"])]
-    pub log_format: Option<String>,
+    #[arg(long = "log.format", value_name = "FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
     /// Device backend: auto, dcmi, sim, none.
-    #[arg(long = "telemetry.backend", value_name = "BACKEND", value_parser = ["auto", "dcmi", "sim", "none"])]
-    pub backend: Option<String>,
+    #[arg(long = "telemetry.backend", value_name = "BACKEND", value_enum)]
+    pub backend: Option<Backend>,
 }
 
 impl RunArgs {
     /// The flags as (config key, flag name, value), for applying over the config.
     pub fn overrides(&self) -> Vec<(&'static str, &'static str, String)> {
         let mut v = Vec::new();
+        let format = self.log_format.map(|f| f.as_str().to_string());
+        let backend = self.backend.map(|b| b.as_str().to_string());
         let pairs: [(&str, &str, &Option<String>); 6] = [
             (
                 "web.listen_address",
@@ -325,8 +333,8 @@ impl RunArgs {
                 &self.web_config_file,
             ),
             ("log.level", "--log.level", &self.log_level),
-            ("log.format", "--log.format", &self.log_format),
-            ("telemetry.backend", "--telemetry.backend", &self.backend),
+            ("log.format", "--log.format", &format),
+            ("telemetry.backend", "--telemetry.backend", &backend),
         ];
         for (key, flag, value) in pairs {
             if let Some(value) = value {

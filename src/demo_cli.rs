@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use hcclwatch::health::engine::median;
+use hcclwatch::health::median;
 use rustix::process::{Pid, Signal, kill_process};
 use serde_json::Value;
 

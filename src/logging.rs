@@ -14,7 +14,7 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::config::LogFormat;
+use crate::config::{LogFormat, LogLevel};
 
 /// Why logging could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -32,7 +32,7 @@ pub enum LogError {
 /// Installs the global subscriber. Calling it twice is harmless (the second call is a
 /// no-op), which keeps tests that start the app in-process simple.
 pub fn init(level: &str, format: LogFormat) -> Result<(), LogError> {
-    if !["error", "warn", "info", "debug", "trace"].contains(&level) {
+    if LogLevel::from_name(level).is_none() {
         return Err(LogError::Level {
             level: level.to_string(),
             reason: "not a level".into(),

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Parser as _;
-use hcclwatch::config::{self, ConfigError, LogFormat};
+use hcclwatch::config::{self, ConfigError};
 use hcclwatch::snapshot::status::BuildInfo;
 
 fn main() -> ExitCode {
@@ -54,6 +54,7 @@ fn remediate(a: &cli::RemediateArgs) -> anyhow::Result<()> {
     let mut cfg = hcclwatch::remediate::config::RemediateConfig::load(&a.config_file)?;
     if let Some(w) = &a.web_config_file {
         if let Err(problems) = config::web::WebConfigFile::load(w) {
+            let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
             anyhow::bail!("--web.config.file: {}", problems.join("; "));
         }
         cfg.web_config_file = Some(w.clone());
@@ -62,12 +63,7 @@ fn remediate(a: &cli::RemediateArgs) -> anyhow::Result<()> {
         println!("{}: valid", a.config_file.display());
         return Ok(());
     }
-    let format = if a.log_format == "json" {
-        LogFormat::Json
-    } else {
-        LogFormat::Logfmt
-    };
-    hcclwatch::logging::init(&a.log_level, format).context("setting up logging")?;
+    hcclwatch::logging::init(&a.log_level, a.log_format).context("setting up logging")?;
     hcclwatch::remediate::run(cfg)?;
     Ok(())
 }
@@ -134,7 +130,8 @@ fn run_daemon(run: &cli::RunArgs) -> anyhow::Result<()> {
             );
         }
     };
-    hcclwatch::logging::init(&cfg.log.level, cfg.log.format).context("setting up logging")?;
+    hcclwatch::logging::init(cfg.log.level.as_str(), cfg.log.format)
+        .context("setting up logging")?;
     for w in &warnings {
         tracing::warn!(location = %w.location, key = %w.key, "{}", w.reason);
     }

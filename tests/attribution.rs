@@ -9,10 +9,12 @@
 //! - a temporary directory stands in for the host's `/proc`, with `<pid>/cgroup` files in
 //!   the cgroup v1 and v2 forms of containerd and CRI-O.
 //!
-//! The NPUs come from the fake DCMI library's 16-NPU scenario. The fake does not report
-//! NPU processes (`dcmi_get_device_resource_info`) yet, so the process tests drive the
-//! attribution poller directly with an NPU snapshot the test builds, as DCMI would report
-//! it; the daemon tests cover pod-resources and the Kubernetes API end to end.
+//! The NPUs come from the fake DCMI library's 16-NPU scenario. Its NPU processes (PIDs
+//! 20000 and up, `dcmi_get_device_resource_info`) are not processes of this host, so the
+//! process tests drive the attribution poller directly with an NPU snapshot the test
+//! builds, as DCMI would report it, and a `/proc` of its own; the daemon tests cover
+//! pod-resources and the Kubernetes API end to end, with the memory group (which reads
+//! the processes) off.
 
 mod common;
 
@@ -45,10 +47,12 @@ struct KubeletState {
     fail: Option<tonic::Code>,
     /// Wait this long before answering.
     hang: Option<Duration>,
+    /// Calls that started waiting because of `hang`.
+    hung: u64,
 }
 
 #[derive(Clone)]
-struct KubeletService(Arc<Mutex<KubeletState>>);
+struct KubeletService(Arc<(Mutex<KubeletState>, std::sync::Condvar)>);
 
 #[tonic::async_trait]
 impl PodResourcesLister for KubeletService {
@@ -57,7 +61,9 @@ impl PodResourcesLister for KubeletService {
         _: Request<ListPodResourcesRequest>,
     ) -> Result<Response<ListPodResourcesResponse>, Status> {
         let (pods, fail, hang) = {
-            let s = self.0.lock().unwrap();
+            let mut s = self.0.0.lock().unwrap();
+            s.hung += u64::from(s.hang.is_some());
+            self.0.1.notify_all();
             (s.pods.clone(), s.fail, s.hang)
         };
         if let Some(d) = hang {
@@ -89,7 +95,7 @@ impl PodResourcesLister for KubeletService {
 /// Stands in for the kubelet's pod-resources endpoint on a unix socket; stops on drop.
 struct FakeKubelet {
     socket: PathBuf,
-    state: Arc<Mutex<KubeletState>>,
+    state: Arc<(Mutex<KubeletState>, std::sync::Condvar)>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     _dir: tempfile::TempDir,
 }
@@ -98,10 +104,13 @@ impl FakeKubelet {
     fn start(pods: Vec<PodResources>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("kubelet.sock");
-        let state = Arc::new(Mutex::new(KubeletState {
-            pods,
-            ..KubeletState::default()
-        }));
+        let state = Arc::new((
+            Mutex::new(KubeletState {
+                pods,
+                ..KubeletState::default()
+            }),
+            std::sync::Condvar::new(),
+        ));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (ready_tx, ready) = std::sync::mpsc::channel();
         let service = KubeletService(state.clone());
@@ -136,7 +145,20 @@ impl FakeKubelet {
     }
 
     fn set(&self, f: impl FnOnce(&mut KubeletState)) {
-        f(&mut self.state.lock().unwrap());
+        f(&mut self.state.0.lock().unwrap());
+    }
+
+    /// Waits until `n` calls have started hanging (see [`KubeletState::hang`]).
+    fn wait_hung(&self, n: u64, within: Duration) {
+        let (lock, cv) = &*self.state;
+        let (state, _) = cv
+            .wait_timeout_while(lock.lock().unwrap(), within, |s| s.hung < n)
+            .unwrap();
+        assert!(
+            state.hung >= n,
+            "{} of {n} pod-resources calls hanging after {within:?}",
+            state.hung
+        );
     }
 }
 
@@ -341,9 +363,15 @@ fn cluster() -> (FakeKubelet, FakeApi) {
     (kubelet, api)
 }
 
+/// The daemon tests' configuration. The memory group stays off: it reads the fake's NPU
+/// processes, whose cgroups are not on this host, so the cgroup source would come into use
+/// and fail from the group's first pass on, and `hcclwatch_pod_attribution_up` would
+/// read 1 or 0 depending on whether that pass came before the scrape.
 fn daemon_config(kubelet: &Path, kubeconfig: &Path) -> String {
     fake_config(&format!(
         r#"
+[collectors]
+memory = false
 [attribution]
 pod_resources_socket = "{}"
 interval = "1s"
@@ -356,6 +384,14 @@ node_name = "n1"
     ))
 }
 
+/// The `hcclwatch_npu_temperature_celsius` line of NPU `npu` in a scrape.
+fn temperature<'a>(scrape: &'a str, npu: &str) -> Option<&'a str> {
+    let label = format!("npu=\"{npu}\"");
+    scrape
+        .lines()
+        .find(|l| l.starts_with("hcclwatch_npu_temperature_celsius{") && l.contains(&label))
+}
+
 #[test]
 fn daemon_attributes_npus_from_kubelet_vnpus_and_volcano() {
     let (kubelet, api) = cluster();
@@ -365,13 +401,17 @@ fn daemon_attributes_npus_from_kubelet_vnpus_and_volcano() {
     let mut start = Start::new(&cfg).scenario(&scenario);
     start.env.push(("HCCLWATCH_WEB_POD_LABELS", "true".into()));
     let d = Daemon::start(start);
+    // The NPU part is published group by group (inventory first, sensors later), so the
+    // temperature series asserted on below are waited for too, not only the inventory.
     let s = d.wait_for(
-        "attribution from both sources",
+        "attribution from both sources, and the NPUs' temperatures",
         Duration::from_secs(20),
         |s| {
             s.contains("hcclwatch_pod_attribution_source_up{source=\"kubernetes_api\"} 1")
                 && s.contains("vc-job-0")
-                && s.contains("hcclwatch_npu_info{")
+                && ["0", "2", "3", "5", "6"]
+                    .iter()
+                    .all(|npu| temperature(s, npu).is_some())
         },
     );
     assert_eq!(
@@ -417,15 +457,7 @@ fn daemon_attributes_npus_from_kubelet_vnpus_and_volcano() {
     );
     // web.pod_labels: a chip with one pod carries it on its own series; a shared chip and
     // an idle chip carry none; no label is ever empty.
-    let temp = |npu: &str| {
-        s.lines()
-            .find(|l| {
-                l.starts_with("hcclwatch_npu_temperature_celsius{")
-                    && l.contains(&format!("npu=\"{npu}\""))
-            })
-            .unwrap()
-            .to_string()
-    };
+    let temp = |npu: &str| temperature(&s, npu).unwrap().to_string();
     assert!(
         temp("0").contains("namespace=\"ml\",pod=\"train-0\",container=\"main\""),
         "{}",
@@ -470,12 +502,14 @@ fn a_failing_source_is_withheld_with_its_reason_and_never_blocks_a_scrape() {
     );
 
     // A kubelet that never answers: the pass gives up at the deadline, and scrapes are
-    // served from the snapshot meanwhile.
+    // served from the snapshot meanwhile, pass after pass: each scrape follows the stand-in
+    // taking in one more call that it holds.
     kubelet.set(|k| {
         k.fail = None;
         k.hang = Some(Duration::from_secs(30));
     });
-    for _ in 0..5 {
+    for pass in 1..=3 {
+        kubelet.wait_hung(pass, Duration::from_secs(10));
         let t0 = Instant::now();
         d.scrape();
         assert!(
@@ -483,7 +517,6 @@ fn a_failing_source_is_withheld_with_its_reason_and_never_blocks_a_scrape() {
             "{:?}",
             t0.elapsed()
         );
-        std::thread::sleep(Duration::from_millis(300));
     }
     d.wait_for("deadline named in the log", Duration::from_secs(10), |_| {
         d.log().contains("did not answer within 500ms")
@@ -504,18 +537,22 @@ fn a_failing_source_is_withheld_with_its_reason_and_never_blocks_a_scrape() {
 #[test]
 fn outside_kubernetes_there_is_no_attribution_series_and_one_log_line_per_source() {
     let dir = tempfile::tempdir().unwrap();
+    let absent = dir.path().join("absent.sock");
     let cfg = fake_config(&format!(
         "\n[attribution]\npod_resources_socket = \"{}\"\ninterval = \"1s\"\ndeadline = \"500ms\"\nkubernetes_api = false\n",
-        dir.path().join("absent.sock").display()
+        absent.display()
     ));
     let scenario = scenario_16();
     let d = Daemon::start(Start::new(&cfg).scenario(&scenario));
-    d.wait_for("NPU series", Duration::from_secs(10), |s| {
+    // The idle line closes the daemon's first attribution pass.
+    d.wait_for(
+        "the first attribution pass",
+        Duration::from_secs(10),
+        |_| d.log().contains("pod attribution idle"),
+    );
+    let s = d.wait_for("NPU series", Duration::from_secs(10), |s| {
         s.contains("hcclwatch_npu_temperature_celsius")
     });
-    // Several passes have run by now.
-    std::thread::sleep(Duration::from_millis(2500));
-    let s = d.scrape();
     assert!(!s.contains("attribution"), "{s}");
     assert!(!s.contains("allocation_info"), "{s}");
     let log = d.log();
@@ -525,6 +562,57 @@ fn outside_kubernetes_there_is_no_attribution_series_and_one_log_line_per_source
         "{log}"
     );
     assert_eq!(log.matches("pod attribution idle").count(), 1, "{log}");
+
+    // Later passes say nothing more. The daemon's passes give no sign of having run, so
+    // the poller it runs is driven here for three of them, with its log captured.
+    let proc = tempfile::tempdir().unwrap();
+    let npu = npu_with(&[]);
+    let (log, answers) = captured_log(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut p = Poller::new(settings(&absent, None, proc.path()));
+        (0..3)
+            .map(|_| rt.block_on(p.pass(&npu)))
+            .collect::<Vec<_>>()
+    });
+    assert!(answers.iter().all(Option::is_none), "{answers:?}");
+    assert_eq!(
+        log.matches("no kubelet pod-resources socket at").count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(log.matches("pod attribution idle").count(), 1, "{log}");
+}
+
+/// A `Write` into a shared buffer, for capturing a subscriber's output.
+#[derive(Clone, Default)]
+struct LogBuffer(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuffer {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Runs `f` with this thread's log events written to a buffer; returns the log and `f`'s
+/// result.
+fn captured_log<T>(f: impl FnOnce() -> T) -> (String, T) {
+    let buf = LogBuffer::default();
+    let writer = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let out = tracing::subscriber::with_default(subscriber, f);
+    let log = String::from_utf8_lossy(&buf.0.lock().unwrap()).into_owned();
+    (log, out)
 }
 
 // ---- processes: the poller driven directly with the NPU part DCMI would produce ----

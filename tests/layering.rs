@@ -32,8 +32,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // A source like telemetry: it reads the configuration and the NPU part (the processes
     // DCMI lists) and publishes its own part; it never sees an exporter or the prober.
     ("attribution", &["snapshot", "config"]),
-    // The simulator drives the health engine with groups cut as the daemons cut them.
-    ("simulate", &["health", "snapshot", "probe"]),
+    // The simulator drives the health engine with groups cut as the daemons cut them (the
+    // cutting, like the re-pairings, is the health module's pure planning).
+    ("simulate", &["health", "snapshot"]),
     // Readers: exporters read the snapshot only.
     ("export", &["snapshot", "config"]),
     // Actions: the receiver shares the exporter's /metrics answer and the shutdown signal.

@@ -434,8 +434,11 @@ enum Manner {
 }
 
 impl Flood {
+    /// Starts the flood and returns once it is under way: every attacker has made its
+    /// first connection attempt on its target (each says so when it has).
     fn start(targets: &[SocketAddr]) -> Flood {
         let stop = Arc::new(AtomicBool::new(false));
+        let (engaged, reports) = std::sync::mpsc::channel::<()>();
         let mut threads = Vec::new();
         for &t in targets {
             for (manner, from) in [
@@ -444,8 +447,15 @@ impl Flood {
                 (Manner::HalfHello, "127.0.0.1"),
                 (Manner::Silent, "127.0.0.2"),
             ] {
-                let stop = stop.clone();
-                threads.push(std::thread::spawn(move || attack(t, manner, from, &stop)));
+                let (stop, engaged) = (stop.clone(), engaged.clone());
+                threads.push(std::thread::spawn(move || {
+                    attack(t, manner, from, &stop, &engaged)
+                }));
+            }
+        }
+        for n in 0..threads.len() {
+            if let Err(e) = reports.recv_timeout(Duration::from_secs(20)) {
+                panic!("{n} of {} attackers under way: {e}", threads.len());
             }
         }
         Flood { stop, threads }
@@ -457,19 +467,31 @@ impl Flood {
     }
 }
 
-fn attack(target: SocketAddr, manner: Manner, from: &str, stop: &AtomicBool) -> u64 {
+fn attack(
+    target: SocketAddr,
+    manner: Manner,
+    from: &str,
+    stop: &AtomicBool,
+    report: &std::sync::mpsc::Sender<()>,
+) -> u64 {
     let until = Instant::now() + Duration::from_secs(60);
     let mut held: std::collections::VecDeque<TcpStream> = Default::default();
     let mut n = 0;
+    let mut engaged = false;
     while !stop.load(Ordering::Relaxed) && n < MAX_CONNECTIONS && Instant::now() < until {
         let sock =
             socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
         let src: SocketAddr = format!("{from}:0").parse().unwrap();
-        if sock.bind(&src.into()).is_err()
-            || sock
-                .connect_timeout(&target.into(), Duration::from_millis(200))
-                .is_err()
-        {
+        if sock.bind(&src.into()).is_err() {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        }
+        let connected = sock.connect_timeout(&target.into(), Duration::from_millis(200));
+        if !engaged {
+            engaged = true;
+            let _ = report.send(());
+        }
+        if connected.is_err() {
             std::thread::sleep(Duration::from_millis(1));
             continue;
         }
@@ -507,9 +529,8 @@ fn a_group_forms_while_a_keyless_attacker_floods_the_port() {
     const ROUND: Duration = Duration::from_secs(2);
     let n = 3;
     let (ls, addrs) = listeners(n);
+    // The flood is under way at every rank, in every manner, before the ranks start.
     let flood = Flood::start(&addrs);
-    // Let the flood fill the accept queues and handshake slots before the ranks start.
-    std::thread::sleep(Duration::from_millis(300));
     let stats: Vec<_> = (0..n)
         .map(|_| Arc::new(hcclwatch::collective::transport::HandshakeStats::default()))
         .collect();

@@ -5,7 +5,7 @@
 //! to the same state.
 #![no_main]
 
-use hcclwatch::health::{HealthConfig, HealthEngine, Probe, RoundInput};
+use hcclwatch::health::{HealthConfig, HealthEngine, Probe, Report, RoundInput};
 use libfuzzer_sys::fuzz_target;
 
 /// A round over `n` nodes, every one sending to the next; node 0 twice as slow, and
@@ -27,7 +27,13 @@ fn round(n: usize, k: u64) -> RoundInput {
         absent: if n > 3 { vec![n - 2] } else { vec![] },
         // Each peer's own timing of its re-pairing with node 0, as the consistency check
         // reads them.
-        reports: (1..n).map(|p| (p, 0, 2e-3)).collect(),
+        reports: (1..n)
+            .map(|reporter| Report {
+                reporter,
+                accused: 0,
+                seconds: 2e-3,
+            })
+            .collect(),
         // Every other round node 0's own counters explain its slowness.
         congested: if k % 2 == 1 { vec![0] } else { vec![] },
     }

@@ -30,6 +30,27 @@ use super::error::{CollError, CollResult, HcclCode};
 use super::timeline::{Event, Timeline};
 use super::transport::{HandshakeStats, Mesh, Payload, RecvMode, TransportConfig};
 
+/// One operation as the timeline records it: its name and algorithm (also in errors), its
+/// size in bytes and its element type.
+#[derive(Debug, Clone, Copy)]
+struct Op {
+    name: &'static str,
+    algo: &'static str,
+    bytes: usize,
+    dtype: DataType,
+}
+
+impl Op {
+    const fn new(name: &'static str, algo: &'static str, bytes: usize, dtype: DataType) -> Self {
+        Self {
+            name,
+            algo,
+            bytes,
+            dtype,
+        }
+    }
+}
+
 /// How long [`Communicator::leave`] waits for its notice to be acknowledged.
 pub const LEAVE_WITHIN: Duration = Duration::from_millis(500);
 
@@ -399,17 +420,22 @@ impl Communicator {
         &self.groups
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Runs one operation `f` that sends to `sends` and receives from `recvs`: claims its
+    /// sequence numbers, records it on the timeline, and on failure tells the peers why
+    /// and marks the communicator broken.
     fn run<T>(
         &mut self,
-        op: &'static str,
-        algo: &'static str,
-        bytes: usize,
+        op: Op,
         sends: &[usize],
         recvs: &[usize],
-        dtype: DataType,
         f: impl FnOnce(&OpCtx<'_>) -> CollResult<T>,
     ) -> CollResult<T> {
+        let Op {
+            name: op,
+            algo,
+            bytes,
+            dtype,
+        } = op;
         if let Some(e) = &self.broken {
             return Err(CollError::new(
                 e.code,
@@ -504,12 +530,9 @@ impl Communicator {
             Algo::Ring => {
                 let (left, right) = ring::neighbours(r, n);
                 self.run(
-                    "all_reduce",
-                    algo.name(),
-                    buf.len(),
+                    Op::new("all_reduce", algo.name(), buf.len(), dtype),
                     &[right],
                     &[left],
-                    dtype,
                     |ctx| {
                         per_slice(src, buf, slice, dtype, |s, b, c| {
                             ring::all_reduce(ctx, s, b, c, op)
@@ -523,24 +546,18 @@ impl Communicator {
                 both.sort_unstable();
                 both.dedup();
                 self.run(
-                    "all_reduce",
-                    algo.name(),
-                    buf.len(),
+                    Op::new("all_reduce", algo.name(), buf.len(), dtype),
                     &both,
                     &both,
-                    dtype,
                     |ctx| bruck::all_reduce(ctx, buf, count, op),
                 )?;
             }
             Algo::HalvingDoubling => {
                 let peers = hd::peers(r, n);
                 self.run(
-                    "all_reduce",
-                    algo.name(),
-                    buf.len(),
+                    Op::new("all_reduce", algo.name(), buf.len(), dtype),
                     &peers,
                     &peers,
-                    dtype,
                     |ctx| {
                         per_slice(src, buf, slice, dtype, |s, b, c| {
                             hd::all_reduce(ctx, s, b, c, op)
@@ -552,12 +569,9 @@ impl Communicator {
                 let groups = self.groups.clone();
                 let peers = hier::peers(r, &groups);
                 self.run(
-                    "all_reduce",
-                    algo.name(),
-                    buf.len(),
+                    Op::new("all_reduce", algo.name(), buf.len(), dtype),
                     &peers,
                     &peers,
-                    dtype,
                     |ctx| hier::all_reduce(ctx, &groups, buf, count, op),
                 )?;
             }
@@ -597,12 +611,9 @@ impl Communicator {
         if algo == Algo::HalvingDoubling {
             let peers = hd::peers(r, n);
             self.run(
-                "all_gather",
-                algo.name(),
-                recv.len(),
+                Op::new("all_gather", algo.name(), recv.len(), dtype),
                 &peers,
                 &peers,
-                dtype,
                 |ctx| hd::all_gather(ctx, recv, block),
             )?;
             return Ok(algo);
@@ -611,24 +622,18 @@ impl Communicator {
             let (to, from) = bruck::peers(r, n);
             let blocks = bruck::equal_blocks(n, block);
             self.run(
-                "all_gather",
-                algo.name(),
-                recv.len(),
+                Op::new("all_gather", algo.name(), recv.len(), dtype),
                 &to,
                 &from,
-                dtype,
                 |ctx| bruck::all_gather(ctx, recv, &blocks),
             )?;
             return Ok(algo);
         }
         let (left, right) = ring::neighbours(r, n);
         self.run(
-            "all_gather",
-            "ring",
-            recv.len(),
+            Op::new("all_gather", "ring", recv.len(), dtype),
             &[right],
             &[left],
-            dtype,
             |ctx| ring::all_gather(ctx, recv, send_count * n, 0),
         )?;
         Ok(Algo::Ring)
@@ -663,35 +668,26 @@ impl Communicator {
         if algo == Algo::HalvingDoubling {
             let peers = hd::peers(r, n);
             self.run(
-                "reduce_scatter",
-                algo.name(),
-                send.len(),
+                Op::new("reduce_scatter", algo.name(), send.len(), dtype),
                 &peers,
                 &peers,
-                dtype,
                 |ctx| hd::reduce_scatter(ctx, Some(send), &mut work, b, op),
             )?;
         } else if algo == Algo::Bruck {
             let (to, from) = bruck::peers(r, n);
             let blocks = bruck::equal_blocks(n, b);
             self.run(
-                "reduce_scatter",
-                algo.name(),
-                send.len(),
+                Op::new("reduce_scatter", algo.name(), send.len(), dtype),
                 &from,
                 &to,
-                dtype,
                 |ctx| bruck::reduce_scatter(ctx, &mut work, &blocks, op),
             )?;
         } else {
             let (left, right) = ring::neighbours(r, n);
             self.run(
-                "reduce_scatter",
-                "ring",
-                send.len(),
+                Op::new("reduce_scatter", "ring", send.len(), dtype),
                 &[right],
                 &[left],
-                dtype,
                 |ctx| ring::reduce_scatter(ctx, Some(send), &mut work, recv_count * n, op, n - 1),
             )?;
         }
@@ -721,19 +717,15 @@ impl Communicator {
         let (parent, children) = tree::links(r, root, n);
         let recvs: Vec<usize> = parent.into_iter().collect();
         self.run(
-            "broadcast",
-            "binomial",
-            buf.len(),
+            Op::new("broadcast", "binomial", buf.len(), dtype),
             &children,
             &recvs,
-            dtype,
             |ctx| tree::broadcast(ctx, buf, root),
         )
     }
 
     /// Reduce to `root`: `recv` is written on the root only (other ranks may pass an
     /// empty slice).
-    #[allow(clippy::too_many_arguments)]
     pub fn reduce(
         &mut self,
         send: &[u8],
@@ -759,12 +751,9 @@ impl Communicator {
             let (parent, children) = tree::links(r, root, n);
             let sends: Vec<usize> = parent.into_iter().collect();
             self.run(
-                "reduce",
-                "binomial",
-                send.len(),
+                Op::new("reduce", "binomial", send.len(), dtype),
                 &sends,
                 &children,
-                dtype,
                 |ctx| tree::reduce(ctx, &mut work, op, root),
             )?;
         }
@@ -789,12 +778,9 @@ impl Communicator {
         let block = count * dtype.size();
         let others: Vec<usize> = (0..n).filter(|p| *p != self.rank()).collect();
         self.run(
-            "all_to_all",
-            "pairwise",
-            send.len(),
+            Op::new("all_to_all", "pairwise", send.len(), dtype),
             &others,
             &others,
-            dtype,
             |ctx| pairwise::all_to_all(ctx, send, recv, block),
         )
     }
@@ -809,9 +795,12 @@ impl Communicator {
     ) -> CollResult<()> {
         check_len("send", "send", buf.len(), count, dtype)?;
         self.check_peer("send", peer)?;
-        self.run("send", "p2p", buf.len(), &[peer], &[], dtype, |ctx| {
-            ctx.point_to_point("send", Some((peer, buf)), None)
-        })
+        self.run(
+            Op::new("send", "p2p", buf.len(), dtype),
+            &[peer],
+            &[],
+            |ctx| ctx.point_to_point("send", Some((peer, buf)), None),
+        )
     }
 
     /// Sends `send` to `to` while receiving `recv` from `from` (each `count` elements);
@@ -831,12 +820,9 @@ impl Communicator {
         self.check_peer("send_recv", to)?;
         self.check_peer("send_recv", from)?;
         self.run(
-            "send_recv",
-            "p2p",
-            send.len(),
+            Op::new("send_recv", "p2p", send.len(), dtype),
             &[to],
             &[from],
-            dtype,
             |ctx| {
                 ctx.point_to_point(
                     "send_recv",
@@ -857,9 +843,12 @@ impl Communicator {
     ) -> CollResult<()> {
         check_len("recv", "recv", buf.len(), count, dtype)?;
         self.check_peer("recv", peer)?;
-        self.run("recv", "p2p", buf.len(), &[], &[peer], dtype, |ctx| {
-            ctx.point_to_point("recv", None, Some((peer, buf, RecvMode::Copy)))
-        })
+        self.run(
+            Op::new("recv", "p2p", buf.len(), dtype),
+            &[],
+            &[peer],
+            |ctx| ctx.point_to_point("recv", None, Some((peer, buf, RecvMode::Copy))),
+        )
     }
 
     fn check_peer(&self, op: &str, peer: usize) -> CollResult<()> {
@@ -884,15 +873,8 @@ impl Communicator {
         let rounds = pairwise::barrier_rounds(r, n);
         let sends: Vec<usize> = rounds.iter().map(|x| x.0).collect();
         let recvs: Vec<usize> = rounds.iter().map(|x| x.1).collect();
-        self.run(
-            "barrier",
-            "dissemination",
-            1,
-            &sends,
-            &recvs,
-            DataType::Uint8,
-            pairwise::barrier,
-        )
+        let op = Op::new("barrier", "dissemination", 1, DataType::Uint8);
+        self.run(op, &sends, &recvs, pairwise::barrier)
     }
 
     /// Builds a new communicator over `addrs` (which must contain this rank's address)
@@ -942,12 +924,9 @@ impl Communicator {
             for round in 0..=rounds {
                 let t = Instant::now();
                 self.run(
-                    "measure",
-                    "ring",
-                    bytes,
+                    Op::new("measure", "ring", bytes, DataType::Uint8),
                     &[right],
                     &[left],
-                    DataType::Uint8,
                     |ctx| {
                         ctx.exchange(
                             step,
@@ -973,12 +952,9 @@ impl Communicator {
         both[8..].copy_from_slice(&beta.to_ne_bytes());
         let mut ctx_buf = both;
         self.run(
-            "measure",
-            "ring",
-            16,
+            Op::new("measure", "ring", 16, DataType::Fp64),
             &[right],
             &[left],
-            DataType::Fp64,
             |ctx| ring::all_reduce(ctx, None, &mut ctx_buf, 2, ReduceOp::Max),
         )?;
         let alpha = f64::from_ne_bytes(ctx_buf[..8].try_into().unwrap_or_default());

@@ -5,25 +5,60 @@
 
 use std::time::Duration;
 
+/// Why a duration string was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// Nothing but whitespace.
+    #[error("empty duration; write e.g. \"5s\" or \"500ms\"")]
+    Empty,
+    /// A part does not start with a digit.
+    #[error("{text:?} is not a duration; write e.g. \"5s\", \"500ms\" or \"1m\"")]
+    NotDuration {
+        /// The duration as written (trimmed).
+        text: String,
+    },
+    /// A number does not fit 64 bits.
+    #[error("{text:?}: number too large")]
+    TooLarge {
+        /// The duration as written (trimmed).
+        text: String,
+    },
+    /// A number without a unit.
+    #[error("{text:?} has no unit; write e.g. \"{number}s\" or \"{number}ms\"")]
+    NoUnit {
+        /// The duration as written (trimmed).
+        text: String,
+        /// The number that lacks its unit.
+        number: u64,
+    },
+    /// A unit other than `ms`, `s`, `m` and `h`.
+    #[error("{text:?} has unknown unit {unit:?}; use ms, s, m or h")]
+    UnknownUnit {
+        /// The duration as written (trimmed).
+        text: String,
+        /// The unit.
+        unit: String,
+    },
+}
+
 /// Parses `"<integer><unit>"` with unit `ms`, `s`, `m` or `h`. Compound forms such as
 /// `"1m30s"` are accepted, as in Prometheus.
-pub fn parse(s: &str) -> Result<Duration, String> {
+pub fn parse(s: &str) -> Result<Duration, DurationError> {
     let s = s.trim();
     if s.is_empty() {
-        return Err("empty duration; write e.g. \"5s\" or \"500ms\"".into());
+        return Err(DurationError::Empty);
     }
+    let text = || s.to_string();
     let mut total = Duration::ZERO;
     let mut rest = s;
     while !rest.is_empty() {
         let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
         if digits == 0 {
-            return Err(format!(
-                "{s:?} is not a duration; write e.g. \"5s\", \"500ms\" or \"1m\""
-            ));
+            return Err(DurationError::NotDuration { text: text() });
         }
         let n: u64 = rest[..digits]
             .parse()
-            .map_err(|_| format!("{s:?}: number too large"))?;
+            .map_err(|_| DurationError::TooLarge { text: text() })?;
         rest = &rest[digits..];
         let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
         let unit = &rest[..unit_len];
@@ -34,14 +69,16 @@ pub fn parse(s: &str) -> Result<Duration, String> {
             "m" => Duration::from_secs(n.saturating_mul(60)),
             "h" => Duration::from_secs(n.saturating_mul(3600)),
             "" => {
-                return Err(format!(
-                    "{s:?} has no unit; write e.g. \"{n}s\" or \"{n}ms\""
-                ));
+                return Err(DurationError::NoUnit {
+                    text: text(),
+                    number: n,
+                });
             }
             other => {
-                return Err(format!(
-                    "{s:?} has unknown unit {other:?}; use ms, s, m or h"
-                ));
+                return Err(DurationError::UnknownUnit {
+                    text: text(),
+                    unit: other.to_string(),
+                });
             }
         };
         total = total.saturating_add(part);
@@ -97,13 +134,24 @@ mod tests {
 
     #[test]
     fn rejects_bad_input_with_reason() {
-        assert!(parse("").unwrap_err().contains("empty"));
-        assert!(parse("5").unwrap_err().contains("no unit"));
-        assert!(parse("5d").unwrap_err().contains("unknown unit"));
-        assert!(parse("s").unwrap_err().contains("not a duration"));
+        assert!(parse("").unwrap_err().to_string().contains("empty"));
+        assert!(parse("5").unwrap_err().to_string().contains("no unit"));
+        assert!(
+            parse("5d")
+                .unwrap_err()
+                .to_string()
+                .contains("unknown unit")
+        );
+        assert!(
+            parse("s")
+                .unwrap_err()
+                .to_string()
+                .contains("not a duration")
+        );
         assert!(
             parse("99999999999999999999s")
                 .unwrap_err()
+                .to_string()
                 .contains("too large")
         );
     }

@@ -1,7 +1,9 @@
 //! Command-line flags over a loaded configuration. The file and environment were already
 //! valid, so any problem found here was introduced by a flag and is reported as such.
 
-use super::{Backend, Config, LogFormat, Problem, schema};
+use super::check::{self, Unparsed};
+use super::schema::{self, ValueError};
+use super::{Backend, Config, LogFormat, LogLevel, Problem};
 
 /// One flag's override: the config key, the flag as typed, and its value.
 pub type Override = (&'static str, &'static str, String);
@@ -9,35 +11,27 @@ pub type Override = (&'static str, &'static str, String);
 /// Applies `overrides` over `cfg` and re-validates; a problem names the flag that caused it.
 pub fn apply(mut cfg: Config, overrides: &[Override]) -> Result<Config, Vec<Problem>> {
     let mut problems = Vec::new();
+    let mut unparsed = Unparsed::default();
     for (key, flag, value) in overrides {
         match *key {
-            "web.listen_address" => cfg.web.listen_address = value.clone(),
+            "web.listen_address" => match value.parse() {
+                Ok(a) => cfg.web.listen_address = a,
+                Err(e) => unparsed.insert("web.listen_address", vec![ValueError::from(e)]),
+            },
             "web.telemetry_path" => cfg.web.telemetry_path = value.clone(),
             "web.config_file" => cfg.web.config_file = Some(value.into()),
-            "log.format" => {
-                cfg.log.format = if value == "json" {
-                    LogFormat::Json
-                } else {
-                    LogFormat::Logfmt
-                }
-            }
+            // The command line already refused any other spelling of these two.
+            "log.format" => cfg.log.format = LogFormat::from_name(value).unwrap_or_default(),
             "telemetry.backend" => {
-                cfg.telemetry.backend = match value.as_str() {
-                    "dcmi" => Backend::Dcmi,
-                    "sim" => Backend::Sim,
-                    "none" => Backend::None,
-                    _ => Backend::Auto,
-                }
+                cfg.telemetry.backend = Backend::from_name(value).unwrap_or_default()
             }
             "log.level" => {
                 let kind = schema::lookup(key).map(|k| k.kind);
                 match kind.map(|k| schema::check_value(k, &toml::Value::String(value.clone()))) {
-                    Some(Err(reason)) => problems.push(Problem {
-                        location: format!("flag {flag}"),
-                        key: (*key).to_string(),
-                        reason,
-                    }),
-                    _ => cfg.log.level = value.clone(),
+                    Some(Err(reason)) => {
+                        problems.push(Problem::new(format!("flag {flag}"), *key, reason))
+                    }
+                    _ => cfg.log.level = LogLevel::from_name(value).unwrap_or_default(),
                 }
             }
             _ => {}
@@ -49,16 +43,12 @@ pub fn apply(mut cfg: Config, overrides: &[Override]) -> Result<Config, Vec<Prob
     } else {
         cfg.file_problems().errors
     };
-    for (key, reason) in cfg.validate().into_iter().chain(files) {
-        let location = overrides.iter().find(|(k, _, _)| *k == key).map_or_else(
+    for p in check::problems(&cfg, unparsed).into_iter().chain(files) {
+        let location = overrides.iter().find(|(k, _, _)| *k == p.key).map_or_else(
             || "flags".to_string(),
             |(_, flag, _)| format!("flag {flag}"),
         );
-        problems.push(Problem {
-            location,
-            key,
-            reason,
-        });
+        problems.push(p.at(location));
     }
     if problems.is_empty() {
         Ok(cfg)

@@ -3,12 +3,17 @@
 //! serde's `deny_unknown_fields` stops at the first problem, but `check-config` must list
 //! every problem with its line. So the document is first walked against this schema,
 //! which collects all unknown keys and type errors; only a clean document is handed to
-//! serde. A unit test keeps the schema and the structs in step (every struct field must be
-//! here, and every key here must deserialize).
+//! serde. The table is built from the sections' own declarations (`config/model/`), so a
+//! key, its type, its default and its limits are written in one place.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
-use super::duration;
+use super::duration::{self, DurationError};
+use super::types::{
+    DnsTargetError, ListenAddrError, PeerAddrError, PeerThrottleError, TrafficClassError,
+};
+use crate::collective::algo::select::AlgoError;
 
 /// The type of a config value, with the limits a value must respect.
 #[derive(Debug, Clone, Copy)]
@@ -52,6 +57,89 @@ pub enum Kind {
     },
 }
 
+/// Turns a value of the right shape into its type; the reasons it does not parse, each its
+/// own problem (one per bad element of a list).
+pub type Parser = fn(&toml::Value) -> Vec<ValueError>;
+
+/// Who a key is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// Operators: documented in the main table of `docs/configuration.md`.
+    Operators,
+    /// Tests and the demo (fault injection, fake system trees): documented in their own
+    /// table, and never needed in production.
+    Tests,
+}
+
+/// A key's declaration in its section: the kind, how its value is parsed beyond its
+/// shape, and who it is for.
+#[derive(Debug, Clone, Copy)]
+pub struct Spec {
+    /// Value type and limits.
+    pub kind: Kind,
+    /// The parse beyond the shape, for values with a type of their own.
+    pub parse: Option<Parser>,
+    /// Who it is for.
+    pub audience: Audience,
+}
+
+impl Spec {
+    /// A key of `kind`.
+    pub const fn of(kind: Kind) -> Self {
+        Self {
+            kind,
+            parse: None,
+            audience: Audience::Operators,
+        }
+    }
+    /// A sub-table.
+    pub const TABLE: Self = Self::of(Kind::Table);
+    /// `true` or `false`.
+    pub const BOOL: Self = Self::of(Kind::Bool);
+    /// Any string.
+    pub const STR: Self = Self::of(Kind::Str);
+    /// A path.
+    pub const PATH: Self = Self::of(Kind::Path);
+    /// An array of socket addresses.
+    pub const ADDR_LIST: Self = Self::of(Kind::AddrList);
+    /// An array of distinct names.
+    pub const NAME_LIST: Self = Self::of(Kind::NameList);
+    /// An array of strings.
+    pub const STR_LIST: Self = Self::of(Kind::StrList);
+
+    /// An integer in `min..=max`.
+    pub const fn int(min: i64, max: i64) -> Self {
+        Self::of(Kind::Int { min, max })
+    }
+
+    /// A number in `min..=max`.
+    pub const fn float(min: f64, max: f64) -> Self {
+        Self::of(Kind::Float { min, max })
+    }
+
+    /// A duration in `min..=max`.
+    pub const fn duration(min: Duration, max: Duration) -> Self {
+        Self::of(Kind::Duration { min, max })
+    }
+
+    /// One of `names` (a `config_enum!` enum's `NAMES`).
+    pub const fn one_of(names: &'static [&'static str]) -> Self {
+        Self::of(Kind::Enum(names))
+    }
+
+    /// Also parsed by `parse` once its shape is right.
+    pub const fn parsed(mut self, parse: Parser) -> Self {
+        self.parse = Some(parse);
+        self
+    }
+
+    /// For tests and the demo only.
+    pub const fn for_tests(mut self) -> Self {
+        self.audience = Audience::Tests;
+        self
+    }
+}
+
 /// One key of the config file.
 #[derive(Debug, Clone, Copy)]
 pub struct Key {
@@ -59,699 +147,74 @@ pub struct Key {
     pub path: &'static str,
     /// Value type and limits.
     pub kind: Kind,
+    /// The parse beyond the shape ([`Spec::parsed`]); its problems are reported with the
+    /// semantic checks of the key's section, in the order `check-config` always gave them.
+    pub parse: Option<Parser>,
+    /// Who it is for.
+    pub audience: Audience,
 }
 
-const fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+impl Key {
+    /// The key `path`, declared by `spec`.
+    pub const fn new(path: &'static str, spec: Spec) -> Self {
+        Self {
+            path,
+            kind: spec.kind,
+            parse: spec.parse,
+            audience: spec.audience,
+        }
+    }
 
-const fn interval() -> Kind {
-    Kind::Duration {
-        min: ms(100),
-        max: ms(86_400_000),
+    /// The table `path`.
+    pub const fn table(path: &'static str) -> Self {
+        Self::new(path, Spec::TABLE)
     }
 }
 
+/// Milliseconds, for limits.
+pub const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Seconds, for limits and defaults.
+pub const fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// The range of a collection interval.
+pub const fn interval() -> Spec {
+    Spec::duration(ms(100), ms(86_400_000))
+}
+
+const fn count(parts: &[&[Key]]) -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while i < parts.len() {
+        n += parts[i].len();
+        i += 1;
+    }
+    n
+}
+
+const fn concat<const N: usize>(parts: &[&[Key]]) -> [Key; N] {
+    let mut out = [Key::table(""); N];
+    let (mut i, mut k) = (0, 0);
+    while i < parts.len() {
+        let mut j = 0;
+        while j < parts[i].len() {
+            out[k] = parts[i][j];
+            j += 1;
+            k += 1;
+        }
+        i += 1;
+    }
+    out
+}
+
+const ALL: [Key; count(super::model::SECTIONS)] = concat(super::model::SECTIONS);
+
 /// Every key hcclwatch accepts. Order is the order of the documented example.
-pub const SCHEMA: &[Key] = &[
-    Key {
-        path: "web",
-        kind: Kind::Table,
-    },
-    Key {
-        path: "web.listen_address",
-        kind: Kind::Str,
-    },
-    Key {
-        path: "web.telemetry_path",
-        kind: Kind::Str,
-    },
-    // --- HTTP hardening (issue 18): web config file and server limits ---
-    Key {
-        path: "web.config_file",
-        kind: Kind::Path,
-    },
-    Key {
-        path: "web.max_connections",
-        kind: Kind::Int {
-            min: 16,
-            max: 1_000_000,
-        },
-    },
-    Key {
-        path: "web.header_read_timeout",
-        kind: Kind::Duration {
-            min: ms(100),
-            max: ms(300_000),
-        },
-    },
-    Key {
-        path: "web.idle_timeout",
-        kind: Kind::Duration {
-            min: ms(100),
-            max: ms(3_600_000),
-        },
-    },
-    Key {
-        path: "web.max_header_bytes",
-        kind: Kind::Int {
-            min: 8192,
-            max: 1 << 20,
-        },
-    },
-    // --- end of the HTTP hardening block ---
-    Key {
-        path: "web.pod_labels",
-        kind: Kind::Bool,
-    },
-    Key {
-        path: "log",
-        kind: Kind::Table,
-    },
-    Key {
-        path: "log.level",
-        kind: Kind::Enum(&["error", "warn", "info", "debug", "trace"]),
-    },
-    Key {
-        path: "log.format",
-        kind: Kind::Enum(&["logfmt", "json"]),
-    },
-    Key {
-        path: "telemetry",
-        kind: Kind::Table,
-    },
-    Key {
-        path: "telemetry.backend",
-        kind: Kind::Enum(&["auto", "dcmi", "sim", "none"]),
-    },
-    Key {
-        path: "telemetry.dcmi_library",
-        kind: Kind::Path,
-    },
-    Key {
-        path: "telemetry.call_deadline",
-        kind: Kind::Duration {
-            min: ms(10),
-            max: ms(60_000),
-        },
-    },
-    Key {
-        path: "telemetry.network_health_deadline",
-        kind: Kind::Duration {
-            min: ms(10),
-            max: ms(60_000),
-        },
-    },
-    Key {
-        path: "telemetry.max_stuck_calls",
-        kind: Kind::Int { min: 1, max: 64 },
-    },
-    Key {
-        path: "telemetry.hccs_profiling_time",
-        kind: Kind::Duration {
-            min: ms(1),
-            max: ms(1000),
-        },
-    },
-    Key {
-        path: "telemetry.hccn_tool",
-        kind: Kind::Path,
-    },
-    Key {
-        path: "telemetry.hccn_conf",
-        kind: Kind::Path,
-    },
-    Key {
-        path: "telemetry.hccn_call_deadline",
-        kind: Kind::Duration {
-            min: ms(100),
-            max: ms(600_000),
-        },
-    },
-    Key {
-        path: "telemetry.hccn_ping_deadline",
-        kind: Kind::Duration {
-            min: ms(100),
-            max: ms(600_000),
-        },
-    },
-    Key {
-        path: "telemetry.hccn_max_calls_in_flight",
-        kind: Kind::Int { min: 1, max: 64 },
-    },
-    Key {
-        path: "telemetry.fault_levels_file",
-        kind: Kind::Path,
-    },
-    Key {
-        path: "telemetry.intervals",
-        kind: Kind::Table,
-    },
-    Key {
-        path: "telemetry.intervals.inventory",
-        kind: interval(),
-    },
-    Key {
-        path: "telemetry.intervals.health",
-        kind: interval(),
-    },
-    Key {
-        path: "telemetry.intervals.sensors",
-        kind: interval(),
-    },
-    Key {
-        path: "telemetry.intervals.utilization",
-        kind: interval(),
-    },
-    Key {
-        path: "telemetry.intervals.memory",
-        kind: interval(),
-    },
-    Key {
-        path: "telemetry.intervals.network",
-        kind: interval(),
-    },
-    Key {
-        path: "telemetry.intervals.host",
-        kind: interval(),
-    },
-    Key {
-        path: "telemetry.intervals.ports",
-        kind: Kind::Duration {
-            min: ms(1_000),
-            max: ms(86_400_000),
-        },
-    },
-    Key {
-        path: "telemetry.intervals.optics",
-        kind: Kind::Duration {
-            min: ms(1_000),
-            max: ms(86_400_000),
-        },
-    },
-    Key {
-        path: "telemetry.sim",
-        kind: Kind::Table,
-    },
-    Key {
-        path: "telemetry.sim.chips",
-        kind: Kind::Int { min: 1, max: 64 },
-    },
-    Key {
-        path: "telemetry.sim.seed",
-        kind: Kind::Int {
-            min: 0,
-            max: i64::MAX,
-        },
-    },
-    Key {
-        path: "collective",
-        kind: Kind::Table,
-    },
-    Key {
-        path: "collective.peers",
-        kind: Kind::AddrList,
-    },
-    Key {
-        path: "collective.peer_names",
-        kind: Kind::NameList,
-    },
-    Key {
-        path: "collective.peer_topology",
-        kind: Kind::StrList,
-    },
-    Key {
-        path: "collective.rank",
-        kind: Kind::Int {
-            min: -1,
-            max: 65535,
-        },
-    },
-    Key {
-        path: "collective.peers_dns",
-        kind: Kind::Str,
-    },
-    Key {
-        path: "collective.own_address",
-        kind: Kind::Str,
-    },
-    Key {
-        path: "collective.node_name",
-        kind: Kind::Str,
-    },
-    Key {
-        path: "collective.key_file",
-        kind: Kind::Path,
-    },
-    Key {
-        path: "collective.rank_table_file",
-        kind: Kind::Path,
-    },
-    Key {
-        path: "collective.rank_table_port",
-        kind: Kind::Int { min: 1, max: 65535 },
-    },
-    Key {
-        path: "collective.channels",
-        kind: Kind::Int { min: 1, max: 16 },
-    },
-    Key {
-        path: "collective.connect_timeout",
-        kind: Kind::Duration {
-            min: ms(1000),
-            max: ms(7_200_000),
-        },
-    },
-    Key {
-        path: "collective.exec_timeout",
-        kind: Kind::Duration {
-            min: ms(100),
-            max: ms(86_400_000),
-        },
-    },
-    Key {
-        path: "collective.algo",
-        kind: Kind::Str,
-    },
-    Key {
-        path: "collective.bind_device",
-        kind: Kind::Str,
-    },
-    Key {
-        path: "collective.authenticate_payloads",
-        kind: Kind::Bool,
-    },
-    Key {
-        path: "collective.traffic_class",
-        kind: Kind::Int { min: -1, max: 255 },
-    },
-    Key {
-        path: "probe",
-        kind: Kind::Table,
-    },
-    Key {
-        path: "probe.enabled",
-        kind: Kind::Bool,
-    },
-    Key {
-        path: "probe.interval",
-        kind: Kind::Duration {
-            min: ms(100),
-            max: ms(3_600_000),
-        },
-    },
-    Key {
-        path: "probe.small_bytes",
-        kind: Kind::Int {
-            min: 4,
-            max: 1 << 20,
-        },
-    },
-    Key {
-        path: "probe.link_bytes",
-        kind: Kind::Int {
-            min: 1,
-            max: 1 << 30,
-        },
-    },
-    Key {
-        path: "probe.ring_every",
-        kind: Kind::Int {
-            min: 0,
-            max: 100_000,
-        },
-    },
-    Key {
-        path: "probe.ring_bytes",
-        kind: Kind::Int {
-            min: 4,
-            max: 1 << 30,
-        },
-    },
-    Key {
-        path: "probe.member_timeout",
-        kind: Kind::Duration {
-            min: ms(1000),
-            max: ms(86_400_000),
-        },
-    },
-    Key {
-        path: "probe.dns_refresh",
-        kind: Kind::Duration {
-            min: ms(1000),
-            max: ms(86_400_000),
-        },
-    },
-    Key {
-        path: "probe.membership_stale_after",
-        kind: Kind::Duration {
-            min: ms(1000),
-            max: ms(86_400_000),
-        },
-    },
-    Key {
-        path: "probe.max_group_size",
-        kind: Kind::Int { min: 2, max: 1024 },
-    },
-    Key {
-        path: "probe.budget_busy_ratio",
-        kind: Kind::Float { min: 0.0, max: 1.0 },
-    },
-    Key {
-        path: "probe.budget_bytes_per_hour",
-        kind: Kind::Int {
-            min: 0,
-            max: i64::MAX,
-        },
-    },
-    Key {
-        path: "probe.inject_peer_throttle",
-        kind: Kind::StrList,
-    },
-    Key {
-        path: "probe.inject_throttle_bytes_per_second",
-        kind: Kind::Int {
-            min: 0,
-            max: i64::MAX,
-        },
-    },
-    Key {
-        path: "probe.inject_lies",
-        kind: Kind::Bool,
-    },
-    Key {
-        path: "probe.congestion_enabled",
-        kind: Kind::Bool,
-    },
-    Key {
-        path: "probe.congestion_interface",
-        kind: Kind::Str,
-    },
-    Key {
-        path: "probe.congestion_busy_ratio",
-        kind: Kind::Float {
-            min: 0.05,
-            max: 1.0,
-        },
-    },
-    Key {
-        path: "probe.congestion_line_rate",
-        kind: Kind::Int {
-            min: 0,
-            max: i64::MAX,
-        },
-    },
-    Key {
-        path: "probe.congestion_ce_packets",
-        kind: Kind::Int {
-            min: 0,
-            max: i64::MAX,
-        },
-    },
-    // For tests: the reader's sysfs and procfs roots (a fake tree the test writes).
-    Key {
-        path: "probe.congestion_sysfs_root",
-        kind: Kind::Path,
-    },
-    Key {
-        path: "probe.congestion_procfs_root",
-        kind: Kind::Path,
-    },
-    Key {
-        path: "device_probe",
-        kind: Kind::Table,
-    },
-    Key {
-        path: "device_probe.enabled",
-        kind: Kind::Bool,
-    },
-    Key {
-        path: "device_probe.pings_per_round",
-        kind: Kind::Int { min: 0, max: 16 },
-    },
-    Key {
-        path: "device_probe.max_packets_per_second",
-        kind: Kind::Float {
-            min: 0.0,
-            max: 10.0,
-        },
-    },
-    Key {
-        path: "device_probe.interval",
-        kind: Kind::Duration {
-            min: ms(1_000),
-            max: ms(3_600_000),
-        },
-    },
-    Key {
-        path: "device_probe.confirm_cap",
-        kind: Kind::Int { min: 0, max: 256 },
-    },
-    Key {
-        path: "device_probe.hccs",
-        kind: Kind::Bool,
-    },
-    Key {
-        path: "device_probe.hccs_round_interval",
-        kind: Kind::Duration {
-            min: ms(1_000),
-            max: ms(60_000),
-        },
-    },
-    Key {
-        path: "device_probe.hccs_read_interval",
-        kind: Kind::Duration {
-            min: ms(2_000),
-            max: ms(3_600_000),
-        },
-    },
-    Key {
-        path: "device_probe.hccs_super_pod",
-        kind: Kind::Int {
-            min: 0,
-            max: u32::MAX as i64,
-        },
-    },
-    Key {
-        path: "health",
-        kind: Kind::Table,
-    },
-    Key {
-        path: "health.window",
-        kind: Kind::Int { min: 3, max: 1000 },
-    },
-    Key {
-        path: "health.delta",
-        kind: Kind::Float {
-            min: 0.01,
-            max: 2.0,
-        },
-    },
-    Key {
-        path: "health.z",
-        kind: Kind::Float {
-            min: 0.5,
-            max: 50.0,
-        },
-    },
-    Key {
-        path: "health.mad_floor",
-        kind: Kind::Float { min: 0.0, max: 1.0 },
-    },
-    Key {
-        path: "health.confirm_peers",
-        kind: Kind::Int { min: 1, max: 16 },
-    },
-    Key {
-        path: "health.hard_hold_down",
-        kind: Kind::Int {
-            min: 1,
-            max: 10_000,
-        },
-    },
-    Key {
-        path: "health.hard_consecutive_reads",
-        kind: Kind::Int { min: 1, max: 100 },
-    },
-    Key {
-        path: "health.hard_ecc_double_per_hour",
-        kind: Kind::Int {
-            min: 1,
-            max: 1_000_000,
-        },
-    },
-    Key {
-        path: "health.confirm_rounds",
-        kind: Kind::Int { min: 1, max: 10 },
-    },
-    Key {
-        path: "health.confirm_hold",
-        kind: Kind::Int { min: 0, max: 1000 },
-    },
-    Key {
-        path: "health.congested_hold",
-        kind: Kind::Int {
-            min: 0,
-            max: 10_000,
-        },
-    },
-    Key {
-        path: "health.exit_rounds",
-        kind: Kind::Int {
-            min: 1,
-            max: 100_000,
-        },
-    },
-    Key {
-        path: "health.probation_rounds",
-        kind: Kind::Int {
-            min: 0,
-            max: 1_000_000,
-        },
-    },
-    Key {
-        path: "health.fabric_ratio",
-        kind: Kind::Float {
-            min: 1.0,
-            max: 10.0,
-        },
-    },
-    Key {
-        path: "health.fabric_rounds",
-        kind: Kind::Int { min: 1, max: 1000 },
-    },
-    Key {
-        path: "health.link_observations",
-        kind: Kind::Int { min: 1, max: 100 },
-    },
-    Key {
-        path: "collectors",
-        kind: Kind::Table,
-    },
-    Key {
-        path: "collectors.health",
-        kind: Kind::Bool,
-    },
-    Key {
-        path: "collectors.sensors",
-        kind: Kind::Bool,
-    },
-    Key {
-        path: "collectors.utilization",
-        kind: Kind::Bool,
-    },
-    Key {
-        path: "collectors.memory",
-        kind: Kind::Bool,
-    },
-    Key {
-        path: "collectors.network",
-        kind: Kind::Bool,
-    },
-    Key {
-        path: "collectors.host",
-        kind: Kind::Bool,
-    },
-    Key {
-        path: "collectors.ports",
-        kind: Kind::Bool,
-    },
-    Key {
-        path: "collectors.optics",
-        kind: Kind::Bool,
-    },
-    Key {
-        path: "otlp",
-        kind: Kind::Table,
-    },
-    Key {
-        path: "otlp.endpoint",
-        kind: Kind::Str,
-    },
-    Key {
-        path: "otlp.protocol",
-        kind: Kind::Enum(&["http/protobuf"]),
-    },
-    Key {
-        path: "otlp.interval",
-        kind: Kind::Duration {
-            min: ms(500),
-            max: ms(3_600_000),
-        },
-    },
-    Key {
-        path: "otlp.headers",
-        kind: Kind::NameList,
-    },
-    Key {
-        path: "otlp.timeout",
-        kind: Kind::Duration {
-            min: ms(100),
-            max: ms(300_000),
-        },
-    },
-    Key {
-        path: "otlp.compression",
-        kind: Kind::Enum(&["none", "gzip"]),
-    },
-    Key {
-        path: "otlp.traces",
-        kind: Kind::Bool,
-    },
-    Key {
-        path: "otlp.shutdown_timeout",
-        kind: Kind::Duration {
-            min: ms(100),
-            max: ms(60_000),
-        },
-    },
-    Key {
-        path: "attribution",
-        kind: Kind::Table,
-    },
-    Key {
-        path: "attribution.enabled",
-        kind: Kind::Bool,
-    },
-    Key {
-        path: "attribution.pod_resources_socket",
-        kind: Kind::Path,
-    },
-    Key {
-        path: "attribution.resource_prefixes",
-        kind: Kind::StrList,
-    },
-    Key {
-        path: "attribution.interval",
-        kind: Kind::Duration {
-            min: ms(1000),
-            max: ms(3_600_000),
-        },
-    },
-    Key {
-        path: "attribution.deadline",
-        kind: Kind::Duration {
-            min: ms(100),
-            max: ms(60_000),
-        },
-    },
-    Key {
-        path: "attribution.kubernetes_api",
-        kind: Kind::Bool,
-    },
-    Key {
-        path: "attribution.kubeconfig",
-        kind: Kind::Path,
-    },
-    Key {
-        path: "attribution.node_name",
-        kind: Kind::Str,
-    },
-    Key {
-        path: "attribution.proc_root",
-        kind: Kind::Path,
-    },
-];
+pub const SCHEMA: &[Key] = &ALL;
 
 /// Looks a dotted path up in [`SCHEMA`].
 pub fn lookup(path: &str) -> Option<&'static Key> {
@@ -806,181 +269,393 @@ pub fn levenshtein(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-/// Checks one value against its kind; the error says what was expected.
-pub fn check_value(kind: Kind, value: &toml::Value) -> Result<(), String> {
-    match (kind, value) {
-        (Kind::Table, toml::Value::Table(_)) => Ok(()),
-        (Kind::Table, v) => Err(format!("expected a table, found {}", type_name(v))),
-        (Kind::Bool, toml::Value::Boolean(_)) => Ok(()),
-        (Kind::Bool, v) => Err(format!("expected true or false, found {}", type_name(v))),
-        (Kind::Int { min, max }, toml::Value::Integer(n)) => {
-            if (min..=max).contains(n) {
-                Ok(())
-            } else {
-                Err(format!("{n} is out of range {min}..={max}"))
-            }
+/// What a value should have been, in "expected …, found …".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expected {
+    /// A table.
+    Table,
+    /// A boolean.
+    Bool,
+    /// An integer.
+    Integer,
+    /// A string.
+    String,
+    /// A duration string.
+    Duration,
+    /// One of these strings.
+    OneOf(&'static [&'static str]),
+    /// An array of strings.
+    Strings,
+    /// An array of names.
+    Names,
+    /// An array of addresses.
+    Addresses,
+    /// A number.
+    Number,
+}
+
+impl std::fmt::Display for Expected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Expected::Table => f.write_str("a table"),
+            Expected::Bool => f.write_str("true or false"),
+            Expected::Integer => f.write_str("an integer"),
+            Expected::String => f.write_str("a string"),
+            Expected::Duration => f.write_str("a duration string such as \"5s\""),
+            Expected::OneOf(names) => write!(f, "one of {}", names.join(", ")),
+            Expected::Strings => f.write_str("an array of strings"),
+            Expected::Names => f.write_str("an array of name strings"),
+            Expected::Addresses => f.write_str("an array of \"IP:port\" strings"),
+            Expected::Number => f.write_str("a number"),
         }
-        (Kind::Int { .. }, v) => Err(format!("expected an integer, found {}", type_name(v))),
-        (Kind::Str | Kind::Path, toml::Value::String(_)) => Ok(()),
-        (Kind::Str | Kind::Path, v) => Err(format!("expected a string, found {}", type_name(v))),
-        (Kind::Duration { min, max }, toml::Value::String(s)) => {
-            let d = duration::parse(s)?;
-            if d < min || d > max {
-                Err(format!(
-                    "{s:?} is out of range {}..={}",
-                    duration::format(min),
-                    duration::format(max)
-                ))
-            } else {
-                Ok(())
-            }
-        }
-        (Kind::Duration { .. }, v) => Err(format!(
-            "expected a duration string such as \"5s\", found {}",
-            type_name(v)
-        )),
-        (Kind::Enum(options), toml::Value::String(s)) => {
-            if options.contains(&s.as_str()) {
-                Ok(())
-            } else {
-                Err(format!("{s:?} is not one of {}", options.join(", ")))
-            }
-        }
-        (Kind::Enum(options), v) => Err(format!(
-            "expected one of {}, found {}",
-            options.join(", "),
-            type_name(v)
-        )),
-        (Kind::AddrList, toml::Value::Array(items)) => {
-            let mut seen = std::collections::HashSet::with_capacity(items.len());
-            let mut errors = Vec::new();
-            for (i, item) in items.iter().enumerate() {
-                let toml::Value::String(s) = item else {
-                    errors.push(format!(
-                        "element {i} is {}, expected \"host:port\"",
-                        type_name(item)
-                    ));
-                    continue;
-                };
-                match s.parse::<std::net::SocketAddr>() {
-                    Err(_) => errors.push(format!("element {i} ({s:?}) is not an IP:port address")),
-                    Ok(a) if !seen.insert(a) => {
-                        errors.push(format!("element {i} ({s}) is listed twice"))
-                    }
-                    Ok(_) => {}
-                }
-            }
-            summarise(errors)
-        }
-        (Kind::NameList, toml::Value::Array(items)) => {
-            let mut seen = std::collections::HashSet::with_capacity(items.len());
-            let mut errors = Vec::new();
-            for (i, item) in items.iter().enumerate() {
-                let toml::Value::String(s) = item else {
-                    errors.push(format!(
-                        "element {i} is {}, expected a name",
-                        type_name(item)
-                    ));
-                    continue;
-                };
-                if s.is_empty() || s.len() > 253 || s.chars().any(|c| c.is_control()) {
-                    errors.push(format!(
-                        "element {i} ({s:?}) must be 1..253 characters without control characters"
-                    ));
-                } else if !seen.insert(s.as_str()) {
-                    errors.push(format!("element {i} ({s}) is listed twice"));
-                }
-            }
-            summarise(errors)
-        }
-        (Kind::StrList, toml::Value::Array(items)) => {
-            let mut errors = Vec::new();
-            for (i, item) in items.iter().enumerate() {
-                match item {
-                    toml::Value::String(s) if !s.is_empty() && !s.chars().any(char::is_control) => {
-                    }
-                    toml::Value::String(s) => errors.push(format!(
-                        "element {i} ({s:?}) must be non-empty, without control characters"
-                    )),
-                    other => errors.push(format!(
-                        "element {i} is {}, expected a string",
-                        type_name(other)
-                    )),
-                }
-            }
-            summarise(errors)
-        }
-        (Kind::StrList, v) => Err(format!(
-            "expected an array of strings, found {}",
-            type_name(v)
-        )),
-        (Kind::NameList, v) => Err(format!(
-            "expected an array of name strings, found {}",
-            type_name(v)
-        )),
-        (Kind::AddrList, v) => Err(format!(
-            "expected an array of \"IP:port\" strings, found {}",
-            type_name(v)
-        )),
-        (Kind::Float { min, max }, toml::Value::Float(x)) => {
-            if x.is_finite() && (min..=max).contains(x) {
-                Ok(())
-            } else {
-                Err(format!("{x} is out of range {min}..={max}"))
-            }
-        }
-        (Kind::Float { min, max }, toml::Value::Integer(i)) => {
-            let x = *i as f64;
-            if (min..=max).contains(&x) {
-                Ok(())
-            } else {
-                Err(format!("{x} is out of range {min}..={max}"))
-            }
-        }
-        (Kind::Float { .. }, v) => Err(format!("expected a number, found {}", type_name(v))),
     }
+}
+
+/// What is wrong with one element of a list.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ElementError {
+    /// Not a string.
+    #[error("element {index} is {found}, expected {expected}")]
+    NotString {
+        /// Position in the list.
+        index: usize,
+        /// Its TOML type.
+        found: &'static str,
+        /// What it should be.
+        expected: &'static str,
+    },
+    /// Not `IP:port`.
+    #[error("element {index} ({text:?}) is not an IP:port address")]
+    NotAddress {
+        /// Position in the list.
+        index: usize,
+        /// The element.
+        text: String,
+    },
+    /// The same as an earlier element.
+    #[error("element {index} ({text}) is listed twice")]
+    Repeated {
+        /// Position in the list.
+        index: usize,
+        /// The element (an address as parsed, a name as written).
+        text: String,
+    },
+    /// Not a usable name.
+    #[error("element {index} ({text:?}) must be 1..253 characters without control characters")]
+    BadName {
+        /// Position in the list.
+        index: usize,
+        /// The element.
+        text: String,
+    },
+    /// Empty or with control characters.
+    #[error("element {index} ({text:?}) must be non-empty, without control characters")]
+    BadString {
+        /// Position in the list.
+        index: usize,
+        /// The element.
+        text: String,
+    },
 }
 
 /// How many element problems of one list are spelled out before the rest is counted.
 pub const LIST_PROBLEMS_SHOWN: usize = 10;
 
-/// Joins the problems of one list's elements: every one up to [`LIST_PROBLEMS_SHOWN`],
-/// then how many more, so a generated list with thousands of bad entries stays readable.
-pub fn summarise(errors: Vec<String>) -> Result<(), String> {
+/// The problems of one list's elements: every one up to [`LIST_PROBLEMS_SHOWN`], then how
+/// many more, so a generated list with thousands of bad entries stays readable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Elements(pub Vec<ElementError>);
+
+impl std::fmt::Display for Elements {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, e) in self.0.iter().take(LIST_PROBLEMS_SHOWN).enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{e}")?;
+        }
+        if self.0.len() > LIST_PROBLEMS_SHOWN {
+            write!(f, "; and {} more", self.0.len() - LIST_PROBLEMS_SHOWN)?;
+        }
+        Ok(())
+    }
+}
+
+/// Why one value was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ValueError {
+    /// The wrong TOML type.
+    #[error("expected {expected}, found {found}")]
+    Type {
+        /// What it should be.
+        expected: Expected,
+        /// Its TOML type.
+        found: &'static str,
+    },
+    /// An integer out of range.
+    #[error("{value} is out of range {min}..={max}")]
+    IntRange {
+        /// The value.
+        value: i64,
+        /// Smallest accepted.
+        min: i64,
+        /// Largest accepted.
+        max: i64,
+    },
+    /// A number out of range.
+    #[error("{value} is out of range {min}..={max}")]
+    FloatRange {
+        /// The value.
+        value: f64,
+        /// Smallest accepted.
+        min: f64,
+        /// Largest accepted.
+        max: f64,
+    },
+    /// A duration out of range.
+    #[error("{text:?} is out of range {}..={}", duration::format(*min), duration::format(*max))]
+    DurationRange {
+        /// The duration as written.
+        text: String,
+        /// Shortest accepted.
+        min: Duration,
+        /// Longest accepted.
+        max: Duration,
+    },
+    /// Not a duration.
+    #[error(transparent)]
+    Duration(#[from] DurationError),
+    /// Not one of the accepted strings.
+    #[error("{text:?} is not one of {}", names.join(", "))]
+    NotOneOf {
+        /// The string.
+        text: String,
+        /// The accepted ones.
+        names: &'static [&'static str],
+    },
+    /// Bad elements of a list.
+    #[error("{0}")]
+    Elements(Elements),
+    /// An environment value that is not a boolean.
+    #[error("{0:?} is not a boolean; use true or false")]
+    NotBool(String),
+    /// An environment value that is not an integer.
+    #[error("{0:?} is not an integer")]
+    NotInteger(String),
+    /// An environment value that is not a number.
+    #[error("{0:?} is not a number")]
+    NotNumber(String),
+    /// An environment variable naming a table.
+    #[error("a table cannot be set from the environment")]
+    TableFromEnv,
+    /// Not a listen address.
+    #[error(transparent)]
+    ListenAddr(#[from] ListenAddrError),
+    /// Not `IP:port`.
+    #[error(transparent)]
+    PeerAddr(#[from] PeerAddrError),
+    /// Not `host:port`.
+    #[error(transparent)]
+    DnsTarget(#[from] DnsTargetError),
+    /// A bad peer throttle element.
+    #[error("element {index} ({text:?}): {error}")]
+    Throttle {
+        /// Position in the list.
+        index: usize,
+        /// The element.
+        text: String,
+        /// Why.
+        error: PeerThrottleError,
+    },
+    /// A bad OTLP header element.
+    #[error("element {index} ({text:?}) is not name=value")]
+    Header {
+        /// Position in the list.
+        index: usize,
+        /// The element.
+        text: String,
+    },
+    /// Not DSCP × 4.
+    #[error(transparent)]
+    TrafficClass(#[from] TrafficClassError),
+    /// Not `HCCL_ALGO` syntax.
+    #[error(transparent)]
+    Algo(#[from] AlgoError),
+}
+
+fn wrong(expected: Expected, v: &toml::Value) -> ValueError {
+    ValueError::Type {
+        expected,
+        found: type_name(v),
+    }
+}
+
+/// Checks one value against its kind; the error says what was expected.
+pub fn check_value(kind: Kind, value: &toml::Value) -> Result<(), ValueError> {
+    use toml::Value as V;
+    match (kind, value) {
+        (Kind::Table, V::Table(_))
+        | (Kind::Bool, V::Boolean(_))
+        | (Kind::Str | Kind::Path, V::String(_)) => Ok(()),
+        (Kind::Table, v) => Err(wrong(Expected::Table, v)),
+        (Kind::Bool, v) => Err(wrong(Expected::Bool, v)),
+        (Kind::Int { min, max }, V::Integer(n)) => {
+            if (min..=max).contains(n) {
+                Ok(())
+            } else {
+                Err(ValueError::IntRange {
+                    value: *n,
+                    min,
+                    max,
+                })
+            }
+        }
+        (Kind::Int { .. }, v) => Err(wrong(Expected::Integer, v)),
+        (Kind::Str | Kind::Path, v) => Err(wrong(Expected::String, v)),
+        (Kind::Duration { min, max }, V::String(s)) => {
+            let d = duration::parse(s)?;
+            if d < min || d > max {
+                Err(ValueError::DurationRange {
+                    text: s.clone(),
+                    min,
+                    max,
+                })
+            } else {
+                Ok(())
+            }
+        }
+        (Kind::Duration { .. }, v) => Err(wrong(Expected::Duration, v)),
+        (Kind::Enum(names), V::String(s)) => {
+            if names.contains(&s.as_str()) {
+                Ok(())
+            } else {
+                Err(ValueError::NotOneOf {
+                    text: s.clone(),
+                    names,
+                })
+            }
+        }
+        (Kind::Enum(names), v) => Err(wrong(Expected::OneOf(names), v)),
+        (Kind::AddrList, V::Array(items)) => elements(address_errors(items)),
+        (Kind::NameList, V::Array(items)) => elements(name_errors(items)),
+        (Kind::StrList, V::Array(items)) => elements(string_errors(items)),
+        (Kind::StrList, v) => Err(wrong(Expected::Strings, v)),
+        (Kind::NameList, v) => Err(wrong(Expected::Names, v)),
+        (Kind::AddrList, v) => Err(wrong(Expected::Addresses, v)),
+        (Kind::Float { min, max }, V::Float(x)) => float_in(*x, min, max, x.is_finite()),
+        (Kind::Float { min, max }, V::Integer(i)) => float_in(*i as f64, min, max, true),
+        (Kind::Float { .. }, v) => Err(wrong(Expected::Number, v)),
+    }
+}
+
+fn float_in(value: f64, min: f64, max: f64, finite: bool) -> Result<(), ValueError> {
+    if finite && (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(ValueError::FloatRange { value, min, max })
+    }
+}
+
+fn elements(errors: Vec<ElementError>) -> Result<(), ValueError> {
     if errors.is_empty() {
-        return Ok(());
+        Ok(())
+    } else {
+        Err(ValueError::Elements(Elements(errors)))
     }
-    let n = errors.len();
-    let mut text = errors
-        .into_iter()
-        .take(LIST_PROBLEMS_SHOWN)
-        .collect::<Vec<_>>()
-        .join("; ");
-    if n > LIST_PROBLEMS_SHOWN {
-        text.push_str(&format!("; and {} more", n - LIST_PROBLEMS_SHOWN));
+}
+
+fn address_errors(items: &[toml::Value]) -> Vec<ElementError> {
+    let mut seen = HashSet::with_capacity(items.len());
+    let mut errors = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let toml::Value::String(s) = item else {
+            errors.push(ElementError::NotString {
+                index,
+                found: type_name(item),
+                expected: "\"host:port\"",
+            });
+            continue;
+        };
+        match s.parse::<std::net::SocketAddr>() {
+            Err(_) => errors.push(ElementError::NotAddress {
+                index,
+                text: s.clone(),
+            }),
+            Ok(a) if !seen.insert(a) => errors.push(ElementError::Repeated {
+                index,
+                text: s.clone(),
+            }),
+            Ok(_) => {}
+        }
     }
-    Err(text)
+    errors
+}
+
+fn name_errors(items: &[toml::Value]) -> Vec<ElementError> {
+    let mut seen = HashSet::with_capacity(items.len());
+    let mut errors = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let toml::Value::String(s) = item else {
+            errors.push(ElementError::NotString {
+                index,
+                found: type_name(item),
+                expected: "a name",
+            });
+            continue;
+        };
+        if s.is_empty() || s.len() > 253 || s.chars().any(|c| c.is_control()) {
+            errors.push(ElementError::BadName {
+                index,
+                text: s.clone(),
+            });
+        } else if !seen.insert(s.as_str()) {
+            errors.push(ElementError::Repeated {
+                index,
+                text: s.clone(),
+            });
+        }
+    }
+    errors
+}
+
+fn string_errors(items: &[toml::Value]) -> Vec<ElementError> {
+    let mut errors = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        match item {
+            toml::Value::String(s) if !s.is_empty() && !s.chars().any(char::is_control) => {}
+            toml::Value::String(s) => errors.push(ElementError::BadString {
+                index,
+                text: s.clone(),
+            }),
+            other => errors.push(ElementError::NotString {
+                index,
+                found: type_name(other),
+                expected: "a string",
+            }),
+        }
+    }
+    errors
 }
 
 /// Converts an environment variable's text to a TOML value of the key's kind.
-pub fn value_from_env(kind: Kind, text: &str) -> Result<toml::Value, String> {
+pub fn value_from_env(kind: Kind, text: &str) -> Result<toml::Value, ValueError> {
     match kind {
         Kind::Bool => match text.trim().to_ascii_lowercase().as_str() {
             "true" | "1" | "yes" => Ok(toml::Value::Boolean(true)),
             "false" | "0" | "no" => Ok(toml::Value::Boolean(false)),
-            other => Err(format!("{other:?} is not a boolean; use true or false")),
+            other => Err(ValueError::NotBool(other.to_string())),
         },
         Kind::Int { .. } => text
             .trim()
             .parse::<i64>()
             .map(toml::Value::Integer)
-            .map_err(|_| format!("{text:?} is not an integer")),
-        Kind::Table => Err("a table cannot be set from the environment".into()),
+            .map_err(|_| ValueError::NotInteger(text.to_string())),
+        Kind::Table => Err(ValueError::TableFromEnv),
         Kind::Float { .. } => text
             .trim()
             .parse::<f64>()
             .map(toml::Value::Float)
-            .map_err(|_| format!("{text:?} is not a number")),
+            .map_err(|_| ValueError::NotNumber(text.to_string())),
         Kind::AddrList | Kind::NameList | Kind::StrList => Ok(toml::Value::Array(
             text.split(',')
                 .map(str::trim)
@@ -1060,28 +735,33 @@ mod tests {
         assert!(
             check_value(k, &toml::Value::Integer(0))
                 .unwrap_err()
+                .to_string()
                 .contains("out of range")
         );
         assert!(
             check_value(k, &toml::Value::String("x".into()))
                 .unwrap_err()
+                .to_string()
                 .contains("integer")
         );
         let k = lookup("telemetry.backend").unwrap().kind;
         assert!(
             check_value(k, &toml::Value::String("cuda".into()))
                 .unwrap_err()
+                .to_string()
                 .contains("auto, dcmi, sim, none")
         );
         let k = lookup("telemetry.call_deadline").unwrap().kind;
         assert!(
             check_value(k, &toml::Value::String("5ms".into()))
                 .unwrap_err()
+                .to_string()
                 .contains("out of range")
         );
         assert!(
             check_value(k, &toml::Value::Integer(5))
                 .unwrap_err()
+                .to_string()
                 .contains("duration string")
         );
     }
@@ -1100,11 +780,13 @@ mod tests {
         assert!(
             check_value(k, &arr(&["10.0.0.1"]))
                 .unwrap_err()
+                .to_string()
                 .contains("element 0")
         );
         assert!(
             check_value(k, &arr(&["10.0.0.1:1", "10.0.0.1:1"]))
                 .unwrap_err()
+                .to_string()
                 .contains("listed twice")
         );
         assert_eq!(value_from_env(k, "a:1, b:2").unwrap(), arr(&["a:1", "b:2"]));

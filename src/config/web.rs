@@ -21,6 +21,8 @@ use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Deserialize;
 
+use super::Problem;
+use super::enums::config_enum;
 use super::file;
 
 /// The whole web config file.
@@ -114,35 +116,35 @@ pub struct RateLimitConfig {
     pub burst: u32,
 }
 
-/// Who must present a client certificate, and whether it is verified.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClientAuth {
-    /// None is asked for.
-    NoClientCert,
-    /// One is asked for, not required, not verified.
-    RequestClientCert,
-    /// One is required, not verified.
-    RequireAnyClientCert,
-    /// One is verified against the client CA if given.
-    VerifyClientCertIfGiven,
-    /// One is required and verified against the client CA.
-    RequireAndVerifyClientCert,
+config_enum! {
+    /// Who must present a client certificate, and whether it is verified.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ClientAuth {
+        /// None is asked for.
+        NoClientCert = "NoClientCert",
+        /// One is asked for, not required, not verified.
+        RequestClientCert = "RequestClientCert",
+        /// One is required, not verified.
+        RequireAnyClientCert = "RequireAnyClientCert",
+        /// One is verified against the client CA if given.
+        VerifyClientCertIfGiven = "VerifyClientCertIfGiven",
+        /// One is required and verified against the client CA.
+        RequireAndVerifyClientCert = "RequireAndVerifyClientCert",
+    }
 }
 
 impl ClientAuth {
-    fn parse(s: Option<&str>) -> Result<Self, String> {
-        Ok(match s.unwrap_or("NoClientCert") {
-            "NoClientCert" | "" => ClientAuth::NoClientCert,
-            "RequestClientCert" => ClientAuth::RequestClientCert,
-            "RequireAnyClientCert" => ClientAuth::RequireAnyClientCert,
-            "VerifyClientCertIfGiven" => ClientAuth::VerifyClientCertIfGiven,
-            "RequireAndVerifyClientCert" => ClientAuth::RequireAndVerifyClientCert,
-            other => {
-                return Err(format!(
-                    "tls_server_config.client_auth_type: {other:?} is not one of NoClientCert, RequestClientCert, RequireAnyClientCert, VerifyClientCertIfGiven, RequireAndVerifyClientCert"
-                ));
-            }
-        })
+    /// `client_auth_type` as written; unset or empty is `NoClientCert`.
+    fn parse(s: Option<&str>) -> Result<Self, Problem> {
+        match s.unwrap_or("") {
+            "" => Ok(ClientAuth::NoClientCert),
+            other => Self::from_name(other).ok_or_else(|| {
+                Problem::key(
+                    "tls_server_config.client_auth_type",
+                    format!("{other:?} is not one of {}", Self::NAMES.join(", ")),
+                )
+            }),
+        }
     }
 
     /// Whether a client certificate is checked against the client CA.
@@ -162,26 +164,30 @@ impl ClientAuth {
     }
 }
 
-/// A TLS protocol version bound.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum TlsVersion {
-    /// TLS 1.2.
-    Tls12,
-    /// TLS 1.3.
-    Tls13,
+config_enum! {
+    /// A TLS protocol version bound.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    pub enum TlsVersion {
+        /// TLS 1.2.
+        Tls12 = "TLS12",
+        /// TLS 1.3.
+        Tls13 = "TLS13",
+    }
 }
 
-fn tls_version(key: &str, s: Option<&str>, default: TlsVersion) -> Result<TlsVersion, String> {
+fn tls_version(key: &str, s: Option<&str>, default: TlsVersion) -> Result<TlsVersion, Problem> {
+    let problem = |reason: String| Problem::key(format!("tls_server_config.{key}"), reason);
     match s {
         None | Some("") => Ok(default),
-        Some("TLS12") => Ok(TlsVersion::Tls12),
-        Some("TLS13") => Ok(TlsVersion::Tls13),
-        Some(v @ ("TLS10" | "TLS11")) => Err(format!(
-            "tls_server_config.{key}: {v} is not offered; TLS 1.2 is the oldest version hcclwatch speaks"
-        )),
-        Some(v) => Err(format!(
-            "tls_server_config.{key}: {v:?} is not one of TLS12, TLS13"
-        )),
+        Some(v @ ("TLS10" | "TLS11")) => Err(problem(format!(
+            "{v} is not offered; TLS 1.2 is the oldest version hcclwatch speaks"
+        ))),
+        Some(v) => TlsVersion::from_name(v).ok_or_else(|| {
+            problem(format!(
+                "{v:?} is not one of {}",
+                TlsVersion::NAMES.join(", ")
+            ))
+        }),
     }
 }
 
@@ -230,14 +236,49 @@ pub enum TlsSource {
     },
 }
 
+/// Why the certificate chain or key could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A certificate or key file could not be read.
+    #[error(transparent)]
+    File(#[from] file::FileError),
+    /// The chain is not PEM certificates.
+    #[error("{what}: {source}")]
+    Certs {
+        /// `tls_server_config.cert`, or the chain file.
+        what: String,
+        /// Why.
+        source: CertError,
+    },
+    /// The key is not a PEM private key.
+    #[error("{what}: no PEM private key: {reason}")]
+    Key {
+        /// `tls_server_config.key`, or the key file.
+        what: String,
+        /// The PEM parser's reason.
+        reason: String,
+    },
+}
+
+/// Why a PEM bundle gave no certificates.
+#[derive(Debug, thiserror::Error)]
+pub enum CertError {
+    /// The PEM is malformed.
+    #[error("not PEM certificates: {0}")]
+    NotPem(String),
+    /// The PEM holds no certificate.
+    #[error("no PEM certificate in it")]
+    Empty,
+}
+
 impl TlsSource {
     /// Reads (for files) and parses the chain and key.
-    pub fn load(&self) -> Result<TlsMaterial, String> {
+    pub fn load(&self) -> Result<TlsMaterial, TlsError> {
         let (cert, key) = match self {
             TlsSource::Inline { cert, key } => (cert.clone(), key.clone()),
             TlsSource::Files { cert, key } => (
-                file::read_text(cert, file::WEB_LIMIT).map_err(|e| e.to_string())?,
-                file::read_text(key, file::WEB_LIMIT).map_err(|e| e.to_string())?,
+                file::read_text(cert, file::WEB_LIMIT)?,
+                file::read_text(key, file::WEB_LIMIT)?,
             ),
         };
         let what = |field: &str| match self {
@@ -248,43 +289,47 @@ impl TlsSource {
             }
         };
         Ok(TlsMaterial {
-            chain: parse_certs(&cert).map_err(|e| format!("{}: {e}", what("cert")))?,
-            key: PrivateKeyDer::from_pem_slice(key.as_bytes())
-                .map_err(|e| format!("{}: no PEM private key: {e}", what("key")))?,
+            chain: parse_certs(&cert).map_err(|source| TlsError::Certs {
+                what: what("cert"),
+                source,
+            })?,
+            key: PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|e| TlsError::Key {
+                what: what("key"),
+                reason: e.to_string(),
+            })?,
         })
     }
 }
 
 /// Every certificate of a PEM bundle; at least one.
-pub fn parse_certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+pub fn parse_certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, CertError> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem.as_bytes())
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("not PEM certificates: {e}"))?;
+        .map_err(|e| CertError::NotPem(e.to_string()))?;
     if certs.is_empty() {
-        return Err("no PEM certificate in it".into());
+        return Err(CertError::Empty);
     }
     Ok(certs)
 }
 
 impl WebConfigFile {
-    /// Reads, parses and checks the file; every problem is returned.
-    pub fn load(path: &Path) -> Result<Self, Vec<String>> {
-        let text = file::read_text(path, file::WEB_LIMIT).map_err(|e| vec![e.to_string()])?;
+    /// Reads, parses and checks the file; every problem is returned, placed in the file.
+    pub fn load(path: &Path) -> Result<Self, Vec<Problem>> {
+        let text = file::read_text(path, file::WEB_LIMIT).map_err(|e| vec![Problem::reason(e)])?;
         let base = path.parent().map_or_else(PathBuf::new, Path::to_path_buf);
-        Self::from_str(&text, &base).map_err(|p| {
-            p.into_iter()
-                .map(|e| format!("{}: {e}", path.display()))
-                .collect()
+        Self::from_str(&text, &base).map_err(|problems| {
+            let at = path.display().to_string();
+            problems.into_iter().map(|p| p.at(at.clone())).collect()
         })
     }
 
     /// Parses and checks YAML text; `base` resolves relative paths.
-    pub fn from_str(text: &str, base: &Path) -> Result<Self, Vec<String>> {
+    pub fn from_str(text: &str, base: &Path) -> Result<Self, Vec<Problem>> {
         // An empty file is a valid, empty configuration, as for the toolkit.
         let mut cfg: WebConfigFile = if text.trim().is_empty() {
             WebConfigFile::default()
         } else {
-            serde_yaml::from_str(text).map_err(|e| vec![e.to_string()])?
+            serde_yaml::from_str(text).map_err(|e| vec![Problem::reason(e)])?
         };
         cfg.base = base.to_path_buf();
         let mut problems = Vec::new();
@@ -293,13 +338,15 @@ impl WebConfigFile {
         }
         for (user, hash) in &cfg.basic_auth_users {
             if user.is_empty() || user.contains(':') {
-                problems.push(format!(
-                    "basic_auth_users: user {user:?} must be non-empty, without ':'"
+                problems.push(Problem::key(
+                    "basic_auth_users",
+                    format!("user {user:?} must be non-empty, without ':'"),
                 ));
             }
             if hash.parse::<bcrypt::HashParts>().is_err() {
-                problems.push(format!(
-                    "basic_auth_users.{user}: not a bcrypt hash (create one with `htpasswd -nBC 10 \"\" | tr -d ':\\n'`)"
+                problems.push(Problem::key(
+                    format!("basic_auth_users.{user}"),
+                    "not a bcrypt hash (create one with `htpasswd -nBC 10 \"\" | tr -d ':\\n'`)",
                 ));
             }
         }
@@ -307,21 +354,26 @@ impl WebConfigFile {
             && !r.interval.is_zero()
             && r.burst == 0
         {
-            problems.push("rate_limit.burst: at least 1 when an interval is set".into());
+            problems.push(Problem::key(
+                "rate_limit.burst",
+                "at least 1 when an interval is set",
+            ));
         }
         for (name, value) in &cfg.http_server_config.headers {
             if axum::http::HeaderName::try_from(name.as_str()).is_err()
                 || axum::http::HeaderValue::try_from(value.as_str()).is_err()
             {
-                problems.push(format!(
-                    "http_server_config.headers: {name:?}: {value:?} is not a valid header"
+                problems.push(Problem::key(
+                    "http_server_config.headers",
+                    format!("{name:?}: {value:?} is not a valid header"),
                 ));
             }
         }
         if cfg.http_server_config.http2 && cfg.tls_server_config.is_none() {
-            problems.push(
-                "http_server_config.http2: HTTP/2 is only offered over TLS; add tls_server_config or remove http2".into(),
-            );
+            problems.push(Problem::key(
+                "http_server_config.http2",
+                "HTTP/2 is only offered over TLS; add tls_server_config or remove http2",
+            ));
         }
         if problems.is_empty() {
             Ok(cfg)
@@ -338,13 +390,11 @@ impl WebConfigFile {
         }
     }
 
-    /// The TLS section, checked and with its files read once; `None` without TLS.
-    pub fn tls(&self) -> Result<Option<TlsSettings>, Vec<String>> {
-        let Some(t) = &self.tls_server_config else {
-            return Ok(None);
-        };
-        let mut p = Vec::new();
-        let source = match (&t.cert, &t.key, &t.cert_file, &t.key_file) {
+    /// Where the chain and key come from; `None` (with the problem) when the section gives
+    /// neither or a mix.
+    fn source(&self, t: &TlsServerConfig, p: &mut Vec<Problem>) -> Option<TlsSource> {
+        let problem = |reason| Problem::key("tls_server_config", reason);
+        match (&t.cert, &t.key, &t.cert_file, &t.key_file) {
             (Some(c), Some(k), None, None) => Some(TlsSource::Inline {
                 cert: c.clone(),
                 key: k.clone(),
@@ -354,50 +404,72 @@ impl WebConfigFile {
                 key: self.resolve(k),
             }),
             (None, None, None, None) => {
-                p.push("tls_server_config: set cert_file and key_file (or cert and key)".into());
+                p.push(problem("set cert_file and key_file (or cert and key)"));
                 None
             }
             _ => {
-                p.push("tls_server_config: give the certificate and key either both inline (cert, key) or both as files (cert_file, key_file)".into());
+                p.push(problem("give the certificate and key either both inline (cert, key) or both as files (cert_file, key_file)"));
                 None
             }
-        };
-        if let Some(s) = &source
-            && let Err(e) = s.load()
-        {
-            p.push(e);
         }
-        let client_auth = ClientAuth::parse(t.client_auth_type.as_deref()).unwrap_or_else(|e| {
-            p.push(e);
-            ClientAuth::NoClientCert
-        });
-        let client_ca_pem = match (&t.client_ca, &t.client_ca_file) {
+    }
+
+    /// The client CA as PEM text, from `client_ca` or `client_ca_file`.
+    fn client_ca(&self, t: &TlsServerConfig, p: &mut Vec<Problem>) -> Option<String> {
+        let pem = match (&t.client_ca, &t.client_ca_file) {
             (Some(_), Some(_)) => {
-                p.push("tls_server_config: set client_ca or client_ca_file, not both".into());
+                p.push(Problem::key(
+                    "tls_server_config",
+                    "set client_ca or client_ca_file, not both",
+                ));
                 None
             }
             (Some(pem), None) => Some(pem.clone()),
             (None, Some(f)) => match file::read_text(&self.resolve(f), file::WEB_LIMIT) {
                 Ok(pem) => Some(pem),
                 Err(e) => {
-                    p.push(format!("tls_server_config.client_ca_file: {e}"));
+                    p.push(Problem::key("tls_server_config.client_ca_file", e));
                     None
                 }
             },
             (None, None) => None,
         };
-        if let Some(pem) = &client_ca_pem
+        if let Some(pem) = &pem
             && let Err(e) = parse_certs(pem)
         {
-            p.push(format!("tls_server_config client CA: {e}"));
+            p.push(Problem::reason(format!("tls_server_config client CA: {e}")));
         }
+        pem
+    }
+
+    /// The TLS section, checked and with its files read once; `None` without TLS.
+    pub fn tls(&self) -> Result<Option<TlsSettings>, Vec<Problem>> {
+        let Some(t) = &self.tls_server_config else {
+            return Ok(None);
+        };
+        let mut p = Vec::new();
+        let source = self.source(t, &mut p);
+        if let Some(s) = &source
+            && let Err(e) = s.load()
+        {
+            p.push(Problem::reason(e));
+        }
+        let client_auth = ClientAuth::parse(t.client_auth_type.as_deref()).unwrap_or_else(|e| {
+            p.push(e);
+            ClientAuth::NoClientCert
+        });
+        let client_ca_pem = self.client_ca(t, &mut p);
         if client_auth.verifies() && client_ca_pem.is_none() {
-            p.push(
-                "tls_server_config.client_ca_file: required when client_auth_type verifies client certificates".into(),
-            );
+            p.push(Problem::key(
+                "tls_server_config.client_ca_file",
+                "required when client_auth_type verifies client certificates",
+            ));
         }
         if !t.client_allowed_sans.is_empty() && !client_auth.requires() {
-            p.push("tls_server_config.client_allowed_sans: needs client_auth_type RequireAnyClientCert or RequireAndVerifyClientCert".into());
+            p.push(Problem::key(
+                "tls_server_config.client_allowed_sans",
+                "needs client_auth_type RequireAnyClientCert or RequireAndVerifyClientCert",
+            ));
         }
         let min = tls_version("min_version", t.min_version.as_deref(), TlsVersion::Tls12)
             .unwrap_or_else(|e| {
@@ -410,7 +482,10 @@ impl WebConfigFile {
                 TlsVersion::Tls13
             });
         if min > max {
-            p.push("tls_server_config: min_version is above max_version".into());
+            p.push(Problem::key(
+                "tls_server_config",
+                "min_version is above max_version",
+            ));
         }
         match (source, p.is_empty()) {
             (Some(source), true) => Ok(Some(TlsSettings {
@@ -431,7 +506,11 @@ mod tests {
     use super::*;
 
     fn problems(text: &str) -> Vec<String> {
-        WebConfigFile::from_str(text, Path::new("/nonexistent")).unwrap_err()
+        WebConfigFile::from_str(text, Path::new("/nonexistent"))
+            .unwrap_err()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
     }
 
     #[test]

@@ -1,11 +1,33 @@
 //! Verdicts from measurements: which node is a straggler, which link is degraded, whether
 //! the whole fabric is slow. Pure code (no I/O), so the daemon, the simulator and the
-//! tests all run the same engine. [`engine`] judges nodes and links of the host plane from
-//! collective timings; [`device`] judges NPU ports from device-plane pings. It reads and writes only plain data from
+//! tests all run the same engines. It reads and writes only plain data from
 //! [`crate::snapshot`].
+//!
+//! Two planes, one skeleton. The host-plane engine ([`HealthEngine`]) judges nodes and
+//! links from collective timings; the device-plane engine ([`device::DeviceEngine`]) judges
+//! NPU ports, nodes and port pairs from device-plane pings. Both score each measurement
+//! against its round (`stats`), judge the round as a whole against a learned baseline and
+//! base rate and count crowds (`fabric`), move each entity through the same lifecycle
+//! with hysteresis (`lifecycle`), record why in the same evidence keys (`evidence`), and
+//! hold pair verdicts the same way (`pairs`); only what is measured and how an entity is
+//! elevated differ. `plan` holds the pure planning the daemon and the simulator share.
 
 pub mod device;
-pub mod engine;
+mod evidence;
+mod fabric;
+mod host;
+mod lifecycle;
+mod pairs;
+pub(crate) mod plan;
+mod stats;
 
 pub use crate::snapshot::probe::{NodeState, Transition};
-pub use engine::{HealthConfig, HealthEngine, Probe, RoundInput, RoundOutput};
+pub use evidence::{MIN_REPORTERS, STEADY_RATIO};
+pub use fabric::{
+    CROWD_MIN, CROWD_SHARE, PARTIAL_ALPHA, PARTIAL_MIN_PROBES, PARTIAL_ROUNDS, SLOW_RATE_FLOOR,
+};
+pub use host::{
+    CONTRADICTIONS, HealthConfig, HealthEngine, Probe, REPORT_WINDOW, Report, RestoreError,
+    RoundInput, RoundOutput,
+};
+pub use stats::median;

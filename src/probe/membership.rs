@@ -371,28 +371,13 @@ pub fn probe_group(topology: &[String], rank: usize, n: usize, max: usize) -> Ve
         .filter(|i| topology.is_empty() || topology.get(*i) == topology.get(rank))
         .collect();
     let pos = same.iter().position(|&i| i == rank).unwrap_or(0);
-    balanced_groups(same.len(), max)
+    crate::health::plan::balanced_groups(same.len(), max)
         .into_iter()
         .find(|g| g.contains(&pos))
         .unwrap_or_default()
         .into_iter()
         .map(|p| same[p])
         .collect()
-}
-
-/// `0..len` cut into contiguous groups of balanced size, at most `max` each unless that
-/// would leave a member alone (what every member computes for itself in
-/// [`probe_group`], and what the simulator runs).
-pub fn balanced_groups(len: usize, max: usize) -> Vec<Vec<usize>> {
-    let mut groups = len.div_ceil(max.max(2)).max(1);
-    while groups > 1 && len / groups < 2 {
-        groups -= 1;
-    }
-    let mut out = vec![Vec::new(); groups];
-    for p in 0..len {
-        out[p * groups / len].push(p);
-    }
-    out
 }
 
 #[cfg(test)]

@@ -15,12 +15,11 @@ use super::congestion::UplinkReader;
 use super::device::DevicePlane;
 use super::hard_faults::{HardFaults, hard_fault_reason};
 use super::plan::Plan;
-use super::round::{
-    Contribution, RoundResult, confirm_pairs, pair_seconds, permutation_probes, round_trip,
-};
+use super::round::{Contribution, RoundResult, pair_seconds, permutation_probes, round_trip};
 use super::{ProbeSettings, group, leaver, membership, trace};
 use crate::collective::Communicator;
-use crate::health::{HealthEngine, NodeState, Probe, RoundInput, RoundOutput, Transition};
+use crate::health::plan::confirm_pairs;
+use crate::health::{HealthEngine, NodeState, Probe, Report, RoundInput, RoundOutput, Transition};
 use crate::snapshot::Store;
 use crate::snapshot::histogram::Histogram;
 use crate::snapshot::probe::{
@@ -494,7 +493,11 @@ impl Prober {
             .enumerate()
             .filter_map(|(k, &(x, p))| {
                 let v = m.get(p)?.confirm.get(k).copied()?;
-                v.is_finite().then_some((g[p], g[x], v))
+                v.is_finite().then_some(Report {
+                    reporter: g[p],
+                    accused: g[x],
+                    seconds: v,
+                })
             })
             .collect();
         RoundInput {

@@ -16,7 +16,7 @@ use super::plan::Plan;
 use super::trace;
 use crate::collective::algo::select::allreduce_cost;
 use crate::collective::{CollResult, Communicator, DataType, ReduceOp};
-use crate::health::{NodeState, Probe};
+use crate::health::Probe;
 
 /// One member's measurements of a round, as all-gathered.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,30 +75,6 @@ pub struct Contribution {
     pub congested: bool,
     /// Fault injection (tests only): report 10 s for every timing.
     pub lie: bool,
-}
-
-/// Confirmation pairs in candidate indices: each requested suspect with `per` healthy
-/// members of the current group (`present`), chosen deterministically so that every member
-/// computes the same pairs.
-pub fn confirm_pairs(
-    requests: &[usize],
-    states: &[NodeState],
-    present: &[bool],
-    per: usize,
-) -> Vec<(usize, usize)> {
-    let n = states.len();
-    let good: Vec<usize> = (0..n)
-        .filter(|i| states[*i] == NodeState::Healthy && present.get(*i) == Some(&true))
-        .collect();
-    let mut out = Vec::new();
-    for &x in requests.iter().filter(|x| present.get(**x) == Some(&true)) {
-        let peers: Vec<usize> = good.iter().copied().filter(|p| *p != x).collect();
-        for k in 0..per.min(peers.len()) {
-            out.push((x, peers[(x * 7 + k * 13) % peers.len()]));
-        }
-        out.dedup();
-    }
-    out
 }
 
 /// A confirmation exchange's duration: the slower of its two ends (NaN if neither timed it).
@@ -164,7 +140,19 @@ impl Exchange<'_> {
     fn barrier(&mut self) -> CollResult<f64> {
         let n = self.comm.size();
         let ((), wait, w) = timed(|| self.comm.barrier())?;
-        trace::op(self.cx, "probe.barrier", "barrier", "", 0, n, 1.0, w, wait);
+        trace::op(
+            self.cx,
+            trace::OpSpan {
+                name: "probe.barrier",
+                op: "barrier",
+                algo: "",
+                bytes: 0,
+                peers: n,
+                bus_factor: 1.0,
+            },
+            w,
+            wait,
+        );
         Ok(wait)
     }
 
@@ -197,12 +185,14 @@ impl Exchange<'_> {
         let (cx, bytes) = (self.cx, small.len());
         trace::op(
             cx,
-            "probe.all_reduce",
-            "all_reduce",
-            algo.name(),
-            bytes,
-            n,
-            factor,
+            trace::OpSpan {
+                name: "probe.all_reduce",
+                op: "all_reduce",
+                algo: algo.name(),
+                bytes,
+                peers: n,
+                bus_factor: factor,
+            },
             w,
             latency,
         );
@@ -228,12 +218,14 @@ impl Exchange<'_> {
         })?;
         trace::op(
             self.cx,
-            "probe.ping_pong",
-            "send_recv",
-            "direct",
-            2 * len,
-            2,
-            1.0,
+            trace::OpSpan {
+                name: "probe.ping_pong",
+                op: "send_recv",
+                algo: "direct",
+                bytes: 2 * len,
+                peers: 2,
+                bus_factor: 1.0,
+            },
             w,
             rtt,
         );
@@ -256,12 +248,14 @@ impl Exchange<'_> {
         })?;
         trace::op(
             self.cx,
-            "probe.exchange",
-            "send_recv",
-            "permutation",
-            len,
-            2,
-            1.0,
+            trace::OpSpan {
+                name: "probe.exchange",
+                op: "send_recv",
+                algo: "permutation",
+                bytes: len,
+                peers: 2,
+                bus_factor: 1.0,
+            },
             w,
             link,
         );
@@ -293,12 +287,14 @@ impl Exchange<'_> {
             })?;
             trace::op(
                 self.cx,
-                "probe.confirm",
-                "send_recv",
-                "confirmation",
-                len,
-                2,
-                1.0,
+                trace::OpSpan {
+                    name: "probe.confirm",
+                    op: "send_recv",
+                    algo: "confirmation",
+                    bytes: len,
+                    peers: 2,
+                    bus_factor: 1.0,
+                },
                 w,
                 secs,
             );
@@ -324,12 +320,14 @@ impl Exchange<'_> {
         let bytes = buf.len();
         trace::op(
             self.cx,
-            "probe.all_reduce",
-            "all_reduce",
-            algo.name(),
-            bytes,
-            n,
-            factor,
+            trace::OpSpan {
+                name: "probe.all_reduce",
+                op: "all_reduce",
+                algo: algo.name(),
+                bytes,
+                peers: n,
+                bus_factor: factor,
+            },
             w,
             secs,
         );
@@ -355,12 +353,14 @@ impl Exchange<'_> {
         let factor = (n as f64 - 1.0) / n as f64;
         trace::op(
             self.cx,
-            "probe.all_gather",
-            "all_gather",
-            by.name(),
-            all.len(),
-            n,
-            factor,
+            trace::OpSpan {
+                name: "probe.all_gather",
+                op: "all_gather",
+                algo: by.name(),
+                bytes: all.len(),
+                peers: n,
+                bus_factor: factor,
+            },
             w,
             secs,
         );
@@ -472,31 +472,6 @@ pub fn round_trip(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn confirmation_pairs_avoid_suspects_and_left_out_members_and_are_deterministic() {
-        let mut states = vec![NodeState::Healthy; 8];
-        states[2] = NodeState::Suspect;
-        states[5] = NodeState::Suspect;
-        let all = vec![true; 8];
-        let a = confirm_pairs(&[2, 5], &states, &all, 3);
-        assert_eq!(a, confirm_pairs(&[2, 5], &states, &all, 3));
-        assert_eq!(a.len(), 6);
-        for (x, p) in &a {
-            assert!(*x == 2 || *x == 5);
-            assert_eq!(states[*p], NodeState::Healthy);
-        }
-        // Node 7 is out of the group and node 5 too: neither pairs.
-        let mut present = all.clone();
-        present[7] = false;
-        present[5] = false;
-        let b = confirm_pairs(&[2, 5], &states, &present, 3);
-        assert_eq!(b.len(), 3);
-        assert!(
-            b.iter().all(|(x, p)| *x == 2 && *p != 7 && *p != 5),
-            "{b:?}"
-        );
-    }
 
     #[test]
     fn f64_round_trip() {

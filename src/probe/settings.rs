@@ -14,6 +14,7 @@ use super::device::runner::Pinger;
 use super::membership::{self, Source};
 use crate::collective::CommConfig;
 use crate::collective::transport::{FaultSpec, TransportConfig};
+use crate::config::types::{DnsTarget, PeerAddr, RankSpec, TrafficClass};
 use crate::config::{Config, HealthSection, ProbeSection};
 use crate::health::HealthConfig;
 use crate::health::device::DeviceConfig;
@@ -72,9 +73,6 @@ pub struct ProbeSettings {
 /// Why the configuration does not give usable probing settings.
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
-    /// A `collective.peers` entry is not an address.
-    #[error("collective.peers: {0:?} is not IP:port")]
-    PeerAddress(String),
     /// `collective.rank = -1` and no single peer is on this host.
     #[error("collective.rank is -1 and {0} peers match a local address; set collective.rank")]
     RankNotFound(usize),
@@ -84,12 +82,6 @@ pub enum SettingsError {
     /// This node's topology label has no other member.
     #[error("this node ({0}) is alone in its probe group; give its topology label more members")]
     Alone(String),
-    /// `collective.peers_dns` is not `host:port`.
-    #[error("collective.peers_dns: {0:?} is not host:port")]
-    Dns(String),
-    /// `collective.own_address` is not an address.
-    #[error("collective.own_address: {0:?} is not IP:port")]
-    OwnAddress(String),
     /// No key file.
     #[error("collective.key_file is required")]
     NoKey,
@@ -100,17 +92,6 @@ pub enum SettingsError {
         path: PathBuf,
         /// Why.
         source: crate::config::file::SecretError,
-    },
-    /// `collective.algo` is not `HCCL_ALGO` syntax.
-    #[error("{0}")]
-    Algo(String),
-    /// A `probe.inject_peer_throttle` entry is malformed.
-    #[error("probe.inject_peer_throttle {entry:?}: {reason}")]
-    Throttle {
-        /// The entry.
-        entry: String,
-        /// Why.
-        reason: String,
     },
 }
 
@@ -124,8 +105,8 @@ fn fnv1a(bytes: impl Iterator<Item = u8>) -> u64 {
 /// This node's rank in `peers`: `collective.rank`, or the one peer on a local address.
 fn own_rank(config: &Config, peers: &[SocketAddr]) -> Result<usize, SettingsError> {
     let c = &config.collective;
-    let rank = if c.rank >= 0 {
-        c.rank as usize
+    let rank = if let RankSpec::Fixed(rank) = c.rank {
+        usize::from(rank)
     } else {
         let local: Vec<std::net::IpAddr> = crate::collective::bootstrap::env::interfaces()
             .into_iter()
@@ -149,11 +130,7 @@ fn own_rank(config: &Config, peers: &[SocketAddr]) -> Result<usize, SettingsErro
 /// the source, the listen address, and the group's base communicator id.
 fn static_members(config: &Config) -> Result<(Source, SocketAddr, u64), SettingsError> {
     let c = &config.collective;
-    let peers: Vec<SocketAddr> = c
-        .peers
-        .iter()
-        .map(|p| p.parse().map_err(|_| SettingsError::PeerAddress(p.clone())))
-        .collect::<Result<_, _>>()?;
+    let peers = c.peer_addrs();
     let rank = own_rank(config, &peers)?;
     // This node's probe group: the members sharing its topology label, split into
     // balanced groups of at most probe.max_group_size.
@@ -164,15 +141,14 @@ fn static_members(config: &Config) -> Result<(Source, SocketAddr, u64), Settings
         config.probe.max_group_size as usize,
     );
     if group.len() < 2 {
-        return Err(SettingsError::Alone(c.peers[rank].clone()));
+        return Err(SettingsError::Alone(c.peers[rank].to_string()));
     }
-    let all_names = if c.peer_names.is_empty() {
-        &c.peers
-    } else {
-        &c.peer_names
+    let name = |i: usize| match c.peer_names.get(i) {
+        Some(n) => n.clone(),
+        None => c.peers[i].to_string(),
     };
-    let names: Vec<String> = group.iter().map(|&i| all_names[i].clone()).collect();
-    let comm_id = fnv1a(group.iter().flat_map(|&i| c.peers[i].bytes()));
+    let names: Vec<String> = group.iter().map(|&i| name(i)).collect();
+    let comm_id = fnv1a(group.iter().flat_map(|&i| c.peers[i].as_str().bytes()));
     let peers: Vec<SocketAddr> = group.iter().map(|&i| peers[i]).collect();
     let rank = group.iter().position(|&i| i == rank).unwrap_or(0);
     let listen = peers[rank];
@@ -180,32 +156,20 @@ fn static_members(config: &Config) -> Result<(Source, SocketAddr, u64), Settings
 }
 
 /// Members from `collective.peers_dns`.
-fn dns_members(config: &Config) -> Result<(Source, SocketAddr, u64), SettingsError> {
+fn dns_members(config: &Config, dns: &DnsTarget) -> (Source, SocketAddr, u64) {
     let c = &config.collective;
-    let (host, port) = c
-        .peers_dns
-        .rsplit_once(':')
-        .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)))
-        .ok_or_else(|| SettingsError::Dns(c.peers_dns.clone()))?;
-    let own: Option<SocketAddr> = if c.own_address.is_empty() {
-        None
-    } else {
-        Some(
-            c.own_address
-                .parse()
-                .map_err(|_| SettingsError::OwnAddress(c.own_address.clone()))?,
-        )
-    };
+    let port = dns.port();
+    let own = c.own_address.as_ref().map(PeerAddr::addr);
     let listen = own.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], port)));
     let source = Source::Dns {
-        host,
+        host: dns.host().to_string(),
         port,
         own,
         refresh: config.probe.dns_refresh,
         stale_after: config.probe.membership_stale_after,
         max_group_size: config.probe.max_group_size as usize,
     };
-    Ok((source, listen, fnv1a(c.peers_dns.bytes())))
+    (source, listen, fnv1a(dns.as_str().bytes()))
 }
 
 /// The shared key: the file's one token, surrounding whitespace trimmed, at least 16
@@ -227,25 +191,22 @@ fn read_key(config: &Config) -> Result<Vec<u8>, SettingsError> {
 }
 
 /// The engine's transport and timeouts for a group with base id `base_id`.
-fn comm_config(config: &Config, base_id: u64, key: Vec<u8>) -> Result<CommConfig, SettingsError> {
+fn comm_config(config: &Config, base_id: u64, key: Vec<u8>) -> CommConfig {
     let c = &config.collective;
     let mut t = TransportConfig::new(base_id, key);
     t.channels = c.channels as usize;
     t.connect_timeout = c
         .connect_timeout
         .min((config.probe.interval * 2).max(Duration::from_secs(2)));
-    if c.traffic_class >= 0 {
-        t.traffic_class = Some(c.traffic_class as u32);
-    }
+    t.traffic_class = c.traffic_class.map(TrafficClass::tos);
     t.bind_device = c.bind_device.clone();
     t.authenticate_payloads = c.authenticate_payloads;
     let mut comm = CommConfig::new(t);
     comm.exec_timeout = c.exec_timeout;
-    if !c.algo.is_empty() {
-        comm.algo = crate::collective::algo::select::parse_hccl_algo(&c.algo)
-            .map_err(|e| SettingsError::Algo(e.to_string()))?;
+    if let Some(algo) = &c.algo {
+        comm.algo = algo.plan().clone();
     }
-    Ok(comm)
+    comm
 }
 
 /// The name this node announces: `collective.node_name`, `NODE_NAME`, else the host name.
@@ -271,29 +232,13 @@ fn throttle(rate: u64) -> FaultSpec {
     }
 }
 
-/// The shipped `probe.interval` (the configuration's default). The simulator runs its
-/// scenarios at this cadence unless told otherwise, and may not read the configuration
-/// itself (it sits below it), so it asks here.
+/// The shipped `probe.interval` (the configuration's default; the simulator, which sits
+/// below the configuration, has the same value as `health::plan::SHIPPED_PROBE_INTERVAL`).
 pub fn default_probe_interval() -> Duration {
     Config::default().probe.interval
 }
 
-/// Probe rounds per device-plane round at the shipped `device_probe.interval` and
-/// `probe.interval`.
-pub fn default_device_every() -> u64 {
-    let shipped = Config::default();
-    device_every(shipped.device_probe.interval, shipped.probe.interval)
-}
-
-/// Probe rounds per device-plane round: `device_probe.interval` in whole probe intervals,
-/// rounded, at least one.
-pub fn device_every(device: Duration, probe: Duration) -> u64 {
-    let p = probe.as_secs_f64();
-    if p <= 0.0 {
-        return 1;
-    }
-    ((device.as_secs_f64() / p).round() as u64).max(1)
-}
+pub use crate::health::plan::device_every;
 
 /// The uplink congestion reader's settings from `[probe]`.
 pub fn congestion_settings(p: &ProbeSection) -> CongestionSettings {
@@ -394,25 +339,17 @@ impl ProbeSettings {
     /// Probing settings from the configuration, or why they are unusable. Reads the key
     /// file.
     pub fn from_config(config: &Config) -> Result<Self, SettingsError> {
-        let (source, listen, base_id) = if config.collective.peers_dns.is_empty() {
-            static_members(config)?
-        } else {
-            dns_members(config)?
+        let (source, listen, base_id) = match &config.collective.peers_dns {
+            None => static_members(config)?,
+            Some(dns) => dns_members(config, dns),
         };
-        let comm = comm_config(config, base_id, read_key(config)?)?;
+        let comm = comm_config(config, base_id, read_key(config)?);
         let p = &config.probe;
         let inject_peers = p
             .inject_peer_throttle
             .iter()
-            .map(|e| {
-                crate::config::parse_peer_throttle(e)
-                    .map(|(addr, rate)| (addr, throttle(rate)))
-                    .map_err(|reason| SettingsError::Throttle {
-                        entry: e.clone(),
-                        reason,
-                    })
-            })
-            .collect::<Result<_, _>>()?;
+            .map(|t| (t.addr(), throttle(t.rate())))
+            .collect();
         Ok(ProbeSettings {
             source,
             listen,
@@ -498,19 +435,15 @@ mod tests {
         assert!(err.contains("probe.congestion_busy_ratio"), "{err}");
     }
 
+    /// The shipped cadence the simulator runs at (`health::plan`, which sits below the
+    /// configuration and cannot read it) is the configuration's default.
     #[test]
-    fn the_device_plane_runs_on_whole_probe_rounds() {
-        let s = Duration::from_secs;
-        assert_eq!(device_every(s(30), s(10)), 3);
-        assert_eq!(device_every(s(30), s(30)), 1);
-        // 30 / 7 = 4.3: the nearest whole number of rounds.
-        assert_eq!(device_every(s(30), s(7)), 4);
-        assert_eq!(device_every(s(30), s(20)), 2);
-        // Shorter than a round (refused by the config check): every round.
-        assert_eq!(device_every(s(1), s(30)), 1);
-        assert_eq!(device_every(s(30), Duration::ZERO), 1);
-        // The shipped 20 s device plane on 10 s probe rounds.
-        assert_eq!(default_device_every(), 2);
+    fn the_shipped_cadence_is_the_configurations_default() {
+        use crate::health::plan::{SHIPPED_DEVICE_INTERVAL, SHIPPED_PROBE_INTERVAL};
+        let shipped = Config::default();
+        assert_eq!(shipped.probe.interval, SHIPPED_PROBE_INTERVAL);
+        assert_eq!(shipped.device_probe.interval, SHIPPED_DEVICE_INTERVAL);
+        assert_eq!(default_probe_interval(), SHIPPED_PROBE_INTERVAL);
     }
 
     #[test]

@@ -15,21 +15,35 @@ pub fn round(round: u64, peers: usize) -> Context {
     cx
 }
 
+/// One collective of a probe round, as its span describes it.
+#[derive(Debug, Clone, Copy)]
+pub struct OpSpan<'a> {
+    /// The span's name, e.g. `probe.all_reduce`.
+    pub name: &'static str,
+    /// The operation, e.g. `all_reduce`.
+    pub op: &'static str,
+    /// The algorithm that ran it (empty when there is none to name).
+    pub algo: &'a str,
+    /// Bytes the operation moved.
+    pub bytes: usize,
+    /// Ranks taking part.
+    pub peers: usize,
+    /// Bus bandwidth factor: 2(n − 1)/n for an all-reduce, as hccl_test and nccl-tests
+    /// report it; 1 for point-to-point.
+    pub bus_factor: f64,
+}
+
 /// Records one collective as a child of the round: op, algorithm, bytes, peers, and its
-/// bus bandwidth (bytes ÷ seconds × `bus_factor`: 2(n − 1)/n for an all-reduce, as
-/// hccl_test and nccl-tests report it; 1 for point-to-point).
-#[allow(clippy::too_many_arguments)]
-pub fn op(
-    cx: &Context,
-    name: &'static str,
-    op: &'static str,
-    algo: &str,
-    bytes: usize,
-    peers: usize,
-    bus_factor: f64,
-    start: std::time::SystemTime,
-    seconds: f64,
-) {
+/// bus bandwidth (bytes ÷ seconds × `bus_factor`), from `start` for `seconds`.
+pub fn op(cx: &Context, s: OpSpan<'_>, start: std::time::SystemTime, seconds: f64) {
+    let OpSpan {
+        name,
+        op,
+        algo,
+        bytes,
+        peers,
+        bus_factor,
+    } = s;
     let tracer = global::tracer("hcclwatch.probe");
     let mut span = tracer
         .span_builder(name)

@@ -12,6 +12,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::config::duration;
+use crate::config::enums::config_enum;
+use crate::config::types::ListenAddr;
+use crate::config::{Problem, file, web};
 
 /// Why the configuration could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -22,69 +25,90 @@ pub enum ConfigError {
         /// The file.
         path: PathBuf,
         /// Why: missing, not a regular file, too large, or the read hung.
-        source: crate::config::file::FileError,
+        source: file::FileError,
     },
     /// The file is not valid TOML for this schema, or its values are inconsistent.
-    #[error("{path}: {}", problems.join(&format!("\n{}: ", path.display())))]
+    #[error("{}", Problem::lines(problems))]
     Invalid {
         /// The file.
         path: PathBuf,
-        /// Every problem found, as `key: reason`.
-        problems: Vec<String>,
+        /// Every problem found, each placed in the file.
+        problems: Vec<Problem>,
     },
 }
 
-/// The whole receiver configuration.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The whole receiver configuration, checked and parsed ([`RemediateConfig::load`]).
+#[derive(Debug, Clone)]
 pub struct RemediateConfig {
     /// Address of the webhook, `/metrics` and the health endpoints.
-    #[serde(default = "default_listen")]
-    pub listen_address: String,
+    pub listen_address: ListenAddr,
     /// Log and count what would be done, but change nothing. On unless set to false.
-    #[serde(default = "default_true")]
     pub dry_run: bool,
     /// The alert label that names the Kubernetes node.
-    #[serde(default = "default_node_label")]
     pub node_label: String,
     /// Append-only JSON-lines audit log, fsynced per record.
     pub audit_log: PathBuf,
     /// While this file exists, every action is paused (logged and audited as `paused`).
-    #[serde(default)]
     pub killswitch_file: Option<PathBuf>,
     /// Largest accepted webhook body.
-    #[serde(default = "default_max_body")]
     pub max_body_bytes: usize,
     /// How often node state is re-read (manual uncordons, fleet size, breaker window).
-    #[serde(default = "default_reconcile", with = "duration::serde_str")]
     pub reconcile_interval: Duration,
     /// Who may call the webhook.
     pub auth: AuthConfig,
     /// A Prometheus exporter-toolkit web config file: TLS for every endpoint, and basic
     /// auth for `/metrics` (the webhook keeps its own `[auth]`).
-    #[serde(default)]
     pub web_config_file: Option<PathBuf>,
     /// Open connections at most.
-    #[serde(default = "default_max_connections")]
     pub max_connections: u32,
     /// Time a client has to send a request head.
-    #[serde(default = "default_header_read_timeout", with = "duration::serde_str")]
     pub header_read_timeout: Duration,
     /// How to reach the Kubernetes API.
-    #[serde(default)]
     pub kubernetes: KubernetesConfig,
     /// The fleet-wide circuit breaker.
-    #[serde(default)]
     pub breaker: BreakerConfig,
     /// Per-node cooldowns and the global rate limit.
-    #[serde(default)]
     pub limits: LimitsConfig,
     /// Which nodes may be acted on.
-    #[serde(default)]
     pub selectors: SelectorConfig,
     /// Alert-to-action rules; the first rule that matches an alert applies.
-    #[serde(default)]
     pub rules: Vec<Rule>,
+}
+
+/// The file as written, before its values are checked and parsed.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RemediateFile {
+    #[serde(default = "default_listen")]
+    listen_address: String,
+    #[serde(default = "default_true")]
+    dry_run: bool,
+    #[serde(default = "default_node_label")]
+    node_label: String,
+    audit_log: PathBuf,
+    #[serde(default)]
+    killswitch_file: Option<PathBuf>,
+    #[serde(default = "default_max_body")]
+    max_body_bytes: usize,
+    #[serde(default = "default_reconcile", with = "duration::serde_str")]
+    reconcile_interval: Duration,
+    auth: AuthConfig,
+    #[serde(default)]
+    web_config_file: Option<PathBuf>,
+    #[serde(default = "default_max_connections")]
+    max_connections: u32,
+    #[serde(default = "default_header_read_timeout", with = "duration::serde_str")]
+    header_read_timeout: Duration,
+    #[serde(default)]
+    kubernetes: KubernetesConfig,
+    #[serde(default)]
+    breaker: BreakerConfig,
+    #[serde(default)]
+    limits: LimitsConfig,
+    #[serde(default)]
+    selectors: SelectorConfig,
+    #[serde(default)]
+    rules: Vec<RuleFile>,
 }
 
 /// Webhook authentication: a bearer token or HTTP basic auth, secrets read from files.
@@ -176,22 +200,18 @@ pub struct SelectorConfig {
 }
 
 /// One alert-to-actions rule.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone)]
 pub struct Rule {
     /// Alert name to match.
     pub alertname: String,
     /// Further labels the alert must carry with these values.
-    #[serde(default)]
     pub match_labels: std::collections::BTreeMap<String, String>,
     /// Actions, applied in this order: `cordon`, `taint`, `condition`, `event`, `exec`,
     /// `webhook`.
     pub actions: Vec<Action>,
     /// The taint (for `taint`).
-    #[serde(default)]
     pub taint: TaintConfig,
     /// The node condition (for `condition`).
-    #[serde(default)]
     pub condition: ConditionConfig,
     /// The command (for `exec`).
     pub exec: Option<ExecConfig>,
@@ -199,55 +219,81 @@ pub struct Rule {
     pub webhook: Option<WebhookConfig>,
 }
 
-/// What a rule can do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Action {
-    /// `spec.unschedulable = true`.
-    Cordon,
-    /// Add the rule's taint.
-    Taint,
-    /// Set the rule's node condition True (False on recovery).
-    Condition,
-    /// Write an Event on the node.
-    Event,
-    /// Run a command.
-    Exec,
-    /// POST the alert to an HTTP endpoint.
-    Webhook,
+/// A rule as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleFile {
+    alertname: String,
+    #[serde(default)]
+    match_labels: std::collections::BTreeMap<String, String>,
+    actions: Vec<Action>,
+    #[serde(default)]
+    taint: TaintFile,
+    #[serde(default)]
+    condition: ConditionConfig,
+    exec: Option<ExecConfig>,
+    webhook: Option<WebhookConfig>,
 }
 
-impl Action {
-    /// The label value in metrics and the audit log.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Cordon => "cordon",
-            Action::Taint => "taint",
-            Action::Condition => "condition",
-            Action::Event => "event",
-            Action::Exec => "exec",
-            Action::Webhook => "webhook",
-        }
+config_enum! {
+    /// What a rule can do.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Action {
+        /// `spec.unschedulable = true`.
+        Cordon = "cordon",
+        /// Add the rule's taint.
+        Taint = "taint",
+        /// Set the rule's node condition True (False on recovery).
+        Condition = "condition",
+        /// Write an Event on the node.
+        Event = "event",
+        /// Run a command.
+        Exec = "exec",
+        /// POST the alert to an HTTP endpoint.
+        Webhook = "webhook",
+    }
+}
+
+config_enum! {
+    /// A taint's effect.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum TaintEffect {
+        /// New pods are not scheduled on the node.
+        #[default]
+        NoSchedule = "NoSchedule",
+        /// The scheduler avoids the node.
+        PreferNoSchedule = "PreferNoSchedule",
+        /// Running pods that do not tolerate it are evicted too.
+        NoExecute = "NoExecute",
     }
 }
 
 /// A taint; `{reason}` in the value is replaced by the alert's `reason` label (made
 /// label-safe), or `quarantine` without one.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone)]
 pub struct TaintConfig {
     /// Key.
-    #[serde(default = "default_taint_key")]
     pub key: String,
     /// Value.
-    #[serde(default = "default_taint_value")]
     pub value: String,
-    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
-    #[serde(default = "default_taint_effect")]
-    pub effect: String,
+    /// Effect.
+    pub effect: TaintEffect,
 }
 
-impl Default for TaintConfig {
+/// A taint as written. Its effect is checked only for a rule that taints: a rule that does
+/// not never uses it, and a file with a stray one has always loaded.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaintFile {
+    #[serde(default = "default_taint_key")]
+    key: String,
+    #[serde(default = "default_taint_value")]
+    value: String,
+    #[serde(default = "default_taint_effect")]
+    effect: String,
+}
+
+impl Default for TaintFile {
     fn default() -> Self {
         Self {
             key: default_taint_key(),
@@ -399,8 +445,8 @@ const fn default_webhook_timeout() -> Duration {
 impl RemediateConfig {
     /// Reads, parses and validates `path`; every problem is reported, each with its key.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = crate::config::file::read_text(path, crate::config::file::CONFIG_LIMIT)
-            .map_err(|source| ConfigError::Read {
+        let text =
+            file::read_text(path, file::CONFIG_LIMIT).map_err(|source| ConfigError::Read {
                 path: path.to_path_buf(),
                 source,
             })?;
@@ -409,153 +455,237 @@ impl RemediateConfig {
 
     /// Parses and validates TOML text; `path` names the file in errors.
     pub fn from_str(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        let cfg: RemediateConfig = toml::from_str(text).map_err(|e| ConfigError::Invalid {
-            path: path.to_path_buf(),
-            problems: vec![e.to_string().trim().replace('\n', " ")],
-        })?;
-        let problems = cfg.validate();
-        if problems.is_empty() {
-            Ok(cfg)
-        } else {
-            Err(ConfigError::Invalid {
+        let invalid = |problems: Vec<Problem>| {
+            let at = path.display().to_string();
+            ConfigError::Invalid {
                 path: path.to_path_buf(),
-                problems,
-            })
+                problems: problems.into_iter().map(|p| p.at(at.clone())).collect(),
+            }
+        };
+        let file: RemediateFile = toml::from_str(text).map_err(|e| {
+            invalid(vec![Problem::reason(
+                e.to_string().trim().replace('\n', " "),
+            )])
+        })?;
+        file.check().map_err(invalid)
+    }
+}
+
+impl RemediateFile {
+    /// The configuration, or every inconsistency, each naming its key.
+    fn check(self) -> Result<RemediateConfig, Vec<Problem>> {
+        let mut p = Vec::new();
+        let listen_address = self.listen_address.parse::<ListenAddr>().map_err(|_| {
+            Problem::key(
+                "listen_address",
+                format!(
+                    "{:?} is not an address such as \":9479\" or \"127.0.0.1:9479\"",
+                    self.listen_address
+                ),
+            )
+        });
+        if let Err(e) = &listen_address {
+            p.push(e.clone());
+        }
+        self.check_settings(&mut p);
+        if self.rules.is_empty() {
+            p.push(Problem::key(
+                "rules",
+                "no [[rules]]; nothing would ever be done",
+            ));
+        }
+        let rules: Vec<Rule> = self
+            .rules
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.check(&format!("rules[{i}]"), &mut p))
+            .collect();
+        match listen_address {
+            Ok(listen_address) if p.is_empty() => Ok(RemediateConfig {
+                listen_address,
+                dry_run: self.dry_run,
+                node_label: self.node_label,
+                audit_log: self.audit_log,
+                killswitch_file: self.killswitch_file,
+                max_body_bytes: self.max_body_bytes,
+                reconcile_interval: self.reconcile_interval,
+                auth: self.auth,
+                web_config_file: self.web_config_file,
+                max_connections: self.max_connections,
+                header_read_timeout: self.header_read_timeout,
+                kubernetes: self.kubernetes,
+                breaker: self.breaker,
+                limits: self.limits,
+                selectors: self.selectors,
+                rules,
+            }),
+            _ => Err(p),
         }
     }
 
-    /// Every inconsistency, as `key: reason`.
-    pub fn validate(&self) -> Vec<String> {
-        let mut p = Vec::new();
-        if crate::config::parse_listen_address(&self.listen_address).is_err() {
-            p.push(format!(
-                "listen_address: {:?} is not an address such as \":9479\" or \"127.0.0.1:9479\"",
-                self.listen_address
-            ));
-        }
+    /// Everything but the listen address and the rules.
+    fn check_settings(&self, p: &mut Vec<Problem>) {
         let a = &self.auth;
         match (&a.bearer_token_file, &a.basic_username, &a.basic_password_file) {
             (Some(_), None, None) | (None, Some(_), Some(_)) => {}
-            (None, None, None) => p.push(
-                "auth: set bearer_token_file, or basic_username with basic_password_file; the webhook never runs unauthenticated".into(),
-            ),
-            _ => p.push(
-                "auth: set either bearer_token_file, or basic_username with basic_password_file, not a mix".into(),
-            ),
+            (None, None, None) => p.push(Problem::key(
+                "auth",
+                "set bearer_token_file, or basic_username with basic_password_file; the webhook never runs unauthenticated",
+            )),
+            _ => p.push(Problem::key(
+                "auth",
+                "set either bearer_token_file, or basic_username with basic_password_file, not a mix",
+            )),
         }
-        if self.node_label.is_empty() {
-            p.push("node_label: must not be empty".into());
-        }
-        if self.max_body_bytes < 1024 {
-            p.push("max_body_bytes: at least 1024".into());
-        }
-        if self.kubernetes.timeout < Duration::from_millis(100) {
-            p.push("kubernetes.timeout: at least 100ms".into());
-        }
-        if self.max_connections < 16 {
-            p.push("max_connections: at least 16".into());
-        }
-        if self.header_read_timeout < Duration::from_millis(100) {
-            p.push("header_read_timeout: at least 100ms".into());
-        }
-        if let Some(w) = &self.web_config_file
-            && let Err(problems) = crate::config::web::WebConfigFile::load(w)
-        {
-            for e in problems {
-                p.push(format!("web_config_file: {e}"));
+        let mut at_least = |bad: bool, key: &str, reason: &str| {
+            if bad {
+                p.push(Problem::key(key, reason));
             }
+        };
+        at_least(
+            self.node_label.is_empty(),
+            "node_label",
+            "must not be empty",
+        );
+        at_least(
+            self.max_body_bytes < 1024,
+            "max_body_bytes",
+            "at least 1024",
+        );
+        at_least(
+            self.kubernetes.timeout < Duration::from_millis(100),
+            "kubernetes.timeout",
+            "at least 100ms",
+        );
+        at_least(self.max_connections < 16, "max_connections", "at least 16");
+        at_least(
+            self.header_read_timeout < Duration::from_millis(100),
+            "header_read_timeout",
+            "at least 100ms",
+        );
+        if let Some(w) = &self.web_config_file
+            && let Err(problems) = web::WebConfigFile::load(w)
+        {
+            p.extend(
+                problems
+                    .into_iter()
+                    .map(|e| Problem::key("web_config_file", e)),
+            );
         }
         if self.reconcile_interval < Duration::from_secs(1) {
-            p.push("reconcile_interval: at least 1s".into());
+            p.push(Problem::key("reconcile_interval", "at least 1s"));
         }
         let b = &self.breaker;
         if b.max_nodes == 0 {
-            p.push("breaker.max_nodes: at least 1 (use dry_run to act on nothing)".into());
+            p.push(Problem::key(
+                "breaker.max_nodes",
+                "at least 1 (use dry_run to act on nothing)",
+            ));
         }
         if !(b.max_percent > 0.0 && b.max_percent <= 100.0) {
-            p.push(format!(
-                "breaker.max_percent: {} is not in (0, 100]",
-                b.max_percent
+            p.push(Problem::key(
+                "breaker.max_percent",
+                format!("{} is not in (0, 100]", b.max_percent),
             ));
         }
         if b.window.is_zero() {
-            p.push("breaker.window: must be positive".into());
+            p.push(Problem::key("breaker.window", "must be positive"));
         }
         if self.limits.max_actions_per_minute == 0 {
-            p.push("limits.max_actions_per_minute: at least 1".into());
+            p.push(Problem::key("limits.max_actions_per_minute", "at least 1"));
         }
-        for (i, s) in self.selectors.allow.iter().enumerate() {
-            if let Err(e) = super::safety::Selector::parse(s) {
-                p.push(format!("selectors.allow[{i}]: {e}"));
-            }
-        }
-        for (i, s) in self.selectors.deny.iter().enumerate() {
-            if let Err(e) = super::safety::Selector::parse(s) {
-                p.push(format!("selectors.deny[{i}]: {e}"));
-            }
-        }
-        if self.rules.is_empty() {
-            p.push("rules: no [[rules]]; nothing would ever be done".into());
-        }
-        for (i, r) in self.rules.iter().enumerate() {
-            let at = format!("rules[{i}]");
-            if r.alertname.is_empty() {
-                p.push(format!("{at}.alertname: must not be empty"));
-            }
-            if r.actions.is_empty() {
-                p.push(format!("{at}.actions: list at least one action"));
-            }
-            if r.actions.contains(&Action::Taint) {
-                if !super::payload::valid_qualified_name(&r.taint.key) {
-                    p.push(format!(
-                        "{at}.taint.key: {:?} is not a valid taint key",
-                        r.taint.key
-                    ));
-                }
-                if !["NoSchedule", "PreferNoSchedule", "NoExecute"]
-                    .contains(&r.taint.effect.as_str())
-                {
-                    p.push(format!(
-                        "{at}.taint.effect: {:?}; use NoSchedule, PreferNoSchedule or NoExecute",
-                        r.taint.effect
-                    ));
+        for (list, selectors) in [
+            ("allow", &self.selectors.allow),
+            ("deny", &self.selectors.deny),
+        ] {
+            for (i, s) in selectors.iter().enumerate() {
+                if let Err(e) = super::safety::Selector::parse(s) {
+                    p.push(Problem::key(format!("selectors.{list}[{i}]"), e));
                 }
             }
-            if r.actions.contains(&Action::Condition)
-                && !r
-                    .condition
-                    .kind
-                    .chars()
-                    .next()
-                    .is_some_and(|c| c.is_ascii_uppercase())
-            {
-                p.push(format!(
-                    "{at}.condition.type: {:?} should be CamelCase, e.g. NPUStraggler",
-                    r.condition.kind
-                ));
-            }
-            match (&r.exec, r.actions.contains(&Action::Exec)) {
-                (None, true) => p.push(format!(
-                    "{at}.exec: the rule lists exec but has no [rules.exec]"
-                )),
-                (Some(e), _) if e.argv.is_empty() => {
-                    p.push(format!("{at}.exec.argv: must name a program"))
-                }
-                (Some(e), _) if e.timeout.is_zero() => {
-                    p.push(format!("{at}.exec.timeout: must be positive"))
-                }
-                _ => {}
-            }
-            match (&r.webhook, r.actions.contains(&Action::Webhook)) {
-                (None, true) => p.push(format!("{at}.webhook: the rule lists webhook but has no [rules.webhook]")),
-                (Some(w), _) if !w.url.starts_with("http://") => p.push(format!(
-                    "{at}.webhook.url: {:?}; only http:// URLs are supported (put a TLS proxy in front for https)",
+        }
+    }
+}
+
+impl RuleFile {
+    /// The rule, or its problems (each key under `at`) added to `p`.
+    fn check(self, at: &str, p: &mut Vec<Problem>) -> Option<Rule> {
+        let before = p.len();
+        let mut push =
+            |key: &str, reason: String| p.push(Problem::key(format!("{at}.{key}"), reason));
+        if self.alertname.is_empty() {
+            push("alertname", "must not be empty".into());
+        }
+        if self.actions.is_empty() {
+            push("actions", "list at least one action".into());
+        }
+        let taints = self.actions.contains(&Action::Taint);
+        if taints && !super::payload::valid_qualified_name(&self.taint.key) {
+            push(
+                "taint.key",
+                format!("{:?} is not a valid taint key", self.taint.key),
+            );
+        }
+        // A rule that does not taint never uses its effect.
+        let effect = TaintEffect::from_name(&self.taint.effect);
+        if taints && effect.is_none() {
+            push(
+                "taint.effect",
+                format!(
+                    "{:?}; use NoSchedule, PreferNoSchedule or NoExecute",
+                    self.taint.effect
+                ),
+            );
+        }
+        if self.actions.contains(&Action::Condition)
+            && !self
+                .condition
+                .kind
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_uppercase())
+        {
+            push(
+                "condition.type",
+                format!(
+                    "{:?} should be CamelCase, e.g. NPUStraggler",
+                    self.condition.kind
+                ),
+            );
+        }
+        match (&self.exec, self.actions.contains(&Action::Exec)) {
+            (None, true) => push("exec", "the rule lists exec but has no [rules.exec]".into()),
+            (Some(e), _) if e.argv.is_empty() => push("exec.argv", "must name a program".into()),
+            (Some(e), _) if e.timeout.is_zero() => push("exec.timeout", "must be positive".into()),
+            _ => {}
+        }
+        match (&self.webhook, self.actions.contains(&Action::Webhook)) {
+            (None, true) => push(
+                "webhook",
+                "the rule lists webhook but has no [rules.webhook]".into(),
+            ),
+            (Some(w), _) if !w.url.starts_with("http://") => push(
+                "webhook.url",
+                format!(
+                    "{:?}; only http:// URLs are supported (put a TLS proxy in front for https)",
                     w.url
-                )),
-                _ => {}
-            }
+                ),
+            ),
+            _ => {}
         }
-        p
+        (p.len() == before).then(|| Rule {
+            alertname: self.alertname,
+            match_labels: self.match_labels,
+            actions: self.actions,
+            taint: TaintConfig {
+                key: self.taint.key,
+                value: self.taint.value,
+                effect: effect.unwrap_or_default(),
+            },
+            condition: self.condition,
+            exec: self.exec,
+            webhook: self.webhook,
+        })
     }
 }
 

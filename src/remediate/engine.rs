@@ -914,7 +914,7 @@ impl Remediator {
         Taint {
             key: rule.taint.key.clone(),
             value: Some(rule.taint.value.replace("{reason}", reason)).filter(|v| !v.is_empty()),
-            effect: rule.taint.effect.clone(),
+            effect: rule.taint.effect.as_str().to_string(),
             time_added: None,
         }
     }

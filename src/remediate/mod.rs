@@ -222,9 +222,7 @@ async fn ready_handler(State(s): State<AppState>) -> Response {
 
 /// Runs the receiver until SIGINT or SIGTERM.
 pub fn run(cfg: RemediateConfig) -> Result<(), RemediateError> {
-    let address = crate::config::parse_listen_address(&cfg.listen_address).map_err(|e| {
-        RemediateError::Start(format!("listen_address {:?}: {e}", cfg.listen_address))
-    })?;
+    let address = cfg.listen_address.addr();
     let creds = Credentials::load(&cfg)?;
     let audit = audit::AuditLog::open(&cfg.audit_log).map_err(|e| {
         RemediateError::Start(format!(

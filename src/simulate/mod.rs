@@ -76,7 +76,7 @@ impl Default for Engines {
         Engines {
             health: HealthConfig::default(),
             device: DeviceConfig::default(),
-            device_every: crate::probe::settings::default_device_every(),
+            device_every: crate::health::plan::shipped_device_every(),
         }
     }
 }
@@ -122,7 +122,7 @@ impl Overrides {
         let s = s.check(file)?;
         let interval = self
             .probe_interval
-            .unwrap_or_else(crate::probe::settings::default_probe_interval);
+            .unwrap_or(crate::health::plan::SHIPPED_PROBE_INTERVAL);
         let from = s.fleet.round_seconds;
         if from == interval.as_secs_f64() {
             return Ok(s);

@@ -432,7 +432,7 @@ fn hard_faults(p: &mut Pick, s: &mut Scenario) {
 /// (listed, so every other fault of the family is an event, not a node: a node placed at
 /// random could land on a listed one).
 fn crowd(p: &mut Pick, s: &mut Scenario) {
-    let groups = crate::probe::membership::balanced_groups(s.fleet.nodes, s.fleet.group_size);
+    let groups = crate::health::plan::balanced_groups(s.fleet.nodes, s.fleet.group_size);
     let g = &groups[p.u(0, groups.len() - 1)];
     let weak = p.u(2, 5).min(g.len().saturating_sub(2));
     let mut picked: Vec<usize> = Vec::new();

@@ -12,8 +12,8 @@ use super::counters::Reader;
 use super::device::{DeviceGroup, Traffic};
 use super::world::{Draw, World};
 use crate::health::device::DeviceConfig;
+use crate::health::plan::confirm_pairs;
 use crate::health::{HealthConfig, HealthEngine, NodeState, Probe, RoundInput};
-use crate::probe::round::confirm_pairs;
 
 /// Link re-measurements the daemon's prober adds to a round at most
 /// (`probe::prober::MAX_LINK_REMEASURES`).

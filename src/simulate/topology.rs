@@ -26,7 +26,7 @@ impl Topology {
     /// The topology of a scenario's fleet.
     pub fn new(s: &Scenario) -> Self {
         let n = s.fleet.nodes;
-        let groups = crate::probe::membership::balanced_groups(n, s.fleet.group_size);
+        let groups = crate::health::plan::balanced_groups(n, s.fleet.group_size);
         let mut group_of = vec![0; n];
         let mut local = vec![0; n];
         for (g, members) in groups.iter().enumerate() {

@@ -597,7 +597,7 @@ fn rough(s: &Scenario, f: &FaultSpec, plane: Plane, k: &str, o: &mut Out) {
     dip_scope(s, f, k, o);
     if f.between_groups {
         let listed = !f.links.is_empty() || !f.port_pairs.is_empty();
-        let groups = crate::probe::membership::balanced_groups(s.fleet.nodes, s.fleet.group_size);
+        let groups = crate::health::plan::balanced_groups(s.fleet.nodes, s.fleet.group_size);
         if !matches!(f.kind, FaultKind::DegradedLink | FaultKind::PortPair) {
             o.push(
                 key("between_groups"),
@@ -709,7 +709,7 @@ fn dip_scope(s: &Scenario, f: &FaultSpec, k: &str, o: &mut Out) {
         );
     }
     if scope == DipScope::CrossGroup
-        && crate::probe::membership::balanced_groups(s.fleet.nodes, s.fleet.group_size).len() < 2
+        && crate::health::plan::balanced_groups(s.fleet.nodes, s.fleet.group_size).len() < 2
     {
         o.push(
             key("scope"),

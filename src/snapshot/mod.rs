@@ -17,4 +17,4 @@ pub mod probe;
 pub mod status;
 pub mod store;
 
-pub use store::Store;
+pub use store::{Store, View};

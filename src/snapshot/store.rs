@@ -1,10 +1,13 @@
 //! The latest snapshot of everything collected, shared between the sources and the readers.
 //!
-//! Each source publishes an immutable `Arc` of its part; a reader takes the `Arc`s under a
-//! lock held for a pointer copy and reads without any lock. So a scrape never waits for a
-//! collection, and a collection never waits for a scrape.
+//! Each source publishes an immutable `Arc` of its part; the store keeps every part's
+//! latest `Arc` in one [`View`] behind one lock. A reader takes the whole view under the
+//! lock (a copy of a few pointers) and reads it without any lock. So a scrape never waits
+//! for a collection, a collection never waits for a scrape, and everything one reader
+//! encodes comes from the same moment: the NPU series and the pod labels they carry can
+//! never come from two different attribution passes.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
@@ -15,30 +18,41 @@ use super::port::{HccnCallStats, PortSnapshot};
 use super::probe::ProbeSnapshot;
 use super::status::{OtlpSnapshot, ReloadStatus, SelfSnapshot};
 
-/// Reads a lock's value, recovering it from a panicked writer: every part is replaced
-/// whole, so a poisoned lock still holds a complete (if older) value.
-fn read<T: Clone>(lock: &RwLock<T>) -> T {
-    lock.read().unwrap_or_else(|p| p.into_inner()).clone()
+/// Every part of the store as it was at one moment, and that moment's generation. Cheap
+/// to clone (a handful of `Arc`s); a scrape or an OTLP collection takes one with
+/// [`Store::view`] and encodes everything from it.
+#[derive(Debug, Clone, Default)]
+pub struct View {
+    /// Grows with every change to the store (a part published, readiness changed), so a
+    /// reader can tell whether what it encoded from an earlier view is still current.
+    pub generation: u64,
+    /// The NPU part.
+    pub npu: Arc<NpuSnapshot>,
+    /// The host part.
+    pub host: Arc<HostSnapshot>,
+    /// The probing part, if probing is configured.
+    pub probe: Option<Arc<ProbeSnapshot>>,
+    /// The daemon's own part.
+    pub status: Arc<SelfSnapshot>,
+    /// The port and optics part, if the `hccn_tool` poller runs.
+    pub ports: Option<Arc<PortSnapshot>>,
+    /// `hccn_tool` call statistics, once a call was made.
+    pub hccn_calls: Option<Arc<HccnCallStats>>,
+    /// Pod attribution, once attribution has a source to work with.
+    pub attribution: Option<Arc<AttributionSnapshot>>,
 }
 
 /// The shared store.
 #[derive(Debug, Default)]
 pub struct Store {
-    npu: RwLock<Arc<NpuSnapshot>>,
-    host: RwLock<Arc<HostSnapshot>>,
-    probe: RwLock<Option<Arc<ProbeSnapshot>>>,
-    status: RwLock<Arc<SelfSnapshot>>,
-    ports: RwLock<Option<Arc<PortSnapshot>>>,
-    hccn_calls: RwLock<Option<Arc<HccnCallStats>>>,
-    attribution: RwLock<Option<Arc<AttributionSnapshot>>>,
+    /// The latest parts. Every change replaces parts whole and bumps the generation under
+    /// the write lock, so a view is never half of one change.
+    current: RwLock<View>,
     npu_ready: AtomicBool,
     host_ready: AtomicBool,
     /// Components that are not ready, with why (the prober when it cannot listen or its
     /// thread died).
     not_ready: std::sync::Mutex<std::collections::BTreeMap<&'static str, String>>,
-    /// Bumped after every change to any part, so a reader can tell whether what it
-    /// encoded earlier is still current (the `/metrics` cache) without comparing parts.
-    generation: AtomicU64,
 }
 
 impl Store {
@@ -52,89 +66,106 @@ impl Store {
         }
     }
 
-    /// A number that grows whenever any part changes. Read it before reading the parts:
-    /// whatever is read afterwards is at least as new as this generation.
+    /// Every part as it is now, with the generation it is at: one consistent reading for
+    /// everything a scrape or an export encodes.
+    pub fn view(&self) -> View {
+        // A poisoned lock still holds a complete (if older) view: every change replaces
+        // parts whole.
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// A number that grows whenever anything in the store changes.
     pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
+        self.read(|v| v.generation)
     }
 
-    /// Marks a change: after the value is in place, so a reader that sees the new
-    /// generation also sees the value.
-    fn changed(&self) {
-        self.generation.fetch_add(1, Ordering::Release);
+    /// Reads one thing from the current view under the read lock.
+    fn read<T>(&self, f: impl FnOnce(&View) -> T) -> T {
+        f(&self.current.read().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Replaces a part (recovering a poisoned lock: every part is replaced whole) and
-    /// marks the change.
-    fn write<T>(&self, lock: &RwLock<T>, value: T) {
-        *lock.write().unwrap_or_else(|p| p.into_inner()) = value;
-        self.changed();
+    /// Applies `f` to the current view and bumps the generation, under the write lock: a
+    /// reader sees all of a change or none of it, and two changes never lose each other's
+    /// part.
+    fn change(&self, f: impl FnOnce(&mut View)) {
+        let mut v = self.current.write().unwrap_or_else(|p| p.into_inner());
+        f(&mut v);
+        v.generation += 1;
     }
 
     /// The latest NPU part.
     pub fn npu(&self) -> Arc<NpuSnapshot> {
-        read(&self.npu)
+        self.read(|v| v.npu.clone())
     }
 
     /// The latest host part.
     pub fn host(&self) -> Arc<HostSnapshot> {
-        read(&self.host)
+        self.read(|v| v.host.clone())
     }
 
     /// The latest probing part, if probing is configured.
     pub fn probe(&self) -> Option<Arc<ProbeSnapshot>> {
-        read(&self.probe)
+        self.read(|v| v.probe.clone())
     }
 
     /// The latest pod attribution part, once attribution has a source to work with.
     pub fn attribution(&self) -> Option<Arc<AttributionSnapshot>> {
-        read(&self.attribution)
+        self.read(|v| v.attribution.clone())
     }
 
     /// The daemon's own part.
     pub fn status(&self) -> Arc<SelfSnapshot> {
-        read(&self.status)
+        self.read(|v| v.status.clone())
     }
 
     /// Publishes a new NPU part.
     pub fn publish_npu(&self, part: NpuSnapshot) {
-        self.write(&self.npu, Arc::new(part));
+        let part = Arc::new(part);
+        self.change(|v| v.npu = part);
     }
 
     /// Publishes a new host part.
     pub fn publish_host(&self, part: HostSnapshot) {
-        self.write(&self.host, Arc::new(part));
+        let part = Arc::new(part);
+        self.change(|v| v.host = part);
     }
 
     /// Publishes a new probing part.
     pub fn publish_probe(&self, part: ProbeSnapshot) {
-        self.write(&self.probe, Some(Arc::new(part)));
+        let part = Some(Arc::new(part));
+        self.change(|v| v.probe = part);
     }
 
     /// The latest port and optics part, if the `hccn_tool` poller runs.
     pub fn ports(&self) -> Option<Arc<PortSnapshot>> {
-        read(&self.ports)
+        self.read(|v| v.ports.clone())
     }
 
     /// Publishes a new port and optics part.
     pub fn publish_ports(&self, part: PortSnapshot) {
-        self.write(&self.ports, Some(Arc::new(part)));
+        let part = Some(Arc::new(part));
+        self.change(|v| v.ports = part);
     }
 
     /// The latest `hccn_tool` call statistics, once a call was made.
     pub fn hccn_calls(&self) -> Option<Arc<HccnCallStats>> {
-        read(&self.hccn_calls)
+        self.read(|v| v.hccn_calls.clone())
     }
 
     /// Publishes `hccn_tool` call statistics. They have their own slot because every user
     /// of the tool (the port poller, the device prober) updates them, not one poller.
     pub fn publish_hccn_calls(&self, stats: HccnCallStats) {
-        self.write(&self.hccn_calls, Some(Arc::new(stats)));
+        let part = Some(Arc::new(stats));
+        self.change(|v| v.hccn_calls = part);
     }
 
     /// Publishes a new pod attribution part.
     pub fn publish_attribution(&self, part: AttributionSnapshot) {
-        self.write(&self.attribution, Some(Arc::new(part)));
+        let part = Some(Arc::new(part));
+        self.change(|v| v.attribution = part);
     }
 
     /// Records a configuration check. A failure keeps the last success time.
@@ -157,24 +188,23 @@ impl Store {
     /// Replaces the daemon's own part with `f` applied to a copy of it. The write lock is
     /// held across the copy, so two updates never lose each other's change.
     fn update_status(&self, f: impl FnOnce(&mut SelfSnapshot)) {
-        let mut guard = self.status.write().unwrap_or_else(|p| p.into_inner());
-        let mut next = guard.as_ref().clone();
-        f(&mut next);
-        *guard = Arc::new(next);
-        drop(guard);
-        self.changed();
+        self.change(|v| {
+            let mut next = v.status.as_ref().clone();
+            f(&mut next);
+            v.status = Arc::new(next);
+        });
     }
 
     /// Marks the NPU poller's first full pass done.
     pub fn set_npu_ready(&self) {
         self.npu_ready.store(true, Ordering::SeqCst);
-        self.changed();
+        self.change(|_| {});
     }
 
     /// Marks the host poller's first pass done.
     pub fn set_host_ready(&self) {
         self.host_ready.store(true, Ordering::SeqCst);
-        self.changed();
+        self.change(|_| {});
     }
 
     /// Every expected poller has completed a first full collection and no component says
@@ -189,7 +219,7 @@ impl Store {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(component, why);
-        self.changed();
+        self.change(|_| {});
     }
 
     /// Marks `component` ready again.
@@ -198,7 +228,7 @@ impl Store {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(component);
-        self.changed();
+        self.change(|_| {});
     }
 
     /// Every component that is not ready, with why, in name order.

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod fake_apiserver;
+pub mod helm;
 pub mod netns;
 pub mod receiver;
 

@@ -7,7 +7,8 @@
 //! result back to its host. Only one rank per host crosses the network, which is what a
 //! real multi-NPU server does with its HCCS-then-RoCE split.
 
-use super::{OpCtx, ring};
+use super::OpCtx;
+use super::ring::{self, Pass};
 use crate::collective::dtype::{ReduceOp, reduce_into};
 use crate::collective::error::CollResult;
 use crate::collective::transport::RecvMode;
@@ -87,26 +88,20 @@ pub fn all_reduce(
         reduce_into(op, ctx.dtype, buf, &theirs);
     }
     let leaders: Vec<usize> = groups.iter().map(|g| g[0]).collect();
-    ring::pass(
-        ctx,
-        &leaders,
-        None,
-        buf,
-        count,
-        0,
-        RecvMode::Reduce(op),
-        "inter-host reduce-scatter",
-    )?;
-    ring::pass(
-        ctx,
-        &leaders,
-        None,
-        buf,
-        count,
-        1,
-        RecvMode::Copy,
-        "inter-host all-gather",
-    )?;
+    let reduce = Pass {
+        members: &leaders,
+        shift: 0,
+        mode: RecvMode::Reduce(op),
+        what: "inter-host reduce-scatter",
+    };
+    ring::pass(ctx, reduce, None, buf, count)?;
+    let gather = Pass {
+        members: &leaders,
+        shift: 1,
+        mode: RecvMode::Copy,
+        what: "inter-host all-gather",
+    };
+    ring::pass(ctx, gather, None, buf, count)?;
     for &m in &mine[1..] {
         ctx.exchange("intra-host broadcast", Some((m, &*buf)), None)?;
     }

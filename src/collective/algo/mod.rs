@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use super::dtype::DataType;
 use super::error::CollResult;
-use super::transport::{Mesh, Payload, RecvMode, Seqs, Traffic};
+use super::transport::{Mesh, Payload, RecvMode, Seqs, Traffic, Transfer};
 
 /// Element counts of the `n` parts of `count` elements.
 pub fn part_counts(count: usize, n: usize) -> Vec<usize> {
@@ -212,22 +212,19 @@ impl<'a> OpCtx<'a> {
         let start = Instant::now();
         // The step's full name only matters in an error, so it is formatted only then
         // (a string per step is measurable at 8 B).
-        let result = self
-            .mesh
-            .exchange(
-                self.op,
-                (s, r),
-                self.dtype,
-                traffic,
-                self.class,
-                send,
-                recv,
-                self.deadline,
-            )
-            .map_err(|mut e| {
-                e.step = format!("{} ({}) {step}", self.op, self.algo);
-                e
-            });
+        let transfer = Transfer {
+            op: self.op,
+            send_seq: s,
+            recv_seq: r,
+            dtype: self.dtype,
+            traffic,
+            class: self.class,
+            deadline: self.deadline,
+        };
+        let result = self.mesh.exchange(&transfer, send, recv).map_err(|mut e| {
+            e.step = format!("{} ({}) {step}", self.op, self.algo);
+            e
+        });
         self.steps
             .borrow_mut()
             .push(crate::collective::timeline::Step {

@@ -15,27 +15,43 @@ pub fn neighbours(rank: usize, n: usize) -> (usize, usize) {
     ((rank + n - 1) % n, (rank + 1) % n)
 }
 
-/// One ring pass of m − 1 steps over `members` (global ranks in ring order, this rank
-/// among them): in step s, member i sends part (i + shift − s) mod m to its right
-/// neighbour and receives part (i + shift − s − 1) mod m from its left, reducing or
-/// copying it. A reduce-scatter pass leaves part (i + shift + 1) mod m complete; an
-/// all-gather pass starts from part (i + shift) mod m.
+/// The shape of one ring pass: its members (global ranks in ring order, this rank among
+/// them), the part rotation `shift`, how a received part lands, and the name its steps
+/// carry.
+#[derive(Debug, Clone, Copy)]
+pub struct Pass<'a> {
+    /// The ranks of the ring, in ring order.
+    pub members: &'a [usize],
+    /// Rotates which part each member sends first (see [`pass`]).
+    pub shift: usize,
+    /// Reduce (reduce-scatter) or copy (all-gather) each received part.
+    pub mode: RecvMode<'a>,
+    /// The pass's name in step names and errors.
+    pub what: &'static str,
+}
+
+/// One ring pass of m − 1 steps over `p.members`: in step s, member i sends part
+/// (i + shift − s) mod m to its right neighbour and receives part (i + shift − s − 1) mod m
+/// from its left, reducing or copying it. A reduce-scatter pass leaves part
+/// (i + shift + 1) mod m complete; an all-gather pass starts from part (i + shift) mod m.
 ///
 /// `src`, for a reduce-scatter pass only, is an out-of-place input of `buf`'s length: the
 /// first step sends from it and every received part is reduced with its counterpart in
 /// it, so `buf` needs no copy of the input (its parts are written as they arrive; part
 /// (i + shift) mod m is left untouched).
-#[allow(clippy::too_many_arguments)]
 pub fn pass(
     ctx: &OpCtx<'_>,
-    members: &[usize],
+    p: Pass<'_>,
     src: Option<&[u8]>,
     buf: &mut [u8],
     count: usize,
-    shift: usize,
-    mode: RecvMode,
-    what: &str,
 ) -> CollResult<()> {
+    let Pass {
+        members,
+        shift,
+        mode,
+        what,
+    } = p;
     let m = members.len();
     if m < 2 {
         return Ok(());
@@ -72,31 +88,25 @@ pub fn reduce_scatter(
     op: ReduceOp,
     shift: usize,
 ) -> CollResult<()> {
-    pass(
-        ctx,
-        &everyone(ctx),
-        src,
-        buf,
-        count,
+    let p = Pass {
+        members: &everyone(ctx),
         shift,
-        RecvMode::Reduce(op),
-        "reduce-scatter",
-    )
+        mode: RecvMode::Reduce(op),
+        what: "reduce-scatter",
+    };
+    pass(ctx, p, src, buf, count)
 }
 
 /// In-place ring all-gather: part `(rank + shift) % n` is this rank's; afterwards every
 /// part is filled.
 pub fn all_gather(ctx: &OpCtx<'_>, buf: &mut [u8], count: usize, shift: usize) -> CollResult<()> {
-    pass(
-        ctx,
-        &everyone(ctx),
-        None,
-        buf,
-        count,
+    let p = Pass {
+        members: &everyone(ctx),
         shift,
-        RecvMode::Copy,
-        "all-gather",
-    )
+        mode: RecvMode::Copy,
+        what: "all-gather",
+    };
+    pass(ctx, p, None, buf, count)
 }
 
 /// Ring all-reduce into `buf`, in place or from `src`. Out of place, every part of `buf`

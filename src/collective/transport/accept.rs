@@ -23,9 +23,10 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::{AbortHandle, JoinSet};
 
+use super::TransportConfig;
 use super::auth::{self, AuthError, CONNECT_LEN, Hello, REFUSAL};
+use super::mesh::tune;
 use super::seal::Session;
-use super::{TransportConfig, tune};
 use crate::collective::error::{CollError, CollResult, HcclCode};
 
 /// Why an incoming connection was refused.

@@ -122,6 +122,25 @@ where
     })
 }
 
+/// How many metric collections have finished. The SDK's periodic reader runs a collection
+/// (every instrument's callback), then hands it to [`MetricsOut::export`], which counts it
+/// before anything else; the next collection starts after that export returns. So
+/// callbacks that read the same count belong to the same collection (see the bridge).
+#[derive(Debug, Default)]
+pub struct Collections(AtomicU64);
+
+impl Collections {
+    /// Collections whose export has started.
+    pub fn finished(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Marks the collection being exported as over.
+    pub(super) fn finish(&self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
 /// The metric exporter with retries and accounting.
 pub struct MetricsOut {
     /// The SDK's OTLP/HTTP exporter.
@@ -132,6 +151,8 @@ pub struct MetricsOut {
     pub timeout: Duration,
     /// Where outcomes go.
     pub outcomes: Arc<Outcomes>,
+    /// Counted at every export: the collection it carries is over.
+    pub collections: Arc<Collections>,
 }
 
 impl PushMetricExporter for MetricsOut {
@@ -139,6 +160,7 @@ impl PushMetricExporter for MetricsOut {
         &self,
         metrics: &ResourceMetrics,
     ) -> impl std::future::Future<Output = OTelSdkResult> + Send {
+        self.collections.finish();
         let r = with_retries(&self.rt, self.timeout, "metrics", || {
             self.inner.export(metrics)
         });

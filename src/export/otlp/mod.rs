@@ -4,8 +4,8 @@
 //! **Built from the typed snapshot.** The instruments' callbacks run the same domain
 //! collectors as `/metrics` ([`crate::export::prometheus::collectors`]) into a typed sink
 //! ([`families`]), so names, label sets and values agree with the scrape without either
-//! export parsing the other's output; the `hw.*` instruments ([`hw`]) read the chips
-//! directly. Units become UCUM.
+//! export parsing the other's output; the `hw.*` instruments ([`hw`]) read the chips of
+//! the same view. One collection renders one view of the store. Units become UCUM.
 //!
 //! **Failures never block anything.** The SDK's periodic reader runs on its own thread;
 //! its exports run on a small runtime of their own with a per-request timeout and two
@@ -30,9 +30,9 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 
-use self::bridge::Bridge;
-use self::exporters::{MetricsOut, Outcomes, SpansOut};
-use crate::config::OtlpConfig;
+use self::bridge::{Bridge, Sources};
+use self::exporters::{Collections, MetricsOut, Outcomes, SpansOut};
+use crate::config::{Compression, OtlpConfig};
 use crate::export::prometheus;
 use crate::snapshot::Store;
 use crate::snapshot::status::BuildInfo;
@@ -115,8 +115,7 @@ impl Settings {
         let headers = cfg
             .headers
             .iter()
-            .filter_map(|h| h.split_once('='))
-            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .map(|h| (h.name().to_string(), h.value().to_string()))
             .collect();
         Ok(Some(Settings {
             metrics_endpoint: url("/v1/metrics"),
@@ -124,7 +123,7 @@ impl Settings {
             interval: cfg.interval,
             headers,
             timeout: cfg.timeout,
-            gzip: cfg.compression == "gzip",
+            gzip: cfg.compression == Compression::Gzip,
             traces: cfg.traces,
             shutdown_timeout: cfg.shutdown_timeout,
         }))
@@ -202,11 +201,13 @@ impl Otlp {
             signal: "metric",
             source,
         })?;
+        let collections = Arc::new(Collections::default());
         let out = MetricsOut {
             inner: exporter,
             rt: rt.clone(),
             timeout: s.timeout,
             outcomes: outcomes.clone(),
+            collections: collections.clone(),
         };
         let reader = PeriodicReader::builder(out)
             .with_interval(s.interval)
@@ -215,8 +216,13 @@ impl Otlp {
             .with_reader(reader)
             .with_resource(resource.clone())
             .build();
-        let collectors = prometheus::collectors(&store, &build);
-        let bridge = Bridge::new(store, collectors, meters.meter("hcclwatch"));
+        let sources = Sources {
+            collectors: prometheus::collectors(&build),
+            store,
+            collections,
+            interval: s.interval,
+        };
+        let bridge = Bridge::new(sources, meters.meter("hcclwatch"));
         bridge.register_hw();
         bridge.discover();
 

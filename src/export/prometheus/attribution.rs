@@ -11,33 +11,23 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 
 use super::family::{Labels, Render, Sink, flag, unix_seconds};
-use crate::snapshot::Store;
+use crate::snapshot::View;
 use crate::snapshot::attribution::AttributionSnapshot;
 use crate::snapshot::histogram::Histogram;
 
 /// Renders the attribution part of the snapshot.
-#[derive(Debug)]
-pub struct AttributionCollector {
-    store: Arc<Store>,
-}
-
-impl AttributionCollector {
-    /// A collector over `store`.
-    pub fn new(store: Arc<Store>) -> Self {
-        Self { store }
-    }
-}
+#[derive(Debug, Default)]
+pub struct AttributionCollector;
 
 impl Render for AttributionCollector {
-    fn render(&self, f: &mut dyn Sink) -> fmt::Result {
-        let Some(a) = self.store.attribution() else {
+    fn render(&self, view: &View, f: &mut dyn Sink) -> fmt::Result {
+        let Some(a) = &view.attribution else {
             return Ok(());
         };
-        health(&a, f)?;
-        let npu = self.store.npu();
+        health(a, f)?;
+        let npu = &view.npu;
         let uuid = |phy: u32| {
             npu.state
                 .chips
@@ -130,9 +120,9 @@ pub struct PodLabelSink<'a> {
 /// Wraps `inner` so that per-NPU series get `namespace`, `pod` and `container` when
 /// `web.pod_labels` is on and one pod uses the NPU; otherwise series pass through as
 /// they are.
-pub fn with_pod_labels<'a>(store: &Store, inner: &'a mut dyn Sink) -> PodLabelSink<'a> {
+pub fn with_pod_labels<'a>(view: &View, inner: &'a mut dyn Sink) -> PodLabelSink<'a> {
     let mut by_npu = BTreeMap::new();
-    if let Some(a) = store.attribution().filter(|a| a.pod_labels) {
+    if let Some(a) = view.attribution.as_ref().filter(|a| a.pod_labels) {
         for npu in a.users.keys() {
             if let Some((pod, container)) = a.sole_pod(*npu) {
                 let mut l: Labels = vec![
@@ -193,9 +183,11 @@ impl Sink for PodLabelSink<'_> {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
+    use std::sync::Arc;
 
     use super::*;
     use crate::export::prometheus::{Format, encode, registry};
+    use crate::snapshot::Store;
     use crate::snapshot::attribution::{
         Evidence, NpuUser, PodName, PodRef, ProcessOwner, Source, SourceStatus,
     };

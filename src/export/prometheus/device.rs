@@ -12,40 +12,29 @@
 //! while it lost packets in the last read (at most the NPU's destinations). Its state
 //! (running, or why not) is one gauge set.
 
-use std::fmt;
-use std::sync::Arc;
-
 use super::family::{Labels, Render, Sink, flag};
-use crate::snapshot::Store;
+use crate::snapshot::View;
 use crate::snapshot::probe::{DeviceView, HccsState, HccsView, NodeState, ProbeSnapshot};
+use std::fmt;
 
 /// Renders the device plane of the probing part.
-#[derive(Debug)]
-pub struct DeviceCollector {
-    store: Arc<Store>,
-}
-
-impl DeviceCollector {
-    /// A collector over `store`.
-    pub fn new(store: Arc<Store>) -> Self {
-        Self { store }
-    }
-}
+#[derive(Debug, Default)]
+pub struct DeviceCollector;
 
 impl Render for DeviceCollector {
-    fn render(&self, f: &mut dyn Sink) -> fmt::Result {
-        let Some(pr) = self.store.probe() else {
+    fn render(&self, view: &View, f: &mut dyn Sink) -> fmt::Result {
+        let Some(pr) = &view.probe else {
             return Ok(());
         };
         let Some(d) = &pr.device else {
             return Ok(());
         };
         let me = d.me;
-        states(&pr, d, me, f)?;
-        verdicts(&pr, d, f)?;
-        local(&pr, d, f)?;
+        states(pr, d, me, f)?;
+        verdicts(pr, d, f)?;
+        local(pr, d, f)?;
         match &d.hccs {
-            Some(h) => hccs(&pr, h, f),
+            Some(h) => hccs(pr, h, f),
             None => Ok(()),
         }
     }

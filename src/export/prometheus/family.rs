@@ -11,6 +11,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
+use crate::snapshot::View;
 use crate::snapshot::histogram::Histogram;
 
 /// A series' labels, in the order they are written.
@@ -35,8 +36,9 @@ pub trait Sink {
 
 /// A domain's collector: renders its part of the snapshot as families.
 pub trait Render: fmt::Debug + Send + Sync {
-    /// Writes every family of this domain, in a fixed order.
-    fn render(&self, out: &mut dyn Sink) -> fmt::Result;
+    /// Writes every family of this domain from `view`, in a fixed order. Every collector
+    /// of one exposition gets the same view, so the families agree with each other.
+    fn render(&self, view: &View, out: &mut dyn Sink) -> fmt::Result;
 }
 
 /// The Prometheus encoder as a [`Sink`].

@@ -1,28 +1,17 @@
 //! Host families: CPU, memory and per-interface network counters.
 
-use std::fmt;
-use std::sync::Arc;
-
 use super::family::{Labels, Render, Sink};
-use crate::snapshot::Store;
+use crate::snapshot::View;
 use crate::snapshot::host::InterfaceCounters;
+use std::fmt;
 
 /// Renders the host part of the snapshot.
-#[derive(Debug)]
-pub struct HostCollector {
-    store: Arc<Store>,
-}
-
-impl HostCollector {
-    /// A collector over `store`.
-    pub fn new(store: Arc<Store>) -> Self {
-        Self { store }
-    }
-}
+#[derive(Debug, Default)]
+pub struct HostCollector;
 
 impl Render for HostCollector {
-    fn render(&self, f: &mut dyn Sink) -> fmt::Result {
-        let host = self.store.host();
+    fn render(&self, view: &View, f: &mut dyn Sink) -> fmt::Result {
+        let host = &view.host;
         let Some(h) = &host.readings else {
             return Ok(());
         };

@@ -1,13 +1,15 @@
 //! The Prometheus exposition: one small collector per domain of the snapshot.
 //!
 //! Each collector ([`status`], [`npu`], [`probe`], [`device`], [`host`], [`port`],
-//! [`attribution`]) reads its part of the
-//! [`Store`] on every scrape and writes families through the [`family::Sink`] vocabulary;
-//! it never calls a device, so a scrape costs only the encoding. The registry encodes them
-//! in that order. Metric names follow the Prometheus naming guide: `hcclwatch_` prefix,
-//! base units in the name, `_total` on counters (added by the encoder), static metadata in
-//! `_info` series, no timestamps, no sentinels: a reading that was not obtained has no
-//! series. The same collectors feed the OTLP bridge ([`crate::export::otlp`]).
+//! [`attribution`]) renders its part of a [`View`] of the [`Store`] and writes families
+//! through the [`family::Sink`] vocabulary; it never calls a device, so a scrape costs
+//! only the encoding. A scrape takes one view and hands it to every collector, in that
+//! order, so the exposition is one moment of the store: a per-NPU series and the pod
+//! labels it carries come from the same attribution as the allocation family. Metric
+//! names follow the Prometheus naming guide: `hcclwatch_` prefix, base units in the name,
+//! `_total` on counters (added by the encoder), static metadata in `_info` series, no
+//! timestamps, no sentinels: a reading that was not obtained has no series. The same
+//! collectors feed the OTLP bridge ([`crate::export::otlp`]).
 
 pub mod attribution;
 pub mod cache;
@@ -26,39 +28,56 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Registry;
 
-use self::family::{Encoder, Render};
-use crate::snapshot::Store;
+use self::family::{Encoder, Render, Sink};
 use crate::snapshot::status::BuildInfo;
+use crate::snapshot::{Store, View};
 
-/// Every domain collector over `store`, in exposition order.
-pub fn collectors(store: &Arc<Store>, build: &BuildInfo) -> Vec<Box<dyn Render>> {
+/// Every domain collector, in exposition order.
+pub fn collectors(build: &BuildInfo) -> Vec<Box<dyn Render>> {
     vec![
-        Box::new(status::StatusCollector::new(store.clone(), build.clone())),
-        Box::new(npu::NpuCollector::new(store.clone())),
-        Box::new(probe::ProbeCollector::new(store.clone())),
-        Box::new(device::DeviceCollector::new(store.clone())),
-        Box::new(host::HostCollector::new(store.clone())),
-        Box::new(port::PortCollector::new(store.clone())),
-        Box::new(attribution::AttributionCollector::new(store.clone())),
+        Box::new(status::StatusCollector::new(build.clone())),
+        Box::new(npu::NpuCollector),
+        Box::new(probe::ProbeCollector),
+        Box::new(device::DeviceCollector),
+        Box::new(host::HostCollector),
+        Box::new(port::PortCollector),
+        Box::new(attribution::AttributionCollector),
     ]
 }
 
-/// A domain collector registered with prometheus-client.
-#[derive(Debug)]
-struct Registered(Box<dyn Render>);
+/// Renders every collector, in order, from one view.
+fn render_all(collectors: &[Box<dyn Render>], view: &View, out: &mut dyn Sink) -> std::fmt::Result {
+    for c in collectors {
+        c.render(view, out)?;
+    }
+    Ok(())
+}
 
-impl Collector for Registered {
+/// The whole exposition as one prometheus-client collector: each encoding takes one view
+/// of the store and renders every domain from it.
+#[derive(Debug)]
+struct Scrape {
+    store: Arc<Store>,
+    collectors: Vec<Box<dyn Render>>,
+}
+
+impl Collector for Scrape {
     fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
-        self.0.render(&mut Encoder::new(&mut enc))
+        let view = self.store.view();
+        render_all(&self.collectors, &view, &mut Encoder::new(&mut enc))
     }
 }
 
-/// Builds the registry served on `/metrics`.
+/// Builds the registry served on `/metrics`: one collector over `store`, so that every
+/// encoding of it reads the store once.
 pub fn registry(store: Arc<Store>, build: BuildInfo) -> Registry {
+    registry_of(store, collectors(&build))
+}
+
+/// A registry encoding `collectors` from one view of `store` per encoding.
+fn registry_of(store: Arc<Store>, collectors: Vec<Box<dyn Render>>) -> Registry {
     let mut r = Registry::default();
-    for c in collectors(&store, &build) {
-        r.register_collector(Box::new(Registered(c)));
-    }
+    r.register_collector(Box::new(Scrape { store, collectors }));
     r
 }
 
@@ -177,6 +196,83 @@ mod tests {
                 "{line}"
             );
         }
+    }
+
+    /// Publishes a pod on NPU 0 (with `web.pod_labels`) when it renders: an attribution
+    /// pass finishing in the middle of a scrape.
+    #[derive(Debug)]
+    struct PublishesMidScrape(Arc<Store>);
+
+    impl Render for PublishesMidScrape {
+        fn render(&self, _: &View, _: &mut dyn Sink) -> std::fmt::Result {
+            use crate::snapshot::attribution::*;
+            let mut a = AttributionSnapshot {
+                pod_labels: true,
+                ..Default::default()
+            };
+            a.sources.insert(
+                Source::PodResources,
+                SourceStatus {
+                    ok: true,
+                    error: None,
+                },
+            );
+            let pod = PodRef {
+                name: Some(PodName {
+                    namespace: "ml".into(),
+                    name: "train-0".into(),
+                }),
+                uid: None,
+            };
+            a.users.insert(
+                0,
+                vec![NpuUser {
+                    pod,
+                    container: Some("main".into()),
+                    evidence: [Evidence::PodResources].into(),
+                    pids: Default::default(),
+                }],
+            );
+            self.0.publish_attribution(a);
+            Ok(())
+        }
+    }
+
+    /// One scrape is one moment of the store: attribution published between the NPU and
+    /// the attribution collectors (as in the flaky daemon test this pins) shows in neither
+    /// family of that scrape, and in both of the next. Each collector reading the store on
+    /// its own gave the first scrape the allocation without the pod labels.
+    #[test]
+    fn a_publish_during_a_scrape_shows_in_the_next_scrape_whole() {
+        let store = full_store();
+        let domains: Vec<Box<dyn Render>> = vec![
+            Box::new(npu::NpuCollector),
+            Box::new(PublishesMidScrape(store.clone())),
+            Box::new(attribution::AttributionCollector),
+        ];
+        let reg = registry_of(store.clone(), domains);
+        let scrape = |reg: &Registry| encode(reg, Format::Text004).unwrap();
+        let labelled = |text: &str| {
+            text.lines().any(|l| {
+                l.starts_with("hcclwatch_npu_temperature_celsius{")
+                    && l.contains("npu=\"0\"")
+                    && l.contains("pod=\"train-0\"")
+            })
+        };
+        let allocated = |text: &str| {
+            text.lines().any(|l| {
+                l.starts_with("hcclwatch_npu_allocation_info{")
+                    && l.contains("npu=\"0\"")
+                    && l.contains("pod=\"train-0\"")
+            })
+        };
+        let first = scrape(&reg);
+        assert!(
+            !labelled(&first) && !allocated(&first),
+            "the first scrape mixed two attribution parts:\n{first}"
+        );
+        let second = scrape(&reg);
+        assert!(labelled(&second) && allocated(&second), "{second}");
     }
 
     #[test]

@@ -4,39 +4,29 @@
 //! the device labels `npu`, `uuid`, `model`, `pci_bus_id`; a reading the source did not
 //! obtain has no series.
 
-use std::fmt;
-use std::sync::Arc;
-
 use super::family::{Labels, Render, Sink, flag, with};
-use crate::snapshot::Store;
+use crate::snapshot::View;
 use crate::snapshot::npu::{self as model, ChipReadings, NpuSnapshot, Scope};
+use std::fmt;
 
 /// Renders the NPU part of the snapshot.
-#[derive(Debug)]
-pub struct NpuCollector {
-    store: Arc<Store>,
-}
-
-impl NpuCollector {
-    /// A collector over `store`.
-    pub fn new(store: Arc<Store>) -> Self {
-        Self { store }
-    }
-}
+#[derive(Debug, Default)]
+pub struct NpuCollector;
 
 impl Render for NpuCollector {
-    fn render(&self, f: &mut dyn Sink) -> fmt::Result {
-        // `web.pod_labels`: namespace/pod/container on every per-NPU series.
-        let f = &mut super::attribution::with_pod_labels(&self.store, f);
-        let npu = self.store.npu();
+    fn render(&self, view: &View, f: &mut dyn Sink) -> fmt::Result {
+        // `web.pod_labels`: namespace/pod/container on every per-NPU series, from the
+        // same attribution the allocation family of this view shows.
+        let f = &mut super::attribution::with_pod_labels(view, f);
+        let npu = &view.npu;
         if npu.backend == Some("dcmi") {
-            dcmi_health(&npu, f)?;
+            dcmi_health(npu, f)?;
         }
         let chips: Vec<&ChipReadings> = npu.state.chips.values().collect();
-        identity_and_health(&npu, &chips, f)?;
+        identity_and_health(npu, &chips, f)?;
         faults(&chips, f)?;
         sensors(&chips, f)?;
-        card_power(&npu, f)?;
+        card_power(npu, f)?;
         memory(&chips, f)?;
         processes(&chips, f)?;
         packets(&chips, f)?;

@@ -8,55 +8,43 @@
 //! reading that failed has no series; the failure shows in
 //! `hcclwatch_scrape_collector_success{collector="npu_ports"|"npu_optics"}`.
 
-use std::fmt;
-use std::sync::Arc;
-
 use super::family::{Labels, Render, Sink, flag, with};
 use super::npu::device_labels;
-use crate::snapshot::Store;
+use crate::snapshot::View;
 use crate::snapshot::npu::NpuSnapshot;
 use crate::snapshot::port::{HccnCallStats, PortReadings, PortSnapshot};
+use std::fmt;
 
 /// Renders the port part of the snapshot and the `hccn_tool` call statistics.
-#[derive(Debug)]
-pub struct PortCollector {
-    store: Arc<Store>,
-}
-
-impl PortCollector {
-    /// A collector over `store`.
-    pub fn new(store: Arc<Store>) -> Self {
-        Self { store }
-    }
-}
+#[derive(Debug, Default)]
+pub struct PortCollector;
 
 impl Render for PortCollector {
-    fn render(&self, f: &mut dyn Sink) -> fmt::Result {
-        if let Some(calls) = self.store.hccn_calls() {
-            call_stats(&calls, f)?;
+    fn render(&self, view: &View, f: &mut dyn Sink) -> fmt::Result {
+        if let Some(calls) = &view.hccn_calls {
+            call_stats(calls, f)?;
         }
-        let Some(ports) = self.store.ports() else {
+        let Some(ports) = &view.ports else {
             return Ok(());
         };
-        let npu = self.store.npu();
-        let view = View {
-            ports: &ports,
-            npu: &npu,
+        let p = Ports {
+            ports,
+            npu: &view.npu,
         };
-        links(&view, f)?;
-        addresses(&view, f)?;
-        optics(&view, f)?;
-        counters(&view, f)
+        links(&p, f)?;
+        addresses(&p, f)?;
+        optics(&p, f)?;
+        counters(&p, f)
     }
 }
 
 /// The ports with the NPU part, for the device labels.
-struct View<'a> {
+struct Ports<'a> {
     ports: &'a PortSnapshot,
     npu: &'a NpuSnapshot,
 }
 
-impl View<'_> {
+impl Ports<'_> {
     fn labels(&self, phy: u32) -> Labels {
         match self.npu.state.chips.get(&phy) {
             Some(chip) => device_labels(chip),
@@ -111,7 +99,7 @@ fn call_stats(s: &HccnCallStats, f: &mut dyn Sink) -> fmt::Result {
     )
 }
 
-fn links(v: &View<'_>, f: &mut dyn Sink) -> fmt::Result {
+fn links(v: &Ports<'_>, f: &mut dyn Sink) -> fmt::Result {
     f.gauge(
         "hcclwatch_npu_port_up",
         "Whether the NPU's RoCE port link is up (hccn_tool -link -g).",
@@ -161,7 +149,7 @@ fn links(v: &View<'_>, f: &mut dyn Sink) -> fmt::Result {
     )
 }
 
-fn addresses(v: &View<'_>, f: &mut dyn Sink) -> fmt::Result {
+fn addresses(v: &Ports<'_>, f: &mut dyn Sink) -> fmt::Result {
     let mut series = Vec::new();
     for (phy, r) in &v.ports.ports {
         if let Some(src) = r.ip_source {
@@ -200,7 +188,7 @@ fn addresses(v: &View<'_>, f: &mut dyn Sink) -> fmt::Result {
     )
 }
 
-fn optics(v: &View<'_>, f: &mut dyn Sink) -> fmt::Result {
+fn optics(v: &Ports<'_>, f: &mut dyn Sink) -> fmt::Result {
     f.gauge(
         "hcclwatch_npu_optical_present",
         "Whether an optical module is plugged into the NPU's port (hccn_tool -optical -g).",
@@ -329,7 +317,7 @@ fn stat_families() -> Vec<StatFamily> {
     ]
 }
 
-fn counters(v: &View<'_>, f: &mut dyn Sink) -> fmt::Result {
+fn counters(v: &Ports<'_>, f: &mut dyn Sink) -> fmt::Result {
     for (name, help, keys) in stat_families() {
         let mut series = Vec::new();
         for (phy, r) in &v.ports.ports {
@@ -349,11 +337,13 @@ fn counters(v: &View<'_>, f: &mut dyn Sink) -> fmt::Result {
 mod tests {
     use super::*;
     use crate::export::prometheus::{Format, encode, registry};
+    use crate::snapshot::Store;
     use crate::snapshot::npu::{ChipReadings, Identity};
     use crate::snapshot::port::{IpSource, LinkChange, LinkStat, Optics};
     use crate::snapshot::status::{BuildInfo, CollectorStatus};
     use std::collections::BTreeMap;
     use std::net::Ipv4Addr;
+    use std::sync::Arc;
     use std::time::Duration;
 
     fn scrape(store: Arc<Store>) -> String {

@@ -3,35 +3,24 @@
 //! timings. Link series exist only for the pairs of the current permutation round, so the
 //! label set stays bounded by the group size.
 
-use std::fmt;
-use std::sync::Arc;
-
 use super::family::{Labels, Render, Sink, flag};
-use crate::snapshot::Store;
+use crate::snapshot::View;
 use crate::snapshot::probe::{NodeState, ProbeSnapshot};
+use std::fmt;
 
 /// Renders the probing part of the snapshot, when probing is configured.
-#[derive(Debug)]
-pub struct ProbeCollector {
-    store: Arc<Store>,
-}
-
-impl ProbeCollector {
-    /// A collector over `store`.
-    pub fn new(store: Arc<Store>) -> Self {
-        Self { store }
-    }
-}
+#[derive(Debug, Default)]
+pub struct ProbeCollector;
 
 impl Render for ProbeCollector {
-    fn render(&self, f: &mut dyn Sink) -> fmt::Result {
-        let Some(pr) = self.store.probe() else {
+    fn render(&self, view: &View, f: &mut dyn Sink) -> fmt::Result {
+        let Some(pr) = &view.probe else {
             return Ok(());
         };
-        group(&pr, f)?;
+        group(pr, f)?;
         if pr.active || pr.rounds_ok > 0 {
-            verdicts(&pr, f)?;
-            timings(&pr, f)?;
+            verdicts(pr, f)?;
+            timings(pr, f)?;
         }
         Ok(())
     }
@@ -281,7 +270,10 @@ fn timings(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::super::{Format, encode, registry};
+    use crate::snapshot::Store;
     use crate::snapshot::probe::MemberView;
     use crate::snapshot::status::BuildInfo;
 

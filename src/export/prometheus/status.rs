@@ -1,28 +1,25 @@
 //! The daemon's own families: build, configuration checks, OTLP export outcomes and how
 //! each collector's last run went.
 
-use std::fmt;
-use std::sync::Arc;
-
 use super::family::{Render, Sink, flag, unix_seconds};
-use crate::snapshot::Store;
+use crate::snapshot::View;
 use crate::snapshot::status::{BuildInfo, CollectorStatus};
+use std::fmt;
 
 /// Renders [`crate::snapshot::status::SelfSnapshot`] and the collector statuses of the
 /// NPU, host and port parts.
 #[derive(Debug)]
 pub struct StatusCollector {
-    store: Arc<Store>,
     build: BuildInfo,
 }
 
 impl StatusCollector {
-    /// A collector over `store`, reporting `build`.
-    pub fn new(store: Arc<Store>, build: BuildInfo) -> Self {
-        Self { store, build }
+    /// A collector reporting `build`.
+    pub fn new(build: BuildInfo) -> Self {
+        Self { build }
     }
 
-    fn build_and_config(&self, f: &mut dyn Sink) -> fmt::Result {
+    fn build_and_config(&self, view: &View, f: &mut dyn Sink) -> fmt::Result {
         f.gauge(
             "hcclwatch_build_info",
             "Build metadata of the running hcclwatch; always 1.",
@@ -35,7 +32,7 @@ impl StatusCollector {
                 1.0,
             )],
         )?;
-        let status = self.store.status();
+        let status = &view.status;
         if let Some(r) = status.reload {
             f.gauge(
                 "hcclwatch_config_last_reload_successful",
@@ -85,13 +82,12 @@ impl StatusCollector {
         Ok(())
     }
 
-    fn collectors(&self, f: &mut dyn Sink) -> fmt::Result {
-        let mut statuses: Vec<CollectorStatus> =
-            self.store.npu().collectors.values().cloned().collect();
-        if let Some(h) = &self.store.host().collector {
+    fn collectors(&self, view: &View, f: &mut dyn Sink) -> fmt::Result {
+        let mut statuses: Vec<CollectorStatus> = view.npu.collectors.values().cloned().collect();
+        if let Some(h) = &view.host.collector {
             statuses.push(h.clone());
         }
-        if let Some(p) = self.store.ports() {
+        if let Some(p) = &view.ports {
             statuses.extend(p.collectors.values().cloned());
         }
         let collector = |s: &CollectorStatus| vec![("collector", s.name.clone())];
@@ -123,8 +119,8 @@ impl StatusCollector {
 }
 
 impl Render for StatusCollector {
-    fn render(&self, f: &mut dyn Sink) -> fmt::Result {
-        self.build_and_config(f)?;
-        self.collectors(f)
+    fn render(&self, view: &View, f: &mut dyn Sink) -> fmt::Result {
+        self.build_and_config(view, f)?;
+        self.collectors(view, f)
     }
 }

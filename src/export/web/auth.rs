@@ -33,8 +33,8 @@ pub struct Transport {
 #[derive(Debug, thiserror::Error)]
 pub enum WebError {
     /// The file has problems.
-    #[error("web config: {}", .0.join("; "))]
-    Invalid(Vec<String>),
+    #[error("web config: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Invalid(Vec<crate::config::Problem>),
     /// TLS could not be set up from it.
     #[error("web config: {0}")]
     Tls(String),

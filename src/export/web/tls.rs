@@ -97,7 +97,7 @@ impl ClientCertVerifier for AnyClientCert {
 
 /// Builds a server configuration from the settings, reading the files now.
 pub fn build(s: &TlsSettings, http2: bool) -> Result<ServerConfig, String> {
-    let material = s.source.load()?;
+    let material = s.source.load().map_err(|e| e.to_string())?;
     let provider = provider();
     let versions: Vec<&'static rustls::SupportedProtocolVersion> = [
         (TlsVersion::Tls12, &rustls::version::TLS12),

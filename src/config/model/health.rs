@@ -1,0 +1,50 @@
+//! `[health]`: the host-plane health engine's thresholds.
+
+use super::section;
+use crate::config::schema::Spec;
+
+section! {
+    /// `[health]`: the health engine's thresholds (defaults chosen with `hcclwatch
+    /// simulate`). The shipped values are the health engine's defaults too
+    /// (`probe::settings` tests that the two agree).
+    pub struct HealthSection in "health" {
+        /// Rounds in the scoring window.
+        window: u32 = 10, Spec::int(3, 1000);
+        /// Effect size to enter suspect (0.08 = 8 % slower than the round median).
+        delta: f64 = 0.08, Spec::float(0.01, 2.0);
+        /// Robust-z threshold.
+        z: f64 = 3.0, Spec::float(0.5, 50.0);
+        /// Floor on the robust spread, in log units.
+        mad_floor: f64 = 0.01, Spec::float(0.0, 1.0);
+        /// Known-good peers a suspect is re-paired with.
+        confirm_peers: u32 = 3, Spec::int(1, 16);
+        /// Rounds a hard fault must stay absent before its quarantine recommendation moves
+        /// to probation.
+        hard_hold_down: u32 = 30, Spec::int(1, 10_000);
+        /// Consecutive reads of critical health or of RoCE network health not OK that make
+        /// a hard fault.
+        hard_consecutive_reads: u32 = 3, Spec::int(1, 100);
+        /// Uncorrectable (double-bit) HBM ECC errors within the last hour that make a hard
+        /// fault; it clears an hour after the last one.
+        hard_ecc_double_per_hour: u32 = 1, Spec::int(1, 1_000_000);
+        /// Consecutive rounds of re-pairings that must reproduce before a suspect is
+        /// confirmed.
+        confirm_rounds: u32 = 2, Spec::int(1, 10);
+        /// Steadily slow rounds after confirmation without congestion reported by the
+        /// node's own uplink before the second re-pairing.
+        confirm_hold: u32 = 6, Spec::int(0, 1000);
+        /// Steadily slow rounds before the second re-pairing when the node's uplink
+        /// reported congestion in some of them.
+        congested_hold: u32 = 15, Spec::int(0, 10_000);
+        /// Rounds within bounds to leave suspect/confirmed or a quarantine recommendation.
+        exit_rounds: u32 = 180, Spec::int(1, 100_000);
+        /// Rounds of probation after a quarantine.
+        probation_rounds: u32 = 720, Spec::int(0, 1_000_000);
+        /// Round median above baseline × this is a fabric-slow round.
+        fabric_ratio: f64 = 1.0 / 0.9, Spec::float(1.0, 10.0);
+        /// Fabric-slow rounds in the window that make a fabric verdict.
+        fabric_rounds: u32 = 3, Spec::int(1, 1000);
+        /// Slow re-measurements of one pair that make a link verdict.
+        link_observations: u32 = 9, Spec::int(1, 100);
+    }
+}

@@ -1,0 +1,150 @@
+//! Reading the round's elevated ports together: a large share of them, or many nodes at
+//! once, is the fabric or a ToR; most ports of one node (or one port of a node the host
+//! plane holds bad) is that node; what is left is judged port by port. A uniformly bad
+//! fabric leaves no port standing out, so the fabric is also judged absolutely: loss no
+//! elevated port explains, slow pings beyond the base rate, a round median far above the
+//! baseline.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::score::{Elevation, RoundStats};
+use super::{DeviceEngine, DeviceInput, Localised, PortProbe};
+use crate::health::fabric::{PARTIAL_MIN_PROBES, crowd};
+use crate::health::lifecycle::{NodeIx, PortIx};
+
+impl DeviceEngine {
+    /// Elevates ports (two passes: a port elevated only by its pings with bad ports is
+    /// cleared once those are accused in the first pass), then localises: fabric, nodes,
+    /// single ports. Sets the round's fabric loss rate in `r`.
+    pub(super) fn localise(&mut self, input: &DeviceInput, r: &mut RoundStats) -> Localised {
+        let n = self.ports.len();
+        let accused: Vec<bool> = (0..n)
+            .map(|i| {
+                self.last_elevated.get(i).copied().unwrap_or(false)
+                    || !self.ports[PortIx(i)].is_clear()
+            })
+            .collect();
+        r.fabric_loss = self.fabric_loss(&accused);
+        let first: Vec<bool> = (0..n)
+            .map(|i| accused[i] || self.elevation(PortIx(i), r, &accused).any())
+            .collect();
+        let elevations: Vec<Elevation> = (0..n)
+            .map(|i| self.elevation(PortIx(i), r, &first))
+            .collect();
+        let elevated: Vec<bool> = elevations.iter().map(Elevation::any).collect();
+        self.last_elevated = elevated.clone();
+        let node_bad = self.nodes_elevated(&elevated, &input.host_suspects);
+        // A fabric event of two rounds or more holds for a window after its last round:
+        // the ports' windows still carry its pings, and would otherwise accuse whoever it
+        // touched most. (One round alone is often a node fault before its ports are
+        // elevated.)
+        let now = n > 0 && self.is_fabric(input, r, &elevated, &node_bad);
+        self.fabric_run = if now { self.fabric_run + 1 } else { 0 };
+        if self.fabric_run >= 2 {
+            self.fabric_until = self.ports.round() + self.cfg.window as u64;
+        }
+        Localised {
+            elevations,
+            elevated,
+            node_bad,
+            fabric: now || self.ports.round() <= self.fabric_until,
+        }
+    }
+
+    /// Nodes most of whose ports are elevated, and nodes with an elevated port whose
+    /// host-plane probes are bad too (`host_suspects`).
+    fn nodes_elevated(&self, elevated: &[bool], host_suspects: &[usize]) -> BTreeSet<NodeIx> {
+        // Per node: (ports, elevated ports).
+        let mut by_node: BTreeMap<NodeIx, (usize, usize)> = BTreeMap::new();
+        for (i, t) in self.ports.tracks().iter().enumerate() {
+            let e = by_node.entry(t.data.node).or_default();
+            e.0 += 1;
+            e.1 += usize::from(elevated[i]);
+        }
+        by_node
+            .into_iter()
+            .filter(|(node, (all, bad))| {
+                *all > 1
+                    && ((*bad as f64) / (*all as f64) >= self.cfg.node_share
+                        || (*bad > 0 && host_suspects.contains(&node.0)))
+            })
+            .map(|(node, _)| node)
+            .collect()
+    }
+
+    /// Whether the fabric (or a ToR) is bad rather than a port or a node. Judged relative to
+    /// itself (a large share of ports elevated, or many nodes at once) and absolutely (loss
+    /// that no elevated port or node explains, or a round median RTT far above the learned
+    /// baseline), since a uniformly bad fabric leaves no port standing out.
+    fn is_fabric(
+        &mut self,
+        input: &DeviceInput,
+        r: &RoundStats,
+        elevated: &[bool],
+        node_bad: &BTreeSet<NodeIx>,
+    ) -> bool {
+        let n = self.ports.len();
+        let share = elevated.iter().filter(|e| **e).count() as f64 / n as f64;
+        let nodes: BTreeSet<NodeIx> = self.ports.tracks().iter().map(|p| p.data.node).collect();
+        let many_nodes = crowd(node_bad.len(), nodes.len(), self.cfg.tor_nodes.max(1), 0.1);
+        // Loss on pings between ports that nothing else accuses.
+        let owners: Vec<NodeIx> = self.ports.tracks().iter().map(|p| p.data.node).collect();
+        let explained = |port: usize| elevated[port] || node_bad.contains(&owners[port]);
+        let (sent, lost) = input
+            .probes
+            .iter()
+            .filter(|p| p.usable(n) && !explained(p.src) && !explained(p.dst))
+            .fold((0u64, 0u64), |(s, l), p| {
+                (s + u64::from(p.sent), l + u64::from(p.lost()))
+            });
+        let unexplained_loss = sent > 0 && lost as f64 / sent as f64 >= self.cfg.loss_min;
+        let partial = self.partial_fabric(input, r, &explained);
+        let slow = self.fabric_slow(r);
+        share >= self.cfg.fabric_share || many_nodes || unexplained_loss || slow || partial
+    }
+
+    /// Whether more pings between ports nothing accuses are slow than the learned base
+    /// rate explains (see [`crate::health::fabric`]): a share of the paths is slow at once
+    /// (a partial dip, a spine), which moves no port's median and no round median. Learns
+    /// the base rate from rounds that are not.
+    fn partial_fabric(
+        &mut self,
+        input: &DeviceInput,
+        r: &RoundStats,
+        explained: &dyn Fn(usize) -> bool,
+    ) -> bool {
+        let n = self.ports.len();
+        let pings: Vec<&PortProbe> = input
+            .probes
+            .iter()
+            .filter(|p| p.usable(n) && !explained(p.src) && !explained(p.dst))
+            .collect();
+        let slow = pings.iter().filter(|p| self.slow_ping(p, r)).count();
+        if pings.len() < PARTIAL_MIN_PROBES {
+            return false;
+        }
+        let partial = self.slow_rate.exceeded(slow, pings.len());
+        if !partial {
+            self.slow_rate.learn(slow, pings.len());
+        }
+        partial
+    }
+
+    /// A ping slower than the round median by `rtt_ratio`, with a robust z above `z`.
+    pub(super) fn slow_ping(&self, p: &PortProbe, r: &RoundStats) -> bool {
+        p.rtt.is_some_and(|x| {
+            let d = r.reference.residual(x);
+            x > 0.0 && d > self.cfg.rtt_ratio.ln() && d / r.reference.spread > self.cfg.z
+        })
+    }
+
+    /// Whether the round's median RTT is far above the learned baseline; learns the
+    /// baseline from rounds that are not.
+    fn fabric_slow(&mut self, r: &RoundStats) -> bool {
+        let m = r.reference.median_log;
+        if !m.is_finite() || m == 0.0 {
+            return false;
+        }
+        self.baseline.judge(m, self.cfg.rtt_ratio.ln(), 0.05)
+    }
+}

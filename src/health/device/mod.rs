@@ -1,0 +1,459 @@
+//! The device-plane engine: NPU-port pings in, per-port states and localised verdicts out.
+//!
+//! Training traffic between nodes leaves each NPU through its own RoCE port, so a dying
+//! optical module, a flapping port, a bad cable or a switch port that drops packets slows a
+//! job without touching the host NIC. Every round each NPU port pings a few other ports (a
+//! rotating plan: every pair is covered within a bounded number of rounds), and every
+//! member feeds the same all-gathered pings to its engine.
+//!
+//! **Attribution.** A lost packet or a slow ping could be either end's fault. A bad port
+//! shows up on its pings to and from *many distinct peers*, while each of those peers is
+//! bad only on its pings with it; a bad pair shows up on that pair only. So each ping is
+//! charged to both ends, and a port is elevated only when
+//! - its loss over the window is unlikely under the fabric's own loss rate (a binomial tail
+//!   below `loss_alpha`, at least `loss_min` of its packets, on pings with at least
+//!   `min_peers` distinct peers), or
+//! - the window median of its pings' log RTT residual (against the round median) is above
+//!   ln(`rtt_ratio`) with a robust z above `z`.
+//!
+//! **Localisation.** Each round the elevated ports are read together:
+//! - a large share of all ports elevated (`fabric_share`) is the fabric or a ToR: no port
+//!   or node escalates while it lasts;
+//! - most ports of one node elevated (`node_share`) is that node: a node verdict, and its
+//!   ports do not escalate one by one;
+//! - otherwise an elevated port is suspected on its own, and re-pinged from known-good
+//!   ports on other nodes (`confirm_peers`); reproduced, it is confirmed, and after
+//!   `confirm_hold` more elevated rounds its node is recommended for quarantine with reason
+//!   `npu_port`;
+//! - a slow or lossy pair whose ends are otherwise fine is re-pinged, and after
+//!   `pair_observations` bad observations in a row is a pair verdict (a cable or a switch
+//!   path), which never quarantines anything.
+//!
+//! A lost packet is charged to both ends, but a port's loss with peers already accused
+//! (elevated, or not healthy) is explained by them and not counted, and the fabric's loss
+//! rate a port is judged against is the median over ports, so that a few bad ports do not
+//! raise it. More slow pings between unaccused ports than the learned base rate explains
+//! is a partial fabric event (a spine, a share of the paths); a fabric event of two rounds
+//! or more holds for a window. A pair observation counts only when neither end is bad with
+//! other peers in the same round. A port slow by RTT alone is recommended for quarantine
+//! only when its RTTs are steady (see [`STEADY_RATIO`](crate::health::STEADY_RATIO)): a congested link
+//! scatters them.
+//!
+//! Ports move through the same states as nodes (healthy → suspect → confirmed →
+//! quarantine_recommended → probation → healthy), with exit thresholds below entry
+//! thresholds. Pure code: the daemon, the simulator and the tests run the same engine.
+//!
+//! The parts: `score` (each port's window and elevation), `localise` (fabric, ToR and node
+//! events), `confirm` (re-pings from known-good ports), `advance` (moving a port through
+//! the lifecycle both planes share) and `pairs`.
+
+mod advance;
+mod confirm;
+mod localise;
+mod pairs;
+mod score;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeSet, VecDeque};
+
+use super::evidence::Evidence;
+use super::fabric::{BaseRate, Baseline};
+use super::lifecycle::{Change, Lifecycle, NodeIx, PortIx};
+use super::pairs::Pairs;
+use crate::snapshot::probe::NodeState;
+
+use confirm::{Confirmation, Reproduction};
+use score::{Elevation, Sample};
+
+/// Thresholds of the device-plane engine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceConfig {
+    /// Rounds in a port's window.
+    pub window: usize,
+    /// Least loss ratio of a port's packets that counts as lossy.
+    pub loss_min: f64,
+    /// A port's loss is elevated when the binomial tail of its lost packets under the
+    /// fabric's loss rate is below this.
+    pub loss_alpha: f64,
+    /// Floor on the fabric loss rate the tail is computed with.
+    pub loss_floor: f64,
+    /// Least distinct peers a lossy or slow port must have been measured with.
+    pub min_peers: usize,
+    /// A port's window RTT must exceed the round median by this ratio.
+    pub rtt_ratio: f64,
+    /// Robust-z threshold on the RTT residuals.
+    pub z: f64,
+    /// Floor on the robust spread of log RTT residuals.
+    pub mad_floor: f64,
+    /// Known-good ports a suspect port is re-pinged from, each round it is suspect.
+    pub confirm_peers: usize,
+    /// Re-ping packets after which a suspect whose loss or slowness has not reproduced is
+    /// cleared.
+    pub confirm_packets: u32,
+    /// Elevated rounds after confirmation before the node is recommended for quarantine.
+    pub confirm_hold: usize,
+    /// Consecutive clean rounds that clear a suspect or confirmed port (or move a
+    /// recommended one to probation).
+    pub exit_rounds: usize,
+    /// Rounds of probation.
+    pub probation_rounds: usize,
+    /// Share of all ports elevated that makes a fabric (or ToR) verdict.
+    pub fabric_share: f64,
+    /// Share of one node's ports elevated that makes a node verdict.
+    pub node_share: f64,
+    /// Nodes with a node verdict at once (and at least a tenth of the nodes) that make a
+    /// ToR or fabric event instead.
+    pub tor_nodes: usize,
+    /// Bad observations of a pair in a row that make a pair verdict.
+    pub pair_observations: usize,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        Self {
+            window: 10,
+            loss_min: 0.02,
+            loss_alpha: 1e-6,
+            loss_floor: 1e-3,
+            min_peers: 3,
+            rtt_ratio: 1.5,
+            z: 3.0,
+            mad_floor: 0.05,
+            confirm_peers: 3,
+            confirm_packets: 90,
+            confirm_hold: 3,
+            exit_rounds: 30,
+            probation_rounds: 120,
+            fabric_share: 0.25,
+            node_share: 0.5,
+            tor_nodes: 3,
+            pair_observations: 3,
+        }
+    }
+}
+
+/// One ping between two ports: `sent` packets, `received` answers, and the mean RTT of
+/// the answered ones.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PortProbe {
+    /// Pinging port.
+    pub src: usize,
+    /// Pinged port.
+    pub dst: usize,
+    /// Packets sent.
+    pub sent: u32,
+    /// Answers received.
+    pub received: u32,
+    /// Mean RTT of the answers, seconds (None when none came back).
+    pub rtt: Option<f64>,
+}
+
+impl PortProbe {
+    /// Packets that got no answer.
+    fn lost(&self) -> u32 {
+        self.sent.saturating_sub(self.received)
+    }
+
+    /// Between two distinct ports of the table, with packets.
+    fn usable(&self, ports: usize) -> bool {
+        self.src < ports && self.dst < ports && self.src != self.dst && self.sent > 0
+    }
+}
+
+/// What the device engine receives for one round.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeviceInput {
+    /// The plan's pings.
+    pub probes: Vec<PortProbe>,
+    /// The re-pings it asked for (suspect ports from known-good ports, suspect pairs).
+    pub confirmations: Vec<PortProbe>,
+    /// Nodes outside this round's group: their ports' states are kept, frozen.
+    pub absent_nodes: Vec<usize>,
+    /// Nodes the host-plane engine holds confirmed or worse (suspect is too common under
+    /// congestion to move a verdict): a node whose host-plane probes are bad and whose
+    /// ports are elevated is judged as a node, not port by port (its NIC, PCIe, CPU or
+    /// power slows both planes), even below [`DeviceConfig::node_share`].
+    pub host_suspects: Vec<usize>,
+}
+
+/// Where a port transition or verdict points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scope {
+    /// One NPU port.
+    Port,
+    /// Most ports of one node.
+    Node,
+    /// One pair of ports.
+    Pair,
+    /// A large share of the fabric.
+    Fabric,
+}
+
+impl Scope {
+    /// Label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Port => "port",
+            Scope::Node => "node",
+            Scope::Pair => "pair",
+            Scope::Fabric => "fabric",
+        }
+    }
+}
+
+/// A port's state change, with its evidence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortTransition {
+    /// Engine round.
+    pub round: u64,
+    /// Port.
+    pub port: usize,
+    /// Old state.
+    pub from: NodeState,
+    /// New state.
+    pub to: NodeState,
+    /// Why, in words.
+    pub reason: String,
+    /// The numbers behind it.
+    pub evidence: Vec<(String, f64)>,
+}
+
+/// A port's window numbers, for export.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PortScore {
+    /// Packets through the port in the window.
+    pub packets: u32,
+    /// Of which lost.
+    pub lost: u32,
+    /// Window median log RTT residual (NaN without samples).
+    pub rtt_residual: f64,
+}
+
+/// What a round produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeviceOutput {
+    /// Port state changes.
+    pub transitions: Vec<PortTransition>,
+    /// Ports to re-ping from known-good ports next round.
+    pub confirm_requests: Vec<usize>,
+    /// Pairs to re-ping next round (suspect pairs, and pairs with a verdict until it clears).
+    pub pair_requests: Vec<(usize, usize)>,
+    /// Pairs judged bad (both ends otherwise fine).
+    pub pair_verdicts: Vec<(usize, usize)>,
+    /// Nodes most of whose ports are elevated.
+    pub node_verdicts: Vec<usize>,
+    /// A large share of the fabric is elevated (blocks escalation).
+    pub fabric: bool,
+    /// Per-port window numbers.
+    pub scores: Vec<PortScore>,
+}
+
+/// What the engine keeps about a port beside its lifecycle.
+#[derive(Debug, Clone, PartialEq)]
+struct PortData {
+    /// The node that owns the port.
+    node: NodeIx,
+    /// The port's last `window` rounds.
+    window: VecDeque<Sample>,
+    /// Re-pings from known-good ports since the port became suspect.
+    confirm: Confirmation,
+}
+
+impl PortData {
+    fn new(node: usize) -> Self {
+        PortData {
+            node: NodeIx(node),
+            window: VecDeque::new(),
+            confirm: Confirmation::default(),
+        }
+    }
+}
+
+/// The device-plane engine over a fixed list of ports (index → owning node).
+///
+/// ```
+/// use hcclwatch::health::NodeState;
+/// use hcclwatch::health::device::{DeviceConfig, DeviceEngine, DeviceInput, PortProbe};
+///
+/// // Eight nodes with four NPU ports each; every ping through port 5 takes twice as long
+/// // (a failing optical module, say). Each port pings four others a round, on a rotating
+/// // stride.
+/// let port_nodes: Vec<usize> = (0..32).map(|p| p / 4).collect();
+/// let mut engine = DeviceEngine::new(&port_nodes, DeviceConfig::default());
+/// for round in 0..5 {
+///     let mut probes = Vec::new();
+///     for k in 0..4 {
+///         let stride = 1 + (round * 4 + k) % 31;
+///         for src in 0..32 {
+///             let dst = (src + stride) % 32;
+///             if src / 4 != dst / 4 {
+///                 let rtt = if src == 5 || dst == 5 { 200e-6 } else { 100e-6 };
+///                 probes.push(PortProbe { src, dst, sent: 3, received: 3, rtt: Some(rtt) });
+///             }
+///         }
+///     }
+///     engine.step(&DeviceInput { probes, ..DeviceInput::default() });
+/// }
+/// // The port is suspected (re-pings from known-good ports would confirm it); its peers,
+/// // whose pings with it were slow too, are not, nor is its node (one port of four).
+/// let states = engine.states();
+/// assert_eq!(states[5], NodeState::Suspect);
+/// assert!(states.iter().enumerate().all(|(i, s)| i == 5 || *s == NodeState::Healthy));
+/// ```
+#[derive(Debug, Clone)]
+pub struct DeviceEngine {
+    cfg: DeviceConfig,
+    ports: Lifecycle<PortIx, PortData>,
+    /// Pairs with consecutive bad observations (and their count), and pairs with a
+    /// verdict, held until a clean observation.
+    pairs: Pairs<usize>,
+    /// Median log RTT of a normal round, learned slowly outside fabric events.
+    baseline: Baseline,
+    /// Share of a normal round's pings (between ports nothing accuses) that are slow.
+    slow_rate: BaseRate,
+    /// Last round of the current fabric event's hold.
+    fabric_until: u64,
+    /// Consecutive fabric rounds.
+    fabric_run: u64,
+    /// Ports elevated last round (their peers' loss with them is explained).
+    last_elevated: Vec<bool>,
+}
+
+/// How the round's ports were judged together.
+struct Localised {
+    /// Per port: elevated this round, and by how much.
+    elevations: Vec<Elevation>,
+    /// Per port: elevated.
+    elevated: Vec<bool>,
+    /// Nodes judged as nodes (most ports elevated, or a host-plane suspect with one).
+    node_bad: BTreeSet<NodeIx>,
+    /// A fabric (or ToR) event now or in its hold: nothing escalates.
+    fabric: bool,
+}
+
+impl DeviceEngine {
+    /// An engine for ports owned by `port_nodes[i]`.
+    pub fn new(port_nodes: &[usize], cfg: DeviceConfig) -> Self {
+        Self {
+            ports: Lifecycle::new(port_nodes.iter().map(|&node| PortData::new(node))),
+            cfg,
+            pairs: Pairs::default(),
+            baseline: Baseline::default(),
+            slow_rate: BaseRate::default(),
+            fabric_until: 0,
+            fabric_run: 0,
+            last_elevated: Vec::new(),
+        }
+    }
+
+    /// Carries the engine over to a new port table: `map[old]` is the old port's new index
+    /// (None: gone); new ports without an old one start healthy and empty; `port_nodes`
+    /// gives each new port's node. Pair histories follow their ports.
+    pub fn remap(&mut self, map: &[Option<usize>], port_nodes: &[usize]) {
+        let fresh = port_nodes.iter().map(|&node| PortData::new(node)).collect();
+        self.ports.remap(map, fresh, |new, mut t| {
+            t.data.node = NodeIx(port_nodes[new]);
+            t
+        });
+        self.pairs.remap(map);
+    }
+
+    /// Ports this engine judges.
+    pub fn len(&self) -> usize {
+        self.ports.len()
+    }
+
+    /// Whether the engine has no port.
+    pub fn is_empty(&self) -> bool {
+        self.ports.len() == 0
+    }
+
+    /// The node that owns each port.
+    pub fn port_nodes(&self) -> Vec<usize> {
+        self.ports.tracks().iter().map(|p| p.data.node.0).collect()
+    }
+
+    /// Every port's state.
+    pub fn states(&self) -> Vec<NodeState> {
+        self.ports.states()
+    }
+
+    /// Rounds processed.
+    pub fn rounds(&self) -> u64 {
+        self.ports.round()
+    }
+
+    /// Processes one round.
+    pub fn step(&mut self, input: &DeviceInput) -> DeviceOutput {
+        self.ports.tick();
+        let mut out = DeviceOutput::default();
+        let mut r = self.stats(input);
+        self.record(input, &r);
+        let n = self.ports.len();
+        let l = self.localise(input, &mut r);
+        out.scores = (0..n)
+            .map(|i| {
+                let t = &self.ports[PortIx(i)];
+                PortScore {
+                    packets: t.data.window.iter().map(|s| s.packets).sum(),
+                    lost: t.data.window.iter().map(|s| s.lost).sum(),
+                    rtt_residual: l.elevations[i].rtt_residual,
+                }
+            })
+            .collect();
+        out.fabric = l.fabric;
+        if !out.fabric {
+            out.node_verdicts = l.node_bad.iter().map(|n| n.0).collect();
+        }
+        self.record_confirmations(input, &r);
+        let absent: BTreeSet<usize> = input.absent_nodes.iter().copied().collect();
+        for i in (0..n).map(PortIx) {
+            let node = self.ports[i].data.node;
+            if absent.contains(&node.0) {
+                continue;
+            }
+            // A port of a node verdict, or any port during a fabric event, is not judged on
+            // its own: the cause is not the port.
+            let own = l.elevated[i.0] && !out.fabric && !l.node_bad.contains(&node);
+            let mut confirm = match self.ports[i].state {
+                NodeState::Suspect => self.reproduced(i, &r),
+                _ => Reproduction::Undecided,
+            };
+            if out.fabric && matches!(confirm, Reproduction::Reproduced { .. }) {
+                // Re-pings during a fabric event cross it too: they may clear a suspect,
+                // not confirm one.
+                confirm = Reproduction::Undecided;
+            }
+            self.advance(i, own, &l.elevations[i.0], confirm, &mut out);
+        }
+        self.judge_pairs(input, &r, &l.elevated, out.fabric, &mut out);
+        out
+    }
+
+    /// Moves `port` to `to` and records the transition (nothing when it is there already).
+    fn set(
+        &mut self,
+        port: PortIx,
+        to: NodeState,
+        reason: String,
+        evidence: Evidence,
+        out: &mut DeviceOutput,
+    ) {
+        if let Some(c) = self.ports.set(port, to, reason, evidence) {
+            out.transitions.push(transition(c));
+        }
+    }
+}
+
+/// The output form of a port's change.
+fn transition(c: Change<PortIx>) -> PortTransition {
+    PortTransition {
+        round: c.round,
+        port: c.id.0,
+        from: c.from,
+        to: c.to,
+        reason: c.reason,
+        evidence: c.evidence.named(),
+    }
+}

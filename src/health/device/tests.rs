@@ -1,0 +1,378 @@
+//! The device-plane engine's behaviour, scenario by scenario.
+
+use std::collections::BTreeMap;
+
+use super::score::loss_tail;
+use super::*;
+
+/// `nodes` nodes × `per` ports; each port pings `k` others on a rotating stride; port
+/// `bad` (if any) loses `loss` of its packets; every RTT is 100 µs, `slow` ports add
+/// `extra`. Losses are spread deterministically: the j-th packet through a lossy port
+/// is lost when `(j * loss)` crosses an integer.
+struct Fabric {
+    nodes: usize,
+    per: usize,
+    k: usize,
+    lossy: Vec<(usize, f64)>,
+    slow: Vec<(usize, f64)>,
+    /// Pairs whose pings all come back 3× slower.
+    bad_pairs: Vec<(usize, usize)>,
+    /// Ports whose added RTT changes from ping to ping (queueing).
+    scattered: Vec<usize>,
+    /// Node pairs whose pings are 2× slower (a partial fabric event).
+    slow_node_pairs: fn(usize, usize) -> bool,
+    counters: BTreeMap<usize, f64>,
+    pings: usize,
+}
+
+impl Fabric {
+    fn new(nodes: usize, per: usize) -> Self {
+        Self {
+            nodes,
+            per,
+            k: 4,
+            lossy: vec![],
+            slow: vec![],
+            bad_pairs: vec![],
+            scattered: vec![],
+            slow_node_pairs: |_, _| false,
+            counters: BTreeMap::new(),
+            pings: 0,
+        }
+    }
+
+    fn port_nodes(&self) -> Vec<usize> {
+        (0..self.nodes * self.per).map(|i| i / self.per).collect()
+    }
+
+    fn lose(&mut self, port: usize) -> bool {
+        let Some(&(_, loss)) = self.lossy.iter().find(|(p, _)| *p == port) else {
+            return false;
+        };
+        let c = self.counters.entry(port).or_default();
+        let before = c.floor();
+        *c += loss;
+        c.floor() > before
+    }
+
+    fn ping(&mut self, src: usize, dst: usize) -> PortProbe {
+        let mut received = 0;
+        for _ in 0..3 {
+            let lost_s = self.lose(src);
+            let lost_d = self.lose(dst);
+            if !lost_s && !lost_d {
+                received += 1;
+            }
+        }
+        let mut extra: f64 = self
+            .slow
+            .iter()
+            .filter(|(p, _)| *p == src || *p == dst)
+            .map(|(_, e)| *e)
+            .sum();
+        if self
+            .bad_pairs
+            .iter()
+            .any(|&(a, b)| (a, b) == (src, dst) || (b, a) == (src, dst))
+        {
+            extra += 200e-6;
+        }
+        self.pings += 1;
+        if self.scattered.contains(&src) || self.scattered.contains(&dst) {
+            extra += [20e-6, 400e-6, 60e-6, 250e-6, 120e-6, 500e-6][self.pings % 6];
+        }
+        if (self.slow_node_pairs)(src / self.per, dst / self.per) {
+            extra += 100e-6;
+        }
+        PortProbe {
+            src,
+            dst,
+            sent: 3,
+            received,
+            rtt: (received > 0).then_some(100e-6 + extra),
+        }
+    }
+
+    fn round(&mut self, r: usize) -> DeviceInput {
+        let p = self.nodes * self.per;
+        let mut probes = Vec::new();
+        for k in 0..self.k {
+            let stride = 1 + (r * self.k + k) % (p - 1);
+            for src in 0..p {
+                let dst = (src + stride) % p;
+                if src / self.per != dst / self.per {
+                    probes.push(self.ping(src, dst));
+                }
+            }
+        }
+        DeviceInput {
+            probes,
+            ..DeviceInput::default()
+        }
+    }
+}
+
+/// Runs `rounds` rounds, answering the engine's confirmation requests with re-pings from
+/// the confirmers it names; returns the engine and every output.
+fn run(f: &mut Fabric, rounds: usize) -> (DeviceEngine, Vec<DeviceOutput>) {
+    run_with_host(f, rounds, &[])
+}
+
+/// [`run`], with `host` the nodes the host-plane engine holds suspect every round.
+fn run_with_host(
+    f: &mut Fabric,
+    rounds: usize,
+    host: &[usize],
+) -> (DeviceEngine, Vec<DeviceOutput>) {
+    let mut e = DeviceEngine::new(&f.port_nodes(), DeviceConfig::default());
+    let present = vec![true; f.nodes];
+    let mut outs: Vec<DeviceOutput> = Vec::new();
+    for r in 0..rounds {
+        let mut input = f.round(r);
+        input.host_suspects = host.to_vec();
+        if let Some(last) = outs.last() {
+            for &port in &last.confirm_requests {
+                for c in e.confirmers(port, &present) {
+                    input.confirmations.push(f.ping(c, port));
+                }
+            }
+            for &(a, b) in &last.pair_requests {
+                input.confirmations.push(f.ping(a, b));
+            }
+        }
+        outs.push(e.step(&input));
+    }
+    (e, outs)
+}
+
+/// A victim port (node 5's first) loses 20 % of its packets until it is suspect, then
+/// heals. From then on one lying node (node 3) reports every re-ping of its ports to
+/// the victim as lost, every round and unasked, with as many packets as a ping may
+/// carry, and its planned pings to the victim too. The honest confirmers see no loss,
+/// so the victim is never confirmed: a confirmation needs two reporting nodes that each
+/// saw the fault (the pooled packets alone would be overwhelming).
+#[test]
+fn one_lying_node_cannot_confirm_another_nodes_port() {
+    let mut f = Fabric::new(8, 8);
+    let (liar, victim) = (3, 5 * 8);
+    f.lossy = vec![(victim, 0.2)];
+    let lie = |p: &mut PortProbe| {
+        if p.src / 8 == liar && p.dst == victim {
+            p.received = 0;
+            p.rtt = None;
+        }
+    };
+    let mut e = DeviceEngine::new(&f.port_nodes(), DeviceConfig::default());
+    let present = vec![true; f.nodes];
+    let mut last: Option<DeviceOutput> = None;
+    let mut healed_at = None;
+    for r in 0..240 {
+        let mut input = f.round(r);
+        if let Some(o) = &last {
+            for &port in &o.confirm_requests {
+                for c in e.confirmers(port, &present) {
+                    input.confirmations.push(f.ping(c, port));
+                }
+            }
+        }
+        if healed_at.is_some() {
+            for src in liar * 8..liar * 8 + 8 {
+                input.confirmations.push(PortProbe {
+                    src,
+                    dst: victim,
+                    sent: 16,
+                    received: 16,
+                    rtt: Some(100e-6),
+                });
+            }
+            input.probes.iter_mut().for_each(lie);
+            input.confirmations.iter_mut().for_each(lie);
+        }
+        let out = e.step(&input);
+        if healed_at.is_none() && e.states()[victim] == NodeState::Suspect {
+            f.lossy.clear();
+            healed_at = Some(r);
+        }
+        for t in out.transitions.iter().filter(|_| healed_at.is_some()) {
+            assert!(
+                matches!(t.to, NodeState::Suspect | NodeState::Healthy),
+                "round {r}: port {} went to {:?} on one liar's word",
+                t.port,
+                t.to
+            );
+        }
+        last = Some(out);
+    }
+    let healed_at = healed_at.expect("the lossy victim never became suspect");
+    assert!(healed_at < 40, "suspect only at round {healed_at}");
+}
+
+#[test]
+fn a_clean_fabric_raises_nothing() {
+    let mut f = Fabric::new(8, 8);
+    let (e, outs) = run(&mut f, 60);
+    assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
+    assert!(outs.iter().all(|o| o.transitions.is_empty() && !o.fabric));
+}
+
+#[test]
+fn a_lossy_port_is_localised_to_that_port_and_escalates() {
+    let mut f = Fabric::new(8, 8);
+    f.lossy = vec![(19, 0.2)];
+    let (e, outs) = run(&mut f, 30);
+    let first = outs
+        .iter()
+        .position(|o| o.transitions.iter().any(|t| t.port == 19))
+        .expect("port 19 never suspected");
+    assert!(first < 10, "suspected only at round {first}");
+    let states = e.states();
+    assert_eq!(states[19], NodeState::QuarantineRecommended, "{states:?}");
+    for (i, s) in states.iter().enumerate().filter(|(i, _)| *i != 19) {
+        assert_eq!(*s, NodeState::Healthy, "port {i} also accused");
+    }
+    assert!(outs.iter().all(|o| o.node_verdicts.is_empty() && !o.fabric));
+}
+
+/// The same lossy port as above, on a node whose host-plane probes are bad too: the
+/// node is the cause (both planes), so it is a node verdict and the port is not judged
+/// on its own.
+#[test]
+fn a_bad_port_on_a_host_plane_suspect_is_a_node_verdict() {
+    let mut f = Fabric::new(8, 8);
+    f.lossy = vec![(19, 0.2)];
+    let (e, outs) = run_with_host(&mut f, 30, &[19 / 8]);
+    assert!(
+        outs.iter().any(|o| o.node_verdicts == vec![19 / 8]),
+        "no node verdict for node 2"
+    );
+    for o in &outs {
+        for t in &o.transitions {
+            assert!(
+                matches!(t.to, NodeState::Suspect | NodeState::Healthy),
+                "port {} went to {:?}",
+                t.port,
+                t.to
+            );
+        }
+    }
+    assert_ne!(e.states()[19], NodeState::QuarantineRecommended);
+}
+
+#[test]
+fn a_slow_port_is_localised_by_rtt() {
+    let mut f = Fabric::new(8, 8);
+    f.slow = vec![(5, 100e-6)]; // 2× the median
+    let (e, _) = run(&mut f, 30);
+    let states = e.states();
+    assert_ne!(states[5], NodeState::Healthy);
+    assert_eq!(
+        states.iter().filter(|s| **s != NodeState::Healthy).count(),
+        1
+    );
+}
+
+#[test]
+fn all_ports_of_one_node_make_a_node_verdict_not_port_verdicts() {
+    let mut f = Fabric::new(8, 8);
+    f.lossy = (24..32).map(|p| (p, 0.2)).collect();
+    let (e, outs) = run(&mut f, 30);
+    assert!(outs.iter().skip(10).all(|o| o.node_verdicts == vec![3]));
+    assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
+}
+
+#[test]
+fn every_port_lossy_is_a_fabric_verdict_and_nothing_escalates() {
+    let mut f = Fabric::new(8, 8);
+    f.lossy = (0..64).map(|p| (p, 0.1)).collect();
+    let (e, outs) = run(&mut f, 30);
+    assert!(
+        outs.iter()
+            .skip(10)
+            .all(|o| o.fabric && o.node_verdicts.is_empty())
+    );
+    assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
+}
+
+#[test]
+fn a_bad_pair_is_a_pair_verdict_and_no_port_is_accused() {
+    let mut f = Fabric::new(8, 8);
+    // 3 and 42 meet in the plan every so often; their pings are 3× slower.
+    f.bad_pairs = vec![(3, 42)];
+    let (e, outs) = run(&mut f, 80);
+    assert!(
+        outs.iter().any(|o| o.pair_verdicts.contains(&(3, 42))),
+        "the pair never got a verdict"
+    );
+    assert!(
+        outs.iter()
+            .all(|o| o.pair_verdicts.iter().all(|p| *p == (3, 42)))
+    );
+    assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
+}
+
+#[test]
+fn three_nodes_at_once_are_a_tor_event_not_three_node_verdicts() {
+    let mut f = Fabric::new(8, 8);
+    f.lossy = (0..24).map(|p| (p, 0.2)).collect();
+    let (e, outs) = run(&mut f, 30);
+    assert!(
+        outs.iter()
+            .skip(10)
+            .all(|o| o.fabric && o.node_verdicts.is_empty())
+    );
+    assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
+}
+
+#[test]
+fn the_binomial_tail_is_what_it_says() {
+    // P(X ≥ 1) for Bin(10, 0.1) = 1 − 0.9^10.
+    assert!((loss_tail(1, 10, 0.1) - (1.0 - 0.9f64.powi(10))).abs() < 1e-12);
+    assert_eq!(loss_tail(0, 10, 0.1), 1.0);
+    // P(X ≥ 10) for Bin(10, 0.5) = 0.5^10.
+    assert!((loss_tail(10, 10, 0.5) - 0.5f64.powi(10)).abs() < 1e-12);
+}
+
+/// A port whose RTT scatters from ping to ping (a congested link) may be suspected or
+/// confirmed, but is never recommended for quarantine; a steadily slow one is.
+#[test]
+fn scattered_rtt_is_never_recommended_steady_rtt_is() {
+    let mut f = Fabric::new(8, 8);
+    f.scattered = vec![12];
+    f.slow = vec![(44, 150e-6)];
+    let mut e = DeviceEngine::new(&f.port_nodes(), DeviceConfig::default());
+    let present = vec![true; f.nodes];
+    let mut last: Option<DeviceOutput> = None;
+    for r in 0..40 {
+        let mut input = f.round(r);
+        if let Some(o) = &last {
+            for &port in &o.confirm_requests {
+                for c in e.confirmers(port, &present) {
+                    input.confirmations.push(f.ping(c, port));
+                }
+            }
+        }
+        last = Some(e.step(&input));
+        assert_ne!(
+            e.states()[12],
+            NodeState::QuarantineRecommended,
+            "round {r}"
+        );
+    }
+    assert_ne!(
+        e.states()[12],
+        NodeState::Healthy,
+        "the scattered port is at least suspect"
+    );
+    assert_eq!(e.states()[44], NodeState::QuarantineRecommended);
+}
+
+/// A third of the node pairs twice as slow (a partial dip: no port median moves
+/// much, no round median either) is a fabric event: no port is accused.
+#[test]
+fn a_partial_dip_is_a_fabric_event_and_accuses_no_port() {
+    let mut f = Fabric::new(8, 8);
+    f.slow_node_pairs = |a, b| (a + b) % 3 == 0;
+    let (e, outs) = run(&mut f, 30);
+    assert!(outs.iter().skip(2).all(|o| o.fabric));
+    assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
+}

@@ -1,0 +1,158 @@
+//! What a verdict rests on: the numbers recorded with every transition (one enum of keys
+//! for both planes, so a key is spelt once; the exported and JSON names are
+//! [`Key::as_str`]), and the two rules that say when evidence is enough to move an entity
+//! beyond suspect whatever the thresholds say.
+
+/// Distinct reporters, other than the accused (its node, on the device plane), whose own
+/// re-measurements must each reproduce a slowness or loss before an entity is confirmed or
+/// recommended, whatever `confirm_peers` says: no single member's reports can move another
+/// node or another node's port beyond suspect.
+pub const MIN_REPORTERS: usize = 2;
+
+/// A slowness is *steady* when the residuals behind it scatter at most this many times the
+/// round's robust spread: a component that is slow adds a constant and leaves the scatter
+/// of healthy measurements; queueing behind other traffic, or an intermittent fault,
+/// scatters them. A quarantine is recommended for steady slowness only.
+pub const STEADY_RATIO: f64 = 2.0;
+
+/// Whether `spread` (a robust spread of residuals) is steady against the round's spread.
+pub(crate) fn steady(spread: f64, round_spread: f64) -> bool {
+    spread <= STEADY_RATIO * round_spread
+}
+
+/// One number behind a transition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Key {
+    /// Host: window median of the node's log residual (its slower side).
+    WindowMedianLogResidual,
+    /// Host: window median of its robust z.
+    WindowMedianZ,
+    /// Host: robust spread of that side's residuals.
+    WindowLogResidualSpread,
+    /// Host: the smallest log residual of the first re-pairings.
+    ConfirmationMinLogResidual,
+    /// Host: re-pairings that confirmed.
+    ConfirmationProbes,
+    /// Host: the smallest log residual of the re-pairings before a quarantine.
+    SecondConfirmationMinLogResidual,
+    /// Host: steadily slow rounds in a row.
+    SteadySlowRounds,
+    /// Host: of those, rounds without congestion on the node's uplink.
+    UncongestedSlowRounds,
+    /// Host: rounds a hard fault has been absent.
+    RoundsWithoutHardFault,
+    /// Device: loss ratio of the port's packets over its window.
+    WindowLossRatio,
+    /// Device: binomial tail of that loss under the fabric's loss rate.
+    LossBinomialTail,
+    /// Device: window median of the port's log RTT residual.
+    WindowMedianLogRttResidual,
+    /// Device: its robust z.
+    WindowRttRobustZ,
+    /// Device: robust spread of the window's RTT residuals.
+    WindowRttResidualSpread,
+    /// Device: distinct peers in the window.
+    DistinctPeers,
+    /// Device: loss ratio of the re-pings from known-good ports.
+    ConfirmationLossRatio,
+    /// Device: median log RTT residual of those re-pings.
+    ConfirmationMedianLogRttResidual,
+    /// Device: packets of those re-pings.
+    ConfirmationPackets,
+}
+
+impl Key {
+    /// The name in transitions (`/api/v1/state`, logs, the simulator's report).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Key::WindowMedianLogResidual => "window_median_log_residual",
+            Key::WindowMedianZ => "window_median_z",
+            Key::WindowLogResidualSpread => "window_log_residual_spread",
+            Key::ConfirmationMinLogResidual => "confirmation_min_log_residual",
+            Key::ConfirmationProbes => "confirmation_probes",
+            Key::SecondConfirmationMinLogResidual => "second_confirmation_min_log_residual",
+            Key::SteadySlowRounds => "steady_slow_rounds",
+            Key::UncongestedSlowRounds => "uncongested_slow_rounds",
+            Key::RoundsWithoutHardFault => "rounds_without_hard_fault",
+            Key::WindowLossRatio => "window_loss_ratio",
+            Key::LossBinomialTail => "loss_binomial_tail",
+            Key::WindowMedianLogRttResidual => "window_median_log_rtt_residual",
+            Key::WindowRttRobustZ => "window_rtt_robust_z",
+            Key::WindowRttResidualSpread => "window_rtt_residual_spread",
+            Key::DistinctPeers => "distinct_peers",
+            Key::ConfirmationLossRatio => "confirmation_loss_ratio",
+            Key::ConfirmationMedianLogRttResidual => "confirmation_median_log_rtt_residual",
+            Key::ConfirmationPackets => "confirmation_packets",
+        }
+    }
+}
+
+/// The numbers behind one transition, in the order they were recorded.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Evidence(Vec<(Key, f64)>);
+
+impl Evidence {
+    /// Evidence of these numbers.
+    pub fn of<const N: usize>(items: [(Key, f64); N]) -> Self {
+        Evidence(items.to_vec())
+    }
+
+    /// Adds a number.
+    pub fn push(&mut self, key: Key, value: f64) {
+        self.0.push((key, value));
+    }
+
+    /// The (name, value) pairs a transition carries.
+    pub fn named(self) -> Vec<(String, f64)> {
+        self.0
+            .into_iter()
+            .map(|(k, v)| (k.as_str().to_string(), v))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names are part of the exported state and the simulator's report: each is the
+    /// key's variant name in snake case, and no two keys share one.
+    #[test]
+    fn every_key_has_its_own_snake_case_name() {
+        use Key::*;
+        let all = [
+            WindowMedianLogResidual,
+            WindowMedianZ,
+            WindowLogResidualSpread,
+            ConfirmationMinLogResidual,
+            ConfirmationProbes,
+            SecondConfirmationMinLogResidual,
+            SteadySlowRounds,
+            UncongestedSlowRounds,
+            RoundsWithoutHardFault,
+            WindowLossRatio,
+            LossBinomialTail,
+            WindowMedianLogRttResidual,
+            WindowRttRobustZ,
+            WindowRttResidualSpread,
+            DistinctPeers,
+            ConfirmationLossRatio,
+            ConfirmationMedianLogRttResidual,
+            ConfirmationPackets,
+        ];
+        let mut names = std::collections::BTreeSet::new();
+        for k in all {
+            let mut snake = String::new();
+            for (i, c) in format!("{k:?}").chars().enumerate() {
+                if c.is_ascii_uppercase() && i > 0 {
+                    snake.push('_');
+                }
+                snake.push(c.to_ascii_lowercase());
+            }
+            assert_eq!(k.as_str(), snake);
+            assert!(names.insert(k.as_str()));
+        }
+        let e = Evidence::of([(DistinctPeers, 3.0)]);
+        assert_eq!(e.named(), vec![("distinct_peers".to_string(), 3.0)]);
+    }
+}

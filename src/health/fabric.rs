@@ -1,0 +1,192 @@
+//! What a whole round says about the fabric, for both planes: the learned baseline of a
+//! normal round (a fabric-wide slowdown moves the round median above it), the learned base
+//! rate of measurements slow on their own (more of them than it explains is a *partial*
+//! fabric event: a spine, a share of the links, which moves no median), and the crowd rule
+//! (many entities at once are a shared cause, not that many independent faults).
+//!
+//! Each plane keeps one of each for its group today; judging every entity against the
+//! peers that share its ToR or spine means keeping one per domain.
+
+use std::collections::VecDeque;
+
+use super::stats::upper_tail;
+
+/// A round is a partial fabric event when its count of measurements slow on their own has
+/// a binomial tail below this under the learned base rate.
+pub const PARTIAL_ALPHA: f64 = 1e-3;
+/// Rounds over which slow probes are also summed for link decisions: an event that lasts
+/// (a congested spine) shows in the sum before it shows in any one round.
+pub const PARTIAL_ROUNDS: usize = 3;
+/// Rounds with fewer measurements are never judged partial fabric events (too few to tell).
+pub const PARTIAL_MIN_PROBES: usize = 8;
+/// Floor on the learned share of measurements slow on their own.
+pub const SLOW_RATE_FLOOR: f64 = 0.01;
+/// Nodes elevated at once (not counting those already recommended for quarantine) that
+/// make a crowd: with independent faults and the congestion of the noise model, three at
+/// once in one group happens in well under 0.1 % of rounds, so three or more (and at least
+/// [`CROWD_SHARE`] of the group) are a shared cause, a ToR, a spine or the fabric.
+pub const CROWD_MIN: usize = 3;
+/// Share of the group elevated at once that makes a crowd (the detection design's "more
+/// than 5 % of nodes flagged is a fabric incident").
+pub const CROWD_SHARE: f64 = 0.05;
+
+/// Whether `count` of `members` entities elevated at once are a crowd: at least `min` of
+/// them and at least `share` of all (the host plane counts nodes with [`CROWD_MIN`] and
+/// [`CROWD_SHARE`]; the device plane nodes with a node verdict, with its `tor_nodes` and a
+/// tenth).
+pub(crate) fn crowd(count: usize, members: usize, min: usize, share: f64) -> bool {
+    count >= min && count as f64 >= share * members as f64
+}
+
+/// The round median of a normal round (log units), learned slowly outside fabric events.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Baseline(pub Option<f64>);
+
+impl Baseline {
+    /// Whether this round's median is more than `threshold` above the baseline (a
+    /// fabric-slow round); outside one, the baseline moves `rate` of the way towards it
+    /// (the first round sets it).
+    pub fn judge(&mut self, median_log: f64, threshold: f64, rate: f64) -> bool {
+        let slow = self.0.is_some_and(|b| median_log - b > threshold);
+        if !slow {
+            self.0 = Some(match self.0 {
+                None => median_log,
+                Some(b) => b + rate * (median_log - b),
+            });
+        }
+        slow
+    }
+}
+
+/// The share of a normal round's measurements that are slow on their own (between
+/// entities nothing accuses), learned outside fabric events: the base rate a partial fabric
+/// event is judged against.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct BaseRate(pub Option<f64>);
+
+impl BaseRate {
+    /// The binomial tail of `slow` of `probes` under the base rate (floored at
+    /// [`SLOW_RATE_FLOOR`], capped at one half); 1 below [`PARTIAL_MIN_PROBES`].
+    fn tail(&self, slow: usize, probes: usize) -> f64 {
+        if probes < PARTIAL_MIN_PROBES {
+            return 1.0;
+        }
+        let p0 = self.0.unwrap_or(SLOW_RATE_FLOOR).max(SLOW_RATE_FLOOR);
+        upper_tail(slow as u64, probes as u64, p0.min(0.5))
+    }
+
+    /// Whether `slow` of `probes` is more than the base rate explains (a tail below
+    /// [`PARTIAL_ALPHA`]).
+    pub fn exceeded(&self, slow: usize, probes: usize) -> bool {
+        self.tail(slow, probes) < PARTIAL_ALPHA
+    }
+
+    /// Learns from a round that is no fabric event (`probes` > 0).
+    pub fn learn(&mut self, slow: usize, probes: usize) {
+        let share = slow as f64 / probes as f64;
+        self.0 = Some(self.0.map_or(share, |x| x + 0.02 * (share - x)));
+    }
+}
+
+/// The host plane's partial-fabric detector: the base rate, and the (slow, judged)
+/// measurements of the last [`PARTIAL_ROUNDS`] rounds, so that an event that lasts shows in
+/// their sum before it shows in any one round.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct PartialFabric {
+    /// The learned base rate.
+    pub rate: BaseRate,
+    /// (slow, judged) per recent round, oldest first.
+    pub recent: VecDeque<(usize, usize)>,
+}
+
+/// What [`PartialFabric::judge`] found.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Partial {
+    /// This round alone has more slow measurements than the base rate explains.
+    pub now: bool,
+    /// This round or the last few together do.
+    pub recent: bool,
+}
+
+impl PartialFabric {
+    /// Judges a round of `slow` of `probes` measurements slow on their own, and learns the
+    /// base rate from it unless it is a partial event or `fabric_slow` (a round with no
+    /// measurement is skipped).
+    pub fn judge(&mut self, slow: usize, probes: usize, fabric_slow: bool) -> Partial {
+        if probes == 0 {
+            return Partial::default();
+        }
+        let now = self.rate.exceeded(slow, probes);
+        self.recent.push_back((slow, probes));
+        while self.recent.len() > PARTIAL_ROUNDS {
+            self.recent.pop_front();
+        }
+        let (s, n) = self
+            .recent
+            .iter()
+            .fold((0, 0), |(s, n), (a, b)| (s + a, n + b));
+        let recent = now || self.rate.exceeded(s, n);
+        if !now && !fabric_slow {
+            self.rate.learn(slow, probes);
+        }
+        Partial { now, recent }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three of 40 at a 1 % base rate: P(X ≥ 3) for Bin(40, 0.01) ≈ 0.0075, not enough;
+    /// six: ≈ 2.9e-6, a partial event.
+    #[test]
+    fn a_partial_event_is_judged_against_the_base_rate() {
+        let rate = BaseRate(None);
+        assert!(!rate.exceeded(3, 40));
+        assert!(rate.exceeded(6, 40));
+        // Too few measurements are never judged.
+        assert!(!rate.exceeded(7, 7));
+    }
+
+    /// A slow round summed with the one before it: two rounds of 3 in 40 are each
+    /// explained at a 1 % base rate, together (6 in 80, P ≈ 1.6e-4) they are not.
+    #[test]
+    fn a_lasting_event_shows_in_the_recent_sum() {
+        let mut p = PartialFabric::default();
+        let first = p.judge(3, 40, false);
+        assert_eq!(first, Partial::default());
+        // The first round that is no event sets the base rate: 3/40 = 7.5 %.
+        assert_eq!(p.rate, BaseRate(Some(0.075)));
+        let mut q = PartialFabric::default();
+        q.judge(3, 40, true);
+        assert_eq!(
+            q.rate,
+            BaseRate(None),
+            "a fabric-slow round teaches nothing"
+        );
+        let second = q.judge(3, 40, true);
+        assert!(!second.now && second.recent);
+    }
+
+    #[test]
+    fn the_baseline_learns_outside_slow_rounds_only() {
+        let mut b = Baseline::default();
+        assert!(!b.judge(1.0, 0.1, 0.5));
+        assert_eq!(b, Baseline(Some(1.0)));
+        assert!(b.judge(1.2, 0.1, 0.5));
+        assert_eq!(b, Baseline(Some(1.0)));
+        assert!(!b.judge(1.05, 0.1, 0.5));
+        assert_eq!(b, Baseline(Some(1.025)));
+    }
+
+    /// Host plane: 3 of 16 (at least 3 and 5 %); 3 of 100 is not 5 %. Device plane: 3 of
+    /// 8 nodes with `tor_nodes` 3 and a tenth.
+    #[test]
+    fn a_crowd_needs_both_a_count_and_a_share() {
+        assert!(crowd(3, 16, CROWD_MIN, CROWD_SHARE));
+        assert!(!crowd(2, 16, CROWD_MIN, CROWD_SHARE));
+        assert!(!crowd(3, 100, CROWD_MIN, CROWD_SHARE));
+        assert!(crowd(5, 100, CROWD_MIN, CROWD_SHARE));
+        assert!(crowd(3, 8, 3, 0.1));
+    }
+}

@@ -1,0 +1,331 @@
+//! Moving a node through its lifecycle: by its window and this round's re-pairings
+//! (suspect → confirmed → quarantine recommended, and back), and by hard faults, which
+//! skip the hysteresis.
+
+use super::score::{RoundStats, Window};
+use super::{HealthEngine, RoundInput, RoundOutput};
+use crate::health::evidence::{Evidence, Key, MIN_REPORTERS, STEADY_RATIO, steady};
+use crate::health::lifecycle::NodeIx;
+use crate::health::stats::robust_spread;
+use crate::snapshot::probe::NodeState;
+
+/// What the round brought a node besides its window.
+pub(super) struct Seen {
+    /// The log residuals of its re-pairings, when it asked for them.
+    pub confirm: Option<Vec<f64>>,
+    /// Its own uplink counters showed congestion.
+    pub congested: bool,
+}
+
+impl HealthEngine {
+    /// Hard faults are a current state: present, the node is recommended for quarantine
+    /// at once (the telemetry already debounced them); absent for `hard_hold_down` rounds,
+    /// a node they put there moves to probation. Returns the nodes not to judge on scores
+    /// this round (a hard fault present, or its hold-down running).
+    pub(super) fn hard_faults(&mut self, input: &RoundInput, out: &mut RoundOutput) -> Vec<usize> {
+        let n = self.nodes.len();
+        let present: Vec<usize> = input
+            .hard_faults
+            .iter()
+            .map(|(n, _)| *n)
+            .filter(|i| *i < n)
+            .collect();
+        for (node, reason) in input.hard_faults.iter().filter(|(i, _)| *i < n) {
+            let node = NodeIx(*node);
+            self.nodes[node].data.hard_clear = Some(0);
+            if self.nodes[node].state != NodeState::QuarantineRecommended {
+                self.set(
+                    node,
+                    NodeState::QuarantineRecommended,
+                    format!("hard fault: {reason}"),
+                    Evidence::default(),
+                    out,
+                );
+            }
+        }
+        let mut held = present.clone();
+        for i in 0..n {
+            if present.contains(&i) || input.absent.contains(&i) {
+                continue;
+            }
+            if self.hard_hold(NodeIx(i), out) {
+                held.push(i);
+            }
+        }
+        held
+    }
+
+    /// A node a hard fault put in quarantine, the fault absent this round: counts the
+    /// hold-down, and moves the node to probation at its end. Whether the node is held
+    /// from judging this round.
+    fn hard_hold(&mut self, i: NodeIx, out: &mut RoundOutput) -> bool {
+        let Some(k) = self.nodes[i].data.hard_clear else {
+            return false;
+        };
+        if self.nodes[i].state != NodeState::QuarantineRecommended {
+            self.nodes[i].data.hard_clear = None;
+            return false;
+        }
+        let k = k + 1;
+        if k >= self.cfg.hard_hold_down {
+            self.nodes[i].data.hard_clear = None;
+            self.set(
+                i,
+                NodeState::Probation,
+                format!("hard fault absent for {k} rounds; probation"),
+                Evidence::of([(Key::RoundsWithoutHardFault, k as f64)]),
+                out,
+            );
+        } else {
+            self.nodes[i].data.hard_clear = Some(k);
+        }
+        true
+    }
+
+    /// Moves node `i` through its states by its window and this round's confirmations.
+    pub(super) fn advance(
+        &mut self,
+        i: NodeIx,
+        w: Window,
+        r: &RoundStats,
+        seen: Seen,
+        out: &mut RoundOutput,
+    ) {
+        let cfg = self.cfg.clone();
+        let state = self.nodes[i].state;
+        let counts = &mut self.nodes[i].counts;
+        counts.within(w.score < r.exit);
+        // Rounds slow in a row, and steadily so (see `STEADY_RATIO`): a quarantine waits
+        // for `confirm_hold` of them. A round its own counters explain does not count
+        // towards the short hold, nor does it start it again: congestion that lasts shows
+        // in every round it lasts, a busy moment on a slow node's NIC only delays its
+        // verdict by that round.
+        counts.steady_round(w.elevated && steady(w.spread, r.spread()), seen.congested);
+        match state {
+            NodeState::Healthy | NodeState::Probation if w.elevated => {
+                self.nodes[i].data.confirm_pending = true;
+                self.nodes[i].data.confirmations = 0;
+                out.confirm_requests.push(i.0);
+                self.set(
+                    i,
+                    NodeState::Suspect,
+                    format!(
+                        "{:.1}% slower than the round median over {} rounds (robust z {:.1})",
+                        (w.score.exp() - 1.0) * 100.0,
+                        cfg.window,
+                        w.zmed
+                    ),
+                    w.evidence(),
+                    out,
+                );
+            }
+            NodeState::Probation if self.nodes.age(i) >= cfg.probation_rounds as u64 => {
+                self.set(
+                    i,
+                    NodeState::Healthy,
+                    "probation passed".into(),
+                    w.evidence(),
+                    out,
+                );
+            }
+            NodeState::Suspect => self.advance_suspect(i, &w, r, seen, out),
+            NodeState::Confirmed => self.advance_confirmed(i, &w, r, seen.confirm, out),
+            NodeState::QuarantineRecommended if self.nodes[i].counts.clean >= cfg.exit_rounds => {
+                self.set(
+                    i,
+                    NodeState::Probation,
+                    "back within bounds; probation".into(),
+                    w.evidence(),
+                    out,
+                );
+            }
+            _ => {}
+        }
+    }
+
+    /// Asks for re-pairings of `i` next round.
+    fn ask(&mut self, i: NodeIx, out: &mut RoundOutput) {
+        self.nodes[i].data.confirm_pending = true;
+        out.confirm_requests.push(i.0);
+    }
+
+    /// A suspect is confirmed when every re-pairing reproduces the slowness, in
+    /// `confirm_rounds` consecutive rounds; cleared when one does not, or when it has been
+    /// back within bounds for `exit_rounds`.
+    fn advance_suspect(
+        &mut self,
+        i: NodeIx,
+        w: &Window,
+        r: &RoundStats,
+        seen: Seen,
+        out: &mut RoundOutput,
+    ) {
+        let cfg = self.cfg.clone();
+        let Some(c) = seen.confirm else {
+            if self.nodes[i].counts.clean >= cfg.exit_rounds {
+                self.set(
+                    i,
+                    NodeState::Healthy,
+                    "back within bounds".into(),
+                    w.evidence(),
+                    out,
+                );
+            } else if w.elevated {
+                // Still slow and no confirmation arrived: ask again.
+                self.ask(i, out);
+            }
+            return;
+        };
+        let got = c.len();
+        // Every re-pairing must reproduce the slowness: one congested path must not be
+        // enough to condemn a node.
+        let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
+        let reproduced = got >= cfg.confirm_peers.max(MIN_REPORTERS) && cm > r.entry;
+        // The re-pairings went through an uplink that reported congestion: they reproduce
+        // the congestion as much as the node, until the node has been a suspect for
+        // `congested_hold` rounds.
+        let explained = seen.congested && self.nodes.age(i) < cfg.congested_hold as u64;
+        if r.partial.now
+            || r.crowded
+            || reproduced && (explained || !steady_slowness(w, &c, r, false))
+        {
+            // A share of the links slow (the re-pairings may cross them too), many nodes at
+            // once (not this node's doing alone), congestion its own counters show, or slow
+            // but not steadily (queueing behind other traffic scatters the residuals, see
+            // `STEADY_RATIO`): it stays a suspect (a ticket) and is re-paired again.
+            self.nodes[i].data.confirm_pending = w.elevated;
+            if w.elevated {
+                out.confirm_requests.push(i.0);
+            }
+            return;
+        }
+        self.nodes[i].data.confirm_pending = false;
+        if reproduced {
+            self.nodes[i].data.confirmations += 1;
+        }
+        let mut e = w.evidence();
+        e.push(Key::ConfirmationMinLogResidual, cm);
+        if reproduced && self.nodes[i].data.confirmations < cfg.confirm_rounds {
+            // Reproduced once: ask again next round before condemning.
+            self.ask(i, out);
+        } else if reproduced {
+            self.nodes[i].data.confirmations = 1;
+            e.push(Key::ConfirmationProbes, got as f64);
+            self.set(
+                i,
+                NodeState::Confirmed,
+                format!(
+                    "re-paired with {got} known-good peers: still {:.1}% slower",
+                    (cm.exp() - 1.0) * 100.0
+                ),
+                e,
+                out,
+            );
+        } else {
+            self.set(
+                i,
+                NodeState::Healthy,
+                format!(
+                    "not reproduced against {got} known-good peers ({:.1}%): transient or path congestion",
+                    (cm.exp() - 1.0) * 100.0
+                ),
+                e,
+                out,
+            );
+        }
+    }
+
+    /// A confirmed node is recommended for quarantine after its hold (see
+    /// [`HealthEngine::held`]) and a second re-pairing that reproduces; a fabric-wide event
+    /// freezes it.
+    fn advance_confirmed(
+        &mut self,
+        i: NodeIx,
+        w: &Window,
+        r: &RoundStats,
+        confirm: Option<Vec<f64>>,
+        out: &mut RoundOutput,
+    ) {
+        let cfg = self.cfg.clone();
+        let Some(c) = confirm else {
+            if r.fabric || r.crowded {
+                // Frozen: a fabric-wide event blocks per-node escalation.
+            } else if self.held(i) && w.elevated {
+                self.ask(i, out);
+            } else if self.nodes[i].counts.clean >= cfg.exit_rounds {
+                self.set(
+                    i,
+                    NodeState::Healthy,
+                    "back within bounds".into(),
+                    w.evidence(),
+                    out,
+                );
+            }
+            return;
+        };
+        self.nodes[i].data.confirm_pending = false;
+        let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
+        if r.fabric || r.crowded {
+            // A fabric-wide event (or many nodes at once) blocks cordons: stay confirmed and
+            // ask again once it is over.
+            return;
+        }
+        let mut e = w.evidence();
+        e.push(Key::SecondConfirmationMinLogResidual, cm);
+        let reproduced = c.len() >= cfg.confirm_peers.max(MIN_REPORTERS) && cm > r.entry;
+        if reproduced && !steady_slowness(w, &c, r, true) {
+            // Slow, but not steadily: the window's residuals scatter far more than healthy
+            // probes do, as queueing behind other traffic (or an intermittent fault) makes
+            // them. A cordon waits for steady slowness; the node stays confirmed.
+            return;
+        }
+        if reproduced {
+            self.nodes[i].data.confirmations += 1;
+            let counts = self.nodes[i].counts;
+            let (above, quiet) = (counts.steady, counts.quiet);
+            e.push(Key::SteadySlowRounds, above as f64);
+            e.push(Key::UncongestedSlowRounds, quiet as f64);
+            self.set(
+                i,
+                NodeState::QuarantineRecommended,
+                format!(
+                    "confirmed straggler: still {:.1}% slower after {above} steady rounds ({quiet} without congestion on its uplink) and a second re-pairing with {} known-good peers",
+                    (w.score.exp() - 1.0) * 100.0,
+                    c.len()
+                ),
+                e,
+                out,
+            );
+        } else {
+            self.set(
+                i,
+                NodeState::Healthy,
+                "second re-pairing did not reproduce".into(),
+                e,
+                out,
+            );
+        }
+    }
+
+    /// Whether a confirmed node has been steadily slow long enough for a quarantine:
+    /// `confirm_hold` rounds (of a run of steadily slow rounds) with no congestion
+    /// reported by its own uplink, or `congested_hold` rounds whatever its counters said.
+    fn held(&self, i: NodeIx) -> bool {
+        let c = &self.nodes[i].counts;
+        c.quiet >= self.cfg.confirm_hold || c.steady >= self.cfg.congested_hold
+    }
+}
+
+/// Whether a node's slowness is steady: its window's residuals, and this round's
+/// re-pairings, scatter no more than [`STEADY_RATIO`] times the round's healthy spread.
+/// Before a quarantine (`anchored`), each re-pairing must also land where the window
+/// says the node is: a constant slowdown puts them there, queueing puts them anywhere.
+/// (Within 3 × the spread: a healthy probe lands farther about one time in a hundred.)
+fn steady_slowness(w: &Window, confirmations: &[f64], r: &RoundStats, anchored: bool) -> bool {
+    let limit = STEADY_RATIO * r.spread();
+    let consistent = !anchored
+        || confirmations
+            .iter()
+            .all(|c| (c - w.score).abs() <= 3.0 * r.spread().max(w.spread));
+    w.spread <= limit && robust_spread(confirmations) <= limit && consistent
+}

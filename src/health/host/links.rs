@@ -1,0 +1,136 @@
+//! Link verdicts: a pair slow in the regular round is re-measured; a link verdict needs
+//! `link_observations` slow, steady measurements in a row that are the pair's own, with
+//! both ends otherwise normal. A verdict is held until a measurement of the pair is normal.
+
+use std::collections::VecDeque;
+
+use super::score::RoundStats;
+use super::{HealthEngine, Probe, RoundInput, RoundOutput};
+use crate::health::evidence::steady;
+use crate::health::lifecycle::NodeIx;
+use crate::health::pairs::Pair;
+use crate::health::stats::{deviations, median, spread_of};
+
+impl HealthEngine {
+    /// Judges the round's slow pairs: see the module.
+    pub(super) fn judge_links(
+        &mut self,
+        input: &RoundInput,
+        r: &RoundStats,
+        out: &mut RoundOutput,
+    ) {
+        let n = self.nodes.len();
+        let usable = |p: &&Probe| p.within(n);
+        for p in input.probes.iter().chain(&input.link_probes).filter(usable) {
+            if self.slow(p, r).is_none() {
+                self.links.clean((p.src, p.dst));
+            }
+        }
+        if r.partial.recent {
+            // A share of the links is slow at once (a spine, a partial dip): pending pairs
+            // start over, only held verdicts stay.
+            let held = &self.links.held;
+            self.links.watched.retain(|k, _| held.contains(k));
+        }
+        self.observe_links(input, r);
+        let (requests, verdicts) = self.link_decisions(r, &out.scores);
+        out.link_verdicts = verdicts;
+        out.link_requests = requests;
+    }
+
+    /// A probe's log residual when it is slow (above the entry threshold and `z`).
+    fn slow(&self, p: &Probe, r: &RoundStats) -> Option<f64> {
+        let d = r.residual(p.seconds);
+        (d > r.entry && d / r.spread() > self.cfg.z).then_some(d)
+    }
+
+    /// Adds this round's slow observations that are the pair's own. Slowness belongs to the
+    /// pair only when nothing else at either end was above the exit threshold this round
+    /// (a congested uplink or a slow node slows every probe through it) and the round is
+    /// not a fabric event: a slow permutation probe counts once at each end. Other slow
+    /// observations are skipped: they neither count nor clear the pair. An end whose own
+    /// counters showed congestion explains the slowness as well.
+    fn observe_links(&mut self, input: &RoundInput, r: &RoundStats) {
+        let n = self.nodes.len();
+        let congested = |x: usize| input.congested.contains(&x);
+        let specific = |p: &Probe, own: u32| {
+            !r.fabric
+                && !r.partial.recent
+                && r.slow_count[p.src] + r.slow_count[p.dst] <= own
+                && !congested(p.src)
+                && !congested(p.dst)
+        };
+        let measured = input
+            .link_probes
+            .iter()
+            .map(|p| (p, 0))
+            .chain(input.probes.iter().map(|p| (p, 2)));
+        for (p, own) in measured.filter(|(p, _)| p.within(n)) {
+            match self.slow(p, r) {
+                Some(d) if specific(p, own) => self
+                    .links
+                    .watched
+                    .entry((p.src, p.dst))
+                    .or_default()
+                    .push_back(d),
+                // Not this pair's alone: this round does not count for the link, but a
+                // slow permutation probe is still re-measured (in the daemon a sender
+                // held up by a slow outgoing link also times its incoming probe late,
+                // so the first sighting of a bad link is rarely its own; the
+                // re-measurements, with other peers' probes normal, are).
+                Some(_) if own > 0 && !r.fabric && !r.partial.recent => {
+                    self.links.watched.entry((p.src, p.dst)).or_default();
+                }
+                Some(_) | None => {}
+            }
+        }
+    }
+
+    /// The pairs to re-measure next round (most evidence first: the daemon re-measures only
+    /// a few per round) and the pairs with a link verdict.
+    fn link_decisions(&mut self, r: &RoundStats, scores: &[f64]) -> (Vec<Pair>, Vec<Pair>) {
+        let cfg = &self.cfg;
+        let nodes = &self.nodes;
+        // Both ends healthy and within the exit threshold.
+        let fine_ends = |a: usize, b: usize| {
+            [a, b].iter().all(|&x| {
+                nodes[NodeIx(x)].state == crate::snapshot::probe::NodeState::Healthy
+                    && scores.get(x).is_some_and(|s| *s < r.exit)
+            })
+        };
+        let (mut requests, mut verdicts) = (Vec::new(), Vec::new());
+        let links = &mut self.links;
+        for ((a, b), obs) in links.watched.iter_mut() {
+            while obs.len() > cfg.link_observations.max(1) {
+                obs.pop_front();
+            }
+            if links.held.contains(&(*a, *b)) {
+                verdicts.push((*a, *b));
+                continue;
+            }
+            if r.fabric || !fine_ends(*a, *b) {
+                continue;
+            }
+            if obs.len() >= cfg.link_observations && steady_shift(obs, r) {
+                verdicts.push((*a, *b));
+                links.held.insert((*a, *b));
+            } else {
+                requests.push((*a, *b));
+            }
+        }
+        requests
+            .sort_by_key(|k| std::cmp::Reverse(self.links.watched.get(k).map_or(0, VecDeque::len)));
+        (requests, verdicts)
+    }
+}
+
+/// Steady, as for nodes: congestion on a spine or an end scatters a pair's observations, a
+/// degraded link shifts them. Every observation within 3 spreads of their median, as
+/// before a quarantine.
+fn steady_shift(obs: &VecDeque<f64>, r: &RoundStats) -> bool {
+    let mut v: Vec<f64> = obs.iter().copied().collect();
+    let m = median(&mut v);
+    let mut dev = deviations(&v, m);
+    let within = dev.iter().all(|d| *d <= 3.0 * r.spread());
+    within && steady(spread_of(&mut dev), r.spread())
+}

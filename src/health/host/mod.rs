@@ -1,0 +1,336 @@
+//! The host-plane engine ([`HealthEngine`]): probe measurements in, per-node states with
+//! evidence out.
+//!
+//! The parts: `score` (the round's reference, fabric judgement and each node's window),
+//! `advance` (moving a node by its window, its re-pairings and hard faults), `links`,
+//! `reports` (the re-pairing reporters' consistency) and `restore` (the state's wire form,
+//! which members exchange).
+
+mod advance;
+mod links;
+mod reports;
+mod restore;
+mod score;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod wire;
+
+use std::collections::VecDeque;
+
+use super::evidence::Evidence;
+use super::fabric::{Baseline, PartialFabric};
+use super::lifecycle::{Change, Lifecycle, NodeIx, Track};
+use super::pairs::Pairs;
+use crate::snapshot::probe::{NodeState, Transition};
+
+pub use reports::{CONTRADICTIONS, REPORT_WINDOW};
+pub use restore::RestoreError;
+
+/// Thresholds; defaults chosen with `hcclwatch simulate` on the shipped scenarios (see
+/// `docs/detection.md`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthConfig {
+    /// Rounds in the scoring window (W).
+    pub window: usize,
+    /// Effect size to enter suspect: the window median of the node's log residual must
+    /// exceed ln(1 + delta).
+    pub delta: f64,
+    /// Robust-z threshold on the window median.
+    pub z: f64,
+    /// Floor on the robust spread (log units), so tight data cannot manufacture 10σ.
+    pub mad_floor: f64,
+    /// Known-good peers a suspect is re-paired with.
+    pub confirm_peers: usize,
+    /// Rounds a hard fault must stay absent before a node it put in quarantine moves to
+    /// probation (a hard fault is a current state, not a memory).
+    pub hard_hold_down: usize,
+    /// Consecutive re-pairings (one per round) that must all reproduce the slowness
+    /// before a suspect is confirmed: one round's re-pairings share whatever congestion
+    /// the node's uplink has at that moment.
+    pub confirm_rounds: usize,
+    /// Rounds, without congestion reported by its own uplink, a confirmed node must stay
+    /// steadily above the entry threshold before a quarantine is recommended (rounds its
+    /// counters explain neither count nor restart the hold).
+    pub confirm_hold: usize,
+    /// Rounds a confirmed node must stay steadily above the entry threshold before a
+    /// quarantine is recommended when its uplink reported congestion in some of them:
+    /// probes cannot tell steady congestion from a slow component except by how long it
+    /// lasts, so explained slowness waits longer, but a slow node under a busy job is
+    /// still recommended in the end.
+    pub congested_hold: usize,
+    /// Consecutive rounds below ln(1 + delta/2) to leave suspect/confirmed (or to move
+    /// from quarantine_recommended to probation).
+    pub exit_rounds: usize,
+    /// Rounds of probation (re-entry threshold halved) before healthy.
+    pub probation_rounds: usize,
+    /// Round median above baseline × this ratio counts as a fabric-slow round.
+    pub fabric_ratio: f64,
+    /// Fabric-slow rounds, out of the last `window`, that make a fabric verdict.
+    pub fabric_rounds: usize,
+    /// Observations of one pair needed for a link verdict.
+    pub link_observations: usize,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        Self {
+            window: 10,
+            delta: 0.08,
+            z: 3.0,
+            mad_floor: 0.01,
+            confirm_peers: 3,
+            hard_hold_down: 30,
+            confirm_rounds: 2,
+            confirm_hold: 6,
+            congested_hold: 15,
+            exit_rounds: 180,
+            probation_rounds: 720,
+            fabric_ratio: 1.0 / 0.9,
+            fabric_rounds: 3,
+            link_observations: 9,
+        }
+    }
+}
+
+/// One probe: how long `src → dst` took, normalised to the probe size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Probe {
+    /// Sender.
+    pub src: usize,
+    /// Receiver.
+    pub dst: usize,
+    /// Seconds (any consistent unit; only ratios matter).
+    pub seconds: f64,
+}
+
+impl Probe {
+    /// A usable duration.
+    fn valid(&self) -> bool {
+        self.seconds.is_finite() && self.seconds > 0.0
+    }
+
+    /// Usable, with both ends among `n` nodes.
+    fn within(&self, n: usize) -> bool {
+        self.src < n && self.dst < n && self.valid()
+    }
+}
+
+/// One end's own timing of a re-pairing with an accused node: what the consistency check
+/// compares across the accused's reporters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Report {
+    /// The member that timed it.
+    pub reporter: usize,
+    /// The node it was re-paired with.
+    pub accused: usize,
+    /// Its timing, seconds.
+    pub seconds: f64,
+}
+
+/// What the engine receives for one round.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RoundInput {
+    /// Permutation-round probes.
+    pub probes: Vec<Probe>,
+    /// Confirmation probes (suspect with known-good peers), as requested last round.
+    pub confirmations: Vec<Probe>,
+    /// Hard faults from telemetry: (node, reason).
+    pub hard_faults: Vec<(usize, String)>,
+    /// Re-measurements of pairs the engine asked about (link localisation).
+    pub link_probes: Vec<Probe>,
+    /// Nodes outside this round's group (removed after a timeout): their state and
+    /// history are kept, frozen, until they return.
+    pub absent: Vec<usize>,
+    /// Each end's own timing of each re-pairing (the accused's own report left out): what
+    /// the consistency check compares.
+    pub reports: Vec<Report>,
+    /// Nodes whose own uplink counters showed congestion during the round (other traffic
+    /// near line rate, congestion-marked packets received): slowness there has an
+    /// explanation other than a slow component.
+    pub congested: Vec<usize>,
+}
+
+/// What a round produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RoundOutput {
+    /// State changes this round.
+    pub transitions: Vec<Transition>,
+    /// Nodes to re-pair with known-good peers next round.
+    pub confirm_requests: Vec<usize>,
+    /// Whether the fabric as a whole is slow (per-node escalation is frozen).
+    pub fabric_degraded: bool,
+    /// Pairs judged degraded links this round (src, dst).
+    pub link_verdicts: Vec<(usize, usize)>,
+    /// Pairs to re-measure next round (one slow observation, endpoints healthy).
+    pub link_requests: Vec<(usize, usize)>,
+    /// Window score per node (median log residual), for `hcclwatch_straggler_score`.
+    pub scores: Vec<f64>,
+    /// Members whose re-pairing reports the others consistently contradict.
+    pub inconsistent_reporters: Vec<usize>,
+}
+
+/// What the engine keeps about a node beside its lifecycle.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct NodeData {
+    /// (log residual, robust z) of the probes the node sent (its row of the matrix).
+    out_hist: VecDeque<(f64, f64)>,
+    /// (log residual, robust z) of the probes the node received (its column).
+    in_hist: VecDeque<(f64, f64)>,
+    /// Re-pairings were asked for last round; this round's are the node's.
+    confirm_pending: bool,
+    /// Rounds whose re-pairings all reproduced since the node became suspect.
+    confirmations: usize,
+    /// While a quarantine recommendation is due to a hard fault: rounds the fault has been
+    /// absent.
+    hard_clear: Option<usize>,
+    /// This node's re-pairing reports: whether each was contradicted by the other
+    /// reporters of the same suspect.
+    reports: VecDeque<bool>,
+}
+
+/// A node's track: its lifecycle and [`NodeData`].
+type NodeTrack = Track<NodeData>;
+
+/// The host-plane engine of one probe group: [`HealthEngine::step`] takes a round's
+/// measurements and returns its verdicts.
+///
+/// Each round the engine receives the probes of a permutation round (every node sends one
+/// flow and receives one), the confirmation probes it asked for, and any hard faults from
+/// telemetry. It scores every probe against the same round's median (peer-relative, so a
+/// fabric-wide dip moves the median, not the residuals), keeps a window per node, and
+/// moves nodes through the lifecycle both planes share, with exit thresholds below entry
+/// thresholds. Every transition records its reason and the evidence.
+///
+/// - A suspect is confirmed when re-pairings with known-good peers reproduce the slowness
+///   in consecutive rounds. Congestion on the node's own uplink reaches those re-pairings
+///   too, so reproduction alone does not separate it from a slow node; what does is that
+///   a slow component adds a constant while queueing scatters: confirmation and quarantine
+///   also need the slowness to be *steady* (the window's residuals and the re-pairings
+///   scatter no more than [`STEADY_RATIO`](crate::health::STEADY_RATIO) times the round's
+///   healthy spread, and before a quarantine the re-pairings land where the window says
+///   the node is).
+/// - Hard faults skip straight to a quarantine recommendation.
+/// - A fabric-wide slowdown (the round median against a slow baseline), or a *partial* one
+///   (more probes slow on their own than the learned base rate explains: a spine, a share
+///   of the links), makes a fabric verdict that blocks every quarantine recommendation
+///   while it lasts; many nodes steadily slow at once (a *crowd*: a ToR) does the same and
+///   blocks confirmations too. Detection goes on: residuals are peer-relative.
+/// - A link verdict needs `link_observations` slow, steady observations of one pair that
+///   are the pair's own: nothing else at either end slow in the same round, no fabric
+///   event. A congested uplink or a slow node slows every probe through it, a bad link
+///   only its own.
+///
+/// ```
+/// use hcclwatch::health::{HealthConfig, HealthEngine, NodeState, Probe, RoundInput};
+///
+/// // Eight nodes; node 5 takes 30 % longer on every probe it sends or receives.
+/// let mut engine = HealthEngine::new(8, HealthConfig::default());
+/// for round in 0..20 {
+///     let stride = 1 + round % 7;
+///     let probes = (0..8)
+///         .map(|src| {
+///             let dst = (src + stride) % 8;
+///             let slow = src == 5 || dst == 5;
+///             Probe { src, dst, seconds: if slow { 1.3e-3 } else { 1e-3 } }
+///         })
+///         .collect();
+///     engine.step(&RoundInput { probes, ..RoundInput::default() });
+/// }
+/// // A full window later it is a suspect (re-pairings would confirm it); nobody else is.
+/// let states = engine.states();
+/// assert_eq!(states[5], NodeState::Suspect);
+/// assert!(states.iter().enumerate().all(|(i, s)| i == 5 || *s == NodeState::Healthy));
+/// ```
+#[derive(Debug, Clone)]
+pub struct HealthEngine {
+    cfg: HealthConfig,
+    nodes: Lifecycle<NodeIx, NodeData>,
+    /// Median log duration of a normal round.
+    baseline: Baseline,
+    /// Fabric-slow rounds (the median, or a partial event) of the last `window`.
+    fabric_hist: VecDeque<bool>,
+    /// The base rate of probes slow on their own, and the recent rounds' counts.
+    partial: PartialFabric,
+    /// Pairs with slow observations of their own, and pairs with a link verdict: held
+    /// until a measurement of the pair is normal again, so that the verdict does not
+    /// flicker when an end's score moves (the slow link itself lifts its ends' scores).
+    links: Pairs<VecDeque<f64>>,
+}
+
+impl HealthEngine {
+    /// An engine for `nodes` nodes.
+    pub fn new(nodes: usize, cfg: HealthConfig) -> Self {
+        Self {
+            nodes: Lifecycle::new((0..nodes).map(|_| NodeData::default())),
+            cfg,
+            baseline: Baseline::default(),
+            fabric_hist: VecDeque::new(),
+            partial: PartialFabric::default(),
+            links: Pairs::default(),
+        }
+    }
+
+    /// Rounds this engine has processed.
+    pub fn rounds(&self) -> u64 {
+        self.nodes.round()
+    }
+
+    /// The current state of every node.
+    pub fn states(&self) -> Vec<NodeState> {
+        self.nodes.states()
+    }
+
+    /// Processes one round.
+    pub fn step(&mut self, input: &RoundInput) -> RoundOutput {
+        self.nodes.tick();
+        let mut out = RoundOutput::default();
+        let mut r = self.score_round(input);
+        let mut confirm = self.confirmations(input, &r);
+        let n = self.nodes.len();
+        let hard = self.hard_faults(input, &mut out);
+        let windows: Vec<score::Window> = (0..n).map(|i| self.window(NodeIx(i), &r)).collect();
+        out.scores = windows.iter().map(|w| w.score).collect();
+        let judged = |i: &usize| !hard.contains(i) && !input.absent.contains(i);
+        r.crowded = self.crowded(&windows, &r, &judged);
+        out.fabric_degraded = r.fabric || r.crowded;
+        for (i, w) in windows.into_iter().enumerate() {
+            if judged(&i) {
+                let seen = advance::Seen {
+                    confirm: confirm.remove(&i),
+                    congested: input.congested.contains(&i),
+                };
+                self.advance(NodeIx(i), w, &r, seen, &mut out);
+            }
+        }
+        self.judge_links(input, &r, &mut out);
+        self.check_reports(input, &r, &mut out);
+        out
+    }
+
+    /// Moves `node` to `to` and records the transition (nothing when it is there already).
+    fn set(
+        &mut self,
+        node: NodeIx,
+        to: NodeState,
+        reason: String,
+        evidence: Evidence,
+        out: &mut RoundOutput,
+    ) {
+        if let Some(c) = self.nodes.set(node, to, reason, evidence) {
+            out.transitions.push(transition(c));
+        }
+    }
+}
+
+/// The snapshot's form of a node's change.
+fn transition(c: Change<NodeIx>) -> Transition {
+    Transition {
+        round: c.round,
+        node: c.id.0,
+        from: c.from,
+        to: c.to,
+        reason: c.reason,
+        evidence: c.evidence.named(),
+    }
+}

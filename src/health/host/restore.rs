@@ -1,0 +1,260 @@
+//! The engine's learned state as members exchange it, and carrying it over.
+//!
+//! A member that joins a group takes over the state a majority of the members hold, chosen
+//! by the BLAKE3 digest of [`HealthEngine::snapshot`]'s bytes (`probe::group`). The bytes
+//! are therefore a wire form: members of two versions must write the same bytes for the
+//! same state, or a rolling upgrade leaves groups without a majority. So the form is kept
+//! here as its own types, field for field and in the order it has always had, apart from
+//! the engine's working types; a received state is checked field by field before anything
+//! of it is taken over.
+
+use std::collections::VecDeque;
+
+use super::{HealthConfig, HealthEngine, NodeData, NodeTrack};
+use crate::health::fabric::{BaseRate, Baseline, PARTIAL_ROUNDS, PartialFabric};
+use crate::health::lifecycle::{Counts, Lifecycle, Track};
+use crate::health::pairs::Pairs;
+use crate::snapshot::probe::NodeState;
+
+use super::reports::REPORT_WINDOW;
+
+/// Why a member's engine state cannot be taken over.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// Not the wire form of an engine state.
+    #[error("malformed engine state: {0}")]
+    Malformed(#[source] serde_json::Error),
+    /// The state of an engine over another set of nodes.
+    #[error("engine state for {theirs} nodes, this engine has {ours}")]
+    OtherGroup {
+        /// Nodes in the received state.
+        theirs: usize,
+        /// Nodes of this engine.
+        ours: usize,
+    },
+    /// A field holds a value this engine could never have produced.
+    #[error("engine state field {field}: {reason}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// A node's track on the wire.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct NodeWire {
+    state: NodeState,
+    out_hist: VecDeque<(f64, f64)>,
+    in_hist: VecDeque<(f64, f64)>,
+    /// [`Counts::clean`].
+    below: usize,
+    /// [`Counts::steady`].
+    above: usize,
+    /// [`Counts::quiet`].
+    #[serde(default)]
+    quiet: usize,
+    since: u64,
+    confirm_pending: bool,
+    confirmations: usize,
+    #[serde(default)]
+    hard_clear: Option<usize>,
+    #[serde(default)]
+    reports: VecDeque<bool>,
+}
+
+impl NodeWire {
+    fn of(t: &NodeTrack) -> Self {
+        let d = &t.data;
+        NodeWire {
+            state: t.state,
+            out_hist: d.out_hist.clone(),
+            in_hist: d.in_hist.clone(),
+            below: t.counts.clean,
+            above: t.counts.steady,
+            quiet: t.counts.quiet,
+            since: t.since,
+            confirm_pending: d.confirm_pending,
+            confirmations: d.confirmations,
+            hard_clear: d.hard_clear,
+            reports: d.reports.clone(),
+        }
+    }
+
+    fn track(self) -> NodeTrack {
+        Track {
+            state: self.state,
+            since: self.since,
+            counts: Counts {
+                clean: self.below,
+                steady: self.above,
+                quiet: self.quiet,
+            },
+            data: NodeData {
+                out_hist: self.out_hist,
+                in_hist: self.in_hist,
+                confirm_pending: self.confirm_pending,
+                confirmations: self.confirmations,
+                hard_clear: self.hard_clear,
+                reports: self.reports,
+            },
+        }
+    }
+}
+
+/// The wire form of [`HealthEngine::snapshot`] (JSON has no tuple keys, so the maps are
+/// lists).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Snapshot {
+    nodes: Vec<NodeWire>,
+    round: u64,
+    baseline: Option<f64>,
+    fabric_hist: VecDeque<bool>,
+    #[serde(default)]
+    slow_rate: Option<f64>,
+    #[serde(default)]
+    partial_hist: VecDeque<(usize, usize)>,
+    links: Vec<((usize, usize), VecDeque<f64>)>,
+    held: Vec<(usize, usize)>,
+}
+
+/// An error naming the field and what is wrong with it.
+fn bad(field: &'static str, reason: String) -> Result<(), RestoreError> {
+    Err(RestoreError::Invalid { field, reason })
+}
+
+impl Snapshot {
+    /// Checks every field against what an engine with `cfg` can hold: history lengths
+    /// within the window, finite numbers, pairs and counters in range. A state that passes
+    /// could have been produced by this engine.
+    fn validate(&self, cfg: &HealthConfig) -> Result<(), RestoreError> {
+        for (i, t) in self.nodes.iter().enumerate() {
+            t.validate(i, self.round, cfg)?;
+        }
+        let w = cfg.window;
+        if self.baseline.is_some_and(|b| !b.is_finite())
+            || self.slow_rate.is_some_and(|r| !(0.0..=1.0).contains(&r))
+        {
+            return bad(
+                "baseline",
+                "not a finite baseline or a rate in 0..=1".into(),
+            );
+        }
+        if self.fabric_hist.len() > w || self.partial_hist.len() > w.max(PARTIAL_ROUNDS) {
+            return bad("fabric_hist", "longer than the window".into());
+        }
+        let max_obs = cfg.link_observations.max(1);
+        for ((a, b), obs) in &self.links {
+            if obs.len() > max_obs || obs.iter().any(|d| !d.is_finite()) || a == b {
+                return bad("links", format!("pair ({a}, {b}): bad observations"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl NodeWire {
+    /// Checks node `i`'s track (of a state at `round`).
+    fn validate(&self, i: usize, round: u64, cfg: &HealthConfig) -> Result<(), RestoreError> {
+        let w = cfg.window;
+        for (field, h) in [
+            ("nodes.out_hist", &self.out_hist),
+            ("nodes.in_hist", &self.in_hist),
+        ] {
+            if h.len() > w {
+                return bad(
+                    field,
+                    format!("node {i}: {} entries, window is {w}", h.len()),
+                );
+            }
+            if h.iter().any(|(d, z)| !d.is_finite() || !z.is_finite()) {
+                return bad(field, format!("node {i}: a value is not finite"));
+            }
+        }
+        if self.reports.len() > REPORT_WINDOW {
+            return bad(
+                "nodes.reports",
+                format!("node {i}: {} entries", self.reports.len()),
+            );
+        }
+        if self.since > round {
+            return bad(
+                "nodes.since",
+                format!("node {i}: round {} is after {round}", self.since),
+            );
+        }
+        if self.hard_clear.is_some_and(|k| k > cfg.hard_hold_down) {
+            return bad(
+                "nodes.hard_clear",
+                format!("node {i}: beyond the hold-down"),
+            );
+        }
+        Ok(())
+    }
+}
+
+impl HealthEngine {
+    /// Carries the engine over to a new member list: `map[old]` is the old node's new
+    /// index (None: gone). New indices without an old node start healthy and empty. Used
+    /// when a DNS re-resolution changes the candidates, so that nobody's state or history is
+    /// reset because somebody else joined or left.
+    pub fn remap(&mut self, map: &[Option<usize>], nodes: usize) {
+        self.nodes
+            .remap(map, vec![NodeData::default(); nodes], |_, t| t);
+        self.links.remap(map);
+    }
+
+    /// The engine's learned state (tracks, baseline, fabric and link histories; not the
+    /// thresholds), for a member that joins a group to take over from one that has been
+    /// in it longer, so that every member computes the same verdicts.
+    pub fn snapshot(&self) -> Vec<u8> {
+        let s = Snapshot {
+            nodes: self.nodes.tracks().iter().map(NodeWire::of).collect(),
+            round: self.nodes.round(),
+            baseline: self.baseline.0,
+            fabric_hist: self.fabric_hist.clone(),
+            slow_rate: self.partial.rate.0,
+            partial_hist: self.partial.recent.clone(),
+            links: self
+                .links
+                .watched
+                .iter()
+                .map(|(k, v)| (*k, v.clone()))
+                .collect(),
+            held: self.links.held.iter().copied().collect(),
+        };
+        serde_json::to_vec(&s).unwrap_or_default()
+    }
+
+    /// Takes over a [`HealthEngine::snapshot`] of an engine over the same nodes; on an
+    /// error (malformed, or another number of nodes) this engine is left as it was.
+    pub fn restore(&mut self, bytes: &[u8]) -> Result<(), RestoreError> {
+        let s: Snapshot = serde_json::from_slice(bytes).map_err(RestoreError::Malformed)?;
+        let n = self.nodes.len();
+        let in_range = |(a, b): &(usize, usize)| *a < n && *b < n;
+        if s.nodes.len() != n
+            || !s.links.iter().all(|(k, _)| in_range(k))
+            || !s.held.iter().all(in_range)
+        {
+            return Err(RestoreError::OtherGroup {
+                theirs: s.nodes.len(),
+                ours: n,
+            });
+        }
+        s.validate(&self.cfg)?;
+        self.nodes =
+            Lifecycle::restored(s.round, s.nodes.into_iter().map(NodeWire::track).collect());
+        self.baseline = Baseline(s.baseline);
+        self.fabric_hist = s.fabric_hist;
+        self.partial = PartialFabric {
+            rate: BaseRate(s.slow_rate),
+            recent: s.partial_hist,
+        };
+        self.links = Pairs {
+            watched: s.links.into_iter().collect(),
+            held: s.held.into_iter().collect(),
+        };
+        Ok(())
+    }
+}

@@ -1,0 +1,596 @@
+//! The host-plane engine's behaviour, scenario by scenario.
+
+use super::*;
+
+fn round(
+    n: usize,
+    stride: usize,
+    slow: &[(usize, f64)],
+    jitter: impl Fn(usize) -> f64,
+) -> RoundInput {
+    let probes = (0..n)
+        .map(|i| {
+            let j = (i + stride) % n;
+            let f: f64 = slow
+                .iter()
+                .filter(|(s, _)| *s == i || *s == j)
+                .map(|(_, f)| *f)
+                .product();
+            Probe {
+                src: i,
+                dst: j,
+                seconds: f * (1.0 + jitter(i)),
+            }
+        })
+        .collect();
+    RoundInput {
+        probes,
+        ..RoundInput::default()
+    }
+}
+
+/// The scores after a quiet round that measures nobody (an empty round changes no
+/// window).
+fn scores(e: &HealthEngine) -> Vec<f64> {
+    e.clone().step(&RoundInput::default()).scores
+}
+
+/// Runs a 16-node group with node 5 steadily 30 % slow, re-paired whenever the engine
+/// asks, its uplink reporting congestion in the rounds `congested` says; returns the
+/// round at which node 5 was recommended for quarantine.
+fn recommended_at(congested: impl Fn(usize) -> bool) -> Option<usize> {
+    let n = 16;
+    let mut e = HealthEngine::new(n, HealthConfig::default());
+    let jitter = |i: usize| (i % 3) as f64 * 0.002;
+    let mut confirm: Vec<usize> = Vec::new();
+    for r in 0..80 {
+        let mut input = round(n, 1 + r % 7, &[(5, 1.3)], jitter);
+        for &s in &confirm {
+            for (src, dst) in [(s, (s + 3) % n), ((s + 9) % n, s), (s, (s + 11) % n)] {
+                input.confirmations.push(Probe {
+                    src,
+                    dst,
+                    seconds: 1.3,
+                });
+            }
+        }
+        if congested(r) {
+            input.congested.push(5);
+        }
+        let out = e.step(&input);
+        confirm = out.confirm_requests.clone();
+        if e.states()[5] == NodeState::QuarantineRecommended {
+            return Some(r);
+        }
+    }
+    None
+}
+
+#[test]
+fn congestion_on_the_uplink_lengthens_the_hold_but_never_hides_a_slow_node() {
+    let cfg = HealthConfig::default();
+    let quiet = recommended_at(|_| false).expect("recommended without congestion");
+    // Reported congested in every round: the same slowness waits for the longer hold
+    // twice, and is then recommended all the same. Without congestion: suspect at s,
+    // confirmed after `confirm_rounds` reproducing rounds, `confirm_hold` quiet rounds,
+    // then one round for the second re-pairing. With it: the re-pairings count only
+    // from the `congested_hold`-th round as a suspect, the quarantine waits
+    // `congested_hold` rounds as confirmed, then the same one round.
+    let busy = recommended_at(|_| true).expect("recommended with congestion");
+    let without = cfg.confirm_rounds + cfg.confirm_hold + 1;
+    let with = cfg.congested_hold + cfg.confirm_rounds - 1 + cfg.congested_hold + 1;
+    assert_eq!(busy - quiet, with - without);
+    // One congested round while the short hold runs delays it by exactly that round.
+    let hit = quiet - 2;
+    let once = recommended_at(|r| r == hit).expect("recommended after one congested round");
+    assert_eq!(once, quiet + 1);
+}
+
+#[test]
+fn slow_node_goes_suspect_confirmed_quarantine_and_back() {
+    let n = 16;
+    let mut e = HealthEngine::new(n, HealthConfig::default());
+    let jitter = |i: usize| (i % 3) as f64 * 0.002;
+    let mut states = Vec::new();
+    let mut confirm = Vec::new();
+    for r in 0..40 {
+        let mut input = round(n, 1 + r % 7, &[(5, 1.3)], jitter);
+        for &s in &confirm {
+            input.confirmations.push(Probe {
+                src: s,
+                dst: (s + 3) % n,
+                seconds: 1.3,
+            });
+            input.confirmations.push(Probe {
+                src: (s + 9) % n,
+                dst: s,
+                seconds: 1.3,
+            });
+            input.confirmations.push(Probe {
+                src: s,
+                dst: (s + 11) % n,
+                seconds: 1.3,
+            });
+        }
+        let out = e.step(&input);
+        confirm = out.confirm_requests.clone();
+        states.push(e.states()[5]);
+        for t in &out.transitions {
+            assert!(!t.reason.is_empty());
+        }
+    }
+    assert!(states.contains(&NodeState::Suspect));
+    assert!(states.contains(&NodeState::Confirmed));
+    assert_eq!(*states.last().unwrap(), NodeState::QuarantineRecommended);
+    // Only the slow node moved.
+    assert!(
+        e.states()
+            .iter()
+            .enumerate()
+            .all(|(i, s)| i == 5 || *s == NodeState::Healthy)
+    );
+    // Recovery: within bounds for exit_rounds → probation.
+    for r in 0..HealthConfig::default().exit_rounds + 10 {
+        e.step(&round(n, 1 + r % 7, &[], jitter));
+    }
+    assert_eq!(e.states()[5], NodeState::Probation);
+}
+
+/// A suspect is confirmed only after `confirm_rounds` consecutive rounds of re-pairings
+/// all reproduce: one round that reproduces (a congested uplink at that moment) and one
+/// that does not send it back to healthy.
+#[test]
+fn one_reproducing_round_of_re_pairings_is_not_enough() {
+    let n = 16;
+    for second_reproduces in [false, true] {
+        let mut e = HealthEngine::new(n, HealthConfig::default());
+        let mut confirm: Vec<usize> = Vec::new();
+        let mut rounds_of_confirmation = 0;
+        let mut outcome = None;
+        for r in 0..40 {
+            let mut input = round(n, 1 + r % 7, &[(2, 1.3)], |_| 0.0);
+            if !confirm.is_empty() {
+                rounds_of_confirmation += 1;
+            }
+            let slow = rounds_of_confirmation == 1 || second_reproduces;
+            for &s in &confirm {
+                for k in [3, 9, 11] {
+                    input.confirmations.push(Probe {
+                        src: s,
+                        dst: (s + k) % n,
+                        seconds: if slow { 1.3 } else { 1.0 },
+                    });
+                }
+            }
+            let out = e.step(&input);
+            if let Some(t) = out
+                .transitions
+                .iter()
+                .find(|t| t.node == 2 && t.from == NodeState::Suspect)
+            {
+                outcome = Some((t.to, rounds_of_confirmation));
+                break;
+            }
+            confirm = out.confirm_requests;
+        }
+        let want = if second_reproduces {
+            NodeState::Confirmed
+        } else {
+            NodeState::Healthy
+        };
+        assert_eq!(
+            outcome,
+            Some((want, 2)),
+            "second round reproduces: {second_reproduces}"
+        );
+    }
+}
+
+#[test]
+fn unconfirmed_suspect_returns_to_healthy() {
+    let n = 16;
+    let mut e = HealthEngine::new(n, HealthConfig::default());
+    let mut confirm = Vec::new();
+    let mut saw_suspect = false;
+    for r in 0..30 {
+        let mut input = round(n, 1 + r % 7, &[(2, 1.3)], |_| 0.0);
+        // Confirmation against good peers is normal: the slowness was path-specific.
+        for &s in &confirm {
+            input.confirmations.push(Probe {
+                src: s,
+                dst: (s + 3) % n,
+                seconds: 1.0,
+            });
+            input.confirmations.push(Probe {
+                src: (s + 9) % n,
+                dst: s,
+                seconds: 1.0,
+            });
+            input.confirmations.push(Probe {
+                src: s,
+                dst: (s + 11) % n,
+                seconds: 1.0,
+            });
+        }
+        let out = e.step(&input);
+        saw_suspect |= out
+            .transitions
+            .iter()
+            .any(|t| t.node == 2 && t.to == NodeState::Suspect);
+        if let Some(t) = out
+            .transitions
+            .iter()
+            .find(|t| t.node == 2 && t.from == NodeState::Suspect)
+        {
+            assert_eq!(t.to, NodeState::Healthy);
+            assert!(t.reason.contains("not reproduced"), "{}", t.reason);
+            return;
+        }
+        confirm = out.confirm_requests;
+    }
+    panic!("suspect never resolved (saw suspect: {saw_suspect})");
+}
+
+#[test]
+fn fabric_wide_slowdown_blocks_node_verdicts() {
+    let n = 16;
+    let mut e = HealthEngine::new(n, HealthConfig::default());
+    for r in 0..20 {
+        e.step(&round(n, 1 + r % 7, &[], |_| 0.0));
+    }
+    let mut fabric_seen = false;
+    for r in 0..30 {
+        // Everything 25% slower, one node a bit more.
+        let mut input = round(n, 1 + r % 7, &[(4, 1.1)], |_| 0.0);
+        for p in &mut input.probes {
+            p.seconds *= 1.25;
+        }
+        let out = e.step(&input);
+        fabric_seen |= out.fabric_degraded;
+        assert!(
+            out.transitions
+                .iter()
+                .all(|t| t.to != NodeState::QuarantineRecommended)
+        );
+    }
+    assert!(fabric_seen);
+}
+
+#[test]
+fn an_absent_node_keeps_its_state_and_a_remap_carries_states_by_node() {
+    let n = 8;
+    let jitter = |i: usize| (i % 3) as f64 * 0.002;
+    let mut e = HealthEngine::new(n, HealthConfig::default());
+    for r in 0..30 {
+        e.step(&round(n, 1 + r % 7, &[(5, 1.3)], jitter));
+    }
+    let st = e.states()[5];
+    assert_ne!(st, NodeState::Healthy, "the slow node is at least suspect");
+    // Node 5 leaves the group: many healthy rounds without it do not move its state.
+    for r in 0..200 {
+        let mut input = round(n, 1 + r % 7, &[], jitter);
+        input.probes.retain(|p| p.src != 5 && p.dst != 5);
+        input.absent = vec![5];
+        let out = e.step(&input);
+        assert!(
+            out.transitions.iter().all(|t| t.node != 5),
+            "{:?}",
+            out.transitions
+        );
+    }
+    assert_eq!(e.states()[5], st);
+    // The candidates change: node 0 goes, a new node arrives last; node 5 becomes 4.
+    let map: Vec<Option<usize>> = (0..n).map(|i| i.checked_sub(1)).collect();
+    e.remap(&map, n);
+    let after = e.states();
+    assert_eq!(after.len(), n);
+    assert_eq!(after[4], st);
+    assert_eq!(after[n - 1], NodeState::Healthy);
+    assert_eq!(
+        after.iter().filter(|s| **s != NodeState::Healthy).count(),
+        1
+    );
+}
+
+/// A fresh engine that takes over a snapshot decides exactly like the engine it came
+/// from; a snapshot for other nodes, or garbage, is refused and changes nothing.
+#[test]
+fn a_restored_engine_decides_like_its_source() {
+    let n = 8;
+    let jitter = |i: usize| (i % 3) as f64 * 0.002;
+    let mut old = HealthEngine::new(n, HealthConfig::default());
+    let mut confirm = Vec::new();
+    for r in 0..40 {
+        let mut input = round(n, 1 + r % 7, &[(5, 1.3)], jitter);
+        for &s in &confirm {
+            for k in [1, 3] {
+                input.confirmations.push(Probe {
+                    src: s,
+                    dst: (s + k) % n,
+                    seconds: 1.3,
+                });
+            }
+            input.confirmations.push(Probe {
+                src: (s + 2) % n,
+                dst: s,
+                seconds: 1.3,
+            });
+        }
+        confirm = old.step(&input).confirm_requests;
+    }
+    assert_ne!(old.states()[5], NodeState::Healthy);
+    let mut new = HealthEngine::new(n, HealthConfig::default());
+    new.restore(&old.snapshot()).unwrap();
+    assert_eq!(new.states(), old.states());
+    assert_eq!(new.rounds(), old.rounds());
+    for r in 0..30 {
+        let input = round(n, 1 + r % 7, &[(5, 1.3)], jitter);
+        assert_eq!(new.step(&input), old.step(&input), "round {r}");
+    }
+    let mut other = HealthEngine::new(n + 1, HealthConfig::default());
+    assert!(
+        other
+            .restore(&old.snapshot())
+            .unwrap_err()
+            .to_string()
+            .contains("9")
+    );
+    assert!(
+        other
+            .restore(b"{not json")
+            .unwrap_err()
+            .to_string()
+            .contains("malformed")
+    );
+    assert!(other.states().iter().all(|s| *s == NodeState::Healthy));
+    assert_eq!(other.rounds(), 0);
+}
+
+#[test]
+fn hard_fault_skips_hysteresis() {
+    let mut e = HealthEngine::new(4, HealthConfig::default());
+    let out = e.step(&RoundInput {
+        hard_faults: vec![(2, "card dropped (0x40F84E00)".into())],
+        ..RoundInput::default()
+    });
+    assert_eq!(out.transitions[0].to, NodeState::QuarantineRecommended);
+    assert!(out.transitions[0].reason.contains("card dropped"));
+}
+
+/// Pins: a hard fault is a current state. While present the node stays recommended for
+/// quarantine; absent for `hard_hold_down` rounds it moves to probation, then healthy.
+/// (Before, one reading kept it recommended until its scores said otherwise.)
+#[test]
+fn a_hard_fault_clears_after_its_hold_down() {
+    let cfg = HealthConfig::default();
+    let n = 8;
+    let mut e = HealthEngine::new(n, cfg.clone());
+    let jitter = |i: usize| (i % 3) as f64 * 0.002;
+    let hard = |on: bool, r: usize| RoundInput {
+        hard_faults: if on {
+            vec![(2, "card dropped".into())]
+        } else {
+            vec![]
+        },
+        ..round(n, 1 + r % 7, &[], jitter)
+    };
+    for r in 0..5 {
+        e.step(&hard(true, r));
+        assert_eq!(e.states()[2], NodeState::QuarantineRecommended);
+    }
+    let mut moved = None;
+    for r in 0..cfg.hard_hold_down + 2 {
+        let out = e.step(&hard(false, r));
+        if let Some(t) = out.transitions.iter().find(|t| t.node == 2) {
+            assert_eq!(t.to, NodeState::Probation, "{}", t.reason);
+            moved = Some(r + 1);
+        }
+    }
+    assert_eq!(
+        moved,
+        Some(cfg.hard_hold_down),
+        "probation after the hold-down"
+    );
+    for r in 0..cfg.probation_rounds {
+        e.step(&hard(false, r));
+    }
+    assert_eq!(e.states()[2], NodeState::Healthy);
+}
+
+/// Pins: a reporter whose re-pairing reports the others contradict is flagged; honest
+/// reporters are not.
+#[test]
+fn a_contradicted_reporter_is_flagged() {
+    let n = 8;
+    let mut e = HealthEngine::new(n, HealthConfig::default());
+    let jitter = |i: usize| (i % 3) as f64 * 0.002;
+    let mut last = RoundOutput::default();
+    for r in 0..6 {
+        let mut input = round(n, 1 + r % 7, &[], jitter);
+        // Peers 1 and 4 time their exchange with node 5 as normal; liar 3 says 10x.
+        input.reports = [(1, 1.0), (4, 1.0), (3, 10.0)]
+            .map(|(reporter, seconds)| Report {
+                reporter,
+                accused: 5,
+                seconds,
+            })
+            .to_vec();
+        last = e.step(&input);
+    }
+    assert_eq!(last.inconsistent_reporters, vec![3]);
+}
+
+/// Pins: a restored state is checked field by field; one this engine could never have
+/// produced is refused and the engine left as it was.
+#[test]
+fn an_impossible_restored_state_is_refused() {
+    let n = 4;
+    let mut src = HealthEngine::new(n, HealthConfig::default());
+    for r in 0..3 {
+        src.step(&round(n, 1 + r % 3, &[], |_| 0.0));
+    }
+    let mut v: serde_json::Value = serde_json::from_slice(&src.snapshot()).unwrap();
+    let long: Vec<(f64, f64)> = vec![(0.1, 1.0); 500];
+    v["nodes"][0]["out_hist"] = serde_json::json!(long);
+    let mut dst = HealthEngine::new(n, HealthConfig::default());
+    let err = dst
+        .restore(&serde_json::to_vec(&v).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("out_hist"), "{err}");
+    assert_eq!(dst.rounds(), 0);
+}
+
+#[test]
+fn a_slow_pair_whose_receiver_reports_congestion_makes_no_link_verdict() {
+    // The same 1.5× pair as below, but node 2's own counters report congestion in
+    // every round: the slowness has another explanation, so it never becomes the
+    // link's (the same scenario without the reports does, see the next test).
+    let n = 8;
+    let mut e = HealthEngine::new(n, HealthConfig::default());
+    for r in 0..40 {
+        let mut input = round(n, 1 + r % 3, &[], |i| (i % 2) as f64 * 0.003);
+        for p in &mut input.probes {
+            if p.src == 1 && p.dst == 2 {
+                p.seconds *= 1.5;
+            }
+        }
+        input.congested.push(2);
+        let out = e.step(&input);
+        assert!(
+            out.link_verdicts.is_empty(),
+            "round {r}: {:?}",
+            out.link_verdicts
+        );
+    }
+}
+
+#[test]
+fn degraded_link_is_a_link_verdict_not_a_node() {
+    let n = 8;
+    let mut e = HealthEngine::new(n, HealthConfig::default());
+    let mut links = Vec::new();
+    for r in 0..40 {
+        let stride = 1 + r % 3;
+        let mut input = round(n, stride, &[], |i| (i % 2) as f64 * 0.003);
+        for p in &mut input.probes {
+            if p.src == 1 && p.dst == 2 {
+                p.seconds *= 1.5;
+            }
+        }
+        let out = e.step(&input);
+        links.extend(out.link_verdicts);
+    }
+    assert!(links.contains(&(1, 2)), "{links:?}");
+    assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
+    // The verdict holds while the pair is not measured (its alert needs a steady
+    // series), also when an end's score rises above the exit threshold (a slow link
+    // does that to its ends), and ends with the first normal measurement of the pair.
+    for r in 0..14 {
+        let out = e.step(&round(n, 2 + r % 2, &[(1, 1.06)], |i| {
+            (i % 2) as f64 * 0.003
+        }));
+        assert_eq!(out.link_verdicts, vec![(1, 2)], "round {r}");
+    }
+    assert!(scores(&e)[1] > (1.0f64 + 0.04).ln());
+    let out = e.step(&round(n, 1, &[], |i| (i % 2) as f64 * 0.003));
+    assert!(out.link_verdicts.is_empty(), "{:?}", out.link_verdicts);
+}
+
+/// Re-pairings that reproduce, answered for every node asking.
+fn repairings(input: &mut RoundInput, asking: &[usize], n: usize, seconds: impl Fn(usize) -> f64) {
+    for &s in asking {
+        for k in [3, 9, 11] {
+            input.confirmations.push(Probe {
+                src: s,
+                dst: (s + k) % n,
+                seconds: seconds(s),
+            });
+        }
+    }
+}
+
+/// Four of sixteen nodes slow at once (a ToR, say), their re-pairings reproducing:
+/// a crowd, reported as a fabric-level event, and none of them is confirmed or
+/// recommended for quarantine.
+#[test]
+fn many_nodes_slow_at_once_are_a_crowd_not_stragglers() {
+    let n = 16;
+    let mut e = HealthEngine::new(n, HealthConfig::default());
+    let slow: Vec<(usize, f64)> = (4..8).map(|i| (i, 1.3)).collect();
+    let (mut confirm, mut crowd) = (Vec::new(), false);
+    for r in 0..60 {
+        let mut input = round(n, 1 + r % 7, &slow, |i| (i % 3) as f64 * 0.002);
+        repairings(&mut input, &confirm, n, |s| {
+            if (4..8).contains(&s) { 1.3 } else { 1.0 }
+        });
+        let out = e.step(&input);
+        crowd |= out.fabric_degraded;
+        for t in &out.transitions {
+            assert!(
+                !matches!(
+                    t.to,
+                    NodeState::Confirmed | NodeState::QuarantineRecommended
+                ),
+                "round {r}: {t:?}"
+            );
+        }
+        confirm = out.confirm_requests;
+    }
+    assert!(crowd);
+}
+
+/// A node slow by different amounts from round to round (queueing behind other
+/// traffic) is never recommended for quarantine, even when every re-pairing
+/// reproduces; a node slowed by the same amount every round is.
+#[test]
+fn scattered_slowness_is_never_recommended_steady_slowness_is() {
+    let n = 16;
+    let mut e = HealthEngine::new(n, HealthConfig::default());
+    let cycle = [1.15, 1.6, 1.2, 1.5, 1.3, 1.9, 1.12];
+    let mut confirm = Vec::new();
+    for r in 0..80 {
+        let f = cycle[r % cycle.len()];
+        let mut input = round(n, 1 + r % 7, &[(5, f), (9, 1.3)], |i| {
+            (i % 3) as f64 * 0.002
+        });
+        repairings(&mut input, &confirm, n, |s| {
+            if s == 5 {
+                cycle[(r + s) % cycle.len()]
+            } else {
+                1.3
+            }
+        });
+        let out = e.step(&input);
+        assert_ne!(e.states()[5], NodeState::QuarantineRecommended, "round {r}");
+        confirm = out.confirm_requests;
+    }
+    assert_eq!(e.states()[9], NodeState::QuarantineRecommended);
+}
+
+/// A node whose every probe is slow (a congested uplink) makes no link verdict on its
+/// pairs, however often they are re-measured slow: the slowness is not the pair's.
+#[test]
+fn a_congested_end_makes_no_link_verdict() {
+    let n = 8;
+    let mut e = HealthEngine::new(n, HealthConfig::default());
+    let mut requests: Vec<(usize, usize)> = Vec::new();
+    for r in 0..30 {
+        let mut input = round(n, 1 + r % 7, &[(3, 1.4)], |i| (i % 2) as f64 * 0.003);
+        input.link_probes = requests
+            .iter()
+            .map(|&(a, b)| Probe {
+                src: a,
+                dst: b,
+                seconds: if a == 3 || b == 3 { 1.4 } else { 1.0 },
+            })
+            .collect();
+        let out = e.step(&input);
+        assert!(
+            out.link_verdicts.iter().all(|(a, b)| *a != 3 && *b != 3),
+            "round {r}: {:?}",
+            out.link_verdicts
+        );
+        requests = out.link_requests;
+    }
+}

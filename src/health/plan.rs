@@ -1,0 +1,133 @@
+//! The pure planning both the daemon (`probe/`) and the simulator run, so that the simulator
+//! judges the thresholds on groups and re-pairings cut exactly as the daemons cut them:
+//! how a fleet is cut into probe groups, which known-good peers re-pair with a suspect, and
+//! the shipped cadence the engines' round-counted thresholds were chosen at.
+
+use std::time::Duration;
+
+use crate::snapshot::probe::NodeState;
+
+/// The shipped `probe.interval` (the configuration's default; `probe::settings` checks
+/// they agree). The host-plane thresholds count rounds (`exit_rounds`, `probation_rounds`,
+/// `hard_hold_down`), so their times hold at this cadence; the simulator runs its
+/// scenarios at it unless told otherwise.
+pub const SHIPPED_PROBE_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The shipped `device_probe.interval` (the configuration's default).
+pub const SHIPPED_DEVICE_INTERVAL: Duration = Duration::from_secs(20);
+
+/// Probe rounds per device-plane round: `device_probe.interval` in whole probe intervals,
+/// rounded, at least one.
+pub fn device_every(device: Duration, probe: Duration) -> u64 {
+    let p = probe.as_secs_f64();
+    if p <= 0.0 {
+        return 1;
+    }
+    ((device.as_secs_f64() / p).round() as u64).max(1)
+}
+
+/// Probe rounds per device-plane round at the shipped intervals.
+pub fn shipped_device_every() -> u64 {
+    device_every(SHIPPED_DEVICE_INTERVAL, SHIPPED_PROBE_INTERVAL)
+}
+
+/// `0..len` cut into contiguous groups of balanced size, at most `max` each unless that
+/// would leave a member alone (what every member computes for itself in
+/// `probe::membership::probe_group`, and what the simulator runs).
+pub fn balanced_groups(len: usize, max: usize) -> Vec<Vec<usize>> {
+    let mut groups = len.div_ceil(max.max(2)).max(1);
+    while groups > 1 && len / groups < 2 {
+        groups -= 1;
+    }
+    let mut out = vec![Vec::new(); groups];
+    for p in 0..len {
+        out[p * groups / len].push(p);
+    }
+    out
+}
+
+/// The `k`-th of `len` candidates for entity `x` (`offset` turns the choice with the
+/// round): spread over the candidates so that two suspects rarely share all their peers,
+/// and the same on every member.
+pub(crate) fn spread_pick(x: usize, k: usize, offset: usize, len: usize) -> usize {
+    (x * 7 + k * 13 + offset) % len
+}
+
+/// Confirmation pairs in candidate indices: each requested suspect with `per` healthy
+/// members of the current group (`present`), chosen deterministically so that every member
+/// computes the same pairs.
+pub fn confirm_pairs(
+    requests: &[usize],
+    states: &[NodeState],
+    present: &[bool],
+    per: usize,
+) -> Vec<(usize, usize)> {
+    let n = states.len();
+    let good: Vec<usize> = (0..n)
+        .filter(|i| states[*i] == NodeState::Healthy && present.get(*i) == Some(&true))
+        .collect();
+    let mut out = Vec::new();
+    for &x in requests.iter().filter(|x| present.get(**x) == Some(&true)) {
+        let peers: Vec<usize> = good.iter().copied().filter(|p| *p != x).collect();
+        for k in 0..per.min(peers.len()) {
+            out.push((x, peers[spread_pick(x, k, 0, peers.len())]));
+        }
+        out.dedup();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn confirmation_pairs_avoid_suspects_and_left_out_members_and_are_deterministic() {
+        let mut states = vec![NodeState::Healthy; 8];
+        states[2] = NodeState::Suspect;
+        states[5] = NodeState::Suspect;
+        let all = vec![true; 8];
+        let a = confirm_pairs(&[2, 5], &states, &all, 3);
+        assert_eq!(a, confirm_pairs(&[2, 5], &states, &all, 3));
+        assert_eq!(a.len(), 6);
+        for (x, p) in &a {
+            assert!(*x == 2 || *x == 5);
+            assert_eq!(states[*p], NodeState::Healthy);
+        }
+        // Node 7 is out of the group and node 5 too: neither pairs.
+        let mut present = all.clone();
+        present[7] = false;
+        present[5] = false;
+        let b = confirm_pairs(&[2, 5], &states, &present, 3);
+        assert_eq!(b.len(), 3);
+        assert!(
+            b.iter().all(|(x, p)| *x == 2 && *p != 7 && *p != 5),
+            "{b:?}"
+        );
+    }
+
+    /// Five members in groups of at most two: two groups of two and one would leave a
+    /// member alone, so 3 + 2; four in groups of two: 2 + 2; one group when `max` covers all.
+    #[test]
+    fn groups_are_balanced_and_never_leave_a_member_alone() {
+        assert_eq!(balanced_groups(5, 2), vec![vec![0, 1, 2], vec![3, 4]]);
+        assert_eq!(balanced_groups(4, 2), vec![vec![0, 1], vec![2, 3]]);
+        assert_eq!(balanced_groups(3, 64), vec![vec![0, 1, 2]]);
+        assert_eq!(balanced_groups(3, 2), vec![vec![0, 1, 2]]);
+    }
+
+    #[test]
+    fn the_device_plane_runs_on_whole_probe_rounds() {
+        let s = Duration::from_secs;
+        assert_eq!(device_every(s(30), s(10)), 3);
+        assert_eq!(device_every(s(30), s(30)), 1);
+        // 30 / 7 = 4.3: the nearest whole number of rounds.
+        assert_eq!(device_every(s(30), s(7)), 4);
+        assert_eq!(device_every(s(30), s(20)), 2);
+        // Shorter than a round (refused by the config check): every round.
+        assert_eq!(device_every(s(1), s(30)), 1);
+        assert_eq!(device_every(s(30), Duration::ZERO), 1);
+        // The shipped 20 s device plane on 10 s probe rounds.
+        assert_eq!(shipped_device_every(), 2);
+    }
+}
