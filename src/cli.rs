@@ -121,11 +121,21 @@ pub struct SimulateArgs {
     /// files are run and pooled, as a batch.
     #[arg(long, value_name = "FILE", conflicts_with = "generate")]
     pub scenario: Vec<PathBuf>,
-    /// Instead of a file, a random held-out scenario drawn from this seed (at least
-    /// 1000000, so that it never matches a shipped scenario's seed).
-    #[arg(long, value_name = "SEED")]
+    /// Instead of a file, a random out-of-distribution held-out scenario drawn from this
+    /// seed (at least 1000000, so that it never matches a shipped scenario's seed): every
+    /// axis drawn from ranges that contain and exceed the shipped scenarios'.
+    #[arg(long, value_name = "SEED", conflicts_with = "generate_in_sample")]
     pub generate: Option<u64>,
-    /// Run N scenarios and pool them: N generated ones from the --generate seed up, else
+    /// Like --generate, from the older in-sample generator: ranges around the shipped
+    /// scenarios' (new seeds of the same world), kept for comparisons.
+    #[arg(
+        long = "generate-in-sample",
+        value_name = "SEED",
+        conflicts_with = "scenario"
+    )]
+    pub generate_in_sample: Option<u64>,
+    /// Run N scenarios and pool them: N generated ones from the --generate (or
+    /// --generate-in-sample) seed up, else
     /// the scenario with N seeds from its own (or --seed) up. Prints one line per run and
     /// the pooled report (time targets are judged on the pooled episodes).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]

@@ -103,8 +103,13 @@ pub fn main(a: &cli::SimulateArgs) -> ExitCode {
     }
 }
 
-/// The scenarios to run: one, or `--batch` of them (generated from the `--generate` seed
-/// up, else the scenario with successive seeds), each with the flags applied.
+/// A held-out scenario generator: out of distribution (`--generate`) or in sample
+/// (`--generate-in-sample`).
+type Generator = fn(u64) -> Result<Scenario, ScenarioError>;
+
+/// The scenarios to run: one, or `--batch` of them (generated from the `--generate` or
+/// `--generate-in-sample` seed up, else the scenario with successive seeds), each with the
+/// flags applied.
 /// `interval` is the probe interval to run at (None: the shipped one).
 fn scenarios(
     a: &cli::SimulateArgs,
@@ -120,9 +125,14 @@ fn scenarios(
     };
     let n = a.batch.unwrap_or(1);
     let mut out = Vec::new();
-    if let Some(seed) = a.generate {
+    let generated = match (a.generate, a.generate_in_sample) {
+        (Some(seed), _) => Some((seed, hcclwatch::simulate::ood::generate as Generator)),
+        (None, Some(seed)) => Some((seed, hcclwatch::simulate::generate::generate as Generator)),
+        (None, None) => None,
+    };
+    if let Some((seed, generate)) = generated {
         for k in 0..n {
-            let s = hcclwatch::simulate::generate::generate(seed + k)?;
+            let s = generate(seed + k)?;
             let name = s.name.clone();
             out.push(overrides.apply(s, &name)?);
         }

@@ -6,10 +6,47 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use super::classes::ClassStats;
+use super::expect::ExpectCheck;
 use super::report::{
-    CauseCount, DeviceReport, Report, magnitude_rows, min_95, rows, text as run_text,
+    CauseCount, DeviceReport, Report, left_out, magnitude_rows, min_95, rows, text as run_text,
 };
 use super::score::{LevelStats, level_stats};
+
+/// Sums every class's verdicts over the runs (classes in the order of the first report).
+fn classes(runs: &[Report], healthy: f64) -> Vec<ClassStats> {
+    let Some(first) = runs.first() else {
+        return Vec::new();
+    };
+    first
+        .classes
+        .iter()
+        .map(|c| {
+            let of = runs
+                .iter()
+                .filter_map(|r| r.classes.iter().find(|x| x.class == c.class));
+            let (v, k, emitted) = of.fold((0, 0, false), |(v, k, e), x| {
+                (v + x.verdicts, k + x.correct, e || x.emitted)
+            });
+            ClassStats::new(&c.class, v, k, healthy, emitted)
+        })
+        .collect()
+}
+
+/// The runs' expectations together: met when every run's is.
+fn expectation(runs: &[Report]) -> Option<ExpectCheck> {
+    let all: Vec<&ExpectCheck> = runs.iter().filter_map(|r| r.expectation.as_ref()).collect();
+    if all.is_empty() {
+        return None;
+    }
+    Some(ExpectCheck {
+        may_cordon: Vec::new(),
+        must_cordon: Vec::new(),
+        unexpected: all.iter().flat_map(|e| e.unexpected.clone()).collect(),
+        missing: all.iter().flat_map(|e| e.missing.clone()).collect(),
+        met: all.iter().all(|e| e.met),
+    })
+}
 
 /// Sums verdict counts level by level (levels in the order of the first report).
 fn levels(all: &[&[LevelStats]], healthy: f64) -> Vec<LevelStats> {
@@ -77,6 +114,11 @@ pub fn pool(runs: &[Report]) -> Report {
     });
     let by_magnitude = magnitude_rows(&episodes);
     let sum = |f: fn(&Report) -> usize| runs.iter().map(f).sum::<usize>();
+    let classes = classes(runs, healthy);
+    let cordon_rate = classes
+        .iter()
+        .find(|c| c.class == "cordon")
+        .map_or(0.0, |c| c.false_per_1000_node_hours);
     let mut p = Report {
         scenario: format!("pooled ({} runs)", runs.len()),
         nodes: runs.iter().map(|r| r.nodes).sum(),
@@ -90,9 +132,8 @@ pub fn pool(runs: &[Report]) -> Report {
         healthy_node_hours: healthy,
         precision: lv.get(2).map_or(1.0, |l| l.precision),
         false_suspects_per_1000_node_hours: lv.first().map_or(0.0, |l| l.false_per_1000_node_hours),
-        false_quarantines_per_1000_node_hours: lv
-            .get(2)
-            .map_or(0.0, |l| l.false_per_1000_node_hours),
+        false_quarantines_per_1000_node_hours: cordon_rate,
+        classes,
         levels: lv,
         links: links.into_iter().next().unwrap_or_default(),
         rows: rows(&episodes),
@@ -122,7 +163,12 @@ pub fn pool(runs: &[Report]) -> Report {
             .collect(),
         device,
         targets: Vec::new(),
+        left_out: left_out(&episodes),
         episodes: Vec::new(),
+        expectation: expectation(runs),
+        verdicts: Vec::new(),
+        final_states: None,
+        truth: None,
         node_rounds_per_second: runs.iter().map(|r| r.node_rounds_per_second).sum::<f64>()
             / runs.len().max(1) as f64,
     };
@@ -136,19 +182,20 @@ pub fn text(runs: &[Report], pooled: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "Runs:");
     for r in runs {
-        let count = |ok: Option<bool>| r.targets.iter().filter(|t| t.ok == ok).count();
+        let count = |status: &str| r.targets.iter().filter(|t| t.status == status).count();
         let _ = writeln!(
             s,
-            "  {:<28} {:>5} nodes {:>6.0} node-h  targets met {:>2}, not met {}, n/a {:>2}{}",
+            "  {:<28} {:>5} nodes {:>6.0} node-h  targets met {:>2}, not met {:>2}, nothing to judge {:>2}, judged pooled {}{}",
             r.scenario,
             r.nodes,
             r.node_hours,
-            count(Some(true)),
-            count(Some(false)),
-            count(None),
+            count("met"),
+            count("not met"),
+            count("nothing to judge"),
+            count("judged pooled"),
             r.targets
                 .iter()
-                .filter(|t| t.ok == Some(false))
+                .filter(|t| t.status == "not met")
                 .map(|t| format!("\n      NOT MET {}: {}", t.target, t.value))
                 .collect::<String>()
         );

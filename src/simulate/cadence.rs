@@ -34,6 +34,10 @@ pub fn rescale(s: &Scenario, f: f64) -> Scenario {
     for c in &mut o.congestion {
         c.rate /= f;
         c.mean_rounds = (c.mean_rounds * f).max(1.0);
+        c.max_rounds = c.max_rounds.map(|m| (m * f).max(1.0));
+    }
+    if let Some(e) = &mut o.expect {
+        e.within_rounds = e.within_rounds.map(|w| (w * f).max(1.0));
     }
     // An onset stays inside the run and after the warm-up, which were rounded.
     let first = o.fleet.warmup_rounds as f64;
@@ -46,6 +50,8 @@ pub fn rescale(s: &Scenario, f: f64) -> Scenario {
         x.ramp_rounds = x.ramp_rounds.map(|r| count(r, f, 1));
         x.period = x.period.map(|r| count(r, f, 2));
         x.down_rounds = x.down_rounds.map(|r| count(r, f, 1));
+        x.on_rounds = x.on_rounds.map(|r| (r * f).max(1.0));
+        x.off_rounds = x.off_rounds.map(|r| (r * f).max(1.0));
     }
     o
 }
@@ -216,7 +222,7 @@ mod tests {
             jitter: 1.0,
             loss: if plane == Plane::Device { 0.01 } else { 0.0 },
             signal: if plane == Plane::Device { 0.0 } else { 0.8 },
-            at: Vec::new(),
+            ..Congestion::new(on, plane, rate, mean_rounds, 0.15)
         };
         s.congestion = vec![
             congestion(Element::Uplink, Plane::Host, 0.0006, 10.0),

@@ -41,29 +41,7 @@ impl Pick {
 
 /// A fault spec with the fields every kind shares.
 fn fault(kind: FaultKind) -> FaultSpec {
-    FaultSpec {
-        kind,
-        plane: None,
-        count: 1,
-        per_nodes: None,
-        nodes: Vec::new(),
-        links: Vec::new(),
-        ports: Vec::new(),
-        port_pairs: Vec::new(),
-        tors: Vec::new(),
-        both_directions: false,
-        magnitude: None,
-        loss: None,
-        rtt: None,
-        share: None,
-        onset: None,
-        rounds: None,
-        shape: Shape::Step,
-        ramp_rounds: None,
-        period: None,
-        duty: None,
-        down_rounds: None,
-    }
+    FaultSpec::new(kind)
 }
 
 fn range(lo: f64, hi: f64) -> Option<Span> {
@@ -91,6 +69,8 @@ pub fn generate(seed: u64) -> Result<Scenario, ScenarioError> {
         device: DevicePlane::default(),
         congestion: vec![uplink_congestion(&mut p, Plane::Host)],
         faults: Vec::new(),
+        counters: Default::default(),
+        expect: None,
     };
     match family {
         "campaign" => campaign(&mut p, &mut s),
@@ -179,7 +159,7 @@ fn uplink_congestion(p: &mut Pick, plane: Plane) -> Congestion {
         jitter: p.f(0.7, 1.5),
         loss: if device { p.f(0.0, 0.005) } else { 0.0 },
         signal: 0.0,
-        at: Vec::new(),
+        ..Congestion::new(Element::Uplink, plane, 0.0, 1.0, 0.0)
     }
 }
 
@@ -197,7 +177,7 @@ fn shared_congestion(p: &mut Pick, on: Element, plane: Plane) -> Congestion {
         jitter: p.f(0.7, 1.5),
         loss: 0.0,
         signal: 0.0,
-        at: Vec::new(),
+        ..Congestion::new(Element::Uplink, plane, 0.0, 1.0, 0.0)
     }
 }
 

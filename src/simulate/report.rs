@@ -1,14 +1,19 @@
-//! The report of a run: tables per level and per fault class, the false verdicts with
-//! their causes, what was not detected, and the targets checked — as text or JSON.
+//! The report of a run: every verdict class judged against its budget, tables per fault
+//! class, the false verdicts with their causes, what was not detected, the scenario's
+//! expectation and the targets checked; in JSON also every verdict's span, every
+//! entity's final state and the ground truth.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use serde::Serialize;
 
+pub use super::classes::{ClassStats, VerdictSpan};
+use super::expect::ExpectCheck;
 use super::run::Trace;
 use super::scenario::{FaultKind, Plane, Shape};
 use super::score::{FalseVerdict, LevelStats, Outcome, Scorer, percentile};
+pub use super::text::text;
+use super::truth::Truth;
 use super::verdicts::Verdicts;
 use super::world::World;
 
@@ -80,8 +85,41 @@ pub struct TargetCheck {
     pub target: String,
     /// The measured value.
     pub value: String,
-    /// Met (None: nothing in this scenario to judge it on).
+    /// Met (None: not judged here; `status` says why).
     pub ok: Option<bool>,
+    /// `met`, `not met`, `nothing to judge` (never met: nothing in the run to judge it
+    /// on), or `judged pooled` (too few episodes for one run; a batch judges it).
+    pub status: &'static str,
+}
+
+/// Episodes the time targets leave out, by reason.
+#[derive(Debug, Clone, Serialize)]
+pub struct LeftOut {
+    /// Why.
+    pub reason: String,
+    /// Episodes.
+    pub count: usize,
+}
+
+/// Every entity's state at the end of the run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FinalStates {
+    /// Every node's host-plane state, by node number.
+    pub nodes: Vec<&'static str>,
+    /// Every NPU port's state, by global port number.
+    pub ports: Vec<&'static str>,
+    /// Nodes recommended for quarantine at the end (host engine or an NPU port).
+    pub cordoned: Vec<usize>,
+    /// Links with a verdict at the end.
+    pub links: Vec<[usize; 2]>,
+    /// Nodes with a device-plane node verdict at the end.
+    pub device_nodes: Vec<usize>,
+    /// Port pairs with a verdict at the end.
+    pub pairs: Vec<[usize; 2]>,
+    /// Groups with a host-plane fabric verdict at the end.
+    pub fabric_host: Vec<usize>,
+    /// Groups with a device-plane fabric verdict at the end.
+    pub fabric_device: Vec<usize>,
 }
 
 /// The device plane's part.
@@ -128,6 +166,9 @@ pub struct Report {
     pub healthy_node_hours: f64,
     /// Straggler precision at the quarantine level.
     pub precision: f64,
+    /// Every class of verdict, judged against its budget (always, whatever the scenario
+    /// injected).
+    pub classes: Vec<ClassStats>,
     /// Host node verdicts (hard faults apart), per level.
     pub levels: Vec<LevelStats>,
     /// Host link verdicts.
@@ -141,7 +182,8 @@ pub struct Report {
     pub min_slowdown_95: (Option<f64>, Option<f64>),
     /// False suspects per 1000 healthy node-hours.
     pub false_suspects_per_1000_node_hours: f64,
-    /// False quarantine recommendations per 1000 healthy node-hours.
+    /// False quarantine recommendations (cordons: the host engine's and the NPU ports')
+    /// per 1000 healthy node-hours.
     pub false_quarantines_per_1000_node_hours: f64,
     /// False quarantines that overlapped a fabric dip.
     pub quarantines_from_fabric_dips: usize,
@@ -159,6 +201,19 @@ pub struct Report {
     pub targets: Vec<TargetCheck>,
     /// Every fault episode's outcome.
     pub episodes: Vec<Outcome>,
+    /// Episodes the time targets leave out, by reason (of those they would time).
+    pub left_out: Vec<LeftOut>,
+    /// The scenario's `[expect]`, checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expectation: Option<ExpectCheck>,
+    /// Every verdict, judged (empty in a pooled report).
+    pub verdicts: Vec<VerdictSpan>,
+    /// Every entity's final state (None in a pooled report).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub final_states: Option<FinalStates>,
+    /// The ground truth (None in a pooled report).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truth: Option<Truth>,
     /// Host engine throughput.
     pub node_rounds_per_second: f64,
 }
@@ -166,20 +221,43 @@ pub struct Report {
 /// Scores a run into a report; `window` is the host engine's window (rounds).
 pub fn report(w: &World, t: &Trace, window: u64) -> Report {
     let v = Verdicts::of(t, w.rounds);
-    let s = Scorer::new(w, &v, window, t.device_every);
+    let truth = Truth::of(w);
+    let s = Scorer::new(w, &truth, &v, window, t.device_every);
     let (node_hours, healthy) = s.node_hours();
     let outcomes = s.outcomes();
-    let (levels, mut falses) = s.node_levels(healthy);
-    let (links, link_falses) = s.link_levels(healthy);
-    falses.extend(link_falses);
+    let judged = s.judge(healthy);
+    let by_class = |c: &str| {
+        judged
+            .classes
+            .iter()
+            .find(|x| x.class == c)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let level = |c: &str, name: &str| level_of(&by_class(c), name);
+    let levels = vec![
+        level("node suspect", "suspect"),
+        level("node confirmed", "confirmed"),
+        level("node quarantine", "quarantine"),
+    ];
     let device = (w.topo.npus > 0).then(|| {
-        let (lv, f) = s.device_levels(healthy);
-        falses.extend(f);
+        let lv = [
+            "port suspect",
+            "port confirmed",
+            "port quarantine",
+            "device node",
+            "pair",
+        ]
+        .iter()
+        .map(|c| level(c, c))
+        .collect();
         device_report(w, t, &v, lv)
     });
-    // The weightiest first: quarantines, then the other verdicts, suspects last.
+    let mut falses = judged.falses;
+    // The weightiest first: cordons and quarantines, then the other verdicts, suspects
+    // last.
     let weight = |l: &str| match l {
-        "quarantine" | "port quarantine" => 0,
+        "cordon" | "quarantine" | "port quarantine" => 0,
         "suspect" | "port suspect" => 2,
         _ => 1,
     };
@@ -193,11 +271,27 @@ pub fn report(w: &World, t: &Trace, window: u64) -> Report {
     let q_from = |class: &[&str]| {
         falses
             .iter()
-            .filter(|f| f.level == "quarantine" || f.level == "port quarantine")
+            .filter(|f| f.level == "cordon")
             .filter(|f| class.iter().any(|c| f.cause == *c))
             .count()
     };
     let by_magnitude = magnitude_rows(&outcomes);
+    let cordon = by_class("cordon");
+    let expectation = w.scenario.expect.as_ref().map(|e| {
+        let within = e.within_rounds.map(|x| x.round() as u64);
+        let cordons: Vec<super::expect::Cordon> = s
+            .cordon_spans(true)
+            .into_iter()
+            .map(|c| super::expect::Cordon {
+                node: c.who,
+                start: c.start,
+                end: c.end,
+                reason: c.reason,
+            })
+            .collect();
+        super::expect::check(e, within, &w.faults, &w.topo, &cordons, w.rounds)
+    });
+    let final_states = final_states(w, t, &judged.spans);
     let mut r = Report {
         scenario: w.scenario.name.clone(),
         nodes: w.topo.nodes,
@@ -211,9 +305,10 @@ pub fn report(w: &World, t: &Trace, window: u64) -> Report {
         healthy_node_hours: healthy,
         precision: levels[2].precision,
         false_suspects_per_1000_node_hours: levels[0].false_per_1000_node_hours,
-        false_quarantines_per_1000_node_hours: levels[2].false_per_1000_node_hours,
+        false_quarantines_per_1000_node_hours: cordon.false_per_1000_node_hours,
+        links: level("link", "link"),
+        classes: judged.classes.clone(),
         levels,
-        links,
         rows: rows(&outcomes),
         min_slowdown_95: (min_95(&by_magnitude, false), min_95(&by_magnitude, true)),
         by_magnitude,
@@ -235,12 +330,92 @@ pub fn report(w: &World, t: &Trace, window: u64) -> Report {
         false_verdicts: falses.into_iter().take(40).collect(),
         device,
         targets: Vec::new(),
+        left_out: left_out(&outcomes),
         episodes: Vec::new(),
+        expectation,
+        verdicts: judged.spans,
+        final_states: Some(final_states),
+        truth: Some(truth),
         node_rounds_per_second: (w.topo.nodes as f64 * w.rounds as f64) / t.host_seconds.max(1e-9),
     };
     r.targets = super::targets::check(&r, &outcomes);
     r.episodes = outcomes;
     r
+}
+
+/// A class's stats in the older per-level shape (precision 1 when there is no verdict).
+fn level_of(c: &ClassStats, name: &str) -> LevelStats {
+    LevelStats {
+        level: name.to_string(),
+        verdicts: c.verdicts,
+        correct: c.correct,
+        precision: c.precision.unwrap_or(1.0),
+        false_per_1000_node_hours: c.false_per_1000_node_hours,
+    }
+}
+
+/// The episodes the time targets would time (≥ 20 % slow nodes and strong ports, step)
+/// that they leave out, by reason.
+pub(crate) fn left_out(outcomes: &[Outcome]) -> Vec<LeftOut> {
+    let mut by: BTreeMap<String, usize> = BTreeMap::new();
+    for o in outcomes.iter().filter(|o| timed_class(o)) {
+        if let Some(r) = &o.left_out {
+            *by.entry(r.clone()).or_default() += 1;
+        }
+    }
+    by.into_iter()
+        .map(|(reason, count)| LeftOut { reason, count })
+        .collect()
+}
+
+/// Whether an episode is of a class a time target times: a step slow node of at least
+/// 20 % on the host plane, or a step slow port of the strong band.
+pub(crate) fn timed_class(o: &Outcome) -> bool {
+    let step = o.shape == Shape::Step;
+    let host = o.kind == FaultKind::SlowNode && o.plane == Plane::Host && o.magnitude >= 0.2 - 1e-9;
+    let port = o.kind == FaultKind::SlowPort && o.band.starts_with('≥');
+    step && (host || port)
+}
+
+fn final_states(w: &World, t: &Trace, spans: &[VerdictSpan]) -> FinalStates {
+    let open = |class: &str| -> Vec<&VerdictSpan> {
+        spans
+            .iter()
+            .filter(|s| s.class == class && s.last >= w.rounds)
+            .collect()
+    };
+    let pairs = |class: &str| -> Vec<[usize; 2]> {
+        open(class).iter().map(|s| [s.ids[0], s.ids[1]]).collect()
+    };
+    let ones = |class: &str| -> Vec<usize> { open(class).iter().map(|s| s.ids[0]).collect() };
+    let mut cordoned: Vec<usize> = w
+        .topo
+        .groups
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|n| t.final_nodes.get(*n) == Some(&crate::health::NodeState::QuarantineRecommended))
+        .collect();
+    let npus = w.topo.npus.max(1);
+    cordoned.extend(
+        t.final_ports
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s == crate::health::NodeState::QuarantineRecommended)
+            .map(|(p, _)| p / npus),
+    );
+    cordoned.sort_unstable();
+    cordoned.dedup();
+    FinalStates {
+        nodes: t.final_nodes.iter().map(|s| s.as_str()).collect(),
+        ports: t.final_ports.iter().map(|s| s.as_str()).collect(),
+        cordoned,
+        links: pairs("link"),
+        device_nodes: ones("device node"),
+        pairs: pairs("pair"),
+        fabric_host: ones("fabric (host)"),
+        fabric_device: ones("fabric (device)"),
+    }
 }
 
 fn device_report(w: &World, t: &Trace, v: &Verdicts, levels: Vec<LevelStats>) -> DeviceReport {
@@ -295,7 +470,7 @@ pub(crate) fn rows(outcomes: &[Outcome]) -> Vec<FaultRow> {
                 confirmed: count(|o| o.confirmed.is_some()),
                 quarantine: count(|o| o.quarantine.is_some()),
                 detected: count(|o| o.detected.is_some()),
-                localised: count(|o| o.detected.is_some() && !o.wrong),
+                localised: count(|o| o.localised),
                 t_suspect: times(|o| o.suspect),
                 t_confirm: times(|o| o.confirmed),
                 t_recommend: times(|o| o.quarantine),
@@ -365,200 +540,4 @@ pub(crate) fn min_95(rows: &[MagnitudeRow], quarantine: bool) -> Option<f64> {
         }
     }
     best
-}
-
-fn opt(v: Option<u64>) -> String {
-    v.map_or_else(|| "-".into(), |x| x.to_string())
-}
-
-fn pair(v: [Option<u64>; 2], secs: f64) -> String {
-    match v {
-        [Some(a), Some(b)] => format!("{a}/{b} ({:.0}/{:.0}s)", a as f64 * secs, b as f64 * secs),
-        [a, b] => format!("{}/{}", opt(a), opt(b)),
-    }
-}
-
-/// The report as text tables.
-pub fn text(r: &Report) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "hcclwatch simulate: scenario {:?}: {} nodes in {} probe groups{}, {} rounds of {} s ({:.1} h, {:.0} node-hours), seed {}\n",
-        r.scenario,
-        r.nodes,
-        r.groups,
-        if r.npus_per_node > 0 {
-            format!(", {} NPU ports per node", r.npus_per_node)
-        } else {
-            String::new()
-        },
-        r.rounds,
-        r.round_seconds,
-        r.rounds as f64 * r.round_seconds / 3600.0,
-        r.node_hours,
-        r.seed
-    );
-    let _ = writeln!(s, "Host-plane verdicts (hard faults apart), per verdict:");
-    let _ = writeln!(
-        s,
-        "{:<14} {:>8} {:>8} {:>10} {:>18}",
-        "level", "verdicts", "correct", "precision", "false/1000 node-h"
-    );
-    for l in r.levels.iter().chain([&r.links]) {
-        let _ = writeln!(
-            s,
-            "{:<14} {:>8} {:>8} {:>10.3} {:>18.3}",
-            l.level, l.verdicts, l.correct, l.precision, l.false_per_1000_node_hours
-        );
-    }
-    let false_quarantines = r.levels.get(2).map_or(0, |l| l.verdicts - l.correct);
-    if false_quarantines == 0 && r.healthy_node_hours > 0.0 {
-        let _ = writeln!(
-            s,
-            "no false quarantine in {:.0} healthy node-hours: the rate is below {:.4} per 1000 node-hours at 95 % confidence (rule of three)",
-            r.healthy_node_hours,
-            3.0 / r.healthy_node_hours * 1000.0
-        );
-    }
-    let _ = writeln!(
-        s,
-        "precision {:.3} (quarantine level); false suspects {:.2} / 1000 node-h, false quarantines {:.3} / 1000 node-h\nquarantines from fabric dips {}, from ToR events {}, from congestion {}\n",
-        r.precision,
-        r.false_suspects_per_1000_node_hours,
-        r.false_quarantines_per_1000_node_hours,
-        r.quarantines_from_fabric_dips,
-        r.quarantines_from_tor,
-        r.quarantines_from_congestion
-    );
-    fault_table(&mut s, r);
-    magnitude_table(&mut s, r);
-    if let Some(d) = &r.device {
-        let _ = writeln!(s, "Device plane ({} NPU ports), per verdict:", d.ports);
-        let _ = writeln!(
-            s,
-            "{:<16} {:>8} {:>8} {:>10} {:>18}",
-            "level", "verdicts", "correct", "precision", "false/1000 node-h"
-        );
-        for l in &d.levels {
-            let _ = writeln!(
-                s,
-                "{:<16} {:>8} {:>8} {:>10.3} {:>18.3}",
-                l.level, l.verdicts, l.correct, l.precision, l.false_per_1000_node_hours
-            );
-        }
-        let _ = writeln!(
-            s,
-            "fabric verdicts {}; traffic {:.2} requests/s per NPU, {:.2} packets/s with replies (busiest port-round {:.2}/s); engine {:.0} port-rounds/s\n",
-            d.fabric_verdicts,
-            d.requests_per_second_per_npu,
-            d.packets_per_second_per_npu,
-            d.peak_packets_per_second_per_npu,
-            d.port_rounds_per_second
-        );
-    }
-    causes(&mut s, r);
-    let _ = writeln!(s, "Targets:");
-    for t in &r.targets {
-        let mark = match t.ok {
-            Some(true) => "met",
-            Some(false) => "NOT MET",
-            None => "n/a",
-        };
-        let _ = writeln!(s, "  [{mark:>7}] {}: {}", t.target, t.value);
-    }
-    let _ = writeln!(s, "\nengine {:.0} node-rounds/s", r.node_rounds_per_second);
-    s
-}
-
-fn fault_table(s: &mut String, r: &Report) {
-    let secs = r.round_seconds;
-    let _ = writeln!(
-        s,
-        "Fault episodes (times in rounds p50/p95 from onset, seconds at {secs} s; '-': fewer than half / 95 % reached it):"
-    );
-    let _ = writeln!(
-        s,
-        "{:<14} {:<6} {:<22} {:<12} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4}  {:<16} {:<16} {:<16} {:<16}",
-        "kind",
-        "plane",
-        "band",
-        "shape",
-        "n",
-        "sus",
-        "con",
-        "quar",
-        "det",
-        "loc",
-        "T_suspect",
-        "T_confirm",
-        "T_recommend",
-        "T_detect"
-    );
-    for x in &r.rows {
-        let _ = writeln!(
-            s,
-            "{:<14} {:<6} {:<22} {:<12} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4}  {:<16} {:<16} {:<16} {:<16}",
-            x.kind.as_str(),
-            format!("{:?}", x.plane).to_lowercase(),
-            x.band,
-            format!("{:?}", x.shape).to_lowercase(),
-            x.injected,
-            x.suspect,
-            x.confirmed,
-            x.quarantine,
-            x.detected,
-            x.localised,
-            pair(x.t_suspect, secs),
-            pair(x.t_confirm, secs),
-            pair(x.t_recommend, secs),
-            pair(x.t_detect, secs),
-        );
-    }
-    let _ = writeln!(s);
-}
-
-fn magnitude_table(s: &mut String, r: &Report) {
-    if r.by_magnitude.is_empty() {
-        return;
-    }
-    let _ = writeln!(s, "Slow nodes (host, step) by magnitude:");
-    let _ = writeln!(
-        s,
-        "{:<24} {:>8} {:>9} {:>11}",
-        "", "injected", "suspected", "quarantine"
-    );
-    for m in &r.by_magnitude {
-        let _ = writeln!(
-            s,
-            "{:<24} {:>8} {:>9} {:>11}",
-            m.label, m.injected, m.suspect, m.quarantine
-        );
-    }
-    let pct = |v: Option<f64>| v.map_or_else(|| "none".into(), |x| format!("{:.0}%", x * 100.0));
-    let _ = writeln!(
-        s,
-        "smallest slowdown with ≥ 95 % recall from there up (rows of ≥ 5): suspected {}, recommended {}\n",
-        pct(r.min_slowdown_95.0),
-        pct(r.min_slowdown_95.1)
-    );
-}
-
-fn causes(s: &mut String, r: &Report) {
-    if r.false_by_cause.is_empty() {
-        let _ = writeln!(s, "False verdicts: none\n");
-        return;
-    }
-    let _ = writeln!(s, "False verdicts by cause:");
-    for c in &r.false_by_cause {
-        let _ = writeln!(s, "  {:<18} {:<24} {:>6}", c.level, c.cause, c.count);
-    }
-    let _ = writeln!(s, "First false verdicts:");
-    for f in r.false_verdicts.iter().take(12) {
-        let _ = writeln!(
-            s,
-            "  round {:>5} {:<18} {:<28} {}: {}",
-            f.round, f.level, f.entity, f.cause, f.detail
-        );
-    }
-    let _ = writeln!(s);
 }

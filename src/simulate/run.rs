@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
+use super::counters::Reader;
 use super::device::{DeviceGroup, Traffic};
 use super::world::{Draw, World};
 use crate::health::device::DeviceConfig;
@@ -98,6 +99,10 @@ pub struct Trace {
     pub device_every: u64,
     /// Device-plane rounds run.
     pub device_rounds: u64,
+    /// Every node's host-plane state at the end of the run.
+    pub final_nodes: Vec<NodeState>,
+    /// Every NPU port's state at the end of the run (global port numbers).
+    pub final_ports: Vec<NodeState>,
 }
 
 /// One group's host-plane engine and its requests from last round.
@@ -106,6 +111,8 @@ struct HostGroup {
     members: Vec<usize>,
     requests: Vec<usize>,
     link_requests: Vec<(usize, usize)>,
+    /// The members' counter readings, as late as the scenario's `[counters]` says.
+    counters: Reader,
 }
 
 impl HostGroup {
@@ -113,7 +120,7 @@ impl HostGroup {
     /// k − stride, as `probe::round::permutation_probes`), the confirmation and link
     /// exchanges (the slower of their two directions, as `probe::round::pair_seconds`),
     /// and hard faults.
-    fn input(&self, w: &World, d: &mut Draw, r: u64, cfg: &HealthConfig) -> RoundInput {
+    fn input(&mut self, w: &World, d: &mut Draw, r: u64, cfg: &HealthConfig) -> RoundInput {
         let m = &self.members;
         let n = m.len();
         let stride = 1 + (r as usize % (n - 1).max(1));
@@ -164,7 +171,9 @@ impl HostGroup {
                     .flat_map(|&(x, p)| [(m[x], m[p]), (m[p], m[x])]),
             )
             .collect();
-        let flagged = w.host_congested(r, m, &crossed);
+        let seed = w.scenario.fleet.seed;
+        let truth = w.host_congested(r, m, &crossed);
+        let flagged = self.counters.read(&w.scenario.counters, seed, r, m, truth);
         let congested = (0..n).filter(|k| flagged.contains(&m[*k])).collect();
         let link_probes = exchanges.split_off(n_confirm.min(exchanges.len()));
         let hard_faults = w
@@ -203,6 +212,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
             members: g.clone(),
             requests: Vec::new(),
             link_requests: Vec::new(),
+            counters: Reader::default(),
         })
         .collect();
     let mut devices: Vec<DeviceGroup> = if topo.npus > 0 {
@@ -263,6 +273,18 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
     t.device_nodes.finish(end);
     t.pairs.finish(end);
     t.device_fabric.finish(end);
+    t.final_nodes = vec![NodeState::Healthy; topo.nodes];
+    for h in &hosts {
+        for (k, state) in h.engine.states().into_iter().enumerate() {
+            t.final_nodes[h.members[k]] = state;
+        }
+    }
+    t.final_ports = vec![NodeState::Healthy; topo.nodes * topo.npus];
+    for g in &devices {
+        for (k, state) in g.engine.states().into_iter().enumerate() {
+            t.final_ports[g.global(k)] = state;
+        }
+    }
     for g in &devices {
         t.traffic.requests += g.traffic.requests;
         t.traffic.replies += g.traffic.replies;

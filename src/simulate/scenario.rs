@@ -12,6 +12,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use super::counters::Counters;
+pub use super::episodes::Lengths;
+pub use super::expect::{Expect, NodeSet};
+
 /// A whole scenario.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,6 +40,14 @@ pub struct Scenario {
     /// Injected faults (`[[fault]]`).
     #[serde(default, rename = "fault")]
     pub faults: Vec<FaultSpec>,
+    /// The nodes' own congestion counters as the daemon reads them (late, with false
+    /// alarms and misses); the default is today's idealised reading.
+    #[serde(default, skip_serializing_if = "Counters::is_ideal")]
+    pub counters: Counters,
+    /// What the scenario expects of the verdicts: which nodes may be recommended for
+    /// quarantine and which must be (checked and reported by the scorer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Expect>,
 }
 
 /// `[fleet]`: nodes, topology and the run.
@@ -237,6 +249,39 @@ pub struct Congestion {
     /// `node × npus_per_node + npu` for a device uplink, ToR or spine numbers); empty: all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub at: Vec<usize>,
+    /// How episode lengths are drawn around `mean_rounds` (default exponential).
+    #[serde(default, skip_serializing_if = "Lengths::is_exponential")]
+    pub lengths: Lengths,
+    /// Lognormal lengths: the standard deviation of a length's logarithm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length_sd: Option<f64>,
+    /// Pareto lengths: the tail index (above 1, so that the mean exists).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length_alpha: Option<f64>,
+    /// No episode lasts longer than this many rounds (any length distribution).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rounds: Option<f64>,
+}
+
+impl Congestion {
+    /// A process with today's defaults for every optional key.
+    pub fn new(on: Element, plane: Plane, rate: f64, mean_rounds: f64, magnitude_sd: f64) -> Self {
+        Congestion {
+            on,
+            plane,
+            rate,
+            mean_rounds,
+            magnitude_sd,
+            jitter: 0.0,
+            loss: 0.0,
+            signal: 0.0,
+            at: Vec::new(),
+            lengths: Lengths::Exponential,
+            length_sd: None,
+            length_alpha: None,
+            max_rounds: None,
+        }
+    }
 }
 
 /// The kinds of injected fault.
@@ -286,6 +331,38 @@ pub enum Shape {
     Intermittent,
     /// Down (device: every packet lost) for `down_rounds` of every `period` rounds.
     Flapping,
+    /// On and off at random: alternating stretches of exponential length with means
+    /// `on_rounds` and `off_rounds`, on first.
+    Random,
+}
+
+/// Which links a fabric dip touches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DipScope {
+    /// A fixed random share of the links (`share`; 1: every link).
+    Random,
+    /// The pairs on different ToRs that hash onto one spine (`at = [spine]`).
+    Spine,
+    /// The pairs between two ToRs (`at = [tor, tor]`).
+    TorPair,
+    /// One ToR's uplinks: every pair between its nodes and another ToR's (`at = [tor]`).
+    TorUplinks,
+    /// The links between probe groups (which no probe crosses), or a `share` of them.
+    CrossGroup,
+}
+
+impl DipScope {
+    /// Name as written in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DipScope::Random => "random",
+            DipScope::Spine => "spine",
+            DipScope::TorPair => "tor_pair",
+            DipScope::TorUplinks => "tor_uplinks",
+            DipScope::CrossGroup => "cross_group",
+        }
+    }
 }
 
 /// A number, or a `[low, high]` range drawn uniformly with the scenario's seed.
@@ -412,6 +489,70 @@ pub struct FaultSpec {
     /// Flapping: rounds down per period.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub down_rounds: Option<u64>,
+    /// Random shape: mean rounds on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_rounds: Option<f64>,
+    /// Random shape: mean rounds off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off_rounds: Option<f64>,
+    /// Host-plane faults: the slowdown varies from round to round, a normal spread of this
+    /// share of the magnitude around it (0.5: a 20 % node is 10–30 % slow most rounds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<f64>,
+    /// Fabric dip: which links it touches (default `random`, with `share`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<DipScope>,
+    /// Fabric dip: the spine, the two ToRs or the ToR of its scope (default: drawn).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub at: Vec<usize>,
+    /// Degraded links and port pairs placed at random: ends in different probe groups
+    /// (no probe measures such a link).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub between_groups: bool,
+    /// Hard fault: every ping to or from the node's NPU ports is lost while it lasts (the
+    /// device is gone), not only its telemetry.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub silent: bool,
+}
+
+impl FaultSpec {
+    /// A fault of this kind with every optional key at its default.
+    pub fn new(kind: FaultKind) -> Self {
+        FaultSpec {
+            kind,
+            plane: None,
+            count: 1,
+            per_nodes: None,
+            nodes: Vec::new(),
+            links: Vec::new(),
+            ports: Vec::new(),
+            port_pairs: Vec::new(),
+            tors: Vec::new(),
+            both_directions: false,
+            magnitude: None,
+            loss: None,
+            rtt: None,
+            share: None,
+            onset: None,
+            rounds: None,
+            shape: Shape::Step,
+            ramp_rounds: None,
+            period: None,
+            duty: None,
+            down_rounds: None,
+            on_rounds: None,
+            off_rounds: None,
+            spread: None,
+            scope: None,
+            at: Vec::new(),
+            between_groups: false,
+            silent: false,
+        }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn d_group_size() -> usize {
@@ -745,16 +886,55 @@ mod tests {
         assert_eq!(again, s);
     }
 
+    /// The rougher world's keys are checked like the others, each problem with its line.
+    #[test]
+    fn the_rougher_worlds_keys_are_checked_with_their_lines() {
+        let text = "[fleet]\nnodes = 128\ngroup_size = 64\nhours = 2\n\
+                    [counters]\nlag = 5\nmiss = 1.5\n\
+                    [[congestion]]\non = \"tor\"\nrate = 0.001\nmean_rounds = 10\nmagnitude_sd = 0.1\nlength_alpha = 2\nlengths = \"lognormal\"\n\
+                    [[fault]]\nkind = \"fabric_dip\"\nmagnitude = 0.2\nscope = \"tor_pair\"\nat = [3, 3]\n\
+                    [[fault]]\nkind = \"slow_tor\"\nmagnitude = 0.2\nsilent = true\nspread = 0.5\nshape = \"random\"\non_rounds = 10\n\
+                    [[fault]]\nkind = \"hard_fault\"\nsilent = true\n\
+                    [expect]\nmust_cordon = [500]\n";
+        let p = problems(text);
+        let want = [
+            "s.toml:6: counters.lag: 5 is out of range 0..=3",
+            "s.toml:7: counters.miss: 1.5 is out of range 0..=1 (a share of node-rounds)",
+            "s.toml:13: congestion[0].length_alpha: length_alpha applies to pareto lengths, not to lognormal",
+            "s.toml:19: fault[0].at: a ToR pair is two different ToRs",
+            "s.toml:23: fault[1].silent: silent applies to hard_fault, not to slow_tor",
+            "s.toml:29: fault[2].silent: a silent hard fault loses its node's NPU pings: set fleet.npus_per_node",
+            "s.toml:31: expect.must_cordon: node 500 is not in the fleet of 128",
+        ];
+        for w in want {
+            assert!(p.iter().any(|x| x == w), "missing {w:?} in {p:#?}");
+        }
+        // A missing key is located at its table.
+        assert!(
+            p.iter()
+                .any(|x| x.ends_with("fault[1].off_rounds: the random shape needs off_rounds")),
+            "{p:#?}"
+        );
+        // A spread is accepted on a host-plane slowdown; a link between groups is allowed.
+        let ok = "[fleet]\nnodes = 128\ngroup_size = 64\nhours = 2\n\
+                  [[fault]]\nkind = \"slow_node\"\nmagnitude = 0.2\nspread = 0.5\n\
+                  [[fault]]\nkind = \"degraded_link\"\nlinks = [[1, 100]]\nmagnitude = 0.2\n\
+                  [expect]\nmay_cordon = \"strong\"\n";
+        assert_eq!(problems(ok), Vec::<String>::new());
+        let p = problems("[fleet]\nnodes = 16\nhours = 1\n[expect]\nmay_cordon = \"some\"\n");
+        assert!(p[0].contains("unknown node set `some`"), "{p:?}");
+    }
+
     #[test]
     fn fault_keys_are_checked_against_kind_shape_and_fleet() {
         let text = "[fleet]\nnodes = 128\ngroup_size = 64\nhours = 2\n\
-                    [[fault]]\nkind = \"degraded_link\"\nlinks = [[1, 100]]\nmagnitude = 0.2\n\
+                    [[fault]]\nkind = \"degraded_link\"\nlinks = [[1, 1]]\nmagnitude = 0.2\n\
                     [[fault]]\nkind = \"slow_node\"\nmagnitude = 0.2\nshape = \"intermittent\"\nperiod = 10\n\
                     [[fault]]\nkind = \"slow_node\"\nloss = 0.1\nmagnitude = 0.2\nshape = \"flapping\"\nperiod = 10\ndown_rounds = 2\n\
                     [[fault]]\nkind = \"fabric_dip\"\nshare = 1.5\nonset = 500\n";
         let p = problems(text);
         let want = [
-            "s.toml:7: fault[0].links: [1, 100]: the nodes are in different probe groups (of at most 64): no probe measures this link",
+            "s.toml:7: fault[0].links: [1, 1]: both ends are the same node",
             "s.toml:9: fault[1].duty: the intermittent shape needs duty",
             "s.toml:16: fault[2].loss: loss applies to NPU-port pings; slow_node here is on the host plane",
             "s.toml:18: fault[2].shape: flapping applies to links and ports, not to slow_node",

@@ -1,23 +1,25 @@
-//! Honest scoring: per fault episode and per verdict, never per transition.
+//! Honest scoring of fault episodes: per episode, never per transition.
 //!
-//! - **Precision** at a level (suspect, confirmed, quarantine) is correct verdicts ÷ all
-//!   verdicts at that level. A verdict is correct when it names the entity of a fault of
-//!   the matching class that was active when the verdict began (or ended at most a
-//!   window's length before). A node verdict on a slow ToR's node, on an endpoint of a
-//!   degraded link or on a congested node is false. Hard faults are scored apart.
 //! - **Recall** is per fault episode, by kind, plane, magnitude band and shape; the times
-//!   run from onset to the first verdict of each level.
+//!   run from onset to the first verdict of each level (a verdict already open at onset
+//!   counts as reached at onset).
 //! - **Localisation**: a detected fault is localised when no verdict of another class
 //!   pointed at its elements while it lasted (a link verdict on a slow node's pair, a node
-//!   verdict on a degraded link's end, a node verdict on a port's node, …).
-//! - **False verdicts** are listed with their cause: the congestion episode, dip, slow ToR
-//!   or neighbouring fault they overlapped, or noise.
+//!   verdict on a degraded link's end, a node verdict on a port's node, …); a fabric or
+//!   ToR event only when it is also named (a dip by a fabric verdict, a ToR by a ToR
+//!   verdict) and none of its members was blamed.
+//! - **Time targets** leave an episode out only when an event crossed the fault's own
+//!   probes early on ([`Scorer`]'s `left_out`), and say why.
+//!
+//! Every verdict's own judgement (correct or false, and its cause) is in
+//! [`super::classes`] and [`super::causes`].
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use super::scenario::{Element, FaultKind, Plane, Shape};
+use super::truth::Truth;
 use super::verdicts::{Level, Verdict, Verdicts};
 use super::world::{Fault, Target, World};
 
@@ -54,15 +56,21 @@ pub struct Outcome {
     pub detected: Option<u64>,
     /// A verdict of another class pointed at the fault's elements.
     pub wrong: bool,
-    /// Counted by the time targets: no fabric-wide or ToR-wide event (a fabric dip, a slow
-    /// ToR, congestion on a ToR or a spine) touched its plane and group in its first
-    /// [`TIMED_ROUNDS`] rounds (they block escalation by design), and its entity was not
-    /// already accused when it began.
+    /// Detected, named as what it is, and no verdict of another class on its elements.
+    pub localised: bool,
+    /// Counted by the time targets: no event crossed its own probes early on.
     pub timed: bool,
+    /// Why the time targets leave it out (None: they count it).
+    pub left_out: Option<String>,
+    /// Its entity already had a (false) verdict open when it began: its times count from
+    /// onset as 0 at that verdict's levels.
+    pub open_at_onset: bool,
+    /// A link or port pair between probe groups: no probe crosses it.
+    pub between_groups: bool,
 }
 
-/// Rounds after onset during which an injected fabric-wide event takes a fault out of the
-/// time targets.
+/// Rounds after onset during which an event on a fault's own probes takes it out of the
+/// time targets (in the plane's engine rounds).
 pub const TIMED_ROUNDS: u64 = 30;
 
 /// A false verdict and what it overlapped.
@@ -70,7 +78,8 @@ pub const TIMED_ROUNDS: u64 = 30;
 pub struct FalseVerdict {
     /// What was accused: `node 12`, `link 3→9`, `port 40 (node 5 npu 0)`, …
     pub entity: String,
-    /// Level (`suspect`, `confirmed`, `quarantine`, `link`, `port …`, `pair`, `device node`).
+    /// Class (`suspect`, `confirmed`, `quarantine`, `cordon`, `link`, `port …`, `pair`,
+    /// `device node`, `fabric (host)`, `fabric (device)`).
     pub level: String,
     /// First round.
     pub round: u64,
@@ -98,19 +107,30 @@ pub struct LevelStats {
 
 /// Scores a run.
 pub struct Scorer<'a> {
-    w: &'a World,
-    v: &'a Verdicts,
+    pub(crate) w: &'a World,
+    pub(crate) v: &'a Verdicts,
+    pub(crate) truth: &'a Truth,
     /// Rounds after a fault's end during which a new verdict still counts as its own.
-    grace: u64,
+    pub(crate) grace: u64,
     /// Rounds before a false verdict searched for its cause.
-    lookback: u64,
+    pub(crate) lookback: u64,
     /// Probe rounds per device-plane round: the device plane's grace, look-back and timed
     /// span are as many of its own rounds, so that many times as many probe rounds.
-    device_every: u64,
+    pub(crate) device_every: u64,
 }
 
-fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
+/// Whether two `[first, after)` spans of rounds overlap.
+pub(crate) fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
     a.0 < b.1 && b.0 < a.1
+}
+
+/// Rounds from the window's first round to the first span overlapping it (0 for one
+/// already open).
+fn span_first(spans: impl Iterator<Item = (u64, u64)>, win: (u64, u64)) -> Option<u64> {
+    spans
+        .filter(|s| overlaps(*s, win))
+        .map(|s| s.0.saturating_sub(win.0))
+        .min()
 }
 
 /// The band a fault's strength falls in.
@@ -139,11 +159,19 @@ pub fn band(f: &Fault, plane: Plane) -> &'static str {
 }
 
 impl<'a> Scorer<'a> {
-    /// A scorer over a world and its verdicts; `window` is the engines' window in rounds.
-    pub fn new(w: &'a World, v: &'a Verdicts, window: u64, device_every: u64) -> Self {
+    /// A scorer over a world, its truth and its verdicts; `window` is the engines' window
+    /// in rounds.
+    pub fn new(
+        w: &'a World,
+        truth: &'a Truth,
+        v: &'a Verdicts,
+        window: u64,
+        device_every: u64,
+    ) -> Self {
         Scorer {
             w,
             v,
+            truth,
             grace: window + 5,
             lookback: 2 * window + 5,
             device_every: device_every.max(1),
@@ -151,12 +179,12 @@ impl<'a> Scorer<'a> {
     }
 
     /// The grace of a device-plane verdict, in probe rounds.
-    fn device_grace(&self) -> u64 {
+    pub(crate) fn device_grace(&self) -> u64 {
         self.grace * self.device_every
     }
 
     /// The look-back of a device-plane verdict's cause, in probe rounds.
-    fn device_lookback(&self) -> u64 {
+    pub(crate) fn device_lookback(&self) -> u64 {
         self.lookback * self.device_every
     }
 
@@ -183,22 +211,7 @@ impl<'a> Scorer<'a> {
     }
 
     fn outcome(&self, f: &Fault, plane: Plane) -> Outcome {
-        let win = self.window(f);
-        let since = |start: u64| start.saturating_sub(f.onset);
-        let first = |levels: &[Verdict], who: &dyn Fn(usize) -> bool, l: Level, hard: bool| {
-            levels
-                .iter()
-                .filter(|v| v.level >= l && v.hard == hard && who(v.who))
-                .filter(|v| v.start >= win.0 && v.start < win.1)
-                .map(|v| since(v.start))
-                .min()
-        };
-        let span_first = |spans: &mut dyn Iterator<Item = (u64, u64)>| {
-            spans
-                .filter(|s| overlaps(*s, win))
-                .map(|s| since(s.0))
-                .min()
-        };
+        let left_out = self.left_out(f, plane);
         let mut o = Outcome {
             fault: f.id,
             kind: f.kind,
@@ -215,171 +228,248 @@ impl<'a> Scorer<'a> {
             quarantine: None,
             detected: None,
             wrong: false,
-            timed: !self.event_near(f, plane),
+            localised: false,
+            timed: left_out.is_none(),
+            left_out,
+            open_at_onset: false,
+            between_groups: f.between_groups(&self.w.topo.group_of, |p| self.w.topo.port_node(p)),
         };
-        let topo = &self.w.topo;
-        let v = self.v;
+        if o.between_groups {
+            o.band = "between groups";
+        }
+        let win = self.window(f);
         match (f.target, plane) {
-            (Target::Node(n), Plane::Host) => {
-                let hard = f.kind == FaultKind::HardFault;
-                let me = |x: usize| x == n;
-                o.suspect = first(&v.nodes, &me, Level::Suspect, hard);
-                o.confirmed = first(&v.nodes, &me, Level::Confirmed, hard);
-                o.quarantine = first(&v.nodes, &me, Level::Quarantine, hard);
-                o.detected = o.quarantine;
-                o.wrong = !hard
-                    && v.links.iter().any(|((a, b), s, e)| {
-                        (*a == n || *b == n)
-                            && overlaps((*s, *e), win)
-                            && !self.congested(&[*a, *b], &[], *s)
-                            && !self.link_correct(*a, *b, *s)
-                    });
-            }
-            (Target::Node(n), _) => {
-                o.detected = span_first(
-                    &mut v
-                        .device_nodes
-                        .iter()
-                        .filter(|x| x.0 == n)
-                        .map(|x| (x.1, x.2)),
-                );
-                o.suspect = o.detected;
-                let mine = |p: usize| topo.port_node(p) == n;
-                o.wrong = v.ports.iter().any(|x| {
-                    mine(x.who) && overlaps((x.start, x.end), win) && !self.port_correct(x)
-                });
-            }
-            (Target::Link { src, dst, both }, _) => {
-                // Re-measurements are exchanges (the slower direction), so a verdict on the
-                // reverse direction names the same link.
-                let _ = both;
-                let me = |a: usize, b: usize| (a, b) == (src, dst) || (a, b) == (dst, src);
-                o.detected = span_first(
-                    &mut v
-                        .links
-                        .iter()
-                        .filter(|x| me(x.0.0, x.0.1))
-                        .map(|x| (x.1, x.2)),
-                );
-                o.suspect = o.detected;
-                o.wrong = v.nodes.iter().any(|x| {
-                    !x.hard
-                        && (x.who == src || x.who == dst)
-                        && overlaps((x.start, x.end), win)
-                        && !self.congested(&[x.who], &[], x.start)
-                        && !self.node_correct(x)
-                });
-            }
-            (Target::Port(p), _) => {
-                let me = |x: usize| x == p;
-                o.suspect = first(&v.ports, &me, Level::Suspect, false);
-                o.confirmed = first(&v.ports, &me, Level::Confirmed, false);
-                o.quarantine = first(&v.ports, &me, Level::Quarantine, false);
-                o.detected = o.suspect;
-                let node = topo.port_node(p);
-                o.wrong = v.ports.iter().any(|x| {
-                    x.who != p
-                        && topo.port_node(x.who) == node
-                        && overlaps((x.start, x.end), win)
-                        && !self.port_correct(x)
-                        && !self.congested(&[node], &[x.who], x.start)
-                }) || v.device_nodes.iter().any(|x| {
-                    x.0 == node
-                        && overlaps((x.1, x.2), win)
-                        && !self.device_node_correct(x.0, x.1)
-                        && !self.congested(&[node], &self.ports_of(node), x.1)
-                }) || v
-                    .pairs
-                    .iter()
-                    .any(|x| (x.0.0 == p || x.0.1 == p) && overlaps((x.1, x.2), win));
-            }
+            (Target::Node(n), Plane::Host) => self.host_node_outcome(f, n, win, &mut o),
+            (Target::Node(n), _) => self.device_node_outcome(n, win, &mut o),
+            (Target::Link { src, dst, .. }, _) => self.link_outcome(src, dst, win, &mut o),
+            (Target::Port(p), _) => self.port_outcome(p, win, &mut o),
             (Target::PortPair(a, b), _) => {
                 let key = (a.min(b), a.max(b));
-                o.detected =
-                    span_first(&mut v.pairs.iter().filter(|x| x.0 == key).map(|x| (x.1, x.2)));
+                o.detected = span_first(
+                    self.v
+                        .pairs
+                        .iter()
+                        .filter(|x| x.0 == key)
+                        .map(|x| (x.1, x.2)),
+                    win,
+                );
                 o.suspect = o.detected;
-                o.wrong = v
+                o.wrong = self
+                    .v
                     .ports
                     .iter()
                     .any(|x| (x.who == a || x.who == b) && overlaps((x.start, x.end), win));
             }
             (Target::Tor(_) | Target::Fabric, _) => self.fabric_outcome(f, plane, win, &mut o),
         }
-        o.timed &= !self.accused_at_onset(f, plane);
+        if !matches!(f.target, Target::Tor(_) | Target::Fabric) {
+            o.localised = o.detected.is_some() && !o.wrong;
+        }
         o
     }
 
-    /// Whether an injected fabric dip or slow ToR on `plane` touched the group of `f`
-    /// during its first [`TIMED_ROUNDS`] rounds.
-    fn event_near(&self, f: &Fault, plane: Plane) -> bool {
+    /// Rounds from onset to the first verdict at `l` or above on an entity `who` accepts
+    /// (of the fault's hardness) in the window; a verdict already open at onset counts as
+    /// reached at onset.
+    fn first(
+        verdicts: &[Verdict],
+        who: &dyn Fn(usize) -> bool,
+        l: Level,
+        hard: bool,
+        win: (u64, u64),
+    ) -> Option<u64> {
+        verdicts
+            .iter()
+            .filter(|v| v.level >= l && v.hard == hard && who(v.who))
+            .filter(|v| overlaps((v.start, v.end), win))
+            .map(|v| v.start.saturating_sub(win.0))
+            .min()
+    }
+
+    fn open_at(verdicts: &[Verdict], who: &dyn Fn(usize) -> bool, onset: u64) -> bool {
+        verdicts
+            .iter()
+            .any(|v| !v.hard && who(v.who) && v.start < onset && onset < v.end)
+    }
+
+    fn host_node_outcome(&self, f: &Fault, n: usize, win: (u64, u64), o: &mut Outcome) {
+        let v = self.v;
+        let hard = f.kind == FaultKind::HardFault;
+        let me = |x: usize| x == n;
+        o.suspect = Self::first(&v.nodes, &me, Level::Suspect, hard, win);
+        o.confirmed = Self::first(&v.nodes, &me, Level::Confirmed, hard, win);
+        o.quarantine = Self::first(&v.nodes, &me, Level::Quarantine, hard, win);
+        o.detected = o.quarantine;
+        o.open_at_onset = !hard && Self::open_at(&v.nodes, &me, f.onset);
+        o.wrong = !hard
+            && v.links.iter().any(|((a, b), s, e)| {
+                (*a == n || *b == n)
+                    && overlaps((*s, *e), win)
+                    && !self.congested(&[*a, *b], &[], *s)
+                    && !self.link_correct(*a, *b, *s)
+            });
+    }
+
+    fn device_node_outcome(&self, n: usize, win: (u64, u64), o: &mut Outcome) {
+        let v = self.v;
         let topo = &self.w.topo;
-        let node = match f.target {
-            Target::Node(n) | Target::Link { src: n, .. } => n,
-            Target::Port(p) | Target::PortPair(p, _) => topo.port_node(p),
-            Target::Tor(_) | Target::Fabric => return false,
-        };
-        let group = topo.group_of[node];
-        let on_plane = |g: &Fault| {
-            if plane == Plane::Host {
-                g.plane.host()
-            } else {
-                g.plane.device()
-            }
+        o.detected = span_first(
+            v.device_nodes
+                .iter()
+                .filter(|x| x.0 == n)
+                .map(|x| (x.1, x.2)),
+            win,
+        );
+        o.suspect = o.detected;
+        o.wrong = v.ports.iter().any(|x| {
+            topo.port_node(x.who) == n && overlaps((x.start, x.end), win) && !self.port_correct(x)
+        });
+    }
+
+    fn link_outcome(&self, src: usize, dst: usize, win: (u64, u64), o: &mut Outcome) {
+        let v = self.v;
+        // Re-measurements are exchanges (the slower direction), so a verdict on the
+        // reverse direction names the same link.
+        let me = |a: usize, b: usize| (a, b) == (src, dst) || (a, b) == (dst, src);
+        o.detected = span_first(
+            v.links
+                .iter()
+                .filter(|x| me(x.0.0, x.0.1))
+                .map(|x| (x.1, x.2)),
+            win,
+        );
+        o.suspect = o.detected;
+        o.wrong = v.nodes.iter().any(|x| {
+            !x.hard
+                && (x.who == src || x.who == dst)
+                && overlaps((x.start, x.end), win)
+                && !self.congested(&[x.who], &[], x.start)
+                && !self.node_correct(x)
+        });
+    }
+
+    fn port_outcome(&self, p: usize, win: (u64, u64), o: &mut Outcome) {
+        let v = self.v;
+        let topo = &self.w.topo;
+        let me = |x: usize| x == p;
+        o.suspect = Self::first(&v.ports, &me, Level::Suspect, false, win);
+        o.confirmed = Self::first(&v.ports, &me, Level::Confirmed, false, win);
+        o.quarantine = Self::first(&v.ports, &me, Level::Quarantine, false, win);
+        o.detected = o.suspect;
+        o.open_at_onset = Self::open_at(&v.ports, &me, win.0);
+        let node = topo.port_node(p);
+        o.wrong = v.ports.iter().any(|x| {
+            x.who != p
+                && topo.port_node(x.who) == node
+                && overlaps((x.start, x.end), win)
+                && !self.port_correct(x)
+                && !self.congested(&[node], &[x.who], x.start)
+        }) || v.device_nodes.iter().any(|x| {
+            x.0 == node
+                && overlaps((x.1, x.2), win)
+                && !self.device_node_correct(x.0, x.1)
+                && !self.congested(&[node], &self.ports_of(node), x.1)
+        }) || v
+            .pairs
+            .iter()
+            .any(|x| (x.0.0 == p || x.0.1 == p) && overlaps((x.1, x.2), win));
+    }
+
+    /// Why a fault's episode is left out of the time targets, if it is: an event crossed
+    /// the fault's own probes in its first [`TIMED_ROUNDS`] rounds (of its plane's
+    /// engine): congestion on its node's uplink (or its port's link), congestion or a
+    /// slow ToR on its ToR, congestion on a spine its pairs cross, or a fabric dip on its
+    /// pairs. Nothing else leaves an episode out.
+    fn left_out(&self, f: &Fault, plane: Plane) -> Option<String> {
+        let topo = &self.w.topo;
+        let (nodes, ports): (Vec<usize>, Vec<usize>) = match f.target {
+            Target::Node(n) => (vec![n], self.ports_of(n)),
+            Target::Link { src, dst, .. } => (vec![src, dst], Vec::new()),
+            Target::Port(p) => (vec![topo.port_node(p)], vec![p]),
+            Target::PortPair(a, b) => (vec![topo.port_node(a), topo.port_node(b)], vec![a, b]),
+            Target::Tor(_) | Target::Fabric => return None,
         };
         let timed = match plane {
             Plane::Host => TIMED_ROUNDS,
             _ => TIMED_ROUNDS * self.device_every,
         };
         let early = (f.onset, f.onset + timed);
-        let tor_in_group = |t: usize| topo.tor_nodes(t).any(|n| topo.group_of[n] == group);
-        let faults = self.w.faults.iter().filter(|g| on_plane(g)).any(|g| {
-            let touches = match g.target {
-                Target::Fabric => true,
-                Target::Tor(t) => tor_in_group(t),
-                _ => false,
-            };
-            touches && overlaps((g.onset, g.end), early)
-        });
-        let on_plane = |e: &super::world::Episode| {
+        let on_plane = |p: Plane| {
             if plane == Plane::Host {
-                e.plane.host()
+                p.host()
             } else {
-                e.plane.device()
+                p.device()
             }
         };
-        let episodes = self.w.episodes.iter().filter(|e| on_plane(e)).any(|e| {
-            let touches = match e.on {
-                Element::Tor => tor_in_group(e.element),
-                Element::Spine => true,
-                Element::Uplink => false,
-            };
-            touches && overlaps((e.start, e.end), early)
-        });
-        faults || episodes
-    }
-
-    /// Whether the fault's node or port already had a verdict open when it began.
-    fn accused_at_onset(&self, f: &Fault, plane: Plane) -> bool {
-        let open = |v: &Verdict| v.start < f.onset && f.onset < v.end && !v.hard;
-        match (f.target, plane) {
-            (Target::Node(n), Plane::Host) => self.v.nodes.iter().any(|v| v.who == n && open(v)),
-            (Target::Port(p), _) => self.v.ports.iter().any(|v| v.who == p && open(v)),
-            _ => false,
+        let tors: Vec<usize> = nodes.iter().map(|n| topo.tor(*n)).collect();
+        let mut spines = vec![false; topo.spines];
+        let mut peers = Vec::new();
+        for &n in &nodes {
+            for &m in &topo.groups[topo.group_of[n]] {
+                if m != n {
+                    peers.push((n, m));
+                    if topo.tor(m) != topo.tor(n) {
+                        spines[self.w.spine_of(n, m)] = true;
+                    }
+                }
+            }
         }
+        let live = |a: u64, b: u64| overlaps((a, b), early);
+        let mut reasons = [false; 4];
+        for e in self
+            .w
+            .episodes
+            .iter()
+            .filter(|e| on_plane(e.plane) && live(e.start, e.end))
+        {
+            match (e.on, e.plane) {
+                (Element::Uplink, Plane::Device) if ports.contains(&e.element) => reasons[0] = true,
+                (Element::Uplink, Plane::Host) if nodes.contains(&e.element) => reasons[0] = true,
+                (Element::Tor, _) if tors.contains(&e.element) => reasons[1] = true,
+                (Element::Spine, _) if spines[e.element] => reasons[2] = true,
+                _ => {}
+            }
+        }
+        for g in self
+            .w
+            .faults
+            .iter()
+            .filter(|g| on_plane(g.plane) && live(g.onset, g.end))
+        {
+            match g.target {
+                Target::Tor(t) if tors.contains(&t) => reasons[1] = true,
+                Target::Fabric if peers.iter().any(|(a, b)| self.w.dip_touches(g, *a, *b)) => {
+                    reasons[3] = true;
+                }
+                _ => {}
+            }
+        }
+        const WHY: [&str; 4] = [
+            "congestion on its own uplink or port",
+            "congestion or a slow ToR on its ToR",
+            "congestion on a spine its pairs cross",
+            "a fabric dip on its pairs",
+        ];
+        reasons.iter().position(|x| *x).map(|k| WHY[k].to_string())
     }
 
-    /// A ToR or fabric event is detected by a fabric verdict in a group it touches, and
-    /// mislocalised by any node or port verdict at confirmed or above (and, for a dip, any
-    /// link or pair verdict) while it lasts.
+    /// A ToR or fabric event is detected by a fabric verdict in a group it touches;
+    /// localised when it is also *named* (a dip by that fabric verdict; a slow ToR only by
+    /// a ToR verdict, which the engines do not emit) and no verdict at confirmed or above
+    /// fell on its members (and, for a dip, no link or pair verdict) while it lasted.
     fn fabric_outcome(&self, f: &Fault, plane: Plane, win: (u64, u64), o: &mut Outcome) {
         let topo = &self.w.topo;
         let v = self.v;
+        let groups = &self.truth.faults[f.id].groups;
         let nodes: Vec<usize> = match f.target {
             Target::Tor(t) => topo.tor_nodes(t).collect(),
-            _ => (0..topo.nodes).collect(),
+            _ => groups
+                .iter()
+                .flat_map(|g| topo.groups[*g].iter().copied())
+                .collect(),
         };
-        let groups: std::collections::BTreeSet<usize> =
-            nodes.iter().map(|n| topo.group_of[*n]).collect();
+        let mut nodes = nodes;
+        nodes.sort_unstable();
         let flags = if plane == Plane::Host {
             &v.host_fabric
         } else {
@@ -403,7 +493,8 @@ impl<'a> Scorer<'a> {
                     && !self.node_correct(x)
             }) || dip
                 && v.links.iter().any(|x| {
-                    overlaps((x.1, x.2), win)
+                    touched(x.0.0)
+                        && overlaps((x.1, x.2), win)
                         && !self.congested(&[x.0.0, x.0.1], &[], x.1)
                         && !self.link_correct(x.0.0, x.0.1, x.1)
                 })
@@ -416,14 +507,19 @@ impl<'a> Scorer<'a> {
                     && !self.port_correct(x)
             }) || v.device_nodes.iter().any(|x| {
                 touched(x.0) && overlaps((x.1, x.2), win) && !self.device_node_correct(x.0, x.1)
-            }) || dip && v.pairs.iter().any(|x| overlaps((x.1, x.2), win))
+            }) || dip
+                && v.pairs
+                    .iter()
+                    .any(|x| touched(topo.port_node(x.0.0)) && overlaps((x.1, x.2), win))
         };
+        // The engines name a dip by a fabric verdict, but have no verdict that names a ToR.
+        o.localised = dip && o.detected.is_some() && !o.wrong;
     }
 
     /// Whether a congestion episode near `nodes` (their uplinks or ports, their ToRs, a
     /// spine) explains a verdict that began in round `start`: then it is not held against
     /// a fault's localisation.
-    fn congested(&self, nodes: &[usize], ports: &[usize], start: u64) -> bool {
+    pub(crate) fn congested(&self, nodes: &[usize], ports: &[usize], start: u64) -> bool {
         let (plane, lookback) = if ports.is_empty() {
             (Plane::Host, self.lookback)
         } else {
@@ -433,351 +529,94 @@ impl<'a> Scorer<'a> {
         self.episodes_near(plane, nodes, ports, span).is_some()
     }
 
+    /// Whether a verdict beginning in round `start` belongs to fault `f`: it began while
+    /// the fault was active, or within `grace` rounds after its end.
+    fn within(f: &Fault, start: u64, grace: u64) -> bool {
+        start >= f.onset && start < f.end + grace
+    }
+
     /// Whether a host node verdict is correct: a slow node fault on it, on the host plane,
     /// active (or within the grace) when the verdict began.
-    fn node_correct(&self, v: &Verdict) -> bool {
+    pub(crate) fn node_correct(&self, v: &Verdict) -> bool {
         self.w.faults.iter().any(|f| {
             f.kind == FaultKind::SlowNode
                 && f.plane.host()
                 && f.target == Target::Node(v.who)
-                && v.start >= f.onset
-                && v.start < f.end + self.grace
+                && Self::within(f, v.start, self.grace)
         })
     }
 
     /// The global ports of a node.
-    fn ports_of(&self, node: usize) -> Vec<usize> {
+    pub(crate) fn ports_of(&self, node: usize) -> Vec<usize> {
         let npus = self.w.topo.npus;
         (node * npus..(node + 1) * npus).collect()
     }
 
     /// Whether a link verdict beginning in round `start` names a degraded link (either
     /// direction: re-measurements are exchanges, the slower direction) that was active.
-    fn link_correct(&self, a: usize, b: usize, start: u64) -> bool {
+    pub(crate) fn link_correct(&self, a: usize, b: usize, start: u64) -> bool {
         self.w.faults.iter().any(|f| match f.target {
             Target::Link { src, dst, .. } => {
-                ((a, b) == (src, dst) || (a, b) == (dst, src))
-                    && start >= f.onset
-                    && start < f.end + self.grace
+                ((a, b) == (src, dst) || (a, b) == (dst, src)) && Self::within(f, start, self.grace)
             }
             _ => false,
         })
     }
 
-    /// Whether a device node verdict is correct: a slow node fault on the device plane.
-    fn device_node_correct(&self, n: usize, start: u64) -> bool {
+    /// Whether a device node verdict is correct: a slow node fault on the device plane,
+    /// or a hard fault that silences the node's NPUs.
+    pub(crate) fn device_node_correct(&self, n: usize, start: u64) -> bool {
         self.w.faults.iter().any(|f| {
-            f.kind == FaultKind::SlowNode
-                && f.plane.device()
-                && f.target == Target::Node(n)
-                && start >= f.onset
-                && start < f.end + self.device_grace()
+            let fits = (f.kind == FaultKind::SlowNode && f.plane.device())
+                || (f.kind == FaultKind::HardFault && f.silent);
+            fits && f.target == Target::Node(n) && Self::within(f, start, self.device_grace())
         })
     }
 
     /// Whether a port verdict is correct: a slow port fault on it.
-    fn port_correct(&self, v: &Verdict) -> bool {
+    pub(crate) fn port_correct(&self, v: &Verdict) -> bool {
         self.w.faults.iter().any(|f| {
-            f.target == Target::Port(v.who)
-                && v.start >= f.onset
-                && v.start < f.end + self.device_grace()
+            f.target == Target::Port(v.who) && Self::within(f, v.start, self.device_grace())
         })
     }
 
-    /// Host node verdicts (hard faults apart) by level, with the false ones listed.
-    pub fn node_levels(&self, healthy_hours: f64) -> (Vec<LevelStats>, Vec<FalseVerdict>) {
-        let mut stats = Vec::new();
-        let mut falses = Vec::new();
-        for l in Level::ALL {
-            let vs: Vec<&Verdict> = self
-                .v
-                .nodes
-                .iter()
-                .filter(|v| v.level == l && !v.hard)
-                .collect();
-            let correct = vs.iter().filter(|v| self.node_correct(v)).count();
-            for v in vs.iter().filter(|v| !self.node_correct(v)) {
-                let (cause, detail) = self.node_cause(v.who, v.start);
-                falses.push(FalseVerdict {
-                    entity: format!("node {}", v.who),
-                    level: l.as_str().into(),
-                    round: v.start,
-                    cause,
-                    detail,
-                });
-            }
-            stats.push(level_stats(l.as_str(), vs.len(), correct, healthy_hours));
-        }
-        (stats, falses)
+    /// Whether a pair verdict on ports `a`, `b` beginning in round `start` is correct: a
+    /// port-pair fault on them.
+    pub(crate) fn pair_correct(&self, a: usize, b: usize, start: u64) -> bool {
+        self.w.faults.iter().any(|f| {
+            (f.target == Target::PortPair(a, b) || f.target == Target::PortPair(b, a))
+                && Self::within(f, start, self.device_grace())
+        })
     }
 
-    /// Host link verdicts: (stats, false ones).
-    pub fn link_levels(&self, healthy_hours: f64) -> (LevelStats, Vec<FalseVerdict>) {
-        let mut correct = 0;
-        let mut falses = Vec::new();
-        for &((a, b), start, _) in &self.v.links {
-            if self.link_correct(a, b, start) {
-                correct += 1;
+    /// Whether a quarantine recommendation of node `n` (by the host engine or through one
+    /// of its NPU ports) beginning in round `start` is correct: a fault of the node itself
+    /// (a slow node on either plane, a slow port of it, a hard fault) was active or had
+    /// ended within its plane's grace.
+    pub(crate) fn cordon_correct(&self, n: usize, start: u64) -> bool {
+        self.w.faults.iter().any(|f| {
+            let own = super::expect::own_node(f, &self.w.topo) == Some(n);
+            let grace = if f.plane.host() || f.kind == FaultKind::HardFault {
+                self.grace
             } else {
-                let (cause, detail) = self.link_cause(a, b, start);
-                falses.push(FalseVerdict {
-                    entity: format!("link {a}→{b}"),
-                    level: "link".into(),
-                    round: start,
-                    cause,
-                    detail,
-                });
-            }
-        }
-        (
-            level_stats("link", self.v.links.len(), correct, healthy_hours),
-            falses,
-        )
-    }
-
-    /// Device port verdicts by level, device node and pair verdicts: stats and false ones.
-    pub fn device_levels(&self, healthy_hours: f64) -> (Vec<LevelStats>, Vec<FalseVerdict>) {
-        let mut stats = Vec::new();
-        let mut falses = Vec::new();
-        let npus = self.w.topo.npus.max(1);
-        for l in Level::ALL {
-            let vs: Vec<&Verdict> = self.v.ports.iter().filter(|v| v.level == l).collect();
-            let correct = vs.iter().filter(|v| self.port_correct(v)).count();
-            for v in vs.iter().filter(|v| !self.port_correct(v)) {
-                let (cause, detail) = self.port_cause(v.who, v.start);
-                falses.push(FalseVerdict {
-                    entity: format!(
-                        "port {} (node {} npu {})",
-                        v.who,
-                        v.who / npus,
-                        v.who % npus
-                    ),
-                    level: format!("port {}", l.as_str()),
-                    round: v.start,
-                    cause,
-                    detail,
-                });
-            }
-            stats.push(level_stats(
-                &format!("port {}", l.as_str()),
-                vs.len(),
-                correct,
-                healthy_hours,
-            ));
-        }
-        let mut correct = 0;
-        for &(n, s, _) in &self.v.device_nodes {
-            if self.device_node_correct(n, s) {
-                correct += 1;
-            } else {
-                let (cause, detail) = self.port_cause(n * npus, s);
-                falses.push(FalseVerdict {
-                    entity: format!("node {n}"),
-                    level: "device node".into(),
-                    round: s,
-                    cause,
-                    detail,
-                });
-            }
-        }
-        stats.push(level_stats(
-            "device node",
-            self.v.device_nodes.len(),
-            correct,
-            healthy_hours,
-        ));
-        let mut correct = 0;
-        for &((a, b), s, _) in &self.v.pairs {
-            let ok = self.w.faults.iter().any(|f| {
-                (f.target == Target::PortPair(a, b) || f.target == Target::PortPair(b, a))
-                    && s >= f.onset
-                    && s < f.end + self.device_grace()
-            });
-            if ok {
-                correct += 1;
-            } else {
-                let (cause, detail) = match self.port_cause(a, s) {
-                    (c, _) if c == "noise" => self.port_cause(b, s),
-                    x => x,
-                };
-                falses.push(FalseVerdict {
-                    entity: format!("pair {a}–{b}"),
-                    level: "pair".into(),
-                    round: s,
-                    cause,
-                    detail,
-                });
-            }
-        }
-        stats.push(level_stats(
-            "pair",
-            self.v.pairs.len(),
-            correct,
-            healthy_hours,
-        ));
-        (stats, falses)
-    }
-
-    /// Congestion episodes on `plane` overlapping rounds `span` near `nodes` (uplinks of
-    /// those nodes or `ports`, their ToRs, any spine).
-    fn episodes_near(
-        &self,
-        plane: Plane,
-        nodes: &[usize],
-        ports: &[usize],
-        span: (u64, u64),
-    ) -> Option<(String, String)> {
-        let topo = &self.w.topo;
-        let mut best: Option<(u8, String, String)> = None;
-        for e in &self.w.episodes {
-            let on_plane = if plane == Plane::Host {
-                e.plane.host()
-            } else {
-                e.plane.device()
+                self.device_grace()
             };
-            if !on_plane || !overlaps((e.start, e.end), span) {
-                continue;
-            }
-            let (rank, what) = match e.on {
-                Element::Uplink if e.plane == Plane::Device && ports.contains(&e.element) => {
-                    (0, format!("port {}'s link", e.element))
-                }
-                Element::Uplink if e.plane != Plane::Device && nodes.contains(&e.element) => {
-                    (0, format!("node {}'s uplink", e.element))
-                }
-                Element::Tor if nodes.iter().any(|n| topo.tor(*n) == e.element) => {
-                    (1, format!("ToR {}", e.element))
-                }
-                Element::Spine => (2, format!("spine {}", e.element)),
-                _ => continue,
-            };
-            if best.as_ref().is_none_or(|b| rank < b.0) {
-                let class =
-                    ["uplink congestion", "ToR congestion", "spine congestion"][rank as usize];
-                let detail = format!(
-                    "episode #{} on {what}, rounds {}–{}, +{:.0}%",
-                    e.id,
-                    e.start,
-                    e.end,
-                    e.magnitude.exp_m1() * 100.0
-                );
-                best = Some((rank, class.to_string(), detail));
-            }
-        }
-        best.map(|(_, c, d)| (c, d))
+            own && Self::within(f, start, grace)
+        })
     }
 
-    /// Faults of another class near the accused: slow ToR, dip, a neighbouring fault, or
-    /// a fault on the same entity that had ended.
-    fn faults_near(
-        &self,
-        plane: Plane,
-        nodes: &[usize],
-        span: (u64, u64),
-        other: &dyn Fn(&Fault) -> Option<&'static str>,
-    ) -> Option<(String, String)> {
-        let topo = &self.w.topo;
-        let on_plane = |f: &Fault| {
-            if plane == Plane::Host {
-                f.plane.host()
-            } else {
-                f.plane.device()
-            }
+    /// Whether a fabric verdict in group `g` on `plane` beginning in round `start` is
+    /// correct: a fabric-wide or ToR-wide event on that plane touched the group (a dip, a
+    /// slow ToR, ToR or spine congestion, the drift 1/0.9 above normal) in the look-back
+    /// before it; with that event.
+    pub(crate) fn fabric_correct(&self, plane: Plane, g: usize, start: u64) -> Option<String> {
+        let lookback = if plane == Plane::Host {
+            self.lookback
+        } else {
+            self.device_lookback()
         };
-        let mut dip = None;
-        for f in self
-            .w
-            .faults
-            .iter()
-            .filter(|f| on_plane(f) && overlaps((f.onset, f.end), span))
-        {
-            let hit = match f.target {
-                Target::Tor(t) => nodes
-                    .iter()
-                    .any(|n| topo.tor(*n) == t)
-                    .then_some("slow ToR"),
-                Target::Fabric => Some("fabric dip"),
-                _ => other(f),
-            };
-            let found = hit.map(|class| {
-                (
-                    class.to_string(),
-                    format!(
-                        "fault #{} ({}), rounds {}–{}",
-                        f.id,
-                        f.kind.as_str(),
-                        f.onset,
-                        f.end
-                    ),
-                )
-            });
-            match (hit, found) {
-                (Some("fabric dip"), found) => dip = dip.or(found),
-                (_, Some(found)) => return Some(found),
-                _ => {}
-            }
-        }
-        dip
-    }
-
-    fn node_cause(&self, node: usize, start: u64) -> (String, String) {
-        let span = (start.saturating_sub(self.lookback), start + 1);
-        let other = |f: &Fault| match f.target {
-            Target::Link { src, dst, .. } if src == node || dst == node => {
-                Some("degraded link endpoint")
-            }
-            Target::Node(n) if n == node => Some("after its fault ended"),
-            _ => None,
-        };
-        self.cause(Plane::Host, &[node], &[], span, &other)
-    }
-
-    /// The most specific cause: congestion on the accused's own uplink or port, then a
-    /// fault nearby (slow ToR, a neighbouring fault, a dip), then congestion on its ToR or
-    /// a spine, else noise.
-    fn cause(
-        &self,
-        plane: Plane,
-        nodes: &[usize],
-        ports: &[usize],
-        span: (u64, u64),
-        other: &dyn Fn(&Fault) -> Option<&'static str>,
-    ) -> (String, String) {
-        let episode = self.episodes_near(plane, nodes, ports, span);
-        if let Some(e) = episode.as_ref().filter(|e| e.0 == "uplink congestion") {
-            return e.clone();
-        }
-        self.faults_near(plane, nodes, span, other)
-            .or(episode)
-            .unwrap_or_else(|| ("noise".into(), String::new()))
-    }
-
-    fn link_cause(&self, a: usize, b: usize, start: u64) -> (String, String) {
-        let span = (start.saturating_sub(self.lookback), start + 1);
-        let other = |f: &Fault| match f.target {
-            Target::Node(n) if (n == a || n == b) && f.kind == FaultKind::SlowNode => {
-                Some("slow node endpoint")
-            }
-            Target::Link { src, dst, .. } if [src, dst].iter().any(|x| *x == a || *x == b) => {
-                Some("another degraded link")
-            }
-            _ => None,
-        };
-        self.cause(Plane::Host, &[a, b], &[], span, &other)
-    }
-
-    fn port_cause(&self, port: usize, start: u64) -> (String, String) {
-        let topo = &self.w.topo;
-        let node = topo.port_node(port);
-        let span = (start.saturating_sub(self.device_lookback()), start + 1);
-        let other = |f: &Fault| match f.target {
-            Target::Node(n) if n == node => Some("slow node (device)"),
-            Target::Port(p) if p == port => Some("a faulty port at an end"),
-            Target::Port(p) if topo.port_node(p) == node => Some("another port of the node"),
-            Target::PortPair(x, y) if x == port || y == port => Some("bad pair endpoint"),
-            _ => None,
-        };
-        self.cause(Plane::Device, &[node], &[port], span, &other)
+        self.truth
+            .fabric_event(plane, g, (start.saturating_sub(lookback), start + 1))
     }
 
     /// Node-hours of the run, and those of nodes without a node fault (slow node, hard
