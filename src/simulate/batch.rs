@@ -66,6 +66,35 @@ fn levels(all: &[&[LevelStats]], healthy: f64) -> Vec<LevelStats> {
         .collect()
 }
 
+/// The device-plane parts of the runs that have one, pooled (`None` when none has).
+fn pool_devices(runs: &[Report], healthy: f64) -> Option<DeviceReport> {
+    let devices: Vec<&DeviceReport> = runs.iter().filter_map(|r| r.device.as_ref()).collect();
+    if devices.is_empty() {
+        return None;
+    }
+    let dl = levels(
+        &devices
+            .iter()
+            .map(|d| d.levels.as_slice())
+            .collect::<Vec<_>>(),
+        healthy,
+    );
+    let max = |f: fn(&DeviceReport) -> f64| devices.iter().map(|d| f(d)).fold(0.0, f64::max);
+    Some(DeviceReport {
+        ports: devices.iter().map(|d| d.ports).sum(),
+        levels: dl,
+        fabric_verdicts: devices.iter().map(|d| d.fabric_verdicts).sum(),
+        requests_per_second_per_npu: max(|d| d.requests_per_second_per_npu),
+        packets_per_second_per_npu: max(|d| d.packets_per_second_per_npu),
+        peak_packets_per_second_per_npu: max(|d| d.peak_packets_per_second_per_npu),
+        port_rounds_per_second: devices
+            .iter()
+            .map(|d| d.port_rounds_per_second)
+            .sum::<f64>()
+            / devices.len() as f64,
+    })
+}
+
 /// The pooled report of a batch: counts summed, rates over the pooled node-hours, tables
 /// and targets over the pooled episodes.
 pub fn pool(runs: &[Report]) -> Report {
@@ -88,30 +117,7 @@ pub fn pool(runs: &[Report]) -> Report {
             .entry((c.level.clone(), c.cause.clone()))
             .or_default() += c.count;
     }
-    let devices: Vec<&DeviceReport> = runs.iter().filter_map(|r| r.device.as_ref()).collect();
-    let device = (!devices.is_empty()).then(|| {
-        let dl = levels(
-            &devices
-                .iter()
-                .map(|d| d.levels.as_slice())
-                .collect::<Vec<_>>(),
-            healthy,
-        );
-        let max = |f: fn(&DeviceReport) -> f64| devices.iter().map(|d| f(d)).fold(0.0, f64::max);
-        DeviceReport {
-            ports: devices.iter().map(|d| d.ports).sum(),
-            levels: dl,
-            fabric_verdicts: devices.iter().map(|d| d.fabric_verdicts).sum(),
-            requests_per_second_per_npu: max(|d| d.requests_per_second_per_npu),
-            packets_per_second_per_npu: max(|d| d.packets_per_second_per_npu),
-            peak_packets_per_second_per_npu: max(|d| d.peak_packets_per_second_per_npu),
-            port_rounds_per_second: devices
-                .iter()
-                .map(|d| d.port_rounds_per_second)
-                .sum::<f64>()
-                / devices.len() as f64,
-        }
-    });
+    let device = pool_devices(runs, healthy);
     let by_magnitude = magnitude_rows(&episodes);
     let sum = |f: fn(&Report) -> usize| runs.iter().map(f).sum::<usize>();
     let classes = classes(runs, healthy);

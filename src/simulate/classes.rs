@@ -135,6 +135,31 @@ fn level_name(l: Level) -> &'static str {
 impl Scorer<'_> {
     /// Judges every verdict of the run; rates over `healthy` node-hours.
     pub fn judge(&self, healthy: f64) -> Judged {
+        let mut spans = self.held_spans();
+        spans.extend(self.event_spans());
+        spans.sort_by_key(|s| (s.first, s.class, s.ids.clone()));
+        let classes = self.class_stats(&spans, healthy);
+        let falses = spans
+            .iter()
+            .filter(|s| !s.correct && !s.hard)
+            .map(|s| FalseVerdict {
+                entity: s.entity.clone(),
+                level: false_level(s),
+                round: s.first,
+                cause: s.cause.clone().unwrap_or_default(),
+                detail: s.detail.clone().unwrap_or_default(),
+            })
+            .collect();
+        Judged {
+            spans,
+            classes,
+            falses,
+        }
+    }
+
+    /// The spans of the verdicts a state machine holds: nodes, NPU ports, and the cordons
+    /// they lead to (a port quarantine cordons its node).
+    fn held_spans(&self) -> Vec<VerdictSpan> {
         let rounds = self.w.rounds;
         let last = |end: u64| end.saturating_sub(1).min(rounds);
         let mut spans = Vec::new();
@@ -196,6 +221,16 @@ impl Scorer<'_> {
                 cause,
             ));
         }
+        spans
+    }
+
+    /// The spans of pair and event verdicts: links, device nodes, port pairs, and each
+    /// plane's fabric events.
+    fn event_spans(&self) -> Vec<VerdictSpan> {
+        let rounds = self.w.rounds;
+        let last = |end: u64| end.saturating_sub(1).min(rounds);
+        let mut spans = Vec::new();
+        let npus = self.w.topo.npus.max(1);
         for &((a, b), s, e) in &self.v.links {
             let correct = self.link_correct(a, b, s);
             let cause = (!correct).then(|| self.link_cause(a, b, s));
@@ -252,24 +287,7 @@ impl Scorer<'_> {
                 ));
             }
         }
-        spans.sort_by_key(|s| (s.first, s.class, s.ids.clone()));
-        let classes = self.class_stats(&spans, healthy);
-        let falses = spans
-            .iter()
-            .filter(|s| !s.correct && !s.hard)
-            .map(|s| FalseVerdict {
-                entity: s.entity.clone(),
-                level: false_level(s),
-                round: s.first,
-                cause: s.cause.clone().unwrap_or_default(),
-                detail: s.detail.clone().unwrap_or_default(),
-            })
-            .collect();
-        Judged {
-            spans,
-            classes,
-            falses,
-        }
+        spans
     }
 
     fn class_stats(&self, spans: &[VerdictSpan], healthy: f64) -> Vec<ClassStats> {

@@ -218,6 +218,51 @@ pub struct Report {
     pub node_rounds_per_second: f64,
 }
 
+/// The false verdicts, weightiest first (cordons and quarantines, then the other
+/// verdicts, suspects last), and their counts by level and cause.
+fn rank_falses(mut falses: Vec<FalseVerdict>) -> (Vec<FalseVerdict>, Vec<CauseCount>) {
+    let weight = |l: &str| match l {
+        "cordon" | "quarantine" | "port quarantine" => 0,
+        "suspect" | "port suspect" => 2,
+        _ => 1,
+    };
+    falses.sort_by_key(|f| (weight(&f.level), f.round));
+    let mut causes: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for f in &falses {
+        *causes
+            .entry((f.level.clone(), f.cause.clone()))
+            .or_default() += 1;
+    }
+    let counts = causes
+        .into_iter()
+        .map(|((level, cause), count)| CauseCount {
+            level,
+            cause,
+            count,
+        })
+        .collect();
+    (falses, counts)
+}
+
+/// The scenario's written expectation checked against the run's cordons, if it has one.
+fn expectation_of(w: &World, s: &Scorer<'_>) -> Option<super::expect::ExpectCheck> {
+    let e = w.scenario.expect.as_ref()?;
+    let within = e.within_rounds.map(|x| x.round() as u64);
+    let cordons: Vec<super::expect::Cordon> = s
+        .cordon_spans(true)
+        .into_iter()
+        .map(|c| super::expect::Cordon {
+            node: c.who,
+            start: c.start,
+            end: c.end,
+            reason: c.reason,
+        })
+        .collect();
+    Some(super::expect::check(
+        e, within, &w.faults, &w.topo, &cordons, w.rounds,
+    ))
+}
+
 /// Scores a run into a report; `window` is the host engine's window (rounds).
 pub fn report(w: &World, t: &Trace, window: u64) -> Report {
     let v = Verdicts::of(t, w.rounds);
@@ -253,21 +298,7 @@ pub fn report(w: &World, t: &Trace, window: u64) -> Report {
         .collect();
         device_report(w, t, &v, lv)
     });
-    let mut falses = judged.falses;
-    // The weightiest first: cordons and quarantines, then the other verdicts, suspects
-    // last.
-    let weight = |l: &str| match l {
-        "cordon" | "quarantine" | "port quarantine" => 0,
-        "suspect" | "port suspect" => 2,
-        _ => 1,
-    };
-    falses.sort_by_key(|f| (weight(&f.level), f.round));
-    let mut causes: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for f in &falses {
-        *causes
-            .entry((f.level.clone(), f.cause.clone()))
-            .or_default() += 1;
-    }
+    let (falses, false_by_cause) = rank_falses(judged.falses);
     let q_from = |class: &[&str]| {
         falses
             .iter()
@@ -277,20 +308,7 @@ pub fn report(w: &World, t: &Trace, window: u64) -> Report {
     };
     let by_magnitude = magnitude_rows(&outcomes);
     let cordon = by_class("cordon");
-    let expectation = w.scenario.expect.as_ref().map(|e| {
-        let within = e.within_rounds.map(|x| x.round() as u64);
-        let cordons: Vec<super::expect::Cordon> = s
-            .cordon_spans(true)
-            .into_iter()
-            .map(|c| super::expect::Cordon {
-                node: c.who,
-                start: c.start,
-                end: c.end,
-                reason: c.reason,
-            })
-            .collect();
-        super::expect::check(e, within, &w.faults, &w.topo, &cordons, w.rounds)
-    });
+    let expectation = expectation_of(w, &s);
     let final_states = final_states(w, t, &judged.spans);
     let mut r = Report {
         scenario: w.scenario.name.clone(),
@@ -319,14 +337,7 @@ pub fn report(w: &World, t: &Trace, window: u64) -> Report {
             "ToR congestion",
             "spine congestion",
         ]),
-        false_by_cause: causes
-            .into_iter()
-            .map(|((level, cause), count)| CauseCount {
-                level,
-                cause,
-                count,
-            })
-            .collect(),
+        false_by_cause,
         false_verdicts: falses.into_iter().take(40).collect(),
         device,
         targets: Vec::new(),
