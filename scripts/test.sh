@@ -78,6 +78,9 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   CARGO_INCREMENTAL=0 cargo install -q cargo-fuzz --version 0.13.2 --locked
 fi
 
+# The build needs room: say how much there is, so a full disk is seen before rustc dies of it.
+echo "==> disk: $(df -h --output=avail . | tail -1 | tr -d ' ') free where the build runs"
+
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 # The fuzz crate is a workspace of its own (fuzz/Cargo.toml), so it is checked apart.
