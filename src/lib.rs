@@ -36,7 +36,7 @@ pub mod health;
 pub mod logging;
 pub mod probe;
 pub mod remediate;
-pub mod shutdown;
+pub(crate) mod shutdown;
 pub mod simulate;
 pub mod snapshot;
 pub mod telemetry;

@@ -18,10 +18,10 @@
 //! Kubernetes exports no attribution series at all; from then on every pass publishes, and
 //! `hcclwatch_pod_attribution_up` says whether every source in use answered.
 
-pub mod cgroup;
-pub mod device_id;
-pub mod kube_api;
-pub mod merge;
+pub(crate) mod cgroup;
+pub(crate) mod device_id;
+pub(crate) mod kube_api;
+pub(crate) mod merge;
 pub mod pod_resources;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -101,6 +101,43 @@ enum Phase {
     Failing,
 }
 
+/// Why a source gave no answer this pass (its `SourceStatus` error is this text).
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The kubelet pod-resources call failed.
+    #[error(transparent)]
+    PodResources(#[from] pod_resources::PodResourcesError),
+    /// The Kubernetes API call failed.
+    #[error(transparent)]
+    KubernetesApi(#[from] kube_api::KubeApiError),
+    /// No NPU process DCMI lists is visible under the configured `/proc`.
+    #[error(
+        "none of the {count} NPU processes DCMI lists is under {}: run in the host PID namespace (hostPID) or point attribution.proc_root at the host's /proc",
+        root.display()
+    )]
+    NoProcessVisible {
+        /// The processes DCMI lists.
+        count: usize,
+        /// `attribution.proc_root`.
+        root: PathBuf,
+    },
+    /// Some processes' cgroup files could not be read.
+    #[error(
+        "{count} cgroup files unreadable, e.g. {}/{pid}/cgroup: {source}; check that hcclwatch may read the host's /proc",
+        root.display()
+    )]
+    CgroupUnreadable {
+        /// How many could not be read.
+        count: usize,
+        /// `attribution.proc_root`.
+        root: PathBuf,
+        /// The first process whose file could not be read.
+        pid: u32,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
 /// One pass's answer from one source.
 struct Answer<T> {
     status: Option<SourceStatus>,
@@ -115,7 +152,7 @@ impl<T> Answer<T> {
         }
     }
 
-    fn of(r: Result<T, String>) -> Self {
+    fn of(r: Result<T, SourceError>) -> Self {
         match r {
             Ok(v) => Self {
                 status: Some(SourceStatus {
@@ -127,7 +164,7 @@ impl<T> Answer<T> {
             Err(e) => Self {
                 status: Some(SourceStatus {
                     ok: false,
-                    error: Some(e),
+                    error: Some(e.to_string()),
                 }),
                 value: None,
             },
@@ -196,7 +233,7 @@ impl Poller {
             return Answer::off();
         }
         let r = pod_resources::list(&socket, self.settings.deadline).await;
-        let a = Answer::of(r.map_err(|e| e.to_string()));
+        let a = Answer::of(r.map_err(SourceError::from));
         self.record(Source::PodResources, &a);
         a
     }
@@ -234,7 +271,7 @@ impl Poller {
             return Answer::off();
         };
         let r = k.pods_on_node(&self.settings.prefixes, deadline).await;
-        let a = Answer::of(r.map_err(|e| e.to_string()));
+        let a = Answer::of(r.map_err(SourceError::from));
         self.record(Source::KubernetesApi, &a);
         a
     }
@@ -254,27 +291,32 @@ impl Poller {
             return Answer::off();
         }
         let root = &self.settings.proc_root;
-        let (mut owners, mut missing, mut errors) = (Vec::new(), 0usize, Vec::new());
+        let (mut owners, mut missing) = (Vec::new(), 0usize);
+        let (mut unreadable, mut first_error) = (0usize, None);
         for &(phy, pid) in &procs {
             match cgroup::read(root, pid) {
                 Ok(Some(o)) => owners.push((phy, pid, o)),
                 Ok(None) => {}
                 // Exited since DCMI listed it.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing += 1,
-                Err(e) => errors.push(format!("{}/{pid}/cgroup: {e}", root.display())),
+                Err(e) => {
+                    unreadable += 1;
+                    first_error.get_or_insert((pid, e));
+                }
             }
         }
         let r = if missing == procs.len() {
-            Err(format!(
-                "none of the {} NPU processes DCMI lists is under {}: run in the host PID namespace (hostPID) or point attribution.proc_root at the host's /proc",
-                procs.len(),
-                root.display()
-            ))
-        } else if let Some(first) = errors.first() {
-            Err(format!(
-                "{} cgroup files unreadable, e.g. {first}",
-                errors.len()
-            ))
+            Err(SourceError::NoProcessVisible {
+                count: procs.len(),
+                root: root.clone(),
+            })
+        } else if let Some((pid, source)) = first_error {
+            Err(SourceError::CgroupUnreadable {
+                count: unreadable,
+                root: root.clone(),
+                pid,
+                source,
+            })
         } else {
             Ok(owners)
         };

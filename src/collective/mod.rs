@@ -13,9 +13,9 @@
 
 pub mod algo;
 pub mod bootstrap;
-pub mod comm;
+pub(crate) mod comm;
 pub mod dtype;
-pub mod error;
+pub(crate) mod error;
 pub mod timeline;
 pub mod transport;
 

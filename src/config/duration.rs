@@ -103,7 +103,7 @@ pub fn format(d: Duration) -> String {
 }
 
 /// Serde adapter so config structs hold [`Duration`] but files hold strings.
-pub mod serde_str {
+pub(crate) mod serde_str {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
 

@@ -3,8 +3,8 @@
 //!
 //! Exporters read the [`crate::snapshot::Store`]; they never trigger a collection.
 
-pub mod otlp;
+pub(crate) mod otlp;
 pub mod prometheus;
-pub mod server;
-pub mod state;
-pub mod web;
+pub(crate) mod server;
+pub(crate) mod state;
+pub(crate) mod web;

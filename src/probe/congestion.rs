@@ -94,6 +94,17 @@ pub enum ReadError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The netstat file is not laid out as the kernel writes it.
+    #[error(
+        "{}: {source} (a kernel without IpExt InCEPkts: set probe.congestion_ce_packets = 0 to turn the signal off)",
+        path.display()
+    )]
+    Netstat {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: NetstatError,
+    },
     /// A cumulative counter is lower than at the last read.
     #[error(
         "{}: counter went backwards from {before} to {now} (a reset, a wrap or a renamed interface)",
@@ -121,7 +132,9 @@ impl ReadError {
                 | FileError::Timeout { path, .. }
                 | FileError::NotText { path } => path,
             },
-            ReadError::Parse { path, .. } | ReadError::Backwards { path, .. } => path,
+            ReadError::Parse { path, .. }
+            | ReadError::Netstat { path, .. }
+            | ReadError::Backwards { path, .. } => path,
         }
     }
 }
@@ -186,6 +199,7 @@ impl UplinkReader {
     }
 
     /// The interface whose counters are read, once known.
+    #[cfg(test)]
     pub fn interface(&self) -> Option<&str> {
         self.iface.as_deref()
     }
@@ -347,7 +361,10 @@ impl UplinkReader {
     fn read_ce(&mut self, at: Instant) -> Result<Option<u64>, ReadError> {
         let path = self.s.procfs_root.join("net/netstat");
         let now = match read_small(&path, NETSTAT_LIMIT).and_then(|t| {
-            netstat_value(&t, "IpExt:", "InCEPkts").map_err(|reason| parse(&path, reason))
+            netstat_value(&t, "IpExt:", "InCEPkts").map_err(|source| ReadError::Netstat {
+                path: path.clone(),
+                source,
+            })
         }) {
             Ok(v) => v,
             Err(e) => {
@@ -412,35 +429,90 @@ fn clip(s: &str) -> &str {
     s.char_indices().nth(40).map_or(s, |(i, _)| &s[..i])
 }
 
+/// Why a netstat-style file (`/proc/net/netstat`) does not give a counter: the file is
+/// not laid out as the kernel writes it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NetstatError {
+    /// No header line starts with the prefix.
+    #[error("no {prefix} line")]
+    NoHeader {
+        /// The block's prefix (`IpExt:`).
+        prefix: String,
+    },
+    /// The header is not followed by its value line.
+    #[error("the {prefix} header is not followed by its values")]
+    NoValues {
+        /// The block's prefix.
+        prefix: String,
+    },
+    /// The header and value lines differ in length.
+    #[error("{prefix} has {names} names and {values} values")]
+    Mismatch {
+        /// The block's prefix.
+        prefix: String,
+        /// Column names in the header.
+        names: usize,
+        /// Values in the value line.
+        values: usize,
+    },
+    /// The header has no such column (a kernel without it).
+    #[error("no {prefix} {column} column")]
+    NoColumn {
+        /// The block's prefix.
+        prefix: String,
+        /// The column asked for.
+        column: String,
+    },
+    /// The value is not an unsigned decimal number.
+    #[error("{prefix} {column} {value:?} is not a counter")]
+    NotCounter {
+        /// The block's prefix.
+        prefix: String,
+        /// The column.
+        column: String,
+        /// At most 40 characters of the value.
+        value: String,
+    },
+}
+
 /// The value of `column` in the `prefix` block of a netstat-style file: a header line
 /// (`IpExt: InNoRoutes InTruncatedPkts ...`) followed by its value line (`IpExt: 0 0 ...`),
 /// matched by column name.
-pub fn netstat_value(text: &str, prefix: &str, column: &str) -> Result<u64, String> {
+pub fn netstat_value(text: &str, prefix: &str, column: &str) -> Result<u64, NetstatError> {
     let mut lines = text.lines();
     let header = lines
         .by_ref()
         .find(|l| l.split_whitespace().next() == Some(prefix))
-        .ok_or_else(|| format!("no {prefix} line"))?;
+        .ok_or_else(|| NetstatError::NoHeader {
+            prefix: prefix.to_string(),
+        })?;
     let values = lines
         .next()
         .filter(|l| l.split_whitespace().next() == Some(prefix))
-        .ok_or_else(|| format!("the {prefix} header is not followed by its values"))?;
+        .ok_or_else(|| NetstatError::NoValues {
+            prefix: prefix.to_string(),
+        })?;
     let names: Vec<&str> = header.split_whitespace().skip(1).collect();
     let nums: Vec<&str> = values.split_whitespace().skip(1).collect();
     if names.len() != nums.len() {
-        return Err(format!(
-            "{prefix} has {} names and {} values",
-            names.len(),
-            nums.len()
-        ));
+        return Err(NetstatError::Mismatch {
+            prefix: prefix.to_string(),
+            names: names.len(),
+            values: nums.len(),
+        });
     }
     let k = names
         .iter()
         .position(|n| *n == column)
-        .ok_or_else(|| format!("no {prefix} {column} column"))?;
-    nums[k]
-        .parse()
-        .map_err(|_| format!("{prefix} {column} {:?} is not a counter", clip(nums[k])))
+        .ok_or_else(|| NetstatError::NoColumn {
+            prefix: prefix.to_string(),
+            column: column.to_string(),
+        })?;
+    nums[k].parse().map_err(|_| NetstatError::NotCounter {
+        prefix: prefix.to_string(),
+        column: column.to_string(),
+        value: clip(nums[k]).to_string(),
+    })
 }
 
 /// The interface that holds `addr` (an IPv4-mapped IPv6 address counts as its IPv4 one).

@@ -14,11 +14,11 @@
 //! (`hcclwatch_probe_active 0`), the daemon keeps exporting telemetry, and the group is
 //! re-formed at the next round.
 
-pub mod congestion;
+pub(crate) mod congestion;
 pub mod device;
-pub mod group;
-pub mod hard_faults;
-pub mod membership;
+pub(crate) mod group;
+pub(crate) mod hard_faults;
+pub(crate) mod membership;
 pub mod plan;
 mod prober;
 pub mod round;

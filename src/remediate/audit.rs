@@ -16,8 +16,67 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::{Serialize, Serializer};
 
+use super::config::Action;
 use super::outcome::Outcome;
 use super::payload::Status;
+
+/// What a record is about: one of a rule's actions, or the quarantine or release as a
+/// whole. Written as its bare name, as the audit log did when it was a string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditAction {
+    /// `spec.unschedulable = true`.
+    Cordon,
+    /// The rule's taint.
+    Taint,
+    /// The rule's node condition.
+    Condition,
+    /// An Event on the node.
+    Event,
+    /// The rule's command.
+    Exec,
+    /// The rule's HTTP webhook.
+    Webhook,
+    /// The quarantine as a whole (its intent, before the node is marked).
+    Quarantine,
+    /// The release of a quarantined node.
+    Release,
+}
+
+impl AuditAction {
+    /// The name in the audit log, the metric's `action` label and the logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditAction::Cordon => Action::Cordon.as_str(),
+            AuditAction::Taint => Action::Taint.as_str(),
+            AuditAction::Condition => Action::Condition.as_str(),
+            AuditAction::Event => Action::Event.as_str(),
+            AuditAction::Exec => Action::Exec.as_str(),
+            AuditAction::Webhook => Action::Webhook.as_str(),
+            AuditAction::Quarantine => "quarantine",
+            AuditAction::Release => "release",
+        }
+    }
+}
+
+impl From<Action> for AuditAction {
+    fn from(a: Action) -> Self {
+        match a {
+            Action::Cordon => AuditAction::Cordon,
+            Action::Taint => AuditAction::Taint,
+            Action::Condition => AuditAction::Condition,
+            Action::Event => AuditAction::Event,
+            Action::Exec => AuditAction::Exec,
+            Action::Webhook => AuditAction::Webhook,
+        }
+    }
+}
+
+impl std::fmt::Display for AuditAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// One decision about one action on one node. The fields are written in this order.
 #[derive(Debug, Clone, Serialize)]
@@ -27,8 +86,8 @@ pub struct Record {
     pub ts: Timestamp,
     /// Who asked: the authenticated caller and its address.
     pub who: String,
-    /// What: the action (`cordon`, `taint`, …, or `release`).
-    pub action: String,
+    /// What: the action (`cordon`, `taint`, …, `quarantine` or `release`).
+    pub action: AuditAction,
     /// The node.
     pub node: String,
     /// Why: the alert name and its reason label.
@@ -126,7 +185,7 @@ mod tests {
         let r = Record {
             ts: "2026-12-02T03:50:00.123456789Z".parse().unwrap(),
             who: "alertmanager@127.0.0.1:5000".into(),
-            action: "cordon".into(),
+            action: AuditAction::Cordon,
             node: "n1".into(),
             alertname: "HcclwatchQuarantineRecommended".into(),
             reason: "straggler".into(),
@@ -140,5 +199,28 @@ mod tests {
             serde_json::to_string(&r).unwrap(),
             r#"{"ts":"2026-12-02T03:50:00.123456789Z","who":"alertmanager@127.0.0.1:5000","action":"cordon","node":"n1","alertname":"HcclwatchQuarantineRecommended","reason":"straggler","fingerprint":"aa","status":"firing","dry_run":true,"result":"would_apply","detail":"spec.unschedulable=true"}"#
         );
+    }
+
+    /// Every action is written by its old string, in the log and wherever `as_str` is
+    /// used (the metric label): each name spelled out here, as the string-typed engine
+    /// wrote it.
+    #[test]
+    fn actions_keep_their_names_on_the_wire() {
+        for (a, name) in [
+            (AuditAction::Cordon, "cordon"),
+            (AuditAction::Taint, "taint"),
+            (AuditAction::Condition, "condition"),
+            (AuditAction::Event, "event"),
+            (AuditAction::Exec, "exec"),
+            (AuditAction::Webhook, "webhook"),
+            (AuditAction::Quarantine, "quarantine"),
+            (AuditAction::Release, "release"),
+        ] {
+            assert_eq!(serde_json::to_string(&a).unwrap(), format!("\"{name}\""));
+            assert_eq!(a.as_str(), name);
+        }
+        for &a in Action::ALL {
+            assert_eq!(AuditAction::from(a).as_str(), a.as_str());
+        }
     }
 }

@@ -17,6 +17,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
+use super::config::Action;
+
 /// Set to [`OWNER`] on every node hcclwatch quarantined.
 pub const BY: &str = "hcclwatch.io/quarantined-by";
 /// The reason (alert name and reason label).
@@ -306,8 +308,8 @@ pub struct Ownership {
     pub at: Option<SystemTime>,
     /// The alert's fingerprint.
     pub fingerprint: String,
-    /// The changes that were hcclwatch's own.
-    pub actions: Vec<String>,
+    /// The changes that were hcclwatch's own (cordon, taint, condition).
+    pub actions: Vec<Action>,
     /// The taint hcclwatch added, if any.
     pub taint: Option<Taint>,
     /// The condition type hcclwatch set, if any.
@@ -334,6 +336,22 @@ pub fn time_value(t: SystemTime) -> String {
         .unwrap_or_default()
 }
 
+/// The [`ACTIONS`] annotation's value: the names, comma-separated.
+pub fn actions_value(actions: &[Action]) -> String {
+    let names: Vec<&str> = actions.iter().map(|a| a.as_str()).collect();
+    names.join(",")
+}
+
+/// The actions an [`ACTIONS`] value names. hcclwatch writes only action names; a name it
+/// does not know (a hand edit) is no change of its own, so it is skipped.
+fn parse_actions(value: &str) -> Vec<Action> {
+    value
+        .split(',')
+        .filter(|x| !x.is_empty())
+        .filter_map(Action::from_name)
+        .collect()
+}
+
 /// hcclwatch's record on the node, if hcclwatch quarantined it.
 pub fn ownership(node: &Node) -> Option<Ownership> {
     let a = annotations(node);
@@ -344,15 +362,7 @@ pub fn ownership(node: &Node) -> Option<Ownership> {
         reason: a.get(REASON).cloned().unwrap_or_default(),
         at: time_annotation(node, AT),
         fingerprint: a.get(FINGERPRINT).cloned().unwrap_or_default(),
-        actions: a
-            .get(ACTIONS)
-            .map(|s| {
-                s.split(',')
-                    .filter(|x| !x.is_empty())
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default(),
+        actions: a.get(ACTIONS).map(|s| parse_actions(s)).unwrap_or_default(),
         taint: a.get(TAINT).and_then(|s| parse_taint(s)),
         condition: a.get(CONDITION).cloned(),
     })

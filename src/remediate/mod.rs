@@ -16,15 +16,15 @@
 //! - [`outcome`]: how a decision ended, as the audit log and the metrics name it;
 //! - [`metrics`]: the receiver's metrics.
 
-pub mod audit;
+pub(crate) mod audit;
 pub mod config;
-pub mod engine;
-pub mod hooks;
-pub mod kube;
-pub mod metrics;
-pub mod outcome;
+pub(crate) mod engine;
+pub(crate) mod hooks;
+pub(crate) mod kube;
+pub(crate) mod metrics;
+pub(crate) mod outcome;
 pub mod payload;
-pub mod safety;
+pub(crate) mod safety;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -51,9 +51,54 @@ pub enum RemediateError {
         /// Why.
         source: crate::config::file::SecretError,
     },
-    /// Anything else at start-up, with what to do.
-    #[error("{0}")]
-    Start(String),
+    /// The config names no credentials for the webhook.
+    #[error(
+        "auth: no credentials configured; set auth.bearer_token_file, or auth.basic_username with auth.basic_password_file"
+    )]
+    NoCredentials,
+    /// The secret file holds nothing.
+    #[error("{what}: the auth secret file is empty; put the token (or password) in it")]
+    EmptySecret {
+        /// Which secret.
+        what: &'static str,
+    },
+    /// The audit log could not be opened.
+    #[error(
+        "opening the audit log {}: {source}; the receiver does not act without one (check audit_log and its directory's permissions)",
+        path.display()
+    )]
+    AuditLog {
+        /// `audit_log`.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The async runtime could not be built (threads or file descriptors exhausted).
+    #[error("tokio runtime: {0}; check the process's thread and file-descriptor limits")]
+    Runtime(#[source] std::io::Error),
+    /// The Kubernetes API client could not be set up.
+    #[error(transparent)]
+    Kubernetes(#[from] kube::ConnectError),
+    /// The web config (`web_config_file`) could not be applied.
+    #[error(transparent)]
+    Web(#[from] crate::export::web::WebError),
+    /// A rule's selectors do not parse.
+    #[error(transparent)]
+    Selector(#[from] safety::SelectorError),
+    /// The listen address could not be bound.
+    #[error("binding {address}: {source}; choose another listen_address or stop what holds it")]
+    Bind {
+        /// `listen_address`.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The bound listener has no local address (the socket went away at once).
+    #[error("reading the bound listener's address: {0}")]
+    LocalAddr(#[source] std::io::Error),
+    /// The server stopped with an error.
+    #[error("serving: {0}")]
+    Serve(#[source] std::io::Error),
 }
 
 /// The credentials a request must present.
@@ -89,20 +134,16 @@ impl Credentials {
                 user: u.clone(),
                 password: read("auth.basic_password_file", p)?,
             },
-            _ => {
-                return Err(RemediateError::Start(
-                    "auth: no credentials configured".into(),
-                ));
-            }
+            _ => return Err(RemediateError::NoCredentials),
         };
         let empty = match &c {
-            Credentials::Bearer(t) => t.is_empty(),
-            Credentials::Basic { password, .. } => password.is_empty(),
+            Credentials::Bearer(t) => t.is_empty().then_some("auth.bearer_token_file"),
+            Credentials::Basic { password, .. } => {
+                password.is_empty().then_some("auth.basic_password_file")
+            }
         };
-        if empty {
-            return Err(RemediateError::Start(
-                "the auth secret file is empty; put the token (or password) in it".into(),
-            ));
+        if let Some(what) = empty {
+            return Err(RemediateError::EmptySecret { what });
         }
         Ok(c)
     }
@@ -226,26 +267,24 @@ async fn ready_handler(State(s): State<AppState>) -> Response {
 pub fn run(cfg: RemediateConfig) -> Result<(), RemediateError> {
     let address = cfg.listen_address.addr();
     let creds = Credentials::load(&cfg)?;
-    let audit = audit::AuditLog::open(&cfg.audit_log).map_err(|e| {
-        RemediateError::Start(format!(
-            "opening the audit log {}: {e}; the receiver does not act without one",
-            cfg.audit_log.display()
-        ))
-    })?;
+    let audit =
+        audit::AuditLog::open(&cfg.audit_log).map_err(|source| RemediateError::AuditLog {
+            path: cfg.audit_log.clone(),
+            source,
+        })?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("hcclwatch-remediate")
         .enable_all()
         .build()
-        .map_err(|e| RemediateError::Start(format!("tokio runtime: {e}")))?;
+        .map_err(RemediateError::Runtime)?;
     let result = runtime.block_on(async move {
         let kube = kube::Kube::connect(
             cfg.kubernetes.kubeconfig.as_deref(),
             &cfg.kubernetes.event_namespace,
             cfg.kubernetes.timeout,
         )
-            .await
-            .map_err(|e| RemediateError::Start(e.to_string()))?;
+            .await?;
         let dry = cfg.dry_run;
         let interval = cfg.reconcile_interval;
         let limits = crate::export::web::Limits {
@@ -260,11 +299,10 @@ pub fn run(cfg: RemediateConfig) -> Result<(), RemediateError> {
             crate::export::web::Security::from_file(
                 cfg.web_config_file.as_deref(),
                 &["/-/healthy", "/-/ready", "/webhook"],
-            )
-            .map_err(|e| RemediateError::Start(e.to_string()))?,
+            )?,
         );
         let engine = Arc::new(
-            Remediator::new(cfg, kube, audit, metrics::Metrics::new()).map_err(|e| RemediateError::Start(e.to_string()))?,
+            Remediator::new(cfg, kube, audit, metrics::Metrics::new())?,
         );
         let ready = Arc::new(AtomicBool::new(false));
         // The state comes from the nodes' annotations: read them before acting, and keep
@@ -295,8 +333,8 @@ pub fn run(cfg: RemediateConfig) -> Result<(), RemediateError> {
             .with_state(state);
         let listener = tokio::net::TcpListener::bind(address)
             .await
-            .map_err(|e| RemediateError::Start(format!("binding {address}: {e}")))?;
-        let bound = listener.local_addr().map_err(|e| RemediateError::Start(e.to_string()))?;
+            .map_err(|source| RemediateError::Bind { address, source })?;
+        let bound = listener.local_addr().map_err(RemediateError::LocalAddr)?;
         let shutdown = crate::shutdown::signal();
         if dry {
             tracing::warn!("DRY RUN: decisions are logged, counted and audited, but no node is changed (set dry_run = false to act)");
@@ -304,7 +342,7 @@ pub fn run(cfg: RemediateConfig) -> Result<(), RemediateError> {
         tracing::info!(address = %bound, dry_run = dry, "hcclwatch remediate listening");
         crate::export::web::serve(listener, app, limits, security, shutdown)
             .await
-            .map_err(|e| RemediateError::Start(format!("serving: {e}")))
+            .map_err(RemediateError::Serve)
     });
     // A hook or an API call still running is not waited for.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));

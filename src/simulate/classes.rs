@@ -167,16 +167,17 @@ impl Scorer<'_> {
         for v in &self.v.nodes {
             let correct = if v.hard { true } else { self.node_correct(v) };
             let cause = (!correct).then(|| self.node_cause(v.who, v.start));
-            spans.push(span(
-                "node",
-                level_name(v.level),
-                format!("node {}", v.who),
-                vec![v.who],
-                (v.start, last(v.end)),
-                v,
-                correct,
-                cause,
-            ));
+            spans.push(
+                Judgement {
+                    class: "node",
+                    entity: format!("node {}", v.who),
+                    ids: vec![v.who],
+                    rounds: (v.start, last(v.end)),
+                    correct,
+                    cause,
+                }
+                .held(level_name(v.level), v),
+            );
         }
         for v in &self.v.ports {
             let correct = self.port_correct(v);
@@ -187,16 +188,17 @@ impl Scorer<'_> {
                 v.who / npus,
                 v.who % npus
             );
-            spans.push(span(
-                "port",
-                level_name(v.level),
-                entity,
-                vec![v.who],
-                (v.start, last(v.end)),
-                v,
-                correct,
-                cause,
-            ));
+            spans.push(
+                Judgement {
+                    class: "port",
+                    entity,
+                    ids: vec![v.who],
+                    rounds: (v.start, last(v.end)),
+                    correct,
+                    cause,
+                }
+                .held(level_name(v.level), v),
+            );
         }
         for c in self.cordon_spans(false) {
             let correct = self.cordon_correct(c.who, c.start);
@@ -210,16 +212,17 @@ impl Scorer<'_> {
                 }
                 _ => self.node_cause(c.who, c.start),
             });
-            spans.push(span(
-                "cordon",
-                "quarantine",
-                format!("node {}", c.who),
-                vec![c.who],
-                (c.start, last(c.end)),
-                &c,
-                correct,
-                cause,
-            ));
+            spans.push(
+                Judgement {
+                    class: "cordon",
+                    entity: format!("node {}", c.who),
+                    ids: vec![c.who],
+                    rounds: (c.start, last(c.end)),
+                    correct,
+                    cause,
+                }
+                .held("quarantine", &c),
+            );
         }
         spans
     }
@@ -234,26 +237,32 @@ impl Scorer<'_> {
         for &((a, b), s, e) in &self.v.links {
             let correct = self.link_correct(a, b, s);
             let cause = (!correct).then(|| self.link_cause(a, b, s));
-            spans.push(plain(
-                "link",
-                format!("link {a}→{b}"),
-                vec![a, b],
-                (s, last(e)),
-                correct,
-                cause,
-            ));
+            spans.push(
+                Judgement {
+                    class: "link",
+                    entity: format!("link {a}→{b}"),
+                    ids: vec![a, b],
+                    rounds: (s, last(e)),
+                    correct,
+                    cause,
+                }
+                .plain(),
+            );
         }
         for &(n, s, e) in &self.v.device_nodes {
             let correct = self.device_node_correct(n, s);
             let cause = (!correct).then(|| self.port_cause(n * npus, s));
-            spans.push(plain(
-                "device node",
-                format!("node {n}"),
-                vec![n],
-                (s, last(e)),
-                correct,
-                cause,
-            ));
+            spans.push(
+                Judgement {
+                    class: "device node",
+                    entity: format!("node {n}"),
+                    ids: vec![n],
+                    rounds: (s, last(e)),
+                    correct,
+                    cause,
+                }
+                .plain(),
+            );
         }
         for &((a, b), s, e) in &self.v.pairs {
             let correct = self.pair_correct(a, b, s);
@@ -261,14 +270,17 @@ impl Scorer<'_> {
                 (c, _) if c == "noise" => self.port_cause(b, s),
                 x => x,
             });
-            spans.push(plain(
-                "pair",
-                format!("pair {a}–{b}"),
-                vec![a, b],
-                (s, last(e)),
-                correct,
-                cause,
-            ));
+            spans.push(
+                Judgement {
+                    class: "pair",
+                    entity: format!("pair {a}–{b}"),
+                    ids: vec![a, b],
+                    rounds: (s, last(e)),
+                    correct,
+                    cause,
+                }
+                .plain(),
+            );
         }
         for (class, plane, list) in [
             ("fabric (host)", Plane::Host, &self.v.host_fabric),
@@ -277,14 +289,17 @@ impl Scorer<'_> {
             for &(g, s, e) in list {
                 let correct = self.fabric_correct(plane, g, s).is_some();
                 let cause = (!correct).then(|| self.fabric_cause(plane, g, s));
-                spans.push(plain(
-                    class,
-                    format!("group {g}"),
-                    vec![g],
-                    (s, last(e)),
-                    correct,
-                    cause,
-                ));
+                spans.push(
+                    Judgement {
+                        class,
+                        entity: format!("group {g}"),
+                        ids: vec![g],
+                        rounds: (s, last(e)),
+                        correct,
+                        cause,
+                    }
+                    .plain(),
+                );
             }
         }
         spans
@@ -389,53 +404,43 @@ fn false_level(s: &VerdictSpan) -> String {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn span(
+/// What every span is made of, whatever verdict it comes from: its class, the entity and
+/// its ids, the rounds it covers, and how it was judged.
+struct Judgement {
     class: &'static str,
-    level: &'static str,
     entity: String,
     ids: Vec<usize>,
-    (first, last): (u64, u64),
-    v: &Verdict,
+    rounds: (u64, u64),
     correct: bool,
     cause: Option<(String, String)>,
-) -> VerdictSpan {
-    let (cause, detail) = cause.map_or((None, None), |(c, d)| (Some(c), Some(d)));
-    VerdictSpan {
-        class,
-        level,
-        entity,
-        ids,
-        first,
-        last,
-        reason: v.reason.clone(),
-        hard: v.hard,
-        correct,
-        cause,
-        detail,
-    }
 }
 
-fn plain(
-    class: &'static str,
-    entity: String,
-    ids: Vec<usize>,
-    (first, last): (u64, u64),
-    correct: bool,
-    cause: Option<(String, String)>,
-) -> VerdictSpan {
-    let (cause, detail) = cause.map_or((None, None), |(c, d)| (Some(c), Some(d)));
-    VerdictSpan {
-        class,
-        level: "verdict",
-        entity,
-        ids,
-        first,
-        last,
-        reason: String::new(),
-        hard: false,
-        correct,
-        cause,
-        detail,
+impl Judgement {
+    /// The span of a verdict a state machine holds at `level`.
+    fn held(self, level: &'static str, v: &Verdict) -> VerdictSpan {
+        self.span(level, v.reason.clone(), v.hard)
+    }
+
+    /// The span of a pair or event verdict: no level, reason or hard fault of its own.
+    fn plain(self) -> VerdictSpan {
+        self.span("verdict", String::new(), false)
+    }
+
+    fn span(self, level: &'static str, reason: String, hard: bool) -> VerdictSpan {
+        let (cause, detail) = self.cause.map_or((None, None), |(c, d)| (Some(c), Some(d)));
+        let (first, last) = self.rounds;
+        VerdictSpan {
+            class: self.class,
+            level,
+            entity: self.entity,
+            ids: self.ids,
+            first,
+            last,
+            reason,
+            hard,
+            correct: self.correct,
+            cause,
+            detail,
+        }
     }
 }

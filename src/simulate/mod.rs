@@ -23,34 +23,34 @@
 //!   [`text`]: the report as text.
 
 pub mod batch;
-pub mod cadence;
-pub mod causes;
-pub mod classes;
-pub mod counters;
-pub mod device;
-pub mod draw;
-pub mod episodes;
-pub mod expect;
-pub mod fault;
+pub(crate) mod cadence;
+pub(crate) mod causes;
+pub(crate) mod classes;
+pub(crate) mod counters;
+pub(crate) mod device;
+pub(crate) mod draw;
+pub(crate) mod episodes;
+pub(crate) mod expect;
+pub(crate) mod fault;
 pub mod generate;
 pub mod ood;
-pub mod place;
-pub mod report;
-pub mod run;
-pub mod scenario;
-pub mod score;
-pub mod targets;
+pub(crate) mod place;
+pub(crate) mod report;
+pub(crate) mod run;
+pub(crate) mod scenario;
+pub(crate) mod score;
+pub(crate) mod targets;
 pub mod text;
-pub mod topology;
-pub mod truth;
-pub mod validate;
-pub mod verdicts;
-pub mod world;
+pub(crate) mod topology;
+pub(crate) mod truth;
+pub(crate) mod validate;
+pub(crate) mod verdicts;
+pub(crate) mod world;
 #[cfg(test)]
 mod world_tests;
 
 pub use report::{Report, text};
-pub use scenario::{Scenario, ScenarioError};
+pub use scenario::{FaultKind, Scenario, ScenarioError};
 
 use std::time::Duration;
 
@@ -151,6 +151,40 @@ impl Overrides {
 }
 
 /// Runs a checked scenario through the engines and scores it.
+///
+/// ```
+/// use hcclwatch::simulate::{Engines, FaultKind, Overrides, Scenario, simulate};
+///
+/// // Sixteen nodes probed for two hours; node 5 is 50 % slower on every probe it sends or
+/// // receives, and nothing else is wrong.
+/// let written = Scenario::from_toml(
+///     r#"
+///     name = "one-slow-node"
+///     [fleet]
+///     nodes = 16
+///     hours = 2
+///     seed = 7
+///
+///     [[fault]]
+///     kind = "slow_node"
+///     nodes = [5]
+///     magnitude = 0.5
+///     "#,
+///     "example.toml",
+/// )?;
+/// // As `hcclwatch simulate` runs it: the scenario's 30 s rounds rescaled to the shipped
+/// // probe interval.
+/// let scenario = Overrides::default().apply(written, "example.toml")?;
+/// let report = simulate(&scenario, &Engines::default())?;
+/// // Two hours of the shipped 10 s probe rounds.
+/// assert_eq!(report.rounds, 2 * 3600 / 10);
+/// // One slow-node episode, and it is detected (recommended for quarantine).
+/// let slow = report.rows.iter().find(|r| r.kind == FaultKind::SlowNode).unwrap();
+/// assert_eq!((slow.injected, slow.detected), (1, 1));
+/// // No other node is recommended for quarantine.
+/// assert_eq!(report.false_quarantines_per_1000_node_hours, 0.0);
+/// # Ok::<(), hcclwatch::simulate::ScenarioError>(())
+/// ```
 pub fn simulate(s: &Scenario, e: &Engines) -> Result<Report, ScenarioError> {
     let w = world::World::new(s).map_err(|p| {
         ScenarioError::Invalid(

@@ -9,12 +9,12 @@
 pub mod attribution;
 #[cfg(test)]
 pub(crate) mod fixture;
-pub mod histogram;
+pub(crate) mod histogram;
 pub mod host;
 pub mod npu;
-pub mod port;
-pub mod probe;
+pub(crate) mod port;
+pub(crate) mod probe;
 pub mod status;
-pub mod store;
+pub(crate) mod store;
 
 pub use store::{Store, View};

@@ -9,11 +9,11 @@
 //! This module knows nothing about the network, the probe group or Prometheus.
 
 pub mod dcmi;
-pub mod faults;
+pub(crate) mod faults;
 pub mod hccn;
 pub mod host;
-pub mod poller;
-pub mod setup;
+pub(crate) mod poller;
+pub(crate) mod setup;
 pub mod sim;
 
 pub use crate::snapshot::npu::{ChipReadings, NpuState, SourceStats};

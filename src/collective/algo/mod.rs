@@ -5,13 +5,13 @@
 //! algorithm splits `count` elements the same way: the first `count % n` parts get one
 //! extra element.
 
-pub mod bruck;
-pub mod hd;
-pub mod hier;
-pub mod pairwise;
-pub mod ring;
+pub(crate) mod bruck;
+pub(crate) mod hd;
+pub(crate) mod hier;
+pub(crate) mod pairwise;
+pub(crate) mod ring;
 pub mod select;
-pub mod tree;
+pub(crate) mod tree;
 
 use std::borrow::Cow;
 use std::ops::Range;

@@ -24,7 +24,7 @@
 //! frames of one [`Transfer`]), `rawio` the socket reads and writes under it, `shape` the
 //! fault injection toward a peer, and `notice` the abort and leave notices.
 
-pub mod accept;
+pub(crate) mod accept;
 pub mod auth;
 pub mod frame;
 mod mesh;

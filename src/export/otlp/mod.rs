@@ -15,9 +15,9 @@
 //! `otlp.shutdown_timeout`.
 
 mod bridge;
-pub mod exporters;
-pub mod families;
-pub mod hw;
+pub(crate) mod exporters;
+pub(crate) mod families;
+pub(crate) mod hw;
 
 use std::collections::HashMap;
 use std::sync::Arc;

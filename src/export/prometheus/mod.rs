@@ -16,17 +16,17 @@
 //! label on every series (`web.node_label`). OTLP has neither: its consumers read the
 //! hcclwatch names, and the node is the `k8s.node.name` resource attribute there.
 
-pub mod attribution;
-pub mod cache;
-pub mod device;
-pub mod family;
-pub mod host;
-pub mod node_label;
-pub mod npu;
-pub mod npu_exporter;
-pub mod port;
-pub mod probe;
-pub mod status;
+pub(crate) mod attribution;
+pub(crate) mod cache;
+pub(crate) mod device;
+pub(crate) mod family;
+pub(crate) mod host;
+pub(crate) mod node_label;
+pub(crate) mod npu;
+pub(crate) mod npu_exporter;
+pub(crate) mod port;
+pub(crate) mod probe;
+pub(crate) mod status;
 
 use std::fmt::Write as _;
 use std::sync::Arc;

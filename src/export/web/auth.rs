@@ -22,13 +22,6 @@ use sha2::Digest as _;
 use super::tls::Tls;
 use crate::config::web::WebConfigFile;
 
-/// Whether the request came over TLS (a request extension).
-#[derive(Debug, Clone, Copy)]
-pub struct Transport {
-    /// Over TLS.
-    pub tls: bool,
-}
-
 /// Why the web config could not be applied.
 #[derive(Debug, thiserror::Error)]
 pub enum WebError {
@@ -37,7 +30,7 @@ pub enum WebError {
     Invalid(Vec<crate::config::Problem>),
     /// TLS could not be set up from it.
     #[error("web config: {0}")]
-    Tls(String),
+    Tls(#[from] super::tls::BuildError),
 }
 
 /// Remembered successful verifications at most (users × passwords in use).
@@ -119,7 +112,7 @@ impl Security {
     /// From a parsed web config.
     pub fn from_config(cfg: &WebConfigFile, open_paths: &[&str]) -> Result<Self, WebError> {
         let tls = match cfg.tls().map_err(WebError::Invalid)? {
-            Some(t) => Some(Tls::start(t, cfg.http_server_config.http2).map_err(WebError::Tls)?),
+            Some(t) => Some(Tls::start(t, cfg.http_server_config.http2)?),
             None => None,
         };
         let mut s = Self::plain();

@@ -25,8 +25,8 @@
 //! - on shutdown stops accepting, asks every connection to finish its response, and drops
 //!   what is left after [`Limits::shutdown_grace`].
 
-pub mod auth;
-pub mod tls;
+pub(crate) mod auth;
+pub(crate) mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -46,7 +46,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tower::ServiceExt as _;
 
-pub use auth::Security;
+pub use auth::{Security, WebError};
 
 /// Resource limits of one server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -395,7 +395,7 @@ impl Connection {
             clock: self.clock,
         };
         let Some(tls) = self.security.tls.clone() else {
-            self.serve_http1(tracked, false).await;
+            self.serve_http1(tracked).await;
             return;
         };
         // The handshake is bounded like a request head.
@@ -421,7 +421,7 @@ impl Connection {
         if h2 {
             self.serve_http2(stream).await;
         } else {
-            self.serve_http1(stream, true).await;
+            self.serve_http1(stream).await;
         }
     }
 
@@ -453,7 +453,7 @@ impl Connection {
         }
     }
 
-    async fn serve_http1<IO>(self, io: IO, tls: bool)
+    async fn serve_http1<IO>(self, io: IO)
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -470,7 +470,6 @@ impl Connection {
                 self.security.clone(),
                 self.state.clone(),
                 self.peer,
-                tls,
             ),
         );
         tokio::pin!(conn);
@@ -515,7 +514,6 @@ impl Connection {
                 self.security.clone(),
                 self.state.clone(),
                 self.peer,
-                true,
             ),
         );
         tokio::pin!(conn);
@@ -543,7 +541,6 @@ fn service(
     security: Arc<Security>,
     state: Arc<ConnState>,
     peer: SocketAddr,
-    tls: bool,
 ) -> impl hyper::service::Service<
     hyper::Request<Incoming>,
     Response = hyper::Response<InFlight>,
@@ -560,7 +557,6 @@ fn service(
         let guard = InFlightGuard(state.clone());
         async move {
             req.extensions_mut().insert(ConnectInfo(peer));
-            req.extensions_mut().insert(auth::Transport { tls });
             let path = req.uri().path().to_string();
             let headers = req.headers().clone();
             let resp = match security.check(&path, &headers, peer).await {

@@ -19,7 +19,9 @@ use rustls::{
 };
 use rustls_pki_types::{CertificateDer, UnixTime};
 
-use crate::config::web::{ClientAuth, TlsSettings, TlsSource, TlsVersion, parse_certs};
+use crate::config::web::{
+    CertError, ClientAuth, TlsError, TlsSettings, TlsSource, TlsVersion, parse_certs,
+};
 
 /// How often the certificate files are checked for changes.
 pub const RELOAD_EVERY: Duration = Duration::from_secs(1);
@@ -95,9 +97,52 @@ impl ClientCertVerifier for AnyClientCert {
     }
 }
 
+/// Why the web config's `tls_server_config` gives no server configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The certificate chain or key could not be read or parsed.
+    #[error(transparent)]
+    Material(#[from] TlsError),
+    /// rustls refused the `min_version`..`max_version` range.
+    #[error("TLS versions: {0}; check tls_server_config.min_version and max_version")]
+    Versions(#[source] rustls::Error),
+    /// Client certificates are to be verified but there is no CA to verify them with.
+    #[error(
+        "no client CA: client_auth_type verifies client certificates; set tls_server_config.client_ca or client_ca_file"
+    )]
+    NoClientCa,
+    /// The client CA file is not PEM certificates.
+    #[error("client CA: {0}; check tls_server_config.client_ca or client_ca_file")]
+    ClientCaPem(#[source] CertError),
+    /// A client CA certificate is not one rustls can use as a trust anchor.
+    #[error("client CA certificate: {0}; check tls_server_config.client_ca or client_ca_file")]
+    ClientCaCert(#[source] rustls::Error),
+    /// The client certificate verifier could not be built from the client CA.
+    #[error("client CA: {0}; check tls_server_config.client_ca or client_ca_file")]
+    Verifier(#[source] rustls::server::VerifierBuilderError),
+    /// The certificate and the key do not make a server identity (a key of another
+    /// certificate, say).
+    #[error("certificate and key: {0}; check that tls_server_config.key belongs to cert")]
+    CertAndKey(#[source] rustls::Error),
+}
+
+/// Why a client's certificate is refused by `client_allowed_sans`.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientRefused {
+    /// The client sent no certificate.
+    #[error("no client certificate")]
+    NoCertificate,
+    /// The client's certificate cannot be parsed as an end-entity certificate.
+    #[error("the client certificate cannot be parsed: {0}")]
+    Unparsable(webpki::Error),
+    /// The certificate names none of the allowed subjects.
+    #[error("the client certificate has none of client_allowed_sans")]
+    NotAllowed,
+}
+
 /// Builds a server configuration from the settings, reading the files now.
-pub fn build(s: &TlsSettings, http2: bool) -> Result<ServerConfig, String> {
-    let material = s.source.load().map_err(|e| e.to_string())?;
+pub fn build(s: &TlsSettings, http2: bool) -> Result<ServerConfig, BuildError> {
+    let material = s.source.load()?;
     let provider = provider();
     let versions: Vec<&'static rustls::SupportedProtocolVersion> = [
         (TlsVersion::Tls12, &rustls::version::TLS12),
@@ -109,7 +154,7 @@ pub fn build(s: &TlsSettings, http2: bool) -> Result<ServerConfig, String> {
     .collect();
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)
-        .map_err(|e| format!("TLS versions: {e}"))?;
+        .map_err(BuildError::Versions)?;
     let verifier: Option<Arc<dyn ClientCertVerifier>> = match s.client_auth {
         ClientAuth::NoClientCert => None,
         ClientAuth::RequestClientCert | ClientAuth::RequireAnyClientCert => {
@@ -119,18 +164,16 @@ pub fn build(s: &TlsSettings, http2: bool) -> Result<ServerConfig, String> {
             }))
         }
         ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert => {
-            let pem = s.client_ca_pem.as_deref().ok_or("no client CA")?;
+            let pem = s.client_ca_pem.as_deref().ok_or(BuildError::NoClientCa)?;
             let mut roots = RootCertStore::empty();
-            for c in parse_certs(pem).map_err(|e| format!("client CA: {e}"))? {
-                roots
-                    .add(c)
-                    .map_err(|e| format!("client CA certificate: {e}"))?;
+            for c in parse_certs(pem).map_err(BuildError::ClientCaPem)? {
+                roots.add(c).map_err(BuildError::ClientCaCert)?;
             }
             let mut b = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
             if !s.client_auth.requires() {
                 b = b.allow_unauthenticated();
             }
-            Some(b.build().map_err(|e| format!("client CA: {e}"))?)
+            Some(b.build().map_err(BuildError::Verifier)?)
         }
     };
     let builder = match verifier {
@@ -139,7 +182,7 @@ pub fn build(s: &TlsSettings, http2: bool) -> Result<ServerConfig, String> {
     };
     let mut cfg = builder
         .with_single_cert(material.chain, material.key)
-        .map_err(|e| format!("certificate and key: {e}"))?;
+        .map_err(BuildError::CertAndKey)?;
     cfg.alpn_protocols = if http2 {
         vec![b"h2".to_vec(), b"http/1.1".to_vec()]
     } else {
@@ -162,7 +205,7 @@ fn stamp(paths: &[PathBuf]) -> Vec<Option<(u64, i64, u64)>> {
 
 impl Tls {
     /// Builds the configuration and, for files, starts watching them (inside a runtime).
-    pub fn start(settings: TlsSettings, http2: bool) -> Result<Arc<Self>, String> {
+    pub fn start(settings: TlsSettings, http2: bool) -> Result<Arc<Self>, BuildError> {
         let cfg = build(&settings, http2)?;
         let tls = Arc::new(Self {
             config: RwLock::new(Arc::new(cfg)),
@@ -198,15 +241,18 @@ impl Tls {
     }
 
     /// Checks `client_allowed_sans` on the verified client certificate.
-    pub fn check_client(&self, certs: Option<&[CertificateDer<'static>]>) -> Result<(), String> {
+    pub fn check_client(
+        &self,
+        certs: Option<&[CertificateDer<'static>]>,
+    ) -> Result<(), ClientRefused> {
         let allowed = &self.settings.client_allowed_sans;
         if allowed.is_empty() {
             return Ok(());
         }
         let leaf = certs
             .and_then(<[_]>::first)
-            .ok_or("no client certificate")?;
-        let ee = webpki::EndEntityCert::try_from(leaf).map_err(|e| format!("{e:?}"))?;
+            .ok_or(ClientRefused::NoCertificate)?;
+        let ee = webpki::EndEntityCert::try_from(leaf).map_err(ClientRefused::Unparsable)?;
         let dns: Vec<String> = ee.valid_dns_names().map(str::to_ascii_lowercase).collect();
         let uris: Vec<&str> = ee.valid_uri_names().collect();
         let ok = allowed.iter().any(|a| {
@@ -220,7 +266,7 @@ impl Tls {
         if ok {
             Ok(())
         } else {
-            Err("the client certificate has none of client_allowed_sans".into())
+            Err(ClientRefused::NotAllowed)
         }
     }
 }

@@ -14,10 +14,10 @@
 //! Pings run while the host plane runs its next round, so device probing adds no time to a
 //! host round, and a slow or hung `hccn_tool` costs only its own ping.
 
-pub mod hccs;
-pub mod plan;
+pub(crate) mod hccs;
+pub(crate) mod plan;
 pub mod ports;
-pub mod runner;
+pub(crate) mod runner;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;

@@ -29,7 +29,9 @@ pub fn pings(round: u64, ports: &[Port], k: usize) -> Vec<(usize, usize)> {
     out
 }
 
-/// Rounds after which every ordered pair of ports has been planned at least once.
+/// Rounds after which every ordered pair of ports has been planned at least once (the
+/// bound the plan's coverage test checks).
+#[cfg(test)]
 pub fn coverage_rounds(ports: usize, k: usize) -> usize {
     if ports < 2 || k == 0 {
         return 0;

@@ -46,7 +46,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 
 use self::nodes::{Condition, NodeApi};
-use super::audit::{AuditLog, Record};
+use super::audit::{AuditAction, AuditLog, Record};
 use super::config::{Action, RemediateConfig, Rule};
 use super::kube::{self as k, ApiError, Kube};
 use super::metrics::Metrics;
@@ -165,17 +165,17 @@ impl Remediator {
     async fn record(
         &self,
         c: &Ctx<'_>,
-        action: &str,
+        action: AuditAction,
         result: Outcome,
         detail: &str,
     ) -> Result<(), HandleError> {
         let dry = self.cfg.dry_run;
         let result = result.recorded(dry);
-        self.metrics.action(action, result.as_str(), dry);
+        self.metrics.action(action.as_str(), result.as_str(), dry);
         let r = Record {
             ts: Timestamp::now(),
             who: c.who.to_string(),
-            action: action.to_string(),
+            action,
             node: c.node.to_string(),
             alertname: c.alert.name().to_string(),
             reason: c.alert.labels.get("reason").cloned().unwrap_or_default(),
@@ -186,7 +186,7 @@ impl Remediator {
             detail: detail.to_string(),
         };
         tracing::info!(
-            node = c.node, action, result = result.as_str(), dry_run = dry, alertname = c.alert.name(),
+            node = c.node, action = action.as_str(), result = result.as_str(), dry_run = dry, alertname = c.alert.name(),
             fingerprint = %c.alert.fingerprint, who = c.who, detail, "remediation decision"
         );
         if let Err(e) = self.audit.append(r).await {
@@ -205,7 +205,7 @@ impl Remediator {
         detail: &str,
     ) -> Result<(), HandleError> {
         for a in actions {
-            self.record(c, a.as_str(), result, detail).await?;
+            self.record(c, (*a).into(), result, detail).await?;
         }
         Ok(())
     }
@@ -289,7 +289,7 @@ impl Remediator {
             if let Some(at) = own.at {
                 recent.push((name.clone(), at));
             }
-            if own.actions.iter().any(|a| a == "cordon") && !k::cordoned(n) {
+            if own.actions.contains(&Action::Cordon) && !k::cordoned(n) {
                 self.note_manual_override(n, &own, now, "reconcile").await;
             }
             if let Some(kind) = &own.condition {

@@ -10,6 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::nodes::Condition;
 use super::{Ctx, HandleError, Remediator, UPDATE_ATTEMPTS, age};
+use crate::remediate::audit::AuditAction;
 use crate::remediate::config::{Action, Rule};
 use crate::remediate::hooks::HookError;
 use crate::remediate::kube::{self as k, ApiError};
@@ -93,9 +94,9 @@ impl Remediator {
         };
         if self.nodes.changes_cluster() {
             // The record comes first: no change to a node without it on disk.
-            let planned: Vec<&str> = actions.iter().map(|a| a.as_str()).collect();
+            let planned = k::actions_value(actions);
             if let Err(e) = self
-                .record(c, "quarantine", Outcome::Intent, &planned.join(","))
+                .record(c, AuditAction::Quarantine, Outcome::Intent, &planned)
                 .await
             {
                 give_back();
@@ -187,7 +188,7 @@ impl Remediator {
         now: SystemTime,
     ) -> Result<(), HandleError> {
         let actions = &rule.actions;
-        if own.actions.iter().any(|a| a == "cordon") && !k::cordoned(node) {
+        if own.actions.contains(&Action::Cordon) && !k::cordoned(node) {
             self.note_manual_override(node, own, now, c.who).await;
             return self.record_all(c, actions, Outcome::ManualOverride, "someone uncordoned this node after hcclwatch cordoned it; hcclwatch does not cordon it again during limits.manual_override_cooldown").await;
         }
@@ -218,17 +219,17 @@ impl Remediator {
         rule: &Rule,
         c: &Ctx<'_>,
         node: &Node,
-        own: &[String],
+        own: &[Action],
     ) -> Result<(), HandleError> {
         for a in &rule.actions {
             let r = match a {
                 Action::Cordon | Action::Taint => {
-                    if own.iter().any(|x| x == a.as_str()) {
+                    if own.contains(a) {
                         Ok(self.describe(*a, rule, c.alert))
                     } else {
                         self.record(
                             c,
-                            a.as_str(),
+                            (*a).into(),
                             Outcome::AlreadyDone,
                             "the node already had it before hcclwatch; not hcclwatch's to undo",
                         )
@@ -275,9 +276,9 @@ impl Remediator {
             };
             // Either way the audit detail is the text: what was done, or why it failed.
             match r {
-                Ok(d) => self.record(c, a.as_str(), Outcome::Applied, &d).await?,
+                Ok(d) => self.record(c, (*a).into(), Outcome::Applied, &d).await?,
                 Err(e) => {
-                    self.record(c, a.as_str(), Outcome::Failed, &e.to_string())
+                    self.record(c, (*a).into(), Outcome::Failed, &e.to_string())
                         .await?
                 }
             }
@@ -294,7 +295,7 @@ impl Remediator {
         c: &Ctx<'_>,
         now: SystemTime,
         read: Node,
-    ) -> Result<Vec<String>, ApiError> {
+    ) -> Result<Vec<Action>, ApiError> {
         let taint = self.taint(rule, c.alert);
         let mut last = None;
         let mut fresh = Some(read);
@@ -310,7 +311,7 @@ impl Remediator {
             let mut own = Vec::new();
             if rule.actions.contains(&Action::Cordon) && !spec.unschedulable.unwrap_or(false) {
                 spec.unschedulable = Some(true);
-                own.push("cordon".to_string());
+                own.push(Action::Cordon);
             }
             if rule.actions.contains(&Action::Taint) {
                 let taints = spec.taints.get_or_insert_default();
@@ -321,22 +322,22 @@ impl Remediator {
                     let mut t = taint.clone();
                     t.time_added = Some(Time(Timestamp::now()));
                     taints.push(t);
-                    own.push("taint".to_string());
+                    own.push(Action::Taint);
                 }
             }
             if rule.actions.contains(&Action::Condition) {
-                own.push("condition".to_string());
+                own.push(Action::Condition);
             }
             let a = node.metadata.annotations.get_or_insert_default();
             a.insert(k::BY.into(), k::OWNER.into());
             a.insert(k::REASON.into(), reason_text(c.alert));
             a.insert(k::AT.into(), k::time_value(now));
             a.insert(k::FINGERPRINT.into(), c.alert.fingerprint.clone());
-            a.insert(k::ACTIONS.into(), own.join(","));
-            if own.iter().any(|x| x == "taint") {
+            a.insert(k::ACTIONS.into(), k::actions_value(&own));
+            if own.contains(&Action::Taint) {
                 a.insert(k::TAINT.into(), k::taint_string(&taint));
             }
-            if own.iter().any(|x| x == "condition") {
+            if own.contains(&Action::Condition) {
                 a.insert(k::CONDITION.into(), rule.condition.kind.clone());
             }
             match self.nodes.replace(&node).await {

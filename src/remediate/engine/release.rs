@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Node;
 
 use super::nodes::Condition;
 use super::{Ctx, HandleError, Remediator, UPDATE_ATTEMPTS};
+use crate::remediate::audit::AuditAction;
 use crate::remediate::config::{Action, Rule};
 use crate::remediate::kube::{self as k, ApiError};
 use crate::remediate::outcome::Outcome;
@@ -16,7 +17,7 @@ impl Remediator {
     pub(super) async fn resolve(&self, rule: &Rule, c: &Ctx<'_>) -> Result<(), HandleError> {
         let release = [Action::Cordon];
         let rec = |result: Outcome, detail: String| async move {
-            self.record(c, "release", result, &detail).await
+            self.record(c, AuditAction::Release, result, &detail).await
         };
         if self.paused() {
             rec(
@@ -49,7 +50,11 @@ impl Remediator {
         }
         if self.nodes.changes_cluster() {
             // The record comes first: no change to a node without it on disk.
-            rec(Outcome::Intent, format!("undo {}", own.actions.join(","))).await?;
+            rec(
+                Outcome::Intent,
+                format!("undo {}", k::actions_value(&own.actions)),
+            )
+            .await?;
         }
         let mut done = None;
         let mut last = None;
@@ -99,7 +104,7 @@ impl Remediator {
                 if undone.is_empty() {
                     "nothing (already changed by someone else)".into()
                 } else {
-                    undone.join(",")
+                    k::actions_value(&undone)
                 }
             ),
         )
@@ -128,11 +133,16 @@ impl Remediator {
             };
             match self.nodes.set_condition(c.node, &recovered).await {
                 Ok(()) => {
-                    self.record(c, "condition", Outcome::Applied, &format!("{kind}=False"))
-                        .await?
+                    self.record(
+                        c,
+                        AuditAction::Condition,
+                        Outcome::Applied,
+                        &format!("{kind}=False"),
+                    )
+                    .await?
                 }
                 Err(e) => {
-                    self.record(c, "condition", Outcome::Failed, &e.to_string())
+                    self.record(c, AuditAction::Condition, Outcome::Failed, &e.to_string())
                         .await?
                 }
             }
@@ -149,11 +159,16 @@ impl Remediator {
                 .await;
             match r {
                 Ok(()) => {
-                    self.record(c, "event", Outcome::Applied, "release event written")
-                        .await?
+                    self.record(
+                        c,
+                        AuditAction::Event,
+                        Outcome::Applied,
+                        "release event written",
+                    )
+                    .await?
                 }
                 Err(e) => {
-                    self.record(c, "event", Outcome::Failed, &e.to_string())
+                    self.record(c, AuditAction::Event, Outcome::Failed, &e.to_string())
                         .await?
                 }
             }
@@ -164,9 +179,12 @@ impl Remediator {
             .filter(|x| x.on_resolved && rule.actions.contains(&Action::Exec))
         {
             match self.nodes.exec(x, c.node, c.alert).await {
-                Ok(d) => self.record(c, "exec", Outcome::Applied, &d).await?,
+                Ok(d) => {
+                    self.record(c, AuditAction::Exec, Outcome::Applied, &d)
+                        .await?
+                }
                 Err(e) => {
-                    self.record(c, "exec", Outcome::Failed, &e.to_string())
+                    self.record(c, AuditAction::Exec, Outcome::Failed, &e.to_string())
                         .await?
                 }
             }
@@ -177,9 +195,12 @@ impl Remediator {
             .filter(|w| w.on_resolved && rule.actions.contains(&Action::Webhook))
         {
             match self.nodes.webhook(w, c.node, c.alert).await {
-                Ok(d) => self.record(c, "webhook", Outcome::Applied, &d).await?,
+                Ok(d) => {
+                    self.record(c, AuditAction::Webhook, Outcome::Applied, &d)
+                        .await?
+                }
                 Err(e) => {
-                    self.record(c, "webhook", Outcome::Failed, &e.to_string())
+                    self.record(c, AuditAction::Webhook, Outcome::Failed, &e.to_string())
                         .await?
                 }
             }
@@ -223,24 +244,24 @@ fn release_patch(
     node: &Node,
     own: &k::Ownership,
     now: SystemTime,
-) -> (json_patch::Patch, bool, Vec<String>) {
+) -> (json_patch::Patch, bool, Vec<Action>) {
     let noted = manual_override_noted(node, own);
     let rv = node.metadata.resource_version.clone().unwrap_or_default();
     let mut ops =
         vec![serde_json::json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv})];
     let mut manual = false;
     let mut undone = Vec::new();
-    if own.actions.iter().any(|a| a == "cordon") {
+    if own.actions.contains(&Action::Cordon) {
         if k::cordoned(node) {
             ops.push(
                 serde_json::json!({"op": "replace", "path": "/spec/unschedulable", "value": false}),
             );
-            undone.push("cordon".to_string());
+            undone.push(Action::Cordon);
         } else {
             manual = true;
         }
     }
-    if let (true, Some(t)) = (own.actions.iter().any(|a| a == "taint"), &own.taint) {
+    if let (true, Some(t)) = (own.actions.contains(&Action::Taint), &own.taint) {
         let taints = node
             .spec
             .as_ref()
@@ -248,7 +269,7 @@ fn release_patch(
             .unwrap_or_default();
         if let Some(i) = taints.iter().position(|x| k::same_taint(x, t)) {
             ops.push(serde_json::json!({"op": "remove", "path": format!("/spec/taints/{i}")}));
-            undone.push("taint".to_string());
+            undone.push(Action::Taint);
         }
     }
     let a = k::annotations(node);

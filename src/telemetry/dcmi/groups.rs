@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::{DcmiSource, Got, convert, ffi};
+use super::{DcmiSource, Got, Invalid, convert, ffi};
 use crate::snapshot::npu::{
     self as model, ChipAddress, ChipKind, ChipReadings, Ddr, Ecc, Fault, FaultLevel, Fec, Hbm,
     Identity, LevelSource, NpuProcess, NpuState, PacketCounters, Scope, UtilUnit,
@@ -207,7 +207,7 @@ impl DcmiSource {
             move |l| l.network_health(card, dev),
             |v| match u32::try_from(v) {
                 Ok(v) if v <= 0xFF => Ok(v),
-                _ => Err(format!("result {v}")),
+                _ => Err(Invalid::Result(v)),
             },
         );
         count_bad_reads(chip);
@@ -236,7 +236,7 @@ impl DcmiSource {
                 chip.up = Some(true);
             }
             Got::Value(h) => {
-                self.count_invalid("dcmi_get_device_health", at, format!("health {h}"));
+                self.count_invalid("dcmi_get_device_health", at, Invalid::Health(h));
                 chip.up = Some(true);
                 errors += 1;
             }
@@ -371,7 +371,7 @@ impl DcmiSource {
             &mut errors,
             ("dcmi_get_device_temperature", None),
             move |l| l.temperature(card, dev),
-            |t| convert::checked_temperature(t).map_err(|e| e.to_string()),
+            |t| convert::checked_temperature(t).map_err(Invalid::from),
         );
         // On 310P the power is the card's, from the MCU ([`Self::card_power`]); chip power
         // is not supported there (npu-smi prints NA).
@@ -383,7 +383,7 @@ impl DcmiSource {
                 &mut errors,
                 ("dcmi_get_device_power_info", None),
                 move |l| l.power(card, dev),
-                |dw| convert::checked_power(dw).map_err(|e| e.to_string()),
+                |dw| convert::checked_power(dw).map_err(Invalid::from),
             )
         };
         chip.voltage_volts = self.read(
@@ -391,14 +391,14 @@ impl DcmiSource {
             &mut errors,
             ("dcmi_get_device_voltage", None),
             move |l| l.voltage(card, dev),
-            |cv| convert::checked_voltage(cv).map_err(|e| e.to_string()),
+            |cv| convert::checked_voltage(cv).map_err(Invalid::from),
         );
         chip.aicore_frequency_hertz = self.read(
             Scope::Chip(phy),
             &mut errors,
             ("dcmi_get_device_frequency", Some(7)),
             move |l| l.frequency(card, dev, 7),
-            |mhz| convert::checked_clock(mhz).map_err(|e| e.to_string()),
+            |mhz| convert::checked_clock(mhz).map_err(Invalid::from),
         );
         errors
     }
@@ -420,7 +420,12 @@ impl DcmiSource {
                 &mut errors,
                 ("dcmi_get_device_utilization_rate", Some(t)),
                 move |l| l.utilization_rate(card, dev, t),
-                |pct| convert::percent_to_ratio(pct).ok_or_else(|| format!("type {t}: {pct}%")),
+                |pct| {
+                    convert::percent_to_ratio(pct).ok_or(Invalid::Percent {
+                        kind: t,
+                        percent: pct,
+                    })
+                },
             ) {
                 chip.utilization.insert(unit, r);
             }
@@ -481,7 +486,7 @@ impl DcmiSource {
                             bandwidth_utilization_ratio: b,
                         })
                     }
-                    _ => Err(format!("{h:?}")),
+                    _ => Err(Invalid::Hbm(h)),
                 }
             },
         );
@@ -498,7 +503,7 @@ impl DcmiSource {
                     total_bytes: total,
                     used_bytes: total - avail,
                 }),
-                _ => Err(format!("{d:?}")),
+                _ => Err(Invalid::Ddr(d)),
             },
         );
         chip.ecc = self.read(
@@ -580,7 +585,7 @@ impl DcmiSource {
                 self.count_invalid(
                     "dcmi_get_hccs_link_bandwidth_info",
                     Scope::Chip(phy),
-                    format!("{bad} link value(s) not a bandwidth"),
+                    Invalid::Links(bad),
                 );
                 errors += 1;
             }
@@ -634,7 +639,7 @@ impl DcmiSource {
                     &mut errors,
                     ("dcmi_mcu_get_power_info", None),
                     move |l| l.mcu_power(card),
-                    |dw| convert::mcu_power_watts(dw).ok_or_else(|| format!("{dw:#x} dW")),
+                    |dw| convert::mcu_power_watts(dw).ok_or(Invalid::McuPower(dw)),
                 )
             } else {
                 None

@@ -22,11 +22,11 @@ mod ffi;
 mod layout;
 mod types;
 
-pub mod codes;
+pub(crate) mod codes;
 pub mod convert;
 mod groups;
 pub mod pingmesh;
-pub mod runner;
+pub(crate) mod runner;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -259,6 +259,41 @@ impl<T> Got<T> {
             }
         }
     }
+}
+
+/// Why a value DCMI returned is no physical reading: logged once per (call, chip) and
+/// counted as `invalid_value`; the series is omitted until the value is valid again.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum Invalid {
+    /// A sensor reading outside its physical range, or an all-ones sentinel.
+    #[error(transparent)]
+    Range(#[from] convert::RangeError),
+    /// A call result outside the values the call documents.
+    #[error("result {0}")]
+    Result(i32),
+    /// A health value other than 0 to 3 (or the dropped card's all-ones).
+    #[error("health {0}")]
+    Health(u32),
+    /// A utilization that is no percentage.
+    #[error("type {kind}: {percent}%")]
+    Percent {
+        /// The utilization type asked for.
+        kind: i32,
+        /// What DCMI returned.
+        percent: u32,
+    },
+    /// An HBM record whose sizes do not add up.
+    #[error("{0:?}")]
+    Hbm(types::HbmInfo),
+    /// A DDR record whose sizes do not add up.
+    #[error("{0:?}")]
+    Ddr(types::DdrInfo),
+    /// An MCU board power that is no power.
+    #[error("{0:#x} dW")]
+    McuPower(i32),
+    /// HCCS link bandwidths that are no bandwidth.
+    #[error("{0} link value(s) not a bandwidth")]
+    Links(usize),
 }
 
 impl DcmiSource {
@@ -497,7 +532,8 @@ impl DcmiSource {
 
     /// Counts a value DCMI returned that is no physical reading; logs it once per (call,
     /// chip) until it changes.
-    fn count_invalid(&mut self, call: &'static str, at: Scope, what: String) {
+    fn count_invalid(&mut self, call: &'static str, at: Scope, what: Invalid) {
+        let what = what.to_string();
         *self
             .call_errors
             .entry((call.to_string(), "invalid_value".to_string()))
@@ -514,15 +550,15 @@ impl DcmiSource {
 
     /// One reading at `at` (usually a chip): the call through [`Self::call`], then `convert`
     /// from DCMI units. `None` when there is no reading: unsupported (not an error), a
-    /// failed call or a dropped card (one error in `errors`), or a value `convert` rejects,
-    /// whose `Err` describes it (counted as `invalid_value`, and one error).
+    /// failed call or a dropped card (one error in `errors`), or a value `convert` rejects
+    /// ([`Invalid`]: counted as `invalid_value`, and one error).
     fn read<T, U, F>(
         &mut self,
         at: Scope,
         errors: &mut u32,
         (call, sub): (&'static str, Option<i32>),
         f: F,
-        convert: impl FnOnce(T) -> Result<U, String>,
+        convert: impl FnOnce(T) -> Result<U, Invalid>,
     ) -> Option<U>
     where
         T: Send + 'static,

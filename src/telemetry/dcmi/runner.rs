@@ -79,11 +79,6 @@ impl Runner {
         self.shared.stuck.load(Ordering::SeqCst)
     }
 
-    /// Worker threads started so far (one, plus one per abandoned call).
-    pub fn workers_spawned(&self) -> usize {
-        self.shared.spawned.load(Ordering::SeqCst)
-    }
-
     fn worker(&mut self) -> Option<&mpsc::Sender<Job>> {
         if self.tx.is_none() {
             let (tx, rx) = mpsc::channel::<Job>();

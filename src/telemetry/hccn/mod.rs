@@ -23,11 +23,11 @@
 //! Every run is counted in `hcclwatch_hccn_calls_total{command,result}` and timed in
 //! `hcclwatch_hccn_call_duration_seconds{command}` (through [`Store::publish_hccn_calls`]).
 
-pub mod conf;
-pub mod error;
+pub(crate) mod conf;
+pub(crate) mod error;
 pub mod parse;
-pub mod poller;
-pub mod run;
+pub(crate) mod poller;
+pub(crate) mod run;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::Ipv4Addr;
