@@ -221,7 +221,6 @@ impl Remediator {
             return;
         }
         let name = node.metadata.name.clone().unwrap_or_default();
-        self.metrics.manual_overrides.inc();
         tracing::warn!(node = %name, who, "manual uncordon detected: hcclwatch will not cordon this node again during the cooldown");
         if let Err(e) = self
             .nodes
@@ -230,6 +229,9 @@ impl Remediator {
         {
             tracing::error!(node = %name, error = %e, "cannot record the manual override on the node");
         }
+        // Counted once the annotation is written (or failed): whoever sees the count can
+        // read the node's record of it.
+        self.metrics.manual_overrides.inc();
     }
 }
 
