@@ -531,6 +531,7 @@ impl Prober {
                 .filter(|k| m[*k].congested)
                 .map(|k| g[k])
                 .collect(),
+            tors: Vec::new(),
         }
     }
 
