@@ -65,6 +65,7 @@ impl Checks<'_> {
         self.engine();
         self.telemetry();
         self.attribution();
+        self.topology();
     }
 
     fn push(&mut self, key: &str, reason: impl ToString) {
@@ -300,6 +301,34 @@ impl Checks<'_> {
         }
     }
 
+    /// `[topology]`: a deadline that the next refresh would overtake, and label keys that
+    /// are not valid Kubernetes label keys.
+    fn topology(&mut self) {
+        let t = &self.config.topology;
+        if t.deadline >= t.refresh {
+            self.push(
+                "topology.deadline",
+                format!(
+                    "{} is not shorter than topology.refresh ({})",
+                    duration::format(t.deadline),
+                    duration::format(t.refresh)
+                ),
+            );
+        }
+        for (key, v) in [
+            ("topology.tor_label", &t.tor_label),
+            ("topology.spine_label", &t.spine_label),
+            ("topology.super_pod_label", &t.super_pod_label),
+        ] {
+            if !v.is_empty() && !label_key_ok(v) {
+                self.push(
+                    key,
+                    format!("{v:?} is not a Kubernetes label key such as \"example.com/tor\""),
+                );
+            }
+        }
+    }
+
     /// `[telemetry]`: the DCMI library path and the `hccn_tool` paths.
     fn telemetry(&mut self) {
         let t = &self.config.telemetry;
@@ -382,6 +411,29 @@ impl Config {
         }
         out
     }
+}
+
+/// Whether `k` is a Kubernetes label key: an optional DNS-subdomain prefix and `/`, then a
+/// name of at most 63 characters of `[A-Za-z0-9._-]` that starts and ends alphanumeric.
+fn label_key_ok(k: &str) -> bool {
+    let (prefix, name) = k.rsplit_once('/').map_or(("", k), |(p, n)| (p, n));
+    let prefix_ok = k.find('/').is_none()
+        || (!prefix.is_empty()
+            && prefix.len() <= 253
+            && prefix.split('.').all(|l| {
+                !l.is_empty()
+                    && l.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            }));
+    let edge = |b: Option<u8>| b.is_some_and(|b| b.is_ascii_alphanumeric());
+    prefix_ok
+        && k.matches('/').count() <= 1
+        && name.len() <= 63
+        && edge(name.bytes().next())
+        && edge(name.bytes().last())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
 }
 
 #[cfg(test)]

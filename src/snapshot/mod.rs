@@ -16,5 +16,6 @@ pub mod port;
 pub mod probe;
 pub mod status;
 pub mod store;
+pub mod topology;
 
 pub use store::{Store, View};

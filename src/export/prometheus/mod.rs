@@ -27,6 +27,7 @@ pub mod npu_exporter;
 pub mod port;
 pub mod probe;
 pub mod status;
+pub mod topology;
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -70,6 +71,7 @@ pub fn collectors(build: &BuildInfo) -> Vec<Box<dyn Render>> {
         Box::new(host::HostCollector),
         Box::new(port::PortCollector),
         Box::new(attribution::AttributionCollector),
+        Box::new(topology::TopologyCollector),
     ]
 }
 
