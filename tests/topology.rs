@@ -278,7 +278,7 @@ fn every_member_s_state_names_every_member_s_tor_from_the_shared_file() {
     let daemons: Vec<Daemon> = (0..names.len())
         .map(|r| {
             let cfg = fake_config(&format!(
-                "[collectors]\nhost = false\n[collective]\npeers = [{}]\npeer_names = [{}]\nrank = {r}\nkey_file = \"{}\"\nconnect_timeout = \"5s\"\nexec_timeout = \"5s\"\n[probe]\nenabled = true\ninterval = \"200ms\"\nsmall_bytes = 1024\nlink_bytes = 65536\n[attribution]\nenabled = false\nnode_name = \"{}\"\n[topology]\nfile = \"{}\"\nnode_labels = false\nhypernodes = false\n",
+                "[collectors]\nhost = false\n[collective]\npeers = [{}]\npeer_names = [{}]\nrank = {r}\nkey_file = \"{}\"\nconnect_timeout = \"5s\"\nexec_timeout = \"5s\"\n[probe]\nenabled = true\ninterval = \"200ms\"\nsmall_bytes = 1024\nlink_bytes = 65536\n[attribution]\nenabled = false\nnode_name = \"{}\"\n[topology]\nfile = \"{}\"\nnode_labels = false\nhypernodes = false\nrefresh = \"1s\"\ndeadline = \"500ms\"\n",
                 list(&peers),
                 list(&name_list),
                 key.display(),
@@ -323,11 +323,28 @@ fn every_member_s_state_names_every_member_s_tor_from_the_shared_file() {
         assert_eq!(
             value(
                 &scrape,
-                "hcclwatch_topology_source_ok",
+                "hcclwatch_topology_source_up",
                 &[("source", "file")]
             ),
             Some(1.0)
         );
+    }
+    // The cabling changes: node-c is placed, node-b moves. node-c's and node-b's daemons
+    // read it at their next refresh and re-form the group, so every member learns it.
+    std::fs::write(
+        &file,
+        "[[tor]]\nname = \"tor-a\"\nspine = \"spine-1\"\nnodes = [\"node-a\"]\n\n[[node]]\nname = \"node-b\"\ntor = \"tor-b\"\n\n[[node]]\nname = \"node-c\"\ntor = \"tor-c\"\n",
+    )
+    .unwrap();
+    let want: BTreeMap<String, (Value, Value)> = BTreeMap::from([
+        ("node-a".into(), (json!("tor-a"), json!("file"))),
+        ("node-b".into(), (json!("tor-b"), json!("file"))),
+        ("node-c".into(), (json!("tor-c"), json!("file"))),
+    ]);
+    for d in &daemons {
+        wait_state(d, "every member's new ToR", Duration::from_secs(90), |s| {
+            tors(s) == want
+        });
     }
 }
 
@@ -347,7 +364,7 @@ fn a_bad_topology_file_is_reported_with_its_line_and_the_daemon_runs_on() {
     let d =
         Daemon::start(Start::new(&cfg).scenario(include_str!("fake-dcmi/scenarios/example.json")));
     let s = d.wait_for("the file source's failure", Duration::from_secs(30), |s| {
-        value(s, "hcclwatch_topology_source_ok", &[("source", "file")]) == Some(0.0)
+        value(s, "hcclwatch_topology_source_up", &[("source", "file")]) == Some(0.0)
     });
     // No place at all from a bad file, not the first half of it.
     assert!(!s.contains("hcclwatch_node_topology_info{"), "{s}");
@@ -361,5 +378,34 @@ fn a_bad_topology_file_is_reported_with_its_line_and_the_daemon_runs_on() {
     assert!(
         log.contains(&line) || log.contains(&line.replace("\\\"", "\"")),
         "{log}"
+    );
+}
+
+#[test]
+fn check_config_reports_every_problem_of_the_topology_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let topo = dir.path().join("topology.toml");
+    std::fs::write(&topo, "[[tor]]\nname = \"\"\nnodes = [\"n1\"]\nleaf = 1\n").unwrap();
+    let cfg = dir.path().join("hcclwatch.toml");
+    std::fs::write(&cfg, format!("[topology]\nfile = \"{}\"\n", topo.display())).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hcclwatch"))
+        .args(["check-config", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("{}:4: ", topo.display())), "{err}");
+    assert!(err.contains("unknown field `leaf`"), "{err}");
+    // A good file passes.
+    std::fs::write(&topo, "[[tor]]\nname = \"t\"\nnodes = [\"n1\"]\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hcclwatch"))
+        .args(["check-config", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

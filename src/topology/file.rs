@@ -15,10 +15,13 @@
 //! super_pod = "sp1"
 //! ```
 //!
-//! It is checked like the configuration: every problem at once, each as
-//! `PATH:LINE: key: reason` ([`Problem`]): unknown keys, a node named twice, empty or
-//! unprintable names, names longer than [`NAME_MAX`] bytes (the group exchange's field), a
-//! file over [`FILE_LIMIT`] bytes. A bad file gives no topology at all, never half of one.
+//! It is checked like the configuration, each problem as `PATH:LINE: key: reason`
+//! ([`Problem`]): a mistake in the file's shape (an unknown key or table, a missing or
+//! mistyped value) is reported first and alone, as the TOML decoder stops there; once the
+//! shape is right, every problem of the content is reported at once: a node named twice,
+//! empty or unprintable names, names longer than [`NAME_MAX`] bytes (the group exchange's
+//! field), a `[[tor]]` without nodes. A file over [`FILE_LIMIT`] bytes is not read. A bad
+//! file gives no topology at all, never half of one.
 
 use std::collections::BTreeMap;
 use std::path::Path;

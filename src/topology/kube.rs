@@ -48,6 +48,14 @@ pub enum KubeError {
         /// Why.
         error: String,
     },
+    /// The API server answered 404 (the node, or a resource it does not have).
+    #[error("{what}: not found ({message})")]
+    NotFound {
+        /// The call.
+        what: String,
+        /// The server's message.
+        message: String,
+    },
     /// The HyperNode resource does not exist (Volcano's CRD is not installed).
     #[error("no HyperNode resource (topology.volcano.sh/v1alpha1) in this cluster")]
     NoHyperNodes,
@@ -101,9 +109,10 @@ async fn within<T>(
             what: what.to_string(),
             deadline,
         }),
-        Ok(Err(kube::Error::Api(s))) if s.code == 404 && what.contains("HyperNode") => {
-            Err(KubeError::NoHyperNodes)
-        }
+        Ok(Err(kube::Error::Api(s))) if s.code == 404 => Err(KubeError::NotFound {
+            what: what.to_string(),
+            message: s.message,
+        }),
         Ok(Err(e)) => Err(KubeError::Call {
             what: what.to_string(),
             error: e.to_string(),
@@ -174,7 +183,10 @@ impl TopologyApi {
             if let Some(t) = &token {
                 lp = lp.continue_token(t);
             }
-            let page = within("listing HyperNodes", deadline, api.list(&lp)).await?;
+            let page = match within("listing HyperNodes", deadline, api.list(&lp)).await {
+                Err(KubeError::NotFound { .. }) => return Err(KubeError::NoHyperNodes),
+                other => other?,
+            };
             for o in &page.items {
                 out.push(HyperNode::from_object(o));
             }

@@ -11,7 +11,7 @@
 //!
 //! and merges them field by field ([`crate::snapshot::topology::merge`]). A source that
 //! fails gives nothing (never a stale or half-read answer), is reported in the part
-//! (`hcclwatch_topology_source_ok{source} 0`) and logged once per change of reason; the
+//! (`hcclwatch_topology_source_up{source} 0`) and logged once per change of reason; the
 //! daemon runs on without it. Only this node's own place is published: the probe group
 //! shares the members' places among themselves (`probe::group`), so every member judges
 //! with the same topology, each member's place said by that member alone.

@@ -17,7 +17,7 @@ impl Render for TopologyCollector {
             return Ok(());
         };
         f.gauge(
-            "hcclwatch_topology_source_ok",
+            "hcclwatch_topology_source_up",
             "Whether each topology source in use read and was understood in the last refresh (1) or not (0, the log says why); a source that is off has no series.",
             t.sources
                 .iter()
@@ -98,11 +98,11 @@ mod tests {
         );
         assert!(!s.contains("spine=\""), "{s}");
         assert!(
-            s.contains("hcclwatch_topology_source_ok{source=\"file\"} 1.0"),
+            s.contains("hcclwatch_topology_source_up{source=\"file\"} 1.0"),
             "{s}"
         );
         assert!(
-            s.contains("hcclwatch_topology_source_ok{source=\"node_labels\"} 0.0"),
+            s.contains("hcclwatch_topology_source_up{source=\"node_labels\"} 0.0"),
             "{s}"
         );
     }
