@@ -409,27 +409,6 @@ impl Prober {
         }
     }
 
-    /// Each candidate's ToR as a small integer for the health engine: the index of its
-    /// name among the group's distinct ToR names, sorted, so every member numbers them
-    /// alike. Empty when no member's ToR is known.
-    fn tors(&self) -> Vec<Option<u32>> {
-        let tor = |m: &MemberView| m.place.as_ref().and_then(|p| p.place.tor.clone());
-        let mut names: Vec<String> = self.part.members.iter().filter_map(tor).collect();
-        if names.is_empty() {
-            return Vec::new();
-        }
-        names.sort();
-        names.dedup();
-        self.part
-            .members
-            .iter()
-            .map(|m| {
-                let t = tor(m)?;
-                names.binary_search(&t).ok().map(|k| k as u32)
-            })
-            .collect()
-    }
-
     /// Copies the engine's states into the members' views.
     fn sync_states(&mut self) {
         for (m, s) in self.part.members.iter_mut().zip(self.engine.states()) {
@@ -598,7 +577,7 @@ impl Prober {
                 .filter(|k| m[*k].congested)
                 .map(|k| g[k])
                 .collect(),
-            tors: self.tors(),
+            tors: tor_indices(&self.part.members),
         }
     }
 
@@ -872,5 +851,65 @@ fn observe_duration(h: &mut Vec<CollectiveDurations>, op: &str, bytes: usize, v:
                 seconds,
             });
         }
+    }
+}
+
+/// Each candidate's ToR as a small integer for the health engine: the index of its name
+/// among the distinct ToR names of the members' views, sorted, so every member (holding the
+/// same exchanged places) numbers them alike. Empty when no member's ToR is known.
+fn tor_indices(members: &[MemberView]) -> Vec<Option<u32>> {
+    let tor = |m: &MemberView| m.place.as_ref().and_then(|p| p.place.tor.clone());
+    let mut names: Vec<String> = members.iter().filter_map(tor).collect();
+    if names.is_empty() {
+        return Vec::new();
+    }
+    names.sort();
+    names.dedup();
+    members
+        .iter()
+        .map(|m| {
+            let t = tor(m)?;
+            names.binary_search(&t).ok().map(|k| k as u32)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::topology::{NodePlace, Place, TopologySource};
+
+    fn member(tor: Option<&str>) -> MemberView {
+        MemberView {
+            name: String::new(),
+            up: true,
+            state: NodeState::Healthy,
+            score: None,
+            arrival_lag: None,
+            quarantine: None,
+            inconsistent_reports: false,
+            uplink_congested: false,
+            place: tor.map(|t| NodePlace {
+                place: Place {
+                    tor: Some(t.to_string()),
+                    ..Place::default()
+                },
+                source: TopologySource::File,
+            }),
+        }
+    }
+
+    #[test]
+    fn tors_are_numbered_by_sorted_name_and_unknown_stays_unknown() {
+        let m = member;
+        let members = [
+            m(Some("tor-z")),
+            m(None),
+            m(Some("tor-b")),
+            m(Some("tor-z")),
+        ];
+        assert_eq!(tor_indices(&members), vec![Some(1), None, Some(0), Some(1)]);
+        // No ToR known anywhere: the engine's "unknown" (empty).
+        assert_eq!(tor_indices(&[m(None), m(None)]), Vec::<Option<u32>>::new());
     }
 }
