@@ -363,13 +363,17 @@ fn a_bad_topology_file_is_reported_with_its_line_and_the_daemon_runs_on() {
     ));
     let d =
         Daemon::start(Start::new(&cfg).scenario(include_str!("fake-dcmi/scenarios/example.json")));
-    let s = d.wait_for("the file source's failure", Duration::from_secs(30), |s| {
-        value(s, "hcclwatch_topology_source_up", &[("source", "file")]) == Some(0.0)
-    });
+    // Telemetry goes on beside the failed source.
+    let s = d.wait_for(
+        "the file source's failure, with telemetry",
+        Duration::from_secs(30),
+        |s| {
+            value(s, "hcclwatch_topology_source_up", &[("source", "file")]) == Some(0.0)
+                && s.contains("hcclwatch_npu_temperature_celsius{")
+        },
+    );
     // No place at all from a bad file, not the first half of it.
     assert!(!s.contains("hcclwatch_node_topology_info{"), "{s}");
-    // Telemetry goes on.
-    assert!(s.contains("hcclwatch_npu_temperature_celsius"), "{s}");
     let log = d.log();
     let line = format!(
         "{}:6: tor[1].nodes[0]: node \\\"node-a\\\" is already placed by tor[0].nodes[0] (line 3)",

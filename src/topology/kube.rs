@@ -252,7 +252,7 @@ pub struct Selector {
     pub exact_match: Option<ExactMatch>,
     /// `regexMatch.pattern`.
     pub regex_match: Option<RegexMatch>,
-    /// `labelMatch.matchLabels`.
+    /// `labelMatch`, a label selector.
     pub label_match: Option<LabelMatch>,
 }
 
@@ -272,13 +272,54 @@ pub struct RegexMatch {
     pub pattern: String,
 }
 
-/// `labelMatch`.
+/// `labelMatch`: a Kubernetes label selector (only for `Node` members).
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LabelMatch {
     /// Labels the member must all carry.
     #[serde(default)]
     pub match_labels: BTreeMap<String, String>,
+    /// Requirements the member's labels must all meet.
+    #[serde(default)]
+    pub match_expressions: Vec<Requirement>,
+}
+
+/// One `matchExpressions` entry.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+pub struct Requirement {
+    /// The label key.
+    #[serde(default)]
+    pub key: String,
+    /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
+    #[serde(default)]
+    pub operator: String,
+    /// The values for `In` and `NotIn`.
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+impl LabelMatch {
+    /// Whether `labels` meet the selector, as Kubernetes reads one; an empty selector
+    /// selects nothing here (Kubernetes would select every node: a member list that names
+    /// no one is taken as naming no one, never as everyone), and an unknown operator fails.
+    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        if self.match_labels.is_empty() && self.match_expressions.is_empty() {
+            return false;
+        }
+        self.match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && self.match_expressions.iter().all(|r| {
+                let v = labels.get(&r.key);
+                match r.operator.as_str() {
+                    "In" => v.is_some_and(|v| r.values.contains(v)),
+                    "NotIn" => v.is_none_or(|v| !r.values.contains(v)),
+                    "Exists" => v.is_some(),
+                    "DoesNotExist" => v.is_none(),
+                    _ => false,
+                }
+            })
+    }
 }
 
 impl HyperNode {
@@ -304,40 +345,61 @@ impl HyperNode {
         }
     }
 
-    /// Whether a member of `kind` named `name` (with `labels`) is selected.
-    fn has(&self, kind: &str, name: &str, labels: &BTreeMap<String, String>) -> bool {
-        self.members
-            .iter()
-            .filter(|m| m.kind == kind)
-            .any(|m| selects(&m.selector, name, labels))
+    /// Whether a member of `kind` named `name` (with `labels`, when they could be read)
+    /// is selected; an error when a label selector needs labels that could not be read.
+    fn has(
+        &self,
+        kind: &str,
+        name: &str,
+        labels: Option<&BTreeMap<String, String>>,
+    ) -> Result<bool, KubeError> {
+        let mut hit = false;
+        for m in self.members.iter().filter(|m| m.kind == kind) {
+            hit |= selects(&m.selector, kind, name, labels)?;
+        }
+        Ok(hit)
     }
 }
 
-fn selects(s: &Selector, name: &str, labels: &BTreeMap<String, String>) -> bool {
+fn selects(
+    s: &Selector,
+    kind: &str,
+    name: &str,
+    labels: Option<&BTreeMap<String, String>>,
+) -> Result<bool, KubeError> {
     if let Some(e) = &s.exact_match {
-        return e.name == name;
+        return Ok(e.name == name);
     }
     if let Some(r) = &s.regex_match {
-        return regex::RegexBuilder::new(&r.pattern)
+        return Ok(regex::RegexBuilder::new(&r.pattern)
             .size_limit(REGEX_LIMIT)
             .build()
-            .is_ok_and(|re| re.is_match(name));
+            .is_ok_and(|re| re.is_match(name)));
     }
-    if let Some(l) = &s.label_match {
-        return !l.match_labels.is_empty()
-            && l.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v));
+    match (&s.label_match, labels) {
+        // Volcano applies label selectors to `Node` members only.
+        (Some(_), _) if kind != "Node" => Ok(false),
+        (Some(l), Some(labels)) => Ok(l.matches(labels)),
+        (Some(_), None) => Err(KubeError::Ambiguous(format!(
+            "a HyperNode selects nodes by label and node {name}'s labels could not be read; no ToR taken"
+        ))),
+        (None, _) => Ok(false),
     }
-    false
 }
 
 /// This node's ToR (its tier-1 HyperNode) and spine (the tier-2 HyperNode over that one).
 pub fn place_from_hypernodes(
     node: &str,
-    labels: &BTreeMap<String, String>,
+    labels: Option<&BTreeMap<String, String>>,
     all: &[HyperNode],
 ) -> Result<Place, KubeError> {
     let tier = |t: u32| all.iter().filter(move |h| h.tier == Some(t));
-    let tors: Vec<&HyperNode> = tier(1).filter(|h| h.has("Node", node, labels)).collect();
+    let mut tors: Vec<&HyperNode> = Vec::new();
+    for h in tier(1) {
+        if h.has("Node", node, labels)? {
+            tors.push(h);
+        }
+    }
     let tor = match tors.as_slice() {
         [] => return Ok(Place::default()),
         [one] => *one,
@@ -352,10 +414,12 @@ pub fn place_from_hypernodes(
             )));
         }
     };
-    let none = BTreeMap::new();
-    let spines: Vec<&HyperNode> = tier(2)
-        .filter(|h| h.has("HyperNode", &tor.name, &none))
-        .collect();
+    let mut spines: Vec<&HyperNode> = Vec::new();
+    for h in tier(2) {
+        if h.has("HyperNode", &tor.name, None)? {
+            spines.push(h);
+        }
+    }
     let ok = |s: &str| {
         super::file::name_problem(s)
             .is_none()
@@ -410,22 +474,22 @@ mod tests {
     #[test]
     fn tier_one_is_the_tor_and_the_tier_two_above_it_the_spine() {
         let none = BTreeMap::new();
-        let p = place_from_hypernodes("node-1", &none, &fabric()).unwrap();
+        let p = place_from_hypernodes("node-1", Some(&none), &fabric()).unwrap();
         assert_eq!(p.tor.as_deref(), Some("s0"));
         assert_eq!(p.spine.as_deref(), Some("s4"));
         // By regex, on a string tier (the older CRD).
-        let p = place_from_hypernodes("gpu-3", &none, &fabric()).unwrap();
+        let p = place_from_hypernodes("gpu-3", Some(&none), &fabric()).unwrap();
         assert_eq!(p.tor.as_deref(), Some("s1"));
         // The regex is unanchored only where the pattern says so.
-        let p = place_from_hypernodes("gpu-33", &none, &fabric()).unwrap();
+        let p = place_from_hypernodes("gpu-33", Some(&none), &fabric()).unwrap();
         assert_eq!(p.tor, None);
         // By labels; no tier-2 over s2, so no spine.
         let labels = BTreeMap::from([("rack".to_string(), "r9".to_string())]);
-        let p = place_from_hypernodes("x", &labels, &fabric()).unwrap();
+        let p = place_from_hypernodes("x", Some(&labels), &fabric()).unwrap();
         assert_eq!((p.tor.as_deref(), p.spine), (Some("s2"), None));
         // Not a member anywhere: nothing.
         assert!(
-            place_from_hypernodes("other", &none, &fabric())
+            place_from_hypernodes("other", Some(&none), &fabric())
                 .unwrap()
                 .is_empty()
         );
@@ -438,10 +502,65 @@ mod tests {
             serde_json::json!({"metadata": {"name": "s9"}, "spec": {"tier": 1, "members": [
             {"type": "Node", "selector": {"exactMatch": {"name": "node-0"}}}]}}),
         ));
-        let e = place_from_hypernodes("node-0", &BTreeMap::new(), &f)
+        let e = place_from_hypernodes("node-0", Some(&BTreeMap::new()), &f)
             .unwrap_err()
             .to_string();
         assert!(e.contains("s0, s9"), "{e}");
+    }
+
+    #[test]
+    fn label_selectors_read_as_kubernetes_reads_them() {
+        let f = vec![hn(
+            serde_json::json!({"metadata": {"name": "rack-9"}, "spec": {"tier": 1, "members": [
+            {"type": "Node", "selector": {"labelMatch": {
+                "matchLabels": {"zone": "z1"},
+                "matchExpressions": [
+                    {"key": "rack", "operator": "In", "values": ["r9", "r10"]},
+                    {"key": "retired", "operator": "DoesNotExist"},
+                    {"key": "pool", "operator": "NotIn", "values": ["cpu"]}]}}}]}}),
+        )];
+        let l = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let tor = |labels: BTreeMap<String, String>| {
+            place_from_hypernodes("n", Some(&labels), &f).unwrap().tor
+        };
+        assert_eq!(
+            tor(l(&[("zone", "z1"), ("rack", "r10")])).as_deref(),
+            Some("rack-9")
+        );
+        assert_eq!(
+            tor(l(&[("zone", "z1"), ("rack", "r10"), ("pool", "npu")])).as_deref(),
+            Some("rack-9")
+        );
+        assert_eq!(tor(l(&[("zone", "z1"), ("rack", "r11")])), None);
+        assert_eq!(
+            tor(l(&[("zone", "z1"), ("rack", "r9"), ("retired", "")])),
+            None
+        );
+        assert_eq!(
+            tor(l(&[("zone", "z1"), ("rack", "r9"), ("pool", "cpu")])),
+            None
+        );
+        assert_eq!(tor(l(&[("rack", "r9")])), None);
+        // Labels that could not be read cannot be matched: no ToR, and the source says why.
+        let e = place_from_hypernodes("n", None, &f)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("labels could not be read"), "{e}");
+        // An empty selector names no one.
+        let empty = vec![hn(
+            serde_json::json!({"metadata": {"name": "all"}, "spec": {"tier": 1, "members": [
+            {"type": "Node", "selector": {"labelMatch": {}}}]}}),
+        )];
+        assert!(
+            place_from_hypernodes("n", Some(&l(&[("a", "b")])), &empty)
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

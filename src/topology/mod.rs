@@ -231,8 +231,7 @@ impl Poller {
                 Err(KubeError::NoHyperNodes) => None,
                 Err(e) => Some(Err(e.to_string())),
                 Ok(all) => {
-                    let empty = BTreeMap::new();
-                    let l = node_labels.as_ref().unwrap_or(&empty);
+                    let l = node_labels.as_ref().ok();
                     Some(
                         kube::place_from_hypernodes(&node, l, &all)
                             .map(|p| one(&node, p))
