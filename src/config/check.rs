@@ -487,4 +487,36 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn topology_label_keys_must_be_kubernetes_label_keys() {
+        use crate::config::load_str;
+        for ok in ["example.com/tor", "tor", "a.b-c/x_y.z", ""] {
+            let text = format!("[topology]\ntor_label = {ok:?}\n");
+            assert!(load_str(&text, None, &[]).is_ok(), "{ok:?}");
+        }
+        for bad in [
+            "/tor",
+            "Example.com/tor",
+            "a/b/c",
+            "tor-",
+            "t or",
+            &"x".repeat(64),
+        ] {
+            let text = format!("[topology]\nspine_label = {bad:?}\n");
+            let err = load_str(&text, None, &[]).unwrap_err().to_string();
+            assert!(
+                err.contains("topology.spine_label") && err.contains("not a Kubernetes label key"),
+                "{bad:?}: {err}"
+            );
+        }
+        let err = load_str(
+            "[topology]\nrefresh = \"2s\"\ndeadline = \"2s\"\n",
+            None,
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("topology.deadline"), "{err}");
+    }
 }
