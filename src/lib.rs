@@ -11,6 +11,8 @@
 //!   poller threads into the shared [`snapshot::Store`];
 //! - [`attribution`]: which pods and containers use each NPU (kubelet pod-resources, the
 //!   Kubernetes API, process cgroups), on its own thread into the store;
+//! - [`topology`]: this node's ToR, spine group and super pod (a topology file, node
+//!   labels, Volcano HyperNodes, the rank table), on its own thread into the store;
 //! - [`collective`]: the HCCL-compatible collective engine (a library on its own);
 //! - [`health`]: the verdict engine (pure, no I/O);
 //! - [`probe`]: probe rounds over the engine, feeding the health engine;
@@ -40,3 +42,4 @@ pub(crate) mod shutdown;
 pub mod simulate;
 pub mod snapshot;
 pub mod telemetry;
+pub mod topology;

@@ -90,6 +90,15 @@ fn check_config(path: &std::path::Path, syntax_only: bool) -> ExitCode {
             for w in &loaded.warnings {
                 eprintln!("warning: {w}");
             }
+            // The topology file is checked like the configuration (the daemon itself runs
+            // on without it when it is bad).
+            let t = &loaded.config.topology;
+            if let (false, true, Some(f)) = (syntax_only, t.enabled, &t.file)
+                && let Err(e) = hcclwatch::topology::file::read(f, t.deadline)
+            {
+                eprintln!("{e}");
+                return ExitCode::FAILURE;
+            }
             println!("{}: ok", path.display());
             ExitCode::SUCCESS
         }

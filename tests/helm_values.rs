@@ -378,7 +378,9 @@ fn host_plane_values_run_unprivileged_without_host_access() {
         pod["hostNetwork"], true,
         "host-plane probing measures the host's path"
     );
-    assert_eq!(pod["automountServiceAccountToken"], false);
+    // The token is for the topology source alone (get its node, list HyperNodes): no
+    // attribution, so no pod-reader role.
+    assert_eq!(pod["automountServiceAccountToken"], true);
     let sc = &c["securityContext"];
     assert!(sc["privileged"].is_null(), "{sc:?}");
     assert_eq!(sc["runAsNonRoot"], true);
@@ -386,8 +388,16 @@ fn host_plane_values_run_unprivileged_without_host_access() {
     assert_eq!(sc["capabilities"]["drop"][0], "ALL");
     assert!(!env_names(c).contains(&"LD_LIBRARY_PATH".to_string()));
     assert!(
-        !has_kind(&docs, "ClusterRole"),
+        find(&docs, "ClusterRole", "hcclwatch-pod-reader").is_none(),
         "no attribution: no pod-reader role"
+    );
+    let role = get(&docs, "ClusterRole", "hcclwatch-topology-reader");
+    assert_eq!(
+        role["rules"],
+        serde_yaml::from_str::<Value>(
+            "[{apiGroups: [''], resources: [nodes], verbs: [get]}, {apiGroups: [topology.volcano.sh], resources: [hypernodes], verbs: [list]}]"
+        )
+        .unwrap()
     );
     let cfg = toml_of(
         get(&docs, "ConfigMap", "hcclwatch-config"),

@@ -32,6 +32,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // A source like telemetry: it reads the configuration and the NPU part (the processes
     // DCMI lists) and publishes its own part; it never sees an exporter or the prober.
     ("attribution", &["snapshot", "config"]),
+    // A source like attribution: it reads the configuration, the topology file, the
+    // Kubernetes API and the rank table (with the engine's own parser) and publishes this
+    // node's place; the probe group shares the places from the snapshot.
+    ("topology", &["snapshot", "config", "collective"]),
     // The simulator drives the health engine with groups cut as the daemons cut them (the
     // cutting, like the re-pairings, is the health module's pure planning).
     ("simulate", &["health", "snapshot"]),
@@ -51,6 +55,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "shutdown",
             "snapshot",
             "telemetry",
+            "topology",
         ],
     ),
 ];

@@ -36,6 +36,7 @@ fn round(n: usize, k: u64) -> RoundInput {
             .collect(),
         // Every other round node 0's own counters explain its slowness.
         congested: if k % 2 == 1 { vec![0] } else { vec![] },
+        tors: Vec::new(),
     }
 }
 

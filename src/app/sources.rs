@@ -1,6 +1,6 @@
 //! The sources the daemon starts, each from its own part of the configuration: the NPU
 //! poller, `hccn_tool` and its port poller, the prober (with the device plane's pinger and
-//! HCCS ping mesh), pod attribution and the host poller. One log line says why a source
+//! HCCS ping mesh), pod attribution, the topology source and the host poller. One log line says why a source
 //! that is off is off.
 
 use std::net::Ipv4Addr;
@@ -60,6 +60,15 @@ pub(super) fn start_sources(
         })?;
     } else {
         tracing::info!("pod attribution off: attribution.enabled = false");
+    }
+    if config.topology.enabled {
+        let settings = crate::topology::Settings::from_config(&config);
+        let s = store.clone();
+        sup.start("topology", AtExit::Detach, |rx| {
+            crate::topology::spawn(settings, s, rx)
+        })?;
+    } else {
+        tracing::info!("topology off: topology.enabled = false");
     }
     if config.collectors.host {
         let interval = config.telemetry.intervals.host;

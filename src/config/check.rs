@@ -65,6 +65,7 @@ impl Checks<'_> {
         self.engine();
         self.telemetry();
         self.attribution();
+        self.topology();
     }
 
     fn push(&mut self, key: &str, reason: impl ToString) {
@@ -300,6 +301,34 @@ impl Checks<'_> {
         }
     }
 
+    /// `[topology]`: a deadline that the next refresh would overtake, and label keys that
+    /// are not valid Kubernetes label keys.
+    fn topology(&mut self) {
+        let t = &self.config.topology;
+        if t.deadline >= t.refresh {
+            self.push(
+                "topology.deadline",
+                format!(
+                    "{} is not shorter than topology.refresh ({})",
+                    duration::format(t.deadline),
+                    duration::format(t.refresh)
+                ),
+            );
+        }
+        for (key, v) in [
+            ("topology.tor_label", &t.tor_label),
+            ("topology.spine_label", &t.spine_label),
+            ("topology.super_pod_label", &t.super_pod_label),
+        ] {
+            if !v.is_empty() && !label_key_ok(v) {
+                self.push(
+                    key,
+                    format!("{v:?} is not a Kubernetes label key such as \"example.com/tor\""),
+                );
+            }
+        }
+    }
+
     /// `[telemetry]`: the DCMI library path and the `hccn_tool` paths.
     fn telemetry(&mut self) {
         let t = &self.config.telemetry;
@@ -384,6 +413,29 @@ impl Config {
     }
 }
 
+/// Whether `k` is a Kubernetes label key: an optional DNS-subdomain prefix and `/`, then a
+/// name of at most 63 characters of `[A-Za-z0-9._-]` that starts and ends alphanumeric.
+fn label_key_ok(k: &str) -> bool {
+    let (prefix, name) = k.rsplit_once('/').map_or(("", k), |(p, n)| (p, n));
+    let prefix_ok = k.find('/').is_none()
+        || (!prefix.is_empty()
+            && prefix.len() <= 253
+            && prefix.split('.').all(|l| {
+                !l.is_empty()
+                    && l.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            }));
+    let edge = |b: Option<u8>| b.is_some_and(|b| b.is_ascii_alphanumeric());
+    prefix_ok
+        && k.matches('/').count() <= 1
+        && name.len() <= 63
+        && edge(name.bytes().next())
+        && edge(name.bytes().last())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -434,5 +486,37 @@ mod tests {
                 "{text:?} {env:?}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn topology_label_keys_must_be_kubernetes_label_keys() {
+        use crate::config::load_str;
+        for ok in ["example.com/tor", "tor", "a.b-c/x_y.z", ""] {
+            let text = format!("[topology]\ntor_label = {ok:?}\n");
+            assert!(load_str(&text, None, &[]).is_ok(), "{ok:?}");
+        }
+        for bad in [
+            "/tor",
+            "Example.com/tor",
+            "a/b/c",
+            "tor-",
+            "t or",
+            &"x".repeat(64),
+        ] {
+            let text = format!("[topology]\nspine_label = {bad:?}\n");
+            let err = load_str(&text, None, &[]).unwrap_err().to_string();
+            assert!(
+                err.contains("topology.spine_label") && err.contains("not a Kubernetes label key"),
+                "{bad:?}: {err}"
+            );
+        }
+        let err = load_str(
+            "[topology]\nrefresh = \"2s\"\ndeadline = \"2s\"\n",
+            None,
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("topology.deadline"), "{err}");
     }
 }

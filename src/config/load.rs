@@ -493,6 +493,7 @@ mod tests {
         cfg.collective.key_file = Some("/x/key".into());
         cfg.collective.bind_device = Some("eth0".into());
         cfg.attribution.kubeconfig = Some("/x/kubeconfig".into());
+        cfg.topology.file = Some("/x/topology.toml".into());
         cfg.web.config_file = Some("/x/web.yml".into());
         cfg.web.node_label = Some("node-1".into());
         cfg.device_probe.hccs_super_pod = Some(0);

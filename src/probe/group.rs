@@ -1,10 +1,22 @@
 //! What members exchange when a group forms, before its first round: their names (for a
-//! DNS-discovered group) and the health engine's learned state, so that a member that just
-//! (re)joined reaches the same verdicts as the others. The state taken over is the one a
-//! majority holds, checked by digest and bounded in size, never one member's claim.
+//! DNS-discovered group), their places in the network, and the health engine's learned
+//! state, so that a member that just (re)joined reaches the same verdicts as the others.
+//! The state taken over is the one a majority holds, checked by digest and bounded in size,
+//! never one member's claim.
+//!
+//! **Places** ([`exchange_places`]): each member all-gathers its own place (ToR, spine,
+//! super pod and the source that gave them), as its topology source published it. That is
+//! simpler than putting the topology in the round plan and as correct: every member ends
+//! the exchange holding the same vector, so every engine judges with the same topology;
+//! each node's place is said by the one node whose sources know it (its own labels, its own
+//! line of the rank table), so members with different files or API views never disagree
+//! about a third node; and it costs one fixed-size all-gather per formation, not bytes in
+//! every round. A member whose place changes makes the group re-form (`prober.rs`), so the
+//! exchange is repeated whenever the topology changes.
 
 use crate::collective::{CollResult, Communicator, DataType};
 use crate::health::HealthEngine;
+use crate::snapshot::topology::{NodePlace, Place, TopologySource};
 
 /// Largest engine state a member accepts from the wire, for `candidates` nodes and a
 /// scoring window of `window` rounds: each node's two histories hold at most `window`
@@ -118,4 +130,77 @@ pub fn exchange_names(c: &mut Communicator, own: &str) -> CollResult<Vec<Option<
                 .map(str::to_string)
         })
         .collect())
+}
+
+/// Bytes of one place on the wire: the source's code, then the ToR, spine and super pod,
+/// each zero-padded to [`NAME_MAX`] (the topology sources refuse longer names).
+const PLACE_BYTES: usize = 1 + 3 * NAME_MAX;
+
+/// One field of a place from the wire: `None` when empty, too long, not UTF-8 or not a
+/// printable label (a member's bad field is unknown, never guessed).
+fn field(raw: &[u8]) -> Option<String> {
+    let end = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
+    std::str::from_utf8(&raw[..end])
+        .ok()
+        .filter(|n| !n.is_empty() && n.chars().all(|ch| ch.is_ascii_graphic()))
+        .map(str::to_string)
+}
+
+/// All-gathers every member's own place (see the module doc). A member that knows none
+/// (or sends nothing usable) is `None`.
+pub fn exchange_places(
+    c: &mut Communicator,
+    own: Option<&NodePlace>,
+) -> CollResult<Vec<Option<NodePlace>>> {
+    let mut mine = [0u8; PLACE_BYTES];
+    if let Some(p) = own {
+        mine[0] = p.source.code();
+        let fields = [&p.place.tor, &p.place.spine, &p.place.super_pod];
+        for (k, f) in fields.into_iter().enumerate() {
+            let b = f.as_deref().unwrap_or("").as_bytes();
+            if b.len() <= NAME_MAX {
+                mine[1 + k * NAME_MAX..1 + k * NAME_MAX + b.len()].copy_from_slice(b);
+            }
+        }
+    }
+    let mut all = vec![0u8; PLACE_BYTES * c.size()];
+    c.all_gather(&mine, &mut all, PLACE_BYTES, DataType::Uint8)?;
+    Ok(all.chunks_exact(PLACE_BYTES).map(decode_place).collect())
+}
+
+/// One member's place from its all-gathered bytes.
+fn decode_place(raw: &[u8]) -> Option<NodePlace> {
+    let f = |k: usize| field(&raw[1 + k * NAME_MAX..1 + (k + 1) * NAME_MAX]);
+    let place = Place {
+        tor: f(0),
+        spine: f(1),
+        super_pod: f(2),
+    };
+    let source = TopologySource::from_code(raw[0]);
+    (!place.is_empty() && source != TopologySource::None).then_some(NodePlace { place, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_place_decodes_as_encoded_and_garbage_claims_nothing() {
+        let mut raw = [0u8; PLACE_BYTES];
+        raw[0] = TopologySource::HyperNode.code();
+        raw[1..6].copy_from_slice(b"tor-a");
+        raw[1 + 2 * NAME_MAX..1 + 2 * NAME_MAX + 3].copy_from_slice(b"sp0");
+        let p = decode_place(&raw).unwrap();
+        assert_eq!(p.source, TopologySource::HyperNode);
+        assert_eq!(p.place.tor.as_deref(), Some("tor-a"));
+        assert_eq!(p.place.spine, None);
+        assert_eq!(p.place.super_pod.as_deref(), Some("sp0"));
+        // A field that is not a printable label is unknown; a place with no source is none.
+        raw[1 + NAME_MAX] = b' ';
+        raw[2 + NAME_MAX] = b'x';
+        assert_eq!(decode_place(&raw).unwrap().place.spine, None);
+        raw[0] = 0;
+        assert_eq!(decode_place(&raw), None);
+        assert_eq!(decode_place(&[0u8; PLACE_BYTES]), None);
+    }
 }

@@ -26,6 +26,7 @@ use crate::snapshot::probe::{
     CollectiveDurations, LinkView, MemberView, PauseReason, ProbeSnapshot, QuarantineReason,
     RingResult,
 };
+use crate::snapshot::topology::NodePlace;
 
 /// Link re-measurements per round at most (each is one `link_bytes` exchange).
 const MAX_LINK_REMEASURES: usize = 4;
@@ -62,6 +63,9 @@ pub struct Prober {
     logged: Option<String>,
     /// This node's own uplink, read once per round (None: `probe.congestion_enabled` off).
     uplink: Option<UplinkReader>,
+    /// This node's place as it said it at the group's formation; a different one published
+    /// since makes the group re-form, so every member judges with the same topology.
+    shared_place: Option<NodePlace>,
 }
 
 impl Prober {
@@ -100,6 +104,7 @@ impl Prober {
             part: ProbeSnapshot::default(),
             logged: None,
             uplink,
+            shared_place: None,
         };
         p.resize_part();
         p
@@ -122,6 +127,7 @@ impl Prober {
                 quarantine: None,
                 inconsistent_reports: false,
                 uplink_congested: false,
+                place: None,
             })
             .collect();
         self.part.links.clear();
@@ -182,13 +188,18 @@ impl Prober {
         }
         let me = self.view.me().unwrap_or(0);
         let n = self.view.candidates().len();
+        let place = store.topology().and_then(|t| t.own.clone());
+        if self.comm.is_some() && place != self.shared_place {
+            tracing::info!(place = ?place, "this node's place in the network changed; the group re-forms to share it");
+            self.comm = None;
+        }
         let ping = self
             .s
             .comm
             .transport
             .connect_timeout
             .min(Duration::from_secs(1));
-        if self.comm.is_none() && !self.form(now, me, n, ping) {
+        if self.comm.is_none() && !self.form(now, me, n, ping, place) {
             return;
         }
         self.run_round(store, me);
@@ -227,7 +238,14 @@ impl Prober {
 
     /// Forms the group from the candidates that answer; false (with the export updated)
     /// if it cannot.
-    fn form(&mut self, now: Instant, me: usize, n: usize, ping: Duration) -> bool {
+    fn form(
+        &mut self,
+        now: Instant,
+        me: usize,
+        n: usize,
+        ping: Duration,
+        place: Option<NodePlace>,
+    ) -> bool {
         let others: Vec<usize> = (0..n).filter(|i| *i != me).collect();
         let up = membership::reachable(&self.addrs(&others), ping);
         for (i, ok) in others.iter().zip(&up) {
@@ -274,7 +292,7 @@ impl Prober {
                 return false;
             }
         };
-        if !self.agree(&mut c, &members, n) {
+        if !self.agree(&mut c, &members, n) || !self.share_places(&mut c, &members, place) {
             return false;
         }
         if left_out.is_empty() {
@@ -361,6 +379,34 @@ impl Prober {
             return false;
         }
         true
+    }
+
+    /// All-gathers the members' places into their views (see `group`); false, with the
+    /// probing paused and the reason exported, if the exchange fails.
+    fn share_places(
+        &mut self,
+        c: &mut Communicator,
+        members: &[usize],
+        place: Option<NodePlace>,
+    ) -> bool {
+        match group::exchange_places(c, place.as_ref()) {
+            Ok(places) => {
+                self.part.members.iter_mut().for_each(|m| m.place = None);
+                for (k, p) in places.into_iter().enumerate() {
+                    self.part.members[members[k]].place = p;
+                }
+                self.shared_place = place;
+                true
+            }
+            Err(e) => {
+                self.pause(
+                    PauseReason::FormFailed,
+                    format!("probe group formed but the topology exchange failed: {e}"),
+                    true,
+                );
+                false
+            }
+        }
     }
 
     /// Copies the engine's states into the members' views.
@@ -531,6 +577,7 @@ impl Prober {
                 .filter(|k| m[*k].congested)
                 .map(|k| g[k])
                 .collect(),
+            tors: tor_indices(&self.part.members),
         }
     }
 
@@ -804,5 +851,65 @@ fn observe_duration(h: &mut Vec<CollectiveDurations>, op: &str, bytes: usize, v:
                 seconds,
             });
         }
+    }
+}
+
+/// Each candidate's ToR as a small integer for the health engine: the index of its name
+/// among the distinct ToR names of the members' views, sorted, so every member (holding the
+/// same exchanged places) numbers them alike. Empty when no member's ToR is known.
+fn tor_indices(members: &[MemberView]) -> Vec<Option<u32>> {
+    let tor = |m: &MemberView| m.place.as_ref().and_then(|p| p.place.tor.clone());
+    let mut names: Vec<String> = members.iter().filter_map(tor).collect();
+    if names.is_empty() {
+        return Vec::new();
+    }
+    names.sort();
+    names.dedup();
+    members
+        .iter()
+        .map(|m| {
+            let t = tor(m)?;
+            names.binary_search(&t).ok().map(|k| k as u32)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::topology::{NodePlace, Place, TopologySource};
+
+    fn member(tor: Option<&str>) -> MemberView {
+        MemberView {
+            name: String::new(),
+            up: true,
+            state: NodeState::Healthy,
+            score: None,
+            arrival_lag: None,
+            quarantine: None,
+            inconsistent_reports: false,
+            uplink_congested: false,
+            place: tor.map(|t| NodePlace {
+                place: Place {
+                    tor: Some(t.to_string()),
+                    ..Place::default()
+                },
+                source: TopologySource::File,
+            }),
+        }
+    }
+
+    #[test]
+    fn tors_are_numbered_by_sorted_name_and_unknown_stays_unknown() {
+        let m = member;
+        let members = [
+            m(Some("tor-z")),
+            m(None),
+            m(Some("tor-b")),
+            m(Some("tor-z")),
+        ];
+        assert_eq!(tor_indices(&members), vec![Some(1), None, Some(0), Some(1)]);
+        // No ToR known anywhere: the engine's "unknown" (empty).
+        assert_eq!(tor_indices(&[m(None), m(None)]), Vec::<Option<u32>>::new());
     }
 }

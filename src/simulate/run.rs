@@ -191,6 +191,7 @@ impl HostGroup {
             link_probes,
             absent: Vec::new(),
             congested,
+            tors: Vec::new(),
         }
     }
 }

@@ -16,5 +16,6 @@ pub(crate) mod port;
 pub(crate) mod probe;
 pub mod status;
 pub(crate) mod store;
+pub mod topology;
 
 pub use store::{Store, View};

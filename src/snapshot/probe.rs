@@ -140,6 +140,9 @@ pub struct MemberView {
     /// Its own uplink reported congestion in the last round (from its gathered row; false
     /// while it is not in the group).
     pub uplink_congested: bool,
+    /// Its place in the network as it said at the group's formation (None: unknown, or
+    /// not in the group).
+    pub place: Option<super::topology::NodePlace>,
 }
 
 /// A measured link of the last permutation round.

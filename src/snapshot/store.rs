@@ -17,6 +17,7 @@ use super::npu::NpuSnapshot;
 use super::port::{HccnCallStats, PortSnapshot};
 use super::probe::ProbeSnapshot;
 use super::status::{OtlpSnapshot, ReloadStatus, SelfSnapshot};
+use super::topology::TopologySnapshot;
 
 /// Every part of the store as it was at one moment, and that moment's generation. Cheap
 /// to clone (a handful of `Arc`s); a scrape or an OTLP collection takes one with
@@ -40,6 +41,8 @@ pub struct View {
     pub hccn_calls: Option<Arc<HccnCallStats>>,
     /// Pod attribution, once attribution has a source to work with.
     pub attribution: Option<Arc<AttributionSnapshot>>,
+    /// This node's place in the network and its sources, once the topology source ran.
+    pub topology: Option<Arc<TopologySnapshot>>,
 }
 
 /// The shared store.
@@ -184,6 +187,17 @@ impl Store {
     pub fn publish_attribution(&self, part: AttributionSnapshot) {
         let part = Some(Arc::new(part));
         self.change(|v| v.attribution = part);
+    }
+
+    /// The latest topology part, once the topology source ran.
+    pub fn topology(&self) -> Option<Arc<TopologySnapshot>> {
+        self.read(|v| v.topology.clone())
+    }
+
+    /// Publishes a new topology part.
+    pub fn publish_topology(&self, part: TopologySnapshot) {
+        let part = Some(Arc::new(part));
+        self.change(|v| v.topology = part);
     }
 
     /// Records a configuration check. A failure keeps the last success time.

@@ -13,6 +13,9 @@
 //! - `GET /api/v1/pods` (the pod attribution's read), honouring a `fieldSelector` on
 //!   `spec.nodeName` or `metadata.namespace` as the real server does (other fields get
 //!   400, as unsupported pod field labels do there);
+//! - `GET /apis/topology.volcano.sh/v1alpha1/hypernodes` (the topology source's read) once
+//!   the test has "installed" Volcano's CRD, paged by `limit` and `continue` as the real
+//!   server pages a list; before that, 404 as for any resource the server does not have;
 //! - 404 Status for an unknown node, 403 Status for a verb the test's "RBAC" denies.
 //!
 //! Every write bumps `resourceVersion`. Responses are `Status` objects on errors, as the
@@ -47,6 +50,10 @@ pub struct ApiState {
     pods: Vec<Value>,
     /// The query string of every pod list, in order.
     pub pod_lists: Vec<String>,
+    /// HyperNodes, once the CRD is "installed" (None: the resource does not exist).
+    hypernodes: Option<Vec<Value>>,
+    /// The query string of every HyperNode list, in order.
+    pub hypernode_lists: Vec<String>,
     /// Nodes whose GET never answers (a hung API server, for the receiver's timeouts).
     hang: Vec<String>,
     /// GETs that arrived for a node in `hang` and are hanging now, by node.
@@ -441,6 +448,45 @@ async fn list_pods(State(s): State<Arc<Mutex<ApiState>>>, RawQuery(q): RawQuery)
     )
 }
 
+/// `GET /apis/topology.volcano.sh/v1alpha1/hypernodes`: 404 until the CRD exists; pages
+/// of `limit` items with the next index as the `continue` token.
+async fn list_hypernodes(State(s): State<Arc<Mutex<ApiState>>>, RawQuery(q): RawQuery) -> Response {
+    let mut s = s.lock().unwrap();
+    let q = q.unwrap_or_default();
+    s.hypernode_lists.push(q.clone());
+    s.changed.notify_all();
+    if let Some(r) = s.denied("list", "hypernodes", "") {
+        return r;
+    }
+    let Some(all) = s.hypernodes.clone() else {
+        return status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            "the server could not find the requested resource".into(),
+        );
+    };
+    let param = |k: &str| {
+        q.split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(key, _)| *key == k)
+            .map(|(_, v)| v.to_string())
+    };
+    let from: usize = param("continue").and_then(|c| c.parse().ok()).unwrap_or(0);
+    let limit: usize = param("limit")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(usize::MAX);
+    let to = from.saturating_add(limit).min(all.len());
+    let items = &all[from.min(to)..to];
+    let mut meta = json!({"resourceVersion": s.rv.to_string()});
+    if to < all.len() {
+        meta["continue"] = Value::String(to.to_string());
+    }
+    ok(
+        StatusCode::OK,
+        &json!({"kind": "HyperNodeList", "apiVersion": "topology.volcano.sh/v1alpha1", "metadata": meta, "items": items}),
+    )
+}
+
 impl FakeApi {
     /// Starts the server on an ephemeral port, on its own thread and runtime.
     pub fn start() -> Self {
@@ -461,6 +507,10 @@ impl FakeApi {
             )
             .route("/api/v1/namespaces/{ns}/events", post(create_event))
             .route("/api/v1/pods", get(list_pods))
+            .route(
+                "/apis/topology.volcano.sh/v1alpha1/hypernodes",
+                get(list_hypernodes),
+            )
             .fallback(|| async {
                 status(
                     StatusCode::NOT_FOUND,
@@ -537,6 +587,29 @@ impl FakeApi {
             "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}]},
         });
         s.nodes.insert(name.to_string(), node);
+    }
+
+    /// "Installs" Volcano's HyperNode CRD (the list answers from then on) and adds a
+    /// HyperNode of this tier whose members are given as `spec.members` JSON.
+    pub fn add_hypernode(&self, name: &str, tier: u32, members: Value) {
+        let mut s = self.state.lock().unwrap();
+        s.rv += 1;
+        let hn = json!({
+            "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+            "metadata": {"name": name, "uid": format!("uid-{name}"), "resourceVersion": s.rv.to_string()},
+            "spec": {"tier": tier, "members": members},
+        });
+        s.hypernodes.get_or_insert_with(Vec::new).push(hn);
+    }
+
+    /// The query string of every HyperNode list so far.
+    pub fn hypernode_lists(&self) -> Vec<String> {
+        self.state.lock().unwrap().hypernode_lists.clone()
+    }
+
+    /// Waits until `n` HyperNode lists have arrived; false if they do not within `within`.
+    pub fn wait_for_hypernode_lists(&self, n: usize, within: Duration) -> bool {
+        self.wait(within, |s| s.hypernode_lists.len() >= n)
     }
 
     /// Adds a pod (a full Pod object as JSON; `metadata.resourceVersion` is set here).

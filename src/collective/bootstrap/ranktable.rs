@@ -11,7 +11,7 @@
 //! reported (the first [`SHOWN_ERRORS`] spelled out, then a count), so a generated table
 //! with a systematic mistake is fixed in one pass.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
 
 use serde_json::Value;
@@ -227,6 +227,9 @@ pub struct RankTable {
     pub version: String,
     /// Ranks ordered by `rank_id` (0..n, contiguous).
     pub ranks: Vec<RankEntry>,
+    /// Each server's super pod (v1.2 `super_pod_list`: `server_id` → `super_pod_id`); a
+    /// server listed under two super pods is left out, as is any malformed entry.
+    pub super_pods: BTreeMap<String, String>,
 }
 
 impl RankTable {
@@ -358,7 +361,42 @@ pub fn parse(text: &str) -> Result<RankTable, RankTableError> {
         "2.0" => parse_v2(&doc)?,
         _ => return Err(RankTableError::UnsupportedVersion { version }),
     };
-    Ok(RankTable { version, ranks })
+    let super_pods = if version == "1.2" {
+        super_pods(&doc)
+    } else {
+        BTreeMap::new()
+    };
+    Ok(RankTable {
+        version,
+        ranks,
+        super_pods,
+    })
+}
+
+/// The v1.2 `super_pod_list`'s well-formed entries, `server_id` → `super_pod_id`.
+fn super_pods(doc: &Value) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut twice = Vec::new();
+    let pods = doc.get("super_pod_list").and_then(Value::as_array);
+    for pod in pods.into_iter().flatten() {
+        let Some(id) = pod.get("super_pod_id").and_then(Value::as_str) else {
+            continue;
+        };
+        let servers = pod.get("server_list").and_then(Value::as_array);
+        for server in servers.into_iter().flatten() {
+            if let Some(sid) = server.get("server_id").and_then(Value::as_str)
+                && out
+                    .insert(sid.to_string(), id.to_string())
+                    .is_some_and(|p| p != id)
+            {
+                twice.push(sid.to_string());
+            }
+        }
+    }
+    for sid in twice {
+        out.remove(&sid);
+    }
+    out
 }
 
 fn finish(
@@ -668,6 +706,24 @@ mod tests {
         assert_eq!(a[1].to_string(), "10.0.0.1:60001");
         assert_eq!(a[2].to_string(), "192.168.2.8:60000");
         assert_eq!(a[3].to_string(), "192.168.2.9:61000");
+    }
+
+    #[test]
+    fn v12_keeps_each_server_s_super_pod_and_drops_a_server_in_two() {
+        let pods = r#""super_pod_list":[
+            {"super_pod_id":"7","server_list":[{"server_id":"node_0"},{"server_id":"node_1"}]},
+            {"super_pod_id":"8","server_list":[{"server_id":"node_1"},{"server_id":"spare"}]},
+            {"server_list":[{"server_id":"node_9"}]}],"status""#;
+        let v12 = V1.replace("\"1.0\"", "\"1.2\"").replace("\"status\"", pods);
+        let t = parse(&v12).unwrap();
+        let want = BTreeMap::from([
+            ("node_0".to_string(), "7".to_string()),
+            ("spare".to_string(), "8".to_string()),
+        ]);
+        assert_eq!(t.super_pods, want);
+        // v1.0 has no super pods, even with the list present.
+        let v10 = V1.replace("\"status\"", pods);
+        assert!(parse(&v10).unwrap().super_pods.is_empty());
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod log;
 mod otlp;
 mod probe;
 mod telemetry;
+mod topology;
 mod web;
 
 pub use self::attribution::AttributionConfig;
@@ -25,6 +26,7 @@ pub use self::log::{LogConfig, LogFormat, LogLevel};
 pub use self::otlp::{Compression, OtlpConfig, OtlpProtocol};
 pub use self::probe::ProbeSection;
 pub use self::telemetry::{Backend, Intervals, SimConfig, TelemetryConfig};
+pub use self::topology::TopologyConfig;
 pub use self::web::{RESERVED_PATHS, WebConfig};
 
 use super::schema::Key;
@@ -105,6 +107,8 @@ pub struct Config {
     pub attribution: AttributionConfig,
     /// Series under other exporters' names.
     pub compat: CompatConfig,
+    /// Where each node sits in the network.
+    pub topology: TopologyConfig,
 }
 
 /// Every table's keys, each table before its keys, in the order of the documented example
@@ -134,4 +138,6 @@ pub(crate) const SECTIONS: &[&[Key]] = &[
     AttributionConfig::KEYS,
     &[Key::table("compat")],
     CompatConfig::KEYS,
+    &[Key::table("topology")],
+    TopologyConfig::KEYS,
 ];

@@ -27,6 +27,7 @@ pub(crate) mod npu_exporter;
 pub(crate) mod port;
 pub(crate) mod probe;
 pub(crate) mod status;
+pub(crate) mod topology;
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -70,6 +71,7 @@ pub fn collectors(build: &BuildInfo) -> Vec<Box<dyn Render>> {
         Box::new(host::HostCollector),
         Box::new(port::PortCollector),
         Box::new(attribution::AttributionCollector),
+        Box::new(topology::TopologyCollector),
     ]
 }
 

@@ -88,6 +88,7 @@ mod tests {
                 quarantine: None,
                 inconsistent_reports: false,
                 uplink_congested: false,
+                place: None,
             }],
             ..ProbeSnapshot::default()
         });

@@ -289,6 +289,7 @@ mod tests {
             quarantine: None,
             inconsistent_reports: false,
             uplink_congested,
+            place: None,
         }
     }
 

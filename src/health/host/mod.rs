@@ -149,6 +149,10 @@ pub struct RoundInput {
     /// near line rate, congestion-marked packets received): slowness there has an
     /// explanation other than a slow component.
     pub congested: Vec<usize>,
+    /// Each node's ToR (leaf switch), by node index, as the topology gives it: nodes that
+    /// share one share its slowdowns, so they are judged against each other as well as the
+    /// group. Empty (or `None` for a node): the place is unknown.
+    pub tors: Vec<Option<u32>>,
 }
 
 /// What a round produced.

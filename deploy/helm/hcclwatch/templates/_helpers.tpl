@@ -107,6 +107,15 @@ pod-resources directory and, for the API source, the pod-reader RBAC). */}}
 {{- if and (include "hcclwatch.attribution" .) (ne (include "hcclwatch.configValue" (dict "root" . "section" "attribution" "key" "kubernetes_api")) "false") -}}true{{- end -}}
 {{- end -}}
 
+{{/* "true" while the topology source reads the Kubernetes API (node labels or Volcano
+HyperNodes; docs/topology.md), which needs the topology-reader RBAC and the token. */}}
+{{- define "hcclwatch.topologyApi" -}}
+{{- $on := ne (include "hcclwatch.configValue" (dict "root" . "section" "topology" "key" "enabled")) "false" -}}
+{{- $labels := ne (include "hcclwatch.configValue" (dict "root" . "section" "topology" "key" "node_labels")) "false" -}}
+{{- $hn := ne (include "hcclwatch.configValue" (dict "root" . "section" "topology" "key" "hypernodes")) "false" -}}
+{{- if and $on (or $labels $hn) -}}true{{- end -}}
+{{- end -}}
+
 {{/* The daemon's configuration: the chart's derived keys, then .Values.config over them. */}}
 {{- define "hcclwatch.config" -}}
 {{- $c := dict -}}
