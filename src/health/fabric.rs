@@ -58,6 +58,58 @@ impl Baseline {
     }
 }
 
+/// A learned normal level that accepts a lasting change: the [`Baseline`] and the run of
+/// slow rounds in a row. After `horizon` of them the level is the new normal (a step that
+/// stays is how things are now, not an event: the verdict it made ends, and the round
+/// says the normal changed). Not part of the engines' wire form: a restored engine counts
+/// the run again from zero, which only delays a new normal.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Normal {
+    /// The learned level.
+    pub baseline: Baseline,
+    /// Slow rounds in a row.
+    pub run: usize,
+}
+
+/// What [`Normal::judge`] found.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Judged {
+    /// The level is more than the threshold above the normal.
+    pub slow: bool,
+    /// It had been for `horizon` rounds: this round it became the normal.
+    pub renewed: bool,
+}
+
+impl Normal {
+    /// Judges a round's `level` against the normal (learning it outside slow rounds, as
+    /// [`Baseline::judge`] does at a 0.02 rate).
+    pub fn judge(&mut self, level: f64, threshold: f64, horizon: usize) -> Judged {
+        let slow = self.baseline.judge(level, threshold, 0.02);
+        if !slow {
+            self.run = 0;
+            return Judged::default();
+        }
+        if self.run >= horizon {
+            self.baseline.0 = Some(level);
+            self.run = 0;
+            return Judged {
+                slow: false,
+                renewed: true,
+            };
+        }
+        self.run += 1;
+        Judged {
+            slow: true,
+            renewed: false,
+        }
+    }
+
+    /// The learned level, once there is one.
+    pub fn level(&self) -> Option<f64> {
+        self.baseline.0
+    }
+}
+
 /// The share of a normal round's measurements that are slow on their own (between
 /// entities nothing accuses), learned outside fabric events: the base rate a partial fabric
 /// event is judged against.
@@ -166,6 +218,36 @@ mod tests {
         );
         let second = q.judge(3, 40, true);
         assert!(!second.now && second.recent);
+    }
+
+    /// A step of 0.3 that stays: slow for `horizon` rounds, then the normal; the first
+    /// round after is judged against the step.
+    #[test]
+    fn a_lasting_step_becomes_the_normal_after_the_horizon() {
+        let mut n = Normal::default();
+        assert_eq!(n.judge(1.0, 0.1, 4), Judged::default());
+        let got: Vec<Judged> = (0..6).map(|_| n.judge(1.3, 0.1, 4)).collect();
+        let slow = Judged {
+            slow: true,
+            renewed: false,
+        };
+        assert_eq!(got[..4], [slow; 4]);
+        assert_eq!(
+            got[4],
+            Judged {
+                slow: false,
+                renewed: true
+            }
+        );
+        assert_eq!(got[5], Judged::default());
+        assert_eq!(n.level(), Some(1.3));
+        // A dip back below the threshold starts the run again.
+        let mut m = Normal::default();
+        m.judge(1.0, 0.1, 2);
+        m.judge(1.3, 0.1, 2);
+        m.judge(1.0, 0.1, 2);
+        assert!(m.judge(1.3, 0.1, 2).slow && m.judge(1.3, 0.1, 2).slow);
+        assert!(m.judge(1.3, 0.1, 2).renewed);
     }
 
     #[test]
