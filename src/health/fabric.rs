@@ -17,6 +17,9 @@ pub const PARTIAL_ALPHA: f64 = 1e-3;
 /// Rounds over which slow probes are also summed for link decisions: an event that lasts
 /// (a congested spine) shows in the sum before it shows in any one round.
 pub const PARTIAL_ROUNDS: usize = 3;
+/// A round teaches the partial-fabric base rate only when its count of slow measurements
+/// has a binomial tail above this under the rate learnt so far (it is comfortably normal).
+pub const LEARN_ALPHA: f64 = 0.05;
 /// Rounds with fewer measurements are never judged partial fabric events (too few to tell).
 pub const PARTIAL_MIN_PROBES: usize = 8;
 /// Floor on the learned share of measurements slow on their own.
@@ -178,7 +181,10 @@ impl PartialFabric {
             .iter()
             .fold((0, 0), |(s, n), (a, b)| (s + a, n + b));
         let recent = now || self.rate.exceeded(s, n);
-        if !now && !fabric_slow {
+        // Learn only from rounds the base rate comfortably explains: a lasting dip has
+        // rounds just short of the event threshold, and learning from them would make the
+        // dip the normal within minutes (its pairs then look like degraded links).
+        if !now && !fabric_slow && self.rate.tail(slow, probes) > LEARN_ALPHA {
             self.rate.learn(slow, probes);
         }
         Partial { now, recent }
@@ -207,8 +213,12 @@ mod tests {
         let mut p = PartialFabric::default();
         let first = p.judge(3, 40, false);
         assert_eq!(first, Partial::default());
-        // The first round that is no event sets the base rate: 3/40 = 7.5 %.
-        assert_eq!(p.rate, BaseRate(Some(0.075)));
+        // 3 of 40 is no event at the 1 % floor (tail ≈ 0.0075), but not comfortably normal
+        // either (below `LEARN_ALPHA`): it teaches nothing.
+        assert_eq!(p.rate, BaseRate(None));
+        // 1 of 40 (tail ≈ 0.33) is: the first such round sets the base rate, 2.5 %.
+        p.judge(1, 40, false);
+        assert_eq!(p.rate, BaseRate(Some(0.025)));
         let mut q = PartialFabric::default();
         q.judge(3, 40, true);
         assert_eq!(

@@ -125,11 +125,6 @@ impl TorLevels {
     pub fn shifts(&self) -> bool {
         !self.shift.is_empty()
     }
-
-    /// Whether any node's ToR is known.
-    pub fn known(&self) -> bool {
-        self.tor_of.iter().any(Option::is_some)
-    }
 }
 
 /// One ToR's learned normal and its recent slow rounds.
@@ -244,7 +239,7 @@ mod tests {
     #[test]
     fn unknown_or_small_tors_are_not_measured() {
         let l = TorLevels::measure(&[], 8, scores(0.2).into_iter(), 0.04);
-        assert!(l.measured.is_empty() && !l.known());
+        assert!(l.measured.is_empty() && !l.shifts());
         let two: Vec<Option<u32>> = (0..8).map(|i| (i < 2).then_some(7)).collect();
         let l = TorLevels::measure(&two, 8, scores(0.2).into_iter(), 0.04);
         assert!(l.measured.is_empty(), "two members are too few");

@@ -202,6 +202,18 @@ impl HostGroup {
     }
 }
 
+/// Records the group's new normals of round `r` (its own, and its ToRs').
+fn new_normals(t: &mut Trace, r: u64, gi: usize, out: &crate::health::RoundOutput) {
+    if out.new_normal {
+        t.new_normals.push((r, gi, None));
+    }
+    t.new_normals.extend(
+        out.tor_new_normal
+            .iter()
+            .map(|&x| (r, gi, Some(x as usize))),
+    );
+}
+
 /// Runs the world through the engines with these thresholds, the device plane every
 /// `device_every` probe rounds (as the prober does, `device_probe.interval`).
 pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every: u64) -> Trace {
@@ -250,14 +262,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
                 fabric.push(gi);
             }
             tors.extend(out.tor_verdicts.iter().map(|v| v.tor as usize));
-            if out.new_normal {
-                t.new_normals.push((r, gi, None));
-            }
-            t.new_normals.extend(
-                out.tor_new_normal
-                    .iter()
-                    .map(|&x| (r, gi, Some(x as usize))),
-            );
+            new_normals(&mut t, r, gi, &out);
             t.nodes.extend(out.transitions.into_iter().map(|x| Change {
                 round: r,
                 who: m[x.node],

@@ -34,7 +34,7 @@ section! {
         /// node's own uplink before the second re-pairing.
         confirm_hold: u32 = 6, Spec::int(0, 1000);
         /// Steadily slow rounds its uplink did not explain before the second re-pairing,
-        /// when the node's uplink reported congestion in some rounds of the run (those
+        /// when the node's uplink reported congestion in most rounds of the run (those
         /// never count).
         congested_hold: u32 = 15, Spec::int(0, 10_000);
         /// Rounds within bounds to leave suspect/confirmed or a quarantine recommendation.
@@ -50,5 +50,9 @@ section! {
         /// Slow rounds in a row after which a lasting change (the group's round median, a
         /// ToR's level) becomes the new normal: its verdict ends.
         new_normal_rounds: u32 = 360, Spec::int(10, 1_000_000);
+        /// Judge each node against its ToR's members too, when the topology names its ToR
+        /// (ToR levels, ToR verdicts, crowds localised to a ToR). Off by default: on the
+        /// shipped scenarios it does not yet do better than without (docs/detection.md).
+        tor_aware: bool = false, Spec::BOOL;
     }
 }

@@ -312,15 +312,17 @@ impl HealthEngine {
 
     /// Whether a confirmed node has been steadily slow long enough for a quarantine, by
     /// rounds its own uplink did not explain (rounds whose counters showed congestion never
-    /// count, however long the congestion lasts): `confirm_hold` of them when no round of
-    /// the run was congested, `congested_hold` when some were (congestion the counters see
-    /// only part of the time is still congestion in the rounds they miss).
+    /// count, however long the congestion lasts): `confirm_hold` of them, or
+    /// `congested_hold` when most rounds of the run were congested (congestion the counters
+    /// see most of the time is still there in the rounds they miss; a busy moment now and
+    /// then only delays a slow node by those rounds).
     fn held(&self, i: NodeIx) -> bool {
         let c = &self.nodes[i].counts;
-        if c.quiet == c.steady {
-            c.quiet >= self.cfg.confirm_hold
-        } else {
+        let congested = c.steady - c.quiet;
+        if congested * 2 > c.steady {
             c.quiet >= self.cfg.congested_hold
+        } else {
+            c.quiet >= self.cfg.confirm_hold
         }
     }
 }

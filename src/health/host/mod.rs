@@ -56,7 +56,7 @@ pub struct HealthConfig {
     pub confirm_hold: usize,
     /// Rounds its uplink did not explain that a confirmed node must stay steadily above the
     /// entry threshold before a quarantine is recommended when its uplink reported
-    /// congestion in some rounds of the run: probes cannot tell steady congestion from a
+    /// congestion in most rounds of the run: probes cannot tell steady congestion from a
     /// slow component except by how long it lasts, and congestion the counters see part of
     /// the time is there in the rounds they miss. Rounds they explain never count: a node
     /// is never recommended for congestion its own counters show.
@@ -75,6 +75,9 @@ pub struct HealthConfig {
     /// Slow rounds in a row after which a lasting change (the round median against the
     /// baseline, a ToR's level against its normal) becomes the new normal.
     pub new_normal_rounds: usize,
+    /// Judge nodes against their ToR's members too when [`RoundInput::tors`] names them
+    /// (off: the ToRs are ignored).
+    pub tor_aware: bool,
 }
 
 impl Default for HealthConfig {
@@ -95,6 +98,7 @@ impl Default for HealthConfig {
             fabric_rounds: 3,
             link_observations: 9,
             new_normal_rounds: 360,
+            tor_aware: false,
         }
     }
 }
@@ -321,7 +325,7 @@ impl HealthEngine {
         // The ToRs' levels from this round's windows, then every window less its ToR's.
         let raw: Vec<score::Window> = (0..n).map(|i| self.window(NodeIx(i), &r, 0.0)).collect();
         r.tors = TorLevels::measure(
-            &input.tors,
+            self.topology(input),
             n,
             raw.iter()
                 .enumerate()
@@ -353,6 +357,11 @@ impl HealthEngine {
         self.judge_links(input, &r, &mut out);
         self.check_reports(input, &r, &mut out);
         out
+    }
+
+    /// The ToRs the engine judges by: the input's when `tor_aware`, none otherwise.
+    fn topology<'a>(&self, input: &'a RoundInput) -> &'a [Option<u32>] {
+        if self.cfg.tor_aware { &input.tors } else { &[] }
     }
 
     /// Moves `node` to `to` and records the transition (nothing when it is there already).

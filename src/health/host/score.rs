@@ -128,7 +128,7 @@ impl HealthEngine {
         let n = self.nodes.len();
         // Last round's ToR levels, on this round's topology: the round's own are measured
         // from the windows, once this round's probes are in them (`step`).
-        let tors = TorLevels::carried(&input.tors, n, &self.tor_shift);
+        let tors = TorLevels::carried(self.topology(input), n, &self.tor_shift);
         // The reference is taken over the logs less their ToRs' levels: a slow ToR touches
         // nearly half of a round's probes (a quarter of the group's nodes), so the plain
         // median would jump between its probes and the others' with the stride, and their
