@@ -17,6 +17,9 @@ pub const PARTIAL_ALPHA: f64 = 1e-3;
 /// Rounds over which slow probes are also summed for link decisions: an event that lasts
 /// (a congested spine) shows in the sum before it shows in any one round.
 pub const PARTIAL_ROUNDS: usize = 3;
+/// A round teaches the partial-fabric base rate only when its count of slow measurements
+/// has a binomial tail above this under the rate learnt so far (it is comfortably normal).
+pub const LEARN_ALPHA: f64 = 0.05;
 /// Rounds with fewer measurements are never judged partial fabric events (too few to tell).
 pub const PARTIAL_MIN_PROBES: usize = 8;
 /// Floor on the learned share of measurements slow on their own.
@@ -55,6 +58,58 @@ impl Baseline {
             });
         }
         slow
+    }
+}
+
+/// A learned normal level that accepts a lasting change: the [`Baseline`] and the run of
+/// slow rounds in a row. After `horizon` of them the level is the new normal (a step that
+/// stays is how things are now, not an event: the verdict it made ends, and the round
+/// says the normal changed). Not part of the engines' wire form: a restored engine counts
+/// the run again from zero, which only delays a new normal.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Normal {
+    /// The learned level.
+    pub baseline: Baseline,
+    /// Slow rounds in a row.
+    pub run: usize,
+}
+
+/// What [`Normal::judge`] found.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Judged {
+    /// The level is more than the threshold above the normal.
+    pub slow: bool,
+    /// It had been for `horizon` rounds: this round it became the normal.
+    pub renewed: bool,
+}
+
+impl Normal {
+    /// Judges a round's `level` against the normal (learning it outside slow rounds, as
+    /// [`Baseline::judge`] does at a 0.02 rate).
+    pub fn judge(&mut self, level: f64, threshold: f64, horizon: usize) -> Judged {
+        let slow = self.baseline.judge(level, threshold, 0.02);
+        if !slow {
+            self.run = 0;
+            return Judged::default();
+        }
+        if self.run >= horizon {
+            self.baseline.0 = Some(level);
+            self.run = 0;
+            return Judged {
+                slow: false,
+                renewed: true,
+            };
+        }
+        self.run += 1;
+        Judged {
+            slow: true,
+            renewed: false,
+        }
+    }
+
+    /// The learned level, once there is one.
+    pub fn level(&self) -> Option<f64> {
+        self.baseline.0
     }
 }
 
@@ -126,7 +181,10 @@ impl PartialFabric {
             .iter()
             .fold((0, 0), |(s, n), (a, b)| (s + a, n + b));
         let recent = now || self.rate.exceeded(s, n);
-        if !now && !fabric_slow {
+        // Learn only from rounds the base rate comfortably explains: a lasting dip has
+        // rounds just short of the event threshold, and learning from them would make the
+        // dip the normal within minutes (its pairs then look like degraded links).
+        if !now && !fabric_slow && self.rate.tail(slow, probes) > LEARN_ALPHA {
             self.rate.learn(slow, probes);
         }
         Partial { now, recent }
@@ -155,8 +213,12 @@ mod tests {
         let mut p = PartialFabric::default();
         let first = p.judge(3, 40, false);
         assert_eq!(first, Partial::default());
-        // The first round that is no event sets the base rate: 3/40 = 7.5 %.
-        assert_eq!(p.rate, BaseRate(Some(0.075)));
+        // 3 of 40 is no event at the 1 % floor (tail ≈ 0.0075), but not comfortably normal
+        // either (below `LEARN_ALPHA`): it teaches nothing.
+        assert_eq!(p.rate, BaseRate(None));
+        // 1 of 40 (tail ≈ 0.33) is: the first such round sets the base rate, 2.5 %.
+        p.judge(1, 40, false);
+        assert_eq!(p.rate, BaseRate(Some(0.025)));
         let mut q = PartialFabric::default();
         q.judge(3, 40, true);
         assert_eq!(
@@ -166,6 +228,36 @@ mod tests {
         );
         let second = q.judge(3, 40, true);
         assert!(!second.now && second.recent);
+    }
+
+    /// A step of 0.3 that stays: slow for `horizon` rounds, then the normal; the first
+    /// round after is judged against the step.
+    #[test]
+    fn a_lasting_step_becomes_the_normal_after_the_horizon() {
+        let mut n = Normal::default();
+        assert_eq!(n.judge(1.0, 0.1, 4), Judged::default());
+        let got: Vec<Judged> = (0..6).map(|_| n.judge(1.3, 0.1, 4)).collect();
+        let slow = Judged {
+            slow: true,
+            renewed: false,
+        };
+        assert_eq!(got[..4], [slow; 4]);
+        assert_eq!(
+            got[4],
+            Judged {
+                slow: false,
+                renewed: true
+            }
+        );
+        assert_eq!(got[5], Judged::default());
+        assert_eq!(n.level(), Some(1.3));
+        // A dip back below the threshold starts the run again.
+        let mut m = Normal::default();
+        m.judge(1.0, 0.1, 2);
+        m.judge(1.3, 0.1, 2);
+        m.judge(1.0, 0.1, 2);
+        assert!(m.judge(1.3, 0.1, 2).slow && m.judge(1.3, 0.1, 2).slow);
+        assert!(m.judge(1.3, 0.1, 2).renewed);
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod lifecycle;
 mod pairs;
 pub(crate) mod plan;
 mod stats;
+mod tor;
 
 pub use crate::snapshot::probe::{NodeState, Transition};
 pub use evidence::{MIN_REPORTERS, STEADY_RATIO};
@@ -31,3 +32,4 @@ pub use host::{
     RoundInput, RoundOutput,
 };
 pub use stats::median;
+pub use tor::{TOR_MIN_MEMBERS, TorVerdict};

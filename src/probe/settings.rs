@@ -272,6 +272,8 @@ pub fn health_config(h: &HealthSection) -> HealthConfig {
         fabric_ratio: h.fabric_ratio,
         fabric_rounds: h.fabric_rounds as usize,
         link_observations: h.link_observations as usize,
+        new_normal_rounds: h.new_normal_rounds as usize,
+        tor_aware: h.tor_aware,
     }
 }
 

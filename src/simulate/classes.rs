@@ -282,6 +282,20 @@ impl Scorer<'_> {
                 .plain(),
             );
         }
+        for &(t, s, e) in &self.v.host_tors {
+            let lookback = (s.saturating_sub(self.lookback), s + 1);
+            let correct = self.truth.tor_event(Plane::Host, t, lookback);
+            spans.push(plain(
+                "ToR",
+                format!("tor {t}"),
+                vec![t],
+                (s, last(e)),
+                correct.is_some(),
+                correct
+                    .is_none()
+                    .then(|| ("noise".to_string(), format!("nothing slowed tor {t}"))),
+            ));
+        }
         for (class, plane, list) in [
             ("fabric (host)", Plane::Host, &self.v.host_fabric),
             ("fabric (device)", Plane::Device, &self.v.device_fabric),
@@ -316,7 +330,7 @@ impl Scorer<'_> {
                     .collect();
                 let correct = of.iter().filter(|s| s.correct).count();
                 let emitted = match class {
-                    "ToR" => false,
+                    "ToR" => true,
                     c if c.starts_with("port") || c == "device node" || c == "pair" => device,
                     "fabric (device)" => device,
                     _ => true,

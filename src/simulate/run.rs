@@ -83,6 +83,11 @@ pub struct Trace {
     pub links: Intervals<(usize, usize)>,
     /// Host fabric verdicts, per probe group.
     pub host_fabric: Intervals<usize>,
+    /// Host ToR verdicts, per ToR (a ToR split over groups counts once per round).
+    pub host_tors: Intervals<usize>,
+    /// Rounds in which a group's lasting change (its round median, or a ToR's level)
+    /// became the new normal: (round, group, ToR when it was a ToR's).
+    pub new_normals: Vec<(u64, usize, Option<usize>)>,
     /// Device-plane node verdicts.
     pub device_nodes: Intervals<usize>,
     /// Device-plane pair verdicts (global ports, lower first).
@@ -191,9 +196,22 @@ impl HostGroup {
             link_probes,
             absent: Vec::new(),
             congested,
-            tors: Vec::new(),
+            // The daemon's topology: each member's ToR (the simulator's own numbering).
+            tors: m.iter().map(|&x| Some(w.topo.tor(x) as u32)).collect(),
         }
     }
+}
+
+/// Records the group's new normals of round `r` (its own, and its ToRs').
+fn new_normals(t: &mut Trace, r: u64, gi: usize, out: &crate::health::RoundOutput) {
+    if out.new_normal {
+        t.new_normals.push((r, gi, None));
+    }
+    t.new_normals.extend(
+        out.tor_new_normal
+            .iter()
+            .map(|&x| (r, gi, Some(x as usize))),
+    );
 }
 
 /// Runs the world through the engines with these thresholds, the device plane every
@@ -232,6 +250,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
         let mut links = Vec::new();
         let mut host_suspects = BTreeSet::new();
         let mut fabric = Vec::new();
+        let mut tors = BTreeSet::new();
         for (gi, h) in hosts.iter_mut().enumerate() {
             let input = h.input(w, &mut d, r, health);
             let t0 = Instant::now();
@@ -242,6 +261,8 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
             if out.fabric_degraded {
                 fabric.push(gi);
             }
+            tors.extend(out.tor_verdicts.iter().map(|v| v.tor as usize));
+            new_normals(&mut t, r, gi, &out);
             t.nodes.extend(out.transitions.into_iter().map(|x| Change {
                 round: r,
                 who: m[x.node],
@@ -264,6 +285,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
         }
         t.links.update(r, links);
         t.host_fabric.update(r, fabric);
+        t.host_tors.update(r, tors);
         if r.is_multiple_of(device_every) {
             device_round(w, &mut d, r, &mut devices, &host_suspects, &mut t);
         }
@@ -271,6 +293,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
     let end = w.rounds + 1;
     t.links.finish(end);
     t.host_fabric.finish(end);
+    t.host_tors.finish(end);
     t.device_nodes.finish(end);
     t.pairs.finish(end);
     t.device_fabric.finish(end);

@@ -147,6 +147,33 @@ impl Truth {
     }
 }
 
+impl Truth {
+    /// What makes a ToR verdict on ToR `t` of `plane` correct in `span`: a slow-ToR fault
+    /// on it, or a congestion episode on it (the ToR is really slow; the verdict is for the
+    /// network team either way).
+    pub fn tor_event(&self, plane: Plane, t: usize, span: (u64, u64)) -> Option<String> {
+        let on = |p: Plane| {
+            if plane == Plane::Host {
+                p.host()
+            } else {
+                p.device()
+            }
+        };
+        let live = |a: u64, b: u64| a < span.1 && span.0 < b;
+        for f in &self.faults {
+            let x = &f.fault;
+            if x.target == Target::Tor(t) && on(x.plane) && live(x.onset, x.end) {
+                return Some(format!("fault #{} ({})", x.id, x.kind.as_str()));
+            }
+        }
+        self.episodes
+            .iter()
+            .map(|e| &e.episode)
+            .find(|x| x.on == Element::Tor && x.element == t && on(x.plane) && live(x.start, x.end))
+            .map(|x| format!("episode #{} on tor {}", x.id, x.element))
+    }
+}
+
 /// The groups with a cross-ToR pair hashing onto each spine.
 fn spine_groups(w: &World) -> Vec<Vec<usize>> {
     let t = &w.topo;

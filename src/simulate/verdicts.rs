@@ -115,6 +115,8 @@ pub struct Verdicts {
     pub links: Vec<((usize, usize), u64, u64)>,
     /// Host fabric verdicts per group.
     pub host_fabric: Vec<(usize, u64, u64)>,
+    /// Host ToR verdicts: (ToR, first round, first round after).
+    pub host_tors: Vec<(usize, u64, u64)>,
     /// Device node verdicts.
     pub device_nodes: Vec<(usize, u64, u64)>,
     /// Device pair verdicts.
@@ -131,6 +133,7 @@ impl Verdicts {
             ports: from_changes(&t.ports, rounds + 1),
             links: t.links.spans.clone(),
             host_fabric: t.host_fabric.spans.clone(),
+            host_tors: t.host_tors.spans.clone(),
             device_nodes: t.device_nodes.spans.clone(),
             pairs: t.pairs.spans.clone(),
             device_fabric: t.device_fabric.spans.clone(),

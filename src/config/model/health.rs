@@ -33,8 +33,9 @@ section! {
         /// Steadily slow rounds after confirmation without congestion reported by the
         /// node's own uplink before the second re-pairing.
         confirm_hold: u32 = 6, Spec::int(0, 1000);
-        /// Steadily slow rounds before the second re-pairing when the node's uplink
-        /// reported congestion in some of them.
+        /// Steadily slow rounds its uplink did not explain before the second re-pairing,
+        /// when the node's uplink reported congestion in most rounds of the run (those
+        /// never count).
         congested_hold: u32 = 15, Spec::int(0, 10_000);
         /// Rounds within bounds to leave suspect/confirmed or a quarantine recommendation.
         exit_rounds: u32 = 180, Spec::int(1, 100_000);
@@ -46,5 +47,12 @@ section! {
         fabric_rounds: u32 = 3, Spec::int(1, 1000);
         /// Slow re-measurements of one pair that make a link verdict.
         link_observations: u32 = 9, Spec::int(1, 100);
+        /// Slow rounds in a row after which a lasting change (the group's round median, a
+        /// ToR's level) becomes the new normal: its verdict ends.
+        new_normal_rounds: u32 = 360, Spec::int(10, 1_000_000);
+        /// Judge each node against its ToR's members too, when the topology names its ToR
+        /// (ToR levels, ToR verdicts, crowds localised to a ToR). Off by default: on the
+        /// shipped scenarios it does not yet do better than without (docs/detection.md).
+        tor_aware: bool = false, Spec::BOOL;
     }
 }

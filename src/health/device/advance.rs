@@ -12,16 +12,28 @@ impl DeviceEngine {
     /// re-pinged; reproduced it is confirmed, and after `confirm_hold` lossy or steadily
     /// slow rounds in a row recommended for quarantine; `exit_rounds` clean rounds clear
     /// it (or move a recommendation to probation).
+    ///
+    /// A round a fabric (or ToR) event `explained` counts neither as clean nor as bad: a
+    /// port keeps its verdict through the event (a recommendation does not lift during it
+    /// and come back after, uncordoning and re-cordoning the node), and only a suspect's
+    /// re-pings are still read (they may clear it, not confirm it).
     pub(super) fn advance(
         &mut self,
         i: PortIx,
         elevated: bool,
+        explained: bool,
         e: &Elevation,
         confirm: Reproduction,
         out: &mut DeviceOutput,
     ) {
         let cfg = self.cfg.clone();
         let state = self.ports[i].state;
+        if explained {
+            if state == NodeState::Suspect {
+                self.advance_suspect(i, e, confirm, out);
+            }
+            return;
+        }
         let counts = &mut self.ports[i].counts;
         counts.within(!elevated);
         if elevated {

@@ -425,7 +425,7 @@ impl DeviceEngine {
                 // not confirm one.
                 confirm = Reproduction::Undecided;
             }
-            self.advance(i, own, &l.elevations[i.0], confirm, &mut out);
+            self.advance(i, own, out.fabric, &l.elevations[i.0], confirm, &mut out);
         }
         self.judge_pairs(input, &r, &l.elevated, out.fabric, &mut out);
         out

@@ -125,9 +125,22 @@ fn run_with_host(
     host: &[usize],
 ) -> (DeviceEngine, Vec<DeviceOutput>) {
     let mut e = DeviceEngine::new(&f.port_nodes(), DeviceConfig::default());
-    let present = vec![true; f.nodes];
     let mut outs: Vec<DeviceOutput> = Vec::new();
-    for r in 0..rounds {
+    go_on(&mut e, f, 0..rounds, host, &mut outs);
+    (e, outs)
+}
+
+/// Runs `rounds` more rounds of `e`, appending to `outs` (whose last output's requests
+/// the first of them answers).
+fn go_on(
+    e: &mut DeviceEngine,
+    f: &mut Fabric,
+    rounds: std::ops::Range<usize>,
+    host: &[usize],
+    outs: &mut Vec<DeviceOutput>,
+) {
+    let present = vec![true; f.nodes];
+    for r in rounds {
         let mut input = f.round(r);
         input.host_suspects = host.to_vec();
         if let Some(last) = outs.last() {
@@ -142,7 +155,37 @@ fn run_with_host(
         }
         outs.push(e.step(&input));
     }
-    (e, outs)
+}
+
+/// Port 19 loses 20 % and is recommended for quarantine; then every port loses 10 % for
+/// twice `exit_rounds` (a fabric event), then the fabric heals and port 19 stays bad. The
+/// event's rounds count neither as clean nor as bad for port 19: its recommendation stands
+/// through the event and after it, with no transition (no uncordon, no re-cordon).
+#[test]
+fn a_bad_port_keeps_its_verdict_through_a_fabric_event() {
+    let mut f = Fabric::new(8, 8);
+    f.lossy = vec![(19, 0.2)];
+    let (mut e, mut outs) = run(&mut f, 30);
+    assert_eq!(e.states()[19], NodeState::QuarantineRecommended);
+    let exit = DeviceConfig::default().exit_rounds;
+    f.lossy = (0..64)
+        .map(|p| (p, if p == 19 { 0.2 } else { 0.1 }))
+        .collect();
+    let before = outs.len();
+    go_on(&mut e, &mut f, 30..30 + 2 * exit, &[], &mut outs);
+    assert!(
+        outs[before + 10..].iter().all(|o| o.fabric),
+        "the event is a fabric verdict"
+    );
+    f.lossy = vec![(19, 0.2)];
+    go_on(&mut e, &mut f, 30 + 2 * exit..40 + 2 * exit, &[], &mut outs);
+    let moved: Vec<&PortTransition> = outs[before..]
+        .iter()
+        .flat_map(|o| &o.transitions)
+        .filter(|t| t.port == 19)
+        .collect();
+    assert!(moved.is_empty(), "port 19 moved: {moved:?}");
+    assert_eq!(e.states()[19], NodeState::QuarantineRecommended);
 }
 
 /// A victim port (node 5's first) loses 20 % of its packets until it is suspect, then

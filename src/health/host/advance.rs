@@ -182,11 +182,11 @@ impl HealthEngine {
         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
         let reproduced = got >= cfg.confirm_peers.max(MIN_REPORTERS) && cm > r.entry;
         // The re-pairings went through an uplink that reported congestion: they reproduce
-        // the congestion as much as the node, until the node has been a suspect for
-        // `congested_hold` rounds.
-        let explained = seen.congested && self.nodes.age(i) < cfg.congested_hold as u64;
+        // the congestion as much as the node, however long it lasts (a round its counters
+        // explain is never evidence against the node).
+        let explained = seen.congested;
         if r.partial.now
-            || r.crowded
+            || r.crowded(i.0)
             || reproduced && (explained || !steady_slowness(w, &c, r, false))
         {
             // A share of the links slow (the re-pairings may cross them too), many nodes at
@@ -248,8 +248,9 @@ impl HealthEngine {
     ) {
         let cfg = self.cfg.clone();
         let Some(c) = confirm else {
-            if r.fabric || r.crowded {
-                // Frozen: a fabric-wide event blocks per-node escalation.
+            if r.partial_fabric || r.crowded(i.0) {
+                // Frozen: a share of the links slow (re-pairings may cross it), or a crowd
+                // sharing this node's condition, blocks its escalation.
             } else if self.held(i) && w.elevated {
                 self.ask(i, out);
             } else if self.nodes[i].counts.clean >= cfg.exit_rounds {
@@ -265,9 +266,11 @@ impl HealthEngine {
         };
         self.nodes[i].data.confirm_pending = false;
         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
-        if r.fabric || r.crowded {
-            // A fabric-wide event (or many nodes at once) blocks cordons: stay confirmed and
-            // ask again once it is over.
+        if r.partial_fabric || r.crowded(i.0) {
+            // A share of the links slow, or many nodes sharing this node's condition at
+            // once, blocks cordons: stay confirmed and ask again once it is over. A round
+            // median above the baseline alone does not: residuals are relative to the
+            // round, so a straggler in a fleet that stepped up is still found.
             return;
         }
         let mut e = w.evidence();
@@ -307,12 +310,20 @@ impl HealthEngine {
         }
     }
 
-    /// Whether a confirmed node has been steadily slow long enough for a quarantine:
-    /// `confirm_hold` rounds (of a run of steadily slow rounds) with no congestion
-    /// reported by its own uplink, or `congested_hold` rounds whatever its counters said.
+    /// Whether a confirmed node has been steadily slow long enough for a quarantine, by
+    /// rounds its own uplink did not explain (rounds whose counters showed congestion never
+    /// count, however long the congestion lasts): `confirm_hold` of them, or
+    /// `congested_hold` when most rounds of the run were congested (congestion the counters
+    /// see most of the time is still there in the rounds they miss; a busy moment now and
+    /// then only delays a slow node by those rounds).
     fn held(&self, i: NodeIx) -> bool {
         let c = &self.nodes[i].counts;
-        c.quiet >= self.cfg.confirm_hold || c.steady >= self.cfg.congested_hold
+        let congested = c.steady - c.quiet;
+        if congested * 2 > c.steady {
+            c.quiet >= self.cfg.congested_hold
+        } else {
+            c.quiet >= self.cfg.confirm_hold
+        }
     }
 }
 

@@ -40,7 +40,7 @@ impl HealthEngine {
 
     /// A probe's log residual when it is slow (above the entry threshold and `z`).
     fn slow(&self, p: &Probe, r: &RoundStats) -> Option<f64> {
-        let d = r.residual(p.seconds);
+        let d = r.adjusted(p);
         (d > r.entry && d / r.spread() > self.cfg.z).then_some(d)
     }
 

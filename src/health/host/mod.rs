@@ -16,12 +16,13 @@ mod tests;
 #[cfg(test)]
 mod wire;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use super::evidence::Evidence;
-use super::fabric::{Baseline, PartialFabric};
+use super::fabric::{Normal, PartialFabric};
 use super::lifecycle::{Change, Lifecycle, NodeIx, Track};
 use super::pairs::Pairs;
+use super::tor::{TorLevels, TorVerdict, TorWatch};
 use crate::snapshot::probe::{NodeState, Transition};
 
 pub use reports::{CONTRADICTIONS, REPORT_WINDOW};
@@ -53,11 +54,12 @@ pub struct HealthConfig {
     /// steadily above the entry threshold before a quarantine is recommended (rounds its
     /// counters explain neither count nor restart the hold).
     pub confirm_hold: usize,
-    /// Rounds a confirmed node must stay steadily above the entry threshold before a
-    /// quarantine is recommended when its uplink reported congestion in some of them:
-    /// probes cannot tell steady congestion from a slow component except by how long it
-    /// lasts, so explained slowness waits longer, but a slow node under a busy job is
-    /// still recommended in the end.
+    /// Rounds its uplink did not explain that a confirmed node must stay steadily above the
+    /// entry threshold before a quarantine is recommended when its uplink reported
+    /// congestion in most rounds of the run: probes cannot tell steady congestion from a
+    /// slow component except by how long it lasts, and congestion the counters see part of
+    /// the time is there in the rounds they miss. Rounds they explain never count: a node
+    /// is never recommended for congestion its own counters show.
     pub congested_hold: usize,
     /// Consecutive rounds below ln(1 + delta/2) to leave suspect/confirmed (or to move
     /// from quarantine_recommended to probation).
@@ -70,6 +72,12 @@ pub struct HealthConfig {
     pub fabric_rounds: usize,
     /// Observations of one pair needed for a link verdict.
     pub link_observations: usize,
+    /// Slow rounds in a row after which a lasting change (the round median against the
+    /// baseline, a ToR's level against its normal) becomes the new normal.
+    pub new_normal_rounds: usize,
+    /// Judge nodes against their ToR's members too when [`RoundInput::tors`] names them
+    /// (off: the ToRs are ignored).
+    pub tor_aware: bool,
 }
 
 impl Default for HealthConfig {
@@ -89,6 +97,8 @@ impl Default for HealthConfig {
             fabric_ratio: 1.0 / 0.9,
             fabric_rounds: 3,
             link_observations: 9,
+            new_normal_rounds: 360,
+            tor_aware: false,
         }
     }
 }
@@ -172,6 +182,14 @@ pub struct RoundOutput {
     pub scores: Vec<f64>,
     /// Members whose re-pairing reports the others consistently contradict.
     pub inconsistent_reporters: Vec<usize>,
+    /// ToRs whose members are slow together, against the ToR's own learned normal: a
+    /// verdict on the switch (for the network team), never on its members.
+    pub tor_verdicts: Vec<TorVerdict>,
+    /// The group's round median stayed above its baseline for `new_normal_rounds`: this
+    /// round it became the new normal (the fabric verdict ends).
+    pub new_normal: bool,
+    /// ToRs whose lasting change became their new normal this round.
+    pub tor_new_normal: Vec<u32>,
 }
 
 /// What the engine keeps about a node beside its lifecycle.
@@ -251,9 +269,17 @@ pub struct HealthEngine {
     cfg: HealthConfig,
     nodes: Lifecycle<NodeIx, NodeData>,
     /// Median log duration of a normal round.
-    baseline: Baseline,
+    baseline: Normal,
     /// Fabric-slow rounds (the median, or a partial event) of the last `window`.
     fabric_hist: VecDeque<bool>,
+    /// Partial-event rounds of the last `window` (not in the wire form: a restored engine
+    /// starts it empty).
+    partial_hist: VecDeque<bool>,
+    /// Each ToR's learned normal and recent slow rounds (not in the wire form).
+    tors: TorWatch,
+    /// Last round's ToR levels, taken out of this round's probes before its own are
+    /// measured (not in the wire form).
+    tor_shift: BTreeMap<u32, f64>,
     /// The base rate of probes slow on their own, and the recent rounds' counts.
     partial: PartialFabric,
     /// Pairs with slow observations of their own, and pairs with a link verdict: held
@@ -268,8 +294,11 @@ impl HealthEngine {
         Self {
             nodes: Lifecycle::new((0..nodes).map(|_| NodeData::default())),
             cfg,
-            baseline: Baseline::default(),
+            baseline: Normal::default(),
             fabric_hist: VecDeque::new(),
+            partial_hist: VecDeque::new(),
+            tors: TorWatch::default(),
+            tor_shift: BTreeMap::new(),
             partial: PartialFabric::default(),
             links: Pairs::default(),
         }
@@ -290,14 +319,32 @@ impl HealthEngine {
         self.nodes.tick();
         let mut out = RoundOutput::default();
         let mut r = self.score_round(input);
-        let mut confirm = self.confirmations(input, &r);
         let n = self.nodes.len();
         let hard = self.hard_faults(input, &mut out);
-        let windows: Vec<score::Window> = (0..n).map(|i| self.window(NodeIx(i), &r)).collect();
-        out.scores = windows.iter().map(|w| w.score).collect();
         let judged = |i: &usize| !hard.contains(i) && !input.absent.contains(i);
+        // The ToRs' levels from this round's windows, then every window less its ToR's.
+        let raw: Vec<score::Window> = (0..n).map(|i| self.window(NodeIx(i), &r, 0.0)).collect();
+        r.tors = TorLevels::measure(
+            self.topology(input),
+            n,
+            raw.iter()
+                .enumerate()
+                .filter(|(i, w)| judged(i) && w.full)
+                .map(|(i, w)| (i, w.score)),
+            r.exit,
+        );
+        r.tor_judgement = self.tors.judge(&r.tors, self.tor_rule());
+        self.tor_shift = r.tors.shift().clone();
+        let windows: Vec<score::Window> = (0..n)
+            .map(|i| self.window(NodeIx(i), &r, r.tors.of_node(i)))
+            .collect();
+        let mut confirm = self.confirmations(input, &r);
+        out.scores = windows.iter().map(|w| w.score).collect();
         r.crowded = self.crowded(&windows, &r, &judged);
-        out.fabric_degraded = r.fabric || r.crowded;
+        out.fabric_degraded = r.fabric || r.crowded.iter().any(|c| *c);
+        out.tor_verdicts = r.tor_judgement.verdicts.clone();
+        out.tor_new_normal = r.tor_judgement.renewed.clone();
+        out.new_normal = r.new_normal;
         for (i, w) in windows.into_iter().enumerate() {
             if judged(&i) {
                 let seen = advance::Seen {
@@ -310,6 +357,11 @@ impl HealthEngine {
         self.judge_links(input, &r, &mut out);
         self.check_reports(input, &r, &mut out);
         out
+    }
+
+    /// The ToRs the engine judges by: the input's when `tor_aware`, none otherwise.
+    fn topology<'a>(&self, input: &'a RoundInput) -> &'a [Option<u32>] {
+        if self.cfg.tor_aware { &input.tors } else { &[] }
     }
 
     /// Moves `node` to `to` and records the transition (nothing when it is there already).

@@ -30,7 +30,7 @@ impl HealthEngine {
             let (reporter, accused, secs) = (rep.reporter, rep.accused, rep.seconds);
             if reporter < n && accused < n && reporter != accused && secs.is_finite() && secs > 0.0
             {
-                let slow = r.residual(secs) > r.entry;
+                let slow = r.residual(secs) - r.tors.of_probe(reporter, accused) > r.entry;
                 by_accused
                     .entry(accused)
                     .or_default()

@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 
 use super::{HealthConfig, HealthEngine, NodeData, NodeTrack};
-use crate::health::fabric::{BaseRate, Baseline, PARTIAL_ROUNDS, PartialFabric};
+use crate::health::fabric::{BaseRate, Baseline, Normal, PARTIAL_ROUNDS, PartialFabric};
 use crate::health::lifecycle::{Counts, Lifecycle, Track};
 use crate::health::pairs::Pairs;
 use crate::snapshot::probe::NodeState;
@@ -212,7 +212,7 @@ impl HealthEngine {
         let s = Snapshot {
             nodes: self.nodes.tracks().iter().map(NodeWire::of).collect(),
             round: self.nodes.round(),
-            baseline: self.baseline.0,
+            baseline: self.baseline.level(),
             fabric_hist: self.fabric_hist.clone(),
             slow_rate: self.partial.rate.0,
             partial_hist: self.partial.recent.clone(),
@@ -245,7 +245,10 @@ impl HealthEngine {
         s.validate(&self.cfg)?;
         self.nodes =
             Lifecycle::restored(s.round, s.nodes.into_iter().map(NodeWire::track).collect());
-        self.baseline = Baseline(s.baseline);
+        self.baseline = Normal {
+            baseline: Baseline(s.baseline),
+            run: 0,
+        };
         self.fabric_hist = s.fabric_hist;
         self.partial = PartialFabric {
             rate: BaseRate(s.slow_rate),

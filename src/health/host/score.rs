@@ -11,21 +11,35 @@ use crate::health::evidence::{Evidence, Key};
 use crate::health::fabric::{CROWD_MIN, CROWD_SHARE, Partial, crowd};
 use crate::health::lifecycle::NodeIx;
 use crate::health::stats::{Reference, deviations, median, spread_of};
+use crate::health::tor::{TorJudgement, TorLevels, TorRule};
 use crate::snapshot::probe::NodeState;
+
+use super::Probe;
 
 /// What one round's probes say as a whole.
 pub(super) struct RoundStats {
     /// Median log duration of the round's permutation probes, and the robust spread of
     /// their logs (floored at `mad_floor`).
     pub reference: Reference,
-    /// The fabric verdict.
+    /// The fabric verdict (the round median against the baseline, or partial events).
     pub fabric: bool,
+    /// Partial events in `fabric_rounds` of the window: what freezes per-node escalation
+    /// (re-pairings may cross the slow share of the links). A round median above the
+    /// baseline alone does not: every residual is relative to the round.
+    pub partial_fabric: bool,
+    /// The round median's lasting change became the new normal this round.
+    pub new_normal: bool,
+    /// Each ToR's level this round (taken out of the residuals of the probes touching it).
+    pub tors: TorLevels,
+    /// The ToR verdicts and new normals.
+    pub tor_judgement: TorJudgement,
     /// Probes slow on their own beyond the base rate: this round (a share of the links or
     /// a spine; re-pairings may cross it too), or this and the last few together (link
     /// decisions wait).
     pub partial: Partial,
-    /// Many nodes are elevated at once (set by `step`).
-    pub crowded: bool,
+    /// Per node: many nodes that share its condition (its ToR, or the group when its ToR
+    /// is unknown) are elevated at once (set by `step`).
+    pub crowded: Vec<bool>,
     /// Permutation probes above the exit threshold touching each node this round.
     pub slow_count: Vec<u32>,
     /// ln(1 + delta): the entry threshold.
@@ -38,6 +52,17 @@ impl RoundStats {
     /// A duration's log residual against the round.
     pub fn residual(&self, seconds: f64) -> f64 {
         self.reference.residual(seconds)
+    }
+
+    /// A probe's log residual against the round, less its ToRs' levels: what is the
+    /// probe's own (see [`TorLevels`]).
+    pub fn adjusted(&self, p: &Probe) -> f64 {
+        self.residual(p.seconds) - self.tors.of_probe(p.src, p.dst)
+    }
+
+    /// Whether node `i` is in a crowd.
+    pub fn crowded(&self, i: usize) -> bool {
+        self.crowded.get(i).copied().unwrap_or(false)
     }
 
     /// The round's robust spread.
@@ -54,6 +79,8 @@ pub(super) struct Window {
     pub zmed: f64,
     /// Robust spread (1.4826 × MAD) of that side's residuals.
     pub spread: f64,
+    /// The window is full.
+    pub full: bool,
     /// Above the entry threshold (or probation's) with a full window.
     pub elevated: bool,
     /// Above it by effect size alone (no z): what a crowd is counted by, since many
@@ -96,38 +123,88 @@ impl HealthEngine {
             .filter(|p| p.valid())
             .map(|p| p.seconds.ln())
             .collect();
-        let reference = Reference::of(&logs, self.cfg.mad_floor);
-        // Fabric: the round median against a slowly learned baseline.
-        let fabric_slow = !logs.is_empty()
-            && self
-                .baseline
-                .judge(reference.median_log, self.cfg.fabric_ratio.ln(), 0.02);
         let entry = (1.0 + self.cfg.delta).ln();
         let exit = (1.0 + self.cfg.delta / 2.0).ln();
-        let tally = self.tally(input, &reference, entry, exit);
-        // Partial fabric: more probes slow on their own than the learned base rate
-        // explains (a share of the links, a spine), which moves no median.
-        let partial = self.partial.judge(tally.slow, tally.judged, fabric_slow);
-        self.fabric_hist.push_back(fabric_slow || partial.now);
-        while self.fabric_hist.len() > self.cfg.window {
-            self.fabric_hist.pop_front();
-        }
-        let fabric = self.fabric_hist.iter().filter(|x| **x).count() >= self.cfg.fabric_rounds;
-        self.record(input, &reference);
-        RoundStats {
+        let n = self.nodes.len();
+        // Last round's ToR levels, on this round's topology: the round's own are measured
+        // from the windows, once this round's probes are in them (`step`).
+        let tors = TorLevels::carried(self.topology(input), n, &self.tor_shift);
+        // The reference is taken over the logs less their ToRs' levels: a slow ToR touches
+        // nearly half of a round's probes (a quarter of the group's nodes), so the plain
+        // median would jump between its probes and the others' with the stride, and their
+        // spread would be that of two populations, hiding a straggler's z.
+        let adjusted: Vec<f64> = if tors.shifts() {
+            input
+                .probes
+                .iter()
+                .filter(|p| p.within(n))
+                .map(|p| p.seconds.ln() - tors.of_probe(p.src, p.dst))
+                .collect()
+        } else {
+            logs.clone()
+        };
+        let reference = Reference::of(&adjusted, self.cfg.mad_floor);
+        // Fabric: the round median against a slowly learned baseline; a step that lasts
+        // `new_normal_rounds` is the new normal.
+        let judged = if logs.is_empty() {
+            Default::default()
+        } else {
+            self.baseline.judge(
+                reference.median_log,
+                self.cfg.fabric_ratio.ln(),
+                self.cfg.new_normal_rounds,
+            )
+        };
+        let fabric_slow = judged.slow;
+        let mut r = RoundStats {
             reference,
-            fabric,
-            partial,
-            crowded: false,
-            slow_count: tally.slow_count,
+            fabric: false,
+            partial_fabric: false,
+            new_normal: judged.renewed,
+            tors,
+            tor_judgement: TorJudgement::default(),
+            partial: Partial::default(),
+            crowded: Vec::new(),
+            slow_count: Vec::new(),
             entry,
             exit,
+        };
+        let tally = self.tally(input, &r);
+        // Partial fabric: more probes slow on their own than the learned base rate
+        // explains (a share of the links, a spine), which moves no median.
+        r.partial = self.partial.judge(tally.slow, tally.judged, fabric_slow);
+        r.slow_count = tally.slow_count;
+        let w = self.cfg.window;
+        for (h, now) in [
+            (&mut self.fabric_hist, fabric_slow || r.partial.now),
+            (&mut self.partial_hist, r.partial.now),
+        ] {
+            h.push_back(now);
+            while h.len() > w {
+                h.pop_front();
+            }
+        }
+        let count = |h: &VecDeque<bool>| h.iter().filter(|x| **x).count();
+        r.fabric = count(&self.fabric_hist) >= self.cfg.fabric_rounds;
+        r.partial_fabric = count(&self.partial_hist) >= self.cfg.fabric_rounds;
+        self.record(input, &r);
+        r
+    }
+
+    /// The ToR verdict's rule: the group's fabric settings, per ToR.
+    pub(super) fn tor_rule(&self) -> TorRule {
+        TorRule {
+            threshold: self.cfg.fabric_ratio.ln(),
+            window: self.cfg.window,
+            rounds: self.cfg.fabric_rounds,
+            horizon: self.cfg.new_normal_rounds,
         }
     }
 
     /// Counts the probes slow on their own. By effect size alone: when many probes are
     /// slow, they inflate the round's spread and would hide behind a z threshold.
-    fn tally(&self, input: &RoundInput, r: &Reference, entry: f64, exit: f64) -> Tally {
+    fn tally(&self, input: &RoundInput, r: &RoundStats) -> Tally {
+        let (entry, exit) = (r.entry, r.exit);
         let n = self.nodes.len();
         let clean = |x: usize| self.nodes[NodeIx(x)].is_clear();
         let mut t = Tally {
@@ -136,7 +213,7 @@ impl HealthEngine {
             slow_count: vec![0u32; n],
         };
         for p in input.probes.iter().filter(|p| p.within(n)) {
-            let d = r.residual(p.seconds);
+            let d = r.adjusted(p);
             // Probes touching a node already accused are that node's doing: they neither
             // count towards a partial fabric event nor make the other end look busy.
             if clean(p.src) && clean(p.dst) {
@@ -154,11 +231,13 @@ impl HealthEngine {
     }
 
     /// Adds each probe's (residual, z) to its sender's row and its receiver's column.
-    fn record(&mut self, input: &RoundInput, r: &Reference) {
+    fn record(&mut self, input: &RoundInput, r: &RoundStats) {
         let n = self.nodes.len();
+        // Raw residuals: a window's ToR level is taken out when it is judged, so a level
+        // that changes moves the whole window at once.
         for p in input.probes.iter().filter(|p| p.within(n)) {
             let d = r.residual(p.seconds);
-            let z = d / r.spread;
+            let z = d / r.spread();
             self.nodes[NodeIx(p.src)].data.out_hist.push_back((d, z));
             self.nodes[NodeIx(p.dst)].data.in_hist.push_back((d, z));
         }
@@ -185,7 +264,7 @@ impl HealthEngine {
         let mut confirm: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
         for p in &input.confirmations {
             if p.within(n) && p.src != p.dst {
-                let d = r.residual(p.seconds);
+                let d = r.adjusted(p);
                 for (node, peer) in [(p.src, p.dst), (p.dst, p.src)] {
                     if self.nodes[NodeIx(node)].data.confirm_pending && seen.insert((node, peer)) {
                         confirm.entry(node).or_default().push(d);
@@ -197,12 +276,17 @@ impl HealthEngine {
     }
 
     /// A node's window: score, robust z, spread, and whether it is elevated (a full
-    /// window above the entry threshold, or probation's). A node is as slow as its slower
-    /// side: its row (sending) or its column (receiving) of the matrix.
-    pub(super) fn window(&self, i: NodeIx, r: &RoundStats) -> Window {
+    /// window above the entry threshold, or probation's), less `shift` (its ToR's level).
+    /// A node is as slow as its slower side: its row (sending) or its column (receiving) of the matrix.
+    pub(super) fn window(&self, i: NodeIx, r: &RoundStats, shift: f64) -> Window {
         let track = &self.nodes[i];
-        let out = self.side(&track.data.out_hist);
-        let inn = self.side(&track.data.in_hist);
+        let mut out = self.side(&track.data.out_hist);
+        let mut inn = self.side(&track.data.in_hist);
+        // Its ToR's level out of both sides (the z by the same amount in round spreads).
+        for side in [&mut out, &mut inn] {
+            side.0 -= shift;
+            side.1 -= shift / r.spread();
+        }
         // Both sides slow: their scatter is judged together (each around its own
         // median), twice the samples for the steadiness test.
         let both = out.0 > r.entry && inn.0 > r.entry;
@@ -224,6 +308,7 @@ impl HealthEngine {
             score,
             zmed,
             spread,
+            full,
             elevated: full && score > threshold && zmed > self.cfg.z,
             large: full && score > threshold,
         }
@@ -238,24 +323,46 @@ impl HealthEngine {
         (m, median(&mut zs), dev, h.len() >= self.cfg.window)
     }
 
-    /// Whether many nodes are steadily slow at once (at least [`CROWD_MIN`] and
-    /// [`CROWD_SHARE`] of the group, not counting nodes already recommended for
-    /// quarantine): a ToR, a spine or the fabric, not that many independent stragglers.
-    /// Counted by effect size and steadiness, not z (many slow nodes inflate the round's
-    /// spread and hide each other's z); scattered slowness (congestion) is left out, as
-    /// it never reaches a quarantine anyway.
+    /// Per node, whether many nodes that share its condition are steadily slow at once
+    /// (at least [`CROWD_MIN`] and [`CROWD_SHARE`] of them, not counting nodes already
+    /// recommended for quarantine): a shared cause, not that many independent stragglers.
+    /// The condition is the node's ToR when the topology gives it (a crowd is localised:
+    /// it blocks its own ToR's members, not the group), otherwise the group. Counted by
+    /// effect size and steadiness, not z (many slow nodes inflate the round's spread and
+    /// hide each other's z); scattered slowness (congestion) is left out, as it never
+    /// reaches a quarantine anyway.
     pub(super) fn crowded(
         &self,
         windows: &[Window],
         r: &RoundStats,
         judged: &dyn Fn(&usize) -> bool,
-    ) -> bool {
+    ) -> Vec<bool> {
         let n = self.nodes.len();
-        let count = (0..n)
-            .filter(|i| judged(i))
-            .filter(|&i| self.nodes[NodeIx(i)].state != NodeState::QuarantineRecommended)
-            .filter(|&i| windows[i].large && steady(windows[i].spread, r.spread()))
-            .count();
-        crowd(count, n, CROWD_MIN, CROWD_SHARE)
+        let slow = |i: usize| {
+            judged(&i)
+                && self.nodes[NodeIx(i)].state != NodeState::QuarantineRecommended
+                && windows[i].large
+                && steady(windows[i].spread, r.spread())
+        };
+        // Members and slow members per condition: a ToR, or `None` for the group's nodes
+        // whose ToR is unknown (judged against the whole group, as without topology).
+        let mut members: BTreeMap<Option<u32>, (usize, usize)> = BTreeMap::new();
+        for i in 0..n {
+            let key = r.tors.tor(i);
+            let e = members.entry(key).or_default();
+            e.0 += 1;
+            e.1 += usize::from(slow(i));
+        }
+        let group_slow = (0..n).filter(|&i| slow(i)).count();
+        let group = crowd(group_slow, n, CROWD_MIN, CROWD_SHARE);
+        (0..n)
+            .map(|i| match r.tors.tor(i) {
+                None => group,
+                Some(t) => {
+                    let (m, s) = members[&Some(t)];
+                    crowd(s, m, CROWD_MIN, CROWD_SHARE)
+                }
+            })
+            .collect()
     }
 }
