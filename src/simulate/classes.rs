@@ -285,16 +285,19 @@ impl Scorer<'_> {
         for &(t, s, e) in &self.v.host_tors {
             let lookback = (s.saturating_sub(self.lookback), s + 1);
             let correct = self.truth.tor_event(Plane::Host, t, lookback);
-            spans.push(plain(
-                "ToR",
-                format!("tor {t}"),
-                vec![t],
-                (s, last(e)),
-                correct.is_some(),
-                correct
-                    .is_none()
-                    .then(|| ("noise".to_string(), format!("nothing slowed tor {t}"))),
-            ));
+            spans.push(
+                Judgement {
+                    class: "ToR",
+                    entity: format!("tor {t}"),
+                    ids: vec![t],
+                    rounds: (s, last(e)),
+                    correct: correct.is_some(),
+                    cause: correct
+                        .is_none()
+                        .then(|| ("noise".to_string(), format!("nothing slowed tor {t}"))),
+                }
+                .plain(),
+            );
         }
         for (class, plane, list) in [
             ("fabric (host)", Plane::Host, &self.v.host_fabric),
