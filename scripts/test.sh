@@ -105,8 +105,8 @@ python3 scripts/check-size.py
 echo "==> cargo build --workspace (builds libfake_dcmi.so)"
 cargo build --workspace --locked
 
-echo "==> cargo test --workspace"
-cargo test --workspace --locked
+echo "==> cargo test --workspace (every failing test is reported, not only the first)"
+cargo test --workspace --locked --no-fail-fast
 
 # Every fuzz target for FUZZ_SECONDS (45 here, to keep CI within its 30 minutes; 60 by
 # default) from the committed seeds, two at a time: about 5 minutes on 2 cores, plus the
