@@ -3,38 +3,74 @@
 //! A ToR that turns slow slows every probe that touches one of its members, so without
 //! topology its members look like a crowd of independent stragglers: that blocked the
 //! whole group's cordons for as long as the ToR stayed slow, and a straggler inside the
-//! ToR was never found. With each node's ToR known, the engine measures every ToR's
-//! *level* each round (the median log residual of the probes that touch its members: a
-//! straggler among them moves two of those probes, the ToR moves all of them) and takes
-//! it out of those probes' residuals. Members are then judged against each other as well
-//! as against the group: a healthy member of a slow ToR scores about zero, a straggler in
-//! it scores its own slowdown.
+//! ToR was never found. With each node's ToR known, the engine fits every ToR's *level*
+//! each round from the round's probes: a probe inside one ToR crosses it once, a probe
+//! between two crosses both, so its log residual is modelled as the sum of its distinct
+//! ToRs' levels. The fit alternates medians (each ToR's level is the median, over the
+//! probes touching it, of their residual less the other ToR's level), which a straggler
+//! among the members moves little (it touches a few of the ToR's probes, the ToR all of
+//! them). Fitting on probes rather than on the members' scores keeps ToRs apart: a member
+//! of a healthy ToR whose probes mostly go to a slow one is not itself slow.
 //!
-//! A pair inside one ToR crosses that switch once; a pair between two crosses both, so a
-//! probe's shift is the sum of its distinct ToRs' levels. A level within the exit
-//! threshold is noise and is not taken out.
+//! Residuals are taken against the group's learned normal, and each level is then taken
+//! relative to the lower median of all the round's levels, so that a change of the whole
+//! group (a fleet-wide step, a daily swing) is the fabric's and moves no ToR, while one
+//! slow ToR of two is still that ToR's. Each ToR's level is the median of its last
+//! `window` fitted levels, against the round noise.
 //!
-//! Separately, each ToR has a learned normal level (the same slowly learned baseline the
-//! group has): a ToR whose level stays above it is a *ToR verdict*, for the network team,
-//! never a node's. A change that lasts [`HealthConfig::new_normal_rounds`] becomes the
-//! ToR's new normal: the verdict ends and the round says the normal changed.
+//! Each ToR has a learned normal level (the group's baseline rule): a ToR whose level
+//! stays above it is a *ToR verdict*, for the network team, never a node's. A change that
+//! lasts [`HealthConfig::new_normal_rounds`] becomes the ToR's new normal: the verdict
+//! ends and the round says the normal changed. When the engine judges by ToR
+//! (`tor_aware`), a level beyond the exit threshold is also taken out of the residuals of
+//! the probes touching the ToR, so a healthy member of a slow ToR scores about zero and a
+//! straggler in it scores its own slowdown.
 //!
 //! [`HealthConfig::new_normal_rounds`]: crate::health::HealthConfig::new_normal_rounds
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::fabric::Normal;
+use super::fabric::{Baseline, Normal};
 use super::stats::median;
 
 /// Members of one ToR among the round's nodes needed to measure its level: with fewer, a
 /// straggler's own probes are too large a share of the ToR's to tell the two apart.
 pub const TOR_MIN_MEMBERS: usize = 3;
 
+/// Alternations of the fit: two ToRs that share most of the probes settle in two or three.
+const FIT_PASSES: usize = 4;
+
+/// The lower quartile of `v` (0 when empty): the zero ToR levels are taken from. A low
+/// quantile, not the median, so that one slow ToR of two (or two of three) is the slow
+/// one, and a change of the whole group moves none.
+fn lower_quartile<'a>(v: impl Iterator<Item = &'a f64>) -> f64 {
+    let mut all: Vec<f64> = v.copied().collect();
+    all.sort_by(f64::total_cmp);
+    all.get(all.len().saturating_sub(1) / 4)
+        .copied()
+        .unwrap_or(0.0)
+}
+
+/// One probe for the fit: its two ends and its log residual against the group's normal.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Touch {
+    /// One end (node index).
+    pub a: usize,
+    /// The other end.
+    pub b: usize,
+    /// Its log residual.
+    pub r: f64,
+}
+
 /// One ToR's level this round.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Level {
-    /// Median log residual of the probes touching its members.
+    /// Its fitted log level, relative to the round's other ToRs.
     pub level: f64,
+    /// The median residual of this round's probes between two of its own members (None:
+    /// no such probe). A spine or the links between ToRs slow the probes that leave the
+    /// ToR, never these: the ToR itself does.
+    pub inner: Option<f64>,
     /// Its members among the round's nodes.
     pub members: usize,
 }
@@ -51,39 +87,84 @@ pub(crate) struct TorLevels {
 }
 
 impl TorLevels {
-    /// Measures the levels of the ToRs in `tor_of` (by node index, `n` nodes) from the
-    /// window scores `(node, score)` of the nodes judged this round: each ToR's level is
-    /// its members' median score. Levels whose size is at most `noise` are measured but not
-    /// taken out.
-    pub fn measure(
+    /// Fits this round's level of every ToR with at least [`TOR_MIN_MEMBERS`] members
+    /// among the nodes `counted` (of the `n` in `tor_of`), from `probes` between counted
+    /// nodes, against `zero` (see [`TorWatch::zero`]; without one, this round's own ToRs'
+    /// probes give it): levels not yet smoothed.
+    pub fn fit(
         tor_of: &[Option<u32>],
         n: usize,
-        scores: impl Iterator<Item = (usize, f64)>,
-        noise: f64,
-    ) -> Self {
-        let tor_of: Vec<Option<u32>> = (0..n).map(|i| tor_of.get(i).copied().flatten()).collect();
-        let mut samples: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-        for (i, score) in scores.filter(|(i, d)| *i < n && d.is_finite()) {
-            if let Some(t) = tor_of[i] {
-                samples.entry(t).or_default().push(score);
+        counted: impl Fn(usize) -> bool,
+        probes: &[Touch],
+        zero: Option<f64>,
+    ) -> BTreeMap<u32, Level> {
+        let tor = |i: usize| tor_of.get(i).copied().flatten();
+        let mut members: BTreeMap<u32, usize> = BTreeMap::new();
+        for i in (0..n).filter(|&i| counted(i)) {
+            if let Some(t) = tor(i) {
+                *members.entry(t).or_default() += 1;
             }
         }
-        let mut out = Self {
-            tor_of,
-            ..Self::default()
-        };
-        for (t, mut v) in samples {
-            let members = v.len();
-            if members < TOR_MIN_MEMBERS {
-                continue;
-            }
-            let level = median(&mut v);
-            out.measured.insert(t, Level { level, members });
-            if level.abs() > noise {
-                out.shift.insert(t, level);
+        members.retain(|_, m| *m >= TOR_MIN_MEMBERS);
+        let touches: Vec<(Option<u32>, Option<u32>, f64)> = probes
+            .iter()
+            .filter(|p| p.a < n && p.b < n && p.a != p.b && p.r.is_finite())
+            .filter(|p| counted(p.a) && counted(p.b))
+            .map(|p| (tor(p.a), tor(p.b), p.r))
+            .collect();
+        // Each ToR's own probes (both ends its members) cross it alone.
+        let mut inner: BTreeMap<u32, f64> = BTreeMap::new();
+        for t in members.keys() {
+            let mut v: Vec<f64> = touches
+                .iter()
+                .filter(|(ta, tb, _)| *ta == Some(*t) && *tb == Some(*t))
+                .map(|(_, _, r)| *r)
+                .collect();
+            if !v.is_empty() {
+                inner.insert(*t, median(&mut v));
             }
         }
-        out
+        // The zero: the lower quartile of the ToRs' own probes, once two ToRs have some
+        // (else the residuals' own zero, the group's normal).
+        let zero = zero.unwrap_or(if inner.len() >= 2 {
+            lower_quartile(inner.values())
+        } else {
+            0.0
+        });
+        let mut level: BTreeMap<u32, f64> = members.keys().map(|&t| (t, 0.0)).collect();
+        for _ in 0..FIT_PASSES {
+            for t in members.keys() {
+                let mut v: Vec<f64> = touches
+                    .iter()
+                    .filter_map(|&(ta, tb, r)| {
+                        let other = match (ta == Some(*t), tb == Some(*t)) {
+                            (true, true) => None,
+                            (true, false) => tb,
+                            (false, true) => ta,
+                            (false, false) => return None,
+                        };
+                        let crossed = other.and_then(|o| level.get(&o)).copied().unwrap_or(0.0);
+                        Some(r - zero - crossed)
+                    })
+                    .collect();
+                if !v.is_empty() {
+                    level.insert(*t, median(&mut v));
+                }
+            }
+        }
+        level
+            .into_iter()
+            .map(|(t, l)| {
+                (
+                    t,
+                    Level {
+                        level: l,
+                        inner: inner.get(&t).copied(),
+                        members: members[&t],
+                    },
+                )
+            })
+            .collect()
     }
 
     /// Levels `shift` (per ToR, from an earlier round) on the topology `tor_of`, nothing
@@ -99,14 +180,6 @@ impl TorLevels {
     /// The levels taken out, per ToR.
     pub fn shift(&self) -> &BTreeMap<u32, f64> {
         &self.shift
-    }
-
-    /// The level taken out of node `a`'s scores (0 when none).
-    pub fn of_node(&self, a: usize) -> f64 {
-        self.tor(a)
-            .and_then(|t| self.shift.get(&t))
-            .copied()
-            .unwrap_or(0.0)
     }
 
     /// The shift of a probe between `a` and `b`: the levels of its distinct ToRs.
@@ -132,6 +205,10 @@ impl TorLevels {
 struct TorTrack {
     normal: Normal,
     hist: VecDeque<bool>,
+    /// The last `window` fitted levels: the ToR's level is their median.
+    fits: VecDeque<f64>,
+    /// The last `window` rounds' inner residuals that had one.
+    inners: VecDeque<f64>,
 }
 
 /// A ToR verdict: the ToR, its level against its normal, its members.
@@ -148,6 +225,8 @@ pub struct TorVerdict {
 /// What [`TorWatch::judge`] found this round.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct TorJudgement {
+    /// ToRs measured this round (enough members to judge), with a verdict or not.
+    pub judged: Vec<u32>,
     /// ToRs with a verdict.
     pub verdicts: Vec<TorVerdict>,
     /// ToRs whose lasting change became their new normal this round.
@@ -174,13 +253,78 @@ pub(crate) struct TorRule {
 }
 
 impl TorWatch {
-    /// Judges this round's measured ToRs. A ToR not measured this round keeps its history
-    /// (it may be absent from one round's probes) but has no verdict.
-    pub fn judge(&mut self, levels: &TorLevels, rule: TorRule) -> TorJudgement {
+    /// The zero ToR levels are taken from: the lower quartile, over the ToRs, of each one's
+    /// recent probes between its own members (the median of its last `window`), once two
+    /// ToRs have some. Those probes cross no other switch, so the zero is what a ToR that
+    /// is not slow gives, also when one of two ToRs has been slow since the group formed
+    /// (the group's learnt normal is then that ToR's).
+    pub fn zero(&self) -> Option<f64> {
+        let own: Vec<f64> = self
+            .tracks
+            .values()
+            .filter(|t| !t.inners.is_empty())
+            .map(|t| {
+                let mut v: Vec<f64> = t.inners.iter().copied().collect();
+                median(&mut v)
+            })
+            .collect();
+        (own.len() >= 2).then(|| lower_quartile(own.iter()))
+    }
+
+    /// Smooths this round's fitted levels (`fitted`, of the ToRs in `tor_of`, `n` nodes,
+    /// against `zero`) into each ToR's level, judges it against the ToR's normal, and returns the levels
+    /// (those beyond `noise` to be taken out) with the judgement. A ToR not fitted this
+    /// round keeps its history (it may be absent from one round's probes) but has no
+    /// verdict.
+    pub fn judge(
+        &mut self,
+        fitted: &BTreeMap<u32, Level>,
+        tor_of: &[Option<u32>],
+        n: usize,
+        rule: TorRule,
+        noise: f64,
+        zero: Option<f64>,
+    ) -> (TorLevels, TorJudgement) {
+        let mut levels = TorLevels::carried(tor_of, n, &BTreeMap::new());
         let mut out = TorJudgement::default();
-        for (&t, l) in &levels.measured {
-            let track = self.tracks.entry(t).or_default();
-            let judged = track.normal.judge(l.level, rule.threshold, rule.horizon);
+        for (&t, fit) in fitted {
+            out.judged.push(t);
+            // A ToR's level is relative to the others': its normal starts at zero (as fast
+            // as they are), not at whatever it is when first seen, so that a ToR slow from
+            // the start is a verdict, until it has lasted long enough to be the new normal.
+            let track = self.tracks.entry(t).or_insert_with(|| TorTrack {
+                normal: Normal {
+                    baseline: Baseline(Some(0.0)),
+                    run: 0,
+                },
+                ..TorTrack::default()
+            });
+            track.fits.push_back(fit.level);
+            while track.fits.len() > rule.window.max(1) {
+                track.fits.pop_front();
+            }
+            if let Some(x) = fit.inner {
+                track.inners.push_back(x);
+            }
+            while track.inners.len() > rule.window.max(1) {
+                track.inners.pop_front();
+            }
+            let mut recent: Vec<f64> = track.fits.iter().copied().collect();
+            let level = median(&mut recent);
+            let mut inner: Vec<f64> = track.inners.iter().copied().collect();
+            let inner = (!inner.is_empty()).then(|| median(&mut inner) - zero.unwrap_or(0.0));
+            levels.measured.insert(
+                t,
+                Level {
+                    level,
+                    inner,
+                    members: fit.members,
+                },
+            );
+            if level.abs() > noise {
+                levels.shift.insert(t, level);
+            }
+            let judged = track.normal.judge(level, rule.threshold, rule.horizon);
             if judged.renewed {
                 out.renewed.push(t);
                 track.hist.clear();
@@ -190,15 +334,18 @@ impl TorWatch {
                 track.hist.pop_front();
             }
             let slow = track.hist.iter().filter(|x| **x).count();
-            if judged.slow && slow >= rule.rounds {
+            // The ToR's own probes must be slow too: what slows only the probes that leave
+            // it (a spine, the links between ToRs) is not the ToR's.
+            let inside = inner.is_some_and(|x| x > rule.threshold);
+            if judged.slow && slow >= rule.rounds && inside {
                 out.verdicts.push(TorVerdict {
                     tor: t,
-                    excess: l.level - track.normal.level().unwrap_or(0.0),
-                    members: l.members,
+                    excess: level - track.normal.level().unwrap_or(0.0),
+                    members: fit.members,
                 });
             }
         }
-        out
+        (levels, out)
     }
 }
 
@@ -206,44 +353,195 @@ impl TorWatch {
 mod tests {
     use super::*;
 
-    /// Eight nodes, ToR 0 = nodes 0–3, ToR 1 = nodes 4–7.
+    /// Nine nodes: ToR 0 = nodes 0–2, ToR 1 = nodes 3–5, ToR 2 = nodes 6–8.
     fn tors() -> Vec<Option<u32>> {
-        (0..8).map(|i| Some(u32::from(i >= 4))).collect()
+        (0..9).map(|i| Some(i as u32 / 3)).collect()
     }
 
-    /// ToR 0's members at 0.2, node 1 at 0.5 (a straggler in it), ToR 1 at about 0.
-    fn scores(slow: f64) -> Vec<(usize, f64)> {
-        let mut v: Vec<(usize, f64)> = (0..8)
-            .map(|i| (i, if i < 4 { slow } else { 0.001 * i as f64 }))
-            .collect();
-        v[1].1 += 0.3;
+    /// Every pair of `nodes` (both directions), each residual the sum of the slowdowns of
+    /// the ToRs it crosses (`tor_slow`, once per distinct ToR) and of its two ends
+    /// (`node_slow`): the model the fit assumes, written out here.
+    fn probes(nodes: usize, tor_slow: &[f64], node_slow: &[(usize, f64)]) -> Vec<Touch> {
+        let tor = |i: usize| i / 3;
+        let own = |i: usize| {
+            node_slow
+                .iter()
+                .filter(|(n, _)| *n == i)
+                .map(|(_, s)| s)
+                .sum::<f64>()
+        };
+        let mut v = Vec::new();
+        for a in 0..nodes {
+            for b in (0..nodes).filter(|&b| b != a) {
+                let crossed = if tor(a) == tor(b) {
+                    tor_slow[tor(a)]
+                } else {
+                    tor_slow[tor(a)] + tor_slow[tor(b)]
+                };
+                v.push(Touch {
+                    a,
+                    b,
+                    r: crossed + own(a) + own(b),
+                });
+            }
+        }
         v
     }
 
     #[test]
-    fn a_slow_tor_is_taken_out_of_its_members_and_a_straggler_keeps_its_own() {
-        let l = TorLevels::measure(&tors(), 8, scores(0.2).into_iter(), 0.04);
-        assert_eq!(l.measured[&0].members, 4);
-        // Median of 0.2, 0.5, 0.2, 0.2.
-        assert!((l.measured[&0].level - 0.2).abs() < 1e-12);
-        assert!((l.measured[&1].level - 0.0055).abs() < 1e-12);
-        assert_eq!(l.of_node(2), 0.2);
-        assert_eq!(l.of_node(5), 0.0, "ToR 1's level is noise, not taken out");
-        // A probe inside ToR 0 crosses it once, one between the ToRs both (ToR 1: none).
-        assert_eq!(l.of_probe(0, 3), 0.2);
-        assert_eq!(l.of_probe(0, 5), 0.2);
-        assert_eq!(l.of_probe(4, 5), 0.0);
-        assert!((0.5 - l.of_node(1) - 0.3).abs() < 1e-12);
+    fn one_slow_tor_of_three_is_fitted_to_its_own_slowdown_and_a_straggler_barely_moves_it() {
+        let f = TorLevels::fit(
+            &tors(),
+            9,
+            |_| true,
+            &probes(9, &[0.3, 0.0, 0.0], &[(1, 0.5)]),
+            None,
+        );
+        assert_eq!(f.len(), 3);
+        assert!((f[&0].level - 0.3).abs() < 1e-9, "{f:?}");
+        assert!(
+            f[&1].level.abs() < 1e-9 && f[&2].level.abs() < 1e-9,
+            "{f:?}"
+        );
+        assert_eq!(f[&0].members, 3);
     }
 
     #[test]
-    fn unknown_or_small_tors_are_not_measured() {
-        let l = TorLevels::measure(&[], 8, scores(0.2).into_iter(), 0.04);
-        assert!(l.measured.is_empty() && !l.shifts());
-        let two: Vec<Option<u32>> = (0..8).map(|i| (i < 2).then_some(7)).collect();
-        let l = TorLevels::measure(&two, 8, scores(0.2).into_iter(), 0.04);
-        assert!(l.measured.is_empty(), "two members are too few");
-        assert_eq!(l.of_probe(0, 1), 0.0);
+    fn of_two_tors_the_slow_one_is_slow_and_the_other_is_not() {
+        // Six nodes, ToR 0 slow: most of ToR 1's members' probes go to ToR 0, so their own
+        // medians are slow; the fit still gives ToR 1 nothing.
+        let f = TorLevels::fit(&tors(), 6, |_| true, &probes(6, &[0.4, 0.0], &[]), None);
+        assert!((f[&0].level - 0.4).abs() < 1e-9, "{f:?}");
+        assert!(f[&1].level.abs() < 1e-9, "{f:?}");
+    }
+
+    #[test]
+    fn a_change_of_the_whole_group_moves_no_tor() {
+        // Every probe 0.2 slower (a fleet-wide step, a daily swing), on top of a slow ToR 0.
+        let p: Vec<Touch> = probes(9, &[0.3, 0.0, 0.0], &[])
+            .into_iter()
+            .map(|mut p| {
+                p.r += 0.2;
+                p
+            })
+            .collect();
+        let f = TorLevels::fit(&tors(), 9, |_| true, &p, None);
+        assert!((f[&0].level - 0.3).abs() < 1e-9, "{f:?}");
+        assert!(
+            f[&1].level.abs() < 1e-9 && f[&2].level.abs() < 1e-9,
+            "{f:?}"
+        );
+        // Its own probes are 0.3 slower than the other ToRs' own.
+        assert!(
+            (f[&0].inner.unwrap() - f[&1].inner.unwrap() - 0.3).abs() < 1e-9,
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn a_tor_slow_from_the_start_is_slow_against_the_others_own_probes() {
+        // The residuals' zero is the slow ToR (it had most of the probes when the normal was
+        // learnt): ToR 1's own probes, which cross only ToR 1, give the zero.
+        let p: Vec<Touch> = probes(6, &[0.5, 0.0], &[])
+            .into_iter()
+            .map(|mut p| {
+                p.r -= 0.5;
+                p
+            })
+            .collect();
+        let f = TorLevels::fit(&tors(), 6, |_| true, &p, None);
+        assert!((f[&0].level - 0.5).abs() < 1e-9, "{f:?}");
+        assert!(f[&1].level.abs() < 1e-9, "{f:?}");
+    }
+
+    #[test]
+    fn small_tors_and_uncounted_nodes_are_not_fitted() {
+        let p = probes(9, &[0.3, 0.0, 0.0], &[]);
+        // Node 4 not counted: ToR 1 has two members left, too few.
+        let f = TorLevels::fit(&tors(), 9, |i| i != 4, &p, None);
+        assert_eq!(f.keys().copied().collect::<Vec<_>>(), vec![0, 2]);
+        assert!(TorLevels::fit(&[], 9, |_| true, &p, None).is_empty());
+    }
+
+    #[test]
+    fn a_probe_crosses_its_distinct_tors_levels() {
+        let mut w = TorWatch::default();
+        let rule = TorRule {
+            threshold: 0.1,
+            window: 10,
+            rounds: 3,
+            horizon: 20,
+        };
+        let fitted = TorLevels::fit(
+            &tors(),
+            9,
+            |_| true,
+            &probes(9, &[0.2, 0.0, 0.0], &[]),
+            None,
+        );
+        let (l, _) = w.judge(&fitted, &tors(), 9, rule, 0.04, None);
+        assert!((l.of_probe(0, 2) - 0.2).abs() < 1e-9, "inside ToR 0: once");
+        assert!(
+            (l.of_probe(0, 5) - 0.2).abs() < 1e-9,
+            "ToR 0 and a quiet ToR"
+        );
+        assert_eq!(
+            l.of_probe(3, 6),
+            0.0,
+            "two quiet ToRs: their levels are noise"
+        );
+    }
+
+    #[test]
+    fn probes_slow_only_when_they_leave_a_tor_are_no_verdict_on_it() {
+        let rule = TorRule {
+            threshold: 0.1,
+            window: 10,
+            rounds: 3,
+            horizon: 1000,
+        };
+        // ToR 0's probes to the other ToRs 0.3 slower (its uplink or a spine), its own not.
+        let leaving: Vec<Touch> = probes(9, &[0.0, 0.0, 0.0], &[])
+            .into_iter()
+            .map(|mut p| {
+                if (p.a / 3 == 0) != (p.b / 3 == 0) {
+                    p.r += 0.3;
+                }
+                p
+            })
+            .collect();
+        let mut w = TorWatch::default();
+        let quiet = TorLevels::fit(
+            &tors(),
+            9,
+            |_| true,
+            &probes(9, &[0.0, 0.0, 0.0], &[]),
+            None,
+        );
+        for _ in 0..10 {
+            w.judge(&quiet, &tors(), 9, rule, 0.04, None);
+        }
+        for _ in 0..30 {
+            let fitted = TorLevels::fit(&tors(), 9, |_| true, &leaving, None);
+            assert!(
+                fitted[&0].level > 0.1 && fitted[&0].inner.unwrap().abs() < 1e-9,
+                "{fitted:?}"
+            );
+            let (_, j) = w.judge(&fitted, &tors(), 9, rule, 0.04, None);
+            assert!(j.verdicts.is_empty(), "{j:?}");
+        }
+        // The same slowdown inside the ToR as well is its verdict.
+        let slow = probes(9, &[0.3, 0.0, 0.0], &[]);
+        let verdicts = (0..30)
+            .filter(|_| {
+                let fitted = TorLevels::fit(&tors(), 9, |_| true, &slow, None);
+                !w.judge(&fitted, &tors(), 9, rule, 0.04, None)
+                    .1
+                    .verdicts
+                    .is_empty()
+            })
+            .count();
+        assert!(verdicts > 20, "{verdicts}");
     }
 
     #[test]
@@ -255,20 +553,39 @@ mod tests {
             horizon: 20,
         };
         let mut w = TorWatch::default();
-        let quiet = TorLevels::measure(&tors(), 8, scores(0.0).into_iter(), 0.04);
-        for _ in 0..5 {
-            assert_eq!(w.judge(&quiet, rule), TorJudgement::default());
+        let fit = |slow: f64| {
+            TorLevels::fit(
+                &tors(),
+                9,
+                |_| true,
+                &probes(9, &[slow, 0.0, 0.0], &[]),
+                None,
+            )
+        };
+        for _ in 0..10 {
+            let (_, j) = w.judge(&fit(0.0), &tors(), 9, rule, 0.04, None);
+            assert_eq!(j.judged, vec![0, 1, 2], "every ToR has enough members");
+            assert!(j.verdicts.is_empty() && j.renewed.is_empty());
         }
-        let slow = TorLevels::measure(&tors(), 8, scores(0.2).into_iter(), 0.04);
-        let got: Vec<TorJudgement> = (0..25).map(|_| w.judge(&slow, rule)).collect();
-        // Two slow rounds are not enough; the third is a verdict on ToR 0 only.
-        assert!(got[..2].iter().all(|j| j.verdicts.is_empty()));
-        assert_eq!(got[2].verdicts.len(), 1);
-        assert_eq!(got[2].verdicts[0].tor, 0);
-        // The 21st slow round in a row makes it the normal: the verdict ends.
+        let got: Vec<TorJudgement> = (0..40)
+            .map(|_| w.judge(&fit(0.3), &tors(), 9, rule, 0.04, None).1)
+            .collect();
+        // The level is the median of the last 10 fits (the mean of the middle two): 0.15,
+        // above the threshold, from the 5th slow round; the verdict needs 3 slow rounds of
+        // history, so it comes on the 7th, on ToR 0 only.
+        let first = got.iter().position(|j| !j.verdicts.is_empty());
+        assert_eq!(first, Some(6), "{got:?}");
+        assert_eq!(got[6].verdicts.len(), 1);
+        assert_eq!(got[6].verdicts[0].tor, 0);
+        assert!((got[6].verdicts[0].excess - 0.3).abs() < 1e-9);
+        // Slow from the 5th round on (index 4): 20 slow rounds in a row, then the 21st
+        // makes it the normal.
         let renewed = got.iter().position(|j| !j.renewed.is_empty());
-        assert_eq!(renewed, Some(20));
-        assert_eq!(got[20].renewed, vec![0]);
-        assert!(got[20..].iter().all(|j| j.verdicts.is_empty()));
+        assert_eq!(renewed, Some(4 + 20));
+        assert!(
+            got[renewed.unwrap()..]
+                .iter()
+                .all(|j| j.verdicts.is_empty())
+        );
     }
 }

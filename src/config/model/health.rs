@@ -51,8 +51,9 @@ section! {
         /// ToR's level) becomes the new normal: its verdict ends.
         new_normal_rounds: u32 = 360, Spec::int(10, 1_000_000);
         /// Judge each node against its ToR's members too, when the topology names its ToR
-        /// (ToR levels, ToR verdicts, crowds localised to a ToR). Off by default: on the
-        /// shipped scenarios it does not yet do better than without (docs/detection.md).
+        /// (its ToR's level taken out of its score, crowds localised to a ToR). Off by
+        /// default: on the shipped scenarios it does not yet do better than without
+        /// (docs/detection.md). ToR verdicts are made whenever the topology is known.
         tor_aware: bool = false, Spec::BOOL;
     }
 }

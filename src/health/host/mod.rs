@@ -22,7 +22,7 @@ use super::evidence::Evidence;
 use super::fabric::{Normal, PartialFabric};
 use super::lifecycle::{Change, Lifecycle, NodeIx, Track};
 use super::pairs::Pairs;
-use super::tor::{TorLevels, TorVerdict, TorWatch};
+use super::tor::{TorVerdict, TorWatch};
 use crate::snapshot::probe::{NodeState, Transition};
 
 pub use reports::{CONTRADICTIONS, REPORT_WINDOW};
@@ -75,8 +75,9 @@ pub struct HealthConfig {
     /// Slow rounds in a row after which a lasting change (the round median against the
     /// baseline, a ToR's level against its normal) becomes the new normal.
     pub new_normal_rounds: usize,
-    /// Judge nodes against their ToR's members too when [`RoundInput::tors`] names them
-    /// (off: the ToRs are ignored).
+    /// Judge nodes against their ToR's members too when [`RoundInput::tors`] names them:
+    /// take each ToR's level out of its members' scores and count crowds per ToR (off:
+    /// nodes are judged against the group alone). ToR verdicts are made either way.
     pub tor_aware: bool,
 }
 
@@ -185,6 +186,11 @@ pub struct RoundOutput {
     /// ToRs whose members are slow together, against the ToR's own learned normal: a
     /// verdict on the switch (for the network team), never on its members.
     pub tor_verdicts: Vec<TorVerdict>,
+    /// ToRs judged this round (at least [`TOR_MIN_MEMBERS`] members in the group): a ToR
+    /// not among them has no verdict either way.
+    ///
+    /// [`TOR_MIN_MEMBERS`]: crate::health::TOR_MIN_MEMBERS
+    pub tors_judged: Vec<u32>,
     /// The group's round median stayed above its baseline for `new_normal_rounds`: this
     /// round it became the new normal (the fabric verdict ends).
     pub new_normal: bool,
@@ -322,27 +328,23 @@ impl HealthEngine {
         let n = self.nodes.len();
         let hard = self.hard_faults(input, &mut out);
         let judged = |i: &usize| !hard.contains(i) && !input.absent.contains(i);
-        // The ToRs' levels from this round's windows, then every window less its ToR's.
-        let raw: Vec<score::Window> = (0..n).map(|i| self.window(NodeIx(i), &r, 0.0)).collect();
-        r.tors = TorLevels::measure(
-            self.topology(input),
-            n,
-            raw.iter()
-                .enumerate()
-                .filter(|(i, w)| judged(i) && w.full)
-                .map(|(i, w)| (i, w.score)),
-            r.exit,
-        );
-        r.tor_judgement = self.tors.judge(&r.tors, self.tor_rule());
+        // ToR verdicts are made whenever the topology is known; the levels are taken out of
+        // the probes touching a ToR only when the engine judges by ToR (`tor_aware`).
+        let (levels, judgement) = self.judge_tors(input, &r, &judged);
+        r.tor_judgement = judgement;
+        if self.cfg.tor_aware {
+            r.tors = levels;
+        }
         self.tor_shift = r.tors.shift().clone();
-        let windows: Vec<score::Window> = (0..n)
-            .map(|i| self.window(NodeIx(i), &r, r.tors.of_node(i)))
-            .collect();
+        // The windows hold residuals less the levels of the ToRs each probe crossed (see
+        // `record`): nothing more to take out here.
+        let windows: Vec<score::Window> = (0..n).map(|i| self.window(NodeIx(i), &r)).collect();
         let mut confirm = self.confirmations(input, &r);
         out.scores = windows.iter().map(|w| w.score).collect();
         r.crowded = self.crowded(&windows, &r, &judged);
         out.fabric_degraded = r.fabric || r.crowded.iter().any(|c| *c);
         out.tor_verdicts = r.tor_judgement.verdicts.clone();
+        out.tors_judged = r.tor_judgement.judged.clone();
         out.tor_new_normal = r.tor_judgement.renewed.clone();
         out.new_normal = r.new_normal;
         for (i, w) in windows.into_iter().enumerate() {

@@ -11,7 +11,7 @@ use crate::health::evidence::{Evidence, Key};
 use crate::health::fabric::{CROWD_MIN, CROWD_SHARE, Partial, crowd};
 use crate::health::lifecycle::NodeIx;
 use crate::health::stats::{Reference, deviations, median, spread_of};
-use crate::health::tor::{TorJudgement, TorLevels, TorRule};
+use crate::health::tor::{TorJudgement, TorLevels, TorRule, Touch};
 use crate::snapshot::probe::NodeState;
 
 use super::Probe;
@@ -79,8 +79,6 @@ pub(super) struct Window {
     pub zmed: f64,
     /// Robust spread (1.4826 × MAD) of that side's residuals.
     pub spread: f64,
-    /// The window is full.
-    pub full: bool,
     /// Above the entry threshold (or probation's) with a full window.
     pub elevated: bool,
     /// Above it by effect size alone (no z): what a crowd is counted by, since many
@@ -191,6 +189,39 @@ impl HealthEngine {
         r
     }
 
+    /// Fits this round's ToR levels from its probes between judged nodes that are not
+    /// recommended for quarantine (residuals against the group's learned normal, before
+    /// any ToR level is taken out), then smooths and judges them.
+    pub(super) fn judge_tors(
+        &mut self,
+        input: &RoundInput,
+        r: &RoundStats,
+        judged: &dyn Fn(&usize) -> bool,
+    ) -> (TorLevels, TorJudgement) {
+        let n = self.nodes.len();
+        if input.tors.is_empty() {
+            return (TorLevels::default(), TorJudgement::default());
+        }
+        let anchor = self.baseline.level().unwrap_or(r.reference.median_log);
+        let counted = |i: usize| {
+            judged(&i) && self.nodes[NodeIx(i)].state != NodeState::QuarantineRecommended
+        };
+        let probes: Vec<Touch> = input
+            .probes
+            .iter()
+            .filter(|p| p.valid() && p.within(n))
+            .map(|p| Touch {
+                a: p.src,
+                b: p.dst,
+                r: p.seconds.ln() - anchor,
+            })
+            .collect();
+        let zero = self.tors.zero();
+        let fitted = TorLevels::fit(&input.tors, n, counted, &probes, zero);
+        let rule = self.tor_rule();
+        self.tors.judge(&fitted, &input.tors, n, rule, r.exit, zero)
+    }
+
     /// The ToR verdict's rule: the group's fabric settings, per ToR.
     pub(super) fn tor_rule(&self) -> TorRule {
         TorRule {
@@ -233,10 +264,11 @@ impl HealthEngine {
     /// Adds each probe's (residual, z) to its sender's row and its receiver's column.
     fn record(&mut self, input: &RoundInput, r: &RoundStats) {
         let n = self.nodes.len();
-        // Raw residuals: a window's ToR level is taken out when it is judged, so a level
-        // that changes moves the whole window at once.
+        // Each residual less the levels of the ToRs the probe crossed (last round's, when
+        // the engine judges by ToR): a node's window then holds what is its own, also when
+        // most of its probes go to a slow ToR it is not behind.
         for p in input.probes.iter().filter(|p| p.within(n)) {
-            let d = r.residual(p.seconds);
+            let d = r.adjusted(p);
             let z = d / r.spread();
             self.nodes[NodeIx(p.src)].data.out_hist.push_back((d, z));
             self.nodes[NodeIx(p.dst)].data.in_hist.push_back((d, z));
@@ -276,17 +308,12 @@ impl HealthEngine {
     }
 
     /// A node's window: score, robust z, spread, and whether it is elevated (a full
-    /// window above the entry threshold, or probation's), less `shift` (its ToR's level).
-    /// A node is as slow as its slower side: its row (sending) or its column (receiving) of the matrix.
-    pub(super) fn window(&self, i: NodeIx, r: &RoundStats, shift: f64) -> Window {
+    /// window above the entry threshold, or probation's). A node is as slow as its slower
+    /// side: its row (sending) or its column (receiving) of the matrix.
+    pub(super) fn window(&self, i: NodeIx, r: &RoundStats) -> Window {
         let track = &self.nodes[i];
-        let mut out = self.side(&track.data.out_hist);
-        let mut inn = self.side(&track.data.in_hist);
-        // Its ToR's level out of both sides (the z by the same amount in round spreads).
-        for side in [&mut out, &mut inn] {
-            side.0 -= shift;
-            side.1 -= shift / r.spread();
-        }
+        let out = self.side(&track.data.out_hist);
+        let inn = self.side(&track.data.in_hist);
         // Both sides slow: their scatter is judged together (each around its own
         // median), twice the samples for the steadiness test.
         let both = out.0 > r.entry && inn.0 > r.entry;
@@ -308,7 +335,6 @@ impl HealthEngine {
             score,
             zmed,
             spread,
-            full,
             elevated: full && score > threshold && zmed > self.cfg.z,
             large: full && score > threshold,
         }

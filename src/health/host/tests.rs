@@ -699,3 +699,53 @@ fn without_topology_the_slow_tor_is_a_crowd_that_hides_its_straggler() {
     assert_ne!(highest[2], NodeState::QuarantineRecommended);
     assert!(tors.is_empty());
 }
+
+/// Six nodes in two ToRs of three, the first ToR's probes twice as slow from the first
+/// round (every probe touching one of its members, as a switch that halves its ports'
+/// rate does): the group's learnt normal is that ToR's, yet its verdict comes from the
+/// other ToR's own probes, at the shipped settings, and lasts until the new normal.
+#[test]
+fn a_tor_slow_from_the_first_round_is_its_verdict_at_the_shipped_settings() {
+    let n = 6;
+    let tor = |i: usize| (i / 3) as u32;
+    let mut e = HealthEngine::new(n, HealthConfig::default());
+    let mut verdicts = Vec::new();
+    for r in 0..200 {
+        let stride = 1 + r % (n - 1);
+        let input = RoundInput {
+            probes: (0..n)
+                .map(|i| {
+                    let j = (i + stride) % n;
+                    let slow = tor(i) == 0 || tor(j) == 0;
+                    Probe {
+                        src: i,
+                        dst: j,
+                        seconds: if slow { 2.0 } else { 1.0 } * (1.0 + (i % 3) as f64 * 0.002),
+                    }
+                })
+                .collect(),
+            tors: (0..n).map(|i| Some(tor(i))).collect(),
+            ..RoundInput::default()
+        };
+        let out = e.step(&input);
+        verdicts.push(
+            out.tor_verdicts
+                .iter()
+                .map(|v| (v.tor, v.excess))
+                .collect::<Vec<_>>(),
+        );
+        assert!(
+            out.transitions
+                .iter()
+                .all(|t| t.to != NodeState::QuarantineRecommended),
+            "round {r}: {:?}",
+            out.transitions
+        );
+    }
+    // From round 40 on (the zero is known, the level smoothed): ToR 0, about ln 2 above.
+    for (r, v) in verdicts.iter().enumerate().skip(40) {
+        assert_eq!(v.len(), 1, "round {r}: {v:?}");
+        assert_eq!(v[0].0, 0, "round {r}: {v:?}");
+        assert!((v[0].1 - 2f64.ln()).abs() < 0.05, "round {r}: {v:?}");
+    }
+}
