@@ -192,6 +192,8 @@ const PROBE_FAMILIES: &[&str] = &[
     "hcclwatch_rank_arrival_lag",
     "hcclwatch_link_",
     "hcclwatch_fabric_degraded",
+    "hcclwatch_tor_",
+    "hcclwatch_normal_changes",
     "hcclwatch_quarantine_recommended",
     "hcclwatch_collective_",
 ];

@@ -22,6 +22,10 @@ pub struct State {
     pub fabric_degraded: bool,
     /// Pairs judged degraded links.
     pub link_degraded: Vec<Pair>,
+    /// The ToRs judged last round (enough members in the group), with their verdicts.
+    pub tors: Vec<Tor>,
+    /// Lasting changes that became the new normal since start.
+    pub normal_changes: NormalChanges,
     /// The group as formed.
     pub membership: Membership,
     /// Every candidate member, in candidate order.
@@ -32,6 +36,28 @@ pub struct State {
     pub transitions: Vec<TransitionView>,
     /// The device plane (NPU ports), when this node probes it.
     pub device: Option<Device>,
+}
+
+/// One ToR as the health engine judged it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tor {
+    /// Its name.
+    pub tor: String,
+    /// Its members.
+    pub members: Vec<String>,
+    /// The ToR verdict (the switch's, never its members').
+    pub degraded: bool,
+    /// While degraded: its members' probes against its normal (a ratio above 1).
+    pub slowdown_ratio: Option<f64>,
+}
+
+/// Lasting changes that became the normal, since start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct NormalChanges {
+    /// Of the group's round median.
+    pub fabric: u64,
+    /// Of a ToR's level.
+    pub tor: u64,
 }
 
 /// One NPU port.
@@ -282,6 +308,20 @@ impl From<&ProbeSnapshot> for State {
             },
             fabric_degraded: p.fabric_degraded,
             link_degraded: p.link_degraded.iter().map(|(a, b)| pair(*a, *b)).collect(),
+            tors: p
+                .tors
+                .iter()
+                .map(|t| Tor {
+                    tor: t.name.clone(),
+                    members: t.members.iter().map(|&i| p.name(i)).collect(),
+                    degraded: t.degraded,
+                    slowdown_ratio: t.slowdown_ratio,
+                })
+                .collect(),
+            normal_changes: NormalChanges {
+                fabric: p.normal_changes.fabric,
+                tor: p.normal_changes.tor,
+            },
             membership: Membership {
                 group_members: p.group_members,
                 stale: p.membership_stale,

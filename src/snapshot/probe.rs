@@ -208,6 +208,11 @@ pub struct ProbeSnapshot {
     pub fabric_degraded: bool,
     /// Pairs the engine judged degraded links (src, dst) in the last round.
     pub link_degraded: Vec<(usize, usize)>,
+    /// The ToRs the engine judged in the last round (those with enough members in the
+    /// group), with their verdict: empty without topology.
+    pub tors: Vec<TorView>,
+    /// Lasting changes that became the normal since start (their verdicts ended).
+    pub normal_changes: NormalChanges,
     /// Latest transitions (bounded), with reasons and evidence.
     pub transitions: VecDeque<Transition>,
     /// Why probing is inactive, if it is.
@@ -236,6 +241,30 @@ pub struct ProbeSnapshot {
     pub congestion_source_up: Option<bool>,
     /// This node's failed uplink reads since start.
     pub congestion_read_errors: u64,
+}
+
+/// One ToR (leaf switch) of the group, as the health engine judged it last round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TorView {
+    /// Its name, as the members' topology gave it.
+    pub name: String,
+    /// Its members (indices into `members`).
+    pub members: Vec<usize>,
+    /// The ToR verdict: its members are slow together against the ToR's learned normal.
+    /// For the network team; never a node's, port's or link's verdict.
+    pub degraded: bool,
+    /// While degraded: how much slower than its normal its members' probes are (a ratio,
+    /// above 1).
+    pub slowdown_ratio: Option<f64>,
+}
+
+/// Lasting changes that became the new normal, counted since start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NormalChanges {
+    /// Of the group's round median (the fabric verdict ended).
+    pub fabric: u64,
+    /// Of a ToR's level (its ToR verdict ended).
+    pub tor: u64,
 }
 
 /// One NPU port of the group on the device plane.

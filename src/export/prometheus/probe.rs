@@ -5,7 +5,7 @@
 
 use super::family::{Labels, Render, Sink, flag};
 use crate::snapshot::View;
-use crate::snapshot::probe::{NodeState, ProbeSnapshot};
+use crate::snapshot::probe::{NodeState, ProbeSnapshot, TorView};
 use std::fmt;
 
 /// Renders the probing part of the snapshot, when probing is configured.
@@ -189,6 +189,7 @@ fn verdicts(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
         "Whether the whole probe group is slow against its baseline (blocks quarantine recommendations).",
         one(flag(pr.fabric_degraded)),
     )?;
+    tors(pr, f)?;
     f.gauge(
         "hcclwatch_link_degraded",
         "Pairs the health engine judged a degraded link (both ends otherwise normal); a link verdict never quarantines a node.",
@@ -266,6 +267,33 @@ fn timings(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
         )?;
     }
     Ok(())
+}
+
+/// The ToR verdicts: the switch's, never its members'. Only ToRs the engine judged (enough
+/// members in the group) have a series: an unjudged ToR is absent, not 0.
+fn tors(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
+    let tor = |t: &TorView| vec![("tor", t.name.clone())];
+    f.gauge(
+        "hcclwatch_tor_degraded",
+        "Whether the ToR's members are slow together against the ToR's own learned normal (a verdict on the switch, for the network team; never quarantines its members). Only ToRs with at least 3 members in the probe group are judged.",
+        pr.tors.iter().map(|t| (tor(t), flag(t.degraded))).collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_tor_slowdown_ratio",
+        "While the ToR verdict holds: how much slower than the ToR's normal its members' probes are.",
+        pr.tors
+            .iter()
+            .filter_map(|t| t.slowdown_ratio.map(|r| (tor(t), r)))
+            .collect(),
+    )?;
+    f.counter(
+        "hcclwatch_normal_changes",
+        "Lasting changes that became the new normal after health.new_normal_rounds slow rounds in a row (their verdict ended), by scope: fabric (the group's round median) or tor.",
+        vec![
+            (vec![("scope", "fabric".to_string())], pr.normal_changes.fabric),
+            (vec![("scope", "tor".to_string())], pr.normal_changes.tor),
+        ],
+    )
 }
 
 #[cfg(test)]
