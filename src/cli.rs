@@ -111,6 +111,19 @@ pub struct DemoArgs {
     /// Take NPU port NODE:NPU's link down, e.g. `3:0`. Repeatable; needs --npus.
     #[arg(long = "down-port", value_name = "NODE:NPU")]
     pub down_port: Vec<String>,
+    /// Split the nodes into N ToRs of consecutive nodes (`tor-0` holds the first), written
+    /// to a topology file every daemon reads. Default: no topology, or 2 ToRs with
+    /// --slow-tor or --lossy-tor.
+    #[arg(long, value_name = "N")]
+    pub tors: Option<usize>,
+    /// Slow every probe touching a member of ToR T to FACTOR of nominal (0 < FACTOR < 1),
+    /// e.g. `1=0.5`: a ToR verdict, and no node verdict. Repeatable.
+    #[arg(long = "slow-tor", value_name = "TOR=FACTOR")]
+    pub slow_tor: Vec<String>,
+    /// Make every NPU port of ToR T's members lose LOSS of its packets (0 <= LOSS <= 1),
+    /// e.g. `0=0.05`. Repeatable; needs --npus.
+    #[arg(long = "lossy-tor", value_name = "TOR=LOSS")]
+    pub lossy_tor: Vec<String>,
 }
 
 /// Flags of `hcclwatch simulate`.

@@ -14,6 +14,7 @@
 //! themselves decided; the demo computes nothing of its own.
 
 mod device;
+mod tors;
 
 use std::io::{IsTerminal, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -129,14 +130,26 @@ fn config(
     tool: Option<&device::NodeTool>,
 ) -> String {
     let links = faults.links;
-    // A bad link caps both ends' sends to each other.
-    let peer_caps = links
+    // A bad link caps both ends' sends to each other; a slow ToR caps every send to its
+    // members from outside it (its members' own sends are capped by their throttle).
+    let mut caps: Vec<(usize, f64)> = links
         .iter()
         .filter_map(|&(a, b, f)| match rank {
             r if r == a => Some((b, f)),
             r if r == b => Some((a, f)),
             _ => None,
         })
+        .collect();
+    if let Some((t, _)) = faults.tors {
+        for p in (0..nodes.len()).filter(|&p| t.of(p) != t.of(rank) && t.factor(p) < 1.0) {
+            match caps.iter_mut().find(|(q, _)| *q == p) {
+                Some(c) => c.1 = c.1.min(t.factor(p)),
+                None => caps.push((p, t.factor(p))),
+            }
+        }
+    }
+    let peer_caps = caps
+        .into_iter()
         .map(|(p, f)| {
             format!(
                 "\"127.0.0.1:{}={}\"",
@@ -183,9 +196,12 @@ inject_peer_throttle = [{peer_caps}]
 # latency-sized ones after a few minutes of 4 rounds a second.
 budget_bytes_per_hour = 0
 budget_busy_ratio = 0.0
-{sections}"#,
+{sections}{topology}"#,
         web = nodes[rank].web,
-        key = key.display()
+        key = key.display(),
+        topology = faults
+            .tors
+            .map_or(String::new(), |(t, file)| t.sections(rank, file)),
     )
 }
 
@@ -230,8 +246,9 @@ fn render(
     nodes: &[Node],
     views: &[Option<Value>],
     elapsed: f64,
-    ports: Option<&device::Ports>,
+    faults: &Faults<'_>,
 ) -> (String, String) {
+    let ports = faults.ports;
     let mut out = format!(
         "hcclwatch demo: {} nodes, {elapsed:.0} s, shipped [health] thresholds\n",
         nodes.len()
@@ -282,11 +299,16 @@ fn render(
             bad_links.join(" ")
         }
     ));
+    let mut verdicts = format!("links {bad_links:?}\n");
+    if faults.tors.is_some() {
+        let line = tors::render(v);
+        out.push_str(&line);
+        verdicts.push_str(&line);
+    }
     out.push_str(&format!(
         "{:<4} {:<22} {:<7} {:<24} {:>10} {:>8} {:>8}  {}\n",
         "node", "probe address", "web", "state", "lag ms", "out/med", "in/med", "reason"
     ));
-    let mut verdicts = format!("links {bad_links:?}\n");
     for (i, m) in members.iter().enumerate() {
         let name = m["node"].as_str().unwrap_or("?");
         let ratio = |x: &[f64]| match (x.first(), median) {
@@ -357,7 +379,12 @@ pub fn main(a: &DemoArgs) -> anyhow::Result<()> {
     }
     let links = parse_links(&a.bad_link, a.nodes)?;
     let kill = parse_pairs(&a.kill, '@', "--kill", a.nodes)?;
-    let ports = device::parse(a, a.nodes)?;
+    let tors = tors::parse(a)?;
+    let tor_lossy = match (&tors, a.npus) {
+        (Some(t), Some(k)) => t.lossy_ports(k),
+        _ => Vec::new(),
+    };
+    let ports = device::parse(a, a.nodes, tor_lossy)?;
     if let Some(d) = a.duration
         && (d.is_nan() || d <= 0.0)
     {
@@ -373,6 +400,7 @@ pub fn main(a: &DemoArgs) -> anyhow::Result<()> {
     );
     std::fs::write(&key, secret).with_context(|| format!("writing {}", key.display()))?;
     let exe = std::env::current_exe().context("locating the hcclwatch binary")?;
+    let topology = tors.as_ref().map(|t| t.write(&dir)).transpose()?;
 
     let mut nodes: Vec<Node> = free_ports(2 * a.nodes)?
         .chunks_exact(2)
@@ -389,6 +417,7 @@ pub fn main(a: &DemoArgs) -> anyhow::Result<()> {
         links: &links,
         kill: &kill,
         ports: ports.as_ref(),
+        tors: tors.as_ref().zip(topology.as_deref()),
     };
     let result = run(a, &dir, &key, &exe, &mut nodes, &faults, &stop);
     for n in &mut nodes {
@@ -417,6 +446,8 @@ struct Faults<'a> {
     kill: &'a [(usize, f64)],
     /// With `--npus`: the fake NPU ports and their faults.
     ports: Option<&'a device::Ports>,
+    /// With `--tors` (or a ToR fault): the ToRs, their faults and the topology file.
+    tors: Option<(&'a tors::Tors, &'a Path)>,
 }
 
 /// Writes every node's config (and fake tool) and starts its daemon.
@@ -436,7 +467,8 @@ fn start(
             .slow
             .iter()
             .find(|(n, _)| *n == rank)
-            .map_or(1.0, |(_, f)| *f);
+            .map_or(1.0, |(_, f)| *f)
+            * faults.tors.map_or(1.0, |(t, _)| t.factor(rank));
         let throttle = (NOMINAL_BYTES_PER_SECOND * factor) as u64;
         let cfg = config(rank, nodes, key, throttle, faults, tool.as_ref());
         let path = dir.join(format!("node{rank}.toml"));
@@ -476,6 +508,9 @@ fn intro(dir: &Path, nodes: &[Node], faults: &Faults<'_>) {
     }
     for (x, y, f) in faults.links {
         println!("  link {x}-{y}: slowed to {f} of nominal, both directions");
+    }
+    if let Some((t, _)) = faults.tors {
+        print!("{}", t.describe());
     }
     if let Some(p) = faults.ports {
         print!("{}", p.describe(nodes.len()));
@@ -547,7 +582,7 @@ fn run(
                 views[i] = v;
             }
         }
-        let (screen, verdicts) = render(nodes, &views, elapsed, faults.ports);
+        let (screen, verdicts) = render(nodes, &views, elapsed, faults);
         if tty {
             print!("\x1b[2J\x1b[H{screen}");
             std::io::stdout().flush()?;

@@ -111,6 +111,29 @@ fn demo_rejects_bad_options_with_a_reason() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("node 9 does not exist"));
     let out = demo(&["--bad-link", "1+2=0.5"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected A-B=FACTOR"));
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["--slow-tor", "2=0.5"],
+            "--slow-tor \"2=0.5\": ToR 2 does not exist (with --tors 2 the ToRs are 0..1)",
+        ),
+        (
+            &["--tors", "3", "--slow-tor", "0=1.5"],
+            "FACTOR must be between 0 and 1",
+        ),
+        (&["--slow-tor", "0"], "expected TOR=FACTOR"),
+        (&["--lossy-tor", "1=0.1"], "--lossy-tor needs --npus K"),
+        (&["--tors", "9"], "--tors must be 1..=6"),
+        (
+            &["--npus", "2", "--lossy-tor", "1=2"],
+            "LOSS must be a fraction from 0 to 1",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = demo(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
 }
 
 #[test]

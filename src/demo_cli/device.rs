@@ -76,7 +76,13 @@ fn port_of(
 }
 
 /// The `--npus` options, checked; `None` without `--npus`.
-pub fn parse(a: &DemoArgs, nodes: usize) -> anyhow::Result<Option<Ports>> {
+/// `tor_lossy` are the `--lossy-tor` ports (node, NPU, loss), before any `--lossy-port`, which
+/// overrides them.
+pub fn parse(
+    a: &DemoArgs,
+    nodes: usize,
+    tor_lossy: Vec<(usize, usize, f64)>,
+) -> anyhow::Result<Option<Ports>> {
     let Some(npus) = a.npus else {
         let needs = [
             ("--lossy-port", !a.lossy_port.is_empty()),
@@ -91,10 +97,10 @@ pub fn parse(a: &DemoArgs, nodes: usize) -> anyhow::Result<Option<Ports>> {
     if !(1..=MAX_NPUS).contains(&npus) {
         bail!("--npus must be 1..={MAX_NPUS} (got {npus})");
     }
-    let lossy = a
-        .lossy_port
-        .iter()
-        .map(|s| {
+    let lossy = tor_lossy
+        .into_iter()
+        .map(Ok)
+        .chain(a.lossy_port.iter().map(|s| {
             let what = ("--lossy-port", s.as_str(), "NODE:NPU=LOSS");
             let (port, loss) = s
                 .split_once('=')
@@ -108,7 +114,7 @@ pub fn parse(a: &DemoArgs, nodes: usize) -> anyhow::Result<Option<Ports>> {
                 );
             }
             Ok((node, npu, loss))
-        })
+        }))
         .collect::<anyhow::Result<_>>()?;
     let down = a
         .down_port
