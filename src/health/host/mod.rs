@@ -180,6 +180,11 @@ pub struct RoundOutput {
     pub link_requests: Vec<(usize, usize)>,
     /// Window score per node (median log residual), for `hcclwatch_straggler_score`.
     pub scores: Vec<f64>,
+    /// Window score per node before any ToR's level is taken out, for the nodes judged
+    /// this round with a full window (`None` otherwise): what [`TorInference`] groups by.
+    ///
+    /// [`TorInference`]: crate::health::TorInference
+    pub raw_scores: Vec<Option<f64>>,
     /// Members whose re-pairing reports the others consistently contradict.
     pub inconsistent_reporters: Vec<usize>,
     /// ToRs whose members are slow together, against the ToR's own learned normal: a
@@ -340,6 +345,11 @@ impl HealthEngine {
             .collect();
         let mut confirm = self.confirmations(input, &r);
         out.scores = windows.iter().map(|w| w.score).collect();
+        out.raw_scores = raw
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (judged(&i) && w.full).then_some(w.score))
+            .collect();
         r.crowded = self.crowded(&windows, &r, &judged);
         out.fabric_degraded = r.fabric || r.crowded.iter().any(|c| *c);
         out.tor_verdicts = r.tor_judgement.verdicts.clone();

@@ -1,0 +1,395 @@
+//! Inferring ToRs from the probes when no topology source gives them.
+//!
+//! Nodes behind one ToR switch share its slowdowns: when the switch is slow, congested or
+//! swings with the day, every probe touching one of its members moves with it, so its
+//! members' window scores rise and fall together, while a straggler rises alone and a
+//! fleet-wide dip moves no peer-relative score at all. [`TorInference`] keeps, for a
+//! bounded window of rounds, each node's *excess* slowdown (its raw window score, before
+//! any ToR level is taken out, above a floor: zero while it is not slow) and groups the
+//! nodes whose excesses move together.
+//!
+//! The grouping is deliberately shy. A pair of nodes has evidence only after
+//! [`InferConfig::min_rounds`] rounds in which both were slow; its similarity is the
+//! correlation of their excess series over the window (1: slow in the same rounds by
+//! proportional amounts). A correlation, not a mere overlap: two stragglers slow through
+//! the whole window are both always slow, yet nothing moves them together, and they
+//! correlate no more than their noise does.
+//! Nodes are merged by average linkage while the clusters' mean similarity stays at
+//! [`InferConfig::similarity`] or above, and only clusters of at least
+//! [`InferConfig::min_members`] nodes are groups. A quiet fleet (nothing slow), a single
+//! straggler and nodes slow at unrelated times give no groups: "nothing inferred yet" is
+//! the answer until slowdowns have moved together.
+//!
+//! A group is not a ToR by name, only nodes that behaved as one; two ToRs that were only
+//! ever slow together (a spine event over both) are one group, and a ToR that was never
+//! slow is not found. Memory is bounded: `window` rounds of the nodes' excesses (only the
+//! slow ones stored) and one number per pair. Everything is deterministic: every member fed
+//! the same rounds infers the same groups, numbered by their lowest node.
+
+use std::collections::VecDeque;
+
+/// Variance of a node's excess series (log units²) below which it is taken as not moving.
+const MIN_VARIANCE: f64 = 1e-9;
+
+/// How the inference groups nodes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct InferConfig {
+    /// Rounds of history kept.
+    pub window: usize,
+    /// A node's window score above this (log units) is its excess slowdown; the engine's
+    /// exit threshold, `ln(1 + delta/2)`, by default.
+    pub floor: f64,
+    /// Rounds in which both nodes of a pair were slow before the pair is evidence.
+    pub min_rounds: usize,
+    /// Mean correlation of the excess series at or above which clusters merge.
+    pub similarity: f64,
+    /// Nodes a group needs (a ToR's level needs [`TOR_MIN_MEMBERS`] to be measured).
+    ///
+    /// [`TOR_MIN_MEMBERS`]: crate::health::TOR_MIN_MEMBERS
+    pub min_members: usize,
+}
+
+impl Default for InferConfig {
+    /// A day of 30-second rounds; the shipped exit threshold; two engine windows of shared
+    /// slowness; similarity 0.8; three members.
+    fn default() -> Self {
+        Self {
+            window: 2880,
+            floor: (1.0 + 0.08 / 2.0_f64).ln(),
+            min_rounds: 20,
+            similarity: 0.8,
+            min_members: super::tor::TOR_MIN_MEMBERS,
+        }
+    }
+}
+
+impl InferConfig {
+    /// The defaults with the floor at the engine's exit threshold, `ln(1 + delta/2)`, and
+    /// the evidence at two of its windows.
+    pub fn of(h: &super::HealthConfig) -> Self {
+        Self {
+            floor: (1.0 + h.delta / 2.0).ln(),
+            min_rounds: 2 * h.window.max(1),
+            ..Self::default()
+        }
+    }
+}
+
+/// The inference's state for one probe group of `n` nodes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TorInference {
+    cfg: InferConfig,
+    n: usize,
+    /// The window: per round, the nodes slow in it and their excess.
+    rounds: VecDeque<Vec<(usize, f64)>>,
+    /// Per node: Σ excess and Σ excess² over the window, and its slow rounds.
+    own: Vec<(f64, f64, u32)>,
+    /// Per pair (i < j, row-major over the upper triangle): Σ excess_i × excess_j over
+    /// the window, and the rounds both were slow.
+    pairs: Vec<(f64, u32)>,
+}
+
+impl TorInference {
+    /// An inference for `n` nodes with nothing seen.
+    pub fn new(n: usize, cfg: InferConfig) -> Self {
+        Self {
+            cfg,
+            n,
+            rounds: VecDeque::new(),
+            own: vec![(0.0, 0.0, 0); n],
+            pairs: vec![(0.0, 0); n * n.saturating_sub(1) / 2],
+        }
+    }
+
+    /// Nodes.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether it has no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The pair slot of `i < j`.
+    fn slot(&self, i: usize, j: usize) -> usize {
+        i * (2 * self.n - i - 1) / 2 + (j - i - 1)
+    }
+
+    /// Adds one round: each node's raw window score (`None`: not measured this round,
+    /// or its window not yet full). A node beyond `n` or a score that is not finite is
+    /// ignored.
+    pub fn observe(&mut self, scores: &[Option<f64>]) {
+        let floor = self.cfg.floor;
+        let row: Vec<(usize, f64)> = scores
+            .iter()
+            .take(self.n)
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let s = (*s)?;
+                (s.is_finite() && s > floor).then_some((i, s - floor))
+            })
+            .collect();
+        self.apply(&row, 1);
+        self.rounds.push_back(row);
+        while self.rounds.len() > self.cfg.window.max(1) {
+            if let Some(old) = self.rounds.pop_front() {
+                self.apply(&old, -1);
+            }
+        }
+    }
+
+    /// Adds (`sign` 1) or takes out (−1) one round's products. A sum whose count returns
+    /// to zero is reset to exactly zero, so that rounding never leaves a ghost.
+    fn apply(&mut self, row: &[(usize, f64)], sign: i32) {
+        let f = f64::from(sign);
+        for (k, &(i, ei)) in row.iter().enumerate() {
+            let o = &mut self.own[i];
+            o.0 += f * ei;
+            o.1 += f * ei * ei;
+            o.2 = o.2.saturating_add_signed(sign);
+            if o.2 == 0 {
+                (o.0, o.1) = (0.0, 0.0);
+            }
+            for &(j, ej) in &row[k + 1..] {
+                let s = self.slot(i.min(j), i.max(j));
+                let p = &mut self.pairs[s];
+                p.0 += f * ei * ej;
+                p.1 = p.1.saturating_add_signed(sign);
+                if p.1 == 0 {
+                    p.0 = 0.0;
+                }
+            }
+        }
+    }
+
+    /// The similarity of `i` and `j`: the correlation of their excess series over the
+    /// window (a round a node was not measured in counts as not slow), 0 without enough
+    /// shared slow rounds.
+    pub fn similarity(&self, i: usize, j: usize) -> f64 {
+        if i == j || i >= self.n || j >= self.n {
+            return 0.0;
+        }
+        let (cross, both) = self.pairs[self.slot(i.min(j), i.max(j))];
+        if (both as usize) < self.cfg.min_rounds.max(1) {
+            return 0.0;
+        }
+        let n = self.rounds.len() as f64;
+        let (xi, xxi, _) = self.own[i];
+        let (xj, xxj, _) = self.own[j];
+        // n² × the variance; a series that does not move (within rounding) correlates
+        // with nothing.
+        let var = |x: f64, xx: f64| (n * xx - x * x).max(0.0);
+        let (vi, vj) = (var(xi, xxi), var(xj, xxj));
+        let still = n * n * MIN_VARIANCE;
+        let norm = (vi * vj).sqrt();
+        if vi > still && vj > still {
+            (n * cross - xi * xj) / norm
+        } else {
+            0.0
+        }
+    }
+
+    /// The inferred groups, each sorted, ordered by their lowest node; empty when nothing
+    /// is inferred (yet).
+    pub fn groups(&self) -> Vec<Vec<usize>> {
+        let t = self.cfg.similarity;
+        // Only nodes with at least one similar partner can be in a group.
+        let candidates: Vec<usize> = (0..self.n)
+            .filter(|&i| (0..self.n).any(|j| self.similarity(i, j) >= t))
+            .collect();
+        let mut clusters: Vec<Vec<usize>> = candidates.iter().map(|&i| vec![i]).collect();
+        // Sum of similarities between each pair of clusters (average linkage divides by
+        // the product of their sizes).
+        let k = clusters.len();
+        let mut link: Vec<Vec<f64>> = vec![vec![0.0; k]; k];
+        for a in 0..k {
+            for b in a + 1..k {
+                let s = self.similarity(candidates[a], candidates[b]);
+                link[a][b] = s;
+                link[b][a] = s;
+            }
+        }
+        let mut alive: Vec<bool> = vec![true; k];
+        loop {
+            let mut best: Option<(f64, usize, usize)> = None;
+            for a in (0..k).filter(|&a| alive[a]) {
+                for b in (a + 1..k).filter(|&b| alive[b]) {
+                    let size = (clusters[a].len() * clusters[b].len()) as f64;
+                    let mean = link[a][b] / size;
+                    if mean >= t && best.is_none_or(|(m, _, _)| mean > m) {
+                        best = Some((mean, a, b));
+                    }
+                }
+            }
+            let Some((_, a, b)) = best else { break };
+            let moved = std::mem::take(&mut clusters[b]);
+            clusters[a].extend(moved);
+            alive[b] = false;
+            for c in 0..k {
+                let s = link[a][c] + link[b][c];
+                link[a][c] = s;
+                link[c][a] = s;
+            }
+        }
+        let mut out: Vec<Vec<usize>> = clusters
+            .into_iter()
+            .zip(alive)
+            .filter(|(c, alive)| *alive && c.len() >= self.cfg.min_members.max(2))
+            .map(|(mut c, _)| {
+                c.sort_unstable();
+                c
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Each node's inferred group (the index into [`TorInference::groups`]), `None` for
+    /// nodes in no group; empty when nothing is inferred.
+    pub fn assignment(&self) -> Vec<Option<u32>> {
+        let groups = self.groups();
+        if groups.is_empty() {
+            return Vec::new();
+        }
+        let mut out = vec![None; self.n];
+        for (g, members) in groups.iter().enumerate() {
+            for &i in members {
+                out[i] = Some(g as u32);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic noise in [−1, 1] for node `i` in round `r`.
+    fn noise(i: usize, r: usize) -> f64 {
+        let mut x = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (r as u64 + 7);
+        x ^= x >> 29;
+        x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x ^= x >> 32;
+        (x % 2001) as f64 / 1000.0 - 1.0
+    }
+
+    fn run(n: usize, rounds: usize, score: impl Fn(usize, usize) -> f64) -> TorInference {
+        let mut inf = TorInference::new(n, InferConfig::default());
+        for r in 0..rounds {
+            let s: Vec<Option<f64>> = (0..n).map(|i| Some(score(i, r))).collect();
+            inf.observe(&s);
+        }
+        inf
+    }
+
+    #[test]
+    fn two_tors_slow_at_different_times_are_two_groups() {
+        // Twelve nodes: 0–3 behind ToR A, 4–7 behind ToR B, 8–11 elsewhere. A is slow by
+        // 0.2 for rounds 50–99 (with a wobble its members share), B by 0.15 for 200–279.
+        let level = |i: usize, r: usize| {
+            if i < 4 && (50..100).contains(&r) {
+                0.2 + 0.05 * (r as f64 / 5.0).sin()
+            } else if (4..8).contains(&i) && (200..280).contains(&r) {
+                0.15 + 0.04 * (r as f64 / 7.0).cos()
+            } else {
+                0.0
+            }
+        };
+        let inf = run(12, 400, |i, r| level(i, r) + 0.01 * noise(i, r));
+        assert_eq!(inf.groups(), vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
+        let a = inf.assignment();
+        assert_eq!(
+            &a[..8],
+            &[Some(0); 4]
+                .iter()
+                .chain(&[Some(1); 4])
+                .copied()
+                .collect::<Vec<_>>()[..]
+        );
+        assert!(a[8..].iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn independent_noise_gives_no_groups() {
+        // Every node's score is its own noise, often above the floor (±0.1).
+        let inf = run(16, 1000, |i, r| 0.1 * noise(i, r));
+        assert_eq!(inf.groups(), Vec::<Vec<usize>>::new());
+        assert!(inf.assignment().is_empty());
+        // Nothing slow at all: nothing inferred either.
+        let quiet = run(16, 1000, |_, _| 0.0);
+        assert!(quiet.groups().is_empty());
+    }
+
+    #[test]
+    fn a_single_straggler_or_a_pair_is_not_a_group() {
+        // Node 3 slow for the whole run; nodes 5 and 6 slow together for 100 rounds.
+        let inf = run(10, 300, |i, r| match i {
+            3 => 0.3,
+            5 | 6 if (100..200).contains(&r) => 0.2,
+            _ => 0.0,
+        });
+        assert!(inf.groups().is_empty(), "{:?}", inf.groups());
+        // The pair is similar, but two are too few.
+        assert!(inf.similarity(5, 6) > 0.99);
+    }
+
+    #[test]
+    fn stragglers_slow_all_along_do_not_move_together() {
+        // Nodes 0, 3 and 6 are each slow through the whole run, by different amounts;
+        // always slow together, yet nothing moves them together.
+        let inf = run(9, 500, |i, r| match i {
+            0 => 0.2 + 0.01 * noise(i, r),
+            3 => 0.3 + 0.01 * noise(i, r),
+            6 => 0.25 + 0.01 * noise(i, r),
+            _ => 0.01 * noise(i, r),
+        });
+        assert!(inf.groups().is_empty(), "{:?}", inf.groups());
+    }
+
+    #[test]
+    fn evidence_needs_enough_shared_rounds_and_leaves_with_the_window() {
+        let cfg = InferConfig {
+            window: 100,
+            ..InferConfig::default()
+        };
+        let mut inf = TorInference::new(4, cfg);
+        for _ in 0..30 {
+            inf.observe(&[Some(0.0); 4]);
+        }
+        // Then nodes 0–2 slow together for 19 rounds: one short of the evidence needed.
+        let slow = [Some(0.3), Some(0.3), Some(0.3), Some(0.0)];
+        for _ in 0..19 {
+            inf.observe(&slow);
+        }
+        assert!(inf.groups().is_empty());
+        inf.observe(&slow);
+        assert_eq!(inf.groups(), vec![vec![0, 1, 2]]);
+        // A hundred quiet rounds later the window holds none of it.
+        for _ in 0..100 {
+            inf.observe(&[Some(0.0); 4]);
+        }
+        assert!(inf.groups().is_empty());
+        assert_eq!(inf.similarity(0, 1), 0.0);
+    }
+
+    #[test]
+    fn bad_input_is_ignored() {
+        let mut inf = TorInference::new(3, InferConfig::default());
+        for _ in 0..50 {
+            inf.observe(&[
+                Some(f64::NAN),
+                Some(f64::INFINITY),
+                None,
+                Some(0.5),
+                Some(0.5),
+            ]);
+        }
+        assert!(inf.groups().is_empty());
+        assert_eq!(
+            TorInference::new(0, InferConfig::default()).groups().len(),
+            0
+        );
+    }
+}
