@@ -20,7 +20,8 @@
 //!   parts; [`truth`]: its ground truth as the scorer and the JSON report carry it;
 //! - [`classes`], [`causes`]: every verdict judged, its cause, and every class's false
 //!   rate against its budget; [`expect`]: a scenario's expectation of the verdicts;
-//!   [`text`]: the report as text.
+//!   [`inference`]: the ToR inference's groups against the true ToRs; [`text`]: the
+//!   report as text.
 
 pub mod batch;
 pub(crate) mod cadence;
@@ -33,6 +34,7 @@ pub(crate) mod episodes;
 pub(crate) mod expect;
 pub(crate) mod fault;
 pub mod generate;
+pub(crate) mod inference;
 pub mod ood;
 pub(crate) mod place;
 pub(crate) mod report;
