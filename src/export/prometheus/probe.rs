@@ -290,6 +290,7 @@ mod tests {
             inconsistent_reports: false,
             uplink_congested,
             place: None,
+            inferred_tor: None,
         }
     }
 
