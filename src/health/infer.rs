@@ -2,11 +2,20 @@
 //!
 //! Nodes behind one ToR switch share its slowdowns: when the switch is slow, congested or
 //! swings with the day, every probe touching one of its members moves with it, so its
-//! members' window scores rise and fall together, while a straggler rises alone and a
-//! fleet-wide dip moves no peer-relative score at all. [`TorInference`] keeps, for a
-//! bounded window of rounds, each node's *excess* slowdown (its raw window score, before
-//! any ToR level is taken out, above a floor: zero while it is not slow) and groups the
-//! nodes whose excesses move together.
+//! members' slowdowns rise and fall together, while a straggler rises alone and a
+//! fleet-wide dip moves no peer-relative residual at all. [`TorInference`] keeps, for a
+//! bounded window of rounds, each node's *excess* slowdown (its score above a floor: zero
+//! while it is not slow) and groups the nodes whose excesses move together.
+//!
+//! A node's score here is not the engine's window score. The engine judges a node by the
+//! slower of its sending and receiving sides, and the permutation's stride turns by one a
+//! round, so a node's partners over a window are a run of neighbouring members: a node
+//! some way from a slow ToR has one side slow while that run crosses the ToR, and the
+//! sweep moves through the group, making its bystanders look as if they moved together.
+//! So [`TorInference::observe_probes`] takes, each round, the *faster* of the node's two
+//! probes (log residual against the round's median): only a node whose both probes are
+//! slow, round after round, is slow, which a ToR's member is and a bystander rarely is.
+//! Its score is the median of those over the engine's window.
 //!
 //! The grouping is deliberately shy. A pair of nodes has evidence only after
 //! [`InferConfig::min_rounds`] rounds in which both were slow; its similarity is the
@@ -28,6 +37,9 @@
 
 use std::collections::VecDeque;
 
+use super::host::Probe;
+use super::stats::median;
+
 /// Variance of a node's excess series (log units²) below which it is taken as not moving.
 const MIN_VARIANCE: f64 = 1e-9;
 
@@ -43,6 +55,9 @@ pub struct InferConfig {
     pub min_rounds: usize,
     /// Mean correlation of the excess series at or above which clusters merge.
     pub similarity: f64,
+    /// Rounds of a node's per-round slowdown whose median is its score
+    /// ([`TorInference::observe_probes`]).
+    pub score_rounds: usize,
     /// Nodes a group needs (a ToR's level needs [`TOR_MIN_MEMBERS`] to be measured).
     ///
     /// [`TOR_MIN_MEMBERS`]: crate::health::TOR_MIN_MEMBERS
@@ -50,14 +65,15 @@ pub struct InferConfig {
 }
 
 impl Default for InferConfig {
-    /// A day of 30-second rounds; the shipped exit threshold; two engine windows of shared
-    /// slowness; similarity 0.8; three members.
+    /// 2880 rounds (8 h at the shipped 10 s probe interval); the shipped exit threshold;
+    /// two engine windows of shared slowness; similarity 0.8; three members.
     fn default() -> Self {
         Self {
             window: 2880,
             floor: (1.0 + 0.08 / 2.0_f64).ln(),
             min_rounds: 20,
             similarity: 0.8,
+            score_rounds: 10,
             min_members: super::tor::TOR_MIN_MEMBERS,
         }
     }
@@ -70,6 +86,7 @@ impl InferConfig {
         Self {
             floor: (1.0 + h.delta / 2.0).ln(),
             min_rounds: 2 * h.window.max(1),
+            score_rounds: h.window.max(1),
             ..Self::default()
         }
     }
@@ -87,6 +104,9 @@ pub struct TorInference {
     /// Per pair (i < j, row-major over the upper triangle): Σ excess_i × excess_j over
     /// the window, and the rounds both were slow.
     pairs: Vec<(f64, u32)>,
+    /// Per node: the faster of its two probes' residuals in each of the last
+    /// `score_rounds` rounds it was measured in.
+    recent: Vec<VecDeque<f64>>,
 }
 
 impl TorInference {
@@ -98,6 +118,7 @@ impl TorInference {
             rounds: VecDeque::new(),
             own: vec![(0.0, 0.0, 0); n],
             pairs: vec![(0.0, 0); n * n.saturating_sub(1) / 2],
+            recent: vec![VecDeque::new(); n],
         }
     }
 
@@ -116,7 +137,43 @@ impl TorInference {
         i * (2 * self.n - i - 1) / 2 + (j - i - 1)
     }
 
-    /// Adds one round: each node's raw window score (`None`: not measured this round,
+    /// Adds one permutation round's probes (each node sends one and receives one): each
+    /// node's slowdown this round is the faster of its two probes' log residuals against
+    /// the round's median, and its score the median of its last `score_rounds` of them (a
+    /// node without both probes this round, or without `score_rounds` of them yet, has no
+    /// score this round).
+    pub fn observe_probes(&mut self, probes: &[Probe]) {
+        let n = self.n;
+        let ok: Vec<&Probe> = probes.iter().filter(|p| p.within(n)).collect();
+        let mut logs: Vec<f64> = ok.iter().map(|p| p.seconds.ln()).collect();
+        let mid = median(&mut logs);
+        let mut sent: Vec<Option<f64>> = vec![None; n];
+        let mut got: Vec<Option<f64>> = vec![None; n];
+        for p in &ok {
+            let d = p.seconds.ln() - mid;
+            sent[p.src] = Some(sent[p.src].map_or(d, |x: f64| x.min(d)));
+            got[p.dst] = Some(got[p.dst].map_or(d, |x: f64| x.min(d)));
+        }
+        let w = self.cfg.score_rounds.max(1);
+        let mut scores: Vec<Option<f64>> = vec![None; n];
+        for (i, score) in scores.iter_mut().enumerate() {
+            let (Some(a), Some(b)) = (sent[i], got[i]) else {
+                continue;
+            };
+            let r = &mut self.recent[i];
+            r.push_back(a.min(b));
+            while r.len() > w {
+                r.pop_front();
+            }
+            if r.len() == w {
+                let mut v: Vec<f64> = r.iter().copied().collect();
+                *score = Some(median(&mut v));
+            }
+        }
+        self.observe(&scores);
+    }
+
+    /// Adds one round of scores directly: each node's score (`None`: not measured this round,
     /// or its window not yet full). A node beyond `n` or a score that is not finite is
     /// ignored.
     pub fn observe(&mut self, scores: &[Option<f64>]) {
@@ -309,6 +366,46 @@ mod tests {
                 .collect::<Vec<_>>()[..]
         );
         assert!(a[8..].iter().all(Option::is_none));
+    }
+
+    /// Permutation rounds as the prober runs them (the stride turning by one a round):
+    /// node k receives from k − stride; `slow(node, round)` is its added log slowdown, a
+    /// probe's the sum of its two ends'.
+    fn permutation(n: usize, rounds: usize, slow: impl Fn(usize, usize) -> f64) -> TorInference {
+        let mut inf = TorInference::new(n, InferConfig::default());
+        for r in 0..rounds {
+            let stride = 1 + r % (n - 1);
+            let probes: Vec<Probe> = (0..n)
+                .map(|k| {
+                    let src = (k + n - stride) % n;
+                    let d = slow(src, r) + slow(k, r) + 0.01 * noise(src * n + k, r);
+                    Probe {
+                        src,
+                        dst: k,
+                        seconds: 1e-3 * d.exp(),
+                    }
+                })
+                .collect();
+            inf.observe_probes(&probes);
+        }
+        inf
+    }
+
+    #[test]
+    fn from_probes_a_slow_tor_is_its_members_not_the_bystanders_its_probes_sweep() {
+        // 24 nodes, ToR = nodes 8–15 slow by 0.3 in rounds 100–299: every node's partners
+        // sweep across it, but only its members have both probes slow round after round.
+        let inf = permutation(24, 400, |i, r| {
+            if (8..16).contains(&i) && (100..300).contains(&r) {
+                0.3
+            } else {
+                0.0
+            }
+        });
+        assert_eq!(inf.groups(), vec![(8..16).collect::<Vec<usize>>()]);
+        // A single straggler from round 50: no group.
+        let inf = permutation(24, 400, |i, r| if i == 5 && r >= 50 { 0.3 } else { 0.0 });
+        assert!(inf.groups().is_empty(), "{:?}", inf.groups());
     }
 
     #[test]

@@ -624,8 +624,9 @@ impl Prober {
         let Some(r) = self.exchange(&proposal, own) else {
             return;
         };
-        let out = self.engine.step(&self.engine_input(&r, &present));
-        self.infer.observe(&out.raw_scores);
+        let input = self.engine_input(&r, &present);
+        let out = self.engine.step(&input);
+        self.infer.observe_probes(&input.probes);
         self.publish_inferred(me);
         self.requests = out.confirm_requests.clone();
         self.link_requests = out.link_requests.clone();

@@ -376,6 +376,35 @@ mod tests {
         assert_eq!(dip.map(|o| o.detected), Some(None));
     }
 
+    /// The ToR inference is scored against the true ToRs: a ToR slow for a while is one
+    /// group and nothing else is; a fleet where nothing is slow infers nothing, and says
+    /// so (no precision), never a made-up group.
+    #[test]
+    fn the_tor_inference_is_scored_against_the_true_tors() {
+        let scenario = |faults: &str| {
+            let text = format!(
+                "name = \"infer\"\ndescription = \"t\"\n[fleet]\nnodes = 48\ngroup_size = 48\ntor_size = 8\nhours = 2\nseed = 5\n{faults}"
+            );
+            let s: Scenario = toml::from_str(&text).unwrap();
+            Overrides::default().apply(s, "infer").unwrap()
+        };
+        // ToR 1 (nodes 8–15) 30 % slow for 100 rounds.
+        let slow = "[[fault]]\nkind = \"slow_tor\"\ntors = [1]\nmagnitude = 0.3\nonset = 200\nrounds = 100\n";
+        let r = simulate(&scenario(slow), &Engines::default()).unwrap();
+        let a = r.topology_inference.clone().expect("the fleet has ToRs");
+        // Six ToRs of eight in one probe group: 6 × 28 same-ToR pairs; ToR 1 found whole.
+        assert_eq!(a.pairs_same_tor, 168);
+        assert_eq!((a.groups, a.pure_groups, a.nodes_placed), (1, 1, 8));
+        assert_eq!(a.precision, Some(1.0));
+        assert_eq!(a.recall, Some(28.0 / 168.0));
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["topology_inference"]["pairs_right"], 28);
+        assert!(text(&r).contains("Topology inference"), "{}", text(&r));
+        let quiet = simulate(&scenario(""), &Engines::default()).unwrap();
+        let q = quiet.topology_inference.expect("the fleet has ToRs");
+        assert_eq!((q.groups, q.precision), (0, None));
+    }
+
     /// A quiet fleet (no fault at all) is still judged on every class: its false suspects
     /// (congestion is real slowness, which the suspect level cannot tell from a
     /// straggler) break their budget, and the report says so instead of `n/a`; a class the

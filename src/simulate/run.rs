@@ -123,7 +123,8 @@ struct HostGroup {
     link_requests: Vec<(usize, usize)>,
     /// The members' counter readings, as late as the scenario's `[counters]` says.
     counters: Reader,
-    /// The ToR inference the daemon runs when no source gives ToRs.
+    /// The ToR inference the daemon runs when no source gives ToRs, fed the same
+    /// permutation probes as the engine.
     infer: TorInference,
 }
 
@@ -264,7 +265,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
             let t0 = Instant::now();
             let out = h.engine.step(&input);
             t.host_seconds += t0.elapsed().as_secs_f64();
-            h.infer.observe(&out.raw_scores);
+            h.infer.observe_probes(&input.probes);
             let m = &h.members;
             links.extend(out.link_verdicts.iter().map(|&(a, b)| (m[a], m[b])));
             if out.fabric_degraded {

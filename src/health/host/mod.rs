@@ -116,12 +116,12 @@ pub struct Probe {
 
 impl Probe {
     /// A usable duration.
-    fn valid(&self) -> bool {
+    pub(super) fn valid(&self) -> bool {
         self.seconds.is_finite() && self.seconds > 0.0
     }
 
     /// Usable, with both ends among `n` nodes.
-    fn within(&self, n: usize) -> bool {
+    pub(super) fn within(&self, n: usize) -> bool {
         self.src < n && self.dst < n && self.valid()
     }
 }
@@ -180,11 +180,6 @@ pub struct RoundOutput {
     pub link_requests: Vec<(usize, usize)>,
     /// Window score per node (median log residual), for `hcclwatch_straggler_score`.
     pub scores: Vec<f64>,
-    /// Window score per node before any ToR's level is taken out, for the nodes judged
-    /// this round with a full window (`None` otherwise): what [`TorInference`] groups by.
-    ///
-    /// [`TorInference`]: crate::health::TorInference
-    pub raw_scores: Vec<Option<f64>>,
     /// Members whose re-pairing reports the others consistently contradict.
     pub inconsistent_reporters: Vec<usize>,
     /// ToRs whose members are slow together, against the ToR's own learned normal: a
@@ -345,11 +340,6 @@ impl HealthEngine {
             .collect();
         let mut confirm = self.confirmations(input, &r);
         out.scores = windows.iter().map(|w| w.score).collect();
-        out.raw_scores = raw
-            .iter()
-            .enumerate()
-            .map(|(i, w)| (judged(&i) && w.full).then_some(w.score))
-            .collect();
         r.crowded = self.crowded(&windows, &r, &judged);
         out.fabric_degraded = r.fabric || r.crowded.iter().any(|c| *c);
         out.tor_verdicts = r.tor_judgement.verdicts.clone();
