@@ -283,8 +283,8 @@ impl TorInference {
             let moved = std::mem::take(&mut clusters[b]);
             clusters[a].extend(moved);
             alive[b] = false;
-            for c in 0..k {
-                let s = link[a][c] + link[b][c];
+            let merged: Vec<f64> = (0..k).map(|c| link[a][c] + link[b][c]).collect();
+            for (c, s) in merged.into_iter().enumerate() {
                 link[a][c] = s;
                 link[c][a] = s;
             }

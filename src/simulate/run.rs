@@ -307,18 +307,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
     t.device_nodes.finish(end);
     t.pairs.finish(end);
     t.device_fabric.finish(end);
-    t.final_nodes = vec![NodeState::Healthy; topo.nodes];
-    for h in &hosts {
-        for (k, state) in h.engine.states().into_iter().enumerate() {
-            t.final_nodes[h.members[k]] = state;
-        }
-        t.inferred.extend(
-            h.infer
-                .groups()
-                .into_iter()
-                .map(|g| g.into_iter().map(|k| h.members[k]).collect::<Vec<usize>>()),
-        );
-    }
+    host_finals(&mut t, &hosts, topo.nodes);
     t.final_ports = vec![NodeState::Healthy; topo.nodes * topo.npus];
     for g in &devices {
         for (k, state) in g.engine.states().into_iter().enumerate() {
@@ -331,6 +320,23 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
         t.traffic.max_port_round = t.traffic.max_port_round.max(g.traffic.max_port_round);
     }
     t
+}
+
+/// Every node's host-plane state at the end, and each group's inferred ToR groups (in
+/// global node numbers).
+fn host_finals(t: &mut Trace, hosts: &[HostGroup], nodes: usize) {
+    t.final_nodes = vec![NodeState::Healthy; nodes];
+    for h in hosts {
+        for (k, state) in h.engine.states().into_iter().enumerate() {
+            t.final_nodes[h.members[k]] = state;
+        }
+        t.inferred.extend(
+            h.infer
+                .groups()
+                .into_iter()
+                .map(|g| g.into_iter().map(|k| h.members[k]).collect::<Vec<usize>>()),
+        );
+    }
 }
 
 /// One round of every group's device plane; `host_suspects` are the nodes (global) the
