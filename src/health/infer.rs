@@ -14,8 +14,12 @@
 //! sweep moves through the group, making its bystanders look as if they moved together.
 //! So [`TorInference::observe_probes`] takes, each round, the *faster* of the node's two
 //! probes (log residual against the round's median): only a node whose both probes are
-//! slow, round after round, is slow, which a ToR's member is and a bystander rarely is.
-//! Its score is the median of those over the engine's window.
+//! slow is slow that round, which a ToR's member always is. A bystander still is in the
+//! rounds whose stride puts both its partners behind the slow ToR: for the member
+//! opposite the ToR, up to as many consecutive rounds as the ToR has members, once per
+//! turn of the stride. So a node's score is the median of those over a whole turn, at
+//! least `n − 1` rounds (every partner once): a ToR's member is slow in all of them, a
+//! bystander in fewer than half while its ToR holds less than half the group.
 //!
 //! The grouping is deliberately shy. A pair of nodes has evidence only after
 //! [`InferConfig::min_rounds`] rounds in which both were slow; its similarity is the
@@ -56,7 +60,8 @@ pub struct InferConfig {
     /// Mean correlation of the excess series at or above which clusters merge.
     pub similarity: f64,
     /// Rounds of a node's per-round slowdown whose median is its score
-    /// ([`TorInference::observe_probes`]).
+    /// ([`TorInference::observe_probes`]), at least: it is never fewer than a turn of the
+    /// stride, `n − 1`.
     pub score_rounds: usize,
     /// Nodes a group needs (a ToR's level needs [`TOR_MIN_MEMBERS`] to be measured).
     ///
@@ -105,7 +110,7 @@ pub struct TorInference {
     /// the window, and the rounds both were slow.
     pairs: Vec<(f64, u32)>,
     /// Per node: the faster of its two probes' residuals in each of the last
-    /// `score_rounds` rounds it was measured in.
+    /// [`TorInference::score_rounds`] rounds it was measured in.
     recent: Vec<VecDeque<f64>>,
 }
 
@@ -132,6 +137,12 @@ impl TorInference {
         self.n == 0
     }
 
+    /// Rounds whose median is a node's score: `score_rounds`, and never fewer than a turn
+    /// of the stride (`n − 1`, every partner once).
+    pub fn score_rounds(&self) -> usize {
+        self.cfg.score_rounds.max(self.n.saturating_sub(1)).max(1)
+    }
+
     /// The pair slot of `i < j`.
     fn slot(&self, i: usize, j: usize) -> usize {
         i * (2 * self.n - i - 1) / 2 + (j - i - 1)
@@ -139,9 +150,9 @@ impl TorInference {
 
     /// Adds one permutation round's probes (each node sends one and receives one): each
     /// node's slowdown this round is the faster of its two probes' log residuals against
-    /// the round's median, and its score the median of its last `score_rounds` of them (a
-    /// node without both probes this round, or without `score_rounds` of them yet, has no
-    /// score this round).
+    /// the round's median, and its score the median of its last
+    /// [`TorInference::score_rounds`] of them (a node without both probes this round, or
+    /// without that many of them yet, has no score this round).
     pub fn observe_probes(&mut self, probes: &[Probe]) {
         let n = self.n;
         let ok: Vec<&Probe> = probes.iter().filter(|p| p.within(n)).collect();
@@ -154,7 +165,7 @@ impl TorInference {
             sent[p.src] = Some(sent[p.src].map_or(d, |x: f64| x.min(d)));
             got[p.dst] = Some(got[p.dst].map_or(d, |x: f64| x.min(d)));
         }
-        let w = self.cfg.score_rounds.max(1);
+        let w = self.score_rounds();
         let mut scores: Vec<Option<f64>> = vec![None; n];
         for (i, score) in scores.iter_mut().enumerate() {
             let (Some(a), Some(b)) = (sent[i], got[i]) else {
@@ -393,9 +404,11 @@ mod tests {
 
     #[test]
     fn from_probes_a_slow_tor_is_its_members_not_the_bystanders_its_probes_sweep() {
-        // 24 nodes, ToR = nodes 8–15 slow by 0.3 in rounds 100–299: every node's partners
-        // sweep across it, but only its members have both probes slow round after round.
-        let inf = permutation(24, 400, |i, r| {
+        // 32 nodes, ToR = nodes 8–15 slow by 0.3 in rounds 100–299 (a quarter of the
+        // group: its probes are fewer than half the round's, so the round's median stays
+        // the others'): every node's partners sweep across it, but only its members have
+        // both probes slow round after round.
+        let inf = permutation(32, 400, |i, r| {
             if (8..16).contains(&i) && (100..300).contains(&r) {
                 0.3
             } else {
@@ -403,8 +416,18 @@ mod tests {
             }
         });
         assert_eq!(inf.groups(), vec![(8..16).collect::<Vec<usize>>()]);
+        // 64 nodes, ToR = nodes 16–31: the members opposite it have both partners behind
+        // it for up to 16 rounds in a row, once a turn, and together; not a group.
+        let inf = permutation(64, 600, |i, r| {
+            if (16..32).contains(&i) && (100..500).contains(&r) {
+                0.3
+            } else {
+                0.0
+            }
+        });
+        assert_eq!(inf.groups(), vec![(16..32).collect::<Vec<usize>>()]);
         // A single straggler from round 50: no group.
-        let inf = permutation(24, 400, |i, r| if i == 5 && r >= 50 { 0.3 } else { 0.0 });
+        let inf = permutation(32, 400, |i, r| if i == 5 && r >= 50 { 0.3 } else { 0.0 });
         assert!(inf.groups().is_empty(), "{:?}", inf.groups());
     }
 
