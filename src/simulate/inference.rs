@@ -32,6 +32,9 @@ pub struct InferenceAccuracy {
     pub precision: Option<f64>,
     /// `pairs_right / pairs_same_tor`; `None` when no pair shares a ToR.
     pub recall: Option<f64>,
+    /// The groups (global node numbers); empty in a pooled report.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inferred: Vec<Vec<usize>>,
 }
 
 impl InferenceAccuracy {
@@ -86,6 +89,7 @@ pub fn measure(inferred: &[Vec<usize>], topo: &Topology) -> Option<InferenceAccu
         a.pairs_right += per_tor.values().map(|&k| pairs(k)).sum::<usize>();
         a.pure_groups += usize::from(per_tor.len() == 1);
     }
+    a.inferred = inferred.to_vec();
     Some(a.ratios())
 }
 
@@ -125,6 +129,7 @@ mod tests {
         assert_eq!(a.recall, Some(0.0));
         let pooled = InferenceAccuracy::pooled([&a, &a]).expect("two runs");
         assert_eq!(pooled.pairs_same_tor, 36);
+        assert!(pooled.inferred.is_empty());
         assert_eq!(pooled.precision, None);
     }
 }

@@ -395,6 +395,7 @@ mod tests {
         // Six ToRs of eight in one probe group: 6 × 28 same-ToR pairs; ToR 1 found whole.
         assert_eq!(a.pairs_same_tor, 168);
         assert_eq!((a.groups, a.pure_groups, a.nodes_placed), (1, 1, 8));
+        assert_eq!(a.inferred, vec![(8..16).collect::<Vec<usize>>()]);
         assert_eq!(a.precision, Some(1.0));
         assert_eq!(a.recall, Some(28.0 / 168.0));
         let json = serde_json::to_value(&r).unwrap();
