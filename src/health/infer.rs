@@ -44,6 +44,21 @@ use std::collections::VecDeque;
 use super::host::Probe;
 use super::stats::median;
 
+/// One round of the window: the slow nodes and their excess, and the pairs' own probes
+/// (pair slot, excess over the slower of the nodes' other probes).
+#[derive(Debug, Clone, PartialEq)]
+struct Round {
+    slow: Vec<(usize, f64)>,
+    direct: Vec<(usize, f64)>,
+}
+
+/// A pair's own probes (both ends slow) needed before they can set it apart.
+pub const MIN_DIRECT: usize = 2;
+
+/// A pair probe's excess over its slower node is clamped to ± this (log units), so that
+/// one spike cannot decide.
+const DIRECT_CLAMP: f64 = 0.5;
+
 /// Variance of a node's excess series (log units²) below which it is taken as not moving.
 const MIN_VARIANCE: f64 = 1e-9;
 
@@ -103,12 +118,15 @@ pub struct TorInference {
     cfg: InferConfig,
     n: usize,
     /// The window: per round, the nodes slow in it and their excess.
-    rounds: VecDeque<Vec<(usize, f64)>>,
+    rounds: VecDeque<Round>,
     /// Per node: Σ excess and Σ excess² over the window, and its slow rounds.
     own: Vec<(f64, f64, u32)>,
     /// Per pair (i < j, row-major over the upper triangle): Σ excess_i × excess_j over
     /// the window, and the rounds both were slow.
     pairs: Vec<(f64, u32)>,
+    /// Per pair: Σ of its own probes' excess over its nodes' other probes (see
+    /// [`TorInference::apart`]), and how many, over the window.
+    direct: Vec<(f64, u32)>,
     /// Per node: the faster of its two probes' residuals in each of the last
     /// [`TorInference::score_rounds`] rounds it was measured in.
     recent: Vec<VecDeque<f64>>,
@@ -123,6 +141,7 @@ impl TorInference {
             rounds: VecDeque::new(),
             own: vec![(0.0, 0.0, 0); n],
             pairs: vec![(0.0, 0); n * n.saturating_sub(1) / 2],
+            direct: vec![(0.0, 0); n * n.saturating_sub(1) / 2],
             recent: vec![VecDeque::new(); n],
         }
     }
@@ -181,15 +200,54 @@ impl TorInference {
                 *score = Some(median(&mut v));
             }
         }
-        self.observe(&scores);
+        // The pair's own probes, where both its nodes are slow: how much slower each was
+        // than the slower of its two nodes' other probes of the round (same round, same
+        // median: the stride moves the median when a slow ToR holds a quarter of the
+        // group, and a pair inside it is probed only at short strides).
+        let slow = |i: usize| scores[i].is_some_and(|s| s > self.cfg.floor);
+        let mut touching: Vec<Vec<(usize, f64)>> = vec![Vec::new(); n];
+        for (k, p) in ok.iter().enumerate() {
+            let d = p.seconds.ln() - mid;
+            touching[p.src].push((k, d));
+            touching[p.dst].push((k, d));
+        }
+        let other = |i: usize, k: usize| -> Option<f64> {
+            touching[i]
+                .iter()
+                .filter(|(x, _)| *x != k)
+                .map(|(_, d)| *d)
+                .reduce(f64::max)
+        };
+        let direct: Vec<(usize, f64)> = ok
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.src != p.dst && slow(p.src) && slow(p.dst))
+            .filter_map(|(k, p)| {
+                let others = other(p.src, k)?.max(other(p.dst, k)?);
+                let x = p.seconds.ln() - mid - others;
+                let slot = self.slot(p.src.min(p.dst), p.src.max(p.dst));
+                Some((slot, x.clamp(-DIRECT_CLAMP, DIRECT_CLAMP)))
+            })
+            .collect();
+        let row = self.row(&scores);
+        self.push(Round { slow: row, direct });
     }
 
     /// Adds one round of scores directly: each node's score (`None`: not measured this round,
     /// or its window not yet full). A node beyond `n` or a score that is not finite is
     /// ignored.
     pub fn observe(&mut self, scores: &[Option<f64>]) {
+        let slow = self.row(scores);
+        self.push(Round {
+            slow,
+            direct: Vec::new(),
+        });
+    }
+
+    /// The slow nodes of a round of scores and their excess.
+    fn row(&self, scores: &[Option<f64>]) -> Vec<(usize, f64)> {
         let floor = self.cfg.floor;
-        let row: Vec<(usize, f64)> = scores
+        scores
             .iter()
             .take(self.n)
             .enumerate()
@@ -197,9 +255,13 @@ impl TorInference {
                 let s = (*s)?;
                 (s.is_finite() && s > floor).then_some((i, s - floor))
             })
-            .collect();
-        self.apply(&row, 1);
-        self.rounds.push_back(row);
+            .collect()
+    }
+
+    /// Adds a round to the window, and takes out the one that leaves it.
+    fn push(&mut self, round: Round) {
+        self.apply(&round, 1);
+        self.rounds.push_back(round);
         while self.rounds.len() > self.cfg.window.max(1) {
             if let Some(old) = self.rounds.pop_front() {
                 self.apply(&old, -1);
@@ -209,8 +271,17 @@ impl TorInference {
 
     /// Adds (`sign` 1) or takes out (−1) one round's products. A sum whose count returns
     /// to zero is reset to exactly zero, so that rounding never leaves a ghost.
-    fn apply(&mut self, row: &[(usize, f64)], sign: i32) {
+    fn apply(&mut self, round: &Round, sign: i32) {
         let f = f64::from(sign);
+        for &(slot, x) in &round.direct {
+            let d = &mut self.direct[slot];
+            d.0 += f * x;
+            d.1 = d.1.saturating_add_signed(sign);
+            if d.1 == 0 {
+                d.0 = 0.0;
+            }
+        }
+        let row = &round.slow;
         for (k, &(i, ei)) in row.iter().enumerate() {
             let o = &mut self.own[i];
             o.0 += f * ei;
@@ -239,7 +310,7 @@ impl TorInference {
             return 0.0;
         }
         let (cross, both) = self.pairs[self.slot(i.min(j), i.max(j))];
-        if (both as usize) < self.cfg.min_rounds.max(1) {
+        if (both as usize) < self.cfg.min_rounds.max(1) || self.apart(i, j) {
             return 0.0;
         }
         let n = self.rounds.len() as f64;
@@ -256,6 +327,21 @@ impl TorInference {
         } else {
             0.0
         }
+    }
+
+    /// Whether the pair's own probes say its two nodes are slow for separate reasons: a
+    /// probe between two members of one slow ToR crosses the switch once and is about as
+    /// slow as either member's other probes, while a probe between two stragglers carries
+    /// both slowdowns. Apart when, over at least [`MIN_DIRECT`] of the pair's probes in
+    /// rounds where both were slow, the probe was on average more than the floor slower
+    /// than the slower of the two nodes' other probes of the same round. Stragglers whose slowness began together
+    /// move together as a ToR's members do; this is what tells them apart.
+    pub fn apart(&self, i: usize, j: usize) -> bool {
+        if i == j || i >= self.n || j >= self.n {
+            return false;
+        }
+        let (sum, k) = self.direct[self.slot(i.min(j), i.max(j))];
+        k as usize >= MIN_DIRECT && sum / f64::from(k) > self.cfg.floor
     }
 
     /// The inferred groups, each sorted, ordered by their lowest node; empty when nothing
@@ -379,17 +465,41 @@ mod tests {
         assert!(a[8..].iter().all(Option::is_none));
     }
 
+    /// A slow ToR: its members, the rounds it is slow in, its level.
+    type SlowTor = (std::ops::Range<usize>, std::ops::Range<usize>, f64);
+
     /// Permutation rounds as the prober runs them (the stride turning by one a round):
-    /// node k receives from k − stride; `slow(node, round)` is its added log slowdown, a
-    /// probe's the sum of its two ends'.
-    fn permutation(n: usize, rounds: usize, slow: impl Fn(usize, usize) -> f64) -> TorInference {
+    /// node k receives from k − stride. A probe is as slow as the slow ToR when either end
+    /// is behind it (a pair inside it crosses it once), plus each end's own slowdown
+    /// (`stragglers`: node, first slow round, slowdown).
+    fn permutation(
+        n: usize,
+        rounds: usize,
+        tor: Option<SlowTor>,
+        stragglers: &[(usize, usize, f64)],
+    ) -> TorInference {
         let mut inf = TorInference::new(n, InferConfig::default());
+        let own = |i: usize, r: usize| -> f64 {
+            stragglers
+                .iter()
+                .filter(|(x, from, _)| *x == i && r >= *from)
+                .map(|(_, _, d)| d)
+                .sum()
+        };
         for r in 0..rounds {
             let stride = 1 + r % (n - 1);
             let probes: Vec<Probe> = (0..n)
                 .map(|k| {
                     let src = (k + n - stride) % n;
-                    let d = slow(src, r) + slow(k, r) + 0.01 * noise(src * n + k, r);
+                    let level = tor.as_ref().map_or(0.0, |(members, when, level)| {
+                        let touches = members.contains(&src) || members.contains(&k);
+                        if touches && when.contains(&r) {
+                            *level
+                        } else {
+                            0.0
+                        }
+                    });
+                    let d = level + own(src, r) + own(k, r) + 0.01 * noise(src * n + k, r);
                     Probe {
                         src,
                         dst: k,
@@ -408,26 +518,37 @@ mod tests {
         // group: its probes are fewer than half the round's, so the round's median stays
         // the others'): every node's partners sweep across it, but only its members have
         // both probes slow round after round.
-        let inf = permutation(32, 400, |i, r| {
-            if (8..16).contains(&i) && (100..300).contains(&r) {
-                0.3
-            } else {
-                0.0
-            }
-        });
+        let inf = permutation(32, 400, Some((8..16, 100..300, 0.3)), &[]);
         assert_eq!(inf.groups(), vec![(8..16).collect::<Vec<usize>>()]);
         // 64 nodes, ToR = nodes 16–31: the members opposite it have both partners behind
         // it for up to 16 rounds in a row, once a turn, and together; not a group.
-        let inf = permutation(64, 600, |i, r| {
-            if (16..32).contains(&i) && (100..500).contains(&r) {
-                0.3
-            } else {
-                0.0
-            }
-        });
+        let inf = permutation(64, 600, Some((16..32, 100..500, 0.3)), &[]);
         assert_eq!(inf.groups(), vec![(16..32).collect::<Vec<usize>>()]);
+        // A straggler inside the ToR is slow for its own reason too, yet its probes to
+        // the other members carry the ToR once: it may stay out, never splits the ToR.
+        let inf = permutation(64, 600, Some((16..32, 100..500, 0.3)), &[(20, 100, 0.2)]);
+        let g = inf.groups();
+        assert_eq!(g.len(), 1, "{g:?}");
+        assert!(
+            g[0].iter().all(|i| (16..32).contains(i)) && g[0].len() >= 15,
+            "{g:?}"
+        );
+    }
+
+    #[test]
+    fn stragglers_whose_slowness_began_together_are_told_apart_by_their_own_probes() {
+        // Three stragglers, from the same round to the end: they move together as a ToR's
+        // members do, but their own probes carry both their slowdowns.
+        let inf = permutation(
+            64,
+            600,
+            None,
+            &[(3, 100, 0.1), (20, 100, 0.15), (40, 100, 0.2)],
+        );
+        assert!(inf.groups().is_empty(), "{:?}", inf.groups());
+        assert!(inf.apart(3, 20) && inf.apart(20, 40) && inf.apart(3, 40));
         // A single straggler from round 50: no group.
-        let inf = permutation(32, 400, |i, r| if i == 5 && r >= 50 { 0.3 } else { 0.0 });
+        let inf = permutation(32, 400, None, &[(5, 50, 0.3)]);
         assert!(inf.groups().is_empty(), "{:?}", inf.groups());
     }
 
