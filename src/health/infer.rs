@@ -21,6 +21,10 @@
 //! least `n − 1` rounds (every partner once): a ToR's member is slow in all of them, a
 //! bystander in fewer than half while its ToR holds less than half the group.
 //!
+//! Timing alone cannot tell a slow ToR from stragglers whose slowness began together, so
+//! a pair's own probes are asked too ([`TorInference::apart`]): between two members of one
+//! slow switch a probe crosses it once, between two stragglers it carries both slowdowns.
+//!
 //! The grouping is deliberately shy. A pair of nodes has evidence only after
 //! [`InferConfig::min_rounds`] rounds in which both were slow; its similarity is the
 //! correlation of their excess series over the window (1: slow in the same rounds by
