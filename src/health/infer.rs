@@ -336,7 +336,7 @@ impl TorInference {
     /// Whether the pair's own probes say its two nodes are slow for separate reasons: a
     /// probe between two members of one slow ToR crosses the switch once and is about as
     /// slow as either member's other probes, while a probe between two stragglers carries
-    /// both slowdowns. Apart when, over at least [`MIN_DIRECT`] of the pair's probes in
+    /// both slowdowns. Apart when, over at least `MIN_DIRECT` (2) of the pair's probes in
     /// rounds where both were slow, the probe was on average more than the floor slower
     /// than the slower of the two nodes' other probes of the same round. Stragglers whose slowness began together
     /// move together as a ToR's members do; this is what tells them apart.
