@@ -39,9 +39,10 @@
 //!
 //! A group is not a ToR by name, only nodes that behaved as one; two ToRs that were only
 //! ever slow together (a spine event over both) are one group, and a ToR that was never
-//! slow is not found. Memory is bounded: `window` rounds of the nodes' excesses (only the
-//! slow ones stored) and one number per pair. Everything is deterministic: every member fed
-//! the same rounds infers the same groups, numbered by their lowest node.
+//! slow is not found. Memory is bounded: `window` rounds of the slow nodes' excesses and
+//! of their pairs' own probes (at most one entry per node per round each), a turn of each
+//! node's per-round slowdown, and two sums per pair. Everything is deterministic: every
+//! member fed the same rounds infers the same groups, numbered by their lowest node.
 
 use std::collections::VecDeque;
 
