@@ -77,7 +77,7 @@ fn inference(s: &mut String, r: &Report) {
     let ratio = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3}"));
     let _ = writeln!(
         s,
-        "Topology inference (as if no source gave ToRs): {} groups ({} within one ToR), {} nodes placed; same-ToR pairs: precision {} ({} of {} inferred), recall {} ({} of {})\n",
+        "Topology inference (as if no source gave ToRs): groups {} ({} within one ToR), nodes placed {}; same-ToR pairs: precision {} ({} of {} inferred), recall {} ({} of {})\n",
         a.groups,
         a.pure_groups,
         a.nodes_placed,
