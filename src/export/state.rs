@@ -232,14 +232,16 @@ pub struct Member {
     pub score: Option<f64>,
     /// Its arrival lag at the last barrier, seconds.
     pub arrival_lag_seconds: Option<f64>,
-    /// Its ToR (leaf) switch, as it said at the group's formation; null when unknown.
+    /// Its ToR (leaf) switch, as it said at the group's formation; else, while no
+    /// source gives it, the group of nodes whose slowdowns moved with its own
+    /// (`inferred-<n>`); null when unknown.
     pub tor: Option<String>,
     /// Its spine group or pod; null when unknown.
     pub spine: Option<String>,
     /// Its super pod; null when unknown.
     pub super_pod: Option<String>,
     /// Where its place came from: `file`, `node_labels`, `hypernode`, `rank_table`,
-    /// `inferred` (reserved for the engine's inference), or `none` when unknown.
+    /// `inferred` (its ToR is an inferred group), or `none` when unknown.
     pub topology_source: &'static str,
 }
 
@@ -329,16 +331,19 @@ impl From<&ProbeSnapshot> for State {
             members: p
                 .members
                 .iter()
-                .map(|m| Member {
-                    node: m.name.clone(),
-                    up: m.up,
-                    state: m.state.as_str(),
-                    score: m.score,
-                    arrival_lag_seconds: m.arrival_lag,
-                    tor: m.place.as_ref().and_then(|p| p.place.tor.clone()),
-                    spine: m.place.as_ref().and_then(|p| p.place.spine.clone()),
-                    super_pod: m.place.as_ref().and_then(|p| p.place.super_pod.clone()),
-                    topology_source: m.place.as_ref().map_or("none", |p| p.source.as_str()),
+                .map(|m| {
+                    let (tor, source) = m.tor();
+                    Member {
+                        node: m.name.clone(),
+                        up: m.up,
+                        state: m.state.as_str(),
+                        score: m.score,
+                        arrival_lag_seconds: m.arrival_lag,
+                        tor,
+                        spine: m.place.as_ref().and_then(|p| p.place.spine.clone()),
+                        super_pod: m.place.as_ref().and_then(|p| p.place.super_pod.clone()),
+                        topology_source: source.as_str(),
+                    }
                 })
                 .collect(),
             matrix: p

@@ -10,12 +10,14 @@
 //! base rate and count crowds (`fabric`), move each entity through the same lifecycle
 //! with hysteresis (`lifecycle`), record why in the same evidence keys (`evidence`), and
 //! hold pair verdicts the same way (`pairs`); only what is measured and how an entity is
-//! elevated differ. `plan` holds the pure planning the daemon and the simulator share.
+//! elevated differ. `plan` holds the pure planning the daemon and the simulator share;
+//! `infer` groups nodes whose slowdowns move together when no source gives their ToRs.
 
 pub mod device;
 mod evidence;
 mod fabric;
 mod host;
+mod infer;
 mod lifecycle;
 mod pairs;
 pub(crate) mod plan;
@@ -31,5 +33,6 @@ pub use host::{
     CONTRADICTIONS, HealthConfig, HealthEngine, Probe, REPORT_WINDOW, Report, RestoreError,
     RoundInput, RoundOutput,
 };
+pub use infer::{InferConfig, TorInference};
 pub use stats::median;
 pub use tor::{TOR_MIN_MEMBERS, TorVerdict};

@@ -19,7 +19,10 @@ use super::round::{Contribution, RoundResult, pair_seconds, permutation_probes, 
 use super::{ProbeSettings, group, leaver, membership, trace};
 use crate::collective::{CommConfig, Communicator};
 use crate::health::plan::confirm_pairs;
-use crate::health::{HealthEngine, NodeState, Probe, Report, RoundInput, RoundOutput, Transition};
+use crate::health::{
+    HealthEngine, InferConfig, NodeState, Probe, Report, RoundInput, RoundOutput, TorInference,
+    Transition,
+};
 use crate::snapshot::Store;
 use crate::snapshot::histogram::Histogram;
 use crate::snapshot::probe::{
@@ -66,6 +69,9 @@ pub struct Prober {
     /// This node's place as it said it at the group's formation; a different one published
     /// since makes the group re-form, so every member judges with the same topology.
     shared_place: Option<NodePlace>,
+    /// Groups of members whose slowdowns move together: what `/api/v1/state` names as the
+    /// ToR of a member no source places (the engine does not judge by them).
+    infer: TorInference,
 }
 
 impl Prober {
@@ -84,9 +90,11 @@ impl Prober {
             .congestion
             .enabled
             .then(|| UplinkReader::new(s.congestion.clone()));
+        let infer = TorInference::new(n, InferConfig::of(&s.health));
         let mut p = Self {
             device,
             device_on,
+            infer,
             engine: HealthEngine::new(n, s.health.clone()),
             s,
             listener,
@@ -128,6 +136,7 @@ impl Prober {
                 inconsistent_reports: false,
                 uplink_congested: false,
                 place: None,
+                inferred_tor: None,
             })
             .collect();
         self.part.links.clear();
@@ -169,6 +178,8 @@ impl Prober {
                     .collect();
                 tracing::info!(candidates = %addrs.join(","), "membership changed; the group re-forms");
                 self.engine.remap(&map, addrs.len());
+                // Node numbers changed: the inference starts over.
+                self.infer = TorInference::new(addrs.len(), InferConfig::of(&self.s.health));
                 self.device.remap_nodes(&map);
                 renumber(&mut self.part.transitions, &map);
                 self.requests.clear();
@@ -614,7 +625,10 @@ impl Prober {
         let Some(r) = self.exchange(&proposal, own) else {
             return;
         };
-        let out = self.engine.step(&self.engine_input(&r, &present));
+        let input = self.engine_input(&r, &present);
+        let out = self.engine.step(&input);
+        self.infer.observe_probes(&input.probes);
+        self.publish_inferred(me);
         self.requests = out.confirm_requests.clone();
         self.link_requests = out.link_requests.clone();
         // The agreed plan: rank 0's round number, which may have jumped (either way) when
@@ -777,6 +791,31 @@ impl Prober {
         part.link_degraded = out.link_verdicts.clone();
         record_tors(part, &out);
         self.record_transitions(out.transitions);
+    }
+
+    /// Each member's inferred ToR group, for the members no source gives a ToR (logged
+    /// when the groups change).
+    fn publish_inferred(&mut self, me: usize) {
+        let a = self.infer.assignment();
+        let mut changed = false;
+        for (i, m) in self.part.members.iter_mut().enumerate() {
+            let known = m.place.as_ref().is_some_and(|p| p.place.tor.is_some());
+            let g = if known {
+                None
+            } else {
+                a.get(i).copied().flatten()
+            };
+            changed |= m.inferred_tor != g;
+            m.inferred_tor = g;
+        }
+        self.part.own_inferred_tor = self.part.members.get(me).and_then(|m| m.inferred_tor);
+        if changed {
+            let groups = a.iter().flatten().max().map_or(0, |g| g + 1);
+            tracing::info!(
+                groups,
+                "topology: inferred ToR groups changed (nodes whose slowdowns move together)"
+            );
+        }
     }
 
     /// Logs and keeps the round's transitions, and the quarantine reasons they set.
@@ -960,6 +999,7 @@ mod tests {
                 },
                 source: TopologySource::File,
             }),
+            inferred_tor: None,
         }
     }
 

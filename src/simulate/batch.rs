@@ -175,6 +175,9 @@ pub fn pool(runs: &[Report]) -> Report {
         verdicts: Vec::new(),
         final_states: None,
         truth: None,
+        topology_inference: super::inference::InferenceAccuracy::pooled(
+            runs.iter().filter_map(|r| r.topology_inference.as_ref()),
+        ),
         node_rounds_per_second: runs.iter().map(|r| r.node_rounds_per_second).sum::<f64>()
             / runs.len().max(1) as f64,
     };

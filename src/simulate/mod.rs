@@ -20,7 +20,8 @@
 //!   parts; [`truth`]: its ground truth as the scorer and the JSON report carry it;
 //! - [`classes`], [`causes`]: every verdict judged, its cause, and every class's false
 //!   rate against its budget; [`expect`]: a scenario's expectation of the verdicts;
-//!   [`text`]: the report as text.
+//!   [`inference`]: the ToR inference's groups against the true ToRs; [`text`]: the
+//!   report as text.
 
 pub mod batch;
 pub(crate) mod cadence;
@@ -33,6 +34,7 @@ pub(crate) mod episodes;
 pub(crate) mod expect;
 pub(crate) mod fault;
 pub mod generate;
+pub(crate) mod inference;
 pub mod ood;
 pub(crate) mod place;
 pub(crate) mod report;
@@ -372,6 +374,36 @@ mod tests {
             .iter()
             .find(|o| o.kind == scenario::FaultKind::FabricDip);
         assert_eq!(dip.map(|o| o.detected), Some(None));
+    }
+
+    /// The ToR inference is scored against the true ToRs: a ToR slow for a while is one
+    /// group and nothing else is; a fleet where nothing is slow infers nothing, and says
+    /// so (no precision), never a made-up group.
+    #[test]
+    fn the_tor_inference_is_scored_against_the_true_tors() {
+        let scenario = |faults: &str| {
+            let text = format!(
+                "name = \"infer\"\ndescription = \"t\"\n[fleet]\nnodes = 48\ngroup_size = 48\ntor_size = 8\nhours = 2\nseed = 5\n{faults}"
+            );
+            let s: Scenario = toml::from_str(&text).unwrap();
+            Overrides::default().apply(s, "infer").unwrap()
+        };
+        // ToR 1 (nodes 8–15) 30 % slow for 100 rounds.
+        let slow = "[[fault]]\nkind = \"slow_tor\"\ntors = [1]\nmagnitude = 0.3\nonset = 200\nrounds = 100\n";
+        let r = simulate(&scenario(slow), &Engines::default()).unwrap();
+        let a = r.topology_inference.clone().expect("the fleet has ToRs");
+        // Six ToRs of eight in one probe group: 6 × 28 same-ToR pairs; ToR 1 found whole.
+        assert_eq!(a.pairs_same_tor, 168);
+        assert_eq!((a.groups, a.pure_groups, a.nodes_placed), (1, 1, 8));
+        assert_eq!(a.inferred, vec![(8..16).collect::<Vec<usize>>()]);
+        assert_eq!(a.precision, Some(1.0));
+        assert_eq!(a.recall, Some(28.0 / 168.0));
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["topology_inference"]["pairs_right"], 28);
+        assert!(text(&r).contains("Topology inference"), "{}", text(&r));
+        let quiet = simulate(&scenario(""), &Engines::default()).unwrap();
+        let q = quiet.topology_inference.expect("the fleet has ToRs");
+        assert_eq!((q.groups, q.precision), (0, None));
     }
 
     /// A quiet fleet (no fault at all) is still judged on every class: its false suspects

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 pub use super::classes::{ClassStats, VerdictSpan};
 use super::expect::ExpectCheck;
+pub use super::inference::InferenceAccuracy;
 use super::run::Trace;
 use super::scenario::{FaultKind, Plane, Shape};
 use super::score::{FalseVerdict, LevelStats, Outcome, Scorer, percentile};
@@ -214,6 +215,10 @@ pub struct Report {
     /// The ground truth (None in a pooled report).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub truth: Option<Truth>,
+    /// The ToR inference's groups at the end of the run against the true ToRs (what a
+    /// daemon that no source gives ToRs would infer); absent when the fleet has no ToRs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology_inference: Option<InferenceAccuracy>,
     /// Host engine throughput.
     pub node_rounds_per_second: f64,
 }
@@ -347,6 +352,7 @@ pub fn report(w: &World, t: &Trace, window: u64) -> Report {
         verdicts: judged.spans,
         final_states: Some(final_states),
         truth: Some(truth),
+        topology_inference: super::inference::measure(&t.inferred, &w.topo),
         node_rounds_per_second: (w.topo.nodes as f64 * w.rounds as f64) / t.host_seconds.max(1e-9),
     };
     r.targets = super::targets::check(&r, &outcomes);

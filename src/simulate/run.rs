@@ -13,7 +13,9 @@ use super::device::{DeviceGroup, Traffic};
 use super::world::{Draw, World};
 use crate::health::device::DeviceConfig;
 use crate::health::plan::confirm_pairs;
-use crate::health::{HealthConfig, HealthEngine, NodeState, Probe, RoundInput};
+use crate::health::{
+    HealthConfig, HealthEngine, InferConfig, NodeState, Probe, RoundInput, TorInference,
+};
 
 /// Link re-measurements the daemon's prober adds to a round at most
 /// (`probe::prober::MAX_LINK_REMEASURES`).
@@ -108,6 +110,9 @@ pub struct Trace {
     pub final_nodes: Vec<NodeState>,
     /// Every NPU port's state at the end of the run (global port numbers).
     pub final_ports: Vec<NodeState>,
+    /// The ToR groups each probe group's inference holds at the end of the run (global
+    /// node numbers), as a daemon that no source gives ToRs would infer them.
+    pub inferred: Vec<Vec<usize>>,
 }
 
 /// One group's host-plane engine and its requests from last round.
@@ -118,6 +123,9 @@ struct HostGroup {
     link_requests: Vec<(usize, usize)>,
     /// The members' counter readings, as late as the scenario's `[counters]` says.
     counters: Reader,
+    /// The ToR inference the daemon runs when no source gives ToRs, fed the same
+    /// permutation probes as the engine.
+    infer: TorInference,
 }
 
 impl HostGroup {
@@ -232,6 +240,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
             requests: Vec::new(),
             link_requests: Vec::new(),
             counters: Reader::default(),
+            infer: TorInference::new(g.len(), InferConfig::of(health)),
         })
         .collect();
     let mut devices: Vec<DeviceGroup> = if topo.npus > 0 {
@@ -256,6 +265,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
             let t0 = Instant::now();
             let out = h.engine.step(&input);
             t.host_seconds += t0.elapsed().as_secs_f64();
+            h.infer.observe_probes(&input.probes);
             let m = &h.members;
             links.extend(out.link_verdicts.iter().map(|&(a, b)| (m[a], m[b])));
             if out.fabric_degraded {
@@ -297,12 +307,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
     t.device_nodes.finish(end);
     t.pairs.finish(end);
     t.device_fabric.finish(end);
-    t.final_nodes = vec![NodeState::Healthy; topo.nodes];
-    for h in &hosts {
-        for (k, state) in h.engine.states().into_iter().enumerate() {
-            t.final_nodes[h.members[k]] = state;
-        }
-    }
+    host_finals(&mut t, &hosts, topo.nodes);
     t.final_ports = vec![NodeState::Healthy; topo.nodes * topo.npus];
     for g in &devices {
         for (k, state) in g.engine.states().into_iter().enumerate() {
@@ -315,6 +320,23 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
         t.traffic.max_port_round = t.traffic.max_port_round.max(g.traffic.max_port_round);
     }
     t
+}
+
+/// Every node's host-plane state at the end, and each group's inferred ToR groups (in
+/// global node numbers).
+fn host_finals(t: &mut Trace, hosts: &[HostGroup], nodes: usize) {
+    t.final_nodes = vec![NodeState::Healthy; nodes];
+    for h in hosts {
+        for (k, state) in h.engine.states().into_iter().enumerate() {
+            t.final_nodes[h.members[k]] = state;
+        }
+        t.inferred.extend(
+            h.infer
+                .groups()
+                .into_iter()
+                .map(|g| g.into_iter().map(|k| h.members[k]).collect::<Vec<usize>>()),
+        );
+    }
 }
 
 /// One round of every group's device plane; `host_suspects` are the nodes (global) the

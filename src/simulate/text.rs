@@ -53,6 +53,7 @@ pub fn text(r: &Report) -> String {
         );
     }
     causes(&mut s, r);
+    inference(&mut s, r);
     expectation(&mut s, r);
     let _ = writeln!(s, "Targets:");
     for t in &r.targets {
@@ -66,6 +67,27 @@ pub fn text(r: &Report) -> String {
     }
     let _ = writeln!(s, "\nengine {:.0} node-rounds/s", r.node_rounds_per_second);
     s
+}
+
+/// The ToR inference's accuracy, when the fleet has ToRs.
+fn inference(s: &mut String, r: &Report) {
+    let Some(a) = &r.topology_inference else {
+        return;
+    };
+    let ratio = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3}"));
+    let _ = writeln!(
+        s,
+        "Topology inference (as if no source gave ToRs): groups {} ({} within one ToR), nodes placed {}; same-ToR pairs: precision {} ({} of {} inferred), recall {} ({} of {})\n",
+        a.groups,
+        a.pure_groups,
+        a.nodes_placed,
+        ratio(a.precision),
+        a.pairs_right,
+        a.pairs_inferred,
+        ratio(a.recall),
+        a.pairs_right,
+        a.pairs_same_tor
+    );
 }
 
 fn fault_table(s: &mut String, r: &Report) {

@@ -143,6 +143,32 @@ pub struct MemberView {
     /// Its place in the network as it said at the group's formation (None: unknown, or
     /// not in the group).
     pub place: Option<super::topology::NodePlace>,
+    /// The group of nodes whose slowdowns moved with its own (the health engine's ToR
+    /// inference), only while no source gives its ToR; None: nothing inferred.
+    pub inferred_tor: Option<u32>,
+}
+
+impl MemberView {
+    /// Its ToR and the source named for its place: a source's ToR, else its inferred
+    /// group's name ([`inferred_tor_name`], source `inferred`), else none and the
+    /// source of whatever else is known.
+    ///
+    /// [`inferred_tor_name`]: super::topology::inferred_tor_name
+    pub fn tor(&self) -> (Option<String>, super::topology::TopologySource) {
+        use super::topology::{TopologySource, inferred_tor_name};
+        let known = self.place.as_ref().and_then(|p| p.place.tor.clone());
+        match (known, self.inferred_tor) {
+            (Some(t), _) => (
+                Some(t),
+                self.place.as_ref().map(|p| p.source).unwrap_or_default(),
+            ),
+            (None, Some(g)) => (Some(inferred_tor_name(g)), TopologySource::Inferred),
+            (None, None) => (
+                None,
+                self.place.as_ref().map(|p| p.source).unwrap_or_default(),
+            ),
+        }
+    }
 }
 
 /// A measured link of the last permutation round.
@@ -241,6 +267,8 @@ pub struct ProbeSnapshot {
     pub congestion_source_up: Option<bool>,
     /// This node's failed uplink reads since start.
     pub congestion_read_errors: u64,
+    /// This node's own inferred ToR group (see [`MemberView::inferred_tor`]).
+    pub own_inferred_tor: Option<u32>,
 }
 
 /// One ToR (leaf switch) of the group, as the health engine judged it last round.
@@ -447,5 +475,53 @@ impl ProbeSnapshot {
         self.members
             .get(i)
             .map_or_else(|| i.to_string(), |m| m.name.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::topology::{NodePlace, Place, TopologySource};
+
+    fn member(place: Option<NodePlace>, inferred_tor: Option<u32>) -> MemberView {
+        MemberView {
+            name: "n".into(),
+            up: true,
+            state: NodeState::Healthy,
+            score: None,
+            arrival_lag: None,
+            quarantine: None,
+            inconsistent_reports: false,
+            uplink_congested: false,
+            place,
+            inferred_tor,
+        }
+    }
+
+    #[test]
+    fn a_source_s_tor_comes_first_then_the_inferred_group_then_nothing() {
+        let at = |tor: Option<&str>, sp: Option<&str>, source| NodePlace {
+            place: Place {
+                tor: tor.map(String::from),
+                super_pod: sp.map(String::from),
+                ..Place::default()
+            },
+            source,
+        };
+        let labels = at(Some("tor-a"), None, TopologySource::NodeLabels);
+        assert_eq!(
+            member(Some(labels), Some(3)).tor(),
+            (Some("tor-a".into()), TopologySource::NodeLabels)
+        );
+        let sp = at(None, Some("sp0"), TopologySource::RankTable);
+        assert_eq!(
+            member(Some(sp.clone()), Some(3)).tor(),
+            (Some("inferred-3".into()), TopologySource::Inferred)
+        );
+        assert_eq!(
+            member(Some(sp), None).tor(),
+            (None, TopologySource::RankTable)
+        );
+        assert_eq!(member(None, None).tor(), (None, TopologySource::None));
     }
 }

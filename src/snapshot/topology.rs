@@ -21,8 +21,9 @@ pub enum TopologySource {
     HyperNode,
     /// The rank table's `super_pod_list` (super pod only).
     RankTable,
-    /// Reserved for the health engine's own inference of groups whose slowdowns move
-    /// together, when no source gives a ToR; no source in this module produces it.
+    /// The health engine's own inference of groups whose slowdowns move together
+    /// (`health::TorInference`), for a node no source gives a ToR; no source in this
+    /// module produces it, the prober does.
     Inferred,
     /// No source knows the node.
     #[default]
@@ -73,6 +74,12 @@ impl TopologySource {
             _ => TopologySource::None,
         }
     }
+}
+
+/// The ToR name given to an inferred group: `inferred-<id>`, the id numbering the probe
+/// group's inferred groups by their lowest member.
+pub fn inferred_tor_name(id: u32) -> String {
+    format!("inferred-{id}")
 }
 
 /// A node's place in the network; every field optional (unknown).

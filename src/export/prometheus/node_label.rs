@@ -89,6 +89,7 @@ mod tests {
                 inconsistent_reports: false,
                 uplink_congested: false,
                 place: None,
+                inferred_tor: None,
             }],
             ..ProbeSnapshot::default()
         });

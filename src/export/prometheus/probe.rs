@@ -318,6 +318,7 @@ mod tests {
             inconsistent_reports: false,
             uplink_congested,
             place: None,
+            inferred_tor: None,
         }
     }
 

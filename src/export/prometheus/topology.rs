@@ -1,11 +1,13 @@
 //! The topology families: this node's place in the network (an info gauge, only when a
-//! source knows it) and whether each configured topology source read. A field no source
+//! source knows it or the prober inferred its ToR group) and whether each configured
+//! topology source read. A field no source
 //! gave is left out, label and all: never an empty or guessed value.
 
 use std::fmt;
 
 use super::family::{Labels, Render, Sink, flag};
 use crate::snapshot::View;
+use crate::snapshot::topology::{TopologySource, inferred_tor_name};
 
 /// Renders the topology part of the snapshot.
 #[derive(Debug, Default)]
@@ -13,6 +15,7 @@ pub struct TopologyCollector;
 
 impl Render for TopologyCollector {
     fn render(&self, view: &View, f: &mut dyn Sink) -> fmt::Result {
+        let inferred = view.probe.as_ref().and_then(|p| p.own_inferred_tor);
         let Some(t) = &view.topology else {
             return Ok(());
         };
@@ -24,17 +27,24 @@ impl Render for TopologyCollector {
                 .map(|(s, st)| (vec![("source", s.as_str().to_string())], flag(st.ok)))
                 .collect(),
         )?;
-        let info = t.own.as_ref().map(|np| {
+        let own = t.own.clone().unwrap_or_default();
+        // No source gives this node's ToR: its inferred group's name, if any.
+        let (tor, source) = match (&own.place.tor, inferred) {
+            (None, Some(g)) => (Some(inferred_tor_name(g)), TopologySource::Inferred),
+            _ => (own.place.tor.clone(), own.source),
+        };
+        let known = tor.is_some() || !own.place.is_empty();
+        let info = known.then(|| {
             let mut l: Labels = Vec::new();
-            l.extend(np.place.tor.clone().map(|v| ("tor", v)));
-            l.extend(np.place.spine.clone().map(|v| ("spine", v)));
-            l.extend(np.place.super_pod.clone().map(|v| ("super_pod", v)));
-            l.push(("source", np.source.as_str().to_string()));
+            l.extend(tor.map(|v| ("tor", v)));
+            l.extend(own.place.spine.clone().map(|v| ("spine", v)));
+            l.extend(own.place.super_pod.clone().map(|v| ("super_pod", v)));
+            l.push(("source", source.as_str().to_string()));
             (l, 1.0)
         });
         f.gauge(
             "hcclwatch_node_topology_info",
-            "This node's place in the network (ToR, spine group, super pod) and the source of its ToR; always 1, absent while no source knows the node. A field that is not known is left out.",
+            "This node's place in the network (ToR, spine group, super pod) and the source of its ToR; always 1, absent while nothing is known of the node. A field that is not known is left out; source=\"inferred\" when the ToR is the group of nodes whose slowdowns moved with this node's (no source gives its ToR).",
             info.into_iter().collect(),
         )
     }
@@ -105,6 +115,55 @@ mod tests {
             s.contains("hcclwatch_topology_source_up{source=\"node_labels\"} 0.0"),
             "{s}"
         );
+    }
+
+    #[test]
+    fn an_inferred_tor_is_named_with_its_source_only_while_no_source_gives_one() {
+        let render_with = |own: Option<NodePlace>, inferred: Option<u32>| {
+            let store = Arc::new(Store::new(false, false));
+            store.publish_topology(TopologySnapshot {
+                node: "n1".into(),
+                own,
+                sources: BTreeMap::new(),
+            });
+            store.publish_probe(crate::snapshot::probe::ProbeSnapshot {
+                own_inferred_tor: inferred,
+                ..Default::default()
+            });
+            encode(&registry(store, BuildInfo::current()), Format::Text004).unwrap()
+        };
+        let s = render_with(None, Some(2));
+        assert!(
+            s.contains("hcclwatch_node_topology_info{tor=\"inferred-2\",source=\"inferred\"} 1.0"),
+            "{s}"
+        );
+        // A super pod from the rank table, the ToR inferred: the ToR's source is named.
+        let sp = NodePlace {
+            place: Place {
+                super_pod: Some("sp1".into()),
+                ..Place::default()
+            },
+            source: TopologySource::RankTable,
+        };
+        let s = render_with(Some(sp), Some(0));
+        assert!(
+            s.contains("hcclwatch_node_topology_info{tor=\"inferred-0\",super_pod=\"sp1\",source=\"inferred\"} 1.0"),
+            "{s}"
+        );
+        // A source's ToR is never replaced by an inference.
+        let file = NodePlace {
+            place: Place {
+                tor: Some("tor-a".into()),
+                ..Place::default()
+            },
+            source: TopologySource::File,
+        };
+        let s = render_with(Some(file), Some(0));
+        assert!(
+            s.contains("hcclwatch_node_topology_info{tor=\"tor-a\",source=\"file\"} 1.0"),
+            "{s}"
+        );
+        assert!(!render_with(None, None).contains("hcclwatch_node_topology_info{"));
     }
 
     #[test]

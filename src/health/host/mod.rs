@@ -117,12 +117,12 @@ pub struct Probe {
 
 impl Probe {
     /// A usable duration.
-    fn valid(&self) -> bool {
+    pub(super) fn valid(&self) -> bool {
         self.seconds.is_finite() && self.seconds > 0.0
     }
 
     /// Usable, with both ends among `n` nodes.
-    fn within(&self, n: usize) -> bool {
+    pub(super) fn within(&self, n: usize) -> bool {
         self.src < n && self.dst < n && self.valid()
     }
 }
