@@ -94,6 +94,8 @@ pub struct Trace {
     pub pairs: Intervals<(usize, usize)>,
     /// Device-plane fabric verdicts, per probe group.
     pub device_fabric: Intervals<usize>,
+    /// Device-plane ToR verdicts, per ToR (a ToR split over groups counts once per round).
+    pub device_tors: Intervals<usize>,
     /// Device-plane packets.
     pub traffic: Traffic,
     /// Seconds spent in host engines.
@@ -297,6 +299,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
     t.device_nodes.finish(end);
     t.pairs.finish(end);
     t.device_fabric.finish(end);
+    t.device_tors.finish(end);
     t.final_nodes = vec![NodeState::Healthy; topo.nodes];
     for h in &hosts {
         for (k, state) in h.engine.states().into_iter().enumerate() {
@@ -333,6 +336,7 @@ fn device_round(
     t.device_rounds += 1;
     let npus = w.topo.npus;
     let (mut nodes, mut pairs, mut fabric) = (Vec::new(), Vec::new(), Vec::new());
+    let mut tors = BTreeSet::new();
     for (gi, g) in groups.iter_mut().enumerate() {
         let t0 = Instant::now();
         let local: Vec<usize> = w.topo.groups[gi]
@@ -354,6 +358,8 @@ fn device_round(
         if out.fabric {
             fabric.push(gi);
         }
+        // The engine's ToR numbers are the topology's (the group passes them).
+        tors.extend(out.tor_verdicts.iter().map(|v| v.tor as usize));
         t.ports.extend(out.transitions.into_iter().map(|x| Change {
             round: r,
             who: members[x.port / npus] * npus + x.port % npus,
@@ -365,4 +371,5 @@ fn device_round(
     t.device_nodes.update(r, nodes);
     t.pairs.update(r, pairs);
     t.device_fabric.update(r, fabric);
+    t.device_tors.update(r, tors);
 }
