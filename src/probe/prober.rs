@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::congestion::UplinkReader;
-use super::device::DevicePlane;
+use super::device::{DevicePlane, Topology};
 use super::hard_faults::{HardFaults, hard_fault_reason};
 use super::plan::Plan;
 use super::round::{Contribution, RoundResult, pair_seconds, permutation_probes, round_trip};
@@ -652,9 +652,14 @@ impl Prober {
             })
             .map(|(i, _)| i)
             .collect();
+        let (tors, tor_names) = tor_table(&self.part.members);
+        let topology = Topology {
+            tors: &tors,
+            names: &tor_names,
+        };
         if let Err(e) = self
             .device
-            .on_round(c, round, me, &self.group, &host_suspects)
+            .on_round(c, round, me, &self.group, &host_suspects, topology)
         {
             self.pause(
                 PauseReason::RoundFailed,
@@ -858,20 +863,26 @@ fn observe_duration(h: &mut Vec<CollectiveDurations>, op: &str, bytes: usize, v:
 /// among the distinct ToR names of the members' views, sorted, so every member (holding the
 /// same exchanged places) numbers them alike. Empty when no member's ToR is known.
 fn tor_indices(members: &[MemberView]) -> Vec<Option<u32>> {
+    tor_table(members).0
+}
+
+/// [`tor_indices`], and the names the numbers stand for (number k is `names[k]`).
+fn tor_table(members: &[MemberView]) -> (Vec<Option<u32>>, Vec<String>) {
     let tor = |m: &MemberView| m.place.as_ref().and_then(|p| p.place.tor.clone());
     let mut names: Vec<String> = members.iter().filter_map(tor).collect();
     if names.is_empty() {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
     names.sort();
     names.dedup();
-    members
+    let indices = members
         .iter()
         .map(|m| {
             let t = tor(m)?;
             names.binary_search(&t).ok().map(|k| k as u32)
         })
-        .collect()
+        .collect();
+    (indices, names)
 }
 
 #[cfg(test)]
