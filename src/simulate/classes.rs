@@ -282,6 +282,36 @@ impl Scorer<'_> {
                 .plain(),
             );
         }
+        spans.extend(self.tor_spans());
+        for (class, plane, list) in [
+            ("fabric (host)", Plane::Host, &self.v.host_fabric),
+            ("fabric (device)", Plane::Device, &self.v.device_fabric),
+        ] {
+            for &(g, s, e) in list {
+                let correct = self.fabric_correct(plane, g, s).is_some();
+                let cause = (!correct).then(|| self.fabric_cause(plane, g, s));
+                spans.push(
+                    Judgement {
+                        class,
+                        entity: format!("group {g}"),
+                        ids: vec![g],
+                        rounds: (s, last(e)),
+                        correct,
+                        cause,
+                    }
+                    .plain(),
+                );
+            }
+        }
+        spans
+    }
+
+    /// The spans of ToR verdicts, per plane: correct when a fault or congestion episode of
+    /// that plane on the ToR is live (or was within the lookback) when they begin.
+    fn tor_spans(&self) -> Vec<VerdictSpan> {
+        let mut spans = Vec::new();
+        let rounds = self.w.rounds;
+        let last = |end: u64| end.saturating_sub(1).min(rounds);
         let tors = [
             ("ToR", Plane::Host, &self.v.host_tors, self.lookback),
             (
@@ -305,26 +335,6 @@ impl Scorer<'_> {
                         cause: correct
                             .is_none()
                             .then(|| ("noise".to_string(), format!("nothing slowed tor {t}"))),
-                    }
-                    .plain(),
-                );
-            }
-        }
-        for (class, plane, list) in [
-            ("fabric (host)", Plane::Host, &self.v.host_fabric),
-            ("fabric (device)", Plane::Device, &self.v.device_fabric),
-        ] {
-            for &(g, s, e) in list {
-                let correct = self.fabric_correct(plane, g, s).is_some();
-                let cause = (!correct).then(|| self.fabric_cause(plane, g, s));
-                spans.push(
-                    Judgement {
-                        class,
-                        entity: format!("group {g}"),
-                        ids: vec![g],
-                        rounds: (s, last(e)),
-                        correct,
-                        cause,
                     }
                     .plain(),
                 );

@@ -112,6 +112,19 @@ pub struct Trace {
     pub final_ports: Vec<NodeState>,
 }
 
+impl Trace {
+    /// Closes every open verdict span at `end`.
+    fn finish(&mut self, end: u64) {
+        self.links.finish(end);
+        self.host_fabric.finish(end);
+        self.host_tors.finish(end);
+        self.device_nodes.finish(end);
+        self.pairs.finish(end);
+        self.device_fabric.finish(end);
+        self.device_tors.finish(end);
+    }
+}
+
 /// One group's host-plane engine and its requests from last round.
 struct HostGroup {
     engine: HealthEngine,
@@ -292,14 +305,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
             device_round(w, &mut d, r, &mut devices, &host_suspects, &mut t);
         }
     }
-    let end = w.rounds + 1;
-    t.links.finish(end);
-    t.host_fabric.finish(end);
-    t.host_tors.finish(end);
-    t.device_nodes.finish(end);
-    t.pairs.finish(end);
-    t.device_fabric.finish(end);
-    t.device_tors.finish(end);
+    t.finish(w.rounds + 1);
     t.final_nodes = vec![NodeState::Healthy; topo.nodes];
     for h in &hosts {
         for (k, state) in h.engine.states().into_iter().enumerate() {
