@@ -22,6 +22,9 @@ impl DeviceEngine {
     pub(super) fn localise(&mut self, input: &DeviceInput, r: &mut RoundStats) -> Localised {
         let n = self.ports.len();
         self.tor_of = input.tors.clone();
+        self.tor_explained = (0..n)
+            .map(|i| self.port_tor(i).is_some_and(|t| self.tor_in_event(t)))
+            .collect();
         let accused: Vec<bool> = (0..n)
             .map(|i| {
                 self.last_elevated.get(i).copied().unwrap_or(false)

@@ -336,6 +336,9 @@ pub struct DeviceEngine {
     tor_of: Vec<Option<u32>>,
     /// Each ToR's normal share of elevated ports and its current event.
     tor_tracks: BTreeMap<u32, TorTrack>,
+    /// Per port: its ToR was in an event when the round began (pings with it from
+    /// behind another ToR are explained by that ToR).
+    tor_explained: Vec<bool>,
 }
 
 /// How the round's ports were judged together.
@@ -371,6 +374,7 @@ impl DeviceEngine {
             last_elevated: Vec::new(),
             tor_of: Vec::new(),
             tor_tracks: BTreeMap::new(),
+            tor_explained: Vec::new(),
         }
     }
 

@@ -45,8 +45,8 @@ pub(super) struct Sample {
     pub packets: u32,
     /// Of which lost.
     pub lost: u32,
-    /// Log RTT residuals of this round's pings through the port.
-    pub residuals: Vec<f64>,
+    /// Log RTT residuals of this round's pings through the port, with their peer.
+    pub residuals: Vec<(PortIx, f64)>,
     /// Each ping's peer port, packets sent and lost.
     pub peers: Vec<(PortIx, u32, u32)>,
 }
@@ -178,7 +178,7 @@ impl DeviceEngine {
                 let s = &mut samples[me];
                 s.packets += p.sent;
                 s.lost += p.lost();
-                s.residuals.extend(residual);
+                s.residuals.extend(residual.map(|x| (PortIx(peer), x)));
                 s.peers.push((PortIx(peer), p.sent, p.lost()));
             }
         }
@@ -215,13 +215,19 @@ impl DeviceEngine {
     ) -> Elevation {
         let cfg = &self.cfg;
         let t = &self.ports[i].data;
+        // A ping with a port behind another ToR in an event crossed that ToR: the ToR
+        // explains it, as an accused peer does.
+        let mine = self.port_tor(i.0);
+        let other_tor = |p: &PortIx| {
+            self.tor_explained.get(p.0).copied().unwrap_or(false) && self.port_tor(p.0) != mine
+        };
         // Loss on pings with a peer already accused is explained by that peer: a port
         // next to a bad one is not bad itself.
         let pings = || {
             t.window
                 .iter()
                 .flat_map(|s| s.peers.iter())
-                .filter(|(p, _, _)| !accused.get(p.0).copied().unwrap_or(false))
+                .filter(|(p, _, _)| !accused.get(p.0).copied().unwrap_or(false) && !other_tor(p))
         };
         let packets: u32 = pings().map(|(_, s, _)| *s).sum();
         let lost: u32 = pings().map(|(_, _, l)| *l).sum();
@@ -239,7 +245,9 @@ impl DeviceEngine {
         let mut residuals: Vec<f64> = t
             .window
             .iter()
-            .flat_map(|s| s.residuals.iter().copied())
+            .flat_map(|s| s.residuals.iter())
+            .filter(|(p, _)| !other_tor(p))
+            .map(|(_, x)| *x)
             .collect();
         let rtt_residual = if residuals.is_empty() {
             f64::NAN
