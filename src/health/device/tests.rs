@@ -567,3 +567,29 @@ fn a_quiet_fleet_has_no_tor_verdict() {
     assert!(outs.iter().all(|o| o.tor_verdicts.is_empty() && !o.fabric));
     assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
 }
+
+/// The lossy ToR 2 again, and port 100 (node 25, behind ToR 6) losing 20 % of its packets:
+/// the ToR is no fabric event, so the port outside it is still judged and recommended
+/// while the ToR verdict holds; nothing else goes beyond suspect.
+#[test]
+fn a_lossy_port_outside_a_lossy_tor_is_still_found() {
+    let mut f = Fabric::new(32, 4);
+    f.tor_size = 4;
+    let (mut e, mut outs) = run(&mut f, 5);
+    f.lossy = vec![(100, 0.2)];
+    f.lossy_tors = vec![(2, 0.05)];
+    go_on(&mut e, &mut f, 5..80, &[], &mut outs);
+    assert!(outs.iter().any(|o| !o.tor_verdicts.is_empty()));
+    assert!(
+        outs.iter()
+            .flat_map(|o| &o.tor_verdicts)
+            .all(|v| v.tor == 2)
+    );
+    assert_eq!(e.states()[100], NodeState::QuarantineRecommended);
+    let others: Vec<&PortTransition> = outs
+        .iter()
+        .flat_map(|o| &o.transitions)
+        .filter(|t| t.port != 100 && !matches!(t.to, NodeState::Healthy | NodeState::Suspect))
+        .collect();
+    assert!(others.is_empty(), "{others:?}");
+}
