@@ -17,7 +17,9 @@
 //!   unlikely under the ToR's own loss rate (the median over its ports) or its RTT stands
 //!   out from the ToR's level. A port that does not is explained (its round counts neither
 //!   clean nor bad, as in a fabric event); one that does is still judged, and its re-pings
-//!   are read against the ToR's level too;
+//!   are read against the ToR's level too. A ping between one of its ports and a port
+//!   behind another ToR is left out of the other port's window, as a ping with an accused
+//!   peer is (the ToR explains it);
 //! - an event of two rounds or more holds for a window after its last round (the ports'
 //!   windows still carry its pings), and while it lasts (two rounds or more, and no fabric
 //!   event) it is a ToR verdict, for the network team, never a node's or a port's.
