@@ -76,6 +76,9 @@ struct Fault {
     end: u64,
     silent: bool,
     groups: Vec<u64>,
+    /// A dip's scope (`tor_uplinks`, …) and the elements it names.
+    scope: String,
+    at: Vec<u64>,
 }
 
 impl Fault {
@@ -99,6 +102,8 @@ struct Run {
     faults: Vec<Fault>,
     /// (plane, on, groups, start, end) of the ToR and spine episodes.
     shared: Vec<(String, String, Vec<u64>, u64, u64)>,
+    /// (plane, ToR, start, end) of the ToR episodes.
+    tor_episodes: Vec<(String, u64, u64, u64)>,
     drift_slow: Vec<(u64, u64)>,
     npus: u64,
     device_every: u64,
@@ -119,6 +124,11 @@ fn truth(r: &Value) -> Run {
             end: u(&f["end"]),
             silent: f["silent"].as_bool().unwrap(),
             groups: groups(&f["groups"]),
+            scope: f["scope"].as_str().unwrap_or_default().into(),
+            at: f["at"]
+                .as_array()
+                .map(|a| a.iter().map(u).collect())
+                .unwrap_or_default(),
         })
         .collect();
     let shared = t["episodes"]
@@ -136,6 +146,20 @@ fn truth(r: &Value) -> Run {
             )
         })
         .collect();
+    let tor_episodes = t["episodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["on"] == "tor")
+        .map(|e| {
+            (
+                e["plane"].as_str().unwrap().to_string(),
+                u(&e["element"]),
+                u(&e["start"]),
+                u(&e["end"]),
+            )
+        })
+        .collect();
     let drift_slow = t["drift_slow"]
         .as_array()
         .unwrap()
@@ -145,6 +169,7 @@ fn truth(r: &Value) -> Run {
     Run {
         faults,
         shared,
+        tor_episodes,
         drift_slow,
         npus: u(&r["npus_per_node"]),
         device_every: u(&r["device_every"]),
@@ -212,6 +237,7 @@ fn correct(run: &Run, s: &Value) -> bool {
                 && f.owns(first, dg)
         }),
         "cordon" => cordon_correct(run, id[0], first),
+        c @ ("ToR" | "ToR (device)") => tor_correct(run, c, id[0], first),
         c => fabric_correct(run, c, id[0], first),
     }
 }
@@ -232,6 +258,29 @@ fn cordon_correct(run: &Run, n: u64, first: u64) -> bool {
         };
         own && f.owns(first, grace)
     })
+}
+
+/// A ToR verdict on ToR `t` is correct when, in the look-back before it began, a slow-ToR
+/// fault of its plane on `t`, a fabric dip on `t`'s uplinks, or a congestion episode of
+/// its plane on `t` was live.
+fn tor_correct(run: &Run, class: &str, t: u64, first: u64) -> bool {
+    let (plane, lookback) = match class {
+        "ToR" => ("host", LOOKBACK),
+        _ => ("device", LOOKBACK * run.device_every),
+    };
+    let on = |p: &str| p == plane || p == "both";
+    let span = (first.saturating_sub(lookback), first + 1);
+    let live = |a: u64, b: u64| a < span.1 && span.0 < b;
+    let fault = run.faults.iter().any(|f| {
+        let here = f.target.get("Tor").map(u) == Some(t)
+            || (f.kind == "fabric_dip" && f.scope == "tor_uplinks" && f.at.first() == Some(&t));
+        here && on(&f.plane) && live(f.onset, f.end)
+    });
+    let episode = run
+        .tor_episodes
+        .iter()
+        .any(|(p, x, s, e)| on(p) && *x == t && live(*s, *e));
+    fault || episode
 }
 
 /// A fabric verdict is correct when a fabric-wide or ToR-wide event of its plane touched

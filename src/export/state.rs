@@ -122,10 +122,31 @@ pub struct Device {
     pub node_verdicts: Vec<String>,
     /// Port pairs judged bad.
     pub pair_verdicts: Vec<PortPair>,
+    /// ToRs most of whose members' NPU ports are bad: verdicts on the switches.
+    pub tor_verdicts: Vec<DeviceTor>,
     /// Every NPU port of the group.
     pub ports: Vec<Port>,
     /// The latest port state changes, oldest first.
     pub transitions: Vec<PortTransition>,
+}
+
+/// A device-plane ToR verdict, with its members and evidence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceTor {
+    /// The ToR, as the topology names it.
+    pub tor: String,
+    /// Its members present in the group.
+    pub members: Vec<String>,
+    /// Their NPU ports judged this round.
+    pub ports: usize,
+    /// Of which lossy or slow against the fabric.
+    pub elevated_ports: usize,
+    /// The ToR's loss rate (median over its ports of their window loss ratio).
+    pub loss_ratio: f64,
+    /// Median window log RTT residual of its ports against the round.
+    pub rtt_level: f64,
+    /// Device-plane rounds in a row.
+    pub rounds: u64,
 }
 
 fn evidence(e: &[(String, f64)]) -> Vec<Evidence> {
@@ -159,6 +180,19 @@ impl Device {
                         dst_node,
                         dst_npu,
                     }
+                })
+                .collect(),
+            tor_verdicts: d
+                .tor_verdicts
+                .iter()
+                .map(|t| DeviceTor {
+                    tor: t.tor.clone(),
+                    members: t.members.iter().map(|n| p.name(*n)).collect(),
+                    ports: t.ports,
+                    elevated_ports: t.elevated,
+                    loss_ratio: t.loss_ratio,
+                    rtt_level: t.rtt_level,
+                    rounds: t.rounds,
                 })
                 .collect(),
             ports: d

@@ -6,7 +6,8 @@
 //! - [`group`]: what members exchange when the group forms (names, engine state);
 //! - [`round`]: one round, as every member runs it in lock step;
 //! - [`congestion`]: whether this node's own uplink was congested since the last round;
-//! - `prober`: the state between rounds, the engine's input and the published snapshot.
+//! - `prober`: the state between rounds, the engine's input and the published snapshot;
+//! - `tors`: the members' ToRs as the engines number them, and the ToR verdicts by name.
 //!
 //! The per-node timings of a round are all-gathered, so every member feeds identical input
 //! to its engine and reaches identical verdicts without a coordinator. Failure is
@@ -23,6 +24,7 @@ pub mod plan;
 mod prober;
 pub mod round;
 pub mod settings;
+mod tors;
 mod trace;
 
 use std::net::TcpListener;

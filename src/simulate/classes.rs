@@ -5,8 +5,7 @@
 //! Classes: node suspect, confirmed and quarantine (host plane, hard faults apart); the
 //! *cordon* (a node recommended for quarantine by the host engine or through one of its
 //! NPU ports: the node is cordoned either way); link; NPU port suspect, confirmed and
-//! quarantine; device node; port pair; ToR (the engines emit none: reported with a zero
-//! count, not left out); fabric, per plane.
+//! quarantine; device node; port pair; ToR, per plane; fabric, per plane.
 //!
 //! Budgets per 1000 healthy node-hours, from the detection design's targets: 0.01 for a
 //! verdict that cordons a node (node quarantine, port quarantine, cordon), 0.5 for every
@@ -70,8 +69,8 @@ pub struct ClassStats {
     pub false_per_1000_node_hours: f64,
     /// The budget of that rate.
     pub budget: f64,
-    /// Whether the engines emit verdicts of this class in this run (a ToR verdict never;
-    /// device-plane classes only with NPU ports).
+    /// Whether the engines emit verdicts of this class in this run (device-plane classes
+    /// only with NPU ports).
     pub emitted: bool,
 }
 
@@ -102,7 +101,7 @@ pub fn budget(class: &str) -> f64 {
 }
 
 /// The classes in report order.
-pub const CLASSES: [&str; 13] = [
+pub const CLASSES: [&str; 14] = [
     "node suspect",
     "node confirmed",
     "node quarantine",
@@ -114,6 +113,7 @@ pub const CLASSES: [&str; 13] = [
     "device node",
     "pair",
     "ToR",
+    "ToR (device)",
     "fabric (host)",
     "fabric (device)",
 ];
@@ -282,23 +282,7 @@ impl Scorer<'_> {
                 .plain(),
             );
         }
-        for &(t, s, e) in &self.v.host_tors {
-            let lookback = (s.saturating_sub(self.lookback), s + 1);
-            let correct = self.truth.tor_event(Plane::Host, t, lookback);
-            spans.push(
-                Judgement {
-                    class: "ToR",
-                    entity: format!("tor {t}"),
-                    ids: vec![t],
-                    rounds: (s, last(e)),
-                    correct: correct.is_some(),
-                    cause: correct
-                        .is_none()
-                        .then(|| ("noise".to_string(), format!("nothing slowed tor {t}"))),
-                }
-                .plain(),
-            );
-        }
+        spans.extend(self.tor_spans());
         for (class, plane, list) in [
             ("fabric (host)", Plane::Host, &self.v.host_fabric),
             ("fabric (device)", Plane::Device, &self.v.device_fabric),
@@ -322,6 +306,43 @@ impl Scorer<'_> {
         spans
     }
 
+    /// The spans of ToR verdicts, per plane: correct when a fault or congestion episode of
+    /// that plane on the ToR is live (or was within the lookback) when they begin.
+    fn tor_spans(&self) -> Vec<VerdictSpan> {
+        let mut spans = Vec::new();
+        let rounds = self.w.rounds;
+        let last = |end: u64| end.saturating_sub(1).min(rounds);
+        let tors = [
+            ("ToR", Plane::Host, &self.v.host_tors, self.lookback),
+            (
+                "ToR (device)",
+                Plane::Device,
+                &self.v.device_tors,
+                self.device_lookback(),
+            ),
+        ];
+        for (class, plane, list, back) in tors {
+            for &(t, s, e) in list {
+                let lookback = (s.saturating_sub(back), s + 1);
+                let correct = self.truth.tor_event(plane, t, lookback);
+                spans.push(
+                    Judgement {
+                        class,
+                        entity: format!("tor {t}"),
+                        ids: vec![t],
+                        rounds: (s, last(e)),
+                        correct: correct.is_some(),
+                        cause: correct
+                            .is_none()
+                            .then(|| ("noise".to_string(), format!("nothing slowed tor {t}"))),
+                    }
+                    .plain(),
+                );
+            }
+        }
+        spans
+    }
+
     fn class_stats(&self, spans: &[VerdictSpan], healthy: f64) -> Vec<ClassStats> {
         let device = self.w.topo.npus > 0;
         CLASSES
@@ -333,8 +354,8 @@ impl Scorer<'_> {
                     .collect();
                 let correct = of.iter().filter(|s| s.correct).count();
                 let emitted = match class {
-                    "ToR" => true,
                     c if c.starts_with("port") || c == "device node" || c == "pair" => device,
+                    "ToR (device)" => device,
                     "fabric (device)" => device,
                     _ => true,
                 };

@@ -121,6 +121,11 @@ impl DeviceGroup {
             confirmations,
             absent_nodes: Vec::new(),
             host_suspects,
+            tors: self
+                .members
+                .iter()
+                .map(|&n| Some(w.topo.tor(n) as u32))
+                .collect(),
         });
         self.last.insert(out)
     }

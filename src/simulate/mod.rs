@@ -251,19 +251,21 @@ mod tests {
 
     /// The tuned target today's engines miss on the pooled runs once a time target times
     /// every episode an event did not cross on its own probes (issue 24: before, any dip
-    /// or ToR event anywhere left the episode out): the NPU-port suspect time, p95 52
-    /// device rounds over the 10 timed episodes of the reduced shipped set and 17 over the
-    /// 20 of the in-sample held-out pool, against 10. `docs/detection.md` records it; a test that still lists
-    /// it once it is met fails, so that the list stays true.
+    /// or ToR event anywhere left the episode out): the NPU-port suspect time, p95 17
+    /// device rounds over the 20 timed episodes of the in-sample held-out pool, against
+    /// 10. The reduced shipped set met it once the device engine judged a ToR's ports
+    /// against their ToR (issue 26; p95 52 over its 10 timed episodes before).
+    /// `docs/detection.md` records it; a test that still lists it once it is met fails, so
+    /// that the list stays true.
     const MISSED_POOLED: &[&str] =
         &["ports with ≥ 5 % loss or ≥ 2× RTT (step) suspected within 10 device-plane rounds"];
 
-    /// The pooled misses, by target, must be exactly [`MISSED_POOLED`].
-    fn pooled_misses_are_the_known_ones(r: &Report) {
+    /// The pooled misses, by target, must be exactly `known`.
+    fn pooled_misses_are(r: &Report, known: &[&str]) {
         let missed = not_met(r);
-        let known = |m: &String| MISSED_POOLED.iter().any(|k| m.contains(k));
-        assert!(missed.iter().all(known), "{missed:#?}");
-        assert_eq!(missed.len(), MISSED_POOLED.len(), "{missed:#?}");
+        let is_known = |m: &String| known.iter().any(|k| m.contains(k));
+        assert!(missed.iter().all(is_known), "{missed:#?}");
+        assert_eq!(missed.len(), known.len(), "{missed:#?}");
     }
 
     fn not_met(r: &Report) -> Vec<String> {
@@ -275,7 +277,7 @@ mod tests {
     }
 
     /// Every shipped scenario meets every tuned target it has faults for, and the time
-    /// targets hold on their pooled episodes but the known miss ([`MISSED_POOLED`]).
+    /// targets hold on their pooled episodes.
     #[test]
     fn every_shipped_scenario_meets_its_targets_at_reduced_size() {
         let mut runs = Vec::new();
@@ -291,7 +293,7 @@ mod tests {
             runs.push(r);
         }
         let pooled = batch::pool(&runs);
-        pooled_misses_are_the_known_ones(&pooled);
+        pooled_misses_are(&pooled, &[]);
         // Every kind of fault and every shape is exercised by the shipped set.
         let kinds: std::collections::BTreeSet<_> = pooled.rows.iter().map(|r| r.kind).collect();
         let shapes: std::collections::BTreeSet<_> = pooled.rows.iter().map(|r| r.shape).collect();
@@ -340,7 +342,7 @@ mod tests {
             .collect();
         let mut pooled = batch::pool(&runs);
         pooled.targets = targets::check(&pooled, &pooled.episodes);
-        pooled_misses_are_the_known_ones(&pooled);
+        pooled_misses_are(&pooled, MISSED_POOLED);
         assert!(pooled.targets.iter().filter(|t| t.ok == Some(true)).count() >= 8);
     }
 

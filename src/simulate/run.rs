@@ -96,6 +96,8 @@ pub struct Trace {
     pub pairs: Intervals<(usize, usize)>,
     /// Device-plane fabric verdicts, per probe group.
     pub device_fabric: Intervals<usize>,
+    /// Device-plane ToR verdicts, per ToR (a ToR split over groups counts once per round).
+    pub device_tors: Intervals<usize>,
     /// Device-plane packets.
     pub traffic: Traffic,
     /// Seconds spent in host engines.
@@ -113,6 +115,19 @@ pub struct Trace {
     /// The ToR groups each probe group's inference holds at the end of the run (global
     /// node numbers), as a daemon that no source gives ToRs would infer them.
     pub inferred: Vec<Vec<usize>>,
+}
+
+impl Trace {
+    /// Closes every open verdict span at `end`.
+    fn finish(&mut self, end: u64) {
+        self.links.finish(end);
+        self.host_fabric.finish(end);
+        self.host_tors.finish(end);
+        self.device_nodes.finish(end);
+        self.pairs.finish(end);
+        self.device_fabric.finish(end);
+        self.device_tors.finish(end);
+    }
 }
 
 /// One group's host-plane engine and its requests from last round.
@@ -300,13 +315,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
             device_round(w, &mut d, r, &mut devices, &host_suspects, &mut t);
         }
     }
-    let end = w.rounds + 1;
-    t.links.finish(end);
-    t.host_fabric.finish(end);
-    t.host_tors.finish(end);
-    t.device_nodes.finish(end);
-    t.pairs.finish(end);
-    t.device_fabric.finish(end);
+    t.finish(w.rounds + 1);
     host_finals(&mut t, &hosts, topo.nodes);
     t.final_ports = vec![NodeState::Healthy; topo.nodes * topo.npus];
     for g in &devices {
@@ -355,6 +364,7 @@ fn device_round(
     t.device_rounds += 1;
     let npus = w.topo.npus;
     let (mut nodes, mut pairs, mut fabric) = (Vec::new(), Vec::new(), Vec::new());
+    let mut tors = BTreeSet::new();
     for (gi, g) in groups.iter_mut().enumerate() {
         let t0 = Instant::now();
         let local: Vec<usize> = w.topo.groups[gi]
@@ -376,6 +386,8 @@ fn device_round(
         if out.fabric {
             fabric.push(gi);
         }
+        // The engine's ToR numbers are the topology's (the group passes them).
+        tors.extend(out.tor_verdicts.iter().map(|v| v.tor as usize));
         t.ports.extend(out.transitions.into_iter().map(|x| Change {
             round: r,
             who: members[x.port / npus] * npus + x.port % npus,
@@ -387,4 +399,5 @@ fn device_round(
     t.device_nodes.update(r, nodes);
     t.pairs.update(r, pairs);
     t.device_fabric.update(r, fabric);
+    t.device_tors.update(r, tors);
 }

@@ -455,7 +455,7 @@ impl<'a> Scorer<'a> {
 
     /// A ToR or fabric event is detected by a fabric verdict in a group it touches;
     /// localised when it is also *named* (a dip by that fabric verdict; a slow ToR only by
-    /// a ToR verdict on it, which the host engine emits) and no verdict at confirmed or above
+    /// a ToR verdict on it, of its plane) and no verdict at confirmed or above
     /// fell on its members (and, for a dip, no link or pair verdict) while it lasted.
     fn fabric_outcome(&self, f: &Fault, plane: Plane, win: (u64, u64), o: &mut Outcome) {
         let topo = &self.w.topo;
@@ -475,10 +475,14 @@ impl<'a> Scorer<'a> {
         } else {
             &v.device_fabric
         };
-        // A ToR verdict on the slow ToR names it.
+        // A ToR verdict on the slow ToR (of its plane) names it.
+        let tor_verdicts = if plane == Plane::Host {
+            &v.host_tors
+        } else {
+            &v.device_tors
+        };
         let named = match f.target {
-            Target::Tor(t) if plane == Plane::Host => v
-                .host_tors
+            Target::Tor(t) => tor_verdicts
                 .iter()
                 .filter(|x| x.0 == t && overlaps((x.1, x.2), win))
                 .map(|x| x.1.saturating_sub(f.onset))
@@ -523,8 +527,7 @@ impl<'a> Scorer<'a> {
                     .iter()
                     .any(|x| touched(topo.port_node(x.0.0)) && overlaps((x.1, x.2), win))
         };
-        // A dip is named by a fabric verdict, a slow ToR by a ToR verdict on it (host plane;
-        // the device engine has none yet).
+        // A dip is named by a fabric verdict, a slow ToR by a ToR verdict on it.
         o.localised = (dip && o.detected.is_some() || named.is_some()) && !o.wrong;
     }
 

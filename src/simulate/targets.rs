@@ -251,8 +251,7 @@ fn precision(r: &Report, class: &str, target: &str) -> TargetCheck {
 }
 
 /// Every class's false-verdict rate against its budget: always judged where its engine
-/// runs (the device plane's classes need NPU ports; the ToR class is judged on the zero
-/// verdicts the engines emit).
+/// runs (the device plane's classes need NPU ports).
 fn budgets(r: &Report) -> Vec<TargetCheck> {
     r.classes
         .iter()
@@ -261,21 +260,16 @@ fn budgets(r: &Report) -> Vec<TargetCheck> {
                 "false {} verdicts ≤ {} per 1000 healthy node-hours",
                 c.class, c.budget
             );
-            if !c.emitted && c.class != "ToR" {
+            if !c.emitted {
                 return nothing(
                     &target,
                     "no NPU ports in this run: the device plane did not run".into(),
                 );
             }
-            let note = if c.emitted {
-                ""
-            } else {
-                "; the engines emit no ToR verdict"
-            };
             judged(
                 &target,
                 format!(
-                    "{:.3} ({} of {} verdicts in {:.0} healthy node-hours){note}",
+                    "{:.3} ({} of {} verdicts in {:.0} healthy node-hours)",
                     c.false_per_1000_node_hours, c.false_verdicts, c.verdicts, r.healthy_node_hours
                 ),
                 c.false_per_1000_node_hours <= c.budget,
@@ -310,11 +304,7 @@ fn events(outcomes: &[Outcome]) -> Vec<TargetCheck> {
         let k = localised(&tors);
         judged(
             t,
-            format!(
-                "{}: the engines emit no ToR verdict (detected as fabric {})",
-                share(k, tors.len()),
-                detected(&tors)
-            ),
+            format!("{} (detected {})", share(k, tors.len()), detected(&tors)),
             k as f64 >= 0.95 * tors.len() as f64,
         )
     });

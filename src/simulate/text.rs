@@ -199,7 +199,6 @@ fn classes_table(s: &mut String, r: &Report) {
             .precision
             .map_or_else(|| "-".into(), |p| format!("{p:.3}"));
         let note = match (c.emitted, c.class.as_str()) {
-            (false, "ToR") => "  (the engines emit no ToR verdict)",
             (false, _) => "  (no NPU ports)",
             _ if c.false_per_1000_node_hours > c.budget => "  OVER BUDGET",
             _ => "",

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::episodes::Episode;
 use super::fault::{Fault, Target};
-use super::scenario::{Element, FaultKind, Plane};
+use super::scenario::{DipScope, Element, FaultKind, Plane};
 use super::world::World;
 
 /// A fault and where its effect reaches the probes.
@@ -149,8 +149,9 @@ impl Truth {
 
 impl Truth {
     /// What makes a ToR verdict on ToR `t` of `plane` correct in `span`: a slow-ToR fault
-    /// on it, or a congestion episode on it (the ToR is really slow; the verdict is for the
-    /// network team either way).
+    /// on it, a fabric dip on its uplinks (every pair that leaves it is slow: the ToR's
+    /// uplinks are where the network team looks), or a congestion episode on it (the ToR is
+    /// really slow; the verdict is for the network team either way).
     pub fn tor_event(&self, plane: Plane, t: usize, span: (u64, u64)) -> Option<String> {
         let on = |p: Plane| {
             if plane == Plane::Host {
@@ -162,7 +163,10 @@ impl Truth {
         let live = |a: u64, b: u64| a < span.1 && span.0 < b;
         for f in &self.faults {
             let x = &f.fault;
-            if x.target == Target::Tor(t) && on(x.plane) && live(x.onset, x.end) {
+            let uplinks = x.kind == FaultKind::FabricDip
+                && x.scope == DipScope::TorUplinks
+                && x.at.first() == Some(&t);
+            if (x.target == Target::Tor(t) || uplinks) && on(x.plane) && live(x.onset, x.end) {
                 return Some(format!("fault #{} ({})", x.id, x.kind.as_str()));
             }
         }

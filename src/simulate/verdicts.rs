@@ -123,6 +123,8 @@ pub struct Verdicts {
     pub pairs: Vec<((usize, usize), u64, u64)>,
     /// Device fabric verdicts per group.
     pub device_fabric: Vec<(usize, u64, u64)>,
+    /// Device ToR verdicts: (ToR, first round, first round after).
+    pub device_tors: Vec<(usize, u64, u64)>,
 }
 
 impl Verdicts {
@@ -137,6 +139,7 @@ impl Verdicts {
             device_nodes: t.device_nodes.spans.clone(),
             pairs: t.pairs.spans.clone(),
             device_fabric: t.device_fabric.spans.clone(),
+            device_tors: t.device_tors.spans.clone(),
         }
     }
 }

@@ -378,6 +378,8 @@ pub struct DeviceView {
     pub node_verdicts: Vec<usize>,
     /// Port pairs judged bad (a cable or a path), by port index.
     pub pair_verdicts: Vec<(usize, usize)>,
+    /// ToRs most of whose NPU ports are bad: verdicts on the switches.
+    pub tor_verdicts: Vec<DeviceTorView>,
     /// This node's pings of the last round.
     pub planned: Vec<PlannedPing>,
     /// This node's ping counters per local NPU.
@@ -388,6 +390,25 @@ pub struct DeviceView {
     pub rounds: u64,
     /// The HCCS ping mesh (Atlas A3), when this node drives it or found it unavailable.
     pub hccs: Option<HccsView>,
+}
+
+/// A device-plane ToR verdict, with its evidence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceTorView {
+    /// The ToR's name (as the topology gives it).
+    pub tor: String,
+    /// Its members present (member indices).
+    pub members: Vec<usize>,
+    /// Their NPU ports judged.
+    pub ports: usize,
+    /// Of which elevated against the fabric.
+    pub elevated: usize,
+    /// The ToR's loss rate: median over its ports of their window loss ratio.
+    pub loss_ratio: f64,
+    /// The ToR's RTT level: median log RTT residual of its ports against the round.
+    pub rtt_level: f64,
+    /// Device-plane rounds in a row.
+    pub rounds: u64,
 }
 
 /// Whether this node runs the HCCS ping mesh, or why not: the bounded `state` label.

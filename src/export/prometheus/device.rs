@@ -14,7 +14,9 @@
 
 use super::family::{Labels, Render, Sink, flag};
 use crate::snapshot::View;
-use crate::snapshot::probe::{DeviceView, HccsState, HccsView, NodeState, ProbeSnapshot};
+use crate::snapshot::probe::{
+    DeviceTorView, DeviceView, HccsState, HccsView, NodeState, ProbeSnapshot,
+};
 use std::fmt;
 
 /// Renders the device plane of the probing part.
@@ -97,6 +99,7 @@ fn verdicts(pr: &ProbeSnapshot, d: &DeviceView, f: &mut dyn Sink) -> fmt::Result
             .map(|n| (vec![("node", pr.name(*n))], 1.0))
             .collect(),
     )?;
+    tors(pr, d, f)?;
     f.gauge(
         "hcclwatch_npu_port_pair_degraded",
         "NPU port pairs judged bad while both ports are otherwise fine (a cable or a switch path); never quarantines.",
@@ -113,6 +116,47 @@ fn verdicts(pr: &ProbeSnapshot, d: &DeviceView, f: &mut dyn Sink) -> fmt::Result
                     ],
                     1.0,
                 )
+            })
+            .collect(),
+    )
+}
+
+/// ToR verdicts: one series per ToR with a verdict, its evidence, and one per member.
+fn tors(pr: &ProbeSnapshot, d: &DeviceView, f: &mut dyn Sink) -> fmt::Result {
+    let tor = |t: &DeviceTorView| vec![("tor", t.tor.clone())];
+    f.gauge(
+        "hcclwatch_device_tor_degraded",
+        "ToRs (leaf switches) most of whose members' NPU ports are lossy or slow beyond the ToR's normal, on the device plane: a verdict on the switch, never on its ports or nodes.",
+        d.tor_verdicts.iter().map(|t| (tor(t), 1.0)).collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_device_tor_bad_port_ratio",
+        "Share of a degraded ToR's NPU ports that are lossy or slow against the fabric.",
+        d.tor_verdicts
+            .iter()
+            .filter(|t| t.ports > 0)
+            .map(|t| (tor(t), t.elevated as f64 / t.ports as f64))
+            .collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_device_tor_loss_ratio",
+        "A degraded ToR's loss rate: the median over its NPU ports of their window loss ratio.",
+        d.tor_verdicts
+            .iter()
+            .map(|t| (tor(t), t.loss_ratio))
+            .collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_device_tor_member",
+        "The members of a degraded ToR (1 per member, while the verdict holds).",
+        d.tor_verdicts
+            .iter()
+            .flat_map(|t| {
+                t.members.iter().map(move |n| {
+                    let mut l = tor(t);
+                    l.push(("node", pr.name(*n)));
+                    (l, 1.0)
+                })
             })
             .collect(),
     )
@@ -248,4 +292,84 @@ fn packets_by_result(npu: u32, sent: u64, received: u64) -> [(Labels, u64); 2] {
             v,
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::super::{Format, encode, registry};
+    use crate::snapshot::Store;
+    use crate::snapshot::probe::{DeviceTorView, MemberView};
+    use crate::snapshot::status::BuildInfo;
+
+    use super::*;
+
+    fn member(name: &str) -> MemberView {
+        MemberView {
+            name: name.into(),
+            up: true,
+            state: NodeState::Healthy,
+            score: None,
+            arrival_lag: None,
+            quarantine: None,
+            inconsistent_reports: false,
+            uplink_congested: false,
+            place: None,
+            inferred_tor: None,
+        }
+    }
+
+    fn lines(text: &str, family: &str) -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{family}{{")))
+            .map(String::from)
+            .collect()
+    }
+
+    /// A ToR verdict on leaf-7 (members 1 and 2 of n0–n2: 12 of their 16 ports bad, 5 %
+    /// loss) is one series per ToR for the verdict and each piece of evidence, and one per
+    /// member, named.
+    #[test]
+    fn a_tor_verdict_names_the_tor_its_members_and_evidence() {
+        let store = Arc::new(Store::new(false, false));
+        store.publish_probe(ProbeSnapshot {
+            active: true,
+            members: vec![member("n0"), member("n1"), member("n2")],
+            device: Some(DeviceView {
+                me: Some(0),
+                tor_verdicts: vec![DeviceTorView {
+                    tor: "leaf-7".into(),
+                    members: vec![1, 2],
+                    ports: 16,
+                    elevated: 12,
+                    loss_ratio: 0.05,
+                    rtt_level: 0.0,
+                    rounds: 4,
+                }],
+                ..DeviceView::default()
+            }),
+            ..ProbeSnapshot::default()
+        });
+        let text = encode(&registry(store, BuildInfo::current()), Format::Text004).unwrap();
+        assert_eq!(
+            lines(&text, "hcclwatch_device_tor_degraded"),
+            ["hcclwatch_device_tor_degraded{tor=\"leaf-7\"} 1.0"]
+        );
+        assert_eq!(
+            lines(&text, "hcclwatch_device_tor_bad_port_ratio"),
+            ["hcclwatch_device_tor_bad_port_ratio{tor=\"leaf-7\"} 0.75"]
+        );
+        assert_eq!(
+            lines(&text, "hcclwatch_device_tor_loss_ratio"),
+            ["hcclwatch_device_tor_loss_ratio{tor=\"leaf-7\"} 0.05"]
+        );
+        assert_eq!(
+            lines(&text, "hcclwatch_device_tor_member"),
+            [
+                "hcclwatch_device_tor_member{tor=\"leaf-7\",node=\"n1\"} 1.0",
+                "hcclwatch_device_tor_member{tor=\"leaf-7\",node=\"n2\"} 1.0",
+            ]
+        );
+    }
 }

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::score::{RoundStats, loss_tail};
+use super::score::{Against, RoundStats, loss_tail};
 use super::{DeviceEngine, DeviceInput, PortProbe};
 use crate::health::evidence::MIN_REPORTERS;
 use crate::health::lifecycle::{NodeIx, PortIx};
@@ -73,10 +73,12 @@ pub(super) enum Reproduction {
 impl DeviceEngine {
     /// Healthy ports on nodes other than the suspect's, present this round (`present`, by
     /// node), that can re-ping a suspect: chosen deterministically from the round and the
-    /// suspect, so every member picks the same.
+    /// suspect, so every member picks the same. With topology, ports behind another ToR
+    /// than the suspect's, in no ToR event, are preferred (when there are any): their
+    /// re-pings cross the suspect's ToR only where they must, and no other bad switch.
     pub fn confirmers(&self, suspect: usize, present: &[bool]) -> Vec<usize> {
         let node = self.ports.tracks().get(suspect).map(|p| p.data.node);
-        let good: Vec<usize> = (0..self.ports.len())
+        let mut good: Vec<usize> = (0..self.ports.len())
             .filter(|&i| {
                 let p = &self.ports[PortIx(i)];
                 p.state == NodeState::Healthy
@@ -84,6 +86,15 @@ impl DeviceEngine {
                     && present.get(p.data.node.0).copied().unwrap_or(false)
             })
             .collect();
+        let tor = self.port_tor(suspect);
+        let apart: Vec<usize> = good
+            .iter()
+            .copied()
+            .filter(|&i| self.behind_another_tor(i, tor))
+            .collect();
+        if !apart.is_empty() {
+            good = apart;
+        }
         if good.is_empty() {
             return Vec::new();
         }
@@ -127,8 +138,9 @@ impl DeviceEngine {
         }
     }
 
-    /// Whether a suspect's re-pings from known-good ports reproduce its loss or slowness.
-    pub(super) fn reproduced(&self, i: PortIx, r: &RoundStats) -> Reproduction {
+    /// Whether a suspect's re-pings from known-good ports reproduce its loss or slowness,
+    /// against `against` (the fabric's loss rate, or its ToR's rate and level in an event).
+    pub(super) fn reproduced(&self, i: PortIx, r: &RoundStats, against: Against) -> Reproduction {
         let cfg = &self.cfg;
         let c = &self.ports[i].data.confirm;
         let ratio = c.all.loss_ratio();
@@ -136,7 +148,7 @@ impl DeviceEngine {
         let slow = if res.is_empty() {
             f64::NAN
         } else {
-            median(&mut res)
+            median(&mut res) - against.rtt
         };
         // Reporters that each saw the loss, and each the slowness, on their own.
         let lossy_reporters = c
@@ -149,12 +161,12 @@ impl DeviceEngine {
             .values()
             .filter(|t| {
                 let mut own = t.residuals.clone();
-                !own.is_empty() && median(&mut own) > cfg.rtt_ratio.ln()
+                !own.is_empty() && median(&mut own) - against.rtt > cfg.rtt_ratio.ln()
             })
             .count();
         let lossy = c.all.lost >= 2
             && ratio >= cfg.loss_min
-            && loss_tail(c.all.lost, c.all.sent, r.fabric_loss) < CONFIRM_ALPHA
+            && loss_tail(c.all.lost, c.all.sent, against.loss.max(r.fabric_loss)) < CONFIRM_ALPHA
             && lossy_reporters >= MIN_REPORTERS;
         let slow_enough = res.len() >= cfg.confirm_peers
             && slow > cfg.rtt_ratio.ln()

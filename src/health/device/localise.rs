@@ -1,5 +1,6 @@
 //! Reading the round's elevated ports together: a large share of them, or many nodes at
-//! once, is the fabric or a ToR; most ports of one node (or one port of a node the host
+//! once, is the fabric; most ports of one ToR is that ToR (see `tor`: its ports are then
+//! judged against it); most ports of one node (or one port of a node the host
 //! plane holds bad) is that node; what is left is judged port by port. A uniformly bad
 //! fabric leaves no port standing out, so the fabric is also judged absolutely: loss no
 //! elevated port explains, slow pings beyond the base rate, a round median far above the
@@ -8,16 +9,22 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::score::{Elevation, RoundStats};
+use super::tor::TorEvents;
 use super::{DeviceEngine, DeviceInput, Localised, PortProbe};
 use crate::health::fabric::{PARTIAL_MIN_PROBES, crowd};
 use crate::health::lifecycle::{NodeIx, PortIx};
 
 impl DeviceEngine {
     /// Elevates ports (two passes: a port elevated only by its pings with bad ports is
-    /// cleared once those are accused in the first pass), then localises: fabric, nodes,
-    /// single ports. Sets the round's fabric loss rate in `r`.
+    /// cleared once those are accused in the first pass), then localises: ToRs (whose ports
+    /// are elevated again against their ToR), nodes, the fabric, single ports. Sets the
+    /// round's fabric loss rate in `r`.
     pub(super) fn localise(&mut self, input: &DeviceInput, r: &mut RoundStats) -> Localised {
         let n = self.ports.len();
+        self.tor_of = input.tors.clone();
+        self.tor_explained = (0..n)
+            .map(|i| self.port_tor(i).is_some_and(|t| self.tor_in_event(t)))
+            .collect();
         let accused: Vec<bool> = (0..n)
             .map(|i| {
                 self.last_elevated.get(i).copied().unwrap_or(false)
@@ -28,26 +35,44 @@ impl DeviceEngine {
         let first: Vec<bool> = (0..n)
             .map(|i| accused[i] || self.elevation(PortIx(i), r, &accused).any())
             .collect();
-        let elevations: Vec<Elevation> = (0..n)
+        let raw: Vec<Elevation> = (0..n)
             .map(|i| self.elevation(PortIx(i), r, &first))
             .collect();
-        let elevated: Vec<bool> = elevations.iter().map(Elevation::any).collect();
+        let elevated: Vec<bool> = raw.iter().map(Elevation::any).collect();
         self.last_elevated = elevated.clone();
-        let node_bad = self.nodes_elevated(&elevated, &input.host_suspects);
+        // Ports of a ToR in an event are judged against their ToR.
+        let absent: BTreeSet<usize> = input.absent_nodes.iter().copied().collect();
+        let tors = self.tor_events(r, &absent, &first, &raw);
+        let elevations: Vec<Elevation> = (0..n)
+            .map(|i| match tors.against[i] {
+                Some(a) => self.elevation_against(PortIx(i), r, &first, a),
+                None => raw[i],
+            })
+            .collect();
+        let own: Vec<bool> = elevations.iter().map(Elevation::any).collect();
+        let node_bad = self.nodes_elevated(&own, &input.host_suspects);
         // A fabric event of two rounds or more holds for a window after its last round:
         // the ports' windows still carry its pings, and would otherwise accuse whoever it
         // touched most. (One round alone is often a node fault before its ports are
         // elevated.)
-        let now = n > 0 && self.is_fabric(input, r, &elevated, &node_bad);
+        let now = n > 0 && self.is_fabric(input, r, (&elevated, &own), &node_bad, &tors);
         self.fabric_run = if now { self.fabric_run + 1 } else { 0 };
         if self.fabric_run >= 2 {
             self.fabric_until = self.ports.round() + self.cfg.window as u64;
         }
+        let fabric = now || self.ports.round() <= self.fabric_until;
         Localised {
             elevations,
             elevated,
+            own,
             node_bad,
-            fabric: now || self.ports.round() <= self.fabric_until,
+            fabric,
+            tor_verdicts: if fabric {
+                Vec::new()
+            } else {
+                tors.verdicts.clone()
+            },
+            against: tors.against,
         }
     }
 
@@ -72,24 +97,29 @@ impl DeviceEngine {
             .collect()
     }
 
-    /// Whether the fabric (or a ToR) is bad rather than a port or a node. Judged relative to
-    /// itself (a large share of ports elevated, or many nodes at once) and absolutely (loss
-    /// that no elevated port or node explains, or a round median RTT far above the learned
-    /// baseline), since a uniformly bad fabric leaves no port standing out.
+    /// Whether the fabric is bad rather than a port, a node or one ToR. Judged relative to
+    /// itself (a large share of ports `elevated` against the fabric, or many nodes at once,
+    /// a ToR's members not counted) and absolutely (loss that no port elevated on its own
+    /// (`own`), node or ToR event explains, or a round median RTT far above the learned
+    /// baseline), since a uniformly bad fabric leaves no port standing out. (Without
+    /// topology, `own` is `elevated`.)
     fn is_fabric(
         &mut self,
         input: &DeviceInput,
         r: &RoundStats,
-        elevated: &[bool],
+        (elevated, own): (&[bool], &[bool]),
         node_bad: &BTreeSet<NodeIx>,
+        tors: &TorEvents,
     ) -> bool {
         let n = self.ports.len();
+        // A large share of all ports elevated is the fabric, however it falls on ToRs.
         let share = elevated.iter().filter(|e| **e).count() as f64 / n as f64;
         let nodes: BTreeSet<NodeIx> = self.ports.tracks().iter().map(|p| p.data.node).collect();
         let many_nodes = crowd(node_bad.len(), nodes.len(), self.cfg.tor_nodes.max(1), 0.1);
-        // Loss on pings between ports that nothing else accuses.
+        // Loss on pings between ports that nothing else (a port, a node, a ToR) accuses.
         let owners: Vec<NodeIx> = self.ports.tracks().iter().map(|p| p.data.node).collect();
-        let explained = |port: usize| elevated[port] || node_bad.contains(&owners[port]);
+        let explained =
+            |port: usize| own[port] || node_bad.contains(&owners[port]) || tors.in_event(port);
         let (sent, lost) = input
             .probes
             .iter()

@@ -17,8 +17,11 @@
 //!   ln(`rtt_ratio`) with a robust z above `z`.
 //!
 //! **Localisation.** Each round the elevated ports are read together:
-//! - a large share of all ports elevated (`fabric_share`) is the fabric or a ToR: no port
-//!   or node escalates while it lasts;
+//! - a large share of all ports elevated (`fabric_share`) is the fabric: no port or node
+//!   escalates while it lasts;
+//! - with topology, most ports of one ToR elevated (`node_share`, beyond the ToR's normal)
+//!   is that ToR: a ToR verdict; its ports are judged against the ToR's own loss rate and
+//!   RTT level, so a port bad among them still escalates and the others do not;
 //! - most ports of one node elevated (`node_share`) is that node: a node verdict, and its
 //!   ports do not escalate one by one;
 //! - otherwise an elevated port is suspected on its own, and re-pinged from known-good
@@ -43,8 +46,8 @@
 //! quarantine_recommended → probation → healthy), with exit thresholds below entry
 //! thresholds. Pure code: the daemon, the simulator and the tests run the same engine.
 //!
-//! The parts: `score` (each port's window and elevation), `localise` (fabric, ToR and node
-//! events), `confirm` (re-pings from known-good ports), `advance` (moving a port through
+//! The parts: `score` (each port's window and elevation), `localise` (fabric and node
+//! events), `tor` (ToR events), `confirm` (re-pings from known-good ports), `advance` (moving a port through
 //! the lifecycle both planes share) and `pairs`.
 
 mod advance;
@@ -54,8 +57,11 @@ mod pairs;
 mod score;
 #[cfg(test)]
 mod tests;
+mod tor;
 
-use std::collections::{BTreeSet, VecDeque};
+pub use tor::DeviceTorVerdict;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::evidence::Evidence;
 use super::fabric::{BaseRate, Baseline};
@@ -64,7 +70,8 @@ use super::pairs::Pairs;
 use crate::snapshot::probe::NodeState;
 
 use confirm::{Confirmation, Reproduction};
-use score::{Elevation, Sample};
+use score::{Against, Elevation, Sample};
+use tor::TorTrack;
 
 /// Thresholds of the device-plane engine.
 #[derive(Debug, Clone, PartialEq)]
@@ -175,6 +182,10 @@ pub struct DeviceInput {
     /// ports are elevated is judged as a node, not port by port (its NIC, PCIe, CPU or
     /// power slows both planes), even below [`DeviceConfig::node_share`].
     pub host_suspects: Vec<usize>,
+    /// Each node's ToR (leaf switch), by node index, as the topology gives it (the ToR its
+    /// NPU ports hang off): most ports of one ToR bad is that ToR, and its ports are judged
+    /// against each other. Empty (or `None` for a node): the place is unknown.
+    pub tors: Vec<Option<u32>>,
 }
 
 /// Where a port transition or verdict points.
@@ -245,6 +256,9 @@ pub struct DeviceOutput {
     pub node_verdicts: Vec<usize>,
     /// A large share of the fabric is elevated (blocks escalation).
     pub fabric: bool,
+    /// ToRs most of whose ports are elevated, beyond their normal, for two rounds or more
+    /// (none during a fabric event): a verdict on the switch, never on its ports or nodes.
+    pub tor_verdicts: Vec<DeviceTorVerdict>,
     /// Per-port window numbers.
     pub scores: Vec<PortScore>,
 }
@@ -318,14 +332,28 @@ pub struct DeviceEngine {
     fabric_run: u64,
     /// Ports elevated last round (their peers' loss with them is explained).
     last_elevated: Vec<bool>,
+    /// Each node's ToR, from the last round's input.
+    tor_of: Vec<Option<u32>>,
+    /// Each ToR's normal share of elevated ports and its current event.
+    tor_tracks: BTreeMap<u32, TorTrack>,
+    /// Per port: its ToR was in an event when the round began (pings with it from
+    /// behind another ToR are explained by that ToR).
+    tor_explained: Vec<bool>,
 }
 
 /// How the round's ports were judged together.
 struct Localised {
-    /// Per port: elevated this round, and by how much.
+    /// Per port: elevated this round on its own (against its ToR when the ToR is in an
+    /// event, else against the fabric), and by how much.
     elevations: Vec<Elevation>,
-    /// Per port: elevated.
+    /// Per port: elevated against the fabric.
     elevated: Vec<bool>,
+    /// Per port: elevated on its own.
+    own: Vec<bool>,
+    /// Per port: what it is judged against when its ToR is in an event.
+    against: Vec<Option<Against>>,
+    /// ToRs with a verdict.
+    tor_verdicts: Vec<DeviceTorVerdict>,
     /// Nodes judged as nodes (most ports elevated, or a host-plane suspect with one).
     node_bad: BTreeSet<NodeIx>,
     /// A fabric (or ToR) event now or in its hold: nothing escalates.
@@ -344,6 +372,9 @@ impl DeviceEngine {
             fabric_until: 0,
             fabric_run: 0,
             last_elevated: Vec::new(),
+            tor_of: Vec::new(),
+            tor_tracks: BTreeMap::new(),
+            tor_explained: Vec::new(),
         }
     }
 
@@ -406,6 +437,7 @@ impl DeviceEngine {
         if !out.fabric {
             out.node_verdicts = l.node_bad.iter().map(|n| n.0).collect();
         }
+        out.tor_verdicts = l.tor_verdicts.clone();
         self.record_confirmations(input, &r);
         let absent: BTreeSet<usize> = input.absent_nodes.iter().copied().collect();
         for i in (0..n).map(PortIx) {
@@ -414,18 +446,24 @@ impl DeviceEngine {
                 continue;
             }
             // A port of a node verdict, or any port during a fabric event, is not judged on
-            // its own: the cause is not the port.
-            let own = l.elevated[i.0] && !out.fabric && !l.node_bad.contains(&node);
+            // its own: the cause is not the port. Nor is a port of a ToR in an event unless
+            // it stands out from its ToR.
+            let own = l.own[i.0] && !out.fabric && !l.node_bad.contains(&node);
+            let explained = out.fabric || (l.against[i.0].is_some() && !l.own[i.0]);
+            let fabric = Against {
+                loss: r.fabric_loss,
+                rtt: 0.0,
+            };
             let mut confirm = match self.ports[i].state {
-                NodeState::Suspect => self.reproduced(i, &r),
+                NodeState::Suspect => self.reproduced(i, &r, l.against[i.0].unwrap_or(fabric)),
                 _ => Reproduction::Undecided,
             };
-            if out.fabric && matches!(confirm, Reproduction::Reproduced { .. }) {
-                // Re-pings during a fabric event cross it too: they may clear a suspect,
-                // not confirm one.
+            if explained && matches!(confirm, Reproduction::Reproduced { .. }) {
+                // Re-pings during a fabric or ToR event cross it too: they may clear a
+                // suspect, not confirm one.
                 confirm = Reproduction::Undecided;
             }
-            self.advance(i, own, out.fabric, &l.elevations[i.0], confirm, &mut out);
+            self.advance(i, own, explained, &l.elevations[i.0], confirm, &mut out);
         }
         self.judge_pairs(input, &r, &l.elevated, out.fabric, &mut out);
         out

@@ -26,6 +26,18 @@ impl RoundStats {
     }
 }
 
+/// What a port is judged against: the loss rate its packets may show by chance and the
+/// log RTT level taken out of its residuals. The fabric's (no level) for most ports; its
+/// ToR's own for a port of a ToR in an event (see `tor`), so that a lossy or slow ToR does
+/// not elevate all its ports while a port bad among them still stands out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Against {
+    /// Loss rate (floored at the fabric's).
+    pub loss: f64,
+    /// Log RTT level taken out of the residuals.
+    pub rtt: f64,
+}
+
 /// One round of a port's history.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct Sample {
@@ -33,8 +45,8 @@ pub(super) struct Sample {
     pub packets: u32,
     /// Of which lost.
     pub lost: u32,
-    /// Log RTT residuals of this round's pings through the port.
-    pub residuals: Vec<f64>,
+    /// Log RTT residuals of this round's pings through the port, with their peer.
+    pub residuals: Vec<(PortIx, f64)>,
     /// Each ping's peer port, packets sent and lost.
     pub peers: Vec<(PortIx, u32, u32)>,
 }
@@ -135,24 +147,25 @@ impl DeviceEngine {
     /// peer. A median, so that a few lossy ports do not raise the rate they and their
     /// peers are judged against; a loss most ports share moves it. Floored at `loss_floor`.
     pub(super) fn fabric_loss(&self, accused: &[bool]) -> f64 {
-        let mut ratios: Vec<f64> = self
-            .ports
-            .tracks()
-            .iter()
-            .filter_map(|t| {
-                let (sent, lost) = t
-                    .data
-                    .window
-                    .iter()
-                    .flat_map(|s| s.peers.iter())
-                    .filter(|(p, _, _)| !accused.get(p.0).copied().unwrap_or(false))
-                    .fold((0u64, 0u64), |(s, l), (_, ps, pl)| {
-                        (s + u64::from(*ps), l + u64::from(*pl))
-                    });
-                (sent > 0).then(|| lost as f64 / sent as f64)
-            })
+        let mut ratios: Vec<f64> = (0..self.ports.len())
+            .filter_map(|i| self.window_loss(PortIx(i), accused))
             .collect();
         median(&mut ratios).max(self.cfg.loss_floor)
+    }
+
+    /// Port `i`'s loss ratio over its window, leaving out pings with an accused peer (None
+    /// without a packet).
+    pub(super) fn window_loss(&self, i: PortIx, accused: &[bool]) -> Option<f64> {
+        let (sent, lost) = self.ports[i]
+            .data
+            .window
+            .iter()
+            .flat_map(|s| s.peers.iter())
+            .filter(|(p, _, _)| !accused.get(p.0).copied().unwrap_or(false))
+            .fold((0u64, 0u64), |(s, l), (_, ps, pl)| {
+                (s + u64::from(*ps), l + u64::from(*pl))
+            });
+        (sent > 0).then(|| lost as f64 / sent as f64)
     }
 
     /// Charges this round's plan pings to both their ends.
@@ -165,7 +178,7 @@ impl DeviceEngine {
                 let s = &mut samples[me];
                 s.packets += p.sent;
                 s.lost += p.lost();
-                s.residuals.extend(residual);
+                s.residuals.extend(residual.map(|x| (PortIx(peer), x)));
                 s.peers.push((PortIx(peer), p.sent, p.lost()));
             }
         }
@@ -182,17 +195,39 @@ impl DeviceEngine {
         }
     }
 
-    /// Whether port `i` is elevated over its window, and by how much.
+    /// Whether port `i` is elevated over its window against the fabric, and by how much.
     pub(super) fn elevation(&self, i: PortIx, r: &RoundStats, accused: &[bool]) -> Elevation {
+        let fabric = Against {
+            loss: r.fabric_loss,
+            rtt: 0.0,
+        };
+        self.elevation_against(i, r, accused, fabric)
+    }
+
+    /// Whether port `i` is elevated over its window against `against` (its loss rate and
+    /// the RTT level taken out), and by how much.
+    pub(super) fn elevation_against(
+        &self,
+        i: PortIx,
+        r: &RoundStats,
+        accused: &[bool],
+        against: Against,
+    ) -> Elevation {
         let cfg = &self.cfg;
         let t = &self.ports[i].data;
+        // A ping with a port behind another ToR in an event crossed that ToR: the ToR
+        // explains it, as an accused peer does.
+        let mine = self.port_tor(i.0);
+        let other_tor = |p: &PortIx| {
+            self.tor_explained.get(p.0).copied().unwrap_or(false) && self.port_tor(p.0) != mine
+        };
         // Loss on pings with a peer already accused is explained by that peer: a port
         // next to a bad one is not bad itself.
         let pings = || {
             t.window
                 .iter()
                 .flat_map(|s| s.peers.iter())
-                .filter(|(p, _, _)| !accused.get(p.0).copied().unwrap_or(false))
+                .filter(|(p, _, _)| !accused.get(p.0).copied().unwrap_or(false) && !other_tor(p))
         };
         let packets: u32 = pings().map(|(_, s, _)| *s).sum();
         let lost: u32 = pings().map(|(_, _, l)| *l).sum();
@@ -210,21 +245,23 @@ impl DeviceEngine {
         let mut residuals: Vec<f64> = t
             .window
             .iter()
-            .flat_map(|s| s.residuals.iter().copied())
+            .flat_map(|s| s.residuals.iter())
+            .filter(|(p, _)| !other_tor(p))
+            .map(|(_, x)| *x)
             .collect();
         let rtt_residual = if residuals.is_empty() {
             f64::NAN
         } else {
-            median(&mut residuals)
+            median(&mut residuals) - against.rtt
         };
-        let rtt_spread = spread_of(&mut deviations(&residuals, rtt_residual));
+        let rtt_spread = spread_of(&mut deviations(&residuals, rtt_residual + against.rtt));
         let rtt_z = rtt_residual / r.reference.spread;
         let loss_ratio = if packets == 0 {
             0.0
         } else {
             f64::from(lost) / f64::from(packets)
         };
-        let tail = loss_tail(lost, packets, r.fabric_loss);
+        let tail = loss_tail(lost, packets, against.loss.max(r.fabric_loss));
         let enough_peers = peers.len() >= cfg.min_peers;
         let loss = enough_peers
             && lossy_peers.len() >= cfg.min_peers.min(2)

@@ -23,6 +23,11 @@ struct Fabric {
     slow_node_pairs: fn(usize, usize) -> bool,
     counters: BTreeMap<usize, f64>,
     pings: usize,
+    /// Nodes per ToR (consecutive nodes share one); 0: the topology is not given.
+    tor_size: usize,
+    /// ToRs that lose this share of the packets crossing them (a pair inside one crosses
+    /// it once).
+    lossy_tors: Vec<(usize, f64)>,
 }
 
 impl Fabric {
@@ -38,7 +43,31 @@ impl Fabric {
             slow_node_pairs: |_, _| false,
             counters: BTreeMap::new(),
             pings: 0,
+            tor_size: 0,
+            lossy_tors: vec![],
         }
+    }
+
+    /// The ToR of a port's node (None without topology).
+    fn tor(&self, port: usize) -> Option<usize> {
+        (self.tor_size > 0).then(|| port / self.per / self.tor_size)
+    }
+
+    /// Whether a packet between `src` and `dst` is lost at a lossy ToR on its way.
+    fn lose_at_tor(&mut self, src: usize, dst: usize) -> bool {
+        let (ta, tb) = (self.tor(src), self.tor(dst));
+        let mut lost = false;
+        for t in [ta, if tb != ta { tb } else { None }].into_iter().flatten() {
+            let Some(&(_, loss)) = self.lossy_tors.iter().find(|(x, _)| *x == t) else {
+                continue;
+            };
+            // Counters of ToRs kept apart from the ports'.
+            let c = self.counters.entry(1_000_000 + t).or_default();
+            let before = c.floor();
+            *c += loss;
+            lost |= c.floor() > before;
+        }
+        lost
     }
 
     fn port_nodes(&self) -> Vec<usize> {
@@ -60,7 +89,8 @@ impl Fabric {
         for _ in 0..3 {
             let lost_s = self.lose(src);
             let lost_d = self.lose(dst);
-            if !lost_s && !lost_d {
+            let lost_t = self.lose_at_tor(src, dst);
+            if !lost_s && !lost_d && !lost_t {
                 received += 1;
             }
         }
@@ -105,8 +135,16 @@ impl Fabric {
                 }
             }
         }
+        let tors = if self.tor_size > 0 {
+            (0..self.nodes)
+                .map(|n| Some((n / self.tor_size) as u32))
+                .collect()
+        } else {
+            Vec::new()
+        };
         DeviceInput {
             probes,
+            tors,
             ..DeviceInput::default()
         }
     }
@@ -418,4 +456,140 @@ fn a_partial_dip_is_a_fabric_event_and_accuses_no_port() {
     let (e, outs) = run(&mut f, 30);
     assert!(outs.iter().skip(2).all(|o| o.fabric));
     assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
+}
+
+/// 32 nodes × 4 ports on 8 ToRs of 4 nodes; ToR 2 (nodes 8–11, ports 32–47) starts losing
+/// 5 % of the packets that cross it at round 20 and does for 60 rounds. Its 16 ports are an
+/// eighth of the group: below the fabric share, but four nodes with every port lossy, which
+/// without topology is a crowd of node verdicts. With topology it is a ToR verdict naming
+/// ToR 2 and its four members, no node verdict, no fabric event once it is one, and no port
+/// goes beyond suspect.
+#[test]
+fn a_lossy_tor_is_a_tor_verdict_and_no_port_or_node_is_judged() {
+    let mut f = Fabric::new(32, 4);
+    f.tor_size = 4;
+    let (mut e, mut outs) = run(&mut f, 20);
+    f.lossy_tors = vec![(2, 0.05)];
+    go_on(&mut e, &mut f, 20..80, &[], &mut outs);
+    let during = &outs[20..80];
+    let first = during
+        .iter()
+        .position(|o| !o.tor_verdicts.is_empty())
+        .expect("a ToR verdict");
+    let v = &during[first].tor_verdicts[0];
+    assert_eq!(v.tor, 2);
+    assert_eq!(v.members, vec![8, 9, 10, 11]);
+    assert_eq!(v.ports, 16);
+    assert!(v.elevated >= 9, "most of its 16 ports: {}", v.elevated);
+    // At least `loss_min` of the packets through its ports in their windows; with the
+    // windows full of the event, the 5 % of the packets crossing it.
+    assert!(v.loss_ratio >= 0.02, "{}", v.loss_ratio);
+    let full = &during.last().expect("rounds").tor_verdicts;
+    assert!((0.035..0.07).contains(&full[0].loss_ratio), "{full:?}");
+    assert!(
+        during
+            .iter()
+            .flat_map(|o| &o.tor_verdicts)
+            .all(|v| v.tor == 2),
+        "only ToR 2"
+    );
+    // Once a verdict, it stays one while the loss lasts, and it is no fabric event.
+    assert!(
+        during[first..]
+            .iter()
+            .all(|o| o.tor_verdicts.len() == 1 && !o.fabric)
+    );
+    let nv: Vec<(usize, &Vec<usize>, usize, bool)> = outs
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| !o.node_verdicts.is_empty())
+        .map(|(r, o)| (r, &o.node_verdicts, o.tor_verdicts.len(), o.fabric))
+        .collect();
+    assert!(nv.is_empty(), "first ToR verdict {}: {nv:?}", first + 20);
+    let moved: Vec<&PortTransition> = outs
+        .iter()
+        .flat_map(|o| &o.transitions)
+        .filter(|t| !matches!(t.to, NodeState::Healthy | NodeState::Suspect))
+        .collect();
+    assert!(moved.is_empty(), "{moved:?}");
+    // The ToR heals: its verdict ends, and every port is healthy again.
+    f.lossy_tors.clear();
+    go_on(&mut e, &mut f, 80..200, &[], &mut outs);
+    assert!(outs[100..].iter().all(|o| o.tor_verdicts.is_empty()));
+    assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
+}
+
+/// The same lossy ToR, and port 37 (node 9, behind it) losing 20 % of its own packets from
+/// the start: judged against its ToR's loss rate, it still stands out, is confirmed by
+/// re-pings from ports behind other ToRs, and is recommended for quarantine; no other port
+/// goes beyond suspect.
+#[test]
+fn a_lossy_port_inside_a_lossy_tor_is_still_found() {
+    let mut f = Fabric::new(32, 4);
+    f.tor_size = 4;
+    let (mut e, mut outs) = run(&mut f, 5);
+    f.lossy = vec![(37, 0.2)];
+    f.lossy_tors = vec![(2, 0.05)];
+    let present = vec![true; 32];
+    // The suspect's confirmers sit behind other ToRs than ToR 2.
+    let mut checked = 0;
+    for r in 5..80 {
+        go_on(&mut e, &mut f, r..r + 1, &[], &mut outs);
+        if e.states()[37] == NodeState::Suspect {
+            let c = e.confirmers(37, &present);
+            assert!(!c.is_empty());
+            assert!(c.iter().all(|p| p / 4 / 4 != 2), "{c:?}");
+            checked += 1;
+        }
+    }
+    let t37: Vec<&PortTransition> = outs
+        .iter()
+        .flat_map(|o| &o.transitions)
+        .filter(|t| t.port == 37)
+        .collect();
+    assert!(checked > 0, "port 37 was never a suspect: {t37:?}");
+    assert!(outs.iter().any(|o| !o.tor_verdicts.is_empty()));
+    assert_eq!(e.states()[37], NodeState::QuarantineRecommended);
+    let others: Vec<&PortTransition> = outs
+        .iter()
+        .flat_map(|o| &o.transitions)
+        .filter(|t| t.port != 37 && !matches!(t.to, NodeState::Healthy | NodeState::Suspect))
+        .collect();
+    assert!(others.is_empty(), "{others:?}");
+}
+
+/// A quiet fleet with topology: no ToR verdict, no fabric event, every port healthy.
+#[test]
+fn a_quiet_fleet_has_no_tor_verdict() {
+    let mut f = Fabric::new(32, 4);
+    f.tor_size = 4;
+    let (e, outs) = run(&mut f, 100);
+    assert!(outs.iter().all(|o| o.tor_verdicts.is_empty() && !o.fabric));
+    assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
+}
+
+/// The lossy ToR 2 again, and port 100 (node 25, behind ToR 6) losing 20 % of its packets:
+/// the ToR is no fabric event, so the port outside it is still judged and recommended
+/// while the ToR verdict holds; nothing else goes beyond suspect.
+#[test]
+fn a_lossy_port_outside_a_lossy_tor_is_still_found() {
+    let mut f = Fabric::new(32, 4);
+    f.tor_size = 4;
+    let (mut e, mut outs) = run(&mut f, 5);
+    f.lossy = vec![(100, 0.2)];
+    f.lossy_tors = vec![(2, 0.05)];
+    go_on(&mut e, &mut f, 5..80, &[], &mut outs);
+    assert!(outs.iter().any(|o| !o.tor_verdicts.is_empty()));
+    assert!(
+        outs.iter()
+            .flat_map(|o| &o.tor_verdicts)
+            .all(|v| v.tor == 2)
+    );
+    assert_eq!(e.states()[100], NodeState::QuarantineRecommended);
+    let others: Vec<&PortTransition> = outs
+        .iter()
+        .flat_map(|o| &o.transitions)
+        .filter(|t| t.port != 100 && !matches!(t.to, NodeState::Healthy | NodeState::Suspect))
+        .collect();
+    assert!(others.is_empty(), "{others:?}");
 }

@@ -28,7 +28,9 @@ use crate::collective::{CollResult, Communicator, DataType};
 use crate::health::NodeState;
 use crate::health::device::{DeviceConfig, DeviceEngine, DeviceInput, DeviceOutput, PortProbe};
 use crate::snapshot::histogram::Histogram;
-use crate::snapshot::probe::{DeviceView, LocalPings, PlannedPing, PortTransitionView, PortView};
+use crate::snapshot::probe::{
+    DeviceTorView, DeviceView, LocalPings, PlannedPing, PortTransitionView, PortView,
+};
 
 use ports::Port;
 use runner::{Batch, Job, Outcome, Pinger};
@@ -62,6 +64,16 @@ impl std::fmt::Debug for DeviceSettings {
             .field("hccs", &self.hccs)
             .finish_non_exhaustive()
     }
+}
+
+/// The group's ToRs for the device engine: each candidate's ToR number (empty: unknown)
+/// and the names the numbers stand for.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Topology<'a> {
+    /// Each candidate's ToR, by candidate index.
+    pub tors: &'a [Option<u32>],
+    /// ToR number k is `names[k]`.
+    pub names: &'a [String],
 }
 
 /// A pinger for a node that does not probe the device plane: it has no ports, so it is
@@ -393,9 +405,10 @@ impl DevicePlane {
     }
 
     /// One round: gather last round's outcomes, judge, start this round's pings. `me` is
-    /// this node's candidate index, `members` the ranks' candidate indices, and
-    /// `host_suspects` the candidates the host-plane engine holds confirmed or worse (the
-    /// same on every member: their engines run on the same all-gathered input).
+    /// this node's candidate index, `members` the ranks' candidate indices,
+    /// `host_suspects` the candidates the host-plane engine holds confirmed or worse and
+    /// `topology` their ToRs (the same on every member: their engines run on the same
+    /// all-gathered input, and the places are exchanged).
     pub fn on_round(
         &mut self,
         c: &mut Communicator,
@@ -403,6 +416,7 @@ impl DevicePlane {
         me: usize,
         members: &[usize],
         host_suspects: &[usize],
+        topology: Topology<'_>,
     ) -> CollResult<()> {
         if self.width == 0 || self.ports.is_empty() {
             return Ok(());
@@ -432,12 +446,32 @@ impl DevicePlane {
         if let Some(r) = prev_round {
             let mut input = self.read_rows(&all, members, r, &asked);
             input.host_suspects = host_suspects.to_vec();
+            input.tors = topology.tors.to_vec();
             let out = self.engine.step(&input);
             self.requests = Requests {
                 ports: out.confirm_requests.clone(),
                 pairs: out.pair_requests.clone(),
             };
             self.publish(&input, &out, me);
+            self.view.tor_verdicts = out
+                .tor_verdicts
+                .iter()
+                .map(|v| DeviceTorView {
+                    // The number came from `names`; a number outside it is not shown.
+                    tor: topology
+                        .names
+                        .get(v.tor as usize)
+                        .cloned()
+                        .unwrap_or_default(),
+                    members: v.members.clone(),
+                    ports: v.ports,
+                    elevated: v.elevated,
+                    loss_ratio: v.loss_ratio,
+                    rtt_level: v.rtt_level,
+                    rounds: v.rounds,
+                })
+                .filter(|v| !v.tor.is_empty())
+                .collect();
         }
         let jobs = self.jobs(round, me, members);
         let asked = self.requests.clone();
@@ -675,7 +709,8 @@ mod tests {
                         let members: Vec<usize> = (0..n).collect();
                         d.on_form(&mut c, &members).unwrap();
                         for round in 1..=30 {
-                            d.on_round(&mut c, round, r, &members, &[]).unwrap();
+                            d.on_round(&mut c, round, r, &members, &[], Topology::default())
+                                .unwrap();
                         }
                         d.view()
                     })

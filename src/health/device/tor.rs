@@ -1,0 +1,237 @@
+//! ToR events on the device plane: most of one ToR's ports elevated at once is that switch,
+//! not its ports or its nodes.
+//!
+//! An NPU port's pings all cross the ToR its node hangs off, so a ToR that drops or delays
+//! packets elevates every port behind it. Without topology that looked like one node verdict
+//! per member (a crowd, hence a fabric event for the whole group) or, below the crowd, like
+//! independent port faults whose re-pings, crossing the same ToR, reproduced them: healthy
+//! nodes were recommended through their NPU ports. With each node's ToR known
+//! ([`DeviceInput::tors`](super::DeviceInput::tors)), each round the engine reads every ToR
+//! with at least [`TOR_MIN_MEMBERS`] members present on its own:
+//!
+//! - its *share*: elevated ports ÷ judged ports, against the share it normally has (learned
+//!   slowly outside events, as the group's baseline is);
+//! - a share at least `node_share` above that normal, or most of its members (two or more)
+//!   with most of their ports elevated, is a ToR event. Its ports are then
+//!   judged against the ToR instead of the fabric: a port is elevated only when its loss is
+//!   unlikely under the ToR's own loss rate (the median over its ports) or its RTT stands
+//!   out from the ToR's level. A port that does not is explained (its round counts neither
+//!   clean nor bad, as in a fabric event); one that does is still judged, and its re-pings
+//!   are read against the ToR's level too. A ping between one of its ports and a port
+//!   behind another ToR is left out of the other port's window, as a ping with an accused
+//!   peer is (the ToR explains it);
+//! - an event of two rounds or more holds for a window after its last round (the ports'
+//!   windows still carry its pings), and while it lasts (two rounds or more, and no fabric
+//!   event) it is a ToR verdict, for the network team, never a node's or a port's.
+//!
+//! Per switch port group (a rail: NPU k of every node on one leaf) the same could be done,
+//! but the topology input names a node's ToR only, not where each NPU port is cabled.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::DeviceEngine;
+use super::score::{Against, Elevation, RoundStats};
+use crate::health::fabric::Baseline;
+use crate::health::lifecycle::PortIx;
+use crate::health::stats::median;
+use crate::health::tor::TOR_MIN_MEMBERS;
+
+/// Rate at which a ToR's normal share of elevated ports is learned outside events.
+const NORMAL_RATE: f64 = 0.02;
+
+/// A ToR's learned normal share and its current event.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct TorTrack {
+    /// Normal share of its ports elevated.
+    normal: Baseline,
+    /// Event rounds in a row.
+    run: u64,
+    /// Last round of the current event's hold.
+    until: u64,
+}
+
+/// A device-plane ToR verdict: the switch, its members and the evidence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceTorVerdict {
+    /// The ToR (the topology's number for it, as in [`DeviceInput::tors`](super::DeviceInput::tors)).
+    pub tor: u32,
+    /// Its members present this round (node indices).
+    pub members: Vec<usize>,
+    /// Their ports judged this round.
+    pub ports: usize,
+    /// Of which elevated against the fabric.
+    pub elevated: usize,
+    /// The share of its ports normally elevated (learned).
+    pub normal_share: f64,
+    /// The ToR's loss rate: median over its ports of their window loss ratio.
+    pub loss_ratio: f64,
+    /// The ToR's RTT level: median over its ports of their window median log RTT residual
+    /// against the round (0 when not above it).
+    pub rtt_level: f64,
+    /// Event rounds in a row.
+    pub rounds: u64,
+}
+
+/// This round's ToR events.
+#[derive(Debug, Clone, Default)]
+pub(super) struct TorEvents {
+    /// Per port: what it is judged against when its ToR is in an event (now or held).
+    pub against: Vec<Option<Against>>,
+    /// ToRs with a verdict this round (before the fabric check).
+    pub verdicts: Vec<DeviceTorVerdict>,
+}
+
+impl TorEvents {
+    /// Whether port `i`'s ToR is in an event.
+    pub fn in_event(&self, i: usize) -> bool {
+        self.against.get(i).is_some_and(Option::is_some)
+    }
+}
+
+impl DeviceEngine {
+    /// Each present node's ports, by ToR (nodes without a ToR left out).
+    fn ports_by_tor(&self, absent: &BTreeSet<usize>) -> BTreeMap<u32, Vec<PortIx>> {
+        let mut by_tor: BTreeMap<u32, Vec<PortIx>> = BTreeMap::new();
+        for (i, t) in self.ports.tracks().iter().enumerate() {
+            let node = t.data.node.0;
+            if absent.contains(&node) {
+                continue;
+            }
+            if let Some(tor) = self.tor_of.get(node).copied().flatten() {
+                by_tor.entry(tor).or_default().push(PortIx(i));
+            }
+        }
+        by_tor
+    }
+
+    /// Judges every ToR's share of elevated ports (`elevated`, against the fabric) against
+    /// its normal: see the module. `accused` are the ports accused for this round's
+    /// elevations, `elevations` those elevations.
+    pub(super) fn tor_events(
+        &mut self,
+        r: &RoundStats,
+        absent: &BTreeSet<usize>,
+        accused: &[bool],
+        elevations: &[Elevation],
+    ) -> TorEvents {
+        let round = self.ports.round();
+        let hold = self.cfg.window as u64;
+        let mut out = TorEvents {
+            against: vec![None; self.ports.len()],
+            verdicts: Vec::new(),
+        };
+        for (tor, ports) in self.ports_by_tor(absent) {
+            let members: BTreeSet<usize> = ports.iter().map(|p| self.owner(*p).0).collect();
+            if members.len() < TOR_MIN_MEMBERS {
+                continue;
+            }
+            let bad = ports.iter().filter(|p| elevations[p.0].any()).count();
+            let share = bad as f64 / ports.len() as f64;
+            let bad_nodes = self.bad_members(&ports, &members, elevations);
+            let track = self.tor_tracks.entry(tor).or_default();
+            let normal = track.normal.0.unwrap_or(0.0);
+            let now = share - normal >= self.cfg.node_share
+                || (bad_nodes >= 2
+                    && bad_nodes as f64 / members.len() as f64 >= self.cfg.node_share);
+            if now {
+                track.run += 1;
+                if track.run >= 2 {
+                    track.until = round + hold;
+                }
+            } else {
+                // Below the threshold the share is normal: learn it (never slow).
+                track.normal.judge(share, f64::INFINITY, NORMAL_RATE);
+                track.run = 0;
+            }
+            let track = *track;
+            if !now && round > track.until {
+                continue;
+            }
+            let against = self.tor_level(&ports, r, accused, elevations);
+            for p in &ports {
+                out.against[p.0] = Some(against);
+            }
+            if now && track.run >= 2 {
+                out.verdicts.push(DeviceTorVerdict {
+                    tor,
+                    members: members.into_iter().collect(),
+                    ports: ports.len(),
+                    elevated: bad,
+                    normal_share: normal,
+                    loss_ratio: against.loss,
+                    rtt_level: against.rtt,
+                    rounds: track.run,
+                });
+            }
+        }
+        out
+    }
+
+    /// Members of a ToR (its `ports`) most of whose ports are elevated.
+    fn bad_members(
+        &self,
+        ports: &[PortIx],
+        members: &BTreeSet<usize>,
+        elevations: &[Elevation],
+    ) -> usize {
+        members
+            .iter()
+            .filter(|&&m| {
+                let own: Vec<&PortIx> = ports.iter().filter(|p| self.owner(**p).0 == m).collect();
+                let bad = own.iter().filter(|p| elevations[p.0].any()).count();
+                bad as f64 >= self.cfg.node_share * own.len() as f64
+            })
+            .count()
+    }
+
+    /// A ToR's own level: the median over its ports of their window loss ratio (floored at
+    /// the fabric's rate) and of their window median RTT residual (0 when below the round).
+    fn tor_level(
+        &self,
+        ports: &[PortIx],
+        r: &RoundStats,
+        accused: &[bool],
+        elevations: &[Elevation],
+    ) -> Against {
+        let mut loss: Vec<f64> = ports
+            .iter()
+            .filter_map(|p| self.window_loss(*p, accused))
+            .collect();
+        let mut rtt: Vec<f64> = ports
+            .iter()
+            .map(|p| elevations[p.0].rtt_residual)
+            .filter(|x| x.is_finite())
+            .collect();
+        Against {
+            loss: median(&mut loss).max(r.fabric_loss),
+            rtt: if rtt.is_empty() {
+                0.0
+            } else {
+                median(&mut rtt).max(0.0)
+            },
+        }
+    }
+
+    /// Whether port `i` sits behind a ToR other than `tor` that is in no event: a re-ping
+    /// from it crosses `tor` only where it must (to reach the suspect).
+    pub(super) fn behind_another_tor(&self, i: usize, tor: Option<u32>) -> bool {
+        let node = self.owner(PortIx(i)).0;
+        match self.tor_of.get(node).copied().flatten() {
+            Some(t) => Some(t) != tor && !self.tor_in_event(t),
+            None => false,
+        }
+    }
+
+    /// Whether ToR `t` is in an event now or in its hold.
+    pub(super) fn tor_in_event(&self, t: u32) -> bool {
+        self.tor_tracks
+            .get(&t)
+            .is_some_and(|k| k.run > 0 || self.ports.round() <= k.until)
+    }
+
+    /// A port's ToR (None: unknown).
+    pub(super) fn port_tor(&self, i: usize) -> Option<u32> {
+        let node = self.owner(PortIx(i)).0;
+        self.tor_of.get(node).copied().flatten()
+    }
+}

@@ -1,0 +1,97 @@
+//! The members' ToRs as the engines number them, and the host engine's ToR verdicts by
+//! name.
+//!
+//! The engines know ToRs as small integers; every member must number them alike, so the
+//! number is the index of the ToR's name among the distinct names of the exchanged places,
+//! sorted. The names come back here for the state API, the metrics and the log.
+
+use crate::health::RoundOutput;
+use crate::snapshot::probe::{MemberView, ProbeSnapshot, TorView};
+
+/// A member's ToR name, as its place said.
+fn tor_of(m: &MemberView) -> Option<&str> {
+    m.place.as_ref().and_then(|p| p.place.tor.as_deref())
+}
+
+/// The distinct ToR names of the members' views, sorted: a ToR's number for the engines is
+/// its index here.
+fn tor_names(members: &[MemberView]) -> Vec<&str> {
+    let mut names: Vec<&str> = members.iter().filter_map(tor_of).collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// Each candidate's ToR as a small integer for the engines: the index of its name among
+/// [`tor_names`], so every member (holding the same exchanged places) numbers them alike.
+/// Empty when no member's ToR is known.
+pub(super) fn tor_indices(members: &[MemberView]) -> Vec<Option<u32>> {
+    tor_table(members).0
+}
+
+/// [`tor_indices`], and the names the numbers stand for (number k is `names[k]`).
+pub(super) fn tor_table(members: &[MemberView]) -> (Vec<Option<u32>>, Vec<String>) {
+    let names = tor_names(members);
+    if names.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let indices = members
+        .iter()
+        .map(|m| {
+            let t = tor_of(m)?;
+            names.binary_search(&t).ok().map(|k| k as u32)
+        })
+        .collect();
+    (indices, names.into_iter().map(str::to_string).collect())
+}
+
+/// Publishes the round's judged ToRs and their verdicts by name, logs each ToR verdict as
+/// it starts and ends, and counts the normals that changed.
+pub(super) fn record_tors(part: &mut ProbeSnapshot, out: &RoundOutput) {
+    let names = tor_names(&part.members);
+    let tors: Vec<TorView> = out
+        .tors_judged
+        .iter()
+        .filter_map(|&t| {
+            let name = *names.get(t as usize)?;
+            let verdict = out.tor_verdicts.iter().find(|v| v.tor == t);
+            Some(TorView {
+                name: name.to_string(),
+                members: (0..part.members.len())
+                    .filter(|&i| tor_of(&part.members[i]) == Some(name))
+                    .collect(),
+                degraded: verdict.is_some(),
+                slowdown_ratio: verdict.map(|v| v.excess.exp()),
+            })
+        })
+        .collect();
+    let was = |name: &str| part.tors.iter().any(|t| t.name == name && t.degraded);
+    for t in &tors {
+        if t.degraded && !was(&t.name) {
+            let members: Vec<&str> = t
+                .members
+                .iter()
+                .map(|&i| part.members[i].name.as_str())
+                .collect();
+            tracing::warn!(tor = %t.name, slowdown_ratio = t.slowdown_ratio.unwrap_or(f64::NAN), members = ?members, "ToR verdict: its members are slow together (the switch, not a node; no node is quarantined for it)");
+        }
+    }
+    for t in part.tors.iter().filter(|t| t.degraded) {
+        if !tors.iter().any(|n| n.name == t.name && n.degraded) {
+            tracing::info!(tor = %t.name, "ToR verdict ended");
+        }
+    }
+    for &t in &out.tor_new_normal {
+        let tor = names.get(t as usize).copied().unwrap_or("?");
+        tracing::warn!(
+            tor,
+            "a ToR's lasting change became its new normal; its verdict ends"
+        );
+    }
+    if out.new_normal {
+        tracing::warn!("the group's lasting change became the new normal; the fabric verdict ends");
+        part.normal_changes.fabric += 1;
+    }
+    part.normal_changes.tor += out.tor_new_normal.len() as u64;
+    part.tors = tors;
+}
