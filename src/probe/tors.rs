@@ -95,3 +95,99 @@ pub(super) fn record_tors(part: &mut ProbeSnapshot, out: &RoundOutput) {
     part.normal_changes.tor += out.tor_new_normal.len() as u64;
     part.tors = tors;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::TorVerdict;
+    use crate::snapshot::probe::NodeState;
+    use crate::snapshot::topology::{NodePlace, Place, TopologySource};
+
+    fn member(name: &str, tor: Option<&str>) -> MemberView {
+        MemberView {
+            name: name.to_string(),
+            up: true,
+            state: NodeState::Healthy,
+            score: None,
+            arrival_lag: None,
+            quarantine: None,
+            inconsistent_reports: false,
+            uplink_congested: false,
+            place: tor.map(|t| NodePlace {
+                place: Place {
+                    tor: Some(t.to_string()),
+                    ..Place::default()
+                },
+                source: TopologySource::File,
+            }),
+            inferred_tor: None,
+        }
+    }
+
+    #[test]
+    fn tors_are_numbered_by_sorted_name_and_unknown_stays_unknown() {
+        let m = |t| member("", t);
+        let members = [
+            m(Some("tor-z")),
+            m(None),
+            m(Some("tor-b")),
+            m(Some("tor-z")),
+        ];
+        assert_eq!(tor_indices(&members), vec![Some(1), None, Some(0), Some(1)]);
+        assert_eq!(tor_table(&members).1, vec!["tor-b", "tor-z"]);
+        // No ToR known anywhere: the engine's "unknown" (empty).
+        assert_eq!(tor_indices(&[m(None), m(None)]), Vec::<Option<u32>>::new());
+    }
+
+    #[test]
+    fn a_tor_verdict_is_published_by_name_with_its_members_and_normals_are_counted() {
+        let mut part = ProbeSnapshot {
+            members: vec![
+                member("a", Some("leaf-2")),
+                member("b", Some("leaf-1")),
+                member("c", Some("leaf-2")),
+                member("d", None),
+            ],
+            ..ProbeSnapshot::default()
+        };
+        // Numbers are indices into the sorted names: 0 = leaf-1, 1 = leaf-2.
+        let out = RoundOutput {
+            tors_judged: vec![0, 1],
+            tor_verdicts: vec![TorVerdict {
+                tor: 1,
+                excess: 0.5,
+                members: 2,
+            }],
+            tor_new_normal: vec![0],
+            new_normal: true,
+            ..RoundOutput::default()
+        };
+        record_tors(&mut part, &out);
+        let want = vec![
+            TorView {
+                name: "leaf-1".into(),
+                members: vec![1],
+                degraded: false,
+                slowdown_ratio: None,
+            },
+            TorView {
+                name: "leaf-2".into(),
+                members: vec![0, 2],
+                degraded: true,
+                slowdown_ratio: Some(0.5f64.exp()),
+            },
+        ];
+        assert_eq!(part.tors, want);
+        assert_eq!(
+            (part.normal_changes.fabric, part.normal_changes.tor),
+            (1, 1)
+        );
+        // A round that judges nothing clears the list; the counts only grow.
+        record_tors(&mut part, &RoundOutput::default());
+        assert!(part.tors.is_empty());
+        assert_eq!(
+            (part.normal_changes.fabric, part.normal_changes.tor),
+            (1, 1)
+        );
+    }
+}

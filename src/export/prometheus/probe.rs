@@ -380,4 +380,40 @@ mod tests {
         assert!(lines(&text, "hcclwatch_probe_congestion_source_up").is_empty());
         assert!(lines(&text, "hcclwatch_probe_congestion_read_errors_total").is_empty());
     }
+
+    #[test]
+    fn only_judged_tors_have_a_verdict_series_and_only_degraded_ones_a_ratio() {
+        let tor = |name: &str, degraded: bool, ratio: Option<f64>| TorView {
+            name: name.into(),
+            members: vec![0],
+            degraded,
+            slowdown_ratio: ratio,
+        };
+        let text = render(ProbeSnapshot {
+            active: true,
+            rounds_ok: 1,
+            members: vec![member("a", true, false)],
+            tors: vec![tor("leaf-1", true, Some(1.5)), tor("leaf-2", false, None)],
+            normal_changes: crate::snapshot::probe::NormalChanges { fabric: 0, tor: 2 },
+            ..ProbeSnapshot::default()
+        });
+        assert_eq!(
+            lines(&text, "hcclwatch_tor_degraded"),
+            [
+                "hcclwatch_tor_degraded{tor=\"leaf-1\"} 1.0",
+                "hcclwatch_tor_degraded{tor=\"leaf-2\"} 0.0",
+            ]
+        );
+        assert_eq!(
+            lines(&text, "hcclwatch_tor_slowdown_ratio"),
+            ["hcclwatch_tor_slowdown_ratio{tor=\"leaf-1\"} 1.5"]
+        );
+        assert_eq!(
+            lines(&text, "hcclwatch_normal_changes_total"),
+            [
+                "hcclwatch_normal_changes_total{scope=\"fabric\"} 0",
+                "hcclwatch_normal_changes_total{scope=\"tor\"} 2",
+            ]
+        );
+    }
 }
