@@ -40,13 +40,14 @@ pub const TOR_MIN_MEMBERS: usize = 3;
 /// Alternations of the fit: two ToRs that share most of the probes settle in two or three.
 const FIT_PASSES: usize = 4;
 
-/// The lower quartile of `v` (0 when empty): the zero ToR levels are taken from. A low
-/// quantile, not the median, so that one slow ToR of two (or two of three) is the slow
-/// one, and a change of the whole group moves none.
-fn lower_quartile<'a>(v: impl Iterator<Item = &'a f64>) -> f64 {
+/// The lower median of `v` (the smaller middle value of an even count; 0 when empty): the
+/// zero ToR levels are taken from. One slow ToR of two is the slow one; with more, a
+/// minority of slow ToRs moves it little, and it is not the minimum of a few noisy
+/// estimates (which sits below the normal ToRs' level and makes every ToR look slow).
+fn lower_median<'a>(v: impl Iterator<Item = &'a f64>) -> f64 {
     let mut all: Vec<f64> = v.copied().collect();
     all.sort_by(f64::total_cmp);
-    all.get(all.len().saturating_sub(1) / 4)
+    all.get(all.len().saturating_sub(1) / 2)
         .copied()
         .unwrap_or(0.0)
 }
@@ -124,10 +125,10 @@ impl TorLevels {
                 inner.insert(*t, median(&mut v));
             }
         }
-        // The zero: the lower quartile of the ToRs' own probes, once two ToRs have some
+        // The zero: the lower median of the ToRs' own probes, once two ToRs have some
         // (else the residuals' own zero, the group's normal).
         let zero = zero.unwrap_or(if inner.len() >= 2 {
-            lower_quartile(inner.values())
+            lower_median(inner.values())
         } else {
             0.0
         });
@@ -253,7 +254,7 @@ pub(crate) struct TorRule {
 }
 
 impl TorWatch {
-    /// The zero ToR levels are taken from: the lower quartile, over the ToRs, of each one's
+    /// The zero ToR levels are taken from: the lower median, over the ToRs, of each one's
     /// recent probes between its own members (the median of its last `window`), once two
     /// ToRs have some. Those probes cross no other switch, so the zero is what a ToR that
     /// is not slow gives, also when one of two ToRs has been slow since the group formed
@@ -268,7 +269,7 @@ impl TorWatch {
                 median(&mut v)
             })
             .collect();
-        (own.len() >= 2).then(|| lower_quartile(own.iter()))
+        (own.len() >= 2).then(|| lower_median(own.iter()))
     }
 
     /// Smooths this round's fitted levels (`fitted`, of the ToRs in `tor_of`, `n` nodes,
