@@ -410,13 +410,15 @@ fn every_scenario_false_rates_agree_with_an_independent_reading_of_the_json() {
             (headline - cordon).abs() <= 1e-9 * cordon.max(1.0),
             "{name}"
         );
-        // A class the engines cannot emit is still reported, judged on zero verdicts.
+        // The ToR class is reported on every scenario (the host engine makes ToR verdicts
+        // at the shipped settings whenever the topology is known; the comparison above
+        // re-judged them), with or without verdicts.
         let tor = r["classes"]
             .as_array()
             .unwrap()
             .iter()
             .find(|c| c["class"] == "ToR");
-        assert_eq!(tor.map(|c| u(&c["verdicts"])), Some(0), "{name}");
+        assert!(tor.is_some(), "{name}: no ToR class");
     }
     assert_eq!(disagreements, Vec::<String>::new());
     // The comparison judged something: verdicts of both kinds over the set.

@@ -410,8 +410,8 @@ mod tests {
 
     /// A quiet fleet (no fault at all) is still judged on every class: its false suspects
     /// (congestion is real slowness, which the suspect level cannot tell from a
-    /// straggler) break their budget, and the report says so instead of `n/a`; a class the
-    /// engines cannot emit (ToR) is reported with its zero count.
+    /// straggler) break their budget, and the report says so instead of `n/a`; the ToR
+    /// class is judged too (its congestion episodes are short: no false ToR verdict here).
     #[test]
     fn a_fleet_without_faults_is_judged_on_every_class() {
         let o = Overrides {
