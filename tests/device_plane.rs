@@ -370,7 +370,17 @@ fn one_lossy_port_is_that_port_in_every_view() {
         assert!(got > 0.0, "NPU {p}: no ping answered:\n{s}");
         let ratio = lost / (lost + got);
         if p == bad_npu {
-            assert!((0.1..0.3).contains(&ratio), "NPU {p}: loss {ratio}");
+            // The port loses 0.2 of its packets: the ratio is binomial around it, within 4
+            // standard deviations for this many packets (a fixed 0.1..0.3 band failed once
+            // at 0.097 in a full, loaded run of the suite), and always above what a
+            // healthy port shows.
+            let n = lost + got;
+            let sd = (0.2 * 0.8 / n).sqrt();
+            assert!(
+                (ratio - 0.2).abs() < 4.0 * sd && ratio > 0.05,
+                "NPU {p}: loss {ratio} of {n} packets (0.2 ± {:.3} expected)",
+                4.0 * sd
+            );
         } else {
             assert!(ratio < 0.05, "NPU {p}: loss {ratio}");
         }
