@@ -16,7 +16,7 @@ use super::device::{DevicePlane, Topology};
 use super::hard_faults::{HardFaults, hard_fault_reason};
 use super::plan::Plan;
 use super::round::{Contribution, RoundResult, pair_seconds, permutation_probes, round_trip};
-use super::tors::{record_tors, tor_indices, tor_table};
+use super::tors::{record_tors, tor_table};
 use super::{ProbeSettings, group, leaver, membership, trace};
 use crate::collective::{CommConfig, Communicator};
 use crate::health::plan::confirm_pairs;
@@ -70,6 +70,9 @@ pub struct Prober {
     /// This node's place as it said it at the group's formation; a different one published
     /// since makes the group re-form, so every member judges with the same topology.
     shared_place: Option<NodePlace>,
+    /// The members' ToRs as the engines number them, and the names of those numbers (see
+    /// `tors`): set when the group's places are exchanged, the only time they change.
+    tor_table: (Vec<Option<u32>>, Vec<String>),
     /// Groups of members whose slowdowns move together: what `/api/v1/state` names as the
     /// ToR of a member no source places (the engine does not judge by them).
     infer: TorInference,
@@ -114,6 +117,7 @@ impl Prober {
             logged: None,
             uplink,
             shared_place: None,
+            tor_table: (Vec::new(), Vec::new()),
         };
         p.resize_part();
         p
@@ -143,6 +147,7 @@ impl Prober {
         self.part.links.clear();
         self.part.link_degraded.clear();
         self.part.tors.clear();
+        self.tor_table = (Vec::new(), Vec::new());
     }
 
     /// Pauses probing with `why` (fail closed: telemetry goes on).
@@ -408,6 +413,7 @@ impl Prober {
                 for (k, p) in places.into_iter().enumerate() {
                     self.part.members[members[k]].place = p;
                 }
+                self.tor_table = tor_table(&self.part.members);
                 self.shared_place = place;
                 true
             }
@@ -590,7 +596,7 @@ impl Prober {
                 .filter(|k| m[*k].congested)
                 .map(|k| g[k])
                 .collect(),
-            tors: tor_indices(&self.part.members),
+            tors: self.tor_table.0.clone(),
         }
     }
 
@@ -668,10 +674,9 @@ impl Prober {
             })
             .map(|(i, _)| i)
             .collect();
-        let (tors, tor_names) = tor_table(&self.part.members);
         let topology = Topology {
-            tors: &tors,
-            names: &tor_names,
+            tors: &self.tor_table.0,
+            names: &self.tor_table.1,
         };
         if let Err(e) = self
             .device
@@ -795,7 +800,7 @@ impl Prober {
             }
         }
         part.link_degraded = out.link_verdicts.clone();
-        record_tors(part, &out);
+        record_tors(part, &out, &self.tor_table.1);
         self.record_transitions(out.transitions);
     }
 

@@ -23,13 +23,9 @@ fn tor_names(members: &[MemberView]) -> Vec<&str> {
 }
 
 /// Each candidate's ToR as a small integer for the engines: the index of its name among
-/// [`tor_names`], so every member (holding the same exchanged places) numbers them alike.
-/// Empty when no member's ToR is known.
-pub(super) fn tor_indices(members: &[MemberView]) -> Vec<Option<u32>> {
-    tor_table(members).0
-}
-
-/// [`tor_indices`], and the names the numbers stand for (number k is `names[k]`).
+/// [`tor_names`], so every member (holding the same exchanged places) numbers them alike
+/// (empty when no member's ToR is known); and the names the numbers stand for (number k
+/// is `names[k]`).
 pub(super) fn tor_table(members: &[MemberView]) -> (Vec<Option<u32>>, Vec<String>) {
     let names = tor_names(members);
     if names.is_empty() {
@@ -45,15 +41,15 @@ pub(super) fn tor_table(members: &[MemberView]) -> (Vec<Option<u32>>, Vec<String
     (indices, names.into_iter().map(str::to_string).collect())
 }
 
-/// Publishes the round's judged ToRs and their verdicts by name, logs each ToR verdict as
-/// it starts and ends, and counts the normals that changed.
-pub(super) fn record_tors(part: &mut ProbeSnapshot, out: &RoundOutput) {
-    let names = tor_names(&part.members);
+/// Publishes the round's judged ToRs and their verdicts by name (`names`, from
+/// [`tor_table`]), logs each ToR verdict as it starts and ends, and counts the normals that
+/// changed.
+pub(super) fn record_tors(part: &mut ProbeSnapshot, out: &RoundOutput, names: &[String]) {
     let tors: Vec<TorView> = out
         .tors_judged
         .iter()
         .filter_map(|&t| {
-            let name = *names.get(t as usize)?;
+            let name = names.get(t as usize)?.as_str();
             let verdict = out.tor_verdicts.iter().find(|v| v.tor == t);
             Some(TorView {
                 name: name.to_string(),
@@ -82,7 +78,7 @@ pub(super) fn record_tors(part: &mut ProbeSnapshot, out: &RoundOutput) {
         }
     }
     for &t in &out.tor_new_normal {
-        let tor = names.get(t as usize).copied().unwrap_or("?");
+        let tor = names.get(t as usize).map_or("?", String::as_str);
         tracing::warn!(
             tor,
             "a ToR's lasting change became its new normal; its verdict ends"
@@ -133,10 +129,10 @@ mod tests {
             m(Some("tor-b")),
             m(Some("tor-z")),
         ];
-        assert_eq!(tor_indices(&members), vec![Some(1), None, Some(0), Some(1)]);
+        assert_eq!(tor_table(&members).0, vec![Some(1), None, Some(0), Some(1)]);
         assert_eq!(tor_table(&members).1, vec!["tor-b", "tor-z"]);
         // No ToR known anywhere: the engine's "unknown" (empty).
-        assert_eq!(tor_indices(&[m(None), m(None)]), Vec::<Option<u32>>::new());
+        assert_eq!(tor_table(&[m(None), m(None)]).0, Vec::<Option<u32>>::new());
     }
 
     #[test]
@@ -162,7 +158,8 @@ mod tests {
             new_normal: true,
             ..RoundOutput::default()
         };
-        record_tors(&mut part, &out);
+        let names = tor_table(&part.members).1;
+        record_tors(&mut part, &out, &names);
         let want = vec![
             TorView {
                 name: "leaf-1".into(),
@@ -183,7 +180,7 @@ mod tests {
             (1, 1)
         );
         // A round that judges nothing clears the list; the counts only grow.
-        record_tors(&mut part, &RoundOutput::default());
+        record_tors(&mut part, &RoundOutput::default(), &names);
         assert!(part.tors.is_empty());
         assert_eq!(
             (part.normal_changes.fabric, part.normal_changes.tor),
