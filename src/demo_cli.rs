@@ -159,6 +159,14 @@ fn config(
         })
         .collect::<Vec<_>>()
         .join(", ");
+    // A slow node stands for a slow component: it also shows the hardware sign such a
+    // component's interface shows (a PCIe link trained down), so the shipped thresholds
+    // recommend it after the short hold, not the persistence horizon.
+    let signs = if faults.slow.iter().any(|(x, _)| *x == rank) {
+        r#"["pcie"]"#
+    } else {
+        "[]"
+    };
     let peers = nodes
         .iter()
         .map(|n| format!("\"127.0.0.1:{}\"", n.probe))
@@ -192,6 +200,7 @@ ring_every = 5
 ring_bytes = 262144
 inject_throttle_bytes_per_second = {throttle}
 inject_peer_throttle = [{peer_caps}]
+inject_hardware_signs = {signs}
 # The demo runs until Ctrl-C: no probe budget, so that its rounds never shrink to
 # latency-sized ones after a few minutes of 4 rounds a second.
 budget_bytes_per_hour = 0

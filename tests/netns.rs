@@ -230,7 +230,32 @@ fn tbf_shaped_node_and_only_it_is_recommended_for_quarantine() {
         .map(|i| if i == SLOW { "50mbit" } else { "100mbit" })
         .collect();
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (net, dir) = start('s', &rates, |_| String::new());
+    // The slow node's uplink reader reads a sysfs tree in which its NIC's PCIe link trained
+    // to x8 of x16: the evidence congestion cannot give, read by the real reader, carried
+    // in its gathered row and used by every member's engine (without it the shipped
+    // persistence horizon would make it wait 180 rounds). A veth has no PCIe link to
+    // degrade; its own counters stay what the kernel writes (the other members read /sys).
+    let sysfs = tempfile::tempdir().unwrap();
+    let nic = sysfs.path().join("class/net/eth0");
+    for (name, text) in [
+        ("speed", "10000"),
+        ("statistics/rx_bytes", "0"),
+        ("statistics/tx_bytes", "0"),
+        ("device/current_link_width", "8"),
+        ("device/max_link_width", "16"),
+    ] {
+        let p = nic.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, format!("{text}\n")).unwrap();
+    }
+    let root = sysfs.path().display().to_string();
+    let (net, dir) = start('s', &rates, |i| {
+        if i == SLOW {
+            format!("congestion_sysfs_root = \"{root}\"\n")
+        } else {
+            String::new()
+        }
+    });
     let slow = format!("{}:7100", addr(SLOW));
     let deadline = Instant::now() + Duration::from_secs(120);
     for i in 0..MEMBERS {
@@ -265,6 +290,12 @@ fn tbf_shaped_node_and_only_it_is_recommended_for_quarantine() {
         assert!(
             metrics.contains(&format!(
                 "hcclwatch_quarantine_recommended{{node=\"{slow}\",reason=\"straggler\"}} 1"
+            )),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains(&format!(
+                "hcclwatch_probe_uplink_hardware_sign{{peer=\"{slow}\",sign=\"pcie\"}} 1"
             )),
             "{metrics}"
         );

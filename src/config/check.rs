@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+use super::model::HARDWARE_SIGN_NAMES;
 use super::schema::ValueError;
 use super::types::RankSpec;
 use super::{Config, Problem, RESERVED_PATHS, duration, file, web};
@@ -128,6 +129,17 @@ impl Checks<'_> {
             }
         }
         self.parsed("probe.inject_peer_throttle");
+        for (k, s) in probe.inject_hardware_signs.iter().enumerate() {
+            if !HARDWARE_SIGN_NAMES.contains(&s.as_str()) {
+                self.push(
+                    "probe.inject_hardware_signs",
+                    format!(
+                        "element {k} ({s:?}) is not a hardware sign; one of {}",
+                        HARDWARE_SIGN_NAMES.join(", ")
+                    ),
+                );
+            }
+        }
         self.parsed("collective.own_address");
         if probe.enabled && !dns && c.peers.len() < 2 {
             self.push(
@@ -203,6 +215,16 @@ impl Checks<'_> {
                     "{} is less than health.confirm_hold ({}); congestion on a node's uplink \
                      would shorten its hold instead of lengthening it",
                     h.congested_hold, h.confirm_hold
+                ),
+            );
+        }
+        if h.uncorroborated_hold < h.confirm_hold {
+            self.push(
+                "health.uncorroborated_hold",
+                format!(
+                    "{} is less than health.confirm_hold ({}); a slowness nothing corroborates \
+                     would be recommended sooner than one its hardware explains",
+                    h.uncorroborated_hold, h.confirm_hold
                 ),
             );
         }

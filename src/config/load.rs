@@ -710,6 +710,20 @@ helth = \"5s\"
             p[0].contains("health.congested_hold: 4 is less than health.confirm_hold (9)"),
             "{p:?}"
         );
+        let p = problems("[health]\nconfirm_hold = 9\nuncorroborated_hold = 8\n", &[]);
+        assert!(
+            p[0].contains("health.uncorroborated_hold: 8 is less than health.confirm_hold (9)"),
+            "{p:?}"
+        );
+        let p = problems(
+            "[probe]\ninject_hardware_signs = [\"pcie\", \"fan\"]\n",
+            &[],
+        );
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].contains("probe.inject_hardware_signs: element 1 (\"fan\") is not a hardware sign; one of link_speed, pcie, frame_errors"),
+            "{p:?}"
+        );
         let cfg = load_str("", None, &[("HCCLWATCH_HEALTH_DELTA".into(), "0.2".into())]).unwrap();
         assert_eq!(cfg.health.delta, 0.2);
     }

@@ -32,8 +32,8 @@ pub use self::check::FileProblems;
 pub use self::load::{ConfigError, Loaded, load, load_checked, load_str};
 pub use self::model::{
     AttributionConfig, Backend, CollectiveConfig, CollectorsConfig, CompatConfig, Compression,
-    Config, DeviceProbeSection, HealthSection, Intervals, LogConfig, LogFormat, LogLevel,
-    OtlpConfig, OtlpProtocol, ProbeSection, RESERVED_PATHS, SimConfig, TelemetryConfig,
-    TopologyConfig, WebConfig,
+    Config, DeviceProbeSection, HARDWARE_SIGN_NAMES, HealthSection, Intervals, LogConfig,
+    LogFormat, LogLevel, OtlpConfig, OtlpProtocol, ProbeSection, RESERVED_PATHS, SimConfig,
+    TelemetryConfig, TopologyConfig, WebConfig,
 };
 pub use self::problem::Problem;

@@ -39,6 +39,9 @@ pub enum Key {
     SteadySlowRounds,
     /// Host: of those, rounds without congestion on the node's uplink.
     UncongestedSlowRounds,
+    /// Host: the hardware signs of the slow run, as their flags (0: none; see
+    /// [`crate::health::hardware::Signs`]).
+    HardwareSigns,
     /// Host: rounds a hard fault has been absent.
     RoundsWithoutHardFault,
     /// Device: loss ratio of the port's packets over its window.
@@ -73,6 +76,7 @@ impl Key {
             Key::SecondConfirmationMinLogResidual => "second_confirmation_min_log_residual",
             Key::SteadySlowRounds => "steady_slow_rounds",
             Key::UncongestedSlowRounds => "uncongested_slow_rounds",
+            Key::HardwareSigns => "hardware_signs",
             Key::RoundsWithoutHardFault => "rounds_without_hard_fault",
             Key::WindowLossRatio => "window_loss_ratio",
             Key::LossBinomialTail => "loss_binomial_tail",

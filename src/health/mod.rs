@@ -16,6 +16,7 @@
 pub mod device;
 mod evidence;
 mod fabric;
+pub mod hardware;
 mod host;
 mod infer;
 mod lifecycle;

@@ -27,12 +27,14 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::hardware::HardwareReader;
 use crate::collective::bootstrap::env::Iface;
 use crate::config::file::{FileError, read_regular_within};
+use crate::health::hardware::Signs;
 
 /// Largest sysfs attribute read (a counter or the link speed is one short line; sysfs
 /// reports every attribute as 4096 bytes long).
-const SYSFS_LIMIT: u64 = 4096;
+pub(super) const SYSFS_LIMIT: u64 = 4096;
 /// Largest `net/netstat` read (about 3 KiB on current kernels).
 const NETSTAT_LIMIT: u64 = 64 << 10;
 /// How long one read may take: sysfs and procfs answer from memory, so anything slower is
@@ -150,6 +152,9 @@ pub struct Reading {
     pub ce_packets: Option<u64>,
     /// Every signal that is on was read without error.
     pub source_up: bool,
+    /// The interface's hardware signs (see [`super::hardware`]): not congestion, evidence
+    /// that congestion cannot give.
+    pub signs: Signs,
 }
 
 /// The byte counters at one read.
@@ -178,6 +183,8 @@ pub struct UplinkReader {
     suppressed: u64,
     /// The line rate was found unknown and that was logged.
     warned_rate: bool,
+    /// The interface's hardware signs.
+    hardware: HardwareReader,
 }
 
 impl UplinkReader {
@@ -186,7 +193,6 @@ impl UplinkReader {
     pub fn new(s: CongestionSettings) -> Self {
         let iface = (!s.interface.is_empty()).then(|| s.interface.clone());
         Self {
-            s,
             iface,
             located_for: None,
             bytes: None,
@@ -195,6 +201,8 @@ impl UplinkReader {
             last_log: None,
             suppressed: 0,
             warned_rate: false,
+            hardware: HardwareReader::new(s.line_rate),
+            s,
         }
     }
 
@@ -260,13 +268,19 @@ impl UplinkReader {
         if !self.s.enabled {
             return r;
         }
-        if self.iface.is_some() {
+        if let Some(iface) = self.iface.clone() {
             match self.read_bytes(now, own_bytes) {
                 Ok(busy) => r.busy = busy,
                 Err(e) => {
                     r.source_up = false;
                     self.failed(now, "bytes", &e);
                 }
+            }
+            let hw = self.hardware.read(&self.s.sysfs_root, &iface);
+            r.signs = hw.signs;
+            for e in &hw.errors {
+                r.source_up = false;
+                self.failed(now, "hardware", e);
             }
         }
         if self.s.ce_packets > 0 {
@@ -411,13 +425,13 @@ fn parse(path: &Path, reason: String) -> ReadError {
 }
 
 /// A whole file as text, bounded in size and time.
-fn read_small(path: &Path, limit: u64) -> Result<String, ReadError> {
+pub(super) fn read_small(path: &Path, limit: u64) -> Result<String, ReadError> {
     let c = read_regular_within(path, limit, READ_DEADLINE)?;
     String::from_utf8(c.bytes).map_err(|_| parse(path, "not UTF-8 text".into()))
 }
 
 /// A sysfs counter: one unsigned decimal number.
-fn read_counter(path: &Path) -> Result<u64, ReadError> {
+pub(super) fn read_counter(path: &Path) -> Result<u64, ReadError> {
     let text = read_small(path, SYSFS_LIMIT)?;
     text.trim()
         .parse()

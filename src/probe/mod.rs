@@ -6,6 +6,7 @@
 //! - [`group`]: what members exchange when the group forms (names, engine state);
 //! - [`round`]: one round, as every member runs it in lock step;
 //! - [`congestion`]: whether this node's own uplink was congested since the last round;
+//! - [`hardware`]: whether it shows a hardware sign that congestion cannot give;
 //! - `prober`: the state between rounds, the engine's input and the published snapshot;
 //! - `tors`: the members' ToRs as the engines number them, and the ToR verdicts by name.
 //!
@@ -19,6 +20,7 @@ pub(crate) mod congestion;
 pub mod device;
 pub(crate) mod group;
 pub(crate) mod hard_faults;
+pub(crate) mod hardware;
 pub(crate) mod membership;
 pub mod plan;
 mod prober;

@@ -19,6 +19,7 @@ use super::round::{Contribution, RoundResult, pair_seconds, permutation_probes, 
 use super::tors::{record_tors, tor_table};
 use super::{ProbeSettings, group, leaver, membership, trace};
 use crate::collective::{CommConfig, Communicator};
+use crate::health::hardware::Signs;
 use crate::health::plan::confirm_pairs;
 use crate::health::{
     HealthEngine, InferConfig, NodeState, Probe, Report, RoundInput, RoundOutput, TorInference,
@@ -132,16 +133,8 @@ impl Prober {
             .iter()
             .enumerate()
             .map(|(i, c)| MemberView {
-                name: c.name.clone(),
-                up: false,
                 state: states.get(i).copied().unwrap_or(NodeState::Healthy),
-                score: None,
-                arrival_lag: None,
-                quarantine: None,
-                inconsistent_reports: false,
-                uplink_congested: false,
-                place: None,
-                inferred_tor: None,
+                ..MemberView::new(c.name.clone())
             })
             .collect();
         self.part.links.clear();
@@ -492,12 +485,12 @@ impl Prober {
             || (busy_budget > 0.0 && busy >= busy_budget)
     }
 
-    /// Whether this node's own uplink showed congestion since the last round (false with
-    /// the reader off); read just before the exchange, so that the period it covers ends
+    /// Whether this node's own uplink showed congestion since the last round, and its
+    /// hardware signs (none with the reader off); read just before the exchange, so that the period it covers ends
     /// where this round's probe traffic begins.
-    fn uplink_congested(&mut self) -> bool {
+    fn uplink_read(&mut self) -> (bool, Signs) {
         let Some(u) = self.uplink.as_mut() else {
-            return false;
+            return (false, Signs::NONE);
         };
         let local = self
             .view
@@ -512,7 +505,10 @@ impl Prober {
         }
         self.part.congestion_source_up = Some(r.source_up);
         self.part.congestion_read_errors = u.errors();
-        r.congested
+        if !r.signs.is_empty() {
+            tracing::debug!(signs = ?r.signs.names(), "this node's uplink shows hardware signs this round");
+        }
+        (r.congested, r.signs)
     }
 
     /// Runs the round; on failure pauses probing (the group re-forms next round) and
@@ -596,6 +592,10 @@ impl Prober {
                 .filter(|k| m[*k].congested)
                 .map(|k| g[k])
                 .collect(),
+            hardware: (0..g.len())
+                .filter(|k| !m[*k].hardware.is_empty())
+                .map(|k| (g[k], m[k].hardware))
+                .collect(),
             tors: self.tor_table.0.clone(),
         }
     }
@@ -623,10 +623,13 @@ impl Prober {
                 .collect();
             proposal.n_confirm = proposal.pairs.len();
         }
+        let (congested, hardware) = self.uplink_read();
+        let hardware = hardware.union(self.s.inject_signs);
         let own = Contribution {
             hard: self.faults.code(store),
             over_budget: self.over_budget(),
-            congested: self.uplink_congested(),
+            congested,
+            hardware,
             lie: self.s.inject_lies,
         };
         let Some(r) = self.exchange(&proposal, own) else {
@@ -759,6 +762,7 @@ impl Prober {
                 .flatten();
             v.arrival_lag = rank_of(i).and_then(|k| finite(max_wait - m[k].wait));
             v.uplink_congested = rank_of(i).is_some_and(|k| m[k].congested);
+            v.hardware_signs = rank_of(i).map_or_else(Vec::new, |k| m[k].hardware.labels());
         }
         part.latency = Some(m.iter().map(|x| x.latency).fold(0.0, f64::max));
         let own = &m[rank_of(self.view.me().unwrap_or(0)).unwrap_or(0)];

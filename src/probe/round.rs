@@ -17,6 +17,7 @@ use super::trace;
 use crate::collective::algo::select::allreduce_cost;
 use crate::collective::{CollResult, Communicator, DataType, ReduceOp};
 use crate::health::Probe;
+use crate::health::hardware::Signs;
 
 /// One member's measurements of a round, as all-gathered.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +38,8 @@ pub struct Measured {
     pub rtt: f64,
     /// Its own uplink counters showed congestion since its last round.
     pub congested: bool,
+    /// The hardware signs its own uplink showed.
+    pub hardware: Signs,
     /// Its end of each plan pair it took part in, seconds (NaN elsewhere).
     pub confirm: Vec<f64>,
 }
@@ -73,6 +76,8 @@ pub struct Contribution {
     pub over_budget: bool,
     /// Its own uplink counters showed congestion since its last round.
     pub congested: bool,
+    /// The hardware signs its own uplink showed.
+    pub hardware: Signs,
     /// Fault injection (tests only): report 10 s for every timing.
     pub lie: bool,
 }
@@ -369,7 +374,12 @@ impl Exchange<'_> {
 }
 
 /// Fields of a gathered row before its confirmation timings: wait, latency, link, ring,
-/// hard-fault code, over budget, round trip, uplink congested.
+/// hard-fault code, over budget, round trip, uplink flags.
+///
+/// The uplink flags field is a whole number: bit 0 the uplink was congested, the bits
+/// above it the hardware signs ([`Signs::bits`] shifted left by one). A row without signs
+/// writes 0 or 1, as builds before the signs did, and such builds read only a 1 as
+/// congested.
 pub const ROW_FIXED: usize = 8;
 
 /// Splits all-gathered rows of `width` f64s each (native byte order, as every member of a
@@ -390,11 +400,27 @@ pub fn split_rows(all: &[u8], width: usize) -> Vec<Measured> {
                 hard: at(4).clamp(0.0, 255.0) as u8,
                 over_budget: at(5) != 0.0,
                 rtt: at(6),
-                congested: at(7) == 1.0,
+                congested: read_uplink_flags(at(7)).0,
+                hardware: read_uplink_flags(at(7)).1,
                 confirm: row.get(ROW_FIXED..).unwrap_or_default().to_vec(),
             }
         })
         .collect()
+}
+
+/// The uplink flags field of a row (see [`ROW_FIXED`]).
+fn uplink_flags(congested: bool, signs: Signs) -> f64 {
+    f64::from(u16::from(congested) | u16::from(signs.bits()) << 1)
+}
+
+/// The uplink flags field read back: congested, and the hardware signs. Anything but a
+/// whole number below 512 (NaN, negative, fractional, larger) reads as no flag.
+fn read_uplink_flags(v: f64) -> (bool, Signs) {
+    if v.fract() != 0.0 || !(0.0..512.0).contains(&v) {
+        return (false, Signs::NONE);
+    }
+    let bits = v as u16;
+    (bits & 1 == 1, Signs::from_bits((bits >> 1) as u8))
 }
 
 /// Runs one round on `comm` with this member's `proposal`.
@@ -445,7 +471,7 @@ pub fn round_trip(
             f64::from(own.hard),
             if own.over_budget { 1.0 } else { 0.0 },
             rtt,
-            if own.congested { 1.0 } else { 0.0 },
+            uplink_flags(own.congested, own.hardware),
         ],
         confirm,
     ]
@@ -480,5 +506,26 @@ mod tests {
         assert_eq!(back[0], 1.5);
         assert!(back[1].is_nan());
         assert_eq!(back[2], -3.0);
+    }
+
+    #[test]
+    fn uplink_flags_carry_congestion_and_signs_and_keep_the_old_form_without_signs() {
+        // Without signs the field is 0 or 1, as builds before the signs wrote it.
+        assert_eq!(uplink_flags(false, Signs::NONE), 0.0);
+        assert_eq!(uplink_flags(true, Signs::NONE), 1.0);
+        let both = Signs::PCIE.union(Signs::FRAME_ERRORS);
+        // 1 + (2 | 4) << 1 = 13.
+        assert_eq!(uplink_flags(true, both), 13.0);
+        assert_eq!(read_uplink_flags(13.0), (true, both));
+        assert_eq!(read_uplink_flags(2.0), (false, Signs::LINK_SPEED));
+        for junk in [f64::NAN, -1.0, 1.5, 512.0, f64::INFINITY] {
+            assert_eq!(read_uplink_flags(junk), (false, Signs::NONE), "{junk}");
+        }
+        // A row as gathered: the flags field is the eighth.
+        let row = [0.1, 0.2, 0.3, f64::NAN, 0.0, 0.0, 0.4, 5.0, 0.7];
+        let m = split_rows(&f64s(&row), row.len());
+        assert!(m[0].congested);
+        assert_eq!(m[0].hardware, Signs::PCIE);
+        assert_eq!(m[0].confirm, [0.7]);
     }
 }

@@ -18,6 +18,7 @@ use crate::config::types::{DnsTarget, PeerAddr, RankSpec, TrafficClass};
 use crate::config::{Config, HealthSection, ProbeSection};
 use crate::health::HealthConfig;
 use crate::health::device::DeviceConfig;
+use crate::health::hardware::Signs;
 
 /// Probing settings.
 #[derive(Debug, Clone)]
@@ -61,6 +62,8 @@ pub struct ProbeSettings {
     pub health: HealthConfig,
     /// Fault injection (tests only): lie in every report to the group.
     pub inject_lies: bool,
+    /// Fault injection (tests and the demo): hardware signs reported every round.
+    pub inject_signs: Signs,
     /// When a telemetry reading is a hard fault.
     pub hard_faults: super::hard_faults::HardFaultRules,
     /// The device plane, when this node probes it (the composition root supplies the
@@ -267,6 +270,7 @@ pub fn health_config(h: &HealthSection) -> HealthConfig {
         confirm_rounds: h.confirm_rounds as usize,
         confirm_hold: h.confirm_hold as usize,
         congested_hold: h.congested_hold as usize,
+        uncorroborated_hold: h.uncorroborated_hold as usize,
         exit_rounds: h.exit_rounds as usize,
         probation_rounds: h.probation_rounds as usize,
         fabric_ratio: h.fabric_ratio,
@@ -371,6 +375,7 @@ impl ProbeSettings {
             budget_busy_ratio: p.budget_busy_ratio,
             health: health_config(&config.health),
             inject_lies: p.inject_lies,
+            inject_signs: Signs::from_labels(&p.inject_hardware_signs),
             hard_faults: super::hard_faults::HardFaultRules {
                 consecutive_reads: config.health.hard_consecutive_reads,
                 ecc_double_per_window: u64::from(config.health.hard_ecc_double_per_hour),
@@ -392,6 +397,21 @@ mod tests {
         assert_eq!(
             health_config(&Config::default().health),
             HealthConfig::default()
+        );
+    }
+
+    /// The sign names the configuration accepts are the labels the snapshot exports
+    /// (written down twice: `config` knows nothing of `snapshot`).
+    #[test]
+    fn the_configuration_knows_the_exported_sign_names() {
+        assert_eq!(
+            crate::config::HARDWARE_SIGN_NAMES,
+            crate::snapshot::probe::HARDWARE_SIGNS
+        );
+        let names = ["pcie".to_string(), "link_speed".to_string()];
+        assert_eq!(
+            Signs::from_labels(&names),
+            Signs::PCIE.union(Signs::LINK_SPEED)
         );
     }
 

@@ -96,19 +96,11 @@ pub(super) fn record_tors(part: &mut ProbeSnapshot, out: &RoundOutput, names: &[
 mod tests {
     use super::*;
     use crate::health::TorVerdict;
-    use crate::snapshot::probe::NodeState;
     use crate::snapshot::topology::{NodePlace, Place, TopologySource};
 
     fn member(name: &str, tor: Option<&str>) -> MemberView {
         MemberView {
-            name: name.to_string(),
             up: true,
-            state: NodeState::Healthy,
-            score: None,
-            arrival_lag: None,
-            quarantine: None,
-            inconsistent_reports: false,
-            uplink_congested: false,
             place: tor.map(|t| NodePlace {
                 place: Place {
                     tor: Some(t.to_string()),
@@ -116,7 +108,7 @@ mod tests {
                 },
                 source: TopologySource::File,
             }),
-            inferred_tor: None,
+            ..MemberView::new(name)
         }
     }
 

@@ -25,6 +25,9 @@ pub struct Counters {
     pub miss: f64,
     /// Share of node-rounds whose counters report congestion with nothing behind it.
     pub false_alarm: f64,
+    /// Share of node-rounds in which a node's interface shows a hardware sign with no
+    /// slowness behind it (a stray corrupted frame).
+    pub hardware_false: f64,
 }
 
 impl Counters {
@@ -112,6 +115,7 @@ mod tests {
             lag: 0,
             miss: 0.3,
             false_alarm: 0.05,
+            hardware_false: 0.0,
         };
         let members: Vec<usize> = (0..100).collect();
         let (mut kept, mut alarms) = (0, 0);

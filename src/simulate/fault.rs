@@ -67,6 +67,8 @@ pub struct Fault {
     pub spread: f64,
     /// Hard fault: the node's NPU pings are lost while it lasts.
     pub silent: bool,
+    /// Slow node: it shows a hardware sign on its node's interface while it is on.
+    pub hardware: bool,
     /// Shape.
     pub shape: Shape,
     pub(crate) ramp_rounds: u64,

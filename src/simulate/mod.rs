@@ -260,6 +260,14 @@ mod tests {
     const MISSED_POOLED: &[&str] =
         &["ports with ≥ 5 % loss or ≥ 2× RTT (step) suspected within 10 device-plane rounds"];
 
+    /// The tuned target the persistence horizon costs on the shipped set (issue 26): a
+    /// straggler whose own interface shows no hardware sign is recommended only after
+    /// `health.uncorroborated_hold` (180 rounds) of steady slowness its counters did not
+    /// explain, because steady congestion they miss looks the same until it ends; none of
+    /// the shipped scenarios' stragglers shows one (their `hardware` chance is 0), so
+    /// sweep's p95 is about 200 rounds against 20. `docs/detection.md` records it.
+    const MISSED_SHIPPED: &[&str] = &["slow nodes ≥ 20 % (step) recommended within 20 rounds"];
+
     /// The pooled misses, by target, must be exactly `known`.
     fn pooled_misses_are(r: &Report, known: &[&str]) {
         let missed = not_met(r);
@@ -289,11 +297,12 @@ mod tests {
             };
             let s = o.apply(shipped(name), name).unwrap();
             let r = simulate(&s, &Engines::default()).unwrap();
-            assert_eq!(not_met(&r), Vec::<String>::new());
+            let known: &[&str] = if name == "sweep" { MISSED_SHIPPED } else { &[] };
+            pooled_misses_are(&r, known);
             runs.push(r);
         }
         let pooled = batch::pool(&runs);
-        pooled_misses_are(&pooled, &[]);
+        pooled_misses_are(&pooled, MISSED_SHIPPED);
         // Every kind of fault and every shape is exercised by the shipped set.
         let kinds: std::collections::BTreeSet<_> = pooled.rows.iter().map(|r| r.kind).collect();
         let shapes: std::collections::BTreeSet<_> = pooled.rows.iter().map(|r| r.shape).collect();

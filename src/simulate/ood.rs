@@ -92,8 +92,25 @@ pub fn generate(seed: u64) -> Result<Scenario, ScenarioError> {
         "hard-faults" => hard_faults(&mut p, &mut s),
         _ => crowd(&mut p, &mut s),
     }
+    hardware(seed, &mut s);
     let name = s.name.clone();
     s.check(&name)
+}
+
+/// Hardware signs, from a stream of their own (so that every other draw of a held-out
+/// scenario is what it was before they existed): each host slow node shows one with a
+/// chance drawn in [0, 1), and in half the scenarios healthy nodes show stray ones (a
+/// corrupted frame now and then, up to once in 500 node-rounds).
+fn hardware(seed: u64, s: &mut Scenario) {
+    let mut h = Pick(ChaCha8Rng::seed_from_u64(seed ^ 0x6877_0000_0000_0024));
+    for f in &mut s.faults {
+        if f.kind == FaultKind::SlowNode && f.plane.is_none_or(|p| p.host()) {
+            f.hardware = Some(h.f(0.0, 1.0));
+        }
+    }
+    if h.chance(0.5) {
+        s.counters.hardware_false = h.f(0.0, 0.002);
+    }
 }
 
 fn fleet(p: &mut Pick, family: &str, seed: u64) -> Fleet {
@@ -152,6 +169,8 @@ fn counters(p: &mut Pick) -> Counters {
         lag: u64::from(p.chance(0.7)),
         miss: if p.chance(0.5) { p.f(0.0, 0.3) } else { 0.0 },
         false_alarm: if p.chance(0.5) { p.f(0.0, 0.05) } else { 0.0 },
+        // Drawn in `hardware`, from a stream of its own.
+        hardware_false: 0.0,
     }
 }
 

@@ -2,7 +2,7 @@
 //! drawn with the seed; onsets, lengths and strengths drawn from their spans; a dip's
 //! spine or ToRs and a random fault's on and off stretches.
 
-use super::draw::Draw;
+use super::draw::{Draw, unit_hash};
 use super::fault::{Fault, Target};
 use super::scenario::{DipScope, FaultKind, FaultSpec, Scenario, Shape};
 use super::topology::Topology;
@@ -11,6 +11,8 @@ use super::validate::{fault_count, fault_plane};
 /// Seeds the stream of a random-shape fault's on and off stretches (one stream per fault,
 /// so that other faults draw what they drew before such faults existed).
 const RANDOM_SHAPE_SEED: u64 = 0x7261_6e64_6f6d_0001;
+/// Seeds the order-free draw of whether a slow node shows a hardware sign.
+const HARDWARE_SEED: u64 = 0x6877_7369_676e_0001;
 /// Seeds the order-free spread of varying stragglers.
 const SPREAD_SEED: u64 = 0x7370_7265_6164_0001;
 
@@ -77,6 +79,8 @@ pub fn faults(
             if f.shape == Shape::Random {
                 f.on_spans = on_spans(&s.faults[k], &f, seed);
             }
+            let chance = s.faults[k].hardware.unwrap_or(0.0);
+            f.hardware = chance > 0.0 && unit_hash(seed ^ HARDWARE_SEED, id as u64, 0) < chance;
             f
         })
         .collect())
@@ -144,6 +148,9 @@ fn fault(
         at: Vec::new(),
         spread: spec.spread.unwrap_or(0.0),
         silent: spec.silent,
+        // Decided once the fault has its number (in `faults`): its own draw, so that the
+        // chance moves no other draw of the scenario.
+        hardware: false,
         shape: spec.shape,
         ramp_rounds: spec.ramp_rounds.unwrap_or(1),
         period: spec.period.unwrap_or(1),

@@ -219,6 +219,7 @@ impl HostGroup {
             link_probes,
             absent: Vec::new(),
             congested,
+            hardware: w.host_hardware(r, m),
             // The daemon's topology: each member's ToR (the simulator's own numbering).
             tors: m.iter().map(|&x| Some(w.topo.tor(x) as u32)).collect(),
         }

@@ -513,6 +513,11 @@ pub struct FaultSpec {
     /// device is gone), not only its telemetry.
     #[serde(default, skip_serializing_if = "is_false")]
     pub silent: bool,
+    /// Slow node: the chance that such a fault shows on its node's own interface as a
+    /// hardware sign (a link or PCIe link trained down, corrupted frames) while it is on:
+    /// the evidence congestion cannot give (default 0: none shows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware: Option<f64>,
 }
 
 impl FaultSpec {
@@ -547,6 +552,7 @@ impl FaultSpec {
             at: Vec::new(),
             between_groups: false,
             silent: false,
+            hardware: None,
         }
     }
 }

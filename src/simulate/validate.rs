@@ -88,6 +88,13 @@ fn counters(s: &Scenario, o: &mut Out) {
         1.0,
         "a share of node-rounds",
     );
+    o.float(
+        "counters.hardware_false",
+        c.hardware_false,
+        0.0,
+        1.0,
+        "a share of node-rounds",
+    );
 }
 
 fn expect(s: &Scenario, o: &mut Out) {
@@ -616,6 +623,16 @@ fn rough(s: &Scenario, f: &FaultSpec, plane: Plane, k: &str, o: &mut Out) {
                     s.fleet.group_size
                 ),
             );
+        }
+    }
+    if let Some(h) = f.hardware {
+        if f.kind != FaultKind::SlowNode {
+            o.push(
+                key("hardware"),
+                format!("hardware applies to slow_node, not to {kind}"),
+            );
+        } else {
+            o.float(&key("hardware"), h, 0.0, 1.0, "a chance");
         }
     }
     if f.silent {

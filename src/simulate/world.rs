@@ -24,6 +24,7 @@ pub use super::fault::{Fault, Target};
 use super::scenario::{Element, FaultKind, Noise, Plane, Scenario};
 pub use super::topology::Topology;
 use crate::health::device::PortProbe;
+use crate::health::hardware::Signs;
 
 /// Per-pair keys inside one probe group: the fixed link offset, and two uniforms (which
 /// spine the pair hashes onto, and whether a partial dip touches it).
@@ -65,6 +66,8 @@ pub struct World {
 
 /// Seeds the stream that decides which congestion episodes show in the counters.
 const SIGNAL_SEED: u64 = 0x5167_4e41_4c5f_0001;
+/// Seeds the stream of stray hardware signs on healthy nodes.
+const HARDWARE_FALSE_SEED: u64 = 0x6877_6661_6c73_0001;
 
 impl World {
     /// Realises a checked scenario: places its faults and draws its episodes. Fails (with
@@ -408,6 +411,32 @@ impl World {
     /// verdicts.
     pub fn drift(&self, r: u64) -> f64 {
         self.drift[r.min(self.rounds) as usize]
+    }
+
+    /// The hardware signs the interfaces of `members` show in round `r`, by index into
+    /// `members`: a slow node whose fault shows one while it is on (as a trained-down PCIe
+    /// link), and stray corrupted frames on any node at `counters.hardware_false`.
+    pub fn host_hardware(&self, r: u64, members: &[usize]) -> Vec<(usize, Signs)> {
+        let stray = self.scenario.counters.hardware_false;
+        let seed = self.scenario.fleet.seed ^ HARDWARE_FALSE_SEED;
+        members
+            .iter()
+            .enumerate()
+            .filter_map(|(k, &node)| {
+                let faulty = self.faults.iter().any(|f| {
+                    f.hardware
+                        && f.kind == FaultKind::SlowNode
+                        && f.plane.host()
+                        && f.target == Target::Node(node)
+                        && f.intensity(r) > 0.0
+                });
+                let mut signs = if faulty { Signs::PCIE } else { Signs::NONE };
+                if stray > 0.0 && unit_hash(seed, r, node) < stray {
+                    signs = signs.union(Signs::FRAME_ERRORS);
+                }
+                (!signs.is_empty()).then_some((k, signs))
+            })
+            .collect()
     }
 
     /// Nodes with a hard fault in round `r`.

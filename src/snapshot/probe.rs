@@ -140,6 +140,9 @@ pub struct MemberView {
     /// Its own uplink reported congestion in the last round (from its gathered row; false
     /// while it is not in the group).
     pub uplink_congested: bool,
+    /// The hardware signs its own uplink showed in the last round, by their labels in
+    /// [`HARDWARE_SIGNS`] (from its gathered row; empty while it is not in the group).
+    pub hardware_signs: Vec<&'static str>,
     /// Its place in the network as it said at the group's formation (None: unknown, or
     /// not in the group).
     pub place: Option<super::topology::NodePlace>,
@@ -148,7 +151,29 @@ pub struct MemberView {
     pub inferred_tor: Option<u32>,
 }
 
+/// The hardware signs a member's uplink can show, as label values: its link trained below
+/// its rate, its NIC's PCIe link trained down, corrupted frames or lost carrier.
+pub const HARDWARE_SIGNS: [&str; 3] = ["link_speed", "pcie", "frame_errors"];
+
 impl MemberView {
+    /// A candidate as it is before any round: named, not in the group, healthy, nothing
+    /// measured or known.
+    pub fn new(name: impl Into<String>) -> Self {
+        MemberView {
+            name: name.into(),
+            up: false,
+            state: NodeState::Healthy,
+            score: None,
+            arrival_lag: None,
+            quarantine: None,
+            inconsistent_reports: false,
+            uplink_congested: false,
+            hardware_signs: Vec::new(),
+            place: None,
+            inferred_tor: None,
+        }
+    }
+
     /// Its ToR and the source named for its place: a source's ToR, else its inferred
     /// group's name ([`inferred_tor_name`], source `inferred`), else none and the
     /// source of whatever else is known.
@@ -506,16 +531,10 @@ mod tests {
 
     fn member(place: Option<NodePlace>, inferred_tor: Option<u32>) -> MemberView {
         MemberView {
-            name: "n".into(),
             up: true,
-            state: NodeState::Healthy,
-            score: None,
-            arrival_lag: None,
-            quarantine: None,
-            inconsistent_reports: false,
-            uplink_congested: false,
             place,
             inferred_tor,
+            ..MemberView::new("n")
         }
     }
 

@@ -678,9 +678,16 @@ pub fn toml_strings(items: &[String]) -> String {
 }
 
 /// A probing daemon config for loopback tests: fast rounds, the shipped detection
-/// thresholds, and an optional send throttle (the engine's fault injection).
+/// thresholds, and an optional send throttle (the engine's fault injection). A throttled
+/// node stands for a slow component, so it also reports the hardware sign such a
+/// component's interface shows (a PCIe link trained down): with it, the shipped
+/// thresholds recommend it after the short hold instead of the persistence horizon, which
+/// at these 150 ms rounds would be half a minute of steady slowness more. (Loopback has
+/// no PCIe link to read; the reader itself is tested on a fake sysfs tree and in
+/// tests/netns.rs.)
 pub fn probe_config(peers: &[String], rank: usize, key: &std::path::Path, throttle: u64) -> String {
     let list = toml_strings(peers);
+    let signs = if throttle > 0 { r#"["pcie"]"# } else { "[]" };
     format!(
         r#"
 [web]
@@ -701,6 +708,7 @@ link_bytes = 262144
 ring_every = 5
 ring_bytes = 262144
 inject_throttle_bytes_per_second = {throttle}
+inject_hardware_signs = {signs}
 "#,
         key = key.display()
     )

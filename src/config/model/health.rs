@@ -37,6 +37,11 @@ section! {
         /// when the node's uplink reported congestion in most rounds of the run (those
         /// never count).
         congested_hold: u32 = 15, Spec::int(0, 10_000);
+        /// Steadily slow rounds its uplink did not explain before the second re-pairing,
+        /// when no hardware sign (link or PCIe trained down, corrupted frames) corroborates
+        /// the slowness: the persistence horizon, longer than steady congestion that the
+        /// counters miss lasts.
+        uncorroborated_hold: u32 = 180, Spec::int(0, 100_000);
         /// Rounds within bounds to leave suspect/confirmed or a quarantine recommendation.
         exit_rounds: u32 = 180, Spec::int(1, 100_000);
         /// Rounds of probation after a quarantine.

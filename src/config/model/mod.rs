@@ -24,7 +24,7 @@ pub use self::device_probe::DeviceProbeSection;
 pub use self::health::HealthSection;
 pub use self::log::{LogConfig, LogFormat, LogLevel};
 pub use self::otlp::{Compression, OtlpConfig, OtlpProtocol};
-pub use self::probe::ProbeSection;
+pub use self::probe::{HARDWARE_SIGN_NAMES, ProbeSection};
 pub use self::telemetry::{Backend, Intervals, SimConfig, TelemetryConfig};
 pub use self::topology::TopologyConfig;
 pub use self::web::{RESERVED_PATHS, WebConfig};

@@ -9,6 +9,10 @@ use crate::config::duration;
 use crate::config::schema::{Spec, ms, secs};
 use crate::config::types::{PeerThrottle, parse};
 
+/// The hardware signs `probe.inject_hardware_signs` may name (the labels of
+/// `hcclwatch_probe_uplink_hardware_sign`).
+pub const HARDWARE_SIGN_NAMES: [&str; 3] = ["link_speed", "pcie", "frame_errors"];
+
 section! {
     /// `[probe]`: continuous probing rounds.
     pub struct ProbeSection in "probe" {
@@ -56,6 +60,10 @@ section! {
         /// group (plans, timings, engine state), to show that one member cannot cause a
         /// quarantine.
         inject_lies: bool = false, Spec::BOOL.for_tests();
+        /// Fault injection for tests and the demo: this node reports these hardware signs
+        /// every round (`link_speed`, `pcie`, `frame_errors`), as a slow component's
+        /// interface would show them, besides whatever its uplink shows.
+        inject_hardware_signs: Vec<String> = Vec::new(), Spec::STR_LIST.for_tests();
         /// Read this node's own uplink congestion each round and report it to the group.
         congestion_enabled: bool = true, Spec::BOOL;
         /// The interface whose byte counters are read; empty: the one that holds the local

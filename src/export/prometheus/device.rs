@@ -307,16 +307,8 @@ mod tests {
 
     fn member(name: &str) -> MemberView {
         MemberView {
-            name: name.into(),
             up: true,
-            state: NodeState::Healthy,
-            score: None,
-            arrival_lag: None,
-            quarantine: None,
-            inconsistent_reports: false,
-            uplink_congested: false,
-            place: None,
-            inferred_tor: None,
+            ..MemberView::new(name)
         }
     }
 

@@ -73,23 +73,15 @@ mod tests {
     /// a peer's `node` moved to `exported_node`.
     #[test]
     fn every_sample_carries_this_node_once() {
-        use crate::snapshot::probe::{MemberView, NodeState, ProbeSnapshot};
+        use crate::snapshot::probe::{MemberView, ProbeSnapshot};
         let store = crate::snapshot::fixture::store(2);
         // A probe group: its member families name each peer with a `node` label.
         store.publish_probe(ProbeSnapshot {
             active: true,
             rounds_ok: 1,
             members: vec![MemberView {
-                name: "peer-3".into(),
                 up: true,
-                state: NodeState::Healthy,
-                score: None,
-                arrival_lag: None,
-                quarantine: None,
-                inconsistent_reports: false,
-                uplink_congested: false,
-                place: None,
-                inferred_tor: None,
+                ..MemberView::new("peer-3")
             }],
             ..ProbeSnapshot::default()
         });

@@ -5,7 +5,7 @@
 
 use super::family::{Labels, Render, Sink, flag};
 use crate::snapshot::View;
-use crate::snapshot::probe::{NodeState, ProbeSnapshot, TorView};
+use crate::snapshot::probe::{HARDWARE_SIGNS, NodeState, ProbeSnapshot, TorView};
 use std::fmt;
 
 /// Renders the probing part of the snapshot, when probing is configured.
@@ -126,6 +126,34 @@ fn pair(pr: &ProbeSnapshot, a: usize, b: usize) -> Labels {
     vec![("src_node", pr.name(a)), ("dst_node", pr.name(b))]
 }
 
+/// Each member's own uplink as it reported it with its last round's timings: congestion,
+/// and the hardware signs that congestion cannot give.
+fn uplink(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
+    f.gauge(
+        "hcclwatch_probe_uplink_congested",
+        "Whether the member's own uplink reported congestion in the last round (other traffic near line rate, or congestion-marked packets): its confirmation then waits health.congested_hold rounds instead of confirm_hold.",
+        pr.members
+            .iter()
+            .filter(|m| m.up)
+            .map(|m| (vec![("peer", m.name.clone())], flag(m.uplink_congested)))
+            .collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_probe_uplink_hardware_sign",
+        "Whether the member's own uplink showed this hardware sign in the last round (sign: link_speed, its link below its rate; pcie, its NIC's PCIe link trained down; frame_errors, corrupted frames or lost carrier): evidence congestion cannot give, that lets a confirmed straggler be recommended after health.confirm_hold instead of the persistence horizon health.uncorroborated_hold.",
+        pr.members
+            .iter()
+            .filter(|m| m.up)
+            .flat_map(|m| {
+                HARDWARE_SIGNS.iter().map(|s| {
+                    let on = m.hardware_signs.contains(s);
+                    (vec![("peer", m.name.clone()), ("sign", s.to_string())], flag(on))
+                })
+            })
+            .collect(),
+    )
+}
+
 fn verdicts(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     f.gauge(
         "hcclwatch_node_state",
@@ -175,15 +203,7 @@ fn verdicts(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
             .map(|m| (vec![("peer", m.name.clone())], flag(m.inconsistent_reports)))
             .collect(),
     )?;
-    f.gauge(
-        "hcclwatch_probe_uplink_congested",
-        "Whether the member's own uplink reported congestion in the last round (other traffic near line rate, or congestion-marked packets): its confirmation then waits health.congested_hold rounds instead of confirm_hold.",
-        pr.members
-            .iter()
-            .filter(|m| m.up)
-            .map(|m| (vec![("peer", m.name.clone())], flag(m.uplink_congested)))
-            .collect(),
-    )?;
+    uplink(pr, f)?;
     f.gauge(
         "hcclwatch_fabric_degraded",
         "Whether the whole probe group is slow against its baseline (blocks quarantine recommendations).",
@@ -309,16 +329,9 @@ mod tests {
 
     fn member(name: &str, up: bool, uplink_congested: bool) -> MemberView {
         MemberView {
-            name: name.into(),
             up,
-            state: NodeState::Healthy,
-            score: None,
-            arrival_lag: None,
-            quarantine: None,
-            inconsistent_reports: false,
             uplink_congested,
-            place: None,
-            inferred_tor: None,
+            ..MemberView::new(name)
         }
     }
 
@@ -344,9 +357,15 @@ mod tests {
             rounds_ok: 3,
             members: vec![
                 member("a", true, true),
-                member("b", true, false),
+                MemberView {
+                    hardware_signs: vec!["pcie"],
+                    ..member("b", true, false)
+                },
                 // Out of the group: its flag is not a measurement of the last round.
-                member("c", false, true),
+                MemberView {
+                    hardware_signs: vec!["frame_errors"],
+                    ..member("c", false, true)
+                },
             ],
             congestion_source_up: Some(false),
             congestion_read_errors: 3,
@@ -358,6 +377,14 @@ mod tests {
                 "hcclwatch_probe_uplink_congested{peer=\"a\"} 1.0",
                 "hcclwatch_probe_uplink_congested{peer=\"b\"} 0.0",
             ]
+        );
+        // Every sign of every member in the group, 1 where it showed.
+        let signs = lines(&text, "hcclwatch_probe_uplink_hardware_sign");
+        let on: Vec<&String> = signs.iter().filter(|l| l.ends_with(" 1.0")).collect();
+        assert_eq!(signs.len(), 6, "{signs:?}");
+        assert_eq!(
+            on,
+            ["hcclwatch_probe_uplink_hardware_sign{peer=\"b\",sign=\"pcie\"} 1.0"]
         );
         assert_eq!(
             lines(&text, "hcclwatch_probe_congestion_source_up"),

@@ -5,6 +5,7 @@
 use super::score::{RoundStats, Window};
 use super::{HealthEngine, RoundInput, RoundOutput};
 use crate::health::evidence::{Evidence, Key, MIN_REPORTERS, STEADY_RATIO, steady};
+use crate::health::hardware::Signs;
 use crate::health::lifecycle::NodeIx;
 use crate::health::stats::robust_spread;
 use crate::snapshot::probe::NodeState;
@@ -15,6 +16,8 @@ pub(super) struct Seen {
     pub confirm: Option<Vec<f64>>,
     /// Its own uplink counters showed congestion.
     pub congested: bool,
+    /// The hardware signs its own interface showed.
+    pub signs: Signs,
 }
 
 impl HealthEngine {
@@ -100,7 +103,20 @@ impl HealthEngine {
         // towards the short hold, nor does it start it again: congestion that lasts shows
         // in every round it lasts, a busy moment on a slow node's NIC only delays its
         // verdict by that round.
-        counts.steady_round(w.elevated && steady(w.spread, r.spread()), seen.congested);
+        let steady_now = w.elevated && steady(w.spread, r.spread());
+        counts.steady_round(steady_now, seen.congested);
+        // The episode's evidence, from the first slow round until the node is back to
+        // healthy: its hardware signs, and its slow rounds its counters did not explain,
+        // in a row or not (an intermittent fault is slow in stretches; congestion that
+        // would match it comes in one episode of its own length).
+        let data = &mut self.nodes[i].data;
+        if matches!(state, NodeState::Healthy | NodeState::Probation) && !w.elevated {
+            data.signs = Signs::NONE;
+            data.persist = 0;
+        } else if w.elevated {
+            data.signs = data.signs.union(seen.signs);
+            data.persist += usize::from(steady_now && !seen.congested);
+        }
         match state {
             NodeState::Healthy | NodeState::Probation if w.elevated => {
                 self.nodes[i].data.confirm_pending = true;
@@ -288,13 +304,16 @@ impl HealthEngine {
             let (above, quiet) = (counts.steady, counts.quiet);
             e.push(Key::SteadySlowRounds, above as f64);
             e.push(Key::UncongestedSlowRounds, quiet as f64);
+            let signs = self.nodes[i].data.signs;
+            e.push(Key::HardwareSigns, f64::from(signs.bits()));
             self.set(
                 i,
                 NodeState::QuarantineRecommended,
                 format!(
-                    "confirmed straggler: still {:.1}% slower after {above} steady rounds ({quiet} without congestion on its uplink) and a second re-pairing with {} known-good peers",
+                    "confirmed straggler: still {:.1}% slower after {above} steady rounds ({quiet} without congestion on its uplink) and a second re-pairing with {} known-good peers; {}",
                     (w.score.exp() - 1.0) * 100.0,
-                    c.len()
+                    c.len(),
+                    corroboration(signs, self.nodes[i].data.persist)
                 ),
                 e,
                 out,
@@ -312,18 +331,39 @@ impl HealthEngine {
 
     /// Whether a confirmed node has been steadily slow long enough for a quarantine, by
     /// rounds its own uplink did not explain (rounds whose counters showed congestion never
-    /// count, however long the congestion lasts): `confirm_hold` of them, or
-    /// `congested_hold` when most rounds of the run were congested (congestion the counters
-    /// see most of the time is still there in the rounds they miss; a busy moment now and
-    /// then only delays a slow node by those rounds).
+    /// count, however long the congestion lasts):
+    /// - with hardware signs in the run (evidence congestion cannot give), `confirm_hold`
+    ///   of them, or `congested_hold` when most rounds of the run were congested (a busy
+    ///   moment now and then only delays a slow node by those rounds);
+    /// - without, that and the persistence horizon: `uncorroborated_hold` steadily slow
+    ///   rounds the counters did not explain since the episode began (in a row or not).
+    ///   Steady congestion the counters miss looks exactly like a slow component until it
+    ///   ends.
     fn held(&self, i: NodeIx) -> bool {
         let c = &self.nodes[i].counts;
+        let d = &self.nodes[i].data;
         let congested = c.steady - c.quiet;
-        if congested * 2 > c.steady {
-            c.quiet >= self.cfg.congested_hold
+        let hold = if congested * 2 > c.steady {
+            self.cfg.congested_hold
         } else {
-            c.quiet >= self.cfg.confirm_hold
-        }
+            self.cfg.confirm_hold
+        };
+        c.quiet >= hold && (!d.signs.is_empty() || d.persist >= self.cfg.uncorroborated_hold)
+    }
+}
+
+/// What a quarantine rests on besides the probes, for its reason: the hardware signs, or
+/// the length of the run when there are none.
+fn corroboration(signs: Signs, persist: usize) -> String {
+    if signs.is_empty() {
+        format!(
+            "no hardware evidence: slow beyond the persistence horizon ({persist} steadily slow rounds its counters did not explain)"
+        )
+    } else {
+        format!(
+            "corroborated by its own hardware: {}",
+            signs.names().join(", ")
+        )
     }
 }
 

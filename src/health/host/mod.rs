@@ -20,12 +20,16 @@ use std::collections::{BTreeMap, VecDeque};
 
 use super::evidence::Evidence;
 use super::fabric::{Normal, PartialFabric};
+use super::hardware::Signs;
 use super::lifecycle::{Change, Lifecycle, NodeIx, Track};
 use super::pairs::Pairs;
 use super::tor::{TorVerdict, TorWatch};
 use crate::snapshot::probe::{NodeState, Transition};
 
 pub use reports::{CONTRADICTIONS, REPORT_WINDOW};
+
+/// The shipped persistence horizon ([`HealthConfig::uncorroborated_hold`]), in rounds.
+pub const UNCORROBORATED_HOLD: usize = 180;
 pub use restore::RestoreError;
 
 /// Thresholds; defaults chosen with `hcclwatch simulate` on the shipped scenarios (see
@@ -61,6 +65,14 @@ pub struct HealthConfig {
     /// the time is there in the rounds they miss. Rounds they explain never count: a node
     /// is never recommended for congestion its own counters show.
     pub congested_hold: usize,
+    /// Rounds its uplink did not explain that a confirmed node must stay steadily above the
+    /// entry threshold before a quarantine is recommended when nothing congestion cannot
+    /// produce corroborates its slowness (no [`Signs`] in the run): the persistence
+    /// horizon. Steady congestion that the node's counters miss slows its probes exactly as
+    /// a slow component does, and ends; this is longer than such congestion lasts in the
+    /// simulator's worlds (docs/detection.md). With hardware signs the hold is
+    /// `confirm_hold` (or `congested_hold`).
+    pub uncorroborated_hold: usize,
     /// Consecutive rounds below ln(1 + delta/2) to leave suspect/confirmed (or to move
     /// from quarantine_recommended to probation).
     pub exit_rounds: usize,
@@ -93,6 +105,7 @@ impl Default for HealthConfig {
             confirm_rounds: 2,
             confirm_hold: 6,
             congested_hold: 15,
+            uncorroborated_hold: UNCORROBORATED_HOLD,
             exit_rounds: 180,
             probation_rounds: 720,
             fabric_ratio: 1.0 / 0.9,
@@ -160,6 +173,9 @@ pub struct RoundInput {
     /// near line rate, congestion-marked packets received): slowness there has an
     /// explanation other than a slow component.
     pub congested: Vec<usize>,
+    /// Nodes whose own interface showed hardware signs during the round (a link or PCIe
+    /// link trained down, corrupted frames): evidence that congestion cannot give.
+    pub hardware: Vec<(usize, Signs)>,
     /// Each node's ToR (leaf switch), by node index, as the topology gives it: nodes that
     /// share one share its slowdowns, so they are judged against each other as well as the
     /// group. Empty (or `None` for a node): the place is unknown.
@@ -215,6 +231,12 @@ struct NodeData {
     /// This node's re-pairing reports: whether each was contradicted by the other
     /// reporters of the same suspect.
     reports: VecDeque<bool>,
+    /// The hardware signs the node showed in its current episode (from its first slow
+    /// round until it is healthy again).
+    signs: Signs,
+    /// Its steadily slow rounds in the episode that its counters did not explain, in a
+    /// row or not: what the persistence horizon counts.
+    persist: usize,
 }
 
 /// A node's track: its lifecycle and [`NodeData`].
@@ -352,6 +374,11 @@ impl HealthEngine {
                 let seen = advance::Seen {
                     confirm: confirm.remove(&i),
                     congested: input.congested.contains(&i),
+                    signs: input
+                        .hardware
+                        .iter()
+                        .filter(|(n, _)| *n == i)
+                        .fold(Signs::NONE, |a, (_, s)| a.union(*s)),
                 };
                 self.advance(NodeIx(i), w, &r, seen, &mut out);
             }

@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 
 use super::{HealthConfig, HealthEngine, NodeData, NodeTrack};
 use crate::health::fabric::{BaseRate, Baseline, Normal, PARTIAL_ROUNDS, PartialFabric};
+use crate::health::hardware::Signs;
 use crate::health::lifecycle::{Counts, Lifecycle, Track};
 use crate::health::pairs::Pairs;
 use crate::snapshot::probe::NodeState;
@@ -62,6 +63,23 @@ struct NodeWire {
     hard_clear: Option<usize>,
     #[serde(default)]
     reports: VecDeque<bool>,
+    /// [`NodeData::signs`]' flags; left out when there are none, so a state without them
+    /// keeps the form it had before they existed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    signs: u8,
+    /// [`NodeData::persist`]; left out when 0, as `signs`.
+    #[serde(default, skip_serializing_if = "is_zero_count")]
+    persist: usize,
+}
+
+/// Whether a counter is 0.
+fn is_zero_count(n: &usize) -> bool {
+    *n == 0
+}
+
+/// Whether a flag byte is empty (serde's `skip_serializing_if` takes a reference).
+fn is_zero(b: &u8) -> bool {
+    *b == 0
 }
 
 impl NodeWire {
@@ -79,6 +97,8 @@ impl NodeWire {
             confirmations: d.confirmations,
             hard_clear: d.hard_clear,
             reports: d.reports.clone(),
+            signs: d.signs.bits(),
+            persist: d.persist,
         }
     }
 
@@ -98,6 +118,8 @@ impl NodeWire {
                 confirmations: self.confirmations,
                 hard_clear: self.hard_clear,
                 reports: self.reports,
+                signs: Signs::from_bits(self.signs),
+                persist: self.persist,
             },
         }
     }
@@ -182,6 +204,12 @@ impl NodeWire {
             return bad(
                 "nodes.since",
                 format!("node {i}: round {} is after {round}", self.since),
+            );
+        }
+        if self.persist as u64 > round {
+            return bad(
+                "nodes.persist",
+                format!("node {i}: {} slow rounds in {round} rounds", self.persist),
             );
         }
         if self.hard_clear.is_some_and(|k| k > cfg.hard_hold_down) {

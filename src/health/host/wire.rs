@@ -35,7 +35,7 @@ fn one_quiet_round_has_this_wire_form() {
 /// Eight nodes through 60 rounds that reach every field: node 5 steadily slow and
 /// re-paired (suspect, confirmed, recommended), a hard fault on node 2 (its hold-down
 /// counting), a reporter (6) the others contradict, a slow pair (6, 7) re-measured,
-/// node 5's uplink congested every other round, node 3 absent for a while, and a
+/// node 5's uplink congested every other round and its PCIe link trained down, node 3 absent for a while, and a
 /// fabric-wide slowdown in rounds 44 to 49.
 fn rich_run() -> Vec<Vec<u8>> {
     let n = 8;
@@ -58,6 +58,7 @@ fn rich_run() -> Vec<Vec<u8>> {
                 })
                 .to_vec(),
             congested: if r % 2 == 0 { vec![5] } else { vec![] },
+            hardware: vec![(5, Signs::PCIE)],
             absent: if (30..35).contains(&r) {
                 vec![3]
             } else {
