@@ -84,6 +84,7 @@ fn populated_store() -> Arc<Store> {
         state,
         collectors,
         stats,
+        expected_npus: 0,
     });
     let mut host = HostSource::new();
     let _ = host.collect();

@@ -36,8 +36,9 @@ pub(super) fn start_sources(
     if let Some(source) = source {
         let schedule = setup::npu_schedule(&config);
         let s = store.clone();
+        let expected = config.telemetry.expected_npus;
         sup.start("NPU poller", AtExit::Detach, |rx| {
-            poller::spawn_npu(source, schedule, s, rx)
+            poller::spawn_npu(source, schedule, expected, s, rx)
         })?;
     }
     let hccn = start_hccn(&config, env, &store, npu_poller, &mut sup)?;

@@ -126,9 +126,12 @@ pub fn store(chips: u32) -> Arc<Store> {
             driver_version: Some("24.1.rc2".into()),
             chips: (0..chips).map(|p| (p, chip(p))).collect(),
             cards: BTreeMap::new(),
+            enumerated: true,
+            seen: (0..chips).collect(),
         },
         collectors: [("dcmi".to_string(), status("dcmi"))].into_iter().collect(),
         stats,
+        expected_npus: 0,
     });
     let interfaces: BTreeMap<String, InterfaceCounters> = [(
         "eth0".to_string(),

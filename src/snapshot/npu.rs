@@ -433,6 +433,104 @@ pub struct NpuState {
     pub chips: BTreeMap<u32, ChipReadings>,
     /// Card-level readings by card id (only cards that have one).
     pub cards: BTreeMap<i32, CardReadings>,
+    /// Whether the last inventory read the chip list (`false` before the first one, and
+    /// after one whose enumeration failed: `chips` are then the ones last known).
+    pub enumerated: bool,
+    /// Every chip (physical id) an inventory has listed since the source started: what
+    /// the node is expected to keep enumerating.
+    pub seen: BTreeSet<u32>,
+}
+
+impl NpuState {
+    /// Records an inventory whose chip list was read: `chips` is what enumerates now, and
+    /// each of them joins [`NpuState::seen`].
+    pub fn mark_enumerated(&mut self) {
+        self.enumerated = true;
+        self.seen.extend(self.chips.keys().copied());
+    }
+
+    /// Records an inventory that could not read the chip list.
+    pub fn mark_enumeration_failed(&mut self) {
+        self.enumerated = false;
+    }
+}
+
+/// How an NPU counts in `hcclwatch_npus{state}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NpuCondition {
+    /// Health read, at 0 (ok) or 1 (minor alarm: noted in `hcclwatch_npu_health`, but a
+    /// minor alarm does not stop work; MindCluster handles a minor fault event as
+    /// NotHandleFault).
+    Healthy,
+    /// Health read at 2 (major) or 3 (critical), or the chip is lost (`-8012`, or health
+    /// `0xFFFFFFFF`).
+    Unhealthy,
+    /// Enumerated, but its health was not read: the call failed, missed its deadline,
+    /// returned no health value, is unsupported, or has not run yet.
+    Unknown,
+    /// Expected by the inventory but no longer enumerated.
+    Missing,
+}
+
+impl NpuCondition {
+    /// Every condition, in the order the states are exported.
+    pub const ALL: [NpuCondition; 4] = [
+        NpuCondition::Healthy,
+        NpuCondition::Unhealthy,
+        NpuCondition::Unknown,
+        NpuCondition::Missing,
+    ];
+
+    /// The `state` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NpuCondition::Healthy => "healthy",
+            NpuCondition::Unhealthy => "unhealthy",
+            NpuCondition::Unknown => "unknown",
+            NpuCondition::Missing => "missing",
+        }
+    }
+}
+
+/// The condition of an enumerated chip, from what its last health read gave.
+pub fn chip_condition(chip: &ChipReadings) -> NpuCondition {
+    if chip.dropped {
+        return NpuCondition::Unhealthy;
+    }
+    match chip.health {
+        Some(0 | 1) => NpuCondition::Healthy,
+        Some(_) => NpuCondition::Unhealthy,
+        None => NpuCondition::Unknown,
+    }
+}
+
+/// NPUs per [`NpuCondition`], every condition present (0 when none).
+pub type DeviceCounts = BTreeMap<NpuCondition, u64>;
+
+/// The NPU counts by condition, or `None` when the last inventory could not enumerate the
+/// chips (nothing is known about which are there). `expected` is how many NPUs the node
+/// should have (`telemetry.expected_npus`); 0 means "the NPUs any inventory has listed
+/// since the start". Missing is `expected` minus the enumerated chips, or the listed NPUs
+/// that no longer enumerate.
+pub fn device_counts(state: &NpuState, expected: u32) -> Option<DeviceCounts> {
+    if !state.enumerated {
+        return None;
+    }
+    let mut counts: DeviceCounts = NpuCondition::ALL.iter().map(|c| (*c, 0)).collect();
+    for chip in state.chips.values() {
+        *counts.entry(chip_condition(chip)).or_default() += 1;
+    }
+    let missing = if expected > 0 {
+        u64::from(expected).saturating_sub(state.chips.len() as u64)
+    } else {
+        state
+            .seen
+            .iter()
+            .filter(|phy| !state.chips.contains_key(phy))
+            .count() as u64
+    };
+    counts.insert(NpuCondition::Missing, missing);
+    Some(counts)
 }
 
 /// What an "unsupported" verdict covers.
@@ -487,6 +585,9 @@ pub struct NpuSnapshot {
     pub collectors: BTreeMap<String, CollectorStatus>,
     /// Source counters.
     pub stats: SourceStats,
+    /// `telemetry.expected_npus`: how many NPUs the node should enumerate (0: those any
+    /// inventory has listed since the start).
+    pub expected_npus: u32,
 }
 
 /// `dcmi_rdfx_detect_result` values that npu-exporter treats as healthy: OK (0) and
@@ -575,6 +676,107 @@ mod tests {
         assert_eq!(FaultLevel::from_severity(Some(3)), FaultLevel::SeparateNPU);
         assert_eq!(FaultLevel::from_severity(Some(9)), FaultLevel::SeparateNPU);
         assert_eq!(FaultLevel::from_severity(None), FaultLevel::SeparateNPU);
+    }
+
+    /// A chip at `phy` with what its health read gave.
+    fn read(phy: u32, health: Option<u32>, dropped: bool) -> ChipReadings {
+        ChipReadings {
+            address: ChipAddress {
+                phy,
+                ..ChipAddress::default()
+            },
+            health,
+            dropped,
+            ..ChipReadings::default()
+        }
+    }
+
+    fn state_of(chips: Vec<ChipReadings>) -> NpuState {
+        let mut s = NpuState {
+            chips: chips.into_iter().map(|c| (c.address.phy, c)).collect(),
+            ..NpuState::default()
+        };
+        s.mark_enumerated();
+        s
+    }
+
+    fn counts(state: &NpuState, expected: u32) -> [u64; 4] {
+        let c = device_counts(state, expected).expect("enumerated");
+        NpuCondition::ALL.map(|k| c[&k])
+    }
+
+    #[test]
+    fn a_chip_counts_by_what_its_health_read_gave() {
+        use NpuCondition::*;
+        assert_eq!(chip_condition(&read(0, Some(0), false)), Healthy);
+        // A minor alarm is noted in hcclwatch_npu_health but does not stop work.
+        assert_eq!(chip_condition(&read(0, Some(1), false)), Healthy);
+        assert_eq!(chip_condition(&read(0, Some(2), false)), Unhealthy);
+        assert_eq!(chip_condition(&read(0, Some(3), false)), Unhealthy);
+        // Lost: -8012 or health 0xFFFFFFFF leave no health value but mark the drop.
+        assert_eq!(chip_condition(&read(0, None, true)), Unhealthy);
+        // A card-drop code while the health read said ok is still a lost chip.
+        assert_eq!(chip_condition(&read(0, Some(0), true)), Unhealthy);
+        // The read failed, timed out, gave no health value, or has not run.
+        assert_eq!(chip_condition(&read(0, None, false)), Unknown);
+    }
+
+    #[test]
+    fn every_state_is_counted_and_the_zeros_are_there() {
+        let s = state_of(vec![
+            read(0, Some(0), false),
+            read(1, Some(1), false),
+            read(2, Some(3), false),
+            read(3, None, false),
+        ]);
+        assert_eq!(counts(&s, 0), [2, 1, 1, 0]);
+        let all_ok = state_of(vec![read(0, Some(0), false)]);
+        assert_eq!(counts(&all_ok, 0), [1, 0, 0, 0]);
+        assert_eq!(counts(&state_of(vec![]), 0), [0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn a_chip_listed_before_that_no_longer_enumerates_is_missing() {
+        let mut s = state_of(vec![
+            read(0, Some(0), false),
+            read(1, Some(0), false),
+            read(4, Some(0), false),
+        ]);
+        assert_eq!(counts(&s, 0), [3, 0, 0, 0]);
+        s.chips.remove(&1);
+        s.mark_enumerated();
+        assert_eq!(counts(&s, 0), [2, 0, 0, 1]);
+        // It comes back: no longer missing.
+        s.chips.insert(1, read(1, None, false));
+        s.mark_enumerated();
+        assert_eq!(counts(&s, 0), [2, 0, 1, 0]);
+        // A chip seen only later is expected from then on.
+        s.chips.insert(5, read(5, Some(0), false));
+        s.mark_enumerated();
+        s.chips.remove(&5);
+        s.chips.remove(&0);
+        s.mark_enumerated();
+        assert_eq!(counts(&s, 0), [1, 0, 1, 2]);
+    }
+
+    #[test]
+    fn a_configured_count_decides_what_is_missing() {
+        let s = state_of(vec![read(0, Some(0), false), read(1, Some(2), false)]);
+        assert_eq!(counts(&s, 8), [1, 1, 0, 6]);
+        assert_eq!(counts(&s, 2), [1, 1, 0, 0]);
+        // More chips than expected: none missing (the extra ones are counted by health).
+        assert_eq!(counts(&s, 1), [1, 1, 0, 0]);
+    }
+
+    #[test]
+    fn no_counts_without_an_enumeration() {
+        let mut s = state_of(vec![read(0, Some(0), false)]);
+        assert!(device_counts(&s, 0).is_some());
+        // The chip list could not be read: the chips kept are the last known, not a count.
+        s.mark_enumeration_failed();
+        assert_eq!(device_counts(&s, 0), None);
+        assert_eq!(device_counts(&s, 8), None);
+        assert_eq!(device_counts(&NpuState::default(), 8), None);
     }
 
     #[test]

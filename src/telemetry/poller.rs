@@ -84,10 +84,12 @@ fn wake_channel(shutdown: Receiver<()>) -> std::io::Result<(super::Waker, Receiv
 }
 
 /// Starts the NPU poller thread. `schedule` lists the enabled groups and their intervals;
-/// the inventory group is always run first.
+/// the inventory group is always run first. `expected_npus` is `telemetry.expected_npus`,
+/// published with every snapshot for the device counts.
 pub fn spawn_npu(
     mut source: Box<dyn DeviceSource>,
     schedule: Vec<(Group, Duration)>,
+    expected_npus: u32,
     store: Arc<Store>,
     shutdown: Receiver<()>,
 ) -> std::io::Result<JoinHandle<()>> {
@@ -102,6 +104,7 @@ pub fn spawn_npu(
             let mut state = NpuState::default();
             let mut part = NpuSnapshot {
                 backend: Some(source.name()),
+                expected_npus,
                 ..NpuSnapshot::default()
             };
             let mut seen: HashSet<Group> = HashSet::new();

@@ -97,6 +97,7 @@ impl SimSource {
             chips.insert(phy, c);
         }
         state.chips = chips;
+        state.mark_enumerated();
     }
 
     /// Every chip healthy, up, with no faults.

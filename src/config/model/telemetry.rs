@@ -60,6 +60,9 @@ section! {
         hccn_ping_deadline: Duration = secs(10), Spec::duration(ms(100), ms(600_000));
         /// `hccn_tool` processes allowed at once, all NPUs together (one per NPU at most).
         hccn_max_calls_in_flight: u32 = 8, Spec::int(1, 64);
+        /// How many NPUs this node should enumerate, for `hcclwatch_npus{state="missing"}`;
+        /// 0: every NPU an inventory has listed since the daemon started.
+        expected_npus: u32 = 0, Spec::int(0, 1024);
         /// A fault-level table in MindCluster's `faultCode.json` format that replaces the
         /// built-in one (re-read on SIGHUP).
         #[serde(skip_serializing_if = "Option::is_none")]

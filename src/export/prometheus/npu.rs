@@ -150,6 +150,15 @@ fn identity_and_health(
         "NPUs currently enumerated by the device backend.",
         vec![(vec![], chips.len() as f64)],
     )?;
+    f.gauge(
+        "hcclwatch_npus",
+        "NPUs by state: healthy (DCMI health ok or minor alarm), unhealthy (major or critical alarm, or the chip dropped), unknown (enumerated, health not read), missing (expected by telemetry.expected_npus, or listed by an earlier inventory, and no longer enumerated). Absent while the chip list cannot be read.",
+        model::device_counts(&npu.state, npu.expected_npus)
+            .into_iter()
+            .flatten()
+            .map(|(state, n)| (vec![("state", state.as_str().to_string())], n as f64))
+            .collect(),
+    )?;
     let driver = npu.state.driver_version.clone().unwrap_or_default();
     f.gauge(
         "hcclwatch_npu_info",

@@ -28,6 +28,7 @@ impl DcmiSource {
             _ => {
                 // Keep the chips we know: a failed enumeration must not make devices
                 // disappear (their faults would vanish with them).
+                state.mark_enumeration_failed();
                 return GroupReport { errors: errors + 1 };
             }
         };
@@ -108,6 +109,7 @@ impl DcmiSource {
             }
         }
         state.chips = chips;
+        state.mark_enumerated();
         let cards: BTreeSet<i32> = state.chips.values().map(|c| c.address.card).collect();
         state.cards.retain(|card, _| cards.contains(card));
         GroupReport { errors }

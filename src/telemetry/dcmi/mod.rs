@@ -615,6 +615,7 @@ impl DeviceSource for DcmiSource {
                 state.chips.clear();
                 state.cards.clear();
                 state.driver_version = None;
+                state.mark_enumeration_failed();
                 return GroupReport { errors: 1 };
             }
         }

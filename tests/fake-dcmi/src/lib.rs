@@ -45,6 +45,9 @@ struct Scenario {
     missing_symbols: Vec<String>,
     #[serde(default)]
     init_error: Option<c_int>,
+    /// `dcmi_get_card_list` returns this code instead of the cards.
+    #[serde(default)]
+    card_list_error: Option<c_int>,
     #[serde(default)]
     cards: Vec<Card>,
     /// Fault events to push through the subscription callback.
@@ -805,6 +808,9 @@ pub unsafe extern "C" fn dcmi_get_card_list(
         lib,
         check(require(list_len > 0, ERR_INVALID_PARAMETER)),
         |s, card_num, card_list| {
+            if let Some(code) = s.card_list_error {
+                return Err(code);
+            }
             require(s.cards.len() <= card_list.len(), ERR_INVALID_PARAMETER)?;
             *card_num = s.cards.len() as c_int;
             for (dst, card) in card_list.iter_mut().zip(&s.cards) {
