@@ -343,6 +343,30 @@ mod tests {
         assert_eq!(b, Baseline(Some(1.025)));
     }
 
+    /// A dip's pairs are explained while it lasts, and so are the other pairs between the
+    /// same two ToRs; a full hold without an event forgets them, and a normal measurement
+    /// of a pair lets it go at once (its ToR pair still explains it while the dip is on).
+    #[test]
+    fn a_dip_explains_its_pairs_until_a_hold_passes_without_an_event() {
+        let mut d = DipPairs::default();
+        let places = (Some(0), Some(2));
+        d.round(true, 3);
+        d.add((1, 9), places);
+        d.add((4, 7), (None, None));
+        assert!(d.explains((9, 1), places) && d.explains((5, 12), (Some(2), Some(0))));
+        assert!(!d.explains((5, 12), (Some(0), Some(1))));
+        assert!(d.explains((7, 4), (None, None)) && !d.explains((4, 8), (None, None)));
+        d.clean(4, 7);
+        assert!(!d.explains((4, 7), (None, None)));
+        for _ in 0..3 {
+            d.round(false, 3);
+            assert!(d.explains((1, 9), places));
+        }
+        d.round(false, 3);
+        assert!(!d.explains((1, 9), places));
+        assert_eq!(d, DipPairs::default());
+    }
+
     /// Host plane: 3 of 16 (at least 3 and 5 %); 3 of 100 is not 5 %. Device plane: 3 of
     /// 8 nodes with `tor_nodes` 3 and a tenth.
     #[test]

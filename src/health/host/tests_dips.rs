@@ -15,7 +15,8 @@ fn jitter(r: usize, a: usize, b: usize) -> f64 {
 /// Runs a 64-node group in four ToRs of 16 (node i on ToR i / 16) for `rounds` rounds,
 /// the pairs `dipped` says 25 % slow from round 40 to `dip_end`, and the pair (50, 55)
 /// (inside ToR 3) 30 % slow from round `link_from` on when given; every link request is
-/// re-measured the next round. Returns the link verdicts, with the round they were made.
+/// re-measured the next round, every suspect re-paired with peers on other ToRs. Returns
+/// the link verdicts, with the round they were made.
 fn run_dip(
     rounds: usize,
     dip_end: usize,
@@ -35,10 +36,21 @@ fn run_dip(
     };
     let mut e = HealthEngine::new(n, HealthConfig::default());
     let mut requests: Vec<(usize, usize)> = Vec::new();
+    let mut confirm: Vec<usize> = Vec::new();
     let mut verdicts = Vec::new();
     for r in 0..rounds {
         let stride = 1 + r % (n - 1);
+        let confirmations = confirm
+            .iter()
+            .flat_map(|&s| [13, 29, 41].map(|k| (s, (s + k) % n)))
+            .map(|(a, b)| Probe {
+                src: a,
+                dst: b,
+                seconds: seconds(r, a, b).max(seconds(r, b, a)),
+            })
+            .collect();
         let input = RoundInput {
+            confirmations,
             probes: (0..n)
                 .map(|i| {
                     let j = (i + stride) % n;
@@ -64,13 +76,15 @@ fn run_dip(
         let out = e.step(&input);
         verdicts.extend(out.link_verdicts.iter().map(|&p| (r, p)));
         requests = out.link_requests;
+        confirm = out.confirm_requests;
     }
     verdicts
 }
 
 /// The pairs between ToR 0 and ToR 2 slow for 400 rounds (the issue's "ToR pair" dip):
 /// an event only in the rounds whose stride crosses them, and their pairs, re-measured in
-/// the rounds between, make no link verdict.
+/// the rounds between, make no link verdict (before issue 26 item 5 they did, from round
+/// 122 on).
 #[test]
 fn a_lasting_tor_pair_dip_makes_no_link_verdict() {
     let tor = |x: usize| x / 16;
@@ -86,12 +100,13 @@ fn a_lasting_tor_pair_dip_makes_no_link_verdict() {
 /// A fixed fifth of the pairs between ToRs slow for 400 rounds (one spine of four, about):
 /// it makes suspects of the nodes whose recent peers it slowed most, and must stay an event
 /// all the same (its pairs make no link verdict); a degraded link inside ToR 3 from round
-/// 100 is found once the dip is over.
+/// 100 is found once the dip is over. (The engine before issue 26 item 5 passes this one
+/// too, in this small world; it guards the link's recall against the dip's memory.)
 #[test]
 fn a_lasting_spine_dip_makes_no_link_verdict_and_a_real_link_is_found_after_it() {
     let spine = |a: usize, b: usize| {
         let (x, y) = (a.min(b), a.max(b));
-        a / 16 != b / 16 && jitter(0, x, y) < 0.002
+        a / 16 != b / 16 && jitter(0, x, y) < 0.0025
     };
     let verdicts = run_dip(700, 440, spine, Some(100));
     let wrong: Vec<_> = verdicts
