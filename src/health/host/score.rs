@@ -382,10 +382,11 @@ impl HealthEngine {
     ///
     /// A crowd is localised. When the engine judges by ToR, the condition is each node's
     /// ToR (a crowd of its members blocks them, not the group). Otherwise the group's slow
-    /// nodes are counted together, and those the topology puts behind one ToR, at least
-    /// [`CROWD_MIN`] of them, are that ToR's event: it blocks that ToR's members only, so
-    /// a straggler elsewhere in the group is still recommended. The slow nodes left (other
-    /// ToRs', unknown places) block the group when they are a crowd themselves. The
+    /// nodes are counted together; when the topology puts them all behind one ToR the
+    /// crowd is that ToR's event and blocks that ToR's members only (the rest of the group
+    /// goes on being judged). A crowd over several ToRs, or with a place unknown, blocks
+    /// the group: a ToR's uplinks slow every probe to its members, so its event makes
+    /// victims behind the other ToRs too, and they must not be escalated for it. The
     /// crowd's members are named either way.
     pub(super) fn crowded(
         &self,
@@ -409,19 +410,13 @@ impl HealthEngine {
         if !group {
             return (vec![false; n], Vec::new());
         }
-        // Slow members behind one known ToR, at least [`CROWD_MIN`] of them: that ToR's
-        // event. The rest are counted again against the group.
+        // All of them behind one known ToR: that ToR's event.
         let place = |i: usize| places.get(i).copied().flatten();
-        let mut per_tor: BTreeMap<u32, usize> = BTreeMap::new();
-        for t in members.iter().filter_map(|&i| place(i)) {
-            *per_tor.entry(t).or_default() += 1;
-        }
-        let tor_event = |i: usize| place(i).is_some_and(|t| per_tor[&t] >= CROWD_MIN);
-        let rest = members.iter().filter(|&&i| !tor_event(i)).count();
-        let spread = crowd(rest, n, CROWD_MIN, CROWD_SHARE);
-        let crowded = (0..n)
-            .map(|i| spread || place(i).is_some_and(|t| per_tor.get(&t) >= Some(&CROWD_MIN)))
-            .collect();
+        let one = place(members[0]).filter(|t| members.iter().all(|&i| place(i) == Some(*t)));
+        let crowded = match one {
+            Some(t) => (0..n).map(|i| place(i) == Some(t)).collect(),
+            None => vec![true; n],
+        };
         (crowded, members)
     }
 
