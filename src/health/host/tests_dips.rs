@@ -181,3 +181,37 @@ fn a_crowd_behind_one_tor_blocks_that_tor_only() {
         "without the topology the crowd blocks node 60 too"
     );
 }
+
+/// Four of sixteen nodes are suspects (their windows about normal, as a dip's share of a
+/// node's probes leaves them), and this round's slow probes are the four they send: a
+/// quarter of the links slow at once, a partial event. The
+/// tally counts probes touching a suspect less its own score (about zero here); leaving
+/// them out, as before issue 26 item 5, counted only the probes the dip spared and saw
+/// no event.
+#[test]
+fn a_dip_on_the_suspects_probes_is_still_a_partial_event() {
+    let n = 16;
+    let mut e = HealthEngine::new(n, HealthConfig::default());
+    let quiet = |r: usize| super::tests::round(n, 1 + r % 7, &[], |i| (i % 3) as f64 * 0.002);
+    for r in 0..30 {
+        e.step(&quiet(r));
+    }
+    let mut out = RoundOutput::default();
+    for i in 0..4 {
+        e.set(
+            NodeIx(i),
+            NodeState::Suspect,
+            "test".into(),
+            Evidence::default(),
+            &mut out,
+        );
+    }
+    let mut input = quiet(30);
+    for p in &mut input.probes {
+        if p.src < 4 {
+            p.seconds *= 1.25;
+        }
+    }
+    let r = e.score_round(&input);
+    assert!(r.partial.now, "the dip on the suspects' probes is an event");
+}
