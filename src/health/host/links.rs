@@ -21,16 +21,37 @@ impl HealthEngine {
     ) {
         let n = self.nodes.len();
         let usable = |p: &&Probe| p.within(n);
+        // A dip stays on until a full turn of the stride (every pair measured once) passes
+        // without an event round.
+        let event = r.partial.recent;
+        let places = |a: usize, b: usize| {
+            let tor = |x: usize| input.tors.get(x).copied().flatten();
+            (tor(a), tor(b))
+        };
+        self.dip.round(event, n.max(self.cfg.window));
         for p in input.probes.iter().chain(&input.link_probes).filter(usable) {
+            let d = r.adjusted(p);
+            // By effect size, as the event was counted: its slow probes inflate the
+            // round's spread.
+            if event && d > r.entry {
+                self.dip.add((p.src, p.dst), places(p.src, p.dst));
+            } else if d <= r.exit {
+                self.dip.clean(p.src, p.dst);
+            }
             if self.slow(p, r).is_none() {
                 self.links.clean((p.src, p.dst));
             }
         }
-        if r.partial.recent {
+        let (held, dip) = (&self.links.held, &self.dip);
+        if event {
             // A share of the links is slow at once (a spine, a partial dip): pending pairs
             // start over, only held verdicts stay.
-            let held = &self.links.held;
             self.links.watched.retain(|k, _| held.contains(k));
+        } else {
+            // Pairs the dip explains are not watched between its event rounds either.
+            self.links
+                .watched
+                .retain(|k, _| held.contains(k) || !dip.explains(*k, places(k.0, k.1)));
         }
         self.observe_links(input, r);
         let (requests, verdicts) = self.link_decisions(r, &out.scores);
@@ -65,7 +86,9 @@ impl HealthEngine {
             .iter()
             .map(|p| (p, 0))
             .chain(input.probes.iter().map(|p| (p, 2)));
-        for (p, own) in measured.filter(|(p, _)| p.within(n)) {
+        let tor = |x: usize| input.tors.get(x).copied().flatten();
+        let explained = |p: &Probe| self.dip.explains((p.src, p.dst), (tor(p.src), tor(p.dst)));
+        for (p, own) in measured.filter(|(p, _)| p.within(n) && !explained(p)) {
             match self.slow(p, r) {
                 Some(d) if specific(p, own) => self
                     .links

@@ -14,12 +14,14 @@ mod score;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_dips;
+#[cfg(test)]
 mod wire;
 
 use std::collections::{BTreeMap, VecDeque};
 
 use super::evidence::Evidence;
-use super::fabric::{Normal, PartialFabric};
+use super::fabric::{DipPairs, Normal, PartialFabric};
 use super::hardware::Signs;
 use super::lifecycle::{Change, Lifecycle, NodeIx, Track};
 use super::pairs::Pairs;
@@ -212,6 +214,10 @@ pub struct RoundOutput {
     pub new_normal: bool,
     /// ToRs whose lasting change became their new normal this round.
     pub tor_new_normal: Vec<u32>,
+    /// The nodes of this round's crowd (many steadily slow at once: a shared cause, whose
+    /// members are not escalated), empty without one. When the topology puts them all
+    /// behind one ToR the crowd blocks only that ToR's members; otherwise the group's.
+    pub crowd: Vec<usize>,
 }
 
 /// What the engine keeps about a node beside its lifecycle.
@@ -314,6 +320,9 @@ pub struct HealthEngine {
     /// until a measurement of the pair is normal again, so that the verdict does not
     /// flicker when an end's score moves (the slow link itself lifts its ends' scores).
     links: Pairs<VecDeque<f64>>,
+    /// The pairs a partial event explains while it lasts: they make no link verdict (not
+    /// in the wire form: a restored engine learns them again from the next event round).
+    dip: DipPairs,
 }
 
 impl HealthEngine {
@@ -329,6 +338,7 @@ impl HealthEngine {
             tor_shift: BTreeMap::new(),
             partial: PartialFabric::default(),
             links: Pairs::default(),
+            dip: DipPairs::default(),
         }
     }
 
@@ -363,7 +373,7 @@ impl HealthEngine {
         let windows: Vec<score::Window> = (0..n).map(|i| self.window(NodeIx(i), &r)).collect();
         let mut confirm = self.confirmations(input, &r);
         out.scores = windows.iter().map(|w| w.score).collect();
-        r.crowded = self.crowded(&windows, &r, &judged);
+        (r.crowded, out.crowd) = self.crowded(&windows, &r, &input.tors, &judged);
         out.fabric_degraded = r.fabric || r.crowded.iter().any(|c| *c);
         out.tor_verdicts = r.tor_judgement.verdicts.clone();
         out.tors_judged = r.tor_judgement.judged.clone();

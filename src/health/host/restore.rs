@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 
 use super::{HealthConfig, HealthEngine, NodeData, NodeTrack};
-use crate::health::fabric::{BaseRate, Baseline, Normal, PARTIAL_ROUNDS, PartialFabric};
+use crate::health::fabric::{BaseRate, Baseline, DipPairs, Normal, PARTIAL_ROUNDS, PartialFabric};
 use crate::health::hardware::Signs;
 use crate::health::lifecycle::{Counts, Lifecycle, Track};
 use crate::health::pairs::Pairs;
@@ -231,6 +231,7 @@ impl HealthEngine {
         self.nodes
             .remap(map, vec![NodeData::default(); nodes], |_, t| t);
         self.links.remap(map);
+        self.dip.remap(map);
     }
 
     /// The engine's learned state (tracks, baseline, fabric and link histories; not the
@@ -286,6 +287,7 @@ impl HealthEngine {
             watched: s.links.into_iter().collect(),
             held: s.held.into_iter().collect(),
         };
+        self.dip = DipPairs::default();
         Ok(())
     }
 }

@@ -234,10 +234,34 @@ impl HealthEngine {
 
     /// Counts the probes slow on their own. By effect size alone: when many probes are
     /// slow, they inflate the round's spread and would hide behind a z threshold.
+    ///
+    /// A probe touching a suspect is counted less the suspect's own score (its window, as
+    /// it stood before this round): a straggler's probes are then about normal, while a
+    /// probe that crosses a dip stays slow. Leaving suspects out instead (as probes
+    /// touching a confirmed node are) hid lasting dips: a dip makes suspects of the nodes
+    /// whose recent peers it slowed most, and the probes left were those it spared, so
+    /// the dip looked over while it went on, and taught the base rate.
     fn tally(&self, input: &RoundInput, r: &RoundStats) -> Tally {
         let (entry, exit) = (r.entry, r.exit);
         let n = self.nodes.len();
         let clean = |x: usize| self.nodes[NodeIx(x)].is_clear();
+        // What each end adds of its own: a suspect's score, nothing for a clear node;
+        // `None` for a node accused further (its probes are its doing).
+        let own: Vec<Option<f64>> = (0..n)
+            .map(|x| match self.nodes[NodeIx(x)].state {
+                NodeState::Healthy | NodeState::Probation => Some(0.0),
+                NodeState::Suspect => {
+                    let data = &self.nodes[NodeIx(x)].data;
+                    let score = self.side(&data.out_hist).0.max(self.side(&data.in_hist).0);
+                    Some(if score.is_finite() {
+                        score.max(0.0)
+                    } else {
+                        0.0
+                    })
+                }
+                _ => None,
+            })
+            .collect();
         let mut t = Tally {
             slow: 0,
             judged: 0,
@@ -247,9 +271,9 @@ impl HealthEngine {
             let d = r.adjusted(p);
             // Probes touching a node already accused are that node's doing: they neither
             // count towards a partial fabric event nor make the other end look busy.
-            if clean(p.src) && clean(p.dst) {
+            if let (Some(a), Some(b)) = (own[p.src], own[p.dst]) {
                 t.judged += 1;
-                t.slow += usize::from(d > entry);
+                t.slow += usize::from(d - a - b > entry);
             }
             // Probes above the exit threshold touching each node (their other end not
             // accused): a node with any is not clearly fine this round.
@@ -352,17 +376,25 @@ impl HealthEngine {
     /// Per node, whether many nodes that share its condition are steadily slow at once
     /// (at least [`CROWD_MIN`] and [`CROWD_SHARE`] of them, not counting nodes already
     /// recommended for quarantine): a shared cause, not that many independent stragglers.
-    /// The condition is the node's ToR when the topology gives it (a crowd is localised:
-    /// it blocks its own ToR's members, not the group), otherwise the group. Counted by
-    /// effect size and steadiness, not z (many slow nodes inflate the round's spread and
-    /// hide each other's z); scattered slowness (congestion) is left out, as it never
-    /// reaches a quarantine anyway.
+    /// Counted by effect size and steadiness, not z (many slow nodes inflate the round's
+    /// spread and hide each other's z); scattered slowness (congestion) is left out, as it
+    /// never reaches a quarantine anyway. Also returns the crowd's members.
+    ///
+    /// A crowd is localised. When the engine judges by ToR, the condition is each node's
+    /// ToR (a crowd of its members blocks them, not the group). Otherwise the group's slow
+    /// nodes are counted together; when the topology puts them all behind one ToR the
+    /// crowd is that ToR's event and blocks that ToR's members only (the rest of the group
+    /// goes on being judged). A crowd over several ToRs, or with a place unknown, blocks
+    /// the group: a ToR's uplinks slow every probe to its members, so its event makes
+    /// victims behind the other ToRs too, and they must not be escalated for it. The
+    /// crowd's members are named either way.
     pub(super) fn crowded(
         &self,
         windows: &[Window],
         r: &RoundStats,
+        places: &[Option<u32>],
         judged: &dyn Fn(&usize) -> bool,
-    ) -> Vec<bool> {
+    ) -> (Vec<bool>, Vec<usize>) {
         let n = self.nodes.len();
         let slow = |i: usize| {
             judged(&i)
@@ -370,25 +402,52 @@ impl HealthEngine {
                 && windows[i].large
                 && steady(windows[i].spread, r.spread())
         };
+        let members: Vec<usize> = (0..n).filter(|&i| slow(i)).collect();
+        let group = crowd(members.len(), n, CROWD_MIN, CROWD_SHARE);
+        if (0..n).any(|i| r.tors.tor(i).is_some()) {
+            return self.crowded_by_tor(r, &slow, group, members);
+        }
+        if !group {
+            return (vec![false; n], Vec::new());
+        }
+        // All of them behind one known ToR: that ToR's event.
+        let place = |i: usize| places.get(i).copied().flatten();
+        let one = place(members[0]).filter(|t| members.iter().all(|&i| place(i) == Some(*t)));
+        let crowded = match one {
+            Some(t) => (0..n).map(|i| place(i) == Some(t)).collect(),
+            None => vec![true; n],
+        };
+        (crowded, members)
+    }
+
+    /// [`HealthEngine::crowded`] when judging by ToR: the condition is the node's ToR, or
+    /// the group for the nodes whose ToR is unknown.
+    fn crowded_by_tor(
+        &self,
+        r: &RoundStats,
+        slow: &dyn Fn(usize) -> bool,
+        group: bool,
+        members: Vec<usize>,
+    ) -> (Vec<bool>, Vec<usize>) {
+        let n = self.nodes.len();
         // Members and slow members per condition: a ToR, or `None` for the group's nodes
         // whose ToR is unknown (judged against the whole group, as without topology).
-        let mut members: BTreeMap<Option<u32>, (usize, usize)> = BTreeMap::new();
+        let mut count: BTreeMap<Option<u32>, (usize, usize)> = BTreeMap::new();
         for i in 0..n {
-            let key = r.tors.tor(i);
-            let e = members.entry(key).or_default();
+            let e = count.entry(r.tors.tor(i)).or_default();
             e.0 += 1;
             e.1 += usize::from(slow(i));
         }
-        let group_slow = (0..n).filter(|&i| slow(i)).count();
-        let group = crowd(group_slow, n, CROWD_MIN, CROWD_SHARE);
-        (0..n)
+        let crowded: Vec<bool> = (0..n)
             .map(|i| match r.tors.tor(i) {
                 None => group,
                 Some(t) => {
-                    let (m, s) = members[&Some(t)];
+                    let (m, s) = count[&Some(t)];
                     crowd(s, m, CROWD_MIN, CROWD_SHARE)
                 }
             })
-            .collect()
+            .collect();
+        let named = members.into_iter().filter(|&i| crowded[i]).collect();
+        (crowded, named)
     }
 }

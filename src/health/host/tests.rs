@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn round(
+pub(super) fn round(
     n: usize,
     stride: usize,
     slow: &[(usize, f64)],
