@@ -20,6 +20,9 @@ pub struct State {
     pub rounds: Rounds,
     /// The whole group is slow against its baseline (blocks quarantine recommendations).
     pub fabric_degraded: bool,
+    /// The last round's crowd: members slow together (a shared cause), not escalated while
+    /// it lasts; empty without one.
+    pub crowd: Vec<String>,
     /// Pairs judged degraded links.
     pub link_degraded: Vec<Pair>,
     /// The ToRs judged last round (enough members in the group), with their verdicts.
@@ -343,6 +346,7 @@ impl From<&ProbeSnapshot> for State {
                 failed: p.rounds_failed,
             },
             fabric_degraded: p.fabric_degraded,
+            crowd: p.crowd.iter().map(|&i| p.name(i)).collect(),
             link_degraded: p.link_degraded.iter().map(|(a, b)| pair(*a, *b)).collect(),
             tors: p
                 .tors
@@ -411,4 +415,22 @@ impl NotEnabled {
     pub const PROBING_OFF: NotEnabled = NotEnabled {
         error: "probing is not enabled (probe.enabled = false)",
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::probe::MemberView;
+
+    /// The crowd is named by its members' names, in the engine's order.
+    #[test]
+    fn the_crowd_is_named_by_its_members() {
+        let p = ProbeSnapshot {
+            members: ["a", "b", "c"].map(MemberView::new).to_vec(),
+            crowd: vec![2, 0],
+            ..ProbeSnapshot::default()
+        };
+        assert_eq!(State::from(&p).crowd, ["c", "a"]);
+        assert!(State::from(&ProbeSnapshot::default()).crowd.is_empty());
+    }
 }

@@ -795,6 +795,7 @@ impl Prober {
             });
         }
         part.fabric_degraded = out.fabric_degraded;
+        part.crowd = out.crowd.clone();
         for (i, v) in part.members.iter_mut().enumerate() {
             v.inconsistent_reports = out.inconsistent_reporters.contains(&i);
         }

@@ -257,6 +257,9 @@ pub struct ProbeSnapshot {
     pub membership_stale: bool,
     /// Fabric verdict.
     pub fabric_degraded: bool,
+    /// The members of the last round's crowd (many steadily slow at once: a shared cause,
+    /// not each member's doing), by candidate index; empty without one.
+    pub crowd: Vec<usize>,
     /// Pairs the engine judged degraded links (src, dst) in the last round.
     pub link_degraded: Vec<(usize, usize)>,
     /// The ToRs the engine judged in the last round (those with enough members in the
