@@ -955,6 +955,85 @@ fn implausible_readings_are_omitted_counted_and_logged_once() {
     assert_eq!(link("0", "rx"), Some(2.0e9));
 }
 
+/// Issue 27: an invalid utilisation type next to valid ones, and one HCCS link with no
+/// physical bandwidth in an otherwise valid answer, are logged once when they become
+/// invalid and once when they are valid again, not at every read (before, the valid
+/// types and the valid answer cleared the record, and both warned every cycle). Invalid
+/// again later: logged again, once.
+#[test]
+fn invalid_utilisation_and_hccs_values_are_logged_once_per_change() {
+    let cfg = fake_config("");
+    let bad = |s: &mut Value| {
+        chip_mut(s, 0, 0)["utilization"]["hbm"] = json!(150);
+        chip_mut(s, 1, 0)["hccs"]["tx_bandwidth_gbps"] = json!([1.5, 1e308]);
+    };
+    let d = Daemon::start(Start::new(&cfg).scenario(&scenario(bad)));
+    let invalid = |s: &str, call: &str| {
+        value(
+            s,
+            "hcclwatch_dcmi_call_errors_total",
+            &[("call", call), ("code", "invalid_value")],
+        )
+    };
+    let (util, hccs) = (
+        "dcmi_get_device_utilization_rate",
+        "dcmi_get_hccs_link_bandwidth_info",
+    );
+    // Several utilisation and network cycles (300 ms each) with the bad values in place.
+    let s = d.wait_for("repeated invalid values", Duration::from_secs(15), |s| {
+        invalid(s, util).is_some_and(|v| v >= 4.0) && invalid(s, hccs).is_some_and(|v| v >= 4.0)
+    });
+    let (util_before, hccs_before) = (invalid(&s, util).unwrap(), invalid(&s, hccs).unwrap());
+    let count = |what: &str, call: &str| {
+        d.log()
+            .lines()
+            .filter(|l| l.contains(what) && l.contains(call))
+            .count()
+    };
+    let log = d.log();
+    assert_eq!(count("invalid value", util), 1, "{log}");
+    assert_eq!(count("invalid value", hccs), 1, "{log}");
+    let hbm = [("npu", "0"), ("unit", "hbm")];
+    assert_eq!(
+        value(&s, "hcclwatch_npu_utilization_ratio", &hbm),
+        None,
+        "{s}"
+    );
+
+    // Valid again: one line each, and still one after more cycles.
+    d.set_scenario(&scenario(|_| {}));
+    d.wait_for("both readings valid again", Duration::from_secs(15), |_| {
+        count("series restored", util) >= 1 && count("series restored", hccs) >= 1
+    });
+    let s = d.wait_for("more cycles", Duration::from_secs(15), |s| {
+        value(
+            s,
+            "hcclwatch_npu_hccs_bandwidth_bytes_per_second",
+            &[("npu", "4"), ("link", "1"), ("direction", "tx")],
+        ) == Some(0.25e9)
+            && value(s, "hcclwatch_npu_utilization_ratio", &hbm) == Some(0.12)
+    });
+    let log = d.log();
+    assert_eq!(count("series restored", util), 1, "{log}");
+    assert_eq!(count("series restored", hccs), 1, "{log}");
+    assert_eq!(count("invalid value", util), 1, "{log}");
+    assert!(invalid(&s, util).unwrap() >= util_before, "{s}");
+
+    // Invalid again: logged again, once.
+    d.set_scenario(&scenario(bad));
+    d.wait_for(
+        "invalid again for several cycles",
+        Duration::from_secs(15),
+        |s| {
+            invalid(s, util).is_some_and(|v| v >= util_before + 4.0)
+                && invalid(s, hccs).is_some_and(|v| v >= hccs_before + 4.0)
+        },
+    );
+    let log = d.log();
+    assert_eq!(count("invalid value", util), 2, "{log}");
+    assert_eq!(count("invalid value", hccs), 2, "{log}");
+}
+
 /// Two chips that report the same physical id: the first keeps its series, the second is
 /// left out, and the error names both.
 #[test]

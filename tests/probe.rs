@@ -138,12 +138,13 @@ fn probing_config_errors_are_reported() {
 fn over_budget_group_keeps_probing_with_reduced_rounds() {
     let dir = tempfile::tempdir().unwrap();
     let key = write_key(dir.path(), "probe.key");
-    let peers: Vec<String> = loopback_peers(2);
-    // One full round sends more than 300 KB, so rank 0 is over its budget after the first
-    // round; rank 1 has no budget and must follow the group decision all the same.
-    let daemons: Vec<Daemon> = (0..2)
+    let peers: Vec<String> = loopback_peers(3);
+    // One full round sends more than 300 KB, so ranks 0 and 1 are over their budgets after
+    // the first round: a strict majority. Rank 2 has no budget and must follow the group
+    // decision all the same.
+    let daemons: Vec<Daemon> = (0..3)
         .map(|r| {
-            let budget = if r == 0 { 300_000 } else { 0 };
+            let budget = if r < 2 { 300_000 } else { 0 };
             let cfg = config(&peers, r, &key, 0).replace(
                 "[probe]\n",
                 &format!("[probe]\nbudget_bytes_per_hour = {budget}\n"),
@@ -158,7 +159,7 @@ fn over_budget_group_keeps_probing_with_reduced_rounds() {
                     .is_some_and(|v| v >= 5.0)
         });
         let ratio = value(&s, "hcclwatch_probe_budget_ratio", &[]);
-        if r == 0 {
+        if r < 2 {
             assert!(ratio.unwrap() >= 1.0, "{s}");
         } else {
             assert_eq!(ratio, None, "no budget, no ratio series:\n{s}");
@@ -189,17 +190,61 @@ fn over_budget_group_keeps_probing_with_reduced_rounds() {
     );
 }
 
-/// Members from an HCCL rank table: two hosts (127.0.0.2 and 127.0.0.3, both loopback), two
-/// devices each; the daemons probe one member per host on `rank_table_port`.
+/// Issue 27: one member over budget (or saying so every round) does not keep the group in
+/// reduced rounds. Before, any one member's flag reduced every round of the group for
+/// good: no bandwidth, no links.
+#[test]
+fn one_member_over_budget_does_not_reduce_the_groups_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = write_key(dir.path(), "probe.key");
+    let peers: Vec<String> = loopback_peers(3);
+    // One full round sends more than 300 KB: rank 0 is over its budget after the first.
+    let daemons: Vec<Daemon> = (0..3)
+        .map(|r| {
+            let budget = if r == 0 { 300_000 } else { 0 };
+            let cfg = config(&peers, r, &key, 0).replace(
+                "[probe]\n",
+                &format!("[probe]\nbudget_bytes_per_hour = {budget}\n"),
+            );
+            Daemon::start(Start::new(&cfg))
+        })
+        .collect();
+    let rounds = |s: &str| value(s, "hcclwatch_probe_rounds_total", &[("result", "ok")]);
+    let s = daemons[0].wait_for("rank 0 over its budget", Duration::from_secs(30), |s| {
+        value(s, "hcclwatch_probe_budget_ratio", &[]).is_some_and(|v| v >= 1.0)
+            && rounds(s).is_some_and(|v| v >= 3.0)
+    });
+    // Rounds after it went over budget: with one flag deciding, every one of them would
+    // have been reduced.
+    let after = rounds(&s).unwrap() + 3.0;
+    for d in &daemons {
+        let s = d.wait_for(
+            "rounds after rank 0 went over",
+            Duration::from_secs(30),
+            |s| rounds(s).is_some_and(|v| v >= after),
+        );
+        assert_eq!(
+            value(&s, "hcclwatch_probe_budget_limited", &[]),
+            Some(0.0),
+            "one member over budget reduced the group's rounds:\n{s}"
+        );
+        assert!(
+            s.contains("hcclwatch_link_bandwidth_bytes_per_second{"),
+            "full rounds export link bandwidth:\n{s}"
+        );
+    }
+}
+
 #[test]
 fn over_the_time_budget_the_group_runs_reduced_rounds() {
     let dir = tempfile::tempdir().unwrap();
     let key = write_key(dir.path(), "probe.key");
-    let peers: Vec<String> = loopback_peers(2);
-    // 0.00001 of an hour is 36 ms: a few rounds use it up. The byte budget stays default.
-    let daemons: Vec<Daemon> = (0..2)
+    let peers: Vec<String> = loopback_peers(3);
+    // 0.00001 of an hour is 36 ms: a few rounds use it up, on ranks 0 and 1 (a strict
+    // majority). The byte budget stays default.
+    let daemons: Vec<Daemon> = (0..3)
         .map(|r| {
-            let ratio = if r == 0 { "0.00001" } else { "0" };
+            let ratio = if r < 2 { "0.00001" } else { "0" };
             let cfg = config(&peers, r, &key, 0).replace(
                 "[probe]\n",
                 &format!("[probe]\nbudget_busy_ratio = {ratio}\n"),
@@ -212,7 +257,7 @@ fn over_the_time_budget_the_group_runs_reduced_rounds() {
             value(s, "hcclwatch_probe_budget_limited", &[]) == Some(1.0)
         });
         let busy = value(&s, "hcclwatch_probe_busy_ratio", &[]);
-        if r == 0 {
+        if r < 2 {
             assert!(busy.unwrap() >= 1.0, "{s}");
             assert!(
                 value(&s, "hcclwatch_probe_budget_ratio", &[]).unwrap() < 1.0,
@@ -224,6 +269,8 @@ fn over_the_time_budget_the_group_runs_reduced_rounds() {
     }
 }
 
+/// Members from an HCCL rank table: two hosts (127.0.0.2 and 127.0.0.3, both loopback), two
+/// devices each; the daemons probe one member per host on `rank_table_port`.
 #[test]
 fn members_from_a_rank_table_form_a_probe_group() {
     let dir = tempfile::tempdir().unwrap();
@@ -328,7 +375,8 @@ fn a_busy_probe_port_is_visible_and_retried() {
 /// for every timing; it announces a forged engine state) moves no other node beyond
 /// suspect. Before, one member that claimed the most rounds had its state adopted, and as
 /// rank 0 it chose who confirmed whom. The liar itself may end up recommended: its own
-/// reports make it look slow. Shipped `[health]` thresholds.
+/// reports make it look slow. Shipped `[health]` thresholds. Its 10 s latency reports are
+/// dropped from the group's latency (issue 27).
 #[test]
 fn one_lying_member_cannot_quarantine_anyone_else() {
     let dir = tempfile::tempdir().unwrap();
@@ -364,6 +412,18 @@ fn one_lying_member_cannot_quarantine_anyone_else() {
                 );
             }
         }
+        // The liar's 10 s latency (past the 5 s exec timeout) is dropped and counted, not
+        // exported as the group's (before, the slowest report was the group's latency).
+        let latency = value(&s, "hcclwatch_probe_latency_seconds", &[]).unwrap();
+        assert!(
+            latency < 5.0,
+            "the liar set the group's latency: {latency}\n{s}"
+        );
+        assert!(
+            value(&s, "hcclwatch_probe_latency_reports_dropped_total", &[])
+                .is_some_and(|v| v >= 1.0),
+            "{s}"
+        );
     }
 }
 

@@ -14,7 +14,8 @@
 pub struct Plan {
     /// Round number (sets the stride and whether the ring runs).
     pub round: u64,
-    /// Latency-sized exchanges only (a member is over budget).
+    /// Latency-sized exchanges only (a strict majority of the members was over budget in
+    /// the last round).
     pub limited: bool,
     /// Extra pairs in communicator ranks: the first `n_confirm` are confirmations, the
     /// rest link re-measurements.

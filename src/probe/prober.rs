@@ -15,7 +15,10 @@ use super::congestion::UplinkReader;
 use super::device::{DevicePlane, Topology};
 use super::hard_faults::{HardFaults, hard_fault_reason};
 use super::plan::Plan;
-use super::round::{Contribution, RoundResult, pair_seconds, permutation_probes, round_trip};
+use super::round::{
+    Contribution, RoundResult, group_latency, majority_over_budget, pair_seconds,
+    permutation_probes, round_trip,
+};
 use super::tors::{record_tors, tor_table};
 use super::{ProbeSettings, group, leaver, membership, trace};
 use crate::collective::{CommConfig, Communicator};
@@ -645,7 +648,7 @@ impl Prober {
         // the group re-formed. The next round's size is decided from data every member
         // shares.
         self.round = r.plan.round;
-        self.limited = r.measured.iter().any(|x| x.over_budget);
+        self.limited = majority_over_budget(&r.measured);
         self.part.budget_limited = self.limited;
         self.track_coverage(me, &r, &present);
         self.publish_round(&r, &present, out);
@@ -764,7 +767,11 @@ impl Prober {
             v.uplink_congested = rank_of(i).is_some_and(|k| m[k].congested);
             v.hardware_signs = rank_of(i).map_or_else(Vec::new, |k| m[k].hardware.labels());
         }
-        part.latency = Some(m.iter().map(|x| x.latency).fold(0.0, f64::max));
+        // The group's latency is the median of the members' own reports, bounded: one
+        // member's (+Inf, 1e300) can neither set it nor hide in it.
+        let (latency, dropped) = group_latency(m, self.s.comm.exec_timeout.as_secs_f64());
+        part.latency = latency;
+        part.latency_reports_dropped += dropped as u64;
         let own = &m[rank_of(self.view.me().unwrap_or(0)).unwrap_or(0)];
         part.link_rtt.observe(own.rtt);
         let small = (self.s.small_bytes / 4).max(1) * 4;

@@ -32,7 +32,8 @@ pub struct Measured {
     pub ring: f64,
     /// Its hard-fault code (0: none).
     pub hard: u8,
-    /// It is over its probe budget.
+    /// It is over its probe budget (the group's rounds are reduced only when a strict
+    /// majority is: see [`majority_over_budget`]).
     pub over_budget: bool,
     /// Its ping-pong round trip, seconds.
     pub rtt: f64,
@@ -111,6 +112,36 @@ pub fn permutation_probes(group: &[usize], m: &[Measured], stride: usize) -> Vec
             seconds: m[k].link,
         })
         .collect()
+}
+
+/// Whether the next round is reduced (latency-sized exchanges, no ring): only when a strict
+/// majority of the round's members said they are over budget. One member's flag, honest or
+/// not, never holds the whole group in reduced rounds; it keeps counting its own usage
+/// (`hcclwatch_probe_budget_ratio`) and its alert still fires.
+pub fn majority_over_budget(m: &[Measured]) -> bool {
+    m.iter().filter(|x| x.over_budget).count() * 2 > m.len()
+}
+
+/// The group's latency of a round, from the members' own small all-reduce timings: their
+/// median, taken over the reports that are finite, not negative and at most `bound` seconds
+/// (the exec timeout: no all-reduce that completed took longer). Returns it (None when no
+/// report is usable) and how many reports were dropped. Unlike the slowest rank's time, no
+/// minority of members can move it outside the range of the others' reports.
+pub fn group_latency(m: &[Measured], bound: f64) -> (Option<f64>, usize) {
+    let mut v: Vec<f64> = m
+        .iter()
+        .map(|x| x.latency)
+        .filter(|l| l.is_finite() && (0.0..=bound).contains(l))
+        .collect();
+    let dropped = m.len() - v.len();
+    v.sort_unstable_by(f64::total_cmp);
+    let n = v.len();
+    let median = match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    };
+    (median, dropped)
 }
 
 fn f64s(v: &[f64]) -> Vec<u8> {
@@ -527,5 +558,65 @@ mod tests {
         assert!(m[0].congested);
         assert_eq!(m[0].hardware, Signs::PCIE);
         assert_eq!(m[0].confirm, [0.7]);
+    }
+
+    /// A member's row with the given latency and budget flag, every other field plausible.
+    fn row(latency: f64, over_budget: bool) -> Measured {
+        Measured {
+            wait: 0.001,
+            latency,
+            link: 0.002,
+            ring: f64::NAN,
+            hard: 0,
+            over_budget,
+            rtt: 0.0005,
+            congested: false,
+            hardware: Signs::NONE,
+            confirm: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn one_member_over_budget_does_not_reduce_the_groups_rounds() {
+        let flags =
+            |over: &[bool]| -> Vec<Measured> { over.iter().map(|o| row(0.001, *o)).collect() };
+        // One member of four says it is over budget every round: the group keeps its
+        // full rounds (before, any one flag reduced them).
+        assert!(!majority_over_budget(&flags(&[true, false, false, false])));
+        // Half is not a majority; three of four is.
+        assert!(!majority_over_budget(&flags(&[true, true, false, false])));
+        assert!(majority_over_budget(&flags(&[true, true, true, false])));
+        // In a pair, both must be over budget.
+        assert!(!majority_over_budget(&flags(&[false, true])));
+        assert!(majority_over_budget(&flags(&[true, true])));
+        assert!(!majority_over_budget(&[]));
+    }
+
+    #[test]
+    fn one_member_cannot_set_the_groups_latency() {
+        let honest = [0.0011, 0.0012, 0.0013, 0.0014];
+        let bound = 5.0;
+        for lie in [f64::INFINITY, 1e300, f64::NAN, -1.0, 10.0, 4.9, 0.0] {
+            let mut m: Vec<Measured> = honest.iter().map(|l| row(*l, false)).collect();
+            m.push(row(lie, false));
+            let (got, dropped) = group_latency(&m, bound);
+            let got = got.unwrap();
+            // Whatever the fifth member says, the group's latency stays within the honest
+            // members' own reports.
+            assert!((0.0012..=0.0013).contains(&got), "{lie}: {got}");
+            let out_of_range = !lie.is_finite() || !(0.0..=bound).contains(&lie);
+            assert_eq!(dropped, usize::from(out_of_range), "{lie}");
+        }
+        // Odd count: the middle report; even: the mean of the middle two.
+        let m: Vec<Measured> = [0.003, 0.001, 0.002]
+            .iter()
+            .map(|l| row(*l, false))
+            .collect();
+        assert_eq!(group_latency(&m, bound), (Some(0.002), 0));
+        let (got, _) = group_latency(&m[..2], bound);
+        assert!((got.unwrap() - 0.002).abs() < 1e-12);
+        // Nothing usable: no latency, every report counted as dropped.
+        let m = vec![row(f64::NAN, false), row(f64::INFINITY, false)];
+        assert_eq!(group_latency(&m, bound), (None, 2));
     }
 }

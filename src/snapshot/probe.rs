@@ -241,8 +241,12 @@ pub struct ProbeSnapshot {
     pub members: Vec<MemberView>,
     /// Last permutation round's links.
     pub links: Vec<LinkView>,
-    /// Small all-reduce duration, seconds (slowest rank).
+    /// The round's small all-reduce, seconds: the median of the members' own timings that
+    /// are finite, not negative and within the exec timeout (None when none is).
     pub latency: Option<f64>,
+    /// Members' latency reports left out of [`Self::latency`] since start (not finite,
+    /// negative, or longer than the exec timeout).
+    pub latency_reports_dropped: u64,
     /// Last ring all-reduce.
     pub ring: Option<RingResult>,
     /// Rounds completed.
@@ -278,7 +282,8 @@ pub struct ProbeSnapshot {
     /// Seconds spent in probe rounds in the last hour ÷ (3600 × the busy budget) (None
     /// without one).
     pub busy_ratio: Option<f64>,
-    /// Whether the group is running reduced rounds because a member is over budget.
+    /// Whether the group is running reduced rounds because a strict majority of its members
+    /// is over budget.
     pub budget_limited: bool,
     /// Distinct peers this node exchanged with over the last n − 1 rounds ÷ (n − 1).
     pub coverage: f64,

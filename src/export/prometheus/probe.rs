@@ -70,7 +70,7 @@ fn group(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     )?;
     f.gauge(
         "hcclwatch_probe_budget_limited",
-        "Whether the group runs reduced rounds because a member is over its probe budget.",
+        "Whether the group runs reduced rounds because a strict majority of its members is over its probe budget.",
         one(flag(pr.budget_limited)),
     )?;
     f.gauge(
@@ -242,10 +242,18 @@ fn timings(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     if let Some(l) = pr.latency {
         f.gauge(
             "hcclwatch_probe_latency_seconds",
-            "Duration of the round's small all-reduce (slowest rank).",
+            "Duration of the round's small all-reduce: the median of the members' own timings that are finite, not negative and within collective.exec_timeout.",
             one(l),
         )?;
     }
+    f.counter(
+        "hcclwatch_probe_latency_reports_dropped",
+        "Members' small all-reduce timings left out of hcclwatch_probe_latency_seconds (not finite, negative, or longer than collective.exec_timeout).",
+        (pr.rounds_ok > 0)
+            .then_some((vec![], pr.latency_reports_dropped))
+            .into_iter()
+            .collect(),
+    )?;
     f.histogram(
         "hcclwatch_link_rtt_seconds",
         "Latency-sized ping-pong round trips from this node to its permutation peer of the round.",

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::{DcmiSource, Got, Invalid, convert, ffi};
+use super::{DcmiSource, Got, Invalid, Reading, convert, ffi};
 use crate::snapshot::npu::{
     self as model, ChipAddress, ChipKind, ChipReadings, Ddr, Ecc, Fault, FaultLevel, Fec, Hbm,
     Identity, LevelSource, NpuProcess, NpuState, PacketCounters, Scope, UtilUnit,
@@ -234,11 +234,15 @@ impl DcmiSource {
                 chip.up = Some(false);
             }
             Got::Value(h) if h <= 3 => {
+                self.valid_again(Reading::of("dcmi_get_device_health", None, at));
                 chip.health = Some(h);
                 chip.up = Some(true);
             }
             Got::Value(h) => {
-                self.count_invalid("dcmi_get_device_health", at, Invalid::Health(h));
+                self.count_invalid(
+                    Reading::of("dcmi_get_device_health", None, at),
+                    Invalid::Health(h),
+                );
                 chip.up = Some(true);
                 errors += 1;
             }
@@ -583,13 +587,13 @@ impl DcmiSource {
             // One bad link does not hide the chip's other links: it is counted and its
             // slot is empty.
             let bad = tx.iter().chain(&rx).filter(|v| v.is_none()).count();
+            let links = Reading::of("dcmi_get_hccs_link_bandwidth_info", None, Scope::Chip(phy))
+                .part("links");
             if bad > 0 {
-                self.count_invalid(
-                    "dcmi_get_hccs_link_bandwidth_info",
-                    Scope::Chip(phy),
-                    Invalid::Links(bad),
-                );
+                self.count_invalid(links, Invalid::Links(bad));
                 errors += 1;
+            } else {
+                self.valid_again(links);
             }
             chip.hccs.tx_bytes_per_second = tx.try_into().ok();
             chip.hccs.rx_bytes_per_second = rx.try_into().ok();

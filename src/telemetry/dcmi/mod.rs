@@ -212,9 +212,10 @@ pub struct DcmiSource {
     call_errors: BTreeMap<(String, String), u64>,
     timeouts: BTreeMap<String, u64>,
     logged: HashSet<String>,
-    /// The invalid value last logged per (call, chip), so a value that stays out of range
-    /// is logged once until it changes (or a good value comes back).
-    invalid_logged: HashMap<(&'static str, Scope), String>,
+    /// The readings that are invalid now, with why (the [`Invalid`] kind): a reading is
+    /// logged when it becomes invalid, when the kind changes and when it is valid again,
+    /// never at every read while it stays.
+    invalid_logged: HashMap<Reading, &'static str>,
     /// Pushed fault events, when subscribed.
     events: Option<Receiver<FaultEvent>>,
     /// Whether the subscription is active (`None`: not attempted).
@@ -261,8 +262,9 @@ impl<T> Got<T> {
     }
 }
 
-/// Why a value DCMI returned is no physical reading: logged once per (call, chip) and
-/// counted as `invalid_value`; the series is omitted until the value is valid again.
+/// Why a value DCMI returned is no physical reading: logged once when a [`Reading`]
+/// becomes invalid (and once when it is valid again), counted as `invalid_value` at every
+/// read; the series is omitted until the value is valid again.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 enum Invalid {
     /// A sensor reading outside its physical range, or an all-ones sentinel.
@@ -294,6 +296,66 @@ enum Invalid {
     /// HCCS link bandwidths that are no bandwidth.
     #[error("{0} link value(s) not a bandwidth")]
     Links(usize),
+}
+
+impl Invalid {
+    /// The kind of invalid value, without the value itself: a reading whose junk changes
+    /// from read to read is still logged once.
+    fn reason(&self) -> &'static str {
+        match self {
+            Invalid::Range(_) => "out_of_range",
+            Invalid::Result(_) => "result",
+            Invalid::Health(_) => "health",
+            Invalid::Percent { .. } => "percent",
+            Invalid::Hbm(_) => "hbm",
+            Invalid::Ddr(_) => "ddr",
+            Invalid::McuPower(_) => "mcu_power",
+            Invalid::Links(_) => "links",
+        }
+    }
+}
+
+/// One reading an invalid value is about: the call, its input type (the utilisation type,
+/// for example), the part of the answer that was checked (empty for the whole answer), and
+/// the chip or card. Readings of one call that differ in any of these are logged apart, so
+/// that one chip's valid utilisation type does not make another type's invalid value log
+/// again, nor a valid HCCS answer its invalid link values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Reading {
+    call: &'static str,
+    input: Option<i32>,
+    part: &'static str,
+    at: Scope,
+}
+
+impl Reading {
+    /// The whole answer of `call` with `input` at `at`.
+    fn of(call: &'static str, input: Option<i32>, at: Scope) -> Self {
+        Self {
+            call,
+            input,
+            part: "",
+            at,
+        }
+    }
+
+    /// One part of that answer.
+    fn part(self, part: &'static str) -> Self {
+        Self { part, ..self }
+    }
+}
+
+impl std::fmt::Display for Reading {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.call)?;
+        if let Some(i) = self.input {
+            write!(f, "({i})")?;
+        }
+        if !self.part.is_empty() {
+            write!(f, " {}", self.part)?;
+        }
+        Ok(())
+    }
 }
 
 impl DcmiSource {
@@ -530,21 +592,35 @@ impl DcmiSource {
         }
     }
 
-    /// Counts a value DCMI returned that is no physical reading; logs it once per (call,
-    /// chip) until it changes.
-    fn count_invalid(&mut self, call: &'static str, at: Scope, what: Invalid) {
-        let what = what.to_string();
+    /// Counts a value DCMI returned that is no physical reading; logs it when the reading
+    /// becomes invalid or the kind of invalid value changes, not at every read.
+    fn count_invalid(&mut self, r: Reading, what: Invalid) {
         *self
             .call_errors
-            .entry((call.to_string(), "invalid_value".to_string()))
+            .entry((r.call.to_string(), "invalid_value".to_string()))
             .or_default() += 1;
-        if self.invalid_logged.get(&(call, at)) != Some(&what) {
+        let reason = what.reason();
+        if self.invalid_logged.insert(r, reason) != Some(reason) {
             tracing::warn!(
-                call,
-                at = ?at,
+                call = r.call,
+                reading = %r,
+                at = ?r.at,
+                reason,
                 "DCMI returned an invalid value ({what}); series omitted until it is valid again"
             );
-            self.invalid_logged.insert((call, at), what);
+        }
+    }
+
+    /// A reading that was valid: logged once if it had been invalid.
+    fn valid_again(&mut self, r: Reading) {
+        if let Some(was) = self.invalid_logged.remove(&r) {
+            tracing::info!(
+                call = r.call,
+                reading = %r,
+                at = ?r.at,
+                was,
+                "DCMI value valid again; series restored"
+            );
         }
     }
 
@@ -565,13 +641,14 @@ impl DcmiSource {
         F: FnOnce(&DcmiLib) -> Result<T, Raw> + Send + 'static,
     {
         let value = self.call(call, sub, at, f).value(errors)?;
+        let reading = Reading::of(call, sub, at);
         match convert(value) {
             Ok(v) => {
-                self.invalid_logged.remove(&(call, at));
+                self.valid_again(reading);
                 Some(v)
             }
             Err(what) => {
-                self.count_invalid(call, at, what);
+                self.count_invalid(reading, what);
                 *errors += 1;
                 None
             }
