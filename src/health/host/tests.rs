@@ -833,3 +833,38 @@ fn a_tor_slow_from_the_first_round_is_its_verdict_at_the_shipped_settings() {
         assert!((v[0].1 - 2f64.ln()).abs() < 0.05, "round {r}: {v:?}");
     }
 }
+
+/// A confirmed straggler waiting out the persistence horizon is its own cause: two weak
+/// stragglers slow beside it are not a crowd with it (a crowd would be reported as
+/// fabric-degraded and freeze the group for the horizon's length).
+#[test]
+fn a_confirmed_straggler_is_not_counted_into_a_crowd() {
+    let n = 16;
+    let mut e = HealthEngine::new(n, HealthConfig::default());
+    let jitter = |i: usize| (i % 3) as f64 * 0.002;
+    let mut confirm: Vec<usize> = Vec::new();
+    let mut weak_from = None;
+    for r in 0..300 {
+        let slow: Vec<(usize, f64)> = if weak_from.is_some() {
+            vec![(5, 1.3), (9, 1.12), (12, 1.12)]
+        } else {
+            vec![(5, 1.3)]
+        };
+        let mut input = round(n, 1 + r % 7, &slow, jitter);
+        repairings(&mut input, &confirm, n, |s| {
+            slow.iter().find(|(x, _)| *x == s).map_or(1.0, |(_, f)| *f)
+        });
+        let out = e.step(&input);
+        confirm = out.confirm_requests.clone();
+        if weak_from.is_none() && e.states()[5] == NodeState::Confirmed {
+            weak_from = Some(r);
+        }
+        if let Some(w) = weak_from {
+            if r > w + 20 {
+                assert!(!out.fabric_degraded, "round {r}: crowd {:?}", out.crowd);
+            }
+        }
+    }
+    assert!(weak_from.is_some(), "node 5 was never confirmed");
+    assert_eq!(e.states()[5], NodeState::QuarantineRecommended);
+}
