@@ -305,3 +305,64 @@ fn a_pushed_fault_event_reaches_metrics_within_a_second() {
         Some(0.0)
     );
 }
+
+/// Whether the scrape shows `code` active on chip 0 (at `level`, when given).
+fn shows(s: &str, code: &str, level: Option<&str>) -> bool {
+    s.lines().any(|l| {
+        l.starts_with("hcclwatch_npu_fault_active{")
+            && l.contains("npu=\"0\"")
+            && l.contains(&format!("code=\"{code}\""))
+            && level.is_none_or(|lv| l.contains(&format!("level=\"{lv}\"")))
+    })
+}
+
+#[test]
+fn per_code_overrides_set_the_level_delay_a_code_and_hold_it_after_it_clears() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("faultCode.json");
+    // HBM parity: RestartNPU in the lists, SeparateNPU by its override, counted after 3
+    // reads in a row, kept 4 s after it clears. Link down has no override.
+    std::fs::write(
+        &file,
+        r#"{"RestartNPUCodes":["80E18005"],"NotHandleFaultCodes":["81078603"],
+            "hcclwatch_overrides":{"0x80E18005":
+              {"level":"SeparateNPU","consecutive_reads":3,"clear_after":"4s"}}}"#,
+    )
+    .unwrap();
+    // Health read once a second: the third read is two seconds after the first, far
+    // longer than the 50 ms between the test's scrapes.
+    let cfg = with_key(
+        &fake_config(""),
+        "fault_levels_file",
+        &file.display().to_string(),
+    )
+    .replace("health = \"300ms\"", "health = \"1s\"");
+    assert!(cfg.contains("health = \"1s\""));
+    let d =
+        Daemon::start(Start::new(&cfg).scenario(&scenario(&[HBM_PARITY, LINK_DOWN]).to_string()));
+    let s = d.wait_for("link down read", Duration::from_secs(15), |s| {
+        shows(s, "0x81078603", None)
+    });
+    assert!(
+        !shows(&s, "0x80E18005", None),
+        "HBM parity counts only from its third read:\n{s}"
+    );
+    d.wait_for(
+        "HBM parity at its overridden level",
+        Duration::from_secs(10),
+        |s| shows(s, "0x80E18005", Some("SeparateNPU")),
+    );
+
+    // Both codes clear: link down goes with the next read, HBM parity 4 s later.
+    d.set_scenario(&scenario(&[]).to_string());
+    let s = d.wait_for("link down cleared", Duration::from_secs(10), |s| {
+        !shows(s, "0x81078603", None)
+    });
+    assert!(
+        shows(&s, "0x80E18005", Some("SeparateNPU")),
+        "HBM parity is held for its clear_after:\n{s}"
+    );
+    d.wait_for("HBM parity released", Duration::from_secs(15), |s| {
+        !shows(s, "0x80E18005", None)
+    });
+}
