@@ -366,3 +366,99 @@ fn per_code_overrides_set_the_level_delay_a_code_and_hold_it_after_it_clears() {
         !shows(s, "0x80E18005", None)
     });
 }
+
+#[test]
+fn a_bad_override_stops_the_start_naming_file_key_path_and_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("faultCode.json");
+    std::fs::write(
+        &file,
+        r#"{"SeparateNPUCodes":["80E3A201"],
+            "hcclwatch_overrides":{"80E3A201":{"consecutive_reads":0}}}"#,
+    )
+    .unwrap();
+    let cfg_path = dir.path().join("hcclwatch.toml");
+    std::fs::write(
+        &cfg_path,
+        with_key(
+            &fake_config(""),
+            "fault_levels_file",
+            &file.display().to_string(),
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hcclwatch"))
+        .args(["run", "--config.file"])
+        .arg(&cfg_path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("telemetry.fault_levels_file"), "{err}");
+    assert!(err.contains(&file.display().to_string()), "{err}");
+    assert!(
+        err.contains("\"hcclwatch_overrides.80E3A201.consecutive_reads\""),
+        "{err}"
+    );
+    assert!(err.contains("code 80E3A201"), "{err}");
+}
+
+#[test]
+fn sighup_swaps_the_overrides_with_the_table_or_keeps_both_when_bad() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("faultCode.json");
+    std::fs::write(&file, r#"{"RestartNPUCodes":["80E18005"]}"#).unwrap();
+    let cfg = with_key(
+        &fake_config(""),
+        "fault_levels_file",
+        &file.display().to_string(),
+    );
+    let d = Daemon::start(Start::new(&cfg).scenario(&scenario(&[HBM_PARITY]).to_string()));
+    let ok = |s: &str| value(s, "hcclwatch_config_last_reload_successful", &[]);
+    let s = with_faults(&d);
+    assert_eq!(level_of(&s, "0", "0x80E18005"), "RestartNPU");
+
+    // An override of the level: swapped in with the table.
+    std::fs::write(
+        &file,
+        r#"{"RestartNPUCodes":["80E18005"],
+            "hcclwatch_overrides":{"80E18005":{"level":"SeparateNPU"}}}"#,
+    )
+    .unwrap();
+    d.signal(common::Signal::HUP);
+    d.wait_for("the overridden level", Duration::from_secs(10), |s| {
+        ok(s) == Some(1.0) && shows(s, "0x80E18005", Some("SeparateNPU"))
+    });
+
+    // A bad override (and a new list beside it): refused whole, the previous table and
+    // overrides stay.
+    std::fs::write(
+        &file,
+        r#"{"SubHealthFaultCodes":["80E18005"],
+            "hcclwatch_overrides":{"80E18005":{"level":"Separate"}}}"#,
+    )
+    .unwrap();
+    d.signal(common::Signal::HUP);
+    d.wait_for("the failed reload", Duration::from_secs(10), |s| {
+        ok(s) == Some(0.0)
+    });
+    assert!(
+        d.log().contains("hcclwatch_overrides.80E18005.level"),
+        "{}",
+        d.log()
+    );
+    let health_at = |s: &str| {
+        value(
+            s,
+            "hcclwatch_collector_last_success_timestamp_seconds",
+            &[("collector", "npu_health")],
+        )
+    };
+    let after = health_at(&d.scrape()).unwrap();
+    let s = d.wait_for(
+        "a health cycle after the reload",
+        Duration::from_secs(5),
+        |s| health_at(s).is_some_and(|t| t > after),
+    );
+    assert_eq!(level_of(&s, "0", "0x80E18005"), "SeparateNPU");
+}
