@@ -20,7 +20,8 @@
 //!
 //! [`FaultDebounce`] applies `consecutive_reads` and `clear_after` where the DCMI source
 //! turns codes into faults, so the snapshot, the hard faults and the exporters all see the
-//! same thing. It counts reads, not time, and takes the clock as an argument.
+//! same thing. `consecutive_reads` counts reads, whatever their spacing; `clear_after` is
+//! measured on the monotonic clock the caller passes in, so tests need no sleeps.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};

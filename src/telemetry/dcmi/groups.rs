@@ -286,8 +286,9 @@ impl DcmiSource {
 
     /// Each code with its level (from the file's override, else the table, else its event's
     /// severity) and its text (asked once per code; not on a dropped card), then through
-    /// the file's `consecutive_reads` and `clear_after` ([`crate::telemetry::fault_overrides::FaultDebounce`]). Returns the
-    /// faults and errors.
+    /// the file's `consecutive_reads` and `clear_after`
+    /// ([`crate::telemetry::fault_overrides::FaultDebounce`]). Returns the faults and
+    /// errors.
     fn faults(&mut self, a: ChipAddress, codes: Vec<u32>, dropped: bool) -> (Vec<Fault>, u32) {
         let table = self.opts.fault_table.get();
         let mut errors = 0;
