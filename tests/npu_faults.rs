@@ -321,12 +321,14 @@ fn per_code_overrides_set_the_level_delay_a_code_and_hold_it_after_it_clears() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("faultCode.json");
     // HBM parity: RestartNPU in the lists, SeparateNPU by its override, counted after 3
-    // reads in a row, kept 4 s after it clears. Link down has no override.
+    // reads in a row, kept 4 s after it clears. Link down has no override. A code in no
+    // list (SeparateNPU by the severity rule) gets its level from its override.
     std::fs::write(
         &file,
         r#"{"RestartNPUCodes":["80E18005"],"NotHandleFaultCodes":["81078603"],
             "hcclwatch_overrides":{"0x80E18005":
-              {"level":"SeparateNPU","consecutive_reads":3,"clear_after":"4s"}}}"#,
+              {"level":"SeparateNPU","consecutive_reads":3,"clear_after":"4s"},
+              "12345678":{"level":"SubHealthFault"}}}"#,
     )
     .unwrap();
     // Health read once a second: the third read is two seconds after the first, far
@@ -338,11 +340,12 @@ fn per_code_overrides_set_the_level_delay_a_code_and_hold_it_after_it_clears() {
     )
     .replace("health = \"300ms\"", "health = \"1s\"");
     assert!(cfg.contains("health = \"1s\""));
-    let d =
-        Daemon::start(Start::new(&cfg).scenario(&scenario(&[HBM_PARITY, LINK_DOWN]).to_string()));
+    let sc = scenario(&[HBM_PARITY, LINK_DOWN, UNLISTED]);
+    let d = Daemon::start(Start::new(&cfg).scenario(&sc.to_string()));
     let s = d.wait_for("link down read", Duration::from_secs(15), |s| {
         shows(s, "0x81078603", None)
     });
+    assert_eq!(level_of(&s, "0", "0x12345678"), "SubHealthFault");
     assert!(
         !shows(&s, "0x80E18005", None),
         "HBM parity counts only from its third read:\n{s}"
