@@ -13,7 +13,7 @@ use hcclwatch::export::prometheus::{Format, encode, registry};
 use hcclwatch::snapshot::Store;
 use hcclwatch::snapshot::host::HostSnapshot;
 use hcclwatch::snapshot::npu::{
-    Ddr, Fault, FaultLevel, Hccs, LevelSource, NpuSnapshot, Scope, Unsupported,
+    Ddr, Fault, FaultLevel, FaultState, Hccs, LevelSource, NpuSnapshot, Scope, Unsupported,
 };
 use hcclwatch::snapshot::status::{BuildInfo, CollectorStatus};
 use hcclwatch::telemetry::host::HostSource;
@@ -36,6 +36,7 @@ fn populated_store() -> Arc<Store> {
             level: FaultLevel::NotHandleFault,
             source: LevelSource::Table,
             description: Some("link down".into()),
+            state: FaultState::Counted,
         }]);
         c.hccs = Hccs {
             tx_bytes_per_second: Some([Some(1.5e9); 16]),

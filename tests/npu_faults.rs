@@ -305,3 +305,163 @@ fn a_pushed_fault_event_reaches_metrics_within_a_second() {
         Some(0.0)
     );
 }
+
+/// Whether the scrape shows `code` active on chip 0 (at `level`, when given).
+fn shows(s: &str, code: &str, level: Option<&str>) -> bool {
+    s.lines().any(|l| {
+        l.starts_with("hcclwatch_npu_fault_active{")
+            && l.contains("npu=\"0\"")
+            && l.contains(&format!("code=\"{code}\""))
+            && level.is_none_or(|lv| l.contains(&format!("level=\"{lv}\"")))
+    })
+}
+
+#[test]
+fn per_code_overrides_set_the_level_delay_a_code_and_hold_it_after_it_clears() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("faultCode.json");
+    // HBM parity: RestartNPU in the lists, SeparateNPU by its override, counted after 3
+    // reads in a row, kept 4 s after it clears. Link down has no override. A code in no
+    // list (SeparateNPU by the severity rule) gets its level from its override.
+    std::fs::write(
+        &file,
+        r#"{"RestartNPUCodes":["80E18005"],"NotHandleFaultCodes":["81078603"],
+            "hcclwatch_overrides":{"0x80E18005":
+              {"level":"SeparateNPU","consecutive_reads":3,"clear_after":"4s"},
+              "12345678":{"level":"SubHealthFault"}}}"#,
+    )
+    .unwrap();
+    // Health read once a second: the third read is two seconds after the first, far
+    // longer than the 50 ms between the test's scrapes.
+    let cfg = with_key(
+        &fake_config(""),
+        "fault_levels_file",
+        &file.display().to_string(),
+    )
+    .replace("health = \"300ms\"", "health = \"1s\"");
+    assert!(cfg.contains("health = \"1s\""));
+    let sc = scenario(&[HBM_PARITY, LINK_DOWN, UNLISTED]);
+    let d = Daemon::start(Start::new(&cfg).scenario(&sc.to_string()));
+    let s = d.wait_for("link down read", Duration::from_secs(15), |s| {
+        shows(s, "0x81078603", None)
+    });
+    assert_eq!(level_of(&s, "0", "0x12345678"), "SubHealthFault");
+    assert!(
+        !shows(&s, "0x80E18005", None),
+        "HBM parity counts only from its third read:\n{s}"
+    );
+    d.wait_for(
+        "HBM parity at its overridden level",
+        Duration::from_secs(10),
+        |s| shows(s, "0x80E18005", Some("SeparateNPU")),
+    );
+
+    // Both codes clear: link down goes with the next read, HBM parity 4 s later.
+    d.set_scenario(&scenario(&[]).to_string());
+    let s = d.wait_for("link down cleared", Duration::from_secs(10), |s| {
+        !shows(s, "0x81078603", None)
+    });
+    assert!(
+        shows(&s, "0x80E18005", Some("SeparateNPU")),
+        "HBM parity is held for its clear_after:\n{s}"
+    );
+    d.wait_for("HBM parity released", Duration::from_secs(15), |s| {
+        !shows(s, "0x80E18005", None)
+    });
+}
+
+#[test]
+fn a_bad_override_stops_the_start_naming_file_key_path_and_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("faultCode.json");
+    std::fs::write(
+        &file,
+        r#"{"SeparateNPUCodes":["80E3A201"],
+            "hcclwatch_overrides":{"80E3A201":{"consecutive_reads":0}}}"#,
+    )
+    .unwrap();
+    let cfg_path = dir.path().join("hcclwatch.toml");
+    std::fs::write(
+        &cfg_path,
+        with_key(
+            &fake_config(""),
+            "fault_levels_file",
+            &file.display().to_string(),
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hcclwatch"))
+        .args(["run", "--config.file"])
+        .arg(&cfg_path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("telemetry.fault_levels_file"), "{err}");
+    assert!(err.contains(&file.display().to_string()), "{err}");
+    assert!(
+        err.contains("\"hcclwatch_overrides.80E3A201.consecutive_reads\""),
+        "{err}"
+    );
+    assert!(err.contains("code 80E3A201"), "{err}");
+}
+
+#[test]
+fn sighup_swaps_the_overrides_with_the_table_or_keeps_both_when_bad() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("faultCode.json");
+    std::fs::write(&file, r#"{"RestartNPUCodes":["80E18005"]}"#).unwrap();
+    let cfg = with_key(
+        &fake_config(""),
+        "fault_levels_file",
+        &file.display().to_string(),
+    );
+    let d = Daemon::start(Start::new(&cfg).scenario(&scenario(&[HBM_PARITY]).to_string()));
+    let ok = |s: &str| value(s, "hcclwatch_config_last_reload_successful", &[]);
+    let s = with_faults(&d);
+    assert_eq!(level_of(&s, "0", "0x80E18005"), "RestartNPU");
+
+    // An override of the level: swapped in with the table.
+    std::fs::write(
+        &file,
+        r#"{"RestartNPUCodes":["80E18005"],
+            "hcclwatch_overrides":{"80E18005":{"level":"SeparateNPU"}}}"#,
+    )
+    .unwrap();
+    d.signal(common::Signal::HUP);
+    d.wait_for("the overridden level", Duration::from_secs(10), |s| {
+        ok(s) == Some(1.0) && shows(s, "0x80E18005", Some("SeparateNPU"))
+    });
+
+    // A bad override (and a new list beside it): refused whole, the previous table and
+    // overrides stay.
+    std::fs::write(
+        &file,
+        r#"{"SubHealthFaultCodes":["80E18005"],
+            "hcclwatch_overrides":{"80E18005":{"level":"Separate"}}}"#,
+    )
+    .unwrap();
+    d.signal(common::Signal::HUP);
+    d.wait_for("the failed reload", Duration::from_secs(10), |s| {
+        ok(s) == Some(0.0)
+    });
+    assert!(
+        d.log().contains("hcclwatch_overrides.80E18005.level"),
+        "{}",
+        d.log()
+    );
+    let health_at = |s: &str| {
+        value(
+            s,
+            "hcclwatch_collector_last_success_timestamp_seconds",
+            &[("collector", "npu_health")],
+        )
+    };
+    let after = health_at(&d.scrape()).unwrap();
+    let s = d.wait_for(
+        "a health cycle after the reload",
+        Duration::from_secs(5),
+        |s| health_at(s).is_some_and(|t| t > after),
+    );
+    assert_eq!(level_of(&s, "0", "0x80E18005"), "SeparateNPU");
+}

@@ -12,13 +12,16 @@ use std::time::{Duration, Instant};
 use crate::snapshot::Store;
 use crate::snapshot::npu::{ChipReadings, FaultLevel, network_health_bad};
 
-/// Whether the chip has an active fault code at a level that isolates it.
+/// Whether the chip has a fault code in effect at a level that isolates it: read now and
+/// counted, or held by its `clear_after` (per-code overrides of the fault-level file); a
+/// code still short of its `consecutive_reads` does not count yet.
 fn has_separating_fault(c: &ChipReadings) -> bool {
     c.faults.iter().flatten().any(|f| {
-        matches!(
-            f.level,
-            FaultLevel::SeparateNPU | FaultLevel::ManuallySeparateNPU
-        )
+        f.state.in_effect()
+            && matches!(
+                f.level,
+                FaultLevel::SeparateNPU | FaultLevel::ManuallySeparateNPU
+            )
     })
 }
 
@@ -151,21 +154,31 @@ pub fn hard_fault_reason(code: u8) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::npu::{Fault, LevelSource, NpuSnapshot, NpuState};
+    use crate::snapshot::npu::{Fault, FaultState, LevelSource, NpuSnapshot, NpuState};
 
-    /// A store with one healthy chip carrying `faults` (codes with their levels).
+    /// A store with one healthy chip carrying `faults` (codes with their levels), counted.
     fn store(faults: &[(u32, FaultLevel)]) -> Store {
+        let with: Vec<_> = faults
+            .iter()
+            .map(|(c, l)| (*c, *l, FaultState::Counted))
+            .collect();
+        store_in(&with)
+    }
+
+    /// [`store`] with each fault's state.
+    fn store_in(faults: &[(u32, FaultLevel, FaultState)]) -> Store {
         let chip = ChipReadings {
             health: Some(0),
             up: Some(true),
             faults: Some(
                 faults
                     .iter()
-                    .map(|(code, level)| Fault {
+                    .map(|(code, level, state)| Fault {
                         code: *code,
                         level: *level,
                         source: LevelSource::Table,
                         description: None,
+                        state: *state,
                     })
                     .collect(),
             ),
@@ -286,5 +299,22 @@ mod tests {
             assert_eq!(h.code(&store(&[(0x8107_8603, level)])), 0, "{level:?}");
         }
         assert_eq!(h.code(&store(&[])), 0);
+    }
+
+    /// A SeparateNPU code short of its `consecutive_reads` is no hard fault yet; one held
+    /// by its `clear_after` after it was last read still is.
+    #[test]
+    fn only_separate_npu_codes_in_effect_are_hard_faults() {
+        let mut h = HardFaults::default();
+        let pending = FaultState::Pending {
+            reads: 2,
+            needed: 3,
+        };
+        let sep = FaultLevel::SeparateNPU;
+        assert_eq!(h.code(&store_in(&[(0x80E3_A201, sep, pending)])), 0);
+        assert_eq!(
+            h.code(&store_in(&[(0x80E3_A201, sep, FaultState::Held)])),
+            5
+        );
     }
 }

@@ -41,6 +41,7 @@ pub fn chip(phy: u32) -> ChipReadings {
             level: FaultLevel::RestartNPU,
             source: LevelSource::Table,
             description: Some("card dropped".into()),
+            state: FaultState::Counted,
         }]),
         fault_events: [(("critical", "occur"), 1)].into_iter().collect(),
         network_health: Some(0),

@@ -306,6 +306,38 @@ pub enum LevelSource {
     Severity,
     /// Not listed and no event seen: SeparateNPU by default.
     Default,
+    /// The fault-level file's `hcclwatch_overrides` gives the code its level.
+    Override,
+}
+
+/// Whether an active fault has its effect (a level label, a hard fault) now. Without
+/// per-code overrides in the fault-level file every fault is [`FaultState::Counted`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum FaultState {
+    /// Read now, and counts.
+    #[default]
+    Counted,
+    /// Read now, but fewer times in a row than its `consecutive_reads`: no effect yet.
+    Pending {
+        /// Reads in a row that listed it, this one included.
+        reads: u32,
+        /// Reads in a row it needs.
+        needed: u32,
+    },
+    /// No longer read, but counted before and within its `clear_after`: its effect stays.
+    Held,
+}
+
+impl FaultState {
+    /// Whether the fault has its effect now (counted, or held after it was last read).
+    pub fn in_effect(self) -> bool {
+        !matches!(self, FaultState::Pending { .. })
+    }
+
+    /// Whether DCMI listed the code in this read (not only held).
+    pub fn read_now(self) -> bool {
+        !matches!(self, FaultState::Held)
+    }
 }
 
 /// An active fault code with what is known about it when it was read.
@@ -319,6 +351,8 @@ pub struct Fault {
     pub source: LevelSource,
     /// DCMI's text for the code, when it gave one.
     pub description: Option<String>,
+    /// Whether it has its effect now (per-code overrides of the fault-level file).
+    pub state: FaultState,
 }
 
 /// Label value of a fault event's severity (`dcmi_dms_fault_event.severity`).

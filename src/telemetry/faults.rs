@@ -14,6 +14,10 @@
 //! safe reading. A file that is not valid is rejected whole, with the file, the key and
 //! the offending code named, so a typo never silently turns a code into "not listed".
 //!
+//! The file may also carry per-code overrides (a level, consecutive reads before a code
+//! counts, a time its effect stays after it clears) under one extra key MindCluster
+//! ignores, [`super::fault_overrides::OVERRIDES_KEY`]; see that module.
+//!
 //! The table is shared by the DCMI source (which puts each active code's level into the
 //! snapshot when it reads it) and the composition root, which swaps in a new table when
 //! SIGHUP re-reads the file ([`SharedFaultTable::replace`]).
@@ -23,6 +27,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use crate::snapshot::npu::FaultLevel;
+
+use super::fault_overrides::{CodeOverride, OVERRIDES_KEY, parse_overrides};
 
 /// The built-in table (MindCluster's `faultCode.json`, unchanged).
 pub const BUILTIN_JSON: &str = include_str!("../../data/fault-codes.json");
@@ -64,7 +70,7 @@ pub enum FaultTableError {
         reason: String,
     },
     /// A key names no level.
-    #[error("fault-level file {origin}: unknown key {key:?}; expected one of {}", KEYS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", "))]
+    #[error("fault-level file {origin}: unknown key {key:?}; expected one of {}, {OVERRIDES_KEY}", KEYS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", "))]
     UnknownKey {
         /// The file.
         origin: String,
@@ -91,12 +97,25 @@ pub enum FaultTableError {
         /// The offending entry, as JSON.
         code: String,
     },
+    /// A per-code override is not valid.
+    #[error("fault-level file {origin}: key {key:?}{}: {reason}", if code.is_empty() { String::new() } else { format!(": code {code}") })]
+    Override {
+        /// The file.
+        origin: String,
+        /// The key path, e.g. `hcclwatch_overrides.80E01801.clear_after`.
+        key: String,
+        /// The code as the file writes it (empty when the error is not about one code).
+        code: String,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 /// Fault code → level.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FaultTable {
     levels: HashMap<u64, FaultLevel>,
+    overrides: HashMap<u32, CodeOverride>,
     origin: String,
 }
 
@@ -132,7 +151,12 @@ impl FaultTable {
                 reason: e.to_string(),
             })?;
         let mut levels: HashMap<u64, FaultLevel> = HashMap::new();
+        let mut overrides = HashMap::new();
         for (key, value) in &doc {
+            if key == OVERRIDES_KEY {
+                overrides = parse_overrides(value, origin)?;
+                continue;
+            }
             let level = KEYS
                 .iter()
                 .find(|(k, _)| k == key)
@@ -161,13 +185,30 @@ impl FaultTable {
         }
         Ok(Self {
             levels,
+            overrides,
             origin: origin.to_string(),
         })
     }
 
-    /// The level of `code`, if the table lists it.
+    /// The level of `code`: its override's, else its level list's, if either gives one.
     pub fn level(&self, code: u32) -> Option<FaultLevel> {
+        self.override_level(code)
+            .or_else(|| self.listed_level(code))
+    }
+
+    /// The level of `code` in the level lists, ignoring any override.
+    pub fn listed_level(&self, code: u32) -> Option<FaultLevel> {
         self.levels.get(&u64::from(code)).copied()
+    }
+
+    /// The level the file's overrides give `code`, if any.
+    pub fn override_level(&self, code: u32) -> Option<FaultLevel> {
+        self.overrides.get(&code).and_then(|o| o.level)
+    }
+
+    /// The per-code overrides (empty for the built-in table).
+    pub fn overrides(&self) -> &HashMap<u32, CodeOverride> {
+        &self.overrides
     }
 
     /// Codes per level.
@@ -327,6 +368,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("unknown key \"SeparateNpuCodes\""), "{e}");
+        assert!(
+            e.contains("hcclwatch_overrides"),
+            "the overrides key is listed: {e}"
+        );
         assert!(
             e.contains("SeparateNPUCodes"),
             "the valid keys are listed: {e}"

@@ -9,6 +9,7 @@
 //! This module knows nothing about the network, the probe group or Prometheus.
 
 pub mod dcmi;
+pub(crate) mod fault_overrides;
 pub(crate) mod faults;
 pub mod hccn;
 pub mod host;

@@ -213,17 +213,20 @@ fn fault_labels(c: &ChipReadings, fault: &model::Fault) -> Labels {
     ]
 }
 
+/// The chip's faults that have their effect now: read and counted, or held by the
+/// fault-level file's `clear_after`; not those still short of their `consecutive_reads`.
+fn in_effect(c: &ChipReadings) -> impl Iterator<Item = &model::Fault> {
+    c.faults.iter().flatten().filter(|f| f.state.in_effect())
+}
+
 fn faults(chips: &[&ChipReadings], f: &mut dyn Sink) -> fmt::Result {
     f.gauge(
         "hcclwatch_npu_fault_active",
-        "Active NPU fault codes (DCMI event ids, hex) with their handling level from the fault-level table (a code the table lacks: SeparateNPU, or NotHandleFault when its fault event was hint or minor); 0x40F84E00 means the card dropped.",
+        "Active NPU fault codes (DCMI event ids, hex) with their handling level from the fault-level table (a code the table lacks: SeparateNPU, or NotHandleFault when its fault event was hint or minor); 0x40F84E00 means the card dropped. The table file's per-code overrides can delay a code (consecutive_reads) or keep it for a while after it clears (clear_after).",
         chips
             .iter()
             .flat_map(|c| {
-                c.faults
-                    .iter()
-                    .flatten()
-                    .map(move |fault| (fault_labels(c, fault), 1.0))
+                in_effect(c).map(move |fault| (fault_labels(c, fault), 1.0))
             })
             .collect(),
     )?;
@@ -233,7 +236,7 @@ fn faults(chips: &[&ChipReadings], f: &mut dyn Sink) -> fmt::Result {
         chips
             .iter()
             .flat_map(|c| {
-                c.faults.iter().flatten().filter_map(move |fault| {
+                in_effect(c).filter_map(move |fault| {
                     let text = fault.description.clone()?;
                     Some((with(fault_labels(c, fault), &[("description", text)]), 1.0))
                 })

@@ -397,11 +397,13 @@ fn processes(c: &Cards<'_>, f: &mut dyn Sink) -> fmt::Result {
 
 fn error_codes(c: &Cards<'_>, f: &mut dyn Sink) -> fmt::Result {
     // The codes DCMI listed, in its order; hcclwatch's own card-dropped marker is not one
-    // of them (npu-exporter's read of a dropped card fails instead).
+    // of them (npu-exporter's read of a dropped card fails instead), nor a code only held
+    // by the fault-level file's clear_after (npu-exporter has no such thing).
     let codes = |x: &ChipReadings| -> Vec<u32> {
         x.faults
             .iter()
             .flatten()
+            .filter(|fault| fault.state.read_now())
             .map(|fault| fault.code)
             .filter(|code| *code != model::FAULT_CARD_DROPPED)
             .take(ERROR_CODES)
@@ -570,8 +572,8 @@ mod tests {
     use crate::snapshot::attribution::{AttributionSnapshot, Evidence, NpuUser, PodName, PodRef};
     use crate::snapshot::histogram::Histogram;
     use crate::snapshot::npu::{
-        CardReadings, ChipAddress, Fault, FaultLevel, Hbm, Identity, LevelSource, NpuSnapshot,
-        NpuState,
+        CardReadings, ChipAddress, Fault, FaultLevel, FaultState, Hbm, Identity, LevelSource,
+        NpuSnapshot, NpuState,
     };
 
     /// Every series written, as (family, labels, value).
@@ -811,12 +813,13 @@ mod tests {
 
     /// 310P: the card's board power on each of its chips (npu-exporter's reading), never a
     /// chip's own; fault codes in DCMI's order as decimals, without hcclwatch's
-    /// card-dropped marker.
+    /// card-dropped marker, nor a code only held by the fault-level file's `clear_after`.
     #[test]
     fn board_power_on_310p_chips_and_fault_codes_as_decimals() {
         let mut a = chip(0, 4);
         let mut b = chip(1, 4);
-        for c in [&mut a, &mut b] {
+        let mut c2 = chip(2, 4);
+        for c in [&mut a, &mut b, &mut c2] {
             c.identity.kind = ChipKind::Ascend310P;
         }
         let fault = |code| Fault {
@@ -824,11 +827,27 @@ mod tests {
             level: FaultLevel::NotHandleFault,
             source: LevelSource::Table,
             description: None,
+            state: FaultState::Counted,
         };
         a.faults = Some(vec![
             fault(0x80E1_8005),
             fault(model::FAULT_CARD_DROPPED),
             fault(0x8C08_4E00),
+        ]);
+        // The fault-level file's overrides: a code held after it cleared is not listed by
+        // DCMI now, one still short of its consecutive reads is.
+        c2.faults = Some(vec![
+            Fault {
+                state: FaultState::Pending {
+                    reads: 1,
+                    needed: 3,
+                },
+                ..fault(0x8000_0001)
+            },
+            Fault {
+                state: FaultState::Held,
+                ..fault(0x8000_0002)
+            },
         ]);
         let cards = BTreeMap::from([(
             4,
@@ -836,7 +855,7 @@ mod tests {
                 power_watts: Some(85.6),
             },
         )]);
-        let r = render(vec![a, b], cards);
+        let r = render(vec![a, b, c2], cards);
         assert_eq!(r.values("npu_chip_info_power", "0"), [85.6]);
         assert_eq!(r.values("npu_chip_info_power", "1"), [85.6]);
         assert_eq!(r.values("npu_chip_info_error_code", "0"), [2_162_262_021.0]);
@@ -846,5 +865,7 @@ mod tests {
         );
         assert!(r.values("npu_chip_info_error_code_2", "0").is_empty());
         assert!(r.values("npu_chip_info_error_code", "1").is_empty());
+        assert_eq!(r.values("npu_chip_info_error_code", "2"), [2_147_483_649.0]);
+        assert!(r.values("npu_chip_info_error_code_1", "2").is_empty());
     }
 }

@@ -2,11 +2,12 @@
 //! power, utilisation, memory and processes, network.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Instant;
 
 use super::{DcmiSource, Got, Invalid, Reading, convert, ffi};
 use crate::snapshot::npu::{
-    self as model, ChipAddress, ChipKind, ChipReadings, Ddr, Ecc, Fault, FaultLevel, Fec, Hbm,
-    Identity, LevelSource, NpuProcess, NpuState, PacketCounters, Scope, UtilUnit,
+    self as model, ChipAddress, ChipKind, ChipReadings, Ddr, Ecc, Fault, FaultLevel, FaultState,
+    Fec, Hbm, Identity, LevelSource, NpuProcess, NpuState, PacketCounters, Scope, UtilUnit,
     network_health_bad,
 };
 use crate::telemetry::GroupReport;
@@ -287,16 +288,20 @@ impl DcmiSource {
         (errors, dropped)
     }
 
-    /// Each code with its level (from the table, else from its event's severity) and its
-    /// text (asked once per code; not on a dropped card). Returns the faults and errors.
+    /// Each code with its level (from the file's override, else the table, else its event's
+    /// severity) and its text (asked once per code; not on a dropped card), then through
+    /// the file's `consecutive_reads` and `clear_after`
+    /// ([`crate::telemetry::fault_overrides::FaultDebounce`]). Returns the faults and
+    /// errors.
     fn faults(&mut self, a: ChipAddress, codes: Vec<u32>, dropped: bool) -> (Vec<Fault>, u32) {
         let table = self.opts.fault_table.get();
         let mut errors = 0;
         let mut out = Vec::with_capacity(codes.len());
         for code in codes {
-            let (level, source) = match table.level(code) {
-                Some(l) => (l, LevelSource::Table),
-                None => {
+            let (level, source) = match (table.override_level(code), table.listed_level(code)) {
+                (Some(l), _) => (l, LevelSource::Override),
+                (None, Some(l)) => (l, LevelSource::Table),
+                (None, None) => {
                     let severity = self.event_severity.get(&code).copied();
                     let source = match severity {
                         Some(_) => LevelSource::Severity,
@@ -327,8 +332,12 @@ impl DcmiSource {
                 level,
                 source,
                 description,
+                state: FaultState::Counted,
             });
         }
+        let out = self
+            .debounce
+            .apply(a.phy, out, table.overrides(), Instant::now());
         (out, errors)
     }
 

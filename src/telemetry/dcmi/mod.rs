@@ -226,6 +226,8 @@ pub struct DcmiSource {
     /// `dcmi_get_device_errorcode_string` per code: `Some` text, or `None` when the library
     /// answered with an error for it (asked once, not every cycle).
     descriptions: HashMap<u32, Option<String>>,
+    /// The fault-level file's `consecutive_reads` and `clear_after`, per chip and code.
+    debounce: super::fault_overrides::FaultDebounce,
 }
 
 impl std::fmt::Debug for DcmiSource {
@@ -382,6 +384,7 @@ impl DcmiSource {
             subscription: None,
             event_severity: HashMap::new(),
             descriptions: HashMap::new(),
+            debounce: Default::default(),
         }
     }
 
