@@ -859,10 +859,8 @@ fn a_confirmed_straggler_is_not_counted_into_a_crowd() {
         if weak_from.is_none() && e.states()[5] == NodeState::Confirmed {
             weak_from = Some(r);
         }
-        if let Some(w) = weak_from {
-            if r > w + 20 {
-                assert!(!out.fabric_degraded, "round {r}: crowd {:?}", out.crowd);
-            }
+        if weak_from.is_some_and(|w| r > w + 20) {
+            assert!(!out.fabric_degraded, "round {r}: crowd {:?}", out.crowd);
         }
     }
     assert!(weak_from.is_some(), "node 5 was never confirmed");
