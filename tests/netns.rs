@@ -230,18 +230,20 @@ fn tbf_shaped_node_and_only_it_is_recommended_for_quarantine() {
         .map(|i| if i == SLOW { "50mbit" } else { "100mbit" })
         .collect();
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // The slow node's uplink reader reads a sysfs tree in which its NIC's PCIe link trained
-    // to x8 of x16: the evidence congestion cannot give, read by the real reader, carried
-    // in its gathered row and used by every member's engine (without it the shipped
-    // persistence horizon would make it wait 180 rounds). A veth has no PCIe link to
-    // degrade; its own counters stay what the kernel writes (the other members read /sys).
+    // The slow node's uplink reader reads a sysfs tree in which its NIC's PCIe link, x16
+    // at the start, retrains to x8 once the group has its baseline: the evidence
+    // congestion cannot give, read by the real reader, carried in its gathered row and
+    // used by every member's engine (without it the shipped persistence horizon would make
+    // it wait 180 rounds). A veth has no PCIe link to degrade; the other members read the
+    // real /sys.
     let sysfs = tempfile::tempdir().unwrap();
     let nic = sysfs.path().join("class/net/eth0");
     for (name, text) in [
         ("speed", "10000"),
         ("statistics/rx_bytes", "0"),
         ("statistics/tx_bytes", "0"),
-        ("device/current_link_width", "8"),
+        ("device/current_link_width", "16"),
+        ("device/current_link_speed", "16.0 GT/s PCIe"),
         ("device/max_link_width", "16"),
     ] {
         let p = nic.join(name);
@@ -257,6 +259,8 @@ fn tbf_shaped_node_and_only_it_is_recommended_for_quarantine() {
         }
     });
     let slow = format!("{}:7100", addr(SLOW));
+    wait_for_baseline(&net, &dir);
+    std::fs::write(nic.join("device/current_link_width"), "8\n").unwrap();
     let deadline = Instant::now() + Duration::from_secs(120);
     for i in 0..MEMBERS {
         let view = loop {

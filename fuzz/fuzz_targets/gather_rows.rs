@@ -3,6 +3,7 @@
 //! confirmation slots and a hard-fault code that is a byte; nothing is read past the input.
 #![no_main]
 
+use hcclwatch::health::hardware::Signs;
 use hcclwatch::probe::round::{ROW_FIXED as FIXED, split_rows};
 use libfuzzer_sys::fuzz_target;
 
@@ -27,7 +28,16 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(m.over_budget, at(5) != 0.0);
         }
         if width > 7 {
-            assert_eq!(m.congested, at(7) == 1.0);
+            // The uplink flags: a whole number below 512, bit 0 congestion, the bits
+            // above it the hardware signs (those this build knows); anything else none.
+            let v = at(7);
+            let bits = if v.fract() == 0.0 && (0.0..512.0).contains(&v) {
+                v as u16
+            } else {
+                0
+            };
+            assert_eq!(m.congested, bits & 1 == 1);
+            assert_eq!(m.hardware, Signs::from_bits((bits >> 1) as u8));
         }
     }
 });

@@ -5,6 +5,7 @@
 //! to the same state.
 #![no_main]
 
+use hcclwatch::health::hardware::Signs;
 use hcclwatch::health::{HealthConfig, HealthEngine, Probe, Report, RoundInput};
 use libfuzzer_sys::fuzz_target;
 
@@ -36,6 +37,12 @@ fn round(n: usize, k: u64) -> RoundInput {
             .collect(),
         // Every other round node 0's own counters explain its slowness.
         congested: if k % 2 == 1 { vec![0] } else { vec![] },
+        // Every third round node 0's own interface shows a trained-down PCIe link.
+        hardware: if k % 3 == 0 {
+            vec![(0, Signs::PCIE)]
+        } else {
+            vec![]
+        },
         tors: Vec::new(),
     }
 }

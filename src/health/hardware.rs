@@ -5,7 +5,7 @@
 //! their length differs, so a slowness nothing else vouches for waits a persistence
 //! horizon (`health.uncorroborated_hold`) longer than congestion lasts. Some readings,
 //! though, congestion can never produce, however heavy: a link that trained below its
-//! rate, a PCIe link that trained narrower or slower than the slot allows, frames that
+//! rate, a PCIe link that retrained narrower or slower than it ran before, frames that
 //! arrive corrupted. A node that shows one of them while it is slow has its slowness
 //! explained by its own hardware, and is recommended after the short hold
 //! (`health.confirm_hold`). Each member reads its own and tells the group with its

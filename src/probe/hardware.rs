@@ -9,18 +9,26 @@
 //!   `probe.congestion_line_rate`, else the highest speed read since the daemon started (a
 //!   link that renegotiated down; one that came up slow is not seen without the
 //!   configured rate).
-//! - **PCIe**: the NIC's `device/current_link_width` below `device/max_link_width`, or
-//!   `device/current_link_speed` below `device/max_link_speed` (GT/s): a link that trained
-//!   down, which halves what the NIC can move whatever the network does.
+//! - **PCIe**: the NIC's `device/current_link_width` or `device/current_link_speed` (GT/s)
+//!   below the best read since the daemon started: a link that retrained down, which
+//!   halves what the NIC can move whatever the network does. Not against
+//!   `max_link_width`/`max_link_speed`: those are the device's own maximums, and a card in a
+//!   narrower or older slot runs below them for good while healthy; such a link is logged
+//!   once at the first read and is no sign (a link that trained down before the start is
+//!   therefore not seen).
 //! - **frame errors**: growth since the last read of `statistics/rx_crc_errors`,
 //!   `rx_frame_errors` or `tx_carrier_errors`: corrupted frames and lost carrier come from
 //!   optics, cables and ports, never from load. (Drops and FIFO overruns are left out:
 //!   load makes those.)
 //!
 //! A virtual interface (veth, bond, loopback) has no PCIe files and often no speed: a
-//! missing file is not a failure and shows no sign. A file that is there but does not
-//! parse, or a counter that went backwards, shows no sign for the round and is counted as
-//! a read error. No sign is ever inferred from a failed read.
+//! missing file (and a `speed` refused with EINVAL, as on a link that is down, or not a
+//! positive number: an unknown rate, as for the congestion reader) is not a failure and
+//! shows no sign. Any other failure (a file that cannot be opened or read,
+//! that does not parse, a counter that went backwards) shows no sign for the round and is
+//! counted as a read error. After a read that misses its deadline the rest of the round's
+//! reads are skipped, so a hung sysfs costs one deadline per round. No sign is ever
+//! inferred from a failed read.
 
 use std::path::Path;
 
@@ -51,6 +59,8 @@ pub struct HardwareReader {
     top_speed: Option<u64>,
     /// The error counters at the last read (None for one that was missing).
     last_errors: Option<[Option<u64>; 3]>,
+    /// The widest PCIe link and the fastest PCIe speed read.
+    best_pcie: Option<(u32, f64)>,
 }
 
 impl HardwareReader {
@@ -78,8 +88,20 @@ impl HardwareReader {
             Err(e) => out.errors.push(e),
         };
         let speed = self.speed_low(&dir);
+        let timed_out = |r: &Result<bool, ReadError>| {
+            matches!(r, Err(ReadError::File(FileError::Timeout { .. })))
+        };
+        if timed_out(&speed) {
+            note(speed, Signs::LINK_SPEED, &mut out);
+            return out;
+        }
         note(speed, Signs::LINK_SPEED, &mut out);
-        note(pcie_degraded(&dir.join("device")), Signs::PCIE, &mut out);
+        let pcie = self.pcie_degraded(&dir.join("device"));
+        if timed_out(&pcie) {
+            note(pcie, Signs::PCIE, &mut out);
+            return out;
+        }
+        note(pcie, Signs::PCIE, &mut out);
         let errors = self.errors_grew(&dir.join("statistics"));
         note(errors, Signs::FRAME_ERRORS, &mut out);
         out
@@ -88,10 +110,13 @@ impl HardwareReader {
     /// Whether the speed is below the expected rate. A speed the kernel does not know
     /// (missing file, refused read, -1 or 0) is no sign.
     fn speed_low(&mut self, dir: &Path) -> Result<bool, ReadError> {
-        let Some(mbps) = optional(read_small(&dir.join("speed"), SYSFS_LIMIT))? else {
+        let path = dir.join("speed");
+        let Some(text) = optional(read_small(&path, SYSFS_LIMIT), true)? else {
             return Ok(false);
         };
-        let Some(mbps) = mbps.trim().parse::<i64>().ok().filter(|v| *v > 0) else {
+        // -1 (or 0) is the kernel's "unknown", as on a link that is down; text that is not
+        // a number is an unknown rate too, as for the congestion reader's line rate.
+        let Some(mbps) = text.trim().parse::<i64>().ok().filter(|v| *v > 0) else {
             return Ok(false);
         };
         let mbps = mbps as u64;
@@ -105,13 +130,46 @@ impl HardwareReader {
         Ok(mbps < expected)
     }
 
+    /// Whether the PCIe link under `device` runs narrower or slower than the best this
+    /// reader has seen on it. An interface without these files (virtual, or not on PCIe)
+    /// is no sign; a link below its own maximum from the first read is logged once.
+    fn pcie_degraded(&mut self, device: &Path) -> Result<bool, ReadError> {
+        let read = |name: &str| optional(read_small(&device.join(name), SYSFS_LIMIT), false);
+        let (Some(width), Some(speed)) = (read("current_link_width")?, read("current_link_speed")?)
+        else {
+            return Ok(false);
+        };
+        let width_path = device.join("current_link_width");
+        let width: u32 = width
+            .trim()
+            .parse()
+            .map_err(|_| bad_value(&width_path, &width))?;
+        let speed = gigatransfers(&speed)
+            .ok_or_else(|| bad_value(&device.join("current_link_speed"), &speed))?;
+        // 0 (or "Unknown"): a link that is down, not one that trained down.
+        if width == 0 || speed == 0.0 {
+            return Ok(false);
+        }
+        let Some((best_width, best_speed)) = self.best_pcie else {
+            self.best_pcie = Some((width, speed));
+            let max_width = read("max_link_width")?.and_then(|t| t.trim().parse::<u32>().ok());
+            let max_speed = read("max_link_speed")?.and_then(|t| gigatransfers(&t));
+            if max_width.is_some_and(|m| width < m) || max_speed.is_some_and(|m| speed < m) {
+                tracing::warn!(device = %device.display(), width, speed, ?max_width, ?max_speed, "uplink NIC's PCIe link runs below the device's maximum since the start (a narrower or older slot, or trained down before the start): not a hardware sign");
+            }
+            return Ok(false);
+        };
+        self.best_pcie = Some((best_width.max(width), best_speed.max(speed)));
+        Ok(width < best_width || speed < best_speed)
+    }
+
     /// Whether any error counter grew since the last read (a missing counter is left
     /// out; one that went backwards sets a new baseline and is reported).
     fn errors_grew(&mut self, stats: &Path) -> Result<bool, ReadError> {
         let mut now = [None; 3];
         let mut failed = None;
         for (slot, name) in now.iter_mut().zip(ERROR_COUNTERS) {
-            match optional(read_counter(&stats.join(name))) {
+            match optional(read_counter(&stats.join(name)), false) {
                 Ok(v) => *slot = v,
                 Err(e) => failed = Some(e),
             }
@@ -140,39 +198,6 @@ impl HardwareReader {
     }
 }
 
-/// Whether the PCIe link under `device` trained narrower or slower than its maximum. An
-/// interface without these files (virtual, or not on PCIe) is no sign.
-fn pcie_degraded(device: &Path) -> Result<bool, ReadError> {
-    let read = |name: &str| optional(read_small(&device.join(name), SYSFS_LIMIT));
-    let width = |name: &str| -> Result<Option<u32>, ReadError> {
-        let Some(t) = read(name)? else {
-            return Ok(None);
-        };
-        // x16 is written "16"; some kernels or devices write 0 for a link that is down.
-        t.trim()
-            .parse::<u32>()
-            .map(Some)
-            .map_err(|_| bad_value(&device.join(name), &t))
-    };
-    let speed = |name: &str| -> Result<Option<f64>, ReadError> {
-        let Some(t) = read(name)? else {
-            return Ok(None);
-        };
-        gigatransfers(&t)
-            .map(Some)
-            .ok_or_else(|| bad_value(&device.join(name), &t))
-    };
-    let narrow = match (width("current_link_width")?, width("max_link_width")?) {
-        (Some(c), Some(m)) => c > 0 && c < m,
-        _ => false,
-    };
-    let slow = match (speed("current_link_speed")?, speed("max_link_speed")?) {
-        (Some(c), Some(m)) => c > 0.0 && c < m,
-        _ => false,
-    };
-    Ok(narrow || slow)
-}
-
 /// A PCIe link speed as sysfs writes it ("16.0 GT/s PCIe", "8 GT/s", "2.5 GT/s"): its
 /// GT/s. "Unknown" (a link that is down) is 0.
 fn gigatransfers(text: &str) -> Option<f64> {
@@ -193,15 +218,27 @@ fn bad_value(path: &Path, text: &str) -> ReadError {
     }
 }
 
-/// A read whose file may be absent (or refused, as sysfs refuses `speed` on a link that
-/// is down): absent is `None`, any other failure an error.
-fn optional<T>(r: Result<T, ReadError>) -> Result<Option<T>, ReadError> {
+/// A read whose file may be absent: absent (no such file, or with `refused_is_absent`
+/// EINVAL, as sysfs answers `speed` on a link that is down) is `None`, any other failure
+/// an error.
+fn optional<T>(r: Result<T, ReadError>, refused_is_absent: bool) -> Result<Option<T>, ReadError> {
+    let absent = |e: &std::io::Error| {
+        e.kind() == std::io::ErrorKind::NotFound
+            || (refused_is_absent && e.raw_os_error() == Some(EINVAL))
+    };
     match r {
         Ok(v) => Ok(Some(v)),
-        Err(ReadError::File(FileError::Open { .. } | FileError::Read { .. })) => Ok(None),
+        Err(ReadError::File(FileError::Open { source, .. } | FileError::Read { source, .. }))
+            if absent(&source) =>
+        {
+            Ok(None)
+        }
         Err(e) => Err(e),
     }
 }
+
+/// EINVAL's number on Linux (every architecture this runs on).
+const EINVAL: i32 = 22;
 
 #[cfg(test)]
 mod tests {
@@ -286,6 +323,8 @@ mod tests {
         // A link that is down writes -1 (or refuses the read): unknown, no sign.
         set(&root, "speed", "-1\n");
         assert!(clean(r.read(root.path(), "eth0")));
+        set(&root, "speed", "fast\n");
+        assert!(clean(r.read(root.path(), "eth0")));
         assert!(r.read(root.path(), "missing0").signs.is_empty());
     }
 
@@ -294,16 +333,41 @@ mod tests {
         let root = iface(&HEALTHY);
         let mut r = HardwareReader::new(0);
         r.read(root.path(), "eth0");
-        set(&root, "device/max_link_width", "sixteen\n");
+        set(&root, "device/current_link_width", "sixteen\n");
         set(&root, "statistics/rx_crc_errors", "3\n");
         let got = r.read(root.path(), "eth0");
         assert!(got.signs.is_empty(), "{got:?}");
         let text: Vec<String> = got.errors.iter().map(|e| e.to_string()).collect();
         assert_eq!(text.len(), 2, "{text:?}");
-        assert!(text[0].contains("max_link_width") && text[0].contains("sixteen"));
+        assert!(text[0].contains("current_link_width") && text[0].contains("sixteen"));
         assert!(text[1].contains("rx_crc_errors") && text[1].contains("backwards"));
         // After going back, the new value is the baseline: no sign, no error.
-        set(&root, "device/max_link_width", "16\n");
+        set(&root, "device/current_link_width", "16\n");
+        assert!(clean(r.read(root.path(), "eth0")));
+        // A directory where a counter should be is an error, not an absent file.
+        let crc = root.path().join("class/net/eth0/statistics/rx_crc_errors");
+        fs::remove_file(&crc).unwrap();
+        fs::create_dir(&crc).unwrap();
+        let got = r.read(root.path(), "eth0");
+        assert!(got.signs.is_empty());
+        assert_eq!(got.errors.len(), 1, "{:?}", got.errors);
+    }
+
+    /// A card in a narrower slot runs below its own maximum from the start while healthy:
+    /// that is no sign (the reader logs it once); only a link that retrains below the best
+    /// it has read is.
+    #[test]
+    fn a_link_below_its_maximum_from_the_start_is_no_sign() {
+        let root = iface(&HEALTHY);
+        set(&root, "device/current_link_width", "8\n");
+        let mut r = HardwareReader::new(0);
+        for _ in 0..3 {
+            assert!(clean(r.read(root.path(), "eth0")));
+        }
+        set(&root, "device/current_link_width", "4\n");
+        assert_eq!(r.read(root.path(), "eth0").signs, Signs::PCIE);
+        // A link that is down (width 0) is not one that trained down.
+        set(&root, "device/current_link_width", "0\n");
         assert!(clean(r.read(root.path(), "eth0")));
     }
 

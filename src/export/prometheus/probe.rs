@@ -140,7 +140,7 @@ fn uplink(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     )?;
     f.gauge(
         "hcclwatch_probe_uplink_hardware_sign",
-        "Whether the member's own uplink showed this hardware sign in the last round (sign: link_speed, its link below its rate; pcie, its NIC's PCIe link trained down; frame_errors, corrupted frames or lost carrier): evidence congestion cannot give, that lets a confirmed straggler be recommended after health.confirm_hold instead of the persistence horizon health.uncorroborated_hold.",
+        "Whether the member's own uplink showed this hardware sign in the last round (sign: link_speed, its link below its rate; pcie, its NIC's PCIe link retrained narrower or slower; frame_errors, corrupted frames or lost carrier): evidence congestion cannot give, that lets a confirmed straggler be recommended after health.confirm_hold (or congested_hold) instead of the persistence horizon health.uncorroborated_hold.",
         pr.members
             .iter()
             .filter(|m| m.up)

@@ -109,13 +109,16 @@ impl HealthEngine {
         // healthy: its hardware signs, and its slow rounds its counters did not explain,
         // in a row or not (an intermittent fault is slow in stretches; congestion that
         // would match it comes in one episode of its own length).
+        // Rounds a shared cause explains (a crowd, a share of the links slow) do not count
+        // towards the horizon either. (Both are cleared when the node moves back to
+        // healthy or probation, in `set`.)
+        let shared = r.crowded(i.0) || r.partial_fabric;
         let data = &mut self.nodes[i].data;
-        if matches!(state, NodeState::Healthy | NodeState::Probation) && !w.elevated {
-            data.signs = Signs::NONE;
-            data.persist = 0;
-        } else if w.elevated {
+        if w.elevated {
             data.signs = data.signs.union(seen.signs);
-            data.persist += usize::from(steady_now && !seen.congested);
+            data.persist = data
+                .persist
+                .saturating_add(usize::from(steady_now && !seen.congested && !shared));
         }
         match state {
             NodeState::Healthy | NodeState::Probation if w.elevated => {

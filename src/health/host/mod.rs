@@ -415,6 +415,13 @@ impl HealthEngine {
         if let Some(c) = self.nodes.set(node, to, reason, evidence) {
             out.transitions.push(transition(c));
         }
+        // Back to healthy or probation, the episode is over: its evidence (hardware signs,
+        // slow rounds towards the horizon) does not carry into the next one.
+        if matches!(to, NodeState::Healthy | NodeState::Probation) {
+            let d = &mut self.nodes[node].data;
+            d.signs = Signs::NONE;
+            d.persist = 0;
+        }
     }
 }
 

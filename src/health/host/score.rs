@@ -375,7 +375,7 @@ impl HealthEngine {
 
     /// Per node, whether many nodes that share its condition are steadily slow at once
     /// (at least [`CROWD_MIN`] and [`CROWD_SHARE`] of them, not counting nodes already
-    /// confirmed or recommended for quarantine): a shared cause, not that many independent stragglers.
+    /// recommended for quarantine): a shared cause, not that many independent stragglers.
     /// Counted by effect size and steadiness, not z (many slow nodes inflate the round's
     /// spread and hide each other's z); scattered slowness (congestion) is left out, as it
     /// never reaches a quarantine anyway. Also returns the crowd's members.
@@ -396,16 +396,9 @@ impl HealthEngine {
         judged: &dyn Fn(&usize) -> bool,
     ) -> (Vec<bool>, Vec<usize>) {
         let n = self.nodes.len();
-        // A confirmed node's slowness was reproduced against known-good peers in rounds
-        // without a crowd: it is its own, and it stays confirmed while the persistence
-        // horizon runs, so it is not counted into a crowd either (else a confirmed
-        // straggler and two weak ones would be a "shared cause" for the horizon's length).
         let slow = |i: usize| {
             judged(&i)
-                && !matches!(
-                    self.nodes[NodeIx(i)].state,
-                    NodeState::QuarantineRecommended | NodeState::Confirmed
-                )
+                && self.nodes[NodeIx(i)].state != NodeState::QuarantineRecommended
                 && windows[i].large
                 && steady(windows[i].spread, r.spread())
         };

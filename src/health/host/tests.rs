@@ -834,35 +834,44 @@ fn a_tor_slow_from_the_first_round_is_its_verdict_at_the_shipped_settings() {
     }
 }
 
-/// A confirmed straggler waiting out the persistence horizon is its own cause: two weak
-/// stragglers slow beside it are not a crowd with it (a crowd would be reported as
-/// fabric-degraded and freeze the group for the horizon's length).
+/// An episode's evidence ends with it: a node recommended with a hardware sign that
+/// recovers (probation) and turns slow again without one, from the very next round, waits
+/// the persistence horizon, as a node that never showed a sign would.
 #[test]
-fn a_confirmed_straggler_is_not_counted_into_a_crowd() {
+fn a_new_episode_starts_without_the_last_ones_evidence() {
     let n = 16;
-    let mut e = HealthEngine::new(n, HealthConfig::default());
+    let cfg = HealthConfig::default();
+    let mut e = HealthEngine::new(n, cfg.clone());
     let jitter = |i: usize| (i % 3) as f64 * 0.002;
     let mut confirm: Vec<usize> = Vec::new();
-    let mut weak_from = None;
-    for r in 0..300 {
-        let slow: Vec<(usize, f64)> = if weak_from.is_some() {
-            vec![(5, 1.3), (9, 1.12), (12, 1.12)]
-        } else {
-            vec![(5, 1.3)]
-        };
-        let mut input = round(n, 1 + r % 7, &slow, jitter);
-        repairings(&mut input, &confirm, n, |s| {
-            slow.iter().find(|(x, _)| *x == s).map_or(1.0, |(_, f)| *f)
-        });
+    let first_end = 60;
+    let (mut first_at, mut second, mut second_at) = (None, None, None);
+    for r in 0..first_end + cfg.exit_rounds + 3 * cfg.uncorroborated_hold {
+        let slow = r < first_end || second.is_some_and(|s| r >= s);
+        let f = if slow { 1.3 } else { 1.0 };
+        let mut input = round(n, 1 + r % 7, &[(5, f)], jitter);
+        repairings(&mut input, &confirm, n, |s| if s == 5 { f } else { 1.0 });
+        if r < first_end {
+            pcie(&mut input, 5);
+        }
         let out = e.step(&input);
         confirm = out.confirm_requests.clone();
-        if weak_from.is_none() && e.states()[5] == NodeState::Confirmed {
-            weak_from = Some(r);
+        for t in out.transitions.iter().filter(|t| t.node == 5) {
+            match (t.to, second) {
+                (NodeState::QuarantineRecommended, None) => first_at = Some(r),
+                // Slow again from the round after it reaches probation.
+                (NodeState::Probation, None) => second = Some(r + 1),
+                (NodeState::QuarantineRecommended, Some(_)) => second_at = Some(r),
+                _ => {}
+            }
         }
-        if weak_from.is_some_and(|w| r > w + 20) {
-            assert!(!out.fabric_degraded, "round {r}: crowd {:?}", out.crowd);
+        if second_at.is_some() {
+            break;
         }
     }
-    assert!(weak_from.is_some(), "node 5 was never confirmed");
-    assert_eq!(e.states()[5], NodeState::QuarantineRecommended);
+    let first = first_at.expect("recommended with its sign");
+    assert!(first < 30, "{first}");
+    let second = second.expect("back to probation");
+    let again = second_at.expect("recommended again, without a sign") - second;
+    assert!(again + 1 >= cfg.uncorroborated_hold, "{again}");
 }
