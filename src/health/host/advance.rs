@@ -109,16 +109,16 @@ impl HealthEngine {
         // healthy: its hardware signs, and its slow rounds its counters did not explain,
         // in a row or not (an intermittent fault is slow in stretches; congestion that
         // would match it comes in one episode of its own length).
-        // Rounds a shared cause explains (a crowd, a share of the links slow) do not count
-        // towards the horizon either. (Both are cleared when the node moves back to
-        // healthy or probation, in `set`.)
-        let shared = r.crowded(i.0) || r.partial_fabric;
+        // (Both are cleared when the node moves back to healthy or probation, in `set`.)
+        // Rounds a crowd or a partial fabric event froze still count: leaving them out
+        // left 3 of campaign's 8 stragglers short of the horizon in a 3-hour run
+        // (docs/detection.md).
         let data = &mut self.nodes[i].data;
         if w.elevated {
             data.signs = data.signs.union(seen.signs);
             data.persist = data
                 .persist
-                .saturating_add(usize::from(steady_now && !seen.congested && !shared));
+                .saturating_add(usize::from(steady_now && !seen.congested));
         }
         match state {
             NodeState::Healthy | NodeState::Probation if w.elevated => {
