@@ -109,12 +109,16 @@ impl HealthEngine {
         // healthy: its hardware signs, and its slow rounds its counters did not explain,
         // in a row or not (an intermittent fault is slow in stretches; congestion that
         // would match it comes in one episode of its own length).
-        // (Both are cleared when the node moves back to healthy or probation, in `set`.)
+        // Both are cleared when the node recovers (in `set`), and in a round it starts
+        // healthy or in probation within bounds.
         // Rounds a crowd or a partial fabric event froze still count: leaving them out
         // left 3 of campaign's 8 stragglers short of the horizon in a 3-hour run
         // (docs/detection.md).
         let data = &mut self.nodes[i].data;
-        if w.elevated {
+        if matches!(state, NodeState::Healthy | NodeState::Probation) && !w.elevated {
+            data.signs = Signs::NONE;
+            data.persist = 0;
+        } else if w.elevated {
             data.signs = data.signs.union(seen.signs);
             data.persist = data
                 .persist

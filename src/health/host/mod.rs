@@ -412,15 +412,19 @@ impl HealthEngine {
         evidence: Evidence,
         out: &mut RoundOutput,
     ) {
-        if let Some(c) = self.nodes.set(node, to, reason, evidence) {
-            out.transitions.push(transition(c));
-        }
-        // Back to healthy or probation, the episode is over: its evidence (hardware signs,
-        // slow rounds towards the horizon) does not carry into the next one.
-        if matches!(to, NodeState::Healthy | NodeState::Probation) {
+        // Back within bounds for `exit_rounds` (to healthy or probation), or out of a
+        // hard fault's quarantine (to probation), the episode is over: its evidence
+        // (hardware signs, slow rounds towards the horizon) does not carry into the next
+        // one. A suspect cleared because one re-pairing did not reproduce, still slow, is
+        // the same episode.
+        let recovered = self.nodes[node].counts.clean >= self.cfg.exit_rounds;
+        if to == NodeState::Probation || (to == NodeState::Healthy && recovered) {
             let d = &mut self.nodes[node].data;
             d.signs = Signs::NONE;
             d.persist = 0;
+        }
+        if let Some(c) = self.nodes.set(node, to, reason, evidence) {
+            out.transitions.push(transition(c));
         }
     }
 }
