@@ -156,11 +156,12 @@ fn with_key(base: &str, key: &str, value: &str) -> String {
     base.replacen(anchor, &format!("{anchor}{key} = \"{value}\"\n"), 1)
 }
 
-#[test]
-fn a_bad_fault_levels_file_stops_the_start_naming_file_key_and_code() {
+/// Starts the daemon with a fault-level file of `json`, which must refuse to start; its
+/// error must name the key and the file. Returns the error output.
+fn start_refused(json: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("faultCode.json");
-    std::fs::write(&file, r#"{"SeparateNPUCodes":["80E3A201","80X3A202"]}"#).unwrap();
+    std::fs::write(&file, json).unwrap();
     let cfg_path = dir.path().join("hcclwatch.toml");
     std::fs::write(
         &cfg_path,
@@ -180,6 +181,12 @@ fn a_bad_fault_levels_file_stops_the_start_naming_file_key_and_code() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("telemetry.fault_levels_file"), "{err}");
     assert!(err.contains(&file.display().to_string()), "{err}");
+    err.into_owned()
+}
+
+#[test]
+fn a_bad_fault_levels_file_stops_the_start_naming_file_key_and_code() {
+    let err = start_refused(r#"{"SeparateNPUCodes":["80E3A201","80X3A202"]}"#);
     assert!(err.contains("SeparateNPUCodes"), "{err}");
     assert!(err.contains("\"80X3A202\""), "{err}");
 }
@@ -372,33 +379,10 @@ fn per_code_overrides_set_the_level_delay_a_code_and_hold_it_after_it_clears() {
 
 #[test]
 fn a_bad_override_stops_the_start_naming_file_key_path_and_code() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("faultCode.json");
-    std::fs::write(
-        &file,
+    let err = start_refused(
         r#"{"SeparateNPUCodes":["80E3A201"],
             "hcclwatch_overrides":{"80E3A201":{"consecutive_reads":0}}}"#,
-    )
-    .unwrap();
-    let cfg_path = dir.path().join("hcclwatch.toml");
-    std::fs::write(
-        &cfg_path,
-        with_key(
-            &fake_config(""),
-            "fault_levels_file",
-            &file.display().to_string(),
-        ),
-    )
-    .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hcclwatch"))
-        .args(["run", "--config.file"])
-        .arg(&cfg_path)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("telemetry.fault_levels_file"), "{err}");
-    assert!(err.contains(&file.display().to_string()), "{err}");
+    );
     assert!(
         err.contains("\"hcclwatch_overrides.80E3A201.consecutive_reads\""),
         "{err}"
