@@ -60,37 +60,40 @@ impl Signs {
     /// The signs' label values ([`HARDWARE_SIGNS`], in that order), for the metrics and
     /// the state API.
     pub fn labels(self) -> Vec<&'static str> {
-        [Self::LINK_SPEED, Self::PCIE, Self::FRAME_ERRORS]
-            .into_iter()
-            .zip(HARDWARE_SIGNS)
-            .filter(|(s, _)| self.contains(*s))
-            .map(|(_, l)| l)
-            .collect()
+        self.known().map(|(_, label, _)| label).collect()
     }
 
     /// The signs with these labels ([`HARDWARE_SIGNS`]); others are ignored (the
     /// configuration checks them).
     pub fn from_labels(labels: &[String]) -> Self {
-        [Self::LINK_SPEED, Self::PCIE, Self::FRAME_ERRORS]
+        KNOWN
             .into_iter()
-            .zip(HARDWARE_SIGNS)
-            .filter(|(_, l)| labels.iter().any(|x| x == l))
-            .fold(Signs::NONE, |a, (s, _)| a.union(s))
+            .filter(|(_, l, _)| labels.iter().any(|x| x == l))
+            .fold(Signs::NONE, |a, (s, _, _)| a.union(s))
     }
 
     /// The signs' names, in a fixed order, for reasons and logs.
     pub fn names(self) -> Vec<&'static str> {
-        [
-            (Self::LINK_SPEED, "link speed below its rate"),
-            (Self::PCIE, "PCIe link degraded"),
-            (Self::FRAME_ERRORS, "corrupted frames"),
-        ]
-        .into_iter()
-        .filter(|(s, _)| self.contains(*s))
-        .map(|(_, n)| n)
-        .collect()
+        self.known().map(|(_, _, name)| name).collect()
+    }
+
+    /// The rows of [`KNOWN`] set here.
+    fn known(self) -> impl Iterator<Item = (Signs, &'static str, &'static str)> {
+        KNOWN.into_iter().filter(move |(s, _, _)| self.contains(*s))
     }
 }
+
+/// Every sign this version knows: its flag, its label ([`HARDWARE_SIGNS`], in that
+/// order) and its name in reasons and logs.
+const KNOWN: [(Signs, &str, &str); 3] = [
+    (
+        Signs::LINK_SPEED,
+        HARDWARE_SIGNS[0],
+        "link speed below its rate",
+    ),
+    (Signs::PCIE, HARDWARE_SIGNS[1], "PCIe link degraded"),
+    (Signs::FRAME_ERRORS, HARDWARE_SIGNS[2], "corrupted frames"),
+];
 
 #[cfg(test)]
 mod tests {
