@@ -48,6 +48,23 @@ pub struct HardwareReading {
     pub errors: Vec<ReadError>,
 }
 
+impl HardwareReading {
+    /// Adds one check's result: its sign, or its error. Whether the check missed its
+    /// deadline.
+    fn note(&mut self, r: Result<bool, ReadError>, sign: Signs) -> bool {
+        match r {
+            Ok(true) => self.signs = self.signs.union(sign),
+            Ok(false) => {}
+            Err(e) => {
+                let late = matches!(e, ReadError::File(FileError::Timeout { .. }));
+                self.errors.push(e);
+                return late;
+            }
+        }
+        false
+    }
+}
+
 /// Reads an interface's hardware signs; keeps what a sign is judged against.
 #[derive(Debug, Default)]
 pub struct HardwareReader {
@@ -82,28 +99,16 @@ impl HardwareReader {
         }
         let dir = sysfs_root.join("class/net").join(iface);
         let mut out = HardwareReading::default();
-        let note = |r: Result<bool, ReadError>, sign: Signs, out: &mut HardwareReading| match r {
-            Ok(true) => out.signs = out.signs.union(sign),
-            Ok(false) => {}
-            Err(e) => out.errors.push(e),
-        };
-        let speed = self.speed_low(&dir);
-        let timed_out = |r: &Result<bool, ReadError>| {
-            matches!(r, Err(ReadError::File(FileError::Timeout { .. })))
-        };
-        if timed_out(&speed) {
-            note(speed, Signs::LINK_SPEED, &mut out);
+        // After a read that missed its deadline the round's other reads are skipped.
+        if out.note(self.speed_low(&dir), Signs::LINK_SPEED)
+            || out.note(self.pcie_degraded(&dir.join("device")), Signs::PCIE)
+        {
             return out;
         }
-        note(speed, Signs::LINK_SPEED, &mut out);
-        let pcie = self.pcie_degraded(&dir.join("device"));
-        if timed_out(&pcie) {
-            note(pcie, Signs::PCIE, &mut out);
-            return out;
-        }
-        note(pcie, Signs::PCIE, &mut out);
-        let errors = self.errors_grew(&dir.join("statistics"));
-        note(errors, Signs::FRAME_ERRORS, &mut out);
+        out.note(
+            self.errors_grew(&dir.join("statistics")),
+            Signs::FRAME_ERRORS,
+        );
         out
     }
 
