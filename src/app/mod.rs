@@ -57,6 +57,9 @@ pub enum AppError {
     /// OTLP export could not be set up.
     #[error("OTLP export: {0}")]
     Otlp(#[from] crate::export::otlp::OtlpError),
+    /// Hard-fault pushes are on but cannot be set up.
+    #[error("remediation.push: {0}")]
+    Push(#[from] crate::export::push::PushSetupError),
     /// Probing is enabled but cannot be set up.
     #[error("probe.enabled: {0}")]
     Probe(#[from] crate::probe::SettingsError),
@@ -110,7 +113,12 @@ pub fn run(config: Config, env: Environment) -> Result<(), AppError> {
         })?;
     let build = BuildInfo::current();
     let otlp = start_otlp(&config, &store, &build)?;
+    let push = crate::export::push::Settings::from_config(&config)?;
     let result = runtime.block_on(async {
+        if let Some(p) = push {
+            tracing::info!(node = p.node(), to = %p.target(), "hard-fault push to the remediation receiver on");
+            tokio::spawn(crate::export::push::run(p, store.clone()));
+        }
         if let Some(o) = otlp.clone() {
             // New families appear as collectors and probing get going; give them
             // instruments. The callbacks themselves read the same snapshot as /metrics.

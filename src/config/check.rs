@@ -67,6 +67,7 @@ impl Checks<'_> {
         self.telemetry();
         self.attribution();
         self.topology();
+        self.remediation_push();
     }
 
     fn push(&mut self, key: &str, reason: impl ToString) {
@@ -243,6 +244,36 @@ impl Checks<'_> {
             );
         }
         self.parsed("otlp.headers");
+    }
+
+    /// `[remediation.push]`: when on, a receiver URL, its token, and for https its CA.
+    fn remediation_push(&mut self) {
+        let p = &self.config.remediation.push;
+        if !p.enabled {
+            return;
+        }
+        let https = p.url.starts_with("https://");
+        if !(https || p.url.starts_with("http://")) {
+            self.push(
+                "remediation.push.url",
+                format!(
+                    "{:?} is not an https:// URL of the remediation receiver (e.g. \"https://hcclwatch-remediate.hcclwatch:9479\")",
+                    p.url
+                ),
+            );
+        }
+        if p.bearer_token_file.is_none() {
+            self.push(
+                "remediation.push.bearer_token_file",
+                "remediation.push.enabled needs the receiver's bearer token file",
+            );
+        }
+        if https && p.ca_file.is_none() {
+            self.push(
+                "remediation.push.ca_file",
+                "an https receiver needs the CA that signed its certificate (the only one trusted)",
+            );
+        }
     }
 
     /// Per-member lists (topology, names) against the member list, and the rank.

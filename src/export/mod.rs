@@ -5,6 +5,7 @@
 
 pub(crate) mod otlp;
 pub mod prometheus;
+pub mod push;
 pub(crate) mod server;
 pub(crate) mod state;
 pub(crate) mod web;

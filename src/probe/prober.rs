@@ -29,7 +29,7 @@ use crate::health::{
     Transition,
 };
 use crate::snapshot::Store;
-use crate::snapshot::histogram::Histogram;
+use crate::snapshot::histogram::{EPISODE_BUCKETS, Histogram};
 use crate::snapshot::probe::{
     CollectiveDurations, LinkView, MemberView, PauseReason, ProbeSnapshot, QuarantineReason,
     RingResult,
@@ -80,6 +80,9 @@ pub struct Prober {
     /// Groups of members whose slowdowns move together: what `/api/v1/state` names as the
     /// ToR of a member no source places (the engine does not judge by them).
     infer: TorInference,
+    /// When each member's current episode began (its first transition out of healthy or
+    /// probation), by name, until it is recommended or recovers.
+    onsets: std::collections::HashMap<String, Instant>,
 }
 
 impl Prober {
@@ -122,6 +125,7 @@ impl Prober {
             uplink,
             shared_place: None,
             tor_table: (Vec::new(), Vec::new()),
+            onsets: std::collections::HashMap::new(),
         };
         p.resize_part();
         p
@@ -841,8 +845,36 @@ impl Prober {
         }
     }
 
+    /// Times each recommendation from its episode's onset (a hard fault, recommended in
+    /// the round that first sees it, takes 0 s here).
+    fn time_recommendations(&mut self, transitions: &[Transition]) {
+        let now = Instant::now();
+        for t in transitions {
+            let Some(name) = self.part.members.get(t.node).map(|m| m.name.clone()) else {
+                continue;
+            };
+            match t.to {
+                NodeState::Healthy | NodeState::Probation => {
+                    self.onsets.remove(&name);
+                }
+                NodeState::QuarantineRecommended => {
+                    let onset = self.onsets.remove(&name).unwrap_or(now);
+                    self.part
+                        .onset_to_recommendation
+                        .entry(reason_of(t))
+                        .or_insert_with(|| Histogram::new(EPISODE_BUCKETS))
+                        .observe(now.saturating_duration_since(onset).as_secs_f64());
+                }
+                NodeState::Suspect | NodeState::Confirmed => {
+                    self.onsets.entry(name).or_insert(now);
+                }
+            }
+        }
+    }
+
     /// Logs and keeps the round's transitions, and the quarantine reasons they set.
     fn record_transitions(&mut self, transitions: Vec<Transition>) {
+        self.time_recommendations(&transitions);
         self.sync_states();
         let part = &mut self.part;
         for t in transitions {
@@ -852,11 +884,7 @@ impl Prober {
             {
                 // The label is a bounded category; the full reason and the evidence are in
                 // the log and in /api/v1/state.
-                m.quarantine = Some(if t.reason.starts_with("hard fault") {
-                    QuarantineReason::HardFault
-                } else {
-                    QuarantineReason::Straggler
-                });
+                m.quarantine = Some(reason_of(&t));
             }
             part.transitions.push_back(t);
             while part.transitions.len() > TRANSITIONS_KEPT {
@@ -870,6 +898,15 @@ impl Prober {
                 m.quarantine = None;
             }
         }
+    }
+}
+
+/// The quarantine reason a transition to quarantine_recommended stands for.
+fn reason_of(t: &Transition) -> QuarantineReason {
+    if t.reason.starts_with("hard fault") {
+        QuarantineReason::HardFault
+    } else {
+        QuarantineReason::Straggler
     }
 }
 

@@ -5,9 +5,21 @@ use std::sync::atomic::AtomicU64;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 type Labels = Vec<(String, String)>;
+
+/// Upper bounds of the alert-to-action histogram, seconds: 1 s to 1 h, about ×2 a step
+/// (a daemon's push acts within seconds; an Alertmanager notification within a minute or
+/// two; a retried or held one within the hour).
+pub const LATENCY_BUCKETS: [f64; 14] = [
+    1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 3600.0,
+];
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
+}
 
 /// Every metric of the receiver, registered once.
 #[derive(Debug)]
@@ -15,6 +27,7 @@ pub struct Metrics {
     registry: Registry,
     actions: Family<Labels, Counter>,
     requests: Family<Labels, Counter>,
+    latency: Family<Labels, Histogram, fn() -> Histogram>,
     /// 1 while the circuit breaker is open.
     pub breaker_open: Gauge,
     /// Nodes that carry hcclwatch's quarantine annotations.
@@ -45,6 +58,7 @@ impl Metrics {
         let m = Self {
             actions: Family::default(),
             requests: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
             breaker_open: Gauge::default(),
             nodes_quarantined: Gauge::default(),
             manual_overrides: Counter::default(),
@@ -64,6 +78,11 @@ impl Metrics {
             "hcclwatch_remediation_webhook_requests",
             "Webhook requests by HTTP status code answered.",
             m.requests.clone(),
+        );
+        registry.register(
+            "hcclwatch_remediation_alert_to_action_seconds",
+            "From an alert's start (Alertmanager's startsAt, or a daemon push's onset) to the node quarantined (in dry-run: to the decision that live mode would have quarantined it), by alertname, reason and source (alertmanager or push).",
+            m.latency.clone(),
         );
         registry.register(
             "hcclwatch_remediation_breaker_open",
@@ -117,6 +136,21 @@ impl Metrics {
                 ("dry_run".to_string(), dry_run.to_string()),
             ])
             .inc();
+    }
+
+    /// Records the time from an alert's start to its quarantine. A start in the future
+    /// (a clock ahead of this one) is no duration and is not recorded.
+    pub fn alert_to_action(&self, alertname: &str, reason: &str, source: &str, seconds: f64) {
+        if !seconds.is_finite() || seconds < 0.0 {
+            return;
+        }
+        self.latency
+            .get_or_create_owned(&vec![
+                ("alertname".to_string(), alertname.to_string()),
+                ("reason".to_string(), reason.to_string()),
+                ("source".to_string(), source.to_string()),
+            ])
+            .observe(seconds);
     }
 
     /// Counts one webhook request by the status answered.

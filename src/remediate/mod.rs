@@ -1,7 +1,8 @@
 //! `hcclwatch remediate`: the guarded Alertmanager webhook receiver that takes confirmed bad
 //! nodes out of scheduling.
 //!
-//! Alertmanager (webhook payload version 4) posts to `/webhook`; the receiver authenticates
+//! Alertmanager (webhook payload version 4) posts to `/webhook`, and a daemon may push a
+//! hard fault to `/v1/push` ([`push`]); the receiver authenticates
 //! the request, validates the whole payload, and hands each alert that matches a rule to
 //! the [`engine`], which walks it through the safety rails and, outside dry-run, cordons,
 //! taints, sets a node condition, writes an event or runs a hook. It answers 5xx only for
@@ -9,6 +10,7 @@
 //!
 //! - [`config`]: the receiver's own config file;
 //! - [`payload`]: the webhook body and its validation;
+//! - [`push`]: a daemon's hard-fault push (`/v1/push`), the fast path beside Alertmanager;
 //! - [`safety`]: selectors, circuit breaker, rate limit;
 //! - [`kube`]: the Kubernetes API and the ownership annotations;
 //! - [`hooks`]: exec hook and generic HTTP webhook;
@@ -24,6 +26,7 @@ pub(crate) mod kube;
 pub(crate) mod metrics;
 pub(crate) mod outcome;
 pub mod payload;
+pub mod push;
 pub(crate) mod safety;
 
 use std::net::SocketAddr;
@@ -39,6 +42,7 @@ use axum::routing::{get, post};
 
 use self::config::RemediateConfig;
 use self::engine::Remediator;
+use crate::export::push::wire::{MAX_BODY as PUSH_MAX_BODY, PATH as PUSH_PATH};
 
 /// Why the receiver could not start.
 #[derive(Debug, thiserror::Error)]
@@ -187,6 +191,65 @@ fn reply(engine: &Remediator, code: StatusCode, body: String) -> Response {
         .into_response()
 }
 
+/// The checks every request that may act passes: the nodes read once, the credentials,
+/// the body within `limit`. Returns the caller's identity and the body, or the answer.
+async fn admit(
+    s: &AppState,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<(String, bytes::Bytes), Response> {
+    let e = &s.engine;
+    // Nothing is decided before the nodes have been read once: until then the fleet size
+    // (the breaker's denominator) and the breaker's window are unknown.
+    if !s.ready.load(Ordering::SeqCst) {
+        tracing::warn!(peer = %peer, "request before the first read of the nodes; answered 503 so the sender retries");
+        return Err(reply(
+            e,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "retry: the receiver has not read the nodes yet\n".into(),
+        ));
+    }
+    let Some(who) = s.creds.check(headers) else {
+        tracing::warn!(peer = %peer, "request without valid credentials rejected");
+        let mut r = reply(e, StatusCode::UNAUTHORIZED, "unauthorized\n".into());
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer, Basic realm=\"hcclwatch\""),
+        );
+        return Err(r);
+    };
+    let who = format!("{who}@{peer}");
+    match axum::body::to_bytes(body, limit).await {
+        Ok(b) => Ok((who, b)),
+        Err(_) => {
+            tracing::warn!(who = %who, limit, "payload rejected: larger than the limit or unreadable");
+            Err(reply(
+                e,
+                StatusCode::BAD_REQUEST,
+                format!("payload larger than {limit} bytes or unreadable\n"),
+            ))
+        }
+    }
+}
+
+/// Hands a checked notification to the engine: 200, or 503 for a transient failure (the
+/// sender retries; every step is idempotent).
+async fn decide(e: &Remediator, n: &payload::Notification, who: &str) -> Response {
+    match e.handle(n, who).await {
+        Ok(()) => reply(e, StatusCode::OK, "ok\n".into()),
+        Err(why) => {
+            tracing::warn!(who = %who, error = %why, "transient failure; the sender will retry");
+            reply(
+                e,
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("retry: {why}\n"),
+            )
+        }
+    }
+}
+
 async fn webhook(
     State(s): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -194,37 +257,9 @@ async fn webhook(
     body: Body,
 ) -> Response {
     let e = &s.engine;
-    // Nothing is decided before the nodes have been read once: until then the fleet size
-    // (the breaker's denominator) and the breaker's window are unknown.
-    if !s.ready.load(Ordering::SeqCst) {
-        tracing::warn!(peer = %peer, "webhook request before the first read of the nodes; answered 503 so Alertmanager retries");
-        return reply(
-            e,
-            StatusCode::SERVICE_UNAVAILABLE,
-            "retry: the receiver has not read the nodes yet\n".into(),
-        );
-    }
-    let Some(who) = s.creds.check(&headers) else {
-        tracing::warn!(peer = %peer, "webhook request without valid credentials rejected");
-        let mut r = reply(e, StatusCode::UNAUTHORIZED, "unauthorized\n".into());
-        r.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer, Basic realm=\"hcclwatch\""),
-        );
-        return r;
-    };
-    let who = format!("{who}@{peer}");
-    let limit = e.config().max_body_bytes;
-    let bytes = match axum::body::to_bytes(body, limit).await {
-        Ok(b) => b,
-        Err(_) => {
-            tracing::warn!(who = %who, limit, "webhook payload rejected: larger than max_body_bytes or unreadable");
-            return reply(
-                e,
-                StatusCode::BAD_REQUEST,
-                format!("payload larger than {limit} bytes (max_body_bytes) or unreadable\n"),
-            );
-        }
+    let (who, bytes) = match admit(&s, peer, &headers, body, e.config().max_body_bytes).await {
+        Ok(x) => x,
+        Err(r) => return r,
     };
     let node_label = e.config().node_label.clone();
     let n = match payload::parse(&bytes, &node_label, |a| e.rule_for(a).is_some()) {
@@ -234,17 +269,33 @@ async fn webhook(
             return reply(e, StatusCode::BAD_REQUEST, format!("bad payload: {why}\n"));
         }
     };
-    match e.handle(&n, &who).await {
-        Ok(()) => reply(e, StatusCode::OK, "ok\n".into()),
+    decide(e, &n, &who).await
+}
+
+/// `/v1/push`: a daemon's hard-fault verdict, through the same engine as a webhook.
+async fn push_handler(
+    State(s): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let e = &s.engine;
+    let limit = e.config().max_body_bytes.min(PUSH_MAX_BODY);
+    let (who, bytes) = match admit(&s, peer, &headers, body, limit).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let n = match push::parse(&bytes, &e.config().node_label) {
+        Ok(n) => n,
         Err(why) => {
-            tracing::warn!(who = %who, error = %why, "transient failure; Alertmanager will retry");
-            reply(
-                e,
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("retry: {why}\n"),
-            )
+            tracing::warn!(who = %who, reason = %why, "push rejected; nothing was acted on");
+            return reply(e, StatusCode::BAD_REQUEST, format!("bad push: {why}\n"));
         }
+    };
+    if n.alerts.iter().all(|a| e.rule_for(a).is_none()) {
+        tracing::warn!(who = %who, "push received but no rule acts on {} with reason=hard_fault; nothing done", push::ALERTNAME);
     }
+    decide(e, &n, &format!("push:{who}")).await
 }
 
 async fn metrics_handler(State(s): State<AppState>, headers: HeaderMap) -> Response {
@@ -298,7 +349,7 @@ pub fn run(cfg: RemediateConfig) -> Result<(), RemediateError> {
         let security = Arc::new(
             crate::export::web::Security::from_file(
                 cfg.web_config_file.as_deref(),
-                &["/-/healthy", "/-/ready", "/webhook"],
+                &["/-/healthy", "/-/ready", "/webhook", PUSH_PATH],
             )?,
         );
         let engine = Arc::new(
@@ -327,6 +378,7 @@ pub fn run(cfg: RemediateConfig) -> Result<(), RemediateError> {
         let state = AppState { engine, creds, ready };
         let app = Router::new()
             .route("/webhook", post(webhook))
+            .route(PUSH_PATH, post(push_handler))
             .route("/metrics", get(metrics_handler))
             .route("/-/healthy", get(|| async { "Healthy\n" }))
             .route("/-/ready", get(ready_handler))

@@ -66,9 +66,39 @@ pub struct Alert {
     pub starts_at: String,
     /// Alertmanager's identity of the label set.
     pub fingerprint: String,
+    /// Which way it came: an Alertmanager notification, or a daemon's push (never read
+    /// from the network: a webhook body is always Alertmanager's).
+    #[serde(skip)]
+    pub source: Source,
+}
+
+/// The way an alert reached the receiver (the `source` label of its latency histogram).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Source {
+    /// An Alertmanager webhook notification.
+    #[default]
+    Alertmanager,
+    /// A daemon's hard-fault push (`/v1/push`).
+    Push,
+}
+
+impl Source {
+    /// Label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Alertmanager => "alertmanager",
+            Source::Push => "push",
+        }
+    }
 }
 
 impl Alert {
+    /// When it started, if `startsAt` was sent (an RFC 3339 time; [`parse`] rejects any
+    /// other text).
+    pub fn started(&self) -> Option<jiff::Timestamp> {
+        self.starts_at.parse().ok()
+    }
+
     /// The `alertname` label.
     pub fn name(&self) -> &str {
         self.labels
@@ -108,6 +138,16 @@ pub enum PayloadError {
         alertname: String,
         /// The fingerprint sent.
         fingerprint: String,
+    },
+    /// A `startsAt` that is not an RFC 3339 time.
+    #[error("alerts[{index}] ({alertname}): startsAt {starts_at:?} is not an RFC 3339 time")]
+    BadStartsAt {
+        /// Position in `alerts`.
+        index: usize,
+        /// The alert's name.
+        alertname: String,
+        /// The value sent.
+        starts_at: String,
     },
     /// An alert a rule acts on lacks the node label.
     #[error("alerts[{index}] ({alertname}) matches a rule but has no {label:?} label")]
@@ -164,6 +204,13 @@ pub fn parse(
                 index,
                 alertname: a.name().into(),
                 fingerprint: a.fingerprint.clone(),
+            });
+        }
+        if !a.starts_at.is_empty() && a.started().is_none() {
+            return Err(PayloadError::BadStartsAt {
+                index,
+                alertname: a.name().into(),
+                starts_at: a.starts_at.clone(),
             });
         }
         if needs_node(a) {
@@ -262,6 +309,18 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("version"), "{e}");
+        let late = String::from_utf8(body("n1", "a1"))
+            .unwrap()
+            .replace("2026-11-29T00:00:00Z", "yesterday");
+        let e = parse(late.as_bytes(), "node", |_| true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("startsAt \"yesterday\""), "{e}");
+        let n = parse(&body("n1", "a1"), "node", |_| true).unwrap();
+        assert_eq!(
+            n.alerts[0].started().map(|t| t.as_second()),
+            Some(1_795_910_400)
+        );
         let e = parse(b"[1,2]", "node", |_| true).unwrap_err().to_string();
         assert!(e.contains("not an Alertmanager webhook payload"), "{e}");
         // An alert no rule acts on needs no node.

@@ -11,6 +11,12 @@ pub const SECONDS_BUCKETS: &[f64] = &[
     1.0, 2.5, 5.0, 10.0,
 ];
 
+/// Upper bounds, in seconds, for a verdict's way from its first evidence to the
+/// recommendation: 1 s (a hard fault, recommended in the round that sees it) to 1 h.
+pub const EPISODE_BUCKETS: &[f64] = &[
+    1.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 180.0, 300.0, 600.0, 900.0, 1800.0, 3600.0,
+];
+
 /// Observation counts per bucket (not cumulative), plus sum and count.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Histogram {

@@ -289,6 +289,10 @@ pub struct ProbeSnapshot {
     pub coverage: f64,
     /// Latency-sized ping-pong round trips this node measured to its permutation peer.
     pub link_rtt: Histogram,
+    /// Per quarantine reason: seconds from a member's episode onset (its first transition
+    /// out of healthy or probation) to its quarantine recommendation, as this node's engine
+    /// saw them.
+    pub onset_to_recommendation: BTreeMap<QuarantineReason, Histogram>,
     /// This node's collective durations by (op, size).
     pub collective_durations: Vec<CollectiveDurations>,
     /// The device plane, when this node probes it.

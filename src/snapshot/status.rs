@@ -45,6 +45,17 @@ pub struct OtlpSnapshot {
     pub traces: Option<SignalExports>,
 }
 
+/// Hard-fault pushes to the remediation receiver, when `[remediation.push]` is on.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PushStatus {
+    /// Requests by (status pushed: firing or resolved, result: ok, retry or rejected).
+    pub requests: std::collections::BTreeMap<(&'static str, &'static str), u64>,
+    /// Whether this node's hard fault is pushed as firing now.
+    pub firing: bool,
+    /// Unix time of the last request the receiver accepted.
+    pub last_success: Option<f64>,
+}
+
 /// Build metadata for `hcclwatch_build_info`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuildInfo {
@@ -74,4 +85,6 @@ pub struct SelfSnapshot {
     pub reload: Option<ReloadStatus>,
     /// OTLP export outcomes, when OTLP export runs.
     pub otlp: Option<OtlpSnapshot>,
+    /// Hard-fault pushes, when they are on.
+    pub push: Option<PushStatus>,
 }

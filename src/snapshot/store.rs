@@ -217,6 +217,11 @@ impl Store {
         self.update_status(|s| s.otlp = Some(otlp));
     }
 
+    /// Publishes the hard-fault pushes' outcomes, so `/metrics` shows them.
+    pub fn publish_push(&self, push: super::status::PushStatus) {
+        self.update_status(|s| s.push = Some(push));
+    }
+
     /// Replaces the daemon's own part with `f` applied to a copy of it. The write lock is
     /// held across the copy, so two updates never lose each other's change.
     fn update_status(&self, f: impl FnOnce(&mut SelfSnapshot)) {

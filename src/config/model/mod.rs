@@ -12,6 +12,7 @@ mod health;
 mod log;
 mod otlp;
 mod probe;
+mod remediation;
 mod telemetry;
 mod topology;
 mod web;
@@ -25,6 +26,7 @@ pub use self::health::HealthSection;
 pub use self::log::{LogConfig, LogFormat, LogLevel};
 pub use self::otlp::{Compression, OtlpConfig, OtlpProtocol};
 pub use self::probe::{HARDWARE_SIGN_NAMES, ProbeSection};
+pub use self::remediation::{PushConfig, RemediationConfig};
 pub use self::telemetry::{Backend, Intervals, SimConfig, TelemetryConfig};
 pub use self::topology::TopologyConfig;
 pub use self::web::{RESERVED_PATHS, WebConfig};
@@ -109,6 +111,8 @@ pub struct Config {
     pub compat: CompatConfig,
     /// Where each node sits in the network.
     pub topology: TopologyConfig,
+    /// The daemon's side of remediation: pushing hard faults to the receiver.
+    pub remediation: RemediationConfig,
 }
 
 /// Every table's keys, each table before its keys, in the order of the documented example
@@ -140,4 +144,7 @@ pub(crate) const SECTIONS: &[&[Key]] = &[
     CompatConfig::KEYS,
     &[Key::table("topology")],
     TopologyConfig::KEYS,
+    &[Key::table("remediation")],
+    RemediationConfig::KEYS,
+    PushConfig::KEYS,
 ];

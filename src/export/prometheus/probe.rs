@@ -235,6 +235,14 @@ fn verdicts(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
                 })
             })
             .collect(),
+    )?;
+    f.histogram(
+        "hcclwatch_verdict_onset_to_recommendation_seconds",
+        "Seconds from a member's episode onset (its first transition out of healthy or probation) to its quarantine recommendation, by reason, as this node's health engine saw them (a hard fault is recommended in the round that first sees it).",
+        pr.onset_to_recommendation
+            .iter()
+            .map(|(why, h)| (vec![("reason", why.as_str().to_string())], h))
+            .collect(),
     )
 }
 

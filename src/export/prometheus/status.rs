@@ -48,6 +48,9 @@ impl StatusCollector {
                     .collect(),
             )?;
         }
+        if let Some(p) = &status.push {
+            push(p, f)?;
+        }
         if let Some(o) = status.otlp {
             let mut signals = vec![("metrics", o.metrics)];
             if let Some(t) = o.traces {
@@ -123,4 +126,34 @@ impl Render for StatusCollector {
         self.build_and_config(view, f)?;
         self.collectors(view, f)
     }
+}
+
+/// The hard-fault pushes' series.
+fn push(p: &crate::snapshot::status::PushStatus, f: &mut dyn Sink) -> fmt::Result {
+    f.counter(
+        "hcclwatch_remediation_push_requests",
+        "Hard-fault pushes to the remediation receiver, by status pushed (firing, resolved) and result (ok; retry: failed or answered 5xx, sent again; rejected: answered 4xx).",
+        p.requests
+            .iter()
+            .map(|((status, result), n)| {
+                (
+                    vec![
+                        ("status", status.to_string()),
+                        ("result", result.to_string()),
+                    ],
+                    *n,
+                )
+            })
+            .collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_remediation_push_firing",
+        "Whether this node's hard fault is pushed to the remediation receiver as firing.",
+        vec![(vec![], flag(p.firing))],
+    )?;
+    f.gauge(
+        "hcclwatch_remediation_push_last_success_timestamp_seconds",
+        "Unix time of the last push the remediation receiver accepted.",
+        p.last_success.map(|t| (vec![], t)).into_iter().collect(),
+    )
 }

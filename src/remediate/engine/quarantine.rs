@@ -123,12 +123,25 @@ impl Remediator {
         };
         self.apply(rule, c, &node, &own).await?;
         self.metrics.nodes_quarantined.inc();
+        self.observe_latency(c.alert);
         tracing::warn!(
             node = c.node,
             alertname = c.alert.name(),
             "node quarantined"
         );
         Ok(())
+    }
+
+    /// The alert's start to now, into the latency histogram (nothing when no start was
+    /// sent).
+    fn observe_latency(&self, alert: &Alert) {
+        let Some(start) = alert.started() else {
+            return;
+        };
+        let seconds = (Timestamp::now().as_nanosecond() - start.as_nanosecond()) as f64 / 1e9;
+        let reason = alert.labels.get("reason").map_or("", String::as_str);
+        self.metrics
+            .alert_to_action(alert.name(), reason, alert.source.as_str(), seconds);
     }
 
     /// A cooldown that holds the node back: a manual uncordon within

@@ -1,0 +1,344 @@
+//! The fast path for hard faults: this node's hard fault, pushed straight to the
+//! remediation receiver (`hcclwatch remediate`, `/v1/push`) the moment it is read.
+//!
+//! Through Prometheus and Alertmanager a hard fault waits for the next probe round, a
+//! scrape, a rule evaluation and Alertmanager's group wait: tens of seconds. A lost NPU,
+//! critical health or a fault code that isolates the chip needs no group to be judged, so
+//! the daemon judges its own chips from each telemetry read (a DCMI fault event makes the
+//! poller re-read at once) and posts the verdict itself. The receiver runs it through the
+//! same rules, guards, audit and idempotence as an Alertmanager notification; Alertmanager
+//! stays the path for everything else and the backstop for this one.
+//!
+//! One verdict per node: its fingerprint is derived from the node name, so a retry, a
+//! repeat after a restart and the resolution all name the same quarantine. The push
+//! resolves once the chips (and the probe group's verdict about this node) have been free
+//! of hard faults for `resolve_after`. After a start the daemon does not know what it
+//! pushed before, so it assumes a verdict may be open and resolves it after the same
+//! wait (the receiver records `not_ours` when there was none). Each request is bounded by
+//! `timeout` and retried with backoff until the receiver accepts it or a newer verdict
+//! replaces it.
+
+mod client;
+pub mod wire;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+
+use self::client::{Client, ClientSetupError};
+use self::wire::{Push, PushStatus as Wire, VERSION};
+use crate::config::Config;
+use crate::snapshot::Store;
+use crate::snapshot::npu::{ChipReadings, FaultLevel, NpuSnapshot};
+use crate::snapshot::probe::{ProbeSnapshot, QuarantineReason};
+use crate::snapshot::status::PushStatus;
+
+/// How often the store is looked at: well under a health read interval.
+const TICK: Duration = Duration::from_millis(100);
+/// First retry delay; doubled per failure up to [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_millis(250);
+/// Longest retry delay.
+const MAX_BACKOFF: Duration = Duration::from_secs(15);
+/// Largest CA file read.
+const CA_LIMIT: u64 = 1 << 20;
+
+/// Why pushing cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum PushSetupError {
+    /// The bearer token file.
+    #[error("remediation.push.bearer_token_file: {0}")]
+    Token(#[source] crate::config::file::SecretError),
+    /// No token file configured.
+    #[error("remediation.push.enabled needs remediation.push.bearer_token_file")]
+    NoToken,
+    /// The CA file could not be read.
+    #[error("remediation.push.ca_file {path}: {source}")]
+    CaRead {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The client could not be built.
+    #[error(transparent)]
+    Client(#[from] ClientSetupError),
+}
+
+/// What pushing needs, resolved from the configuration.
+pub struct Settings {
+    client: Client,
+    node: String,
+    critical_reads: u32,
+    resolve_after: Duration,
+}
+
+impl Settings {
+    /// The settings when `remediation.push.enabled`, else `None`.
+    pub fn from_config(cfg: &Config) -> Result<Option<Self>, PushSetupError> {
+        let p = &cfg.remediation.push;
+        if !p.enabled {
+            return Ok(None);
+        }
+        let path = p
+            .bearer_token_file
+            .as_deref()
+            .ok_or(PushSetupError::NoToken)?;
+        let token = crate::config::file::read_secret(path, crate::config::file::SECRET_LIMIT, 1)
+            .map_err(PushSetupError::Token)?;
+        let token = String::from_utf8_lossy(&token.bytes).into_owned();
+        let ca = match &p.ca_file {
+            Some(path) => {
+                use std::io::Read as _;
+                let mut pem = Vec::new();
+                std::fs::File::open(path)
+                    .and_then(|f| f.take(CA_LIMIT).read_to_end(&mut pem))
+                    .map_err(|source| PushSetupError::CaRead {
+                        path: path.display().to_string(),
+                        source,
+                    })?;
+                Some((path.display().to_string(), pem))
+            }
+            None => None,
+        };
+        let client = Client::new(
+            &p.url,
+            ca.as_ref().map(|(p, pem)| (p.as_str(), pem.as_slice())),
+            token,
+            p.timeout,
+        )?;
+        Ok(Some(Self {
+            client,
+            node: node_name(&p.node_name),
+            critical_reads: cfg.health.hard_consecutive_reads,
+            resolve_after: p.resolve_after,
+        }))
+    }
+
+    /// The node pushed about.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Where pushes go.
+    pub fn target(&self) -> String {
+        self.client.uri().to_string()
+    }
+}
+
+/// `node_name`, else `NODE_NAME`, else the host name.
+fn node_name(configured: &str) -> String {
+    if !configured.is_empty() {
+        return configured.to_string();
+    }
+    std::env::var("NODE_NAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+/// The fingerprint of `node`'s hard-fault verdict: 16 hex digits of a hash of its name.
+pub fn fingerprint(node: &str) -> String {
+    let h = blake3::hash(format!("hcclwatch-push\0{node}").as_bytes());
+    h.to_hex()[..16].to_string()
+}
+
+/// The hard fault one chip shows, in words.
+fn chip_fault(id: u32, c: &ChipReadings, critical_reads: u32) -> Option<String> {
+    if c.dropped {
+        return Some(format!("NPU {id} lost (card dropped)"));
+    }
+    if c.health == Some(3) && c.critical_reads >= critical_reads {
+        return Some(format!(
+            "NPU {id} health critical for {} reads",
+            c.critical_reads
+        ));
+    }
+    c.faults.iter().flatten().find_map(|f| {
+        (f.state.in_effect()
+            && matches!(
+                f.level,
+                FaultLevel::SeparateNPU | FaultLevel::ManuallySeparateNPU
+            ))
+        .then(|| {
+            format!(
+                "NPU {id} fault code {:#010X} at level {}",
+                f.code,
+                f.level.as_str()
+            )
+        })
+    })
+}
+
+/// This node's hard fault now, in words: the first chip's that shows one, else the probe
+/// group's hard-fault verdict about `node`.
+pub fn judge(
+    npu: &NpuSnapshot,
+    probe: Option<&ProbeSnapshot>,
+    node: &str,
+    critical_reads: u32,
+) -> Option<String> {
+    npu.state
+        .chips
+        .iter()
+        .find_map(|(id, c)| chip_fault(*id, c, critical_reads))
+        .or_else(|| {
+            probe?
+                .members
+                .iter()
+                .any(|m| m.name == node && m.quarantine == Some(QuarantineReason::HardFault))
+                .then(|| "the probe group's hard-fault verdict".to_string())
+        })
+}
+
+/// The verdict as pushed: open (with its onset) or not, and since when it has been clear.
+#[derive(Debug)]
+struct Verdict {
+    /// `Some` while a verdict may be open: its onset (None: assumed open since the start).
+    open: Option<Option<Timestamp>>,
+    clear_since: Option<Instant>,
+}
+
+impl Verdict {
+    /// After a start: a verdict may be open from before it.
+    fn new() -> Self {
+        Self {
+            open: Some(None),
+            clear_since: None,
+        }
+    }
+
+    /// The push the reading calls for, if any: (status, onset, summary).
+    fn step(
+        &mut self,
+        fault: Option<String>,
+        now: Instant,
+        wall: Timestamp,
+        resolve_after: Duration,
+    ) -> Option<(Wire, Timestamp, String)> {
+        match (fault, self.open) {
+            (Some(_), Some(Some(_))) => {
+                self.clear_since = None;
+                None
+            }
+            (Some(why), _) => {
+                self.open = Some(Some(wall));
+                self.clear_since = None;
+                Some((Wire::Firing, wall, why))
+            }
+            (None, Some(onset)) => {
+                let since = *self.clear_since.get_or_insert(now);
+                if now.saturating_duration_since(since) < resolve_after {
+                    return None;
+                }
+                self.open = None;
+                self.clear_since = None;
+                let why = match onset {
+                    Some(_) => format!("no hard fault for {resolve_after:?}"),
+                    None => format!(
+                        "no hard fault for {resolve_after:?} after a start (releases a quarantine pushed before it)"
+                    ),
+                };
+                Some((Wire::Resolved, onset.unwrap_or(wall), why))
+            }
+            (None, None) => None,
+        }
+    }
+}
+
+/// Pushes until the runtime stops.
+pub async fn run(s: Settings, store: Arc<Store>) {
+    let fp = fingerprint(&s.node);
+    let mut verdict = Verdict::new();
+    let mut pending: Option<Push> = None;
+    let mut backoff = MIN_BACKOFF;
+    let mut next_try = Instant::now();
+    let mut status = PushStatus::default();
+    store.publish_push(status.clone());
+    loop {
+        let npu_read = !store.not_ready().iter().any(|(c, _)| *c == "npu");
+        if npu_read {
+            let fault = judge(
+                &store.npu(),
+                store.probe().as_deref(),
+                &s.node,
+                s.critical_reads,
+            );
+            let now = Instant::now();
+            if let Some((st, onset, summary)) =
+                verdict.step(fault, now, Timestamp::now(), s.resolve_after)
+            {
+                tracing::warn!(node = %s.node, status = st.as_str(), %onset, summary = %summary, "hard-fault push");
+                pending = Some(Push {
+                    version: VERSION.into(),
+                    node: s.node.clone(),
+                    status: st,
+                    reason: "hard_fault".into(),
+                    onset: onset.to_string(),
+                    fingerprint: fp.clone(),
+                    summary,
+                });
+                backoff = MIN_BACKOFF;
+                next_try = now;
+                status.firing = st == Wire::Firing;
+                store.publish_push(status.clone());
+            }
+        }
+        if let Some(p) = pending.as_ref().filter(|_| Instant::now() >= next_try) {
+            let result = send(&s.client, p).await;
+            *status
+                .requests
+                .entry((p.status.as_str(), result))
+                .or_default() += 1;
+            if result == "retry" {
+                next_try = Instant::now() + backoff;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            } else {
+                if result == "ok" {
+                    status.last_success = Some(Timestamp::now().as_millisecond() as f64 / 1e3);
+                }
+                pending = None;
+            }
+            store.publish_push(status.clone());
+        }
+        tokio::time::sleep(TICK).await;
+    }
+}
+
+/// One attempt: `ok`, `retry` (no answer, or 5xx/429: the receiver asks for it), or
+/// `rejected` (another 4xx: the push or its credentials are wrong; logged as an error).
+async fn send(client: &Client, p: &Push) -> &'static str {
+    let body = match serde_json::to_vec(p) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot encode the push");
+            return "rejected";
+        }
+    };
+    match client.post(body).await {
+        Ok(a) if a.status.is_success() => {
+            tracing::info!(status = p.status.as_str(), answer = %a.text, "hard-fault push accepted");
+            "ok"
+        }
+        Ok(a) if a.status.is_server_error() || a.status.as_u16() == 429 => {
+            tracing::warn!(status = p.status.as_str(), code = a.status.as_u16(), answer = %a.text, "hard-fault push answered with a retry; retrying");
+            "retry"
+        }
+        Ok(a) => {
+            tracing::error!(status = p.status.as_str(), code = a.status.as_u16(), answer = %a.text, "hard-fault push rejected; check remediation.push (token, node name) against the receiver; Alertmanager remains the path");
+            "rejected"
+        }
+        Err(e) => {
+            tracing::warn!(status = p.status.as_str(), error = %e, "hard-fault push failed; retrying");
+            "retry"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
