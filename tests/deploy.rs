@@ -61,8 +61,8 @@ fn rule_list(rules: &Value) -> Vec<Value> {
         .collect()
 }
 
-/// Metric names the daemon can export, read from the collectors' sources
-/// (`src/export/prometheus/`): gauges as named, counters with `_total`, histograms with
+/// Metric names the daemon and the remediation receiver can export, read from the
+/// collectors' sources (`src/export/prometheus/`, `src/remediate/metrics.rs`): gauges as named, counters with `_total`, histograms with
 /// their series suffixes.
 fn exported_names() -> BTreeSet<String> {
     let dir = repo().join("src/export/prometheus");
@@ -71,6 +71,8 @@ fn exported_names() -> BTreeSet<String> {
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "rs"))
         .collect();
+    // The remediation receiver's own registry (its histogram feeds the latency rules).
+    files.push(repo().join("src/remediate/metrics.rs"));
     files.sort();
     let src: String = files
         .iter()
