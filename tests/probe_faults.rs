@@ -54,6 +54,23 @@ fn telemetry_hard_faults_skip_the_hysteresis() {
         );
         assert_eq!(state(&s, &peers[0], "healthy"), Some(1.0));
         assert_eq!(state(&s, &peers[2], "healthy"), Some(1.0));
+        // Timed from its onset: a hard fault goes from healthy straight to the
+        // recommendation in one round, within the first bucket (1 s).
+        let hist = "hcclwatch_verdict_onset_to_recommendation";
+        let hard = [("reason", "hard_fault")];
+        assert_eq!(
+            value(&s, &format!("{hist}_seconds_count"), &hard),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(
+                &s,
+                &format!("{hist}_seconds_bucket"),
+                &[("reason", "hard_fault"), ("le", "1")]
+            ),
+            Some(1.0),
+            "{s}"
+        );
     }
     let v: serde_json::Value =
         serde_json::from_str(&daemons[0].get("/api/v1/state", None).body).unwrap();

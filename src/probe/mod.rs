@@ -22,6 +22,7 @@ pub(crate) mod group;
 pub(crate) mod hard_faults;
 pub(crate) mod hardware;
 pub(crate) mod membership;
+mod onsets;
 pub mod plan;
 mod prober;
 pub mod round;

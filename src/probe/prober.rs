@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use super::congestion::UplinkReader;
 use super::device::{DevicePlane, Topology};
 use super::hard_faults::{HardFaults, hard_fault_reason};
+use super::onsets::{Onsets, reason_of};
 use super::plan::Plan;
 use super::round::{
     Contribution, RoundResult, group_latency, majority_over_budget, pair_seconds,
@@ -82,7 +83,7 @@ pub struct Prober {
     infer: TorInference,
     /// When each member's current episode began (its first transition out of healthy or
     /// probation), by name, until it is recommended or recovers.
-    onsets: std::collections::HashMap<String, Instant>,
+    onsets: Onsets,
 }
 
 impl Prober {
@@ -125,7 +126,7 @@ impl Prober {
             uplink,
             shared_place: None,
             tor_table: (Vec::new(), Vec::new()),
-            onsets: std::collections::HashMap::new(),
+            onsets: Onsets::default(),
         };
         p.resize_part();
         p
@@ -845,29 +846,19 @@ impl Prober {
         }
     }
 
-    /// Times each recommendation from its episode's onset (a hard fault, recommended in
-    /// the round that first sees it, takes 0 s here).
+    /// Times each recommendation from its episode's onset ([`Onsets`]).
     fn time_recommendations(&mut self, transitions: &[Transition]) {
         let now = Instant::now();
         for t in transitions {
-            let Some(name) = self.part.members.get(t.node).map(|m| m.name.clone()) else {
+            let Some(m) = self.part.members.get(t.node) else {
                 continue;
             };
-            match t.to {
-                NodeState::Healthy | NodeState::Probation => {
-                    self.onsets.remove(&name);
-                }
-                NodeState::QuarantineRecommended => {
-                    let onset = self.onsets.remove(&name).unwrap_or(now);
-                    self.part
-                        .onset_to_recommendation
-                        .entry(reason_of(t))
-                        .or_insert_with(|| Histogram::new(EPISODE_BUCKETS))
-                        .observe(now.saturating_duration_since(onset).as_secs_f64());
-                }
-                NodeState::Suspect | NodeState::Confirmed => {
-                    self.onsets.entry(name).or_insert(now);
-                }
+            if let Some(seconds) = self.onsets.note(&m.name, t.to, now) {
+                self.part
+                    .onset_to_recommendation
+                    .entry(reason_of(&t.reason))
+                    .or_insert_with(|| Histogram::new(EPISODE_BUCKETS))
+                    .observe(seconds);
             }
         }
     }
@@ -884,7 +875,7 @@ impl Prober {
             {
                 // The label is a bounded category; the full reason and the evidence are in
                 // the log and in /api/v1/state.
-                m.quarantine = Some(reason_of(&t));
+                m.quarantine = Some(reason_of(&t.reason));
             }
             part.transitions.push_back(t);
             while part.transitions.len() > TRANSITIONS_KEPT {
@@ -898,15 +889,6 @@ impl Prober {
                 m.quarantine = None;
             }
         }
-    }
-}
-
-/// The quarantine reason a transition to quarantine_recommended stands for.
-fn reason_of(t: &Transition) -> QuarantineReason {
-    if t.reason.starts_with("hard fault") {
-        QuarantineReason::HardFault
-    } else {
-        QuarantineReason::Straggler
     }
 }
 
