@@ -1,7 +1,8 @@
 //! The fast path for hard faults through the real binaries: `hcclwatch run` reading
 //! `libfake_dcmi.so` pushes its own node's hard fault to `hcclwatch remediate`, which
 //! cordons the node on the stand-in Kubernetes API server, audited before the change, and
-//! releases it when the fault has cleared; in dry-run it records what it would do. Also
+//! releases it when the fault has cleared; in dry-run it records what it would do; over
+//! HTTPS the daemon verifies the receiver against the configured CA. Also
 //! the receiver's `/v1/push` endpoint by itself: credentials, validation, body limit.
 
 mod common;
@@ -50,16 +51,21 @@ fn event(assertion: u8) -> Value {
 
 /// A daemon that pushes to `r` as `NODE`, resolving one second after the fault clears.
 fn daemon(s: &Setup, r: &Receiver) -> Daemon {
+    daemon_to(s, &format!("http://{}", r.addr), "")
+}
+
+/// A daemon that pushes to `url`, with `extra` keys in `[remediation.push]`.
+fn daemon_to(s: &Setup, url: &str, extra: &str) -> Daemon {
     let cfg = fake_config(&format!(
         r#"
 [remediation.push]
 enabled = true
-url = "http://{addr}"
+url = "{url}"
 bearer_token_file = "{token}"
 node_name = "{NODE}"
 resolve_after = "1s"
+{extra}
 "#,
-        addr = r.addr,
         token = s.dir.path().join("token").display(),
     ));
     Daemon::start(Start::new(&cfg).scenario(&scenario(&[])))
@@ -188,18 +194,19 @@ fn a_separate_npu_fault_event_is_pushed_cordoned_audited_first_and_released() {
         release.iter().any(|r| r["result"] == "applied"),
         "{release:?}"
     );
-    let m = d.scrape();
-    for status in ["firing", "resolved"] {
-        assert!(
-            value(
-                &m,
-                "hcclwatch_remediation_push_requests_total",
-                &[("status", status), ("result", "ok")],
-            )
-            .is_some_and(|v| v >= 1.0),
-            "{status}: {m}"
-        );
-    }
+    // The daemon counts each accepted push once its answer is in (after the change): the
+    // firing, the start's resolution and this one.
+    let m = d.wait_for("every push accepted", Duration::from_secs(10), |m| {
+        [("firing", 1.0), ("resolved", 2.0)]
+            .iter()
+            .all(|(status, n)| {
+                value(
+                    m,
+                    "hcclwatch_remediation_push_requests_total",
+                    &[("status", status), ("result", "ok")],
+                ) == Some(*n)
+            })
+    });
     assert_eq!(
         value(&m, "hcclwatch_remediation_push_firing", &[]),
         Some(0.0)
@@ -315,4 +322,53 @@ fn the_push_endpoint_checks_credentials_input_and_size() {
         (1, 1),
         "{audit:?}"
     );
+}
+
+#[test]
+fn the_push_goes_over_https_verified_against_the_configured_ca() {
+    let s = Setup::new(&[NODE]);
+    let d = s.dir.path();
+    // A CA and the receiver's certificate for localhost, signed by it.
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    std::fs::write(d.join("ca.crt"), ca.pem()).unwrap();
+    std::fs::write(d.join("server.crt"), cert.pem()).unwrap();
+    std::fs::write(d.join("server.key"), key.serialize_pem()).unwrap();
+    std::fs::write(
+        d.join("web.yml"),
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n",
+    )
+    .unwrap();
+    let top = format!(
+        "dry_run = false\nweb_config_file = \"{}\"",
+        d.join("web.yml").display()
+    );
+    // Listening; until it has read the nodes it answers 503, and the push retries.
+    let r = s.spawn(&s.config(&top, RULE));
+    let port = r.addr.rsplit_once(':').unwrap().1;
+    let daemon = daemon_to(
+        &s,
+        &format!("https://localhost:{port}"),
+        &format!("ca_file = \"{}\"", d.join("ca.crt").display()),
+    );
+    daemon.set_scenario(&scenario(&[event(1)]));
+    s.api
+        .wait_for_node(NODE, Duration::from_secs(30), cordoned)
+        .unwrap_or_else(|| panic!("not cordoned over https:\n{}\n{}", daemon.log(), r.log()));
+    // The daemon counts the accepted push once the answer is in (after the cordon).
+    daemon.wait_for("the accepted push", Duration::from_secs(10), |m| {
+        value(
+            m,
+            "hcclwatch_remediation_push_requests_total",
+            &[("status", "firing"), ("result", "ok")],
+        ) == Some(1.0)
+    });
 }
