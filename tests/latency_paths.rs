@@ -6,7 +6,8 @@
 //! Each run is a fresh chain from the shipped files: three `hcclwatch run` daemons on
 //! loopback in one probe group, reading `libfake_dcmi.so`, with `deploy/config/hcclwatch.toml`
 //! (only addresses, peers, the fake library and `attribution.enabled = false` set, and for
-//! the push path `[remediation.push]` pointed at the receiver); `hcclwatch remediate` with
+//! the push path `[remediation.push]` pointed at the receiver over HTTPS, its certificate
+//! verified against a CA made here); `hcclwatch remediate` with
 //! `deploy/kubernetes/remediate/remediate.toml`, not in dry-run, on the stand-in Kubernetes
 //! API server (`common/fake_apiserver.rs`), the breaker's share at 100 % (10 % of three
 //! nodes is less than one); for the Alertmanager path, Debian's Prometheus with
@@ -79,8 +80,13 @@ fn node(i: usize) -> String {
     format!("node-{i}")
 }
 
-/// The shipped daemon configuration on loopback; `push`: the receiver's address and token.
-fn daemon_config(peers: &[String], rank: usize, key: &Path, push: Option<(&str, &Path)>) -> String {
+/// The shipped daemon configuration on loopback; `push`: the receiver's URL, token and CA.
+fn daemon_config(
+    peers: &[String],
+    rank: usize,
+    key: &Path,
+    push: Option<(&str, &Path, &Path)>,
+) -> String {
     let mut t = shipped("deploy/config/hcclwatch.toml");
     set(&mut t, "web.listen_address", "127.0.0.1:0");
     set(&mut t, "telemetry.backend", "dcmi");
@@ -97,9 +103,10 @@ fn daemon_config(peers: &[String], rank: usize, key: &Path, push: Option<(&str, 
     set(&mut t, "collective.rank", rank as i64);
     set(&mut t, "collective.key_file", key.display().to_string());
     set(&mut t, "probe.enabled", true);
-    if let Some((addr, token)) = push {
+    if let Some((url, token, ca)) = push {
         set(&mut t, "remediation.push.enabled", true);
-        set(&mut t, "remediation.push.url", format!("http://{addr}"));
+        set(&mut t, "remediation.push.url", url);
+        set(&mut t, "remediation.push.ca_file", ca.display().to_string());
         set(
             &mut t,
             "remediation.push.bearer_token_file",
@@ -133,6 +140,31 @@ fn remediate_config(k8s: &Setup) -> String {
     );
     set(&mut t, "breaker.max_percent", 100.0);
     toml::to_string(&t).unwrap()
+}
+
+/// A CA, the receiver's certificate for localhost signed by it, and a web config that
+/// serves TLS with it, in `dir`; returns the web config's path.
+fn tls_files(dir: &Path) -> PathBuf {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    std::fs::write(dir.join("ca.crt"), ca.pem()).unwrap();
+    std::fs::write(dir.join("server.crt"), cert.pem()).unwrap();
+    std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
+    let web = dir.join("web.yml");
+    std::fs::write(
+        &web,
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n",
+    )
+    .unwrap();
+    web
 }
 
 /// The shipped Prometheus example with this run's rules, Alertmanager and targets.
@@ -205,9 +237,23 @@ fn run_once(path: &str, id: usize) -> (f64, f64) {
     let names: Vec<String> = (0..MEMBERS).map(node).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let k8s = Setup::new(&refs);
-    let receiver = k8s.start(&remediate_config(&k8s));
     let token = k8s.dir.path().join("token");
-    let push = (path == "push").then_some((receiver.addr.as_str(), token.as_path()));
+    // The push path over HTTPS (the receiver's certificate verified against the CA);
+    // until the receiver has read the nodes it answers 503, and pushes are retried.
+    let receiver = if path == "push" {
+        let top = tls_files(k8s.dir.path());
+        let mut cfg: toml::Table = remediate_config(&k8s).parse().unwrap();
+        set(&mut cfg, "web_config_file", top.display().to_string());
+        k8s.spawn(&toml::to_string(&cfg).unwrap())
+    } else {
+        k8s.start(&remediate_config(&k8s))
+    };
+    let url = format!(
+        "https://localhost:{}",
+        receiver.addr.rsplit_once(':').unwrap().1
+    );
+    let ca = k8s.dir.path().join("ca.crt");
+    let push = (path == "push").then_some((url.as_str(), token.as_path(), ca.as_path()));
     let daemons: Vec<Daemon> = (0..MEMBERS)
         .map(|r| {
             let cfg = daemon_config(&peers, r, &key, push);
