@@ -572,4 +572,35 @@ mod tests {
         .to_string();
         assert!(err.contains("topology.deadline"), "{err}");
     }
+
+    #[test]
+    fn remediation_push_needs_a_url_a_token_and_for_https_a_ca() {
+        use crate::config::load_str;
+        // Off (the default): nothing is required.
+        assert!(load_str("", None, &[]).is_ok());
+        let on = |rest: &str| format!("[remediation.push]\nenabled = true\n{rest}");
+        let ok = on("url = \"https://r:9479\"\nbearer_token_file = \"/t\"\nca_file = \"/ca\"\n");
+        assert!(load_str(&ok, None, &[]).is_ok(), "{ok}");
+        for (text, key, why) in [
+            (on(""), "remediation.push.url", "not an https:// URL"),
+            (
+                on("url = \"ftp://r\"\nbearer_token_file = \"/t\"\n"),
+                "remediation.push.url",
+                "not an https:// URL",
+            ),
+            (
+                on("url = \"https://r:9479\"\nca_file = \"/ca\"\n"),
+                "remediation.push.bearer_token_file",
+                "needs the receiver's bearer token file",
+            ),
+            (
+                on("url = \"https://r:9479\"\nbearer_token_file = \"/t\"\n"),
+                "remediation.push.ca_file",
+                "needs the CA",
+            ),
+        ] {
+            let err = load_str(&text, None, &[]).unwrap_err().to_string();
+            assert!(err.contains(key) && err.contains(why), "{text:?}: {err}");
+        }
+    }
 }

@@ -497,6 +497,8 @@ mod tests {
         cfg.web.config_file = Some("/x/web.yml".into());
         cfg.web.node_label = Some("node-1".into());
         cfg.device_probe.hccs_super_pod = Some(0);
+        cfg.remediation.push.bearer_token_file = Some("/x/token".into());
+        cfg.remediation.push.ca_file = Some("/x/ca.crt".into());
         let dir = tempfile::tempdir().unwrap();
         let table = dir.path().join("rank_table.json");
         std::fs::write(
