@@ -174,8 +174,9 @@ fn quarantine_alert_reaches_the_receiver_and_only_for_the_slow_node() {
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n  evaluation_interval: 1s\n  external_labels: {{cluster: e2e}}\n\
          rule_files: [\"{rules}\"]\n\
          alerting:\n  alertmanagers:\n    - static_configs: [{{targets: [\"{am_addr}\"]}}]\n\
-         scrape_configs:\n  - job_name: hcclwatch\n    honor_labels: true\n    static_configs:\n{targets}",
-        rules = dir.path().join("rules.yml").display()
+         scrape_configs:\n  - job_name: hcclwatch\n    honor_labels: true\n    static_configs:\n{targets}  - job_name: hcclwatch-remediate\n    static_configs: [{{targets: [\"{receiver}\"]}}]\n",
+        rules = dir.path().join("rules.yml").display(),
+        receiver = receiver.addr,
     );
     std::fs::write(dir.path().join("prometheus.yml"), prom_cfg).unwrap();
     let prom = format!("127.0.0.1:{}", free_port());
