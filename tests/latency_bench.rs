@@ -251,6 +251,10 @@ fn prometheus_config(rules: &Path, am: &str, targets: &[String]) -> String {
         .collect();
     v["scrape_configs"][0]["static_configs"] =
         serde_yaml::from_str(&format!("[{}]", list.join(", "))).unwrap();
+    // The example's other job scrapes the receiver at an address that is not this run's.
+    if let Some(jobs) = v["scrape_configs"].as_sequence_mut() {
+        jobs.truncate(1);
+    }
     serde_yaml::to_string(&v).unwrap()
 }
 
