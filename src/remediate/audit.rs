@@ -37,6 +37,8 @@ pub enum AuditAction {
     Exec,
     /// The rule's HTTP webhook.
     Webhook,
+    /// One NPU taken out of scheduling (a `DeviceTaintRule`), or its release.
+    IsolateNpu,
     /// The quarantine as a whole (its intent, before the node is marked).
     Quarantine,
     /// The release of a quarantined node.
@@ -53,6 +55,7 @@ impl AuditAction {
             AuditAction::Event => Action::Event.as_str(),
             AuditAction::Exec => Action::Exec.as_str(),
             AuditAction::Webhook => Action::Webhook.as_str(),
+            AuditAction::IsolateNpu => Action::IsolateNpu.as_str(),
             AuditAction::Quarantine => "quarantine",
             AuditAction::Release => "release",
         }
@@ -68,6 +71,7 @@ impl From<Action> for AuditAction {
             Action::Event => AuditAction::Event,
             Action::Exec => AuditAction::Exec,
             Action::Webhook => AuditAction::Webhook,
+            Action::IsolateNpu => AuditAction::IsolateNpu,
         }
     }
 }

@@ -150,6 +150,9 @@ pub struct BreakerConfig {
     /// The sliding window.
     #[serde(default = "default_window", with = "duration::serde_str")]
     pub window: Duration,
+    /// NPUs isolated (`isolate_npu`) in the window, fleet-wide.
+    #[serde(default = "default_max_npus")]
+    pub max_npus: usize,
 }
 
 impl Default for BreakerConfig {
@@ -158,6 +161,7 @@ impl Default for BreakerConfig {
             max_nodes: default_max_nodes(),
             max_percent: default_max_percent(),
             window: default_window(),
+            max_npus: default_max_npus(),
         }
     }
 }
@@ -217,6 +221,8 @@ pub struct Rule {
     pub exec: Option<ExecConfig>,
     /// The HTTP endpoint (for `webhook`).
     pub webhook: Option<WebhookConfig>,
+    /// How the alert's NPU maps to a DRA device (for `isolate_npu`).
+    pub npu: Option<super::isolation::NpuIsolation>,
 }
 
 /// A rule as written.
@@ -233,6 +239,7 @@ struct RuleFile {
     condition: ConditionConfig,
     exec: Option<ExecConfig>,
     webhook: Option<WebhookConfig>,
+    npu: Option<super::isolation::NpuIsolationFile>,
 }
 
 config_enum! {
@@ -251,6 +258,9 @@ config_enum! {
         Exec = "exec",
         /// POST the alert to an HTTP endpoint.
         Webhook = "webhook",
+        /// Take the alert's NPU out of scheduling with a DRA `DeviceTaintRule` (see
+        /// `[rules.npu]`); the node follows only over `npu.max_share`.
+        IsolateNpu = "isolate_npu",
     }
 }
 
@@ -401,6 +411,9 @@ const fn default_max_nodes() -> usize {
 }
 const fn default_max_percent() -> f64 {
     10.0
+}
+const fn default_max_npus() -> usize {
+    8
 }
 const fn default_window() -> Duration {
     Duration::from_secs(3600)
@@ -588,6 +601,12 @@ impl RemediateFile {
                 format!("{} is not in (0, 100]", b.max_percent),
             ));
         }
+        if b.max_npus == 0 {
+            p.push(Problem::key(
+                "breaker.max_npus",
+                "at least 1 (leave isolate_npu out of the rules to isolate no NPU)",
+            ));
+        }
         if b.window.is_zero() {
             p.push(Problem::key("breaker.window", "must be positive"));
         }
@@ -609,7 +628,7 @@ impl RemediateFile {
 
 impl RuleFile {
     /// The rule, or its problems (each key under `at`) added to `p`.
-    fn check(self, at: &str, p: &mut Vec<Problem>) -> Option<Rule> {
+    fn check(mut self, at: &str, p: &mut Vec<Problem>) -> Option<Rule> {
         let before = p.len();
         let mut push =
             |key: &str, reason: String| p.push(Problem::key(format!("{at}.{key}"), reason));
@@ -673,6 +692,7 @@ impl RuleFile {
             ),
             _ => {}
         }
+        let npu = self.check_npu(at, p);
         (p.len() == before).then(|| Rule {
             alertname: self.alertname,
             match_labels: self.match_labels,
@@ -685,7 +705,43 @@ impl RuleFile {
             condition: self.condition,
             exec: self.exec,
             webhook: self.webhook,
+            npu,
         })
+    }
+
+    /// The `[rules.npu]` section: required in effect (its defaults) by `isolate_npu`,
+    /// refused without it, and its node actions must be node actions.
+    fn check_npu(
+        &mut self,
+        at: &str,
+        p: &mut Vec<Problem>,
+    ) -> Option<super::isolation::NpuIsolation> {
+        let isolates = self.actions.contains(&Action::IsolateNpu);
+        let section = self.npu.take();
+        if !isolates {
+            if section.is_some() {
+                p.push(Problem::key(
+                    format!("{at}.npu"),
+                    "the rule has [rules.npu] but does not list isolate_npu in actions",
+                ));
+            }
+            return None;
+        }
+        if self.actions.len() > 1 {
+            p.push(Problem::key(
+                format!("{at}.actions"),
+                "a rule with isolate_npu lists only isolate_npu; what is done to the node over the share goes in npu.node_actions",
+            ));
+        }
+        let npu = section.unwrap_or_default().check(&format!("{at}.npu"), p)?;
+        if npu.node_actions.contains(&Action::IsolateNpu) {
+            p.push(Problem::key(
+                format!("{at}.npu.node_actions"),
+                "isolate_npu is not a node action",
+            ));
+            return None;
+        }
+        Some(npu)
     }
 }
 

@@ -19,6 +19,8 @@ pub struct Metrics {
     pub breaker_open: Gauge,
     /// Nodes that carry hcclwatch's quarantine annotations.
     pub nodes_quarantined: Gauge,
+    /// NPUs taken out of scheduling by hcclwatch's `DeviceTaintRule`s.
+    pub npus_isolated: Gauge,
     /// Manual uncordons of nodes hcclwatch had cordoned.
     pub manual_overrides: Counter,
     /// 1 while the killswitch file exists.
@@ -47,6 +49,7 @@ impl Metrics {
             requests: Family::default(),
             breaker_open: Gauge::default(),
             nodes_quarantined: Gauge::default(),
+            npus_isolated: Gauge::default(),
             manual_overrides: Counter::default(),
             killswitch: Gauge::default(),
             dry_run: Gauge::default(),
@@ -74,6 +77,11 @@ impl Metrics {
             "hcclwatch_remediation_nodes_quarantined",
             "Nodes currently carrying hcclwatch's quarantine annotations.",
             m.nodes_quarantined.clone(),
+        );
+        registry.register(
+            "hcclwatch_remediation_npus_isolated",
+            "NPUs currently taken out of scheduling by hcclwatch's DeviceTaintRules (isolate_npu).",
+            m.npus_isolated.clone(),
         );
         registry.register(
             "hcclwatch_remediation_manual_overrides",

@@ -11,6 +11,8 @@
 //! - [`payload`]: the webhook body and its validation;
 //! - [`safety`]: selectors, circuit breaker, rate limit;
 //! - [`kube`]: the Kubernetes API and the ownership annotations;
+//! - [`isolation`]: which DRA device an NPU alert names, and its `DeviceTaintRule`;
+//! - [`dra`]: the `DeviceTaintRule` and `ResourceSlice` API, live or dry-run shadow;
 //! - [`hooks`]: exec hook and generic HTTP webhook;
 //! - [`audit`]: the fsynced JSON-lines audit log;
 //! - [`outcome`]: how a decision ended, as the audit log and the metrics name it;
@@ -18,8 +20,10 @@
 
 pub(crate) mod audit;
 pub mod config;
+pub(crate) mod dra;
 pub(crate) mod engine;
 pub(crate) mod hooks;
+pub mod isolation;
 pub(crate) mod kube;
 pub(crate) mod metrics;
 pub(crate) mod outcome;

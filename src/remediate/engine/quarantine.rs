@@ -273,6 +273,8 @@ impl Remediator {
                         .map_err(StepError::from),
                     None => continue,
                 },
+                // Never a node action: a rule that isolates NPUs goes through `npu`.
+                Action::IsolateNpu => continue,
             };
             // Either way the audit detail is the text: what was done, or why it failed.
             match r {
@@ -374,6 +376,7 @@ impl Remediator {
                 "POST {}",
                 rule.webhook.as_ref().map_or("", |w| w.url.as_str())
             ),
+            Action::IsolateNpu => "isolate_npu".into(),
         }
     }
 }
