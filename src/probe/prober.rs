@@ -628,8 +628,15 @@ impl Prober {
         }
         let (congested, hardware) = self.uplink_read();
         let hardware = hardware.union(self.s.inject_signs);
+        let hard = self.faults.code(store);
+        self.part.npu_isolation = self
+            .faults
+            .isolations()
+            .iter()
+            .map(|(npu, code)| (*npu, super::hard_faults::isolation_reason(*code)))
+            .collect();
         let own = Contribution {
-            hard: self.faults.code(store),
+            hard,
             over_budget: self.over_budget(),
             congested,
             hardware,

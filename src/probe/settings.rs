@@ -379,6 +379,7 @@ impl ProbeSettings {
             hard_faults: super::hard_faults::HardFaultRules {
                 consecutive_reads: config.health.hard_consecutive_reads,
                 ecc_double_per_window: u64::from(config.health.hard_ecc_double_per_hour),
+                npu_scoped: config.health.hard_npu_scoped,
             },
             device: None,
             congestion: congestion_settings(p),

@@ -302,6 +302,9 @@ pub struct ProbeSnapshot {
     pub congestion_read_errors: u64,
     /// This node's own inferred ToR group (see [`MemberView::inferred_tor`]).
     pub own_inferred_tor: Option<u32>,
+    /// This node's NPUs (physical ids) whose own hard fault recommends isolating them, with
+    /// the reason label (`health.hard_npu_scoped`); refreshed each probe round.
+    pub npu_isolation: Vec<(u32, &'static str)>,
 }
 
 /// One ToR (leaf switch) of the group, as the health engine judged it last round.

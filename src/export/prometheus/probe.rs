@@ -113,6 +113,14 @@ fn group(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
             .collect(),
     )?;
     f.gauge(
+        "hcclwatch_npu_isolation_recommended",
+        "1 for each of this node's NPUs whose own hard fault (health critical, uncorrectable ECC, RoCE port down, a fault code at SeparateNPU or worse) recommends taking that NPU out of scheduling instead of the node (health.hard_npu_scoped), by reason; absent otherwise.",
+        pr.npu_isolation
+            .iter()
+            .map(|(npu, reason)| (vec![("npu", npu.to_string()), ("reason", (*reason).to_string())], 1.0))
+            .collect(),
+    )?;
+    f.gauge(
         "hcclwatch_peer_up",
         "Whether the member is in the formed probe group (0: not answering, left out after probe.member_timeout, or probing paused).",
         pr.members
