@@ -186,10 +186,12 @@ fn a_second_npu_over_the_share_cordons_the_node_until_its_alert_resolves() {
 #[test]
 fn a_device_the_driver_does_not_publish_or_a_bad_npu_label_is_refused() {
     let s = setup(&["npu-node-1"]);
-    let r = s.start(&config(&s, "dry_run = false", RULE));
+    let rule = format!("{RULE}\nnpu = {{ fallback_to_node = false }}");
+    let r = s.start(&config(&s, "dry_run = false", &rule));
     assert_eq!(send(&r, "firing", "npu-node-1", "9", "f9").status, 200);
     assert_eq!(send(&r, "firing", "npu-node-1", "3;x", "fe").status, 200);
     assert!(s.api.device_taint_rules().is_empty());
+    assert!(!cordoned(&s, "npu-node-1"));
     let audit = s.audit();
     assert_eq!(audit.len(), 2, "{audit:?}");
     assert!(audit.iter().all(|a| a["result"] == "refused"), "{audit:?}");
@@ -204,6 +206,28 @@ fn a_device_the_driver_does_not_publish_or_a_bad_npu_label_is_refused() {
             .unwrap()
             .contains("not an NPU physical id")
     );
+}
+
+/// Pins: with the shipped `fallback_to_node`, an NPU that cannot be isolated (no DRA in
+/// the cluster, or a device the driver does not publish) takes its node out instead, and
+/// the node is released when that alert resolves.
+#[test]
+fn without_dra_the_node_is_quarantined_instead_and_released_with_the_alert() {
+    let s = setup(&["npu-node-1", "npu-node-2"]);
+    s.api.remove_dra();
+    let r = s.start(&config(&s, "dry_run = false", RULE));
+    assert_eq!(send(&r, "firing", "npu-node-1", "3", "f3").status, 200);
+    assert!(cordoned(&s, "npu-node-1"));
+    assert!(!cordoned(&s, "npu-node-2"));
+    let audit = s.audit();
+    let first = audit[0]["detail"].as_str().unwrap();
+    assert!(
+        first.contains("serves no resource.k8s.io/v1 ResourceSlices")
+            && first.contains("fallback_to_node"),
+        "{first}"
+    );
+    assert_eq!(send(&r, "resolved", "npu-node-1", "3", "f3").status, 200);
+    assert!(!cordoned(&s, "npu-node-1"), "{:?}", s.audit());
 }
 
 #[test]

@@ -638,7 +638,17 @@ impl RuleFile {
         if self.actions.is_empty() {
             push("actions", "list at least one action".into());
         }
-        let taints = self.actions.contains(&Action::Taint);
+        // What the rule may do to the node: its actions, and for isolate_npu the node's
+        // actions over the share, which use the rule's taint, condition and hooks.
+        let mut node_actions = self.actions.clone();
+        if self.actions.contains(&Action::IsolateNpu) {
+            match &self.npu {
+                Some(n) => node_actions.extend_from_slice(n.node_actions()),
+                None => node_actions.extend_from_slice(&super::isolation::default_node_actions()),
+            }
+        }
+        let does = |a: Action| node_actions.contains(&a);
+        let taints = does(Action::Taint);
         if taints && !super::payload::valid_qualified_name(&self.taint.key) {
             push(
                 "taint.key",
@@ -656,7 +666,7 @@ impl RuleFile {
                 ),
             );
         }
-        if self.actions.contains(&Action::Condition)
+        if does(Action::Condition)
             && !self
                 .condition
                 .kind
@@ -672,13 +682,13 @@ impl RuleFile {
                 ),
             );
         }
-        match (&self.exec, self.actions.contains(&Action::Exec)) {
+        match (&self.exec, does(Action::Exec)) {
             (None, true) => push("exec", "the rule lists exec but has no [rules.exec]".into()),
             (Some(e), _) if e.argv.is_empty() => push("exec.argv", "must name a program".into()),
             (Some(e), _) if e.timeout.is_zero() => push("exec.timeout", "must be positive".into()),
             _ => {}
         }
-        match (&self.webhook, self.actions.contains(&Action::Webhook)) {
+        match (&self.webhook, does(Action::Webhook)) {
             (None, true) => push(
                 "webhook",
                 "the rule lists webhook but has no [rules.webhook]".into(),

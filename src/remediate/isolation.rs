@@ -81,6 +81,11 @@ pub struct NpuIsolation {
     pub max_share: f64,
     /// What is done to the node over the share (cordon, taint, condition, event, hooks).
     pub node_actions: Vec<Action>,
+    /// When the NPU cannot be isolated (the cluster serves no ResourceSlices, or the
+    /// driver does not publish the device), quarantine the node with `node_actions`
+    /// instead of doing nothing: a cluster on the device plugin, or without DRA, still
+    /// gets the bad NPU out of its jobs' way.
+    pub fallback_to_node: bool,
 }
 
 /// `[rules.npu]` as written.
@@ -107,6 +112,8 @@ pub(super) struct NpuIsolationFile {
     max_share: f64,
     #[serde(default = "default_node_actions")]
     node_actions: Vec<Action>,
+    #[serde(default = "default_true")]
+    fallback_to_node: bool,
 }
 
 impl Default for NpuIsolationFile {
@@ -122,6 +129,7 @@ impl Default for NpuIsolationFile {
             require_slice: true,
             max_share: default_max_share(),
             node_actions: default_node_actions(),
+            fallback_to_node: true,
         }
     }
 }
@@ -154,7 +162,8 @@ const fn default_max_share() -> f64 {
     // More than one NPU of an eight-NPU server: the second bad NPU takes the node out.
     0.125
 }
-fn default_node_actions() -> Vec<Action> {
+/// The node's actions over the share when `[rules.npu]` does not list them.
+pub(super) fn default_node_actions() -> Vec<Action> {
     vec![Action::Cordon, Action::Event]
 }
 
@@ -177,6 +186,11 @@ fn template_ok(t: &str) -> Result<(), String> {
 }
 
 impl NpuIsolationFile {
+    /// The node's actions over the share, as written (checked in [`Self::check`]).
+    pub(super) fn node_actions(&self) -> &[Action] {
+        &self.node_actions
+    }
+
     /// The section, or its problems (each key under `at`) added to `p`.
     pub(super) fn check(self, at: &str, p: &mut Vec<Problem>) -> Option<NpuIsolation> {
         let before = p.len();
@@ -238,6 +252,7 @@ impl NpuIsolationFile {
             require_slice: self.require_slice,
             max_share: self.max_share,
             node_actions: self.node_actions,
+            fallback_to_node: self.fallback_to_node,
         })
     }
 }

@@ -46,8 +46,8 @@ pub const OWNER: &str = "hcclwatch";
 /// A failed API call, classified for the caller.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    /// 404.
-    #[error("node {0} does not exist")]
+    /// 404: the object, or the resource itself (a cluster that does not serve it).
+    #[error("{0}: not found")]
     NotFound(String),
     /// 403: the RBAC does not allow the verb.
     #[error(

@@ -66,6 +66,8 @@ pub struct ApiState {
     device_taint_rules: BTreeMap<String, Value>,
     /// ResourceSlices the test seeded.
     resource_slices: Vec<Value>,
+    /// The server does not serve `resource.k8s.io/v1` (a cluster without DRA): 404.
+    no_dra: bool,
     /// Rung on every change a test may wait for (a node written, an event created, a GET
     /// hanging); waited on with the state's lock, so a change is never missed.
     changed: Arc<Condvar>,
@@ -572,6 +574,11 @@ impl FakeApi {
     pub fn add_resource_slice(&self, node: &str, npus: &[u32]) {
         let mut s = self.state.lock().unwrap();
         s.resource_slices.push(dra::ascend_slice(node, npus));
+    }
+
+    /// Stops serving `resource.k8s.io/v1`, as a cluster without DRA does (404).
+    pub fn remove_dra(&self) {
+        self.state.lock().unwrap().no_dra = true;
     }
 
     /// The DeviceTaintRules, by name.

@@ -11,7 +11,8 @@
 //! - `GET /apis/resource.k8s.io/v1/resourceslices` with a `fieldSelector` on
 //!   `spec.nodeName` and `spec.driver` (the fields the real server indexes; others 400).
 //!
-//! Slices are seeded by the test ([`super::FakeApi::add_resource_slice`]); the DRA driver
+//! With [`super::FakeApi::remove_dra`] every one of these answers 404, as a cluster that
+//! does not serve `resource.k8s.io/v1` does. Slices are seeded by the test ([`super::FakeApi::add_resource_slice`]); the DRA driver
 //! is not run.
 
 use std::sync::{Arc, Mutex};
@@ -25,6 +26,15 @@ use serde_json::{Value, json};
 use super::{ApiState, ok, percent_decode, status};
 
 const API_VERSION: &str = "resource.k8s.io/v1";
+
+/// What the real server answers for a group/version it does not serve.
+fn not_served() -> Response {
+    status(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        "the server could not find the requested resource".into(),
+    )
+}
 
 fn param(q: &str, key: &str) -> Option<String> {
     q.split('&')
@@ -71,6 +81,9 @@ pub async fn rules(
     body: Bytes,
 ) -> Response {
     let mut s = s.lock().unwrap();
+    if s.no_dra {
+        return not_served();
+    }
     let q = q.unwrap_or_default();
     if method == Method::GET {
         if let Some(r) = s.denied("list", "devicetaintrules", "") {
@@ -190,6 +203,9 @@ pub async fn rule(
 /// `GET` of the slices, filtered by field selector.
 pub async fn slices(State(s): State<Arc<Mutex<ApiState>>>, RawQuery(q): RawQuery) -> Response {
     let s = s.lock().unwrap();
+    if s.no_dra {
+        return not_served();
+    }
     if let Some(r) = s.denied("list", "resourceslices", "") {
         return r;
     }

@@ -169,6 +169,10 @@ impl Remediator {
         };
         let slices = match self.dra.slices(&d.driver, c.node).await {
             Ok(s) => s,
+            Err(ApiError::NotFound(_)) if existing.is_none() => {
+                let why = "the cluster serves no resource.k8s.io/v1 ResourceSlices (DRA is off, or the Kubernetes version predates it)";
+                return self.cannot_isolate(rule, cfg, c, why.into()).await;
+            }
             Err(e) => return self.api_failed(c, act, e).await,
         };
         let devices = pool_devices(&slices, &d.pool);
@@ -189,12 +193,32 @@ impl Remediator {
                 d.node,
                 devices.len()
             );
-            return self.record(c, act, Outcome::Refused, &why).await;
+            return self.cannot_isolate(rule, cfg, c, why).await;
         }
         if !self.create_isolation(cfg, c, &d).await? {
             return Ok(());
         }
         self.over_share(rule, cfg, c, &d, devices.len()).await
+    }
+
+    /// The NPU cannot be isolated: refused (audited with why), and with
+    /// `npu.fallback_to_node` its node is quarantined instead through the node path.
+    async fn cannot_isolate(
+        &self,
+        rule: &Rule,
+        cfg: &NpuIsolation,
+        c: &Ctx<'_>,
+        why: String,
+    ) -> Result<(), HandleError> {
+        if !cfg.fallback_to_node {
+            return self
+                .record(c, AuditAction::IsolateNpu, Outcome::Refused, &why)
+                .await;
+        }
+        let why = format!("{why}; quarantining the node instead (npu.fallback_to_node)");
+        self.record(c, AuditAction::IsolateNpu, Outcome::Refused, &why)
+            .await?;
+        self.fire(&node_rule(rule, cfg), c).await
     }
 
     /// Admits, audits and creates the rule; `false` when it was held back or failed
