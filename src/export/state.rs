@@ -280,6 +280,9 @@ pub struct Member {
     /// Where its place came from: `file`, `node_labels`, `hypernode`, `rank_table`,
     /// `inferred` (its ToR is an inferred group), or `none` when unknown.
     pub topology_source: &'static str,
+    /// Why it is left out of the group for now (it broke a formation exchange); null
+    /// while it is not.
+    pub excluded: Option<String>,
 }
 
 /// A measured link.
@@ -381,6 +384,7 @@ impl From<&ProbeSnapshot> for State {
                         spine: m.place.as_ref().and_then(|p| p.place.spine.clone()),
                         super_pod: m.place.as_ref().and_then(|p| p.place.super_pod.clone()),
                         topology_source: source.as_str(),
+                        excluded: m.excluded.clone(),
                     }
                 })
                 .collect(),

@@ -149,6 +149,9 @@ pub struct MemberView {
     /// The group of nodes whose slowdowns moved with its own (the health engine's ToR
     /// inference), only while no source gives its ToR; None: nothing inferred.
     pub inferred_tor: Option<u32>,
+    /// Why it is left out of the group for now, while it is (it broke a formation
+    /// exchange; `probe.exclusion`).
+    pub excluded: Option<String>,
 }
 
 /// The hardware signs a member's uplink can show, as label values: its link trained below
@@ -171,6 +174,7 @@ impl MemberView {
             hardware_signs: Vec::new(),
             place: None,
             inferred_tor: None,
+            excluded: None,
         }
     }
 

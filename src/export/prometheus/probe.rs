@@ -112,12 +112,26 @@ fn group(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
             .into_iter()
             .collect(),
     )?;
+    members(pr, f)
+}
+
+/// Per member of the group (up, excluded) and this node's own NPU isolation
+/// recommendations.
+fn members(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     f.gauge(
         "hcclwatch_npu_isolation_recommended",
         "1 for each of this node's NPUs whose own hard fault (health critical, uncorrectable ECC, RoCE port down, a fault code at SeparateNPU or worse) recommends taking that NPU out of scheduling instead of the node (health.hard_npu_scoped), by reason; absent otherwise.",
         pr.npu_isolation
             .iter()
             .map(|(npu, reason)| (vec![("npu", npu.to_string()), ("reason", (*reason).to_string())], 1.0))
+            .collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_probe_member_excluded",
+        "1 while the member is left out of the group for probe.exclusion because it broke a formation exchange (its engine-state hand-over); the reason is in /api/v1/state.",
+        pr.members
+            .iter()
+            .map(|m| (vec![("peer", m.name.clone())], flag(m.excluded.is_some())))
             .collect(),
     )?;
     f.gauge(
