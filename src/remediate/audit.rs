@@ -41,6 +41,10 @@ pub enum AuditAction {
     Quarantine,
     /// The release of a quarantined node.
     Release,
+    /// A recurring node escalated: kept quarantined until a person releases it.
+    Escalate,
+    /// An operator override set or cleared (`hcclwatch override`).
+    Override,
 }
 
 impl AuditAction {
@@ -55,6 +59,8 @@ impl AuditAction {
             AuditAction::Webhook => Action::Webhook.as_str(),
             AuditAction::Quarantine => "quarantine",
             AuditAction::Release => "release",
+            AuditAction::Escalate => "escalate",
+            AuditAction::Override => "override",
         }
     }
 }

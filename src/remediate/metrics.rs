@@ -30,6 +30,10 @@ pub struct Metrics {
     /// Audit records that could not be written (the request was answered 503).
     pub audit_failures: Counter,
     last_reconcile: Gauge<f64, AtomicU64>,
+    /// 1 for each node escalated (quarantined too often; a person must release it).
+    pub escalated: Family<Labels, Gauge>,
+    /// 1 for each active operator override, by node and state.
+    pub overrides: Family<Labels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -53,6 +57,8 @@ impl Metrics {
             fleet_nodes: Gauge::default(),
             audit_failures: Counter::default(),
             last_reconcile: Gauge::default(),
+            escalated: Family::default(),
+            overrides: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -105,6 +111,16 @@ impl Metrics {
             "Unix time of the last successful read of every node.",
             m.last_reconcile.clone(),
         );
+        registry.register(
+            "hcclwatch_node_escalated",
+            "1 while a node is escalated: quarantined escalation.max_incidents times within escalation.window, kept until a person releases it (hcclwatch override release).",
+            m.escalated.clone(),
+        );
+        registry.register(
+            "hcclwatch_remediation_override",
+            "1 for each active operator override on a node (hcclwatch.io/override), by state (healthy or quarantined).",
+            m.overrides.clone(),
+        );
         Self { registry, ..m }
     }
 
@@ -132,6 +148,13 @@ impl Metrics {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
         self.last_reconcile.set(now);
+    }
+
+    /// Marks a node escalated (the gauge is rebuilt from the annotations at each reconcile).
+    pub fn escalate(&self, node: &str) {
+        self.escalated
+            .get_or_create_owned(&vec![("node".to_string(), node.to_string())])
+            .set(1);
     }
 
     /// The registry, for encoding.

@@ -32,8 +32,10 @@
 //! once, at start: the engine acts through a node API that is either the cluster or the
 //! shadow (`nodes`).
 //!
-//! The firing side is in `quarantine`, the resolved side in `release`.
+//! The firing side is in `quarantine`, the resolved side in `release`; operator overrides
+//! and the escalation of recurring nodes in `lifecycle`.
 
+mod lifecycle;
 mod nodes;
 mod quarantine;
 mod release;
@@ -325,6 +327,7 @@ impl Remediator {
         self.metrics.breaker_open.set(i64::from(open));
         self.metrics.nodes_quarantined.set(owned);
         self.metrics.fleet_nodes.set(fleet as i64);
+        self.lifecycle(&nodes, now).await;
         self.metrics.reconciled();
         self.paused();
         Ok(())
