@@ -124,6 +124,51 @@ impl Overrides {
     }
 }
 
+impl Overrides {
+    /// Only the overrides that hold at `now`.
+    pub fn active_at(&self, now: SystemTime) -> Overrides {
+        Overrides {
+            node: self.node_at(now).cloned(),
+            npus: self
+                .npus
+                .iter()
+                .filter(|(_, o)| o.active(now))
+                .map(|(i, o)| (*i, o.clone()))
+                .collect(),
+        }
+    }
+
+    /// The earliest end after `now` among them: when what holds changes next.
+    pub fn next_end(&self, now: SystemTime) -> Option<SystemTime> {
+        self.node
+            .iter()
+            .chain(self.npus.values())
+            .map(|o| o.until)
+            .filter(|t| *t > now)
+            .min()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.node.is_none() && self.npus.is_empty()
+    }
+}
+
+/// This node's operator overrides as the daemon's source last read them: only those that
+/// held when it published (it publishes again at each end, so an override that ends
+/// disappears without a restart and without anything computed at scrape time).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OverridesSnapshot {
+    /// This node's name (the `node` label of what is exported about it).
+    pub node: String,
+    /// The overrides that hold.
+    pub active: Overrides,
+    /// Annotations that were refused, with why.
+    pub refused: Vec<String>,
+    /// Why the last read failed (then `active` is empty: a failed read gives nothing).
+    pub error: Option<String>,
+}
+
 /// Why an override annotation was not taken.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum OverrideError {
