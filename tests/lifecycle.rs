@@ -289,9 +289,26 @@ fn a_healthy_override_refuses_quarantine_until_it_ends() {
                 &[("node", "n1"), ("state", "healthy")],
             ) == Some(1.0)
     });
-    // Another node is not held.
+    // Another node is not held; once a person holds it healthy, its quarantine is undone
+    // by the reconcile loop, and the alert's repeats are refused.
     send(&r, "firing", "n2", "straggler", "b2");
     assert!(cordoned(&s.api.node("n2")));
+    let (ok, text) = operator(
+        &s,
+        &[
+            "set", "n2", "--state", "healthy", "--until", "1h", "--reason", "fine",
+        ],
+    );
+    assert!(ok, "{text}");
+    assert!(
+        s.api
+            .wait_for_node("n2", Duration::from_secs(20), |n| !cordoned(n))
+            .is_some(),
+        "{}",
+        r.log()
+    );
+    send(&r, "firing", "n2", "straggler", "b2");
+    assert!(!cordoned(&s.api.node("n2")));
 
     // At its end the override is over by itself: the next firing quarantines.
     assert!(

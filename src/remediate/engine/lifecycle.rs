@@ -2,7 +2,8 @@
 //! annotations are described in `remediate::lifecycle` and `snapshot::overrides`).
 //!
 //! - A `healthy` override refuses every quarantine while it holds (`override_healthy`,
-//!   audited and counted like any refusal).
+//!   audited and counted like any refusal), and the reconcile loop undoes a quarantine an
+//!   alert had caused (not an escalation: only `hcclwatch override release` ends that).
 //! - A `quarantined` override is applied by the reconcile loop, as a quarantine for a
 //!   stand-in alert `HcclwatchOperatorOverride` (fingerprint `override`) through the same
 //!   rails as an alert's (killswitch, selectors, breaker: a refusal is retried at the next
@@ -232,11 +233,18 @@ impl Remediator {
                     .set(1);
             }
             let quarantined = held.as_ref().is_some_and(|o| o.state == Held::Quarantined);
+            let healthy = held.as_ref().is_some_and(|o| o.state == Held::Healthy);
             let own = k::ownership(n);
             let step = match &own {
                 None if quarantined => Some((Status::Firing, life::OVERRIDE)),
                 Some(o) if o.fingerprint == life::OVERRIDE && !quarantined => {
                     Some((Status::Resolved, life::OVERRIDE))
+                }
+                // A person says the node is fine: an alert's quarantine is undone (the
+                // alert's repeats are then refused). An escalation is released only by
+                // `hcclwatch override release`.
+                Some(o) if healthy && o.fingerprint != life::ESCALATED => {
+                    Some((Status::Resolved, o.fingerprint.as_str()))
                 }
                 Some(o)
                     if o.fingerprint == life::ESCALATED && !a.contains_key(life::ESCALATED_AT) =>
