@@ -240,6 +240,8 @@ fn time(node: &Value, key: &str) -> SystemTime {
 fn a_healthy_override_refuses_quarantine_until_it_ends() {
     let s = Setup::new(&["n1", "n2"]);
     let r = s.start(&config(&s, false, ""));
+    // The command's first update races with another writer: it re-reads and retries.
+    s.api.conflict_next_puts(1);
     let (ok, text) = operator(
         &s,
         &[
@@ -257,6 +259,12 @@ fn a_healthy_override_refuses_quarantine_until_it_ends() {
     let n = s.api.node("n1");
     assert_eq!(annotation(&n, "hcclwatch.io/override"), Some("healthy"));
     assert_eq!(annotation(&n, "hcclwatch.io/override-by"), Some("alice"));
+    assert!(
+        n["spec"]["taints"]
+            .to_string()
+            .contains("racer.example.com"),
+        "the racing writer's change was clobbered: {n}"
+    );
     assert!(
         s.api
             .wait_for_event("HcclwatchOverrideSet", Duration::from_secs(5))
