@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 
-use crate::snapshot::overrides::{Held, Override, OverridesSnapshot};
+use crate::snapshot::overrides::{Override, OverridesSnapshot};
 use crate::snapshot::probe::{DeviceView, ProbeSnapshot, Transition};
 
 /// The whole response.
@@ -98,13 +98,11 @@ impl State {
     /// Adds this node's overrides, as the exporter applies them.
     pub fn with_overrides(mut self, p: &ProbeSnapshot, o: Option<&OverridesSnapshot>) -> Self {
         self.overrides = o.map(|o| {
-            let me = p.members.iter().find(|m| m.name == o.node);
+            let index = p.members.iter().position(|m| m.name == o.node);
+            let me = index.map(|i| &p.members[i]);
             let engine_quarantine = me.and_then(|m| m.quarantine.map(|q| q.as_str()));
-            let exported_quarantine = match o.active.node.as_ref().map(|n| n.state) {
-                Some(Held::Healthy) => None,
-                Some(Held::Quarantined) => Some("operator_override"),
-                None => engine_quarantine,
-            };
+            let bad = index.map(|i| p.bad_npus(i)).unwrap_or_default();
+            let exported_quarantine = o.active.apply(engine_quarantine, &bad);
             let mut held: Vec<HeldView> = o
                 .active
                 .node

@@ -148,6 +148,28 @@ impl Overrides {
             .min()
     }
 
+    /// The quarantine reason to export for this node after its overrides, from the
+    /// engine's (`engine`) and the NPUs whose ports the device plane recommends for
+    /// quarantine (`bad_npus`): a node override decides alone (`healthy`: none,
+    /// `quarantined`: `operator_override`); else an NPU held quarantined gives
+    /// `operator_override`; else an `npu_port` reason is withheld when every such NPU is
+    /// held healthy; else the engine's.
+    pub fn apply(&self, engine: Option<&'static str>, bad_npus: &[u32]) -> Option<&'static str> {
+        match self.node.as_ref().map(|o| o.state) {
+            Some(Held::Healthy) => return None,
+            Some(Held::Quarantined) => return Some(OPERATOR),
+            None => {}
+        }
+        if self.npus.values().any(|o| o.state == Held::Quarantined) {
+            return Some(OPERATOR);
+        }
+        let held_healthy = |n: &u32| self.npus.get(n).is_some_and(|o| o.state == Held::Healthy);
+        if engine == Some("npu_port") && !bad_npus.is_empty() && bad_npus.iter().all(held_healthy) {
+            return None;
+        }
+        engine
+    }
+
     /// Whether there is none.
     pub fn is_empty(&self) -> bool {
         self.node.is_none() && self.npus.is_empty()
@@ -168,6 +190,9 @@ pub struct OverridesSnapshot {
     /// Why the last read failed (then `active` is empty: a failed read gives nothing).
     pub error: Option<String>,
 }
+
+/// The quarantine reason of a recommendation an operator override forces.
+pub const OPERATOR: &str = "operator_override";
 
 /// Why an override annotation was not taken.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -322,6 +347,34 @@ mod tests {
         assert_eq!(npu.until, until + Duration::from_secs(3600));
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(matches!(&errors[0], OverrideError::Npu { key, .. } if key.ends_with(".x")));
+    }
+
+    fn held(state: Held) -> Override {
+        Override {
+            state,
+            until: SystemTime::UNIX_EPOCH,
+            reason: String::new(),
+            by: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_exported_reason_follows_the_node_then_the_npus_then_the_engine() {
+        let mut o = Overrides::default();
+        assert_eq!(o.apply(Some("hard_fault"), &[]), Some("hard_fault"));
+        o.npus.insert(2, held(Held::Healthy));
+        // Only NPU 2's port is bad, and it is held healthy: withheld.
+        assert_eq!(o.apply(Some("npu_port"), &[2]), None);
+        // NPU 5's is bad too, and not held: kept.
+        assert_eq!(o.apply(Some("npu_port"), &[2, 5]), Some("npu_port"));
+        // A healthy NPU says nothing about a hard fault.
+        assert_eq!(o.apply(Some("hard_fault"), &[]), Some("hard_fault"));
+        o.npus.insert(3, held(Held::Quarantined));
+        assert_eq!(o.apply(None, &[]), Some(OPERATOR));
+        o.node = Some(held(Held::Healthy));
+        assert_eq!(o.apply(Some("hard_fault"), &[]), None, "the node's decides");
+        o.node = Some(held(Held::Quarantined));
+        assert_eq!(o.apply(None, &[]), Some(OPERATOR));
     }
 
     #[test]

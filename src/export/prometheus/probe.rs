@@ -5,7 +5,7 @@
 
 use super::family::{Labels, Render, Sink, flag};
 use crate::snapshot::View;
-use crate::snapshot::overrides::{Held, OverridesSnapshot};
+use crate::snapshot::overrides::OverridesSnapshot;
 use crate::snapshot::probe::{HARDWARE_SIGNS, NodeState, ProbeSnapshot, TorView};
 use std::fmt;
 
@@ -223,25 +223,26 @@ fn verdicts(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     Ok(())
 }
 
-/// The recommendations, with this node's operator override applied to its own: withheld
-/// under `healthy`, given as `operator_override` under `quarantined` (the engine's verdict
-/// itself is unchanged: `hcclwatch_node_state` and `/api/v1/state` show it).
+/// The recommendations, with this node's operator overrides applied to its own
+/// (`Overrides::apply`: withheld under `healthy`, `operator_override` under `quarantined`);
+/// the engine's verdict itself is unchanged (`hcclwatch_node_state` and `/api/v1/state`
+/// show it).
 fn quarantine(
     pr: &ProbeSnapshot,
     held: Option<&OverridesSnapshot>,
     f: &mut dyn Sink,
 ) -> fmt::Result {
-    let own = held.and_then(|h| h.active.node.as_ref().map(|o| (h.node.as_str(), o.state)));
     f.gauge(
         "hcclwatch_quarantine_recommended",
         "Nodes the health engine recommends taking out of scheduling; reason is straggler, hard_fault or npu_port (details in /api/v1/state), or operator_override for this node under a quarantined override (a healthy override withholds this node's).",
         pr.members
             .iter()
-            .filter_map(|m| {
-                let reason = match own {
-                    Some((n, Held::Healthy)) if n == m.name => None,
-                    Some((n, Held::Quarantined)) if n == m.name => Some("operator_override"),
-                    _ => m.quarantine.map(|why| why.as_str()),
+            .enumerate()
+            .filter_map(|(i, m)| {
+                let engine = m.quarantine.map(|why| why.as_str());
+                let reason = match held.filter(|h| h.node == m.name) {
+                    Some(h) => h.active.apply(engine, &pr.bad_npus(i)),
+                    None => engine,
                 }?;
                 Some((
                     vec![("node", m.name.clone()), ("reason", reason.to_string())],
