@@ -6,8 +6,9 @@
 //! recommends it (its verdict is its own, and `/api/v1/state` shows it), but the node's
 //! daemon withholds its quarantine recommendation and exports the override; once the
 //! override's time is up, without a restart or a change of the annotations, the
-//! recommendation is exported. A node held `quarantined` is recommended with the reason
-//! `operator_override` though nothing is wrong with it.
+//! recommendation is exported. A node held `quarantined`, and a node one of whose NPUs is
+//! (the per-NPU form), is recommended with the reason `operator_override` though nothing
+//! is wrong with it.
 
 mod common;
 
@@ -69,6 +70,13 @@ fn a_healthy_override_withholds_a_hard_fault_until_its_end_and_quarantined_force
         "quarantined",
         SystemTime::now() + Duration::from_secs(3600),
     );
+    // n0's NPU 3 is held quarantined (the per-NPU form).
+    let npu_until = rfc3339(SystemTime::now() + Duration::from_secs(3600));
+    api.edit("n0", |n| {
+        n["metadata"]["annotations"] = json!({
+            "hcclwatch.io/override.npu.3": json!({"state": "quarantined", "until": npu_until, "by": "bob"}).to_string(),
+        })
+    });
     let peers = loopback_peers(3);
     let names: Vec<String> = NAMES.iter().map(|n| n.to_string()).collect();
     let scenario = include_str!("fake-dcmi/scenarios/example.json");
@@ -107,6 +115,25 @@ fn a_healthy_override_withholds_a_hard_fault_until_its_end_and_quarantined_force
         Some(1.0)
     );
     assert_eq!(common::node_state(&s, "n2", "healthy"), Some(1.0));
+    let s = daemons[0].wait_for("n0's forced recommendation", Duration::from_secs(30), |s| {
+        recommended(s, "n0", "operator_override") == Some(1.0)
+    });
+    assert_eq!(
+        value(
+            &s,
+            "hcclwatch_override",
+            &[
+                ("node", "n0"),
+                ("entity", "npu"),
+                ("npu", "3"),
+                ("state", "quarantined")
+            ]
+        ),
+        Some(1.0)
+    );
+    let held = &state(&daemons[0])["override"]["held"];
+    assert_eq!(held[0]["npu"], 3, "{held}");
+    assert_eq!(held[0]["by"], "bob", "{held}");
 
     // n1's NPU reports uncorrectable ECC errors: a hard fault.
     let mut sc: Value = serde_json::from_str(scenario).unwrap();
