@@ -196,18 +196,31 @@ fn a_recurring_node_escalates_and_only_a_person_releases_it() {
     r.wait_metric("the escalation gauge to clear", |m| {
         escalated_gauge(m, "n1").is_none()
     });
+    // Each side audits before it changes the node: the command's intent comes before the
+    // receiver's release (which needs the command's change), the receiver's intent before
+    // its own applied record. (The command's applied record and the receiver's release
+    // race, both following the command's change.)
+    let released = |x: &Value, result: &str| {
+        x["who"] == "reconcile" && x["action"] == "release" && x["result"] == result
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while find(&s.audit(), |x| released(x, "applied")).is_none() {
+        assert!(Instant::now() < deadline, "{:?}", s.audit());
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let audit = s.audit();
-    let cli_intent = find(&audit, |x| {
-        x["who"] == "cli:alice" && x["action"] == "release" && x["result"] == "intent"
-    });
-    let cli_done = find(&audit, |x| {
-        x["who"] == "cli:alice" && x["action"] == "release" && x["result"] == "applied"
-    });
-    let receiver_release = find(&audit, |x| {
-        x["who"] == "reconcile" && x["action"] == "release" && x["result"] == "applied"
-    });
+    let cli = |result: &str| {
+        find(&audit, |x| {
+            x["who"] == "cli:alice" && x["action"] == "release" && x["result"] == result
+        })
+    };
+    let (cli_intent, cli_done) = (cli("intent"), cli("applied"));
+    let (rec_intent, rec_done) = (
+        find(&audit, |x| released(x, "intent")),
+        find(&audit, |x| released(x, "applied")),
+    );
     assert!(
-        matches!((cli_intent, cli_done, receiver_release), (Some(a), Some(b), Some(c)) if a < b && b < c),
+        matches!((cli_intent, cli_done, rec_intent, rec_done), (Some(a), Some(b), Some(c), Some(d)) if a < b && a < c && c < d),
         "{audit:?}"
     );
     assert!(

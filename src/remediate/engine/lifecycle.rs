@@ -20,8 +20,8 @@
 //! Every change is made through the engine's node API, so dry-run records the same
 //! decisions as `would_apply`, and each is audited before it is made.
 
-use std::collections::BTreeMap;
-use std::time::SystemTime;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Node;
 
@@ -213,24 +213,18 @@ impl Remediator {
 
     /// The reconcile loop's part: the gauges, and the quarantines and releases that
     /// overrides and escalation releases call for.
-    pub(super) async fn lifecycle(&self, nodes: &[Node], now: SystemTime) {
-        self.metrics.escalated.clear();
-        self.metrics.overrides.clear();
+    pub(super) async fn lifecycle(&self, nodes: &[Node], read_at: Instant, now: SystemTime) {
+        let mut escalated = BTreeSet::new();
+        let mut shown = BTreeSet::new();
         for n in nodes {
             let name = n.metadata.name.clone().unwrap_or_default();
             let a = k::annotations(n);
             if a.contains_key(life::ESCALATED_AT) {
-                self.metrics.escalate(&name);
+                escalated.insert(name.clone());
             }
             let held = node_override(n, now);
             if let Some(o) = &held {
-                self.metrics
-                    .overrides
-                    .get_or_create_owned(&vec![
-                        ("node".to_string(), name.clone()),
-                        ("state".to_string(), o.state.as_str().to_string()),
-                    ])
-                    .set(1);
+                shown.insert((name.clone(), o.state.as_str().to_string()));
             }
             let quarantined = held.as_ref().is_some_and(|o| o.state == Held::Quarantined);
             let healthy = held.as_ref().is_some_and(|o| o.state == Held::Healthy);
@@ -257,6 +251,7 @@ impl Remediator {
                 self.operator_step(&name, status, fp).await;
             }
         }
+        self.metrics.rebuild(read_at, escalated, shown);
     }
 
     /// Quarantines or releases `node` for an override or a release by a person.

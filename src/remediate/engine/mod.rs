@@ -274,6 +274,7 @@ impl Remediator {
     /// Re-reads every node: fleet size, hcclwatch's quarantines (the breaker window after a
     /// restart), manual uncordons, condition heartbeats.
     pub async fn reconcile(&self) -> Result<(), ApiError> {
+        let read_at = std::time::Instant::now();
         let nodes = self.nodes.list().await?;
         let now = SystemTime::now();
         let mut recent = Vec::new();
@@ -327,7 +328,7 @@ impl Remediator {
         self.metrics.breaker_open.set(i64::from(open));
         self.metrics.nodes_quarantined.set(owned);
         self.metrics.fleet_nodes.set(fleet as i64);
-        self.lifecycle(&nodes, now).await;
+        self.lifecycle(&nodes, read_at, now).await;
         self.metrics.reconciled();
         self.paused();
         Ok(())
