@@ -1,7 +1,8 @@
 //! From an alert to changes on a node, through every safety rail.
 //!
 //! A firing alert that matches a rule passes, in order: the killswitch, the node's
-//! existence, the allow/deny selectors, ownership (already quarantined by us means nothing
+//! existence, the allow/deny selectors, an operator's `healthy` override, ownership
+//! (already quarantined by us means nothing
 //! to do: Alertmanager retries and repeats are idempotent), the manual-override cooldown,
 //! the per-node cooldown, the global rate limit and the circuit breaker. Only then, and
 //! only outside dry-run, does it touch the node: cordon, taint and the ownership
