@@ -2,8 +2,9 @@
 //! (`hcclwatch remediate`) and the operator command (`hcclwatch override`), against the
 //! stand-in Kubernetes API server (`common/fake_apiserver.rs`).
 //!
-//! - a node quarantined `escalation.max_incidents` times within the window escalates: it
-//!   stays cordoned when its alert resolves, `hcclwatch_node_escalated` says so, an Event
+//! - a node quarantined `escalation.max_incidents` times within the window escalates
+//!   (across a restart of the receiver: the incidents are on the node): it stays cordoned
+//!   when its alert resolves, `hcclwatch_node_escalated` says so, an Event
 //!   is written, and only `hcclwatch override release` lets it go;
 //! - a `healthy` override makes the receiver refuse a firing alert until the override's
 //!   end, after which the next firing quarantines;
@@ -96,9 +97,15 @@ fn escalated_gauge(m: &str, node: &str) -> Option<f64> {
 fn a_recurring_node_escalates_and_only_a_person_releases_it() {
     // Five nodes: the breaker (100% of the fleet) counts each of n1's quarantines.
     let s = Setup::new(&["n1", "n2", "n3", "n4", "n5"]);
-    let r = s.start(&config(&s, false, "max_incidents = 3\nwindow = \"1h\""));
+    let cfg = config(&s, false, "max_incidents = 3\nwindow = \"1h\"");
+    let mut r = s.start(&cfg);
     let reasons = ["straggler", "link-flap", "hbm-ecc"];
     for (i, reason) in reasons.iter().enumerate() {
+        if i == 2 {
+            // The incidents live on the node: a restarted receiver still counts them.
+            drop(r);
+            r = s.start(&cfg);
+        }
         let fp = format!("f{i}");
         send(&r, "firing", "n1", reason, &fp);
         assert!(
