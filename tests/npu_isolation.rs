@@ -291,3 +291,23 @@ fn no_isolation_without_its_audit_record() {
     assert_eq!(resp.status, 503, "{}", resp.body);
     assert!(s.api.device_taint_rules().is_empty());
 }
+
+/// Pins: an operator override that holds the NPU (or its node) healthy refuses the
+/// isolation, audited; another NPU of the same node is still isolated.
+#[test]
+fn an_npu_held_healthy_by_an_operator_override_is_not_isolated() {
+    let s = setup(&["npu-node-1"]);
+    s.api.edit("npu-node-1", |n| {
+        n["metadata"]["annotations"]["hcclwatch.io/override.npu.3"] = json!(
+            r#"{"state": "healthy", "until": "2099-01-01T00:00:00Z", "reason": "vendor checked it", "by": "sre"}"#
+        );
+    });
+    let r = s.start(&config(&s, "dry_run = false", RULE));
+    assert_eq!(send(&r, "firing", "npu-node-1", "3", "f3").status, 200);
+    assert!(s.api.device_taint_rules().is_empty());
+    let last = s.audit().last().cloned().unwrap();
+    assert_eq!(last["result"], "override_healthy", "{last}");
+    assert!(last["detail"].as_str().unwrap().contains("NPU 3"), "{last}");
+    assert_eq!(send(&r, "firing", "npu-node-1", "4", "f4").status, 200);
+    assert_eq!(s.api.device_taint_rules().len(), 1);
+}

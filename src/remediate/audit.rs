@@ -43,6 +43,10 @@ pub enum AuditAction {
     Quarantine,
     /// The release of a quarantined node.
     Release,
+    /// A recurring node escalated: kept quarantined until a person releases it.
+    Escalate,
+    /// An operator override set or cleared (`hcclwatch override`).
+    Override,
 }
 
 impl AuditAction {
@@ -58,6 +62,8 @@ impl AuditAction {
             AuditAction::IsolateNpu => Action::IsolateNpu.as_str(),
             AuditAction::Quarantine => "quarantine",
             AuditAction::Release => "release",
+            AuditAction::Escalate => "escalate",
+            AuditAction::Override => "override",
         }
     }
 }

@@ -71,6 +71,8 @@ pub struct RemediateConfig {
     pub limits: LimitsConfig,
     /// Which nodes may be acted on.
     pub selectors: SelectorConfig,
+    /// When a node that keeps coming back is escalated instead of released.
+    pub escalation: EscalationConfig,
     /// Alert-to-action rules; the first rule that matches an alert applies.
     pub rules: Vec<Rule>,
 }
@@ -107,6 +109,8 @@ struct RemediateFile {
     limits: LimitsConfig,
     #[serde(default)]
     selectors: SelectorConfig,
+    #[serde(default)]
+    escalation: EscalationConfig,
     #[serde(default)]
     rules: Vec<RuleFile>,
 }
@@ -187,6 +191,28 @@ impl Default for LimitsConfig {
             node_cooldown: default_node_cooldown(),
             manual_override_cooldown: default_manual_cooldown(),
             max_actions_per_minute: default_rate(),
+        }
+    }
+}
+
+/// Recurrence: a node hcclwatch quarantined `max_incidents` times within `window` is
+/// escalated, and only a person releases it (`hcclwatch override release`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EscalationConfig {
+    /// Quarantines within `window` that escalate the node (0: never escalate).
+    #[serde(default = "default_max_incidents")]
+    pub max_incidents: u32,
+    /// The sliding window the quarantines are counted in.
+    #[serde(default = "default_escalation_window", with = "duration::serde_str")]
+    pub window: Duration,
+}
+
+impl Default for EscalationConfig {
+    fn default() -> Self {
+        Self {
+            max_incidents: default_max_incidents(),
+            window: default_escalation_window(),
         }
     }
 }
@@ -424,6 +450,12 @@ const fn default_node_cooldown() -> Duration {
 const fn default_manual_cooldown() -> Duration {
     Duration::from_secs(86_400)
 }
+const fn default_max_incidents() -> u32 {
+    3
+}
+const fn default_escalation_window() -> Duration {
+    Duration::from_secs(86_400)
+}
 const fn default_rate() -> u32 {
     5
 }
@@ -530,6 +562,7 @@ impl RemediateFile {
                 breaker: self.breaker,
                 limits: self.limits,
                 selectors: self.selectors,
+                escalation: self.escalation,
                 rules,
             }),
             _ => Err(p),
@@ -612,6 +645,19 @@ impl RemediateFile {
         }
         if self.limits.max_actions_per_minute == 0 {
             p.push(Problem::key("limits.max_actions_per_minute", "at least 1"));
+        }
+        let e = &self.escalation;
+        if e.max_incidents > crate::remediate::lifecycle::MAX_KEPT as u32 {
+            p.push(Problem::key(
+                "escalation.max_incidents",
+                format!(
+                    "at most {} (the incidents a node keeps); 0 turns escalation off",
+                    crate::remediate::lifecycle::MAX_KEPT
+                ),
+            ));
+        }
+        if e.max_incidents > 0 && e.window.is_zero() {
+            p.push(Problem::key("escalation.window", "must be positive"));
         }
         for (list, selectors) in [
             ("allow", &self.selectors.allow),

@@ -15,6 +15,8 @@
 //! - [`dra`]: the `DeviceTaintRule` and `ResourceSlice` API, live or dry-run shadow;
 //! - [`hooks`]: exec hook and generic HTTP webhook;
 //! - [`audit`]: the fsynced JSON-lines audit log;
+//! - [`lifecycle`]: the incidents and escalation of recurring nodes;
+//! - [`operator`]: `hcclwatch override`, a person's overrides and releases;
 //! - [`outcome`]: how a decision ended, as the audit log and the metrics name it;
 //! - [`metrics`]: the receiver's metrics.
 
@@ -25,7 +27,9 @@ pub(crate) mod engine;
 pub(crate) mod hooks;
 pub mod isolation;
 pub(crate) mod kube;
+pub mod lifecycle;
 pub(crate) mod metrics;
+pub mod operator;
 pub(crate) mod outcome;
 pub mod payload;
 pub(crate) mod safety;

@@ -531,6 +531,16 @@ pub struct HccsView {
 }
 
 impl ProbeSnapshot {
+    /// The NPUs of member `node` whose ports the device plane recommends for quarantine.
+    pub fn bad_npus(&self, node: usize) -> Vec<u32> {
+        self.device
+            .iter()
+            .flat_map(|d| &d.ports)
+            .filter(|p| p.node == node && p.state == NodeState::QuarantineRecommended)
+            .map(|p| p.npu)
+            .collect()
+    }
+
     /// A member's name by index; the index itself for one that is gone.
     pub fn name(&self, i: usize) -> String {
         self.members

@@ -1,7 +1,8 @@
 //! From an alert to changes on a node, through every safety rail.
 //!
 //! A firing alert that matches a rule passes, in order: the killswitch, the node's
-//! existence, the allow/deny selectors, ownership (already quarantined by us means nothing
+//! existence, the allow/deny selectors, an operator's `healthy` override, ownership
+//! (already quarantined by us means nothing
 //! to do: Alertmanager retries and repeats are idempotent), the manual-override cooldown,
 //! the per-node cooldown, the global rate limit and the circuit breaker. Only then, and
 //! only outside dry-run, does it touch the node: cordon, taint and the ownership
@@ -32,9 +33,11 @@
 //! once, at start: the engine acts through a node API that is either the cluster or the
 //! shadow (`nodes`).
 //!
-//! The firing side is in `quarantine`, the resolved side in `release`; one NPU instead of
-//! its node (`isolate_npu`) in `npu`.
+//! The firing side is in `quarantine`, the resolved side in `release`; operator overrides
+//! and the escalation of recurring nodes in `lifecycle`; one NPU instead of its node
+//! (`isolate_npu`) in `npu`.
 
+mod lifecycle;
 mod nodes;
 mod npu;
 mod quarantine;
@@ -283,6 +286,7 @@ impl Remediator {
     /// Re-reads every node: fleet size, hcclwatch's quarantines (the breaker window after a
     /// restart), manual uncordons, condition heartbeats.
     pub async fn reconcile(&self) -> Result<(), ApiError> {
+        let read_at = std::time::Instant::now();
         let nodes = self.nodes.list().await?;
         let now = SystemTime::now();
         let mut recent = Vec::new();
@@ -340,6 +344,7 @@ impl Remediator {
         self.metrics.breaker_open.set(i64::from(open));
         self.metrics.nodes_quarantined.set(owned);
         self.metrics.fleet_nodes.set(fleet as i64);
+        self.lifecycle(&nodes, read_at, now).await;
         self.metrics.reconciled();
         self.paused();
         Ok(())

@@ -162,6 +162,10 @@ impl Remediator {
         if let Some(why) = self.filter.refuse(&k::labels(&node)) {
             return self.record(c, act, Outcome::Refused, why).await;
         }
+        let npu: u32 = d.npu.parse().unwrap_or(u32::MAX);
+        if let Some(why) = self.npu_held_healthy(&node, npu, SystemTime::now()) {
+            return self.record(c, act, Outcome::OverrideHealthy, &why).await;
+        }
         let name = d.rule_name();
         let existing = match self.dra.get_rule(&name).await {
             Ok(r) => r,
