@@ -43,6 +43,9 @@ pub enum Command {
     /// Serve the Alertmanager webhook that cordons, taints and annotates bad nodes, behind
     /// dry-run, a circuit breaker, cooldowns, selectors and a killswitch.
     Remediate(RemediateArgs),
+    /// Hold a node or NPU healthy or quarantined until a time, end such an override, or
+    /// release an escalated node; through the Kubernetes API, audited before the change.
+    Override(crate::override_cli::OverrideArgs),
 }
 
 /// Flags of `hcclwatch remediate`.

@@ -3,6 +3,7 @@
 mod bench_cli;
 mod cli;
 mod demo_cli;
+mod override_cli;
 mod simulate_cli;
 
 use std::process::ExitCode;
@@ -40,6 +41,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        cli::Command::Override(a) => override_cli::main(&a),
         cli::Command::Run(run) => match run_daemon(&run) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

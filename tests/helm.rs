@@ -417,7 +417,8 @@ fn struct_fields(src: &str) -> BTreeMap<String, BTreeSet<String>> {
 
 #[test]
 fn remediation_config_schema_is_the_receivers() {
-    let fields = struct_fields(&read("src/remediate/config.rs"));
+    let mut fields = struct_fields(&read("src/remediate/config.rs"));
+    fields.extend(struct_fields(&read("src/remediate/isolation.rs")));
     let schema: Json =
         serde_json::from_str(&read("deploy/helm/hcclwatch/values.schema.json")).unwrap();
     let root = &schema["properties"]["remediation"]["properties"]["config"];
@@ -434,6 +435,7 @@ fn remediation_config_schema_is_the_receivers() {
         ("ConditionConfig", &rule["properties"]["condition"]),
         ("ExecConfig", &rule["properties"]["exec"]),
         ("WebhookConfig", &rule["properties"]["webhook"]),
+        ("NpuIsolation", &rule["properties"]["npu"]),
     ] {
         let want = fields
             .get(strukt)
@@ -452,12 +454,28 @@ fn remediation_config_schema_is_the_receivers() {
     }
 }
 
-/// (resource, verb) of every Kubernetes API call in src/remediate/kube.rs: the kube-rs
-/// `Api` method called on the receiver's node and event clients, as RBAC names it.
-fn receiver_api_calls() -> BTreeSet<(String, String)> {
-    let src = read("src/remediate/kube.rs");
+/// (API group, resource, verb) of every Kubernetes API call of the receiver: the kube-rs
+/// `Api` method called on its clients (nodes and events in src/remediate/kube.rs,
+/// DeviceTaintRules and ResourceSlices in src/remediate/dra.rs), as RBAC names it.
+fn receiver_api_calls() -> BTreeSet<(String, String, String)> {
     let mut calls = BTreeSet::new();
-    for (client, resource) in [("self.nodes", "nodes"), ("self.events", "events")] {
+    for (file, client, group, resource) in [
+        ("src/remediate/kube.rs", "self.nodes", "", "nodes"),
+        ("src/remediate/kube.rs", "self.events", "", "events"),
+        (
+            "src/remediate/dra.rs",
+            "self.rules",
+            "resource.k8s.io",
+            "devicetaintrules",
+        ),
+        (
+            "src/remediate/dra.rs",
+            "self.slices",
+            "resource.k8s.io",
+            "resourceslices",
+        ),
+    ] {
+        let src = read(file);
         for (i, _) in src.match_indices(client) {
             let rest = src[i + client.len()..].trim_start();
             let Some(rest) = rest.strip_prefix('.') else {
@@ -478,11 +496,11 @@ fn receiver_api_calls() -> BTreeSet<(String, String)> {
                 "get_status" => (format!("{resource}/status"), "get"),
                 "patch_status" => (format!("{resource}/status"), "patch"),
                 "replace_status" => (format!("{resource}/status"), "update"),
-                other => panic!(
-                    "src/remediate/kube.rs calls {client}.{other}: map it to an RBAC verb here"
-                ),
+                // The dry-run shadow's own map, not an API call.
+                "lock" | "iter" | "insert" | "remove" => continue,
+                other => panic!("{file} calls {client}.{other}: map it to an RBAC verb here"),
             };
-            calls.insert((res, verb.to_string()));
+            calls.insert((group.to_string(), res, verb.to_string()));
         }
     }
     calls
@@ -491,23 +509,30 @@ fn receiver_api_calls() -> BTreeSet<(String, String)> {
 #[test]
 fn remediation_rbac_is_exactly_the_receivers_api_calls() {
     let calls = receiver_api_calls();
-    // The receiver reads, lists, replaces and patches nodes, patches their status and
-    // creates events (docs/remediation.md); a parser that found none would prove nothing.
+    // The receiver reads, lists, replaces and patches nodes, patches their status,
+    // creates events, and manages DeviceTaintRules (docs/remediation.md); a parser that
+    // found none would prove nothing.
     assert!(
-        calls.contains(&("nodes".into(), "update".into())) && calls.len() >= 5,
+        calls.contains(&("".into(), "nodes".into(), "update".into()))
+            && calls.contains(&(
+                "resource.k8s.io".into(),
+                "devicetaintrules".into(),
+                "delete".into()
+            ))
+            && calls.len() >= 9,
         "{calls:?}"
     );
     let rendered = render(set("remediation-values.yaml"), &[]);
     let role = get(&rendered, "ClusterRole", "hcclwatch-remediate");
     let mut granted = BTreeSet::new();
     for r in role["rules"].as_sequence().unwrap() {
-        assert_eq!(
-            r["apiGroups"],
-            serde_yaml::from_str::<Value>("[\"\"]").unwrap()
-        );
+        let groups = r["apiGroups"].as_sequence().unwrap();
+        assert_eq!(groups.len(), 1, "one API group per rule: {r:?}");
+        let group = groups[0].as_str().unwrap().to_string();
         for res in r["resources"].as_sequence().unwrap() {
             for verb in r["verbs"].as_sequence().unwrap() {
                 granted.insert((
+                    group.clone(),
                     res.as_str().unwrap().to_string(),
                     verb.as_str().unwrap().to_string(),
                 ));

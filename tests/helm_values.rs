@@ -183,7 +183,10 @@ fn remediation_values_render_a_receiver_whose_config_checks() {
         cfg["selectors"]["allow"][0].as_str(),
         Some("accelerator-type")
     );
-    assert_eq!(cfg["rules"].as_array().unwrap().len(), 2);
+    // Hard faults, stragglers, and one NPU's own hard fault (isolate_npu).
+    let rules = cfg["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 3);
+    assert_eq!(rules[2]["actions"][0].as_str(), Some("isolate_npu"));
     // The token file the configuration names is where the token Secret is projected.
     let token = Path::new(cfg["auth"]["bearer_token_file"].as_str().unwrap());
     assert!(

@@ -41,8 +41,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("simulate", &["health", "snapshot"]),
     // Readers: exporters read the snapshot only.
     ("export", &["snapshot", "config"]),
-    // Actions: the receiver shares the exporter's /metrics answer and the shutdown signal.
-    ("remediate", &["config", "export", "shutdown"]),
+    // Actions: the receiver shares the exporter's /metrics answer and the shutdown signal,
+    // and reads the operator overrides in the snapshot's plain format (the daemon's too).
+    ("remediate", &["config", "export", "shutdown", "snapshot"]),
     ("bench", &["collective"]),
     // The composition root.
     (

@@ -68,6 +68,13 @@ pub(super) fn start_sources(
         sup.start("topology", AtExit::Detach, |rx| {
             crate::topology::spawn(settings, s, rx)
         })?;
+        if config.topology.overrides {
+            let settings = crate::topology::overrides::Settings::from_config(&config);
+            let s = store.clone();
+            sup.start("operator overrides", AtExit::Detach, |rx| {
+                crate::topology::overrides::spawn(settings, s, rx)
+            })?;
+        }
     } else {
         tracing::info!("topology off: topology.enabled = false");
     }

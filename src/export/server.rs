@@ -180,8 +180,12 @@ fn json<T: serde::Serialize>(code: StatusCode, body: &T) -> Response {
 }
 
 async fn state_handler(State(s): State<AppState>) -> Response {
-    match s.store.probe() {
-        Some(p) => json(StatusCode::OK, &state::State::from(p.as_ref())),
+    let view = s.store.view();
+    match &view.probe {
+        Some(p) => json(
+            StatusCode::OK,
+            &state::State::from(p.as_ref()).with_overrides(p, view.overrides.as_deref()),
+        ),
         None => json(StatusCode::NOT_FOUND, &state::NotEnabled::PROBING_OFF),
     }
 }

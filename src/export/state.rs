@@ -7,6 +7,7 @@
 
 use serde::Serialize;
 
+use crate::snapshot::overrides::{Override, OverridesSnapshot};
 use crate::snapshot::probe::{DeviceView, ProbeSnapshot, Transition};
 
 /// The whole response.
@@ -39,6 +40,93 @@ pub struct State {
     pub transitions: Vec<TransitionView>,
     /// The device plane (NPU ports), when this node probes it.
     pub device: Option<Device>,
+    /// This node's operator overrides, and its own verdict beside what is exported; null
+    /// while their source is off ([`State::with_overrides`]).
+    #[serde(rename = "override")]
+    pub overrides: Option<OverrideState>,
+}
+
+/// One operator override that holds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HeldView {
+    /// The NPU, for a per-NPU override; null for the node's.
+    pub npu: Option<u32>,
+    /// `healthy` or `quarantined`.
+    pub state: &'static str,
+    /// When it ends (RFC 3339).
+    pub until: String,
+    /// Why.
+    pub reason: String,
+    /// Who set it.
+    pub by: String,
+}
+
+impl HeldView {
+    fn new(npu: Option<u32>, o: &Override) -> Self {
+        Self {
+            npu,
+            state: o.state.as_str(),
+            until: o.until_text(),
+            reason: o.reason.clone(),
+            by: o.by.clone(),
+        }
+    }
+}
+
+/// This node's operator overrides as the daemon applies them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OverrideState {
+    /// This node.
+    pub node: String,
+    /// The overrides that hold (the node's, then each NPU's).
+    pub held: Vec<HeldView>,
+    /// This node's state as the health engine judges it, override or not (null when it is
+    /// not a member of the group).
+    pub engine_state: Option<&'static str>,
+    /// The engine's quarantine reason for this node, override or not.
+    pub engine_quarantine: Option<&'static str>,
+    /// The quarantine recommendation exported for this node after the override
+    /// (`operator_override` under a quarantined one; null under a healthy one).
+    pub exported_quarantine: Option<&'static str>,
+    /// Override annotations that were refused, with why.
+    pub refused: Vec<String>,
+    /// Why the annotations could not be read (then no override is applied).
+    pub error: Option<String>,
+}
+
+impl State {
+    /// Adds this node's overrides, as the exporter applies them.
+    pub fn with_overrides(mut self, p: &ProbeSnapshot, o: Option<&OverridesSnapshot>) -> Self {
+        self.overrides = o.map(|o| {
+            let index = p.members.iter().position(|m| m.name == o.node);
+            let me = index.map(|i| &p.members[i]);
+            let engine_quarantine = me.and_then(|m| m.quarantine.map(|q| q.as_str()));
+            let bad = index.map(|i| p.bad_npus(i)).unwrap_or_default();
+            let exported_quarantine = o.active.apply(engine_quarantine, &bad);
+            let mut held: Vec<HeldView> = o
+                .active
+                .node
+                .iter()
+                .map(|n| HeldView::new(None, n))
+                .collect();
+            held.extend(
+                o.active
+                    .npus
+                    .iter()
+                    .map(|(i, n)| HeldView::new(Some(*i), n)),
+            );
+            OverrideState {
+                node: o.node.clone(),
+                held,
+                engine_state: me.map(|m| m.state.as_str()),
+                engine_quarantine,
+                exported_quarantine,
+                refused: o.refused.clone(),
+                error: o.error.clone(),
+            }
+        });
+        self
+    }
 }
 
 /// One ToR as the health engine judged it.
@@ -280,6 +368,9 @@ pub struct Member {
     /// Where its place came from: `file`, `node_labels`, `hypernode`, `rank_table`,
     /// `inferred` (its ToR is an inferred group), or `none` when unknown.
     pub topology_source: &'static str,
+    /// Why it is left out of the group for now (it broke a formation exchange); null
+    /// while it is not.
+    pub excluded: Option<String>,
 }
 
 /// A measured link.
@@ -381,6 +472,7 @@ impl From<&ProbeSnapshot> for State {
                         spine: m.place.as_ref().and_then(|p| p.place.spine.clone()),
                         super_pod: m.place.as_ref().and_then(|p| p.place.super_pod.clone()),
                         topology_source: source.as_str(),
+                        excluded: m.excluded.clone(),
                     }
                 })
                 .collect(),
@@ -399,6 +491,7 @@ impl From<&ProbeSnapshot> for State {
                 .map(|t| TransitionView::new(p, t))
                 .collect(),
             device: p.device.as_ref().map(|d| Device::new(p, d)),
+            overrides: None,
         }
     }
 }

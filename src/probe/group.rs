@@ -27,22 +27,57 @@ pub fn max_snapshot_bytes(candidates: usize, window: usize) -> usize {
     (64 * 1024 + candidates.max(1) * per_node).min(64 << 20)
 }
 
+/// How the engine-state hand-over of a forming group ended for this member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Handover {
+    /// Every member already held the majority's state, or this one did.
+    Unchanged,
+    /// No strict majority holds one state: every member keeps its own.
+    NoMajority,
+    /// This member took over the majority's state, sent by rank `from`.
+    Adopted {
+        /// The sender's rank in the group.
+        from: usize,
+    },
+    /// The sender broke the hand-over: it announced more bytes than any state can hold,
+    /// or sent bytes that are not the state the majority announced. Every member sees the
+    /// same failure from the same sender, so every member can leave that one out and form
+    /// without it; the communicator may be unusable afterwards.
+    Refused {
+        /// The sender's rank in the group.
+        from: usize,
+        /// What it did, for the log and the state API.
+        why: String,
+    },
+}
+
+/// Test-only faults of the hand-over (`probe.inject_lies`,
+/// `probe.inject_oversize_handover`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HandoverFaults {
+    /// Announce and send a forged state (everyone else recommended for quarantine).
+    pub lie: bool,
+    /// When this member is the sender, send more bytes than any state can hold.
+    pub oversize: bool,
+}
+
 /// Makes every member's engine the state a strict majority of the members hold: each member
 /// all-gathers its state's digest (BLAKE3) and round count; when a majority holds one digest
 /// and some member holds another, the lowest rank of the majority sends its state and the
 /// others take it only if its digest is the majority's. No single member's claim (of rounds,
 /// or of a state) is ever adopted. Without a majority every member keeps its own state and
-/// says so. Returns the rank the state came from if this member took it over.
+/// says so. A sender that breaks the hand-over is named ([`Handover::Refused`]), so that the
+/// members can form without it instead of failing on it again at every formation.
 pub fn adopt_engine(
     c: &mut Communicator,
     engine: &mut HealthEngine,
     max_len: usize,
-    lie: bool,
-) -> CollResult<Option<usize>> {
+    faults: HandoverFaults,
+) -> CollResult<Handover> {
     let n = c.size();
     // A liar (fault injection, tests only) announces and would send a forged state: its
     // own, with every other node recommended for quarantine and a huge round count.
-    let mine = if lie {
+    let mine = if faults.lie {
         forged(&engine.snapshot())
     } else {
         engine.snapshot()
@@ -62,33 +97,51 @@ pub fn adopt_engine(
                 "members hold different health-engine states and no majority agrees; each keeps its own until the states converge"
             );
         }
-        return Ok(None);
+        return Ok(Handover::NoMajority);
     };
     if digests.iter().all(|d| *d == majority.as_slice()) {
         // Everyone already holds the same state (a group formed together): nothing to send.
-        return Ok(None);
+        return Ok(Handover::Unchanged);
     }
     let src = digests
         .iter()
         .position(|d| *d == majority.as_slice())
         .unwrap_or(0);
-    let sent = if c.rank() == src { mine } else { Vec::new() };
-    let got = c.broadcast_bytes(&sent, src, max_len)?;
+    let sent = match (c.rank() == src, faults.oversize) {
+        (true, true) => vec![b' '; max_len + 1],
+        (true, false) => mine,
+        (false, _) => Vec::new(),
+    };
+    let got = match c.broadcast_bytes(&sent, src, max_len) {
+        Ok(got) => got,
+        // Every rank checks the announced length before anything is sent, so every rank
+        // sees this one, from the same sender.
+        Err(e)
+            if e.peer == Some(src)
+                && e.code == crate::collective::HcclCode::Para
+                && e.step == "broadcast_bytes" =>
+        {
+            return Ok(Handover::Refused {
+                from: src,
+                why: format!("its engine-state hand-over was refused: {e}"),
+            });
+        }
+        Err(e) => return Err(e),
+    };
     if digests[c.rank()] == majority.as_slice() {
-        return Ok(None);
+        return Ok(Handover::Unchanged);
     }
     if blake3::hash(&got).as_bytes() != majority.as_slice() {
-        tracing::warn!(
-            from = src,
-            "the engine state received is not the majority's; keeping this node's own"
-        );
-        return Ok(None);
+        return Ok(Handover::Refused {
+            from: src,
+            why: "it sent an engine state that is not the one the majority announced".into(),
+        });
     }
     match engine.restore(&got) {
-        Ok(()) => Ok(Some(src)),
+        Ok(()) => Ok(Handover::Adopted { from: src }),
         Err(e) => {
             tracing::warn!(error = %e, "cannot take over the group's engine state; keeping this node's own");
-            Ok(None)
+            Ok(Handover::Unchanged)
         }
     }
 }

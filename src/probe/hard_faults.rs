@@ -5,6 +5,14 @@
 //! NotHandleFault least of all. A hard fault is a current state: it ends when its condition
 //! does, and the engine then holds the node for `health.hard_hold_down` rounds before
 //! probation.
+//!
+//! With `health.hard_npu_scoped`, a fault that belongs to one chip (critical health,
+//! uncorrectable ECC, its RoCE port down, a separating fault code) is that chip's, not the
+//! node's: it is kept aside as a recommendation to isolate the NPU (exported per NPU, acted
+//! on by the receiver's `isolate_npu`), and only a dropped card, which takes the node's
+//! view of its chips with it, stays a node verdict. Whether enough of a node's NPUs are
+//! isolated to take the node out is the receiver's call (`npu.max_share`), made where every
+//! NPU isolation is known.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -34,6 +42,8 @@ pub struct HardFaultRules {
     /// Uncorrectable (double-bit) HBM ECC errors within [`ECC_WINDOW`] that make a hard
     /// fault.
     pub ecc_double_per_window: u64,
+    /// A chip's own hard fault recommends isolating the chip, not quarantining the node.
+    pub npu_scoped: bool,
 }
 
 impl Default for HardFaultRules {
@@ -41,8 +51,14 @@ impl Default for HardFaultRules {
         Self {
             consecutive_reads: 3,
             ecc_double_per_window: 1,
+            npu_scoped: false,
         }
     }
+}
+
+/// Whether a hard-fault code belongs to one chip (everything but a dropped card).
+pub fn chip_scoped(code: u8) -> bool {
+    (2..=5).contains(&code)
 }
 
 /// The window over which new uncorrectable ECC errors are counted: a hard fault clears an
@@ -66,6 +82,9 @@ struct ChipHistory {
 pub struct HardFaults {
     rules: HardFaultRules,
     chips: BTreeMap<u32, ChipHistory>,
+    /// With `npu_scoped`: the chips whose own hard fault recommends isolating them, by
+    /// physical id, with the code (as of the last evaluation).
+    isolate: BTreeMap<u32, u8>,
 }
 
 impl HardFaults {
@@ -74,7 +93,14 @@ impl HardFaults {
         Self {
             rules,
             chips: BTreeMap::new(),
+            isolate: BTreeMap::new(),
         }
+    }
+
+    /// The NPUs (physical ids) whose own hard fault recommends isolating them, with the
+    /// code; empty unless `npu_scoped`.
+    pub fn isolations(&self) -> &BTreeMap<u32, u8> {
+        &self.isolate
     }
 
     /// The most severe hard fault the store shows now (0: none).
@@ -87,6 +113,7 @@ impl HardFaults {
         let npu = store.npu();
         let rules = self.rules;
         self.chips.retain(|id, _| npu.state.chips.contains_key(id));
+        self.isolate.clear();
         let mut code = 0u8;
         for (id, c) in &npu.state.chips {
             let h = self.chips.entry(*id).or_default();
@@ -131,11 +158,26 @@ impl HardFaults {
             } else {
                 0
             };
+            if rules.npu_scoped && chip_scoped(this) {
+                self.isolate.insert(*id, this);
+                continue;
+            }
             if this != 0 && (code == 0 || this < code) {
                 code = this;
             }
         }
         code
+    }
+}
+
+/// The bounded label a chip-scoped hard-fault code is exported with.
+pub fn isolation_reason(code: u8) -> &'static str {
+    match code {
+        2 => "health_critical",
+        3 => "ecc_uncorrectable",
+        4 => "roce_down",
+        5 => "separate_npu_fault",
+        _ => "hard_fault",
     }
 }
 
@@ -213,6 +255,31 @@ mod tests {
             ..NpuSnapshot::default()
         });
         store
+    }
+
+    /// Pins: with `npu_scoped`, a chip's own hard fault is a recommendation for that chip
+    /// and not a node code; a dropped card stays the node's; without it, as before.
+    #[test]
+    fn npu_scoped_faults_are_the_chips_and_a_dropped_card_the_nodes() {
+        let scoped = HardFaultRules {
+            npu_scoped: true,
+            ..HardFaultRules::default()
+        };
+        let now = Instant::now();
+        let separating = store(&[(0x80E0_1801, FaultLevel::SeparateNPU)]);
+        let mut h = HardFaults::new(scoped);
+        assert_eq!(h.code_at(&separating, now), 0);
+        assert_eq!(h.isolations(), &BTreeMap::from([(0, 5)]));
+        let mut plain = HardFaults::new(HardFaultRules::default());
+        assert_eq!(plain.code_at(&separating, now), 5);
+        assert!(plain.isolations().is_empty());
+        // The code clears: so does the recommendation.
+        let clean = store(&[]);
+        assert_eq!(h.code_at(&clean, now), 0);
+        assert!(h.isolations().is_empty());
+        let dropped = chip_store(|c| c.dropped = true);
+        assert_eq!(h.code_at(&dropped, now), 1);
+        assert!(h.isolations().is_empty());
     }
 
     /// Pins: network health down on one read is not a hard fault; three in a row is, and

@@ -108,6 +108,9 @@ pub struct Membership {
     me: Option<usize>,
     /// Since when each candidate has not accepted a connection (None: it did last time).
     down_since: Vec<Option<Instant>>,
+    /// Candidates left out of forming until a time, with why (a member that broke a group
+    /// exchange, see [`Membership::exclude`]).
+    excluded: Vec<Option<(Instant, String)>>,
     member_timeout: Duration,
     resolved_at: Option<Instant>,
     next_resolve: Instant,
@@ -137,6 +140,7 @@ impl Membership {
             candidates,
             me,
             down_since: vec![None; n],
+            excluded: vec![None; n],
             member_timeout,
             resolved_at: Some(now),
             next_resolve: now,
@@ -233,12 +237,15 @@ impl Membership {
             .map(|a| addrs.iter().position(|b| b == a))
             .collect();
         let mut down = vec![None; addrs.len()];
+        let mut excluded = vec![None; addrs.len()];
         for (o, n) in map.iter().enumerate() {
             if let Some(n) = n {
                 down[*n] = self.down_since[o];
+                excluded[*n] = self.excluded.get(o).cloned().flatten();
             }
         }
         self.down_since = down;
+        self.excluded = excluded;
         self.candidates = addrs
             .iter()
             .map(|a| Candidate {
@@ -318,8 +325,29 @@ impl Membership {
     /// The candidates that form the group now, in index order (this node included).
     pub fn members(&self, now: Instant) -> Vec<usize> {
         (0..self.candidates.len())
-            .filter(|i| !self.removed(*i, now))
+            .filter(|i| !self.removed(*i, now) && self.excluded(*i, now).is_none())
             .collect()
+    }
+
+    /// Leaves candidate `i` out of the group until `until`, whether it answers or not: it
+    /// broke an exchange every member saw it break (its engine-state hand-over was larger
+    /// than any state can be, or not the state it announced). Its own view is never
+    /// excluded: a member cannot leave itself out.
+    pub fn exclude(&mut self, i: usize, until: Instant, why: String) {
+        if Some(i) == self.me {
+            return;
+        }
+        if let Some(e) = self.excluded.get_mut(i) {
+            *e = Some((until, why));
+        }
+    }
+
+    /// Why candidate `i` is left out now, if it is excluded (see [`Membership::exclude`]).
+    pub fn excluded(&self, i: usize, now: Instant) -> Option<&str> {
+        match self.excluded.get(i)? {
+            Some((until, why)) if now < *until => Some(why.as_str()),
+            _ => None,
+        }
     }
 
     /// A communicator id for a group of `members`: the base id with the members' addresses
@@ -422,6 +450,26 @@ mod tests {
         assert_ne!(full, m.comm_id(7, &[0, 1]));
         assert_ne!(full, m.comm_id(8, &[0, 1, 2]));
         assert_eq!(full, m.comm_id(7, &[0, 1, 2]));
+    }
+
+    #[test]
+    fn an_excluded_member_is_out_until_its_time_whether_it_answers_or_not() {
+        let t0 = Instant::now();
+        let src = Source::Static {
+            peers: vec![a("10.0.0.1:1"), a("10.0.0.2:1"), a("10.0.0.3:1")],
+            names: vec!["n1".into(), "n2".into(), "n3".into()],
+            rank: 0,
+        };
+        let mut m = Membership::new(src, Duration::from_secs(30), t0);
+        m.exclude(2, t0 + Duration::from_secs(60), "oversize hand-over".into());
+        m.record(2, true, t0 + Duration::from_secs(1));
+        assert_eq!(m.members(t0 + Duration::from_secs(59)), vec![0, 1]);
+        assert_eq!(m.excluded(2, t0), Some("oversize hand-over"));
+        assert_eq!(m.members(t0 + Duration::from_secs(60)), vec![0, 1, 2]);
+        assert_eq!(m.excluded(2, t0 + Duration::from_secs(60)), None);
+        // A member never leaves itself out.
+        m.exclude(0, t0 + Duration::from_secs(60), "self".into());
+        assert_eq!(m.excluded(0, t0), None);
     }
 
     #[test]

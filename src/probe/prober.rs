@@ -234,7 +234,11 @@ impl Prober {
         if self.comm.is_none() {
             return;
         }
-        let out: Vec<usize> = (0..n).filter(|i| !self.group.contains(i)).collect();
+        // An excluded member answering is not a return: it stays out until its time.
+        let now = Instant::now();
+        let out: Vec<usize> = (0..n)
+            .filter(|i| !self.group.contains(i) && self.view.excluded(*i, now).is_none())
+            .collect();
         if out.is_empty() {
             return;
         }
@@ -271,6 +275,9 @@ impl Prober {
             self.view.record(*i, *ok, now);
         }
         let members = self.view.members(now);
+        for (i, m) in self.part.members.iter_mut().enumerate() {
+            m.excluded = self.view.excluded(i, now).map(str::to_string);
+        }
         let left_out: Vec<String> = (0..n)
             .filter(|i| !members.contains(i))
             .map(|i| self.view.candidates()[i].name.clone())
@@ -372,14 +379,22 @@ impl Prober {
         // Every member takes over the engine of the one that has been probing longest, so
         // that a member that just (re)joined reaches the same verdicts as the others.
         let max_len = group::max_snapshot_bytes(n, self.s.health.window);
-        match group::adopt_engine(c, &mut self.engine, max_len, self.s.inject_lies) {
-            Ok(Some(from)) => {
+        let faults = group::HandoverFaults {
+            lie: self.s.inject_lies,
+            oversize: self.s.inject_oversize_handover,
+        };
+        match group::adopt_engine(c, &mut self.engine, max_len, faults) {
+            Ok(group::Handover::Adopted { from }) => {
                 tracing::info!(from = %self.part.name(members[from]), rounds = self.engine.rounds(), "took over the group's engine state");
                 self.requests.clear();
                 self.link_requests.clear();
                 self.sync_states();
             }
-            Ok(None) => {}
+            Ok(group::Handover::Unchanged | group::Handover::NoMajority) => {}
+            Ok(group::Handover::Refused { from, why }) => {
+                self.exclude(members[from], &why);
+                return false;
+            }
             Err(e) => {
                 self.pause(
                     PauseReason::FormFailed,
@@ -398,6 +413,26 @@ impl Prober {
             return false;
         }
         true
+    }
+
+    /// Leaves candidate `node` out of the group for `probe.exclusion` because it broke a
+    /// formation exchange (`why`); the group re-forms without it at the next round.
+    fn exclude(&mut self, node: usize, why: &str) {
+        let name = self.part.name(node);
+        let until = Instant::now() + self.s.exclusion;
+        let reason = format!("excluded for {:?}: {why}", self.s.exclusion);
+        tracing::warn!(peer = %name, reason = %reason, "a member broke the group's formation; the group forms without it");
+        self.view.exclude(node, until, reason.clone());
+        if let Some(m) = self.part.members.get_mut(node) {
+            m.excluded = Some(reason);
+        }
+        self.pause(
+            PauseReason::FormFailed,
+            format!(
+                "member {name} broke the engine-state hand-over ({why}); re-forming without it"
+            ),
+            true,
+        );
     }
 
     /// All-gathers the members' places into their views (see `group`); false, with the
@@ -633,8 +668,15 @@ impl Prober {
         }
         let (congested, hardware) = self.uplink_read();
         let hardware = hardware.union(self.s.inject_signs);
+        let hard = self.faults.code(store);
+        self.part.npu_isolation = self
+            .faults
+            .isolations()
+            .iter()
+            .map(|(npu, code)| (*npu, super::hard_faults::isolation_reason(*code)))
+            .collect();
         let own = Contribution {
-            hard: self.faults.code(store),
+            hard,
             over_budget: self.over_budget(),
             congested,
             hardware,

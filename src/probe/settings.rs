@@ -62,6 +62,10 @@ pub struct ProbeSettings {
     pub health: HealthConfig,
     /// Fault injection (tests only): lie in every report to the group.
     pub inject_lies: bool,
+    /// Fault injection (tests only): send an oversize engine-state hand-over.
+    pub inject_oversize_handover: bool,
+    /// How long a member that broke the hand-over is left out (`probe.exclusion`).
+    pub exclusion: Duration,
     /// Fault injection (tests and the demo): hardware signs reported every round.
     pub inject_signs: Signs,
     /// When a telemetry reading is a hard fault.
@@ -375,10 +379,13 @@ impl ProbeSettings {
             budget_busy_ratio: p.budget_busy_ratio,
             health: health_config(&config.health),
             inject_lies: p.inject_lies,
+            inject_oversize_handover: p.inject_oversize_handover,
+            exclusion: p.exclusion,
             inject_signs: Signs::from_labels(&p.inject_hardware_signs),
             hard_faults: super::hard_faults::HardFaultRules {
                 consecutive_reads: config.health.hard_consecutive_reads,
                 ecc_double_per_window: u64::from(config.health.hard_ecc_double_per_hour),
+                npu_scoped: config.health.hard_npu_scoped,
             },
             device: None,
             congestion: congestion_settings(p),

@@ -37,10 +37,16 @@ pub enum AuditAction {
     Exec,
     /// The rule's HTTP webhook.
     Webhook,
+    /// One NPU taken out of scheduling (a `DeviceTaintRule`), or its release.
+    IsolateNpu,
     /// The quarantine as a whole (its intent, before the node is marked).
     Quarantine,
     /// The release of a quarantined node.
     Release,
+    /// A recurring node escalated: kept quarantined until a person releases it.
+    Escalate,
+    /// An operator override set or cleared (`hcclwatch override`).
+    Override,
 }
 
 impl AuditAction {
@@ -53,8 +59,11 @@ impl AuditAction {
             AuditAction::Event => Action::Event.as_str(),
             AuditAction::Exec => Action::Exec.as_str(),
             AuditAction::Webhook => Action::Webhook.as_str(),
+            AuditAction::IsolateNpu => Action::IsolateNpu.as_str(),
             AuditAction::Quarantine => "quarantine",
             AuditAction::Release => "release",
+            AuditAction::Escalate => "escalate",
+            AuditAction::Override => "override",
         }
     }
 }
@@ -68,6 +77,7 @@ impl From<Action> for AuditAction {
             Action::Event => AuditAction::Event,
             Action::Exec => AuditAction::Exec,
             Action::Webhook => AuditAction::Webhook,
+            Action::IsolateNpu => AuditAction::IsolateNpu,
         }
     }
 }

@@ -71,6 +71,8 @@ pub struct RemediateConfig {
     pub limits: LimitsConfig,
     /// Which nodes may be acted on.
     pub selectors: SelectorConfig,
+    /// When a node that keeps coming back is escalated instead of released.
+    pub escalation: EscalationConfig,
     /// Alert-to-action rules; the first rule that matches an alert applies.
     pub rules: Vec<Rule>,
 }
@@ -107,6 +109,8 @@ struct RemediateFile {
     limits: LimitsConfig,
     #[serde(default)]
     selectors: SelectorConfig,
+    #[serde(default)]
+    escalation: EscalationConfig,
     #[serde(default)]
     rules: Vec<RuleFile>,
 }
@@ -150,6 +154,9 @@ pub struct BreakerConfig {
     /// The sliding window.
     #[serde(default = "default_window", with = "duration::serde_str")]
     pub window: Duration,
+    /// NPUs isolated (`isolate_npu`) in the window, fleet-wide.
+    #[serde(default = "default_max_npus")]
+    pub max_npus: usize,
 }
 
 impl Default for BreakerConfig {
@@ -158,6 +165,7 @@ impl Default for BreakerConfig {
             max_nodes: default_max_nodes(),
             max_percent: default_max_percent(),
             window: default_window(),
+            max_npus: default_max_npus(),
         }
     }
 }
@@ -183,6 +191,28 @@ impl Default for LimitsConfig {
             node_cooldown: default_node_cooldown(),
             manual_override_cooldown: default_manual_cooldown(),
             max_actions_per_minute: default_rate(),
+        }
+    }
+}
+
+/// Recurrence: a node hcclwatch quarantined `max_incidents` times within `window` is
+/// escalated, and only a person releases it (`hcclwatch override release`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EscalationConfig {
+    /// Quarantines within `window` that escalate the node (0: never escalate).
+    #[serde(default = "default_max_incidents")]
+    pub max_incidents: u32,
+    /// The sliding window the quarantines are counted in.
+    #[serde(default = "default_escalation_window", with = "duration::serde_str")]
+    pub window: Duration,
+}
+
+impl Default for EscalationConfig {
+    fn default() -> Self {
+        Self {
+            max_incidents: default_max_incidents(),
+            window: default_escalation_window(),
         }
     }
 }
@@ -217,6 +247,8 @@ pub struct Rule {
     pub exec: Option<ExecConfig>,
     /// The HTTP endpoint (for `webhook`).
     pub webhook: Option<WebhookConfig>,
+    /// How the alert's NPU maps to a DRA device (for `isolate_npu`).
+    pub npu: Option<super::isolation::NpuIsolation>,
 }
 
 /// A rule as written.
@@ -233,6 +265,7 @@ struct RuleFile {
     condition: ConditionConfig,
     exec: Option<ExecConfig>,
     webhook: Option<WebhookConfig>,
+    npu: Option<super::isolation::NpuIsolationFile>,
 }
 
 config_enum! {
@@ -251,6 +284,9 @@ config_enum! {
         Exec = "exec",
         /// POST the alert to an HTTP endpoint.
         Webhook = "webhook",
+        /// Take the alert's NPU out of scheduling with a DRA `DeviceTaintRule` (see
+        /// `[rules.npu]`); the node follows only over `npu.max_share`.
+        IsolateNpu = "isolate_npu",
     }
 }
 
@@ -402,6 +438,9 @@ const fn default_max_nodes() -> usize {
 const fn default_max_percent() -> f64 {
     10.0
 }
+const fn default_max_npus() -> usize {
+    8
+}
 const fn default_window() -> Duration {
     Duration::from_secs(3600)
 }
@@ -409,6 +448,12 @@ const fn default_node_cooldown() -> Duration {
     Duration::from_secs(1800)
 }
 const fn default_manual_cooldown() -> Duration {
+    Duration::from_secs(86_400)
+}
+const fn default_max_incidents() -> u32 {
+    3
+}
+const fn default_escalation_window() -> Duration {
     Duration::from_secs(86_400)
 }
 const fn default_rate() -> u32 {
@@ -517,6 +562,7 @@ impl RemediateFile {
                 breaker: self.breaker,
                 limits: self.limits,
                 selectors: self.selectors,
+                escalation: self.escalation,
                 rules,
             }),
             _ => Err(p),
@@ -588,11 +634,30 @@ impl RemediateFile {
                 format!("{} is not in (0, 100]", b.max_percent),
             ));
         }
+        if b.max_npus == 0 {
+            p.push(Problem::key(
+                "breaker.max_npus",
+                "at least 1 (leave isolate_npu out of the rules to isolate no NPU)",
+            ));
+        }
         if b.window.is_zero() {
             p.push(Problem::key("breaker.window", "must be positive"));
         }
         if self.limits.max_actions_per_minute == 0 {
             p.push(Problem::key("limits.max_actions_per_minute", "at least 1"));
+        }
+        let e = &self.escalation;
+        if e.max_incidents > crate::remediate::lifecycle::MAX_KEPT as u32 {
+            p.push(Problem::key(
+                "escalation.max_incidents",
+                format!(
+                    "at most {} (the incidents a node keeps); 0 turns escalation off",
+                    crate::remediate::lifecycle::MAX_KEPT
+                ),
+            ));
+        }
+        if e.max_incidents > 0 && e.window.is_zero() {
+            p.push(Problem::key("escalation.window", "must be positive"));
         }
         for (list, selectors) in [
             ("allow", &self.selectors.allow),
@@ -609,7 +674,7 @@ impl RemediateFile {
 
 impl RuleFile {
     /// The rule, or its problems (each key under `at`) added to `p`.
-    fn check(self, at: &str, p: &mut Vec<Problem>) -> Option<Rule> {
+    fn check(mut self, at: &str, p: &mut Vec<Problem>) -> Option<Rule> {
         let before = p.len();
         let mut push =
             |key: &str, reason: String| p.push(Problem::key(format!("{at}.{key}"), reason));
@@ -619,7 +684,17 @@ impl RuleFile {
         if self.actions.is_empty() {
             push("actions", "list at least one action".into());
         }
-        let taints = self.actions.contains(&Action::Taint);
+        // What the rule may do to the node: its actions, and for isolate_npu the node's
+        // actions over the share, which use the rule's taint, condition and hooks.
+        let mut node_actions = self.actions.clone();
+        if self.actions.contains(&Action::IsolateNpu) {
+            match &self.npu {
+                Some(n) => node_actions.extend_from_slice(n.node_actions()),
+                None => node_actions.extend_from_slice(&super::isolation::default_node_actions()),
+            }
+        }
+        let does = |a: Action| node_actions.contains(&a);
+        let taints = does(Action::Taint);
         if taints && !super::payload::valid_qualified_name(&self.taint.key) {
             push(
                 "taint.key",
@@ -637,7 +712,7 @@ impl RuleFile {
                 ),
             );
         }
-        if self.actions.contains(&Action::Condition)
+        if does(Action::Condition)
             && !self
                 .condition
                 .kind
@@ -653,13 +728,13 @@ impl RuleFile {
                 ),
             );
         }
-        match (&self.exec, self.actions.contains(&Action::Exec)) {
+        match (&self.exec, does(Action::Exec)) {
             (None, true) => push("exec", "the rule lists exec but has no [rules.exec]".into()),
             (Some(e), _) if e.argv.is_empty() => push("exec.argv", "must name a program".into()),
             (Some(e), _) if e.timeout.is_zero() => push("exec.timeout", "must be positive".into()),
             _ => {}
         }
-        match (&self.webhook, self.actions.contains(&Action::Webhook)) {
+        match (&self.webhook, does(Action::Webhook)) {
             (None, true) => push(
                 "webhook",
                 "the rule lists webhook but has no [rules.webhook]".into(),
@@ -673,6 +748,7 @@ impl RuleFile {
             ),
             _ => {}
         }
+        let npu = self.check_npu(at, p);
         (p.len() == before).then(|| Rule {
             alertname: self.alertname,
             match_labels: self.match_labels,
@@ -685,7 +761,43 @@ impl RuleFile {
             condition: self.condition,
             exec: self.exec,
             webhook: self.webhook,
+            npu,
         })
+    }
+
+    /// The `[rules.npu]` section: required in effect (its defaults) by `isolate_npu`,
+    /// refused without it, and its node actions must be node actions.
+    fn check_npu(
+        &mut self,
+        at: &str,
+        p: &mut Vec<Problem>,
+    ) -> Option<super::isolation::NpuIsolation> {
+        let isolates = self.actions.contains(&Action::IsolateNpu);
+        let section = self.npu.take();
+        if !isolates {
+            if section.is_some() {
+                p.push(Problem::key(
+                    format!("{at}.npu"),
+                    "the rule has [rules.npu] but does not list isolate_npu in actions",
+                ));
+            }
+            return None;
+        }
+        if self.actions.len() > 1 {
+            p.push(Problem::key(
+                format!("{at}.actions"),
+                "a rule with isolate_npu lists only isolate_npu; what is done to the node over the share goes in npu.node_actions",
+            ));
+        }
+        let npu = section.unwrap_or_default().check(&format!("{at}.npu"), p)?;
+        if npu.node_actions.contains(&Action::IsolateNpu) {
+            p.push(Problem::key(
+                format!("{at}.npu.node_actions"),
+                "isolate_npu is not a node action",
+            ));
+            return None;
+        }
+        Some(npu)
     }
 }
 

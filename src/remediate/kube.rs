@@ -46,8 +46,8 @@ pub const OWNER: &str = "hcclwatch";
 /// A failed API call, classified for the caller.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    /// 404.
-    #[error("node {0} does not exist")]
+    /// 404: the object, or the resource itself (a cluster that does not serve it).
+    #[error("{0}: not found")]
     NotFound(String),
     /// 403: the RBAC does not allow the verb.
     #[error(
@@ -63,7 +63,7 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    fn from_kube(e: kube::Error, what: &str) -> Self {
+    pub(crate) fn from_kube(e: kube::Error, what: &str) -> Self {
         match &e {
             kube::Error::Api(s) if s.code == 404 => ApiError::NotFound(what.to_string()),
             kube::Error::Api(s) if s.code == 403 => {
@@ -114,12 +114,13 @@ pub enum ConnectError {
 pub struct Kube {
     nodes: Api<Node>,
     events: Api<Event>,
+    client: Client,
     timeout: std::time::Duration,
 }
 
 /// Bounds one API call: past `timeout` it fails as a transient error (Alertmanager
 /// retries) instead of holding the node's lock and the request.
-async fn bounded<T>(
+pub(crate) async fn bounded<T>(
     timeout: std::time::Duration,
     what: String,
     call: impl std::future::Future<Output = Result<T, kube::Error>>,
@@ -159,9 +160,20 @@ impl Kube {
         let client = Client::try_from(cfg).map_err(ConnectError::Client)?;
         Ok(Self {
             nodes: Api::all(client.clone()),
-            events: Api::namespaced(client, event_namespace),
+            events: Api::namespaced(client.clone(), event_namespace),
+            client,
             timeout,
         })
+    }
+
+    /// The client, for the other resources the receiver touches (`dra`).
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The bound on one API call (`kubernetes.timeout`).
+    pub fn timeout(&self) -> std::time::Duration {
+        self.timeout
     }
 
     /// GET a node.

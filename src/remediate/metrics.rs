@@ -1,6 +1,8 @@
 //! The receiver's own metrics, served on its `/metrics`.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicU64;
+use std::time::Instant;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -32,6 +34,8 @@ pub struct Metrics {
     pub breaker_open: Gauge,
     /// Nodes that carry hcclwatch's quarantine annotations.
     pub nodes_quarantined: Gauge,
+    /// NPUs taken out of scheduling by hcclwatch's `DeviceTaintRule`s.
+    pub npus_isolated: Gauge,
     /// Manual uncordons of nodes hcclwatch had cordoned.
     pub manual_overrides: Counter,
     /// 1 while the killswitch file exists.
@@ -43,6 +47,14 @@ pub struct Metrics {
     /// Audit records that could not be written (the request was answered 503).
     pub audit_failures: Counter,
     last_reconcile: Gauge<f64, AtomicU64>,
+    /// 1 for each node escalated (quarantined too often; a person must release it).
+    escalated: Family<Labels, Gauge>,
+    /// 1 for each active operator override, by node and state.
+    overrides: Family<Labels, Gauge>,
+    /// The label sets of `escalated` and `overrides` shown, each with when it was last
+    /// set, so a rebuild removes only those that went (a scrape never sees the families
+    /// empty halfway through) and never one set after the nodes it is built from were read.
+    shown: std::sync::Mutex<[BTreeMap<Labels, Instant>; 2]>,
 }
 
 impl Default for Metrics {
@@ -61,12 +73,16 @@ impl Metrics {
             latency: Family::new_with_constructor(latency_histogram),
             breaker_open: Gauge::default(),
             nodes_quarantined: Gauge::default(),
+            npus_isolated: Gauge::default(),
             manual_overrides: Counter::default(),
             killswitch: Gauge::default(),
             dry_run: Gauge::default(),
             fleet_nodes: Gauge::default(),
             audit_failures: Counter::default(),
             last_reconcile: Gauge::default(),
+            escalated: Family::default(),
+            overrides: Family::default(),
+            shown: std::sync::Mutex::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -93,6 +109,11 @@ impl Metrics {
             "hcclwatch_remediation_nodes_quarantined",
             "Nodes currently carrying hcclwatch's quarantine annotations.",
             m.nodes_quarantined.clone(),
+        );
+        registry.register(
+            "hcclwatch_remediation_npus_isolated",
+            "NPUs currently taken out of scheduling by hcclwatch's DeviceTaintRules (isolate_npu).",
+            m.npus_isolated.clone(),
         );
         registry.register(
             "hcclwatch_remediation_manual_overrides",
@@ -123,6 +144,16 @@ impl Metrics {
             "hcclwatch_remediation_last_reconcile_timestamp_seconds",
             "Unix time of the last successful read of every node.",
             m.last_reconcile.clone(),
+        );
+        registry.register(
+            "hcclwatch_node_escalated",
+            "1 while a node is escalated: quarantined escalation.max_incidents times within escalation.window, kept until a person releases it (hcclwatch override release).",
+            m.escalated.clone(),
+        );
+        registry.register(
+            "hcclwatch_remediation_override",
+            "1 for each active operator override on a node (hcclwatch.io/override), by state (healthy or quarantined).",
+            m.overrides.clone(),
         );
         Self { registry, ..m }
     }
@@ -166,6 +197,54 @@ impl Metrics {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
         self.last_reconcile.set(now);
+    }
+
+    /// Marks a node escalated (the gauge is rebuilt from the annotations at each reconcile).
+    pub fn escalate(&self, node: &str) {
+        let l = vec![("node".to_string(), node.to_string())];
+        self.escalated.get_or_create_owned(&l).set(1);
+        self.shown_sets()[0].insert(l, Instant::now());
+    }
+
+    /// Rebuilds `hcclwatch_node_escalated` and `hcclwatch_remediation_override` from the
+    /// nodes read at `read_at`: escalated node names, and (node, state) of each override
+    /// that holds. A series set after `read_at` stays (the read could not see it).
+    pub fn rebuild(
+        &self,
+        read_at: Instant,
+        escalated: BTreeSet<String>,
+        overrides: BTreeSet<(String, String)>,
+    ) {
+        let escalated: BTreeSet<Labels> = escalated
+            .into_iter()
+            .map(|n| vec![("node".to_string(), n)])
+            .collect();
+        let overrides: BTreeSet<Labels> = overrides
+            .into_iter()
+            .map(|(n, s)| vec![("node".to_string(), n), ("state".to_string(), s)])
+            .collect();
+        let mut shown = self.shown_sets();
+        let [e, o] = &mut *shown;
+        for (family, now, before) in [
+            (&self.escalated, escalated, e),
+            (&self.overrides, overrides, o),
+        ] {
+            before.retain(|l, at| {
+                let keep = now.contains(l) || *at > read_at;
+                if !keep {
+                    family.remove(l);
+                }
+                keep
+            });
+            for l in now {
+                family.get_or_create_owned(&l).set(1);
+                before.insert(l, read_at);
+            }
+        }
+    }
+
+    fn shown_sets(&self) -> std::sync::MutexGuard<'_, [BTreeMap<Labels, Instant>; 2]> {
+        self.shown.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The registry, for encoding.

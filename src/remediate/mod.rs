@@ -13,17 +13,25 @@
 //! - [`push`]: a daemon's hard-fault push (`/v1/push`), the fast path beside Alertmanager;
 //! - [`safety`]: selectors, circuit breaker, rate limit;
 //! - [`kube`]: the Kubernetes API and the ownership annotations;
+//! - [`isolation`]: which DRA device an NPU alert names, and its `DeviceTaintRule`;
+//! - [`dra`]: the `DeviceTaintRule` and `ResourceSlice` API, live or dry-run shadow;
 //! - [`hooks`]: exec hook and generic HTTP webhook;
 //! - [`audit`]: the fsynced JSON-lines audit log;
+//! - [`lifecycle`]: the incidents and escalation of recurring nodes;
+//! - [`operator`]: `hcclwatch override`, a person's overrides and releases;
 //! - [`outcome`]: how a decision ended, as the audit log and the metrics name it;
 //! - [`metrics`]: the receiver's metrics.
 
 pub(crate) mod audit;
 pub mod config;
+pub(crate) mod dra;
 pub(crate) mod engine;
 pub(crate) mod hooks;
+pub mod isolation;
 pub(crate) mod kube;
+pub mod lifecycle;
 pub(crate) mod metrics;
+pub mod operator;
 pub(crate) mod outcome;
 pub mod payload;
 pub mod push;

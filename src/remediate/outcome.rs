@@ -41,6 +41,12 @@ pub enum Outcome {
     NotOurs,
     /// A release for a node quarantined for another alert: kept.
     Kept,
+    /// An operator override holds the node healthy: no quarantine.
+    OverrideHealthy,
+    /// An operator override holds the node quarantined: no release before it ends.
+    OverrideQuarantined,
+    /// The node is escalated (it came back too often): only a person releases it.
+    Escalated,
 }
 
 impl Outcome {
@@ -63,6 +69,9 @@ impl Outcome {
             Outcome::ManualOverride => "manual_override",
             Outcome::NotOurs => "not_ours",
             Outcome::Kept => "kept",
+            Outcome::OverrideHealthy => "override_healthy",
+            Outcome::OverrideQuarantined => "override_quarantined",
+            Outcome::Escalated => "escalated",
         }
     }
 

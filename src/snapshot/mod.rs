@@ -12,6 +12,7 @@ pub(crate) mod fixture;
 pub(crate) mod histogram;
 pub mod host;
 pub mod npu;
+pub mod overrides;
 pub(crate) mod port;
 pub(crate) mod probe;
 pub mod status;

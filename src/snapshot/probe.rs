@@ -149,6 +149,9 @@ pub struct MemberView {
     /// The group of nodes whose slowdowns moved with its own (the health engine's ToR
     /// inference), only while no source gives its ToR; None: nothing inferred.
     pub inferred_tor: Option<u32>,
+    /// Why it is left out of the group for now, while it is (it broke a formation
+    /// exchange; `probe.exclusion`).
+    pub excluded: Option<String>,
 }
 
 /// The hardware signs a member's uplink can show, as label values: its link trained below
@@ -171,6 +174,7 @@ impl MemberView {
             hardware_signs: Vec::new(),
             place: None,
             inferred_tor: None,
+            excluded: None,
         }
     }
 
@@ -306,6 +310,9 @@ pub struct ProbeSnapshot {
     pub congestion_read_errors: u64,
     /// This node's own inferred ToR group (see [`MemberView::inferred_tor`]).
     pub own_inferred_tor: Option<u32>,
+    /// This node's NPUs (physical ids) whose own hard fault recommends isolating them, with
+    /// the reason label (`health.hard_npu_scoped`); refreshed each probe round.
+    pub npu_isolation: Vec<(u32, &'static str)>,
 }
 
 /// One ToR (leaf switch) of the group, as the health engine judged it last round.
@@ -528,6 +535,16 @@ pub struct HccsView {
 }
 
 impl ProbeSnapshot {
+    /// The NPUs of member `node` whose ports the device plane recommends for quarantine.
+    pub fn bad_npus(&self, node: usize) -> Vec<u32> {
+        self.device
+            .iter()
+            .flat_map(|d| &d.ports)
+            .filter(|p| p.node == node && p.state == NodeState::QuarantineRecommended)
+            .map(|p| p.npu)
+            .collect()
+    }
+
     /// A member's name by index; the index itself for one that is gone.
     pub fn name(&self, i: usize) -> String {
         self.members

@@ -14,6 +14,7 @@ use std::time::SystemTime;
 use super::attribution::AttributionSnapshot;
 use super::host::HostSnapshot;
 use super::npu::NpuSnapshot;
+use super::overrides::OverridesSnapshot;
 use super::port::{HccnCallStats, PortSnapshot};
 use super::probe::ProbeSnapshot;
 use super::status::{OtlpSnapshot, ReloadStatus, SelfSnapshot};
@@ -43,6 +44,8 @@ pub struct View {
     pub attribution: Option<Arc<AttributionSnapshot>>,
     /// This node's place in the network and its sources, once the topology source ran.
     pub topology: Option<Arc<TopologySnapshot>>,
+    /// This node's operator overrides, once their source ran.
+    pub overrides: Option<Arc<OverridesSnapshot>>,
 }
 
 /// The shared store.
@@ -198,6 +201,12 @@ impl Store {
     pub fn publish_topology(&self, part: TopologySnapshot) {
         let part = Some(Arc::new(part));
         self.change(|v| v.topology = part);
+    }
+
+    /// Publishes this node's operator overrides.
+    pub fn publish_overrides(&self, part: OverridesSnapshot) {
+        let part = Some(Arc::new(part));
+        self.change(|v| v.overrides = part);
     }
 
     /// Records a configuration check. A failure keeps the last success time.

@@ -165,10 +165,31 @@ impl TopologyApi {
         &self,
         deadline: Duration,
     ) -> Result<BTreeMap<String, String>, KubeError> {
+        Ok(self
+            .node(deadline)
+            .await?
+            .metadata
+            .labels
+            .unwrap_or_default())
+    }
+
+    /// This node's annotations (the operator overrides are read from them).
+    pub async fn node_annotations(
+        &self,
+        deadline: Duration,
+    ) -> Result<BTreeMap<String, String>, KubeError> {
+        Ok(self
+            .node(deadline)
+            .await?
+            .metadata
+            .annotations
+            .unwrap_or_default())
+    }
+
+    async fn node(&self, deadline: Duration) -> Result<Node, KubeError> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let what = format!("getting node {}", self.node);
-        let n = within(&what, deadline, nodes.get(&self.node)).await?;
-        Ok(n.metadata.labels.unwrap_or_default())
+        within(&what, deadline, nodes.get(&self.node)).await
     }
 
     /// Every HyperNode's spec, paged.

@@ -9,6 +9,9 @@
 //!   objects, through the API where a client configuration exists;
 //! - the rank table (`collective.rank_table_file`, v1.2 `super_pod_list`): the super pod.
 //!
+//! [`overrides`] reads this node's operator-override annotations with the same client, on
+//! its own thread and at its own pace (`topology.overrides_refresh`).
+//!
 //! and merges them field by field ([`crate::snapshot::topology::merge`]). A source that
 //! fails gives nothing (never a stale or half-read answer), is reported in the part
 //! (`hcclwatch_topology_source_up{source} 0`) and logged once per change of reason; the
@@ -18,6 +21,7 @@
 
 pub mod file;
 pub mod kube;
+pub mod overrides;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;

@@ -16,6 +16,7 @@
 //! - `GET /apis/topology.volcano.sh/v1alpha1/hypernodes` (the topology source's read) once
 //!   the test has "installed" Volcano's CRD, paged by `limit` and `continue` as the real
 //!   server pages a list; before that, 404 as for any resource the server does not have;
+//! - `resource.k8s.io/v1` `DeviceTaintRule` and `ResourceSlice` (see `fake_dra.rs`);
 //! - 404 Status for an unknown node, 403 Status for a verb the test's "RBAC" denies.
 //!
 //! Every write bumps `resourceVersion`. Responses are `Status` objects on errors, as the
@@ -32,6 +33,9 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
+
+#[path = "fake_dra.rs"]
+mod dra;
 
 /// What the server holds.
 #[derive(Default)]
@@ -58,6 +62,12 @@ pub struct ApiState {
     hang: Vec<String>,
     /// GETs that arrived for a node in `hang` and are hanging now, by node.
     hanging: Vec<String>,
+    /// DeviceTaintRules by name.
+    device_taint_rules: BTreeMap<String, Value>,
+    /// ResourceSlices the test seeded.
+    resource_slices: Vec<Value>,
+    /// The server does not serve `resource.k8s.io/v1` (a cluster without DRA): 404.
+    no_dra: bool,
     /// Rung on every change a test may wait for (a node written, an event created, a GET
     /// hanging); waited on with the state's lock, so a change is never missed.
     changed: Arc<Condvar>,
@@ -511,6 +521,15 @@ impl FakeApi {
                 "/apis/topology.volcano.sh/v1alpha1/hypernodes",
                 get(list_hypernodes),
             )
+            .route(
+                "/apis/resource.k8s.io/v1/devicetaintrules",
+                get(dra::rules).post(dra::rules),
+            )
+            .route(
+                "/apis/resource.k8s.io/v1/devicetaintrules/{name}",
+                get(dra::rule).delete(dra::rule),
+            )
+            .route("/apis/resource.k8s.io/v1/resourceslices", get(dra::slices))
             .fallback(|| async {
                 status(
                     StatusCode::NOT_FOUND,
@@ -549,6 +568,32 @@ impl FakeApi {
             s = self.changed.wait_timeout(s, left).unwrap().0;
         }
         true
+    }
+
+    /// Publishes a ResourceSlice as Ascend's DRA driver would for `node`'s NPUs.
+    pub fn add_resource_slice(&self, node: &str, npus: &[u32]) {
+        let mut s = self.state.lock().unwrap();
+        s.resource_slices.push(dra::ascend_slice(node, npus));
+    }
+
+    /// Stops serving `resource.k8s.io/v1`, as a cluster without DRA does (404).
+    pub fn remove_dra(&self) {
+        self.state.lock().unwrap().no_dra = true;
+    }
+
+    /// The DeviceTaintRules, by name.
+    pub fn device_taint_rules(&self) -> BTreeMap<String, Value> {
+        self.state.lock().unwrap().device_taint_rules.clone()
+    }
+
+    /// Waits until the DeviceTaintRules satisfy `done`; false if they do not within
+    /// `within`.
+    pub fn wait_for_device_taint_rules(
+        &self,
+        within: Duration,
+        done: impl Fn(&BTreeMap<String, Value>) -> bool,
+    ) -> bool {
+        self.wait(within, |s| done(&s.device_taint_rules))
     }
 
     /// Waits until node `name` satisfies `done` (the receiver writes it), and returns it;

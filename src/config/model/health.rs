@@ -27,6 +27,11 @@ section! {
         /// Uncorrectable (double-bit) HBM ECC errors within the last hour that make a hard
         /// fault; it clears an hour after the last one.
         hard_ecc_double_per_hour: u32 = 1, Spec::int(1, 1_000_000);
+        /// A hard fault of one NPU (critical health, uncorrectable ECC, its RoCE port down,
+        /// a fault code at SeparateNPU or worse) recommends isolating that NPU
+        /// (`hcclwatch_npu_isolation_recommended`) instead of quarantining the node; a
+        /// dropped card stays a node verdict. Turn on with the receiver's `isolate_npu`.
+        hard_npu_scoped: bool = false, Spec::BOOL;
         /// Consecutive rounds of re-pairings that must reproduce before a suspect is
         /// confirmed.
         confirm_rounds: u32 = 2, Spec::int(1, 10);

@@ -33,6 +33,10 @@ section! {
         /// group (the others go on probing) until it accepts again.
         #[serde(with = "duration::serde_str")]
         member_timeout: Duration = secs(90), Spec::duration(ms(1000), ms(86_400_000));
+        /// How long a member that broke the group's engine-state hand-over (every member
+        /// saw the same failure from it) is left out of the group.
+        #[serde(with = "duration::serde_str")]
+        exclusion: Duration = secs(600), Spec::duration(ms(1000), ms(86_400_000));
         /// How often `collective.peers_dns` is resolved again.
         #[serde(with = "duration::serde_str")]
         dns_refresh: Duration = secs(30), Spec::duration(ms(1000), ms(86_400_000));
@@ -60,6 +64,9 @@ section! {
         /// group (plans, timings, engine state), to show that one member cannot cause a
         /// quarantine.
         inject_lies: bool = false, Spec::BOOL.for_tests();
+        /// Fault injection for tests only: when this member sends the group's engine state
+        /// at formation, it announces more bytes than any state can hold.
+        inject_oversize_handover: bool = false, Spec::BOOL.for_tests();
         /// Fault injection for tests and the demo: this node reports these hardware signs
         /// every round (`link_speed`, `pcie`, `frame_errors`), as a slow component's
         /// interface would show them, besides whatever its uplink shows.

@@ -32,6 +32,13 @@ section! {
         hypernodes: bool = true, Spec::BOOL;
         /// Take the super pod from `collective.rank_table_file` (v1.2 `super_pod_list`).
         rank_table: bool = true, Spec::BOOL;
+        /// Read this node's operator-override annotations (`hcclwatch.io/override*`)
+        /// through the Kubernetes API, where one can be reached (docs/overrides.md).
+        overrides: bool = true, Spec::BOOL;
+        /// Time between reads of the override annotations (an override's end is applied
+        /// at its time, without waiting for a read).
+        #[serde(with = "duration::serde_str")]
+        overrides_refresh: Duration = secs(15), Spec::duration(ms(1000), ms(3_600_000));
         /// Time between reads of every source.
         #[serde(with = "duration::serde_str")]
         refresh: Duration = secs(300), Spec::duration(ms(1000), ms(86_400_000));

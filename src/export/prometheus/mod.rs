@@ -24,6 +24,7 @@ pub(crate) mod host;
 pub(crate) mod node_label;
 pub(crate) mod npu;
 pub(crate) mod npu_exporter;
+pub(crate) mod overrides;
 pub(crate) mod port;
 pub(crate) mod probe;
 pub(crate) mod status;
@@ -72,6 +73,7 @@ pub fn collectors(build: &BuildInfo) -> Vec<Box<dyn Render>> {
         Box::new(port::PortCollector),
         Box::new(attribution::AttributionCollector),
         Box::new(topology::TopologyCollector),
+        Box::new(overrides::OverridesCollector),
     ]
 }
 

@@ -5,6 +5,7 @@
 
 use super::family::{Labels, Render, Sink, flag};
 use crate::snapshot::View;
+use crate::snapshot::overrides::OverridesSnapshot;
 use crate::snapshot::probe::{HARDWARE_SIGNS, NodeState, ProbeSnapshot, TorView};
 use std::fmt;
 
@@ -20,6 +21,7 @@ impl Render for ProbeCollector {
         group(pr, f)?;
         if pr.active || pr.rounds_ok > 0 {
             verdicts(pr, f)?;
+            quarantine(pr, view.overrides.as_deref(), f)?;
             timings(pr, f)?;
         }
         Ok(())
@@ -110,6 +112,20 @@ fn group(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
         pr.congestion_source_up
             .map(|_| (vec![], pr.congestion_read_errors))
             .into_iter()
+            .collect(),
+    )?;
+    members(pr, f)
+}
+
+/// Per member of the group (up, excluded) and this node's own NPU isolation
+/// recommendations.
+fn members(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
+    f.gauge(
+        "hcclwatch_probe_member_excluded",
+        "1 while the member is left out of the group for probe.exclusion because it broke a formation exchange (its engine-state hand-over); the reason is in /api/v1/state.",
+        pr.members
+            .iter()
+            .map(|m| (vec![("peer", m.name.clone())], flag(m.excluded.is_some())))
             .collect(),
     )?;
     f.gauge(
@@ -218,21 +234,58 @@ fn verdicts(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
             .map(|(a, b)| (pair(pr, *a, *b), 1.0))
             .collect(),
     )?;
+    Ok(())
+}
+
+/// The recommendations, with this node's operator overrides applied to its own
+/// (`Overrides::apply`: withheld under `healthy`, `operator_override` under `quarantined`);
+/// the engine's verdict itself is unchanged (`hcclwatch_node_state` and `/api/v1/state`
+/// show it). An NPU isolation recommendation is withheld while the node, or that NPU, is
+/// held healthy.
+fn quarantine(
+    pr: &ProbeSnapshot,
+    held: Option<&OverridesSnapshot>,
+    f: &mut dyn Sink,
+) -> fmt::Result {
+    let npu_held_healthy = |npu: u32| {
+        held.is_some_and(|h| {
+            let healthy = |o: &crate::snapshot::overrides::Override| {
+                o.state == crate::snapshot::overrides::Held::Healthy
+            };
+            h.active.node.as_ref().is_some_and(healthy)
+                || h.active.npus.get(&npu).is_some_and(healthy)
+        })
+    };
+    f.gauge(
+        "hcclwatch_npu_isolation_recommended",
+        "1 for each of this node's NPUs whose own hard fault (health critical, uncorrectable ECC, RoCE port down, a fault code at SeparateNPU or worse) recommends taking that NPU out of scheduling instead of the node (health.hard_npu_scoped), by reason; absent otherwise, and while an operator override holds the node or the NPU healthy.",
+        pr.npu_isolation
+            .iter()
+            .filter(|(npu, _)| !npu_held_healthy(*npu))
+            .map(|(npu, reason)| {
+                (
+                    vec![("npu", npu.to_string()), ("reason", (*reason).to_string())],
+                    1.0,
+                )
+            })
+            .collect(),
+    )?;
     f.gauge(
         "hcclwatch_quarantine_recommended",
-        "Nodes the health engine recommends taking out of scheduling; reason is straggler, hard_fault or npu_port (details in /api/v1/state).",
+        "Nodes the health engine recommends taking out of scheduling; reason is straggler, hard_fault or npu_port (details in /api/v1/state), or operator_override for this node under a quarantined override (a healthy override withholds this node's).",
         pr.members
             .iter()
-            .filter_map(|m| {
-                m.quarantine.map(|why| {
-                    (
-                        vec![
-                            ("node", m.name.clone()),
-                            ("reason", why.as_str().to_string()),
-                        ],
-                        1.0,
-                    )
-                })
+            .enumerate()
+            .filter_map(|(i, m)| {
+                let engine = m.quarantine.map(|why| why.as_str());
+                let reason = match held.filter(|h| h.node == m.name) {
+                    Some(h) => h.active.apply(engine, &pr.bad_npus(i)),
+                    None => engine,
+                }?;
+                Some((
+                    vec![("node", m.name.clone()), ("reason", reason.to_string())],
+                    1.0,
+                ))
             })
             .collect(),
     )?;
@@ -409,6 +462,42 @@ mod tests {
         assert_eq!(
             lines(&text, "hcclwatch_probe_congestion_read_errors_total"),
             ["hcclwatch_probe_congestion_read_errors_total 3"]
+        );
+    }
+
+    /// Pins: an NPU isolation recommendation is exported per NPU, and withheld for an NPU
+    /// an operator override holds healthy (the other NPU's stays).
+    #[test]
+    fn npu_isolation_is_withheld_for_an_npu_held_healthy() {
+        use crate::snapshot::overrides::{Held, Override, Overrides, OverridesSnapshot};
+        let pr = ProbeSnapshot {
+            active: true,
+            rounds_ok: 1,
+            members: vec![member("a", true, false)],
+            npu_isolation: vec![(3, "separate_npu_fault"), (5, "health_critical")],
+            ..ProbeSnapshot::default()
+        };
+        let store = Arc::new(Store::new(false, false));
+        store.publish_probe(pr);
+        let healthy = Override {
+            state: Held::Healthy,
+            until: std::time::SystemTime::now() + std::time::Duration::from_secs(3600),
+            reason: String::new(),
+            by: String::new(),
+        };
+        store.publish_overrides(OverridesSnapshot {
+            node: "a".into(),
+            active: Overrides {
+                node: None,
+                npus: [(3, healthy)].into_iter().collect(),
+            },
+            refused: Vec::new(),
+            error: None,
+        });
+        let text = encode(&registry(store, BuildInfo::current()), Format::Text004).unwrap();
+        assert_eq!(
+            lines(&text, "hcclwatch_npu_isolation_recommended"),
+            ["hcclwatch_npu_isolation_recommended{npu=\"5\",reason=\"health_critical\"} 1.0"]
         );
     }
 

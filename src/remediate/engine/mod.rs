@@ -1,7 +1,8 @@
 //! From an alert to changes on a node, through every safety rail.
 //!
 //! A firing alert that matches a rule passes, in order: the killswitch, the node's
-//! existence, the allow/deny selectors, ownership (already quarantined by us means nothing
+//! existence, the allow/deny selectors, an operator's `healthy` override, ownership
+//! (already quarantined by us means nothing
 //! to do: Alertmanager retries and repeats are idempotent), the manual-override cooldown,
 //! the per-node cooldown, the global rate limit and the circuit breaker. Only then, and
 //! only outside dry-run, does it touch the node: cordon, taint and the ownership
@@ -32,9 +33,13 @@
 //! once, at start: the engine acts through a node API that is either the cluster or the
 //! shadow (`nodes`).
 //!
-//! The firing side is in `quarantine`, the resolved side in `release`.
+//! The firing side is in `quarantine`, the resolved side in `release`; operator overrides
+//! and the escalation of recurring nodes in `lifecycle`; one NPU instead of its node
+//! (`isolate_npu`) in `npu`.
 
+mod lifecycle;
 mod nodes;
+mod npu;
 mod quarantine;
 mod release;
 
@@ -48,6 +53,7 @@ use k8s_openapi::api::core::v1::Node;
 use self::nodes::{Condition, NodeApi};
 use super::audit::{AuditAction, AuditLog, Record};
 use super::config::{Action, RemediateConfig, Rule};
+use super::dra::DraApi;
 use super::kube::{self as k, ApiError, Kube};
 use super::metrics::Metrics;
 use super::outcome::Outcome;
@@ -61,6 +67,7 @@ const UPDATE_ATTEMPTS: usize = 5;
 pub struct Remediator {
     cfg: RemediateConfig,
     nodes: Box<dyn NodeApi>,
+    dra: Box<dyn DraApi>,
     filter: NodeFilter,
     audit: AuditLog,
     metrics: Metrics,
@@ -70,6 +77,8 @@ pub struct Remediator {
 
 struct Inner {
     breaker: Breaker,
+    /// NPUs isolated in the window, keyed by rule name (`breaker.max_npus`).
+    npu_breaker: Breaker,
     rate: RateLimit,
     fleet: usize,
 }
@@ -111,14 +120,17 @@ impl Remediator {
                 cfg.breaker.max_percent,
                 cfg.breaker.window,
             ),
+            npu_breaker: Breaker::new(cfg.breaker.max_npus, 100.0, cfg.breaker.window),
             rate: RateLimit::new(cfg.limits.max_actions_per_minute),
             fleet: 0,
         };
         metrics.dry_run.set(i64::from(cfg.dry_run));
+        let dra = super::dra::for_mode(&kube, cfg.dry_run);
         let nodes = nodes::for_mode(kube, cfg.dry_run);
         Ok(Self {
             cfg,
             nodes,
+            dra,
             filter,
             audit,
             metrics,
@@ -235,9 +247,11 @@ impl Remediator {
             let lock = self.node_lock(node);
             let _held = lock.lock().await;
             let c = Ctx { who, node, alert };
-            let r = match alert.status {
-                Status::Firing => self.fire(rule, &c).await,
-                Status::Resolved => self.resolve(rule, &c).await,
+            let r = match (alert.status, &rule.npu) {
+                (Status::Firing, Some(npu)) => self.isolate(rule, npu, &c).await,
+                (Status::Resolved, Some(npu)) => self.restore(rule, npu, &c).await,
+                (Status::Firing, None) => self.fire(rule, &c).await,
+                (Status::Resolved, None) => self.resolve(rule, &c).await,
             };
             if let Err(e) = r {
                 retry = Some(e);
@@ -272,6 +286,7 @@ impl Remediator {
     /// Re-reads every node: fleet size, hcclwatch's quarantines (the breaker window after a
     /// restart), manual uncordons, condition heartbeats.
     pub async fn reconcile(&self) -> Result<(), ApiError> {
+        let read_at = std::time::Instant::now();
         let nodes = self.nodes.list().await?;
         let now = SystemTime::now();
         let mut recent = Vec::new();
@@ -310,10 +325,14 @@ impl Remediator {
             }
         }
         let fleet = nodes.len();
+        let isolations = self.isolations(now).await;
         let (closed, open) = {
             let mut inner = self.inner();
             inner.fleet = fleet;
             inner.breaker.rebuild(recent, now);
+            if let Some(recent_npus) = isolations {
+                inner.npu_breaker.rebuild(recent_npus, now);
+            }
             let closed = inner.breaker.refresh(fleet, now);
             (closed, inner.breaker.is_open())
         };
@@ -325,8 +344,40 @@ impl Remediator {
         self.metrics.breaker_open.set(i64::from(open));
         self.metrics.nodes_quarantined.set(owned);
         self.metrics.fleet_nodes.set(fleet as i64);
+        self.lifecycle(&nodes, read_at, now).await;
         self.metrics.reconciled();
         self.paused();
         Ok(())
+    }
+
+    /// hcclwatch's NPU isolations with their start, for the NPU breaker's window after a
+    /// restart; `None` (logged) when they cannot be listed, or when no rule isolates NPUs
+    /// (a cluster without DRA need not serve the resource).
+    async fn isolations(&self, now: SystemTime) -> Option<Vec<(String, SystemTime)>> {
+        if !self.cfg.rules.iter().any(|r| r.npu.is_some()) {
+            return None;
+        }
+        match self.dra.list_rules(None).await {
+            Ok(rules) => {
+                self.metrics.npus_isolated.set(rules.len() as i64);
+                let started = |r: &k8s_openapi::api::resource::v1::DeviceTaintRule| {
+                    let at = r.metadata.annotations.as_ref()?.get(super::isolation::AT)?;
+                    super::isolation::parse_at(at)
+                };
+                Some(
+                    rules
+                        .iter()
+                        .map(|r| {
+                            let name = r.metadata.name.clone().unwrap_or_default();
+                            (name, started(r).unwrap_or(now))
+                        })
+                        .collect(),
+                )
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list hcclwatch's DeviceTaintRules; the NPU breaker keeps its own count");
+                None
+            }
+        }
     }
 }

@@ -14,6 +14,7 @@ use crate::remediate::audit::AuditAction;
 use crate::remediate::config::{Action, Rule};
 use crate::remediate::hooks::HookError;
 use crate::remediate::kube::{self as k, ApiError};
+use crate::remediate::lifecycle as life;
 use crate::remediate::outcome::Outcome;
 use crate::remediate::payload::{Alert, valid_label_value};
 use crate::remediate::safety::{BreakerOpen, RateLimited};
@@ -71,10 +72,18 @@ impl Remediator {
             return Ok(());
         }
         let now = SystemTime::now();
-        if let Some(own) = k::ownership(&node) {
-            return self.already_ours(rule, c, &node, &own, now).await;
+        if let Some(why) = self.held_healthy(&node, now) {
+            self.record_all(c, actions, Outcome::OverrideHealthy, &why)
+                .await?;
+            return Ok(());
         }
-        if let Some((result, why)) = self.cooling_down(&node, now) {
+        if let Some(own) = k::ownership(&node) {
+            self.already_ours(rule, c, &node, &own, now).await?;
+            return self.escalate_if_due(c).await;
+        }
+        // A person's quarantine (a `quarantined` override) does not wait for a cooldown.
+        let operator = c.alert.fingerprint == life::OVERRIDE;
+        if let Some((result, why)) = self.cooling_down(&node, now).filter(|_| !operator) {
             self.record_all(c, actions, result, &why).await?;
             return Ok(());
         }
@@ -129,7 +138,7 @@ impl Remediator {
             alertname = c.alert.name(),
             "node quarantined"
         );
-        Ok(())
+        self.escalate_if_due(c).await
     }
 
     /// The alert's start to now, into the latency histogram (nothing when no start was
@@ -286,6 +295,8 @@ impl Remediator {
                         .map_err(StepError::from),
                     None => continue,
                 },
+                // Never a node action: a rule that isolates NPUs goes through `npu`.
+                Action::IsolateNpu => continue,
             };
             // Either way the audit detail is the text: what was done, or why it failed.
             match r {
@@ -347,6 +358,12 @@ impl Remediator {
             a.insert(k::AT.into(), k::time_value(now));
             a.insert(k::FINGERPRINT.into(), c.alert.fingerprint.clone());
             a.insert(k::ACTIONS.into(), k::actions_value(&own));
+            if c.alert.fingerprint != life::OVERRIDE {
+                // Recurrence: each quarantine an alert caused is an incident.
+                let window = self.cfg.escalation.window;
+                let v = life::with_incident(a, now, &reason_text(c.alert), window);
+                a.insert(life::INCIDENTS.into(), v);
+            }
             if own.contains(&Action::Taint) {
                 a.insert(k::TAINT.into(), k::taint_string(&taint));
             }
@@ -387,6 +404,7 @@ impl Remediator {
                 "POST {}",
                 rule.webhook.as_ref().map_or("", |w| w.url.as_str())
             ),
+            Action::IsolateNpu => "isolate_npu".into(),
         }
     }
 }

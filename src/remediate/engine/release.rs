@@ -20,12 +20,11 @@ impl Remediator {
             self.record(c, AuditAction::Release, result, &detail).await
         };
         if self.paused() {
-            rec(
+            return rec(
                 Outcome::Paused,
                 "the killswitch file exists; nothing is done while it does".into(),
             )
-            .await?;
-            return Ok(());
+            .await;
         }
         let Some(node) = self.read(c, &release).await? else {
             return Ok(());
@@ -37,16 +36,18 @@ impl Remediator {
             )
             .await;
         };
+        if self.held_on_resolve(c, &node, &own).await? {
+            return Ok(());
+        }
         if own.fingerprint != c.alert.fingerprint {
-            rec(
+            return rec(
                 Outcome::Kept,
                 format!(
                     "quarantined for another alert ({}); only that alert's resolution releases it",
                     own.fingerprint
                 ),
             )
-            .await?;
-            return Ok(());
+            .await;
         }
         if self.nodes.changes_cluster() {
             // The record comes first: no change to a node without it on disk.
