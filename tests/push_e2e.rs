@@ -372,3 +372,96 @@ fn the_push_goes_over_https_verified_against_the_configured_ca() {
         ) == Some(1.0)
     });
 }
+
+/// Pins: with `health.hard_npu_scoped`, a chip's own fault is pushed as that NPU's verdict
+/// and the receiver's `isolate_npu` rule takes only that NPU out (a DeviceTaintRule for
+/// its DRA device), within the 10 s target from the fault event; the node stays
+/// schedulable; when the code recovers, the rule is deleted.
+#[test]
+fn with_npu_scoping_a_pushed_fault_isolates_the_npu_only() {
+    let s = Setup::new(&[NODE]);
+    s.api.add_resource_slice(NODE, &[0, 1, 2, 3, 4, 5, 6, 7]);
+    let cfg = s
+        .config("dry_run = false", RULE)
+        .replace(
+            "[[rules]]\nalertname = \"HcclwatchQuarantineRecommended\"",
+            "[[rules]]\nalertname = \"HcclwatchNpuIsolationRecommended\"\nactions = [\"isolate_npu\"]\n[[rules]]\nalertname = \"HcclwatchQuarantineRecommended\"",
+        );
+    let r = s.start(&cfg);
+    let d = Daemon::start(
+        Start::new(&fake_config(&format!(
+            r#"
+[health]
+hard_npu_scoped = true
+[remediation.push]
+enabled = true
+url = "http://{}"
+bearer_token_file = "{}"
+node_name = "{NODE}"
+resolve_after = "1s"
+"#,
+            r.addr,
+            s.dir.path().join("token").display(),
+        )))
+        .scenario(&scenario(&[])),
+    );
+    // After its start the daemon resolves what it may have pushed before: the node and
+    // each of its two NPUs.
+    d.wait_for("the start's resolves", Duration::from_secs(20), |m| {
+        value(
+            m,
+            "hcclwatch_remediation_push_requests_total",
+            &[("status", "resolved"), ("result", "ok")],
+        ) == Some(3.0)
+    });
+    d.set_scenario(&scenario(&[event(1)]));
+    let started = std::time::Instant::now();
+    assert!(
+        s.api
+            .wait_for_device_taint_rules(Duration::from_secs(20), |rules| {
+                rules
+                    .values()
+                    .any(|r| r["spec"]["deviceSelector"]["device"] == "npu-1")
+            }),
+        "NPU 1 not isolated:\n{}\n{}",
+        d.log(),
+        r.log()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(s.api.device_taint_rules().len(), 1);
+    assert!(
+        !cordoned(&s.api.node(NODE)),
+        "one NPU must not cordon the node"
+    );
+    // The rule exists before its applied record is written: wait for the record.
+    r.wait_metric("the isolation's record", |m| {
+        value(
+            m,
+            "hcclwatch_remediation_actions_total",
+            &[
+                ("action", "isolate_npu"),
+                ("result", "applied"),
+                ("dry_run", "false"),
+            ],
+        ) == Some(1.0)
+    });
+    let isolated = pushed(&s)
+        .into_iter()
+        .find(|r| r["action"] == "isolate_npu" && r["result"] == "applied")
+        .expect("an applied isolation from the push");
+    assert_eq!(isolated["alertname"], "HcclwatchNpuIsolationRecommended");
+    assert_eq!(isolated["reason"], "separate_npu_fault");
+
+    d.set_scenario(&scenario(&[event(1), event(0)]));
+    assert!(
+        s.api
+            .wait_for_device_taint_rules(Duration::from_secs(20), |rules| rules.is_empty()),
+        "the rule was not deleted:\n{}",
+        r.log()
+    );
+    assert!(!cordoned(&s.api.node(NODE)));
+}

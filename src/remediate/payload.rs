@@ -80,6 +80,8 @@ pub enum Source {
     Alertmanager,
     /// A daemon's hard-fault push (`/v1/push`).
     Push,
+    /// The receiver itself, for an operator override or a release (no alert, no start).
+    Operator,
 }
 
 impl Source {
@@ -88,6 +90,7 @@ impl Source {
         match self {
             Source::Alertmanager => "alertmanager",
             Source::Push => "push",
+            Source::Operator => "operator",
         }
     }
 }

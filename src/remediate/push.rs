@@ -17,8 +17,12 @@ use crate::export::push::wire::{MAX_SUMMARY, Push, PushStatus, VERSION};
 /// The alert a push becomes: the one Prometheus raises for the same verdict.
 pub const ALERTNAME: &str = "HcclwatchQuarantineRecommended";
 
-/// The only reason a daemon pushes.
+/// The reason of a pushed node verdict (and the generic one of an NPU's).
 pub const REASON: &str = "hard_fault";
+
+/// The alert an NPU's own pushed verdict becomes (`health.hard_npu_scoped`): the one
+/// Prometheus raises for it, which the shipped `isolate_npu` rule acts on.
+pub const NPU_ALERTNAME: &str = "HcclwatchNpuIsolationRecommended";
 
 /// Why a push was rejected (nothing in it is acted on).
 #[derive(Debug, thiserror::Error)]
@@ -33,8 +37,13 @@ pub enum PushError {
     #[error("node {0:?} is not a Kubernetes node name (RFC 1123 subdomain)")]
     BadNode(String),
     /// A reason that is not pushed.
-    #[error("reason {0:?}: only \"hard_fault\" verdicts are pushed")]
+    #[error(
+        "reason {0:?}: a node's verdict is \"hard_fault\", an NPU's \"hard_fault\", \"health_critical\" or \"separate_npu_fault\""
+    )]
     Reason(String),
+    /// An NPU id out of range.
+    #[error("npu {0}: not an NPU physical id (0 to 65535)")]
+    BadNpu(u32),
     /// The onset is not a time.
     #[error("onset {0:?} is not an RFC 3339 time")]
     BadOnset(String),
@@ -56,8 +65,13 @@ pub fn parse(body: &[u8], node_label: &str) -> Result<Notification, PushError> {
     if !valid_node_name(&p.node) {
         return Err(PushError::BadNode(p.node));
     }
-    if p.reason != REASON {
+    let reason_ok = p.reason == REASON
+        || (p.npu.is_some() && crate::export::push::wire::NPU_REASONS.contains(&p.reason.as_str()));
+    if !reason_ok {
         return Err(PushError::Reason(p.reason));
+    }
+    if let Some(n) = p.npu.filter(|n| *n > 65_535) {
+        return Err(PushError::BadNpu(n));
     }
     if p.onset.parse::<jiff::Timestamp>().is_err() {
         return Err(PushError::BadOnset(p.onset));
@@ -75,12 +89,20 @@ pub fn parse(body: &[u8], node_label: &str) -> Result<Notification, PushError> {
         PushStatus::Firing => Status::Firing,
         PushStatus::Resolved => Status::Resolved,
     };
-    let labels = BTreeMap::from([
-        ("alertname".to_string(), ALERTNAME.to_string()),
+    let alertname = if p.npu.is_some() {
+        NPU_ALERTNAME
+    } else {
+        ALERTNAME
+    };
+    let mut labels = BTreeMap::from([
+        ("alertname".to_string(), alertname.to_string()),
         (node_label.to_string(), p.node),
         ("reason".to_string(), p.reason),
         ("severity".to_string(), "critical".to_string()),
     ]);
+    if let Some(n) = p.npu {
+        labels.insert("npu".to_string(), n.to_string());
+    }
     let annotations = BTreeMap::from([("summary".to_string(), p.summary)]);
     Ok(Notification {
         version: "4".into(),
@@ -131,12 +153,42 @@ mod tests {
         assert_eq!(n.alerts[0].labels["kubernetes_node"], "npu-node-6");
     }
 
+    /// Pins: an NPU's own verdict becomes the NPU isolation alert with its `npu` label,
+    /// with its own reasons; a node verdict may not carry them.
+    #[test]
+    fn an_npu_push_becomes_the_npu_isolation_alert() {
+        let mut b = good();
+        b["npu"] = json!(3);
+        b["reason"] = json!("separate_npu_fault");
+        let n = parse(b.to_string().as_bytes(), "node").unwrap();
+        let a = &n.alerts[0];
+        assert_eq!(a.name(), "HcclwatchNpuIsolationRecommended");
+        assert_eq!(a.labels["npu"], "3");
+        assert_eq!(a.labels["reason"], "separate_npu_fault");
+        let mut b = good();
+        b["reason"] = json!("separate_npu_fault");
+        let e = parse(b.to_string().as_bytes(), "node")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("reason \"separate_npu_fault\""), "{e}");
+        let mut b = good();
+        b["npu"] = json!(70_000);
+        let e = parse(b.to_string().as_bytes(), "node")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("npu 70000"), "{e}");
+    }
+
     #[test]
     fn bad_input_is_a_clear_error() {
         let cases: [(&str, serde_json::Value, &str); 8] = [
             ("version", json!("2"), "push version \"2\""),
             ("node", json!("Node_6"), "not a Kubernetes node name"),
-            ("reason", json!("straggler"), "only \"hard_fault\""),
+            (
+                "reason",
+                json!("straggler"),
+                "a node's verdict is \"hard_fault\"",
+            ),
             (
                 "onset",
                 json!("soon"),

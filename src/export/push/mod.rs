@@ -21,6 +21,7 @@
 mod client;
 pub mod wire;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -71,6 +72,8 @@ pub struct Settings {
     node: String,
     critical_reads: u32,
     resolve_after: Duration,
+    /// `health.hard_npu_scoped`: a chip's own fault is pushed as that NPU's.
+    npu_scoped: bool,
 }
 
 impl Settings {
@@ -112,6 +115,7 @@ impl Settings {
             node: node_name(&p.node_name),
             critical_reads: cfg.health.hard_consecutive_reads,
             resolve_after: p.resolve_after,
+            npu_scoped: cfg.health.hard_npu_scoped,
         }))
     }
 
@@ -148,15 +152,29 @@ pub fn fingerprint(node: &str) -> String {
     h.to_hex()[..16].to_string()
 }
 
-/// The hard fault one chip shows, in words.
-fn chip_fault(id: u32, c: &ChipReadings, critical_reads: u32) -> Option<String> {
+/// The fingerprint of the verdict about NPU `npu` of `node` (`health.hard_npu_scoped`).
+pub fn npu_fingerprint(node: &str, npu: u32) -> String {
+    let h = blake3::hash(format!("hcclwatch-push\0{node}\0npu{npu}").as_bytes());
+    h.to_hex()[..16].to_string()
+}
+
+/// The reason of a node verdict.
+const NODE_REASON: &str = "hard_fault";
+
+/// The hard fault one chip shows: the isolation reason when it is the chip's own (None for
+/// a lost card, which is the node's), and the words.
+fn chip_fault(
+    id: u32,
+    c: &ChipReadings,
+    critical_reads: u32,
+) -> Option<(Option<&'static str>, String)> {
     if c.dropped {
-        return Some(format!("NPU {id} lost (card dropped)"));
+        return Some((None, format!("NPU {id} lost (card dropped)")));
     }
     if c.health == Some(3) && c.critical_reads >= critical_reads {
-        return Some(format!(
-            "NPU {id} health critical for {} reads",
-            c.critical_reads
+        return Some((
+            Some(wire::NPU_REASONS[0]),
+            format!("NPU {id} health critical for {} reads", c.critical_reads),
         ));
     }
     c.faults.iter().flatten().find_map(|f| {
@@ -166,34 +184,69 @@ fn chip_fault(id: u32, c: &ChipReadings, critical_reads: u32) -> Option<String> 
                 FaultLevel::SeparateNPU | FaultLevel::ManuallySeparateNPU
             ))
         .then(|| {
-            format!(
-                "NPU {id} fault code {:#010X} at level {}",
-                f.code,
-                f.level.as_str()
+            (
+                Some(wire::NPU_REASONS[1]),
+                format!(
+                    "NPU {id} fault code {:#010X} at level {}",
+                    f.code,
+                    f.level.as_str()
+                ),
             )
         })
     })
 }
 
+/// This node's hard-fault verdicts now, keyed by whom they are about: `None` the node
+/// (the first chip's fault, else the probe group's hard-fault verdict about `node`), and
+/// with `npu_scoped` `Some(id)` for each chip whose fault is its own (a lost card stays
+/// the node's). Each with its reason and its words.
+pub fn verdicts(
+    npu: &NpuSnapshot,
+    probe: Option<&ProbeSnapshot>,
+    node: &str,
+    critical_reads: u32,
+    npu_scoped: bool,
+) -> BTreeMap<Option<u32>, (&'static str, String)> {
+    let mut out = BTreeMap::new();
+    for (id, c) in &npu.state.chips {
+        let Some((own, why)) = chip_fault(*id, c, critical_reads) else {
+            continue;
+        };
+        match (npu_scoped, own) {
+            (true, Some(reason)) => {
+                out.insert(Some(*id), (reason, why));
+            }
+            _ => {
+                out.entry(None).or_insert((NODE_REASON, why));
+            }
+        }
+    }
+    let group = probe.is_some_and(|p| {
+        p.members
+            .iter()
+            .any(|m| m.name == node && m.quarantine == Some(QuarantineReason::HardFault))
+    });
+    if group {
+        out.entry(None).or_insert((
+            NODE_REASON,
+            "the probe group's hard-fault verdict".to_string(),
+        ));
+    }
+    out
+}
+
 /// This node's hard fault now, in words: the first chip's that shows one, else the probe
-/// group's hard-fault verdict about `node`.
+/// group's hard-fault verdict about `node` (the node verdict of [`verdicts`] without
+/// NPU scoping).
 pub fn judge(
     npu: &NpuSnapshot,
     probe: Option<&ProbeSnapshot>,
     node: &str,
     critical_reads: u32,
 ) -> Option<String> {
-    npu.state
-        .chips
-        .iter()
-        .find_map(|(id, c)| chip_fault(*id, c, critical_reads))
-        .or_else(|| {
-            probe?
-                .members
-                .iter()
-                .any(|m| m.name == node && m.quarantine == Some(QuarantineReason::HardFault))
-                .then(|| "the probe group's hard-fault verdict".to_string())
-        })
+    verdicts(npu, probe, node, critical_reads, false)
+        .remove(&None)
+        .map(|(_, why)| why)
 }
 
 /// The verdict as pushed: open (with its onset) or not, and since when it has been clear.
@@ -202,6 +255,8 @@ struct Verdict {
     /// `Some` while a verdict may be open: its onset (None: assumed open since the start).
     open: Option<Option<Timestamp>>,
     clear_since: Option<Instant>,
+    /// The reason it was last pushed with (its resolution says the same).
+    reason: Option<&'static str>,
 }
 
 impl Verdict {
@@ -210,7 +265,22 @@ impl Verdict {
         Self {
             open: Some(None),
             clear_since: None,
+            reason: None,
         }
+    }
+
+    /// Known not open (an NPU first seen faulty after the start).
+    fn idle() -> Self {
+        Self {
+            open: None,
+            clear_since: None,
+            reason: None,
+        }
+    }
+
+    /// Whether it is pushed as firing now.
+    fn is_open_now(&self) -> bool {
+        matches!(self.open, Some(Some(_)))
     }
 
     /// The push the reading calls for, if any: (status, onset, summary).
@@ -251,11 +321,14 @@ impl Verdict {
     }
 }
 
-/// Pushes until the runtime stops.
+/// Pushes until the runtime stops: one verdict for the node, and with
+/// `health.hard_npu_scoped` one per NPU, each with its own fingerprint, pushed as it opens
+/// and resolved after `resolve_after` clear. After a start every one may be open from
+/// before it (the node's, and each NPU's seen at the first read).
 pub async fn run(s: Settings, store: Arc<Store>) {
-    let fp = fingerprint(&s.node);
-    let mut verdict = Verdict::new();
-    let mut pending: Option<Push> = None;
+    let mut open: BTreeMap<Option<u32>, Verdict> = BTreeMap::from([(None, Verdict::new())]);
+    let mut first_read = true;
+    let mut pending: BTreeMap<Option<u32>, Push> = BTreeMap::new();
     let mut backoff = MIN_BACKOFF;
     let mut next_try = Instant::now();
     let mut status = PushStatus::default();
@@ -263,46 +336,85 @@ pub async fn run(s: Settings, store: Arc<Store>) {
     loop {
         let npu_read = !store.not_ready().iter().any(|(c, _)| *c == "npu");
         if npu_read {
-            let fault = judge(
-                &store.npu(),
+            let npu = store.npu();
+            let mut now_faults = verdicts(
+                &npu,
                 store.probe().as_deref(),
                 &s.node,
                 s.critical_reads,
+                s.npu_scoped,
             );
+            if std::mem::take(&mut first_read) && s.npu_scoped {
+                for id in npu.state.chips.keys() {
+                    open.entry(Some(*id)).or_insert_with(Verdict::new);
+                }
+            }
+            for key in now_faults.keys() {
+                open.entry(*key).or_insert_with(Verdict::idle);
+            }
             let now = Instant::now();
-            if let Some((st, onset, summary)) =
-                verdict.step(fault, now, Timestamp::now(), s.resolve_after)
-            {
-                tracing::warn!(node = %s.node, status = st.as_str(), %onset, summary = %summary, "hard-fault push");
-                pending = Some(Push {
-                    version: VERSION.into(),
-                    node: s.node.clone(),
-                    status: st,
-                    reason: "hard_fault".into(),
-                    onset: onset.to_string(),
-                    fingerprint: fp.clone(),
-                    summary,
-                });
+            let mut changed = false;
+            for (key, verdict) in open.iter_mut() {
+                let fault = now_faults.remove(key);
+                let reason = fault.as_ref().map(|(r, _)| *r);
+                let Some((st, onset, summary)) = verdict.step(
+                    fault.map(|(_, w)| w),
+                    now,
+                    Timestamp::now(),
+                    s.resolve_after,
+                ) else {
+                    continue;
+                };
+                tracing::warn!(node = %s.node, npu = ?key, status = st.as_str(), %onset, summary = %summary, "hard-fault push");
+                let reason = reason.or(verdict.reason).unwrap_or(NODE_REASON);
+                verdict.reason = Some(reason);
+                pending.insert(
+                    *key,
+                    Push {
+                        version: VERSION.into(),
+                        node: s.node.clone(),
+                        status: st,
+                        reason: reason.into(),
+                        onset: onset.to_string(),
+                        fingerprint: match key {
+                            None => fingerprint(&s.node),
+                            Some(id) => npu_fingerprint(&s.node, *id),
+                        },
+                        summary,
+                        npu: *key,
+                    },
+                );
+                changed = true;
+            }
+            if changed {
                 backoff = MIN_BACKOFF;
                 next_try = now;
-                status.firing = st == Wire::Firing;
+                status.firing = open.values().any(Verdict::is_open_now);
                 store.publish_push(status.clone());
             }
         }
-        if let Some(p) = pending.as_ref().filter(|_| Instant::now() >= next_try) {
-            let result = send(&s.client, p).await;
-            *status
-                .requests
-                .entry((p.status.as_str(), result))
-                .or_default() += 1;
-            if result == "retry" {
+        if Instant::now() >= next_try && !pending.is_empty() {
+            let mut retry = false;
+            for (key, p) in std::mem::take(&mut pending) {
+                let result = send(&s.client, &p).await;
+                *status
+                    .requests
+                    .entry((p.status.as_str(), result))
+                    .or_default() += 1;
+                match result {
+                    "retry" => {
+                        retry = true;
+                        pending.insert(key, p);
+                    }
+                    "ok" => {
+                        status.last_success = Some(Timestamp::now().as_millisecond() as f64 / 1e3);
+                    }
+                    _ => {}
+                }
+            }
+            if retry {
                 next_try = Instant::now() + backoff;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
-            } else {
-                if result == "ok" {
-                    status.last_success = Some(Timestamp::now().as_millisecond() as f64 / 1e3);
-                }
-                pending = None;
             }
             store.publish_push(status.clone());
         }

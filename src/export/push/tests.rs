@@ -30,6 +30,31 @@ fn fault(code: u32, level: FaultLevel, state: FaultState) -> Fault {
     }
 }
 
+/// Pins: with `hard_npu_scoped`, a chip's own fault is that NPU's verdict (with its
+/// reason) and not the node's; a lost card stays the node's; without it, the node's.
+#[test]
+fn npu_scoped_faults_are_pushed_as_the_npus() {
+    let code = npu(|c| {
+        c.faults = Some(vec![fault(
+            0x80E3_A201,
+            FaultLevel::SeparateNPU,
+            FaultState::Counted,
+        )]);
+    });
+    let scoped = verdicts(&code, None, "n6", 3, true);
+    assert_eq!(scoped.len(), 1, "{scoped:?}");
+    let (reason, why) = &scoped[&Some(4)];
+    assert_eq!(*reason, "separate_npu_fault");
+    assert!(why.contains("NPU 4 fault code"), "{why}");
+    let node = verdicts(&code, None, "n6", 3, false);
+    assert_eq!(node.keys().collect::<Vec<_>>(), [&None]);
+    let lost = verdicts(&npu(|c| c.dropped = true), None, "n6", 3, true);
+    assert_eq!(lost[&None].0, "hard_fault");
+    assert_eq!(lost.len(), 1);
+    assert_ne!(npu_fingerprint("n6", 4), fingerprint("n6"));
+    assert_ne!(npu_fingerprint("n6", 4), npu_fingerprint("n6", 5));
+}
+
 #[test]
 fn the_hard_faults_that_are_pushed_and_those_that_are_not() {
     let none = judge(&npu(|_| {}), None, "n6", 3);
@@ -192,6 +217,7 @@ fn push() -> Vec<u8> {
         onset: "2026-12-02T10:00:00Z".into(),
         fingerprint: fingerprint("n6"),
         summary: "s".into(),
+        npu: None,
     })
     .unwrap()
 }

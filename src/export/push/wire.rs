@@ -61,4 +61,13 @@ pub struct Push {
     /// What the daemon saw, in words (for the node's condition and event).
     #[serde(default)]
     pub summary: String,
+    /// The NPU's physical id when the verdict is that NPU's own (`health.hard_npu_scoped`):
+    /// the receiver then isolates the NPU (`HcclwatchNpuIsolationRecommended`), and the
+    /// reason is one of [`NPU_REASONS`]. Absent for a verdict about the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub npu: Option<u32>,
 }
+
+/// The reasons an NPU's own hard fault is pushed with (the `reason` label of
+/// `hcclwatch_npu_isolation_recommended` for the faults the push judges).
+pub const NPU_REASONS: [&str; 2] = ["health_critical", "separate_npu_fault"];

@@ -30,7 +30,7 @@ use crate::remediate::audit::AuditAction;
 use crate::remediate::kube::{self as k, ApiError};
 use crate::remediate::lifecycle as life;
 use crate::remediate::outcome::Outcome;
-use crate::remediate::payload::{Alert, Status};
+use crate::remediate::payload::{Alert, Source, Status};
 use crate::snapshot::overrides::{self, Held};
 
 /// The stand-in alert's name for what an operator override (or release) makes the
@@ -50,6 +50,7 @@ fn operator_alert(status: Status, fingerprint: &str) -> Alert {
         annotations: BTreeMap::new(),
         starts_at: String::new(),
         fingerprint: fingerprint.to_string(),
+        source: Source::Operator,
     }
 }
 
