@@ -211,7 +211,18 @@ fn remediation_values_render_a_receiver_whose_config_checks() {
         cfg["probe"]["budget_bytes_per_hour"].as_integer(),
         Some(2_147_483_648)
     );
+    // The daemons push their hard faults to this receiver's Service, with the receiver's
+    // own token, projected where their configuration says.
+    let push = &cfg["remediation"]["push"];
+    assert_eq!(push["enabled"].as_bool(), Some(true));
+    assert_eq!(
+        push["url"].as_str(),
+        Some("http://hcclwatch-remediate.hcclwatch.svc.cluster.local:9479")
+    );
     let d = check_daemon_config(&docs, "hcclwatch", &External::new());
+    let pushed_token =
+        std::fs::read_to_string(d.path().join("etc/hcclwatch/remediate-token/token")).unwrap();
+    assert_eq!(pushed_token, std::fs::read_to_string(token).unwrap());
     let key = std::fs::read_to_string(d.path().join("etc/hcclwatch/key/probe.key")).unwrap();
     assert!(
         key.len() >= 16 && !key.contains(char::is_whitespace),

@@ -80,6 +80,11 @@ app.kubernetes.io/component: remediation
 {{- default (printf "%s-token" (include "hcclwatch.remediateName" .)) .Values.remediation.token.existingSecret -}}
 {{- end -}}
 
+{{/* "true" when the daemons push hard faults to the chart's receiver. */}}
+{{- define "hcclwatch.push" -}}
+{{- if and .Values.remediation.enabled .Values.remediation.push.enabled -}}true{{- end -}}
+{{- end -}}
+
 {{/* "true" when the daemon serves a web config (TLS or basic auth). */}}
 {{- define "hcclwatch.webConfig" -}}
 {{- if or .Values.tlsServerConfig.enabled .Values.basicAuth.users -}}true{{- end -}}
@@ -139,6 +144,11 @@ the driver mounts there is nothing to load. */ -}}
 {{- end -}}
 {{- $peers := printf "%s.%s.svc.%s:%v" (include "hcclwatch.fullname" .) .Release.Namespace .Values.clusterDomain .Values.service.probePort -}}
 {{- $_ := set $c "collective" (dict "peers_dns" $peers "key_file" (printf "/etc/hcclwatch/key/%s" .Values.probeKey.secretKey)) -}}
+{{- if include "hcclwatch.push" . -}}
+{{- $url := printf "http://%s.%s.svc.%s:%v" (include "hcclwatch.remediateName" .) .Release.Namespace .Values.clusterDomain .Values.remediation.service.port -}}
+{{- $token := printf "/etc/hcclwatch/remediate-token/%s" .Values.remediation.token.secretKey -}}
+{{- $_ := set $c "remediation" (dict "push" (dict "enabled" true "url" $url "bearer_token_file" $token)) -}}
+{{- end -}}
 {{- $merged := mustMergeOverwrite $c (deepCopy .Values.config) -}}
 {{- include "hcclwatch.toml" $merged -}}
 {{- end -}}
