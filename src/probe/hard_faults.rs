@@ -114,8 +114,20 @@ impl HardFaults {
         let rules = self.rules;
         self.chips.retain(|id, _| npu.state.chips.contains_key(id));
         self.isolate.clear();
+        // An NPU an operator holds healthy (its own override, `snapshot::overrides`) makes
+        // no hard fault: a person has said it is fine until the override ends.
+        let held = store.overrides();
+        let wall = std::time::SystemTime::now();
+        let held_healthy = |id: u32| {
+            held.as_ref()
+                .and_then(|h| h.active.npu_at(id, wall))
+                .is_some_and(|o| o.state == crate::snapshot::overrides::Held::Healthy)
+        };
         let mut code = 0u8;
         for (id, c) in &npu.state.chips {
+            if held_healthy(*id) {
+                continue;
+            }
             let h = self.chips.entry(*id).or_default();
             // Rounds in a row that saw the condition, or the telemetry's own count of
             // reads in a row, whichever is longer: with health read every few seconds and
@@ -280,6 +292,46 @@ mod tests {
         let dropped = chip_store(|c| c.dropped = true);
         assert_eq!(h.code_at(&dropped, now), 1);
         assert!(h.isolations().is_empty());
+    }
+
+    /// Pins: an NPU an operator holds healthy makes no hard fault (node or NPU-scoped)
+    /// while the override holds; after it ends, the same reading does.
+    #[test]
+    fn an_npu_held_healthy_makes_no_hard_fault() {
+        use crate::snapshot::overrides::{Held, Override, Overrides, OverridesSnapshot};
+        let s = store(&[(0x80E0_1801, FaultLevel::SeparateNPU)]);
+        let until = |secs: i64| {
+            let now = std::time::SystemTime::now();
+            if secs >= 0 {
+                now + Duration::from_secs(secs as u64)
+            } else {
+                now - Duration::from_secs((-secs) as u64)
+            }
+        };
+        let held = |secs: i64| OverridesSnapshot {
+            node: "n".into(),
+            active: Overrides {
+                node: None,
+                npus: [(
+                    0,
+                    Override {
+                        state: Held::Healthy,
+                        until: until(secs),
+                        reason: String::new(),
+                        by: String::new(),
+                    },
+                )]
+                .into_iter()
+                .collect(),
+            },
+            refused: Vec::new(),
+            error: None,
+        };
+        s.publish_overrides(held(3600));
+        let mut h = HardFaults::new(HardFaultRules::default());
+        assert_eq!(h.code_at(&s, Instant::now()), 0);
+        s.publish_overrides(held(-1));
+        assert_eq!(h.code_at(&s, Instant::now()), 5);
     }
 
     /// Pins: network health down on one read is not a hard fault; three in a row is, and

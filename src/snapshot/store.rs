@@ -203,6 +203,11 @@ impl Store {
         self.change(|v| v.topology = part);
     }
 
+    /// This node's operator overrides, once their source ran.
+    pub fn overrides(&self) -> Option<Arc<OverridesSnapshot>> {
+        self.read(|v| v.overrides.clone())
+    }
+
     /// Publishes this node's operator overrides.
     pub fn publish_overrides(&self, part: OverridesSnapshot) {
         let part = Some(Arc::new(part));

@@ -199,16 +199,18 @@ fn chip_fault(
 /// This node's hard-fault verdicts now, keyed by whom they are about: `None` the node
 /// (the first chip's fault, else the probe group's hard-fault verdict about `node`), and
 /// with `npu_scoped` `Some(id)` for each chip whose fault is its own (a lost card stays
-/// the node's). Each with its reason and its words.
+/// the node's). Each with its reason and its words. A chip an operator holds healthy
+/// (`held_healthy`) makes none, as in the probe's hard faults.
 pub fn verdicts(
     npu: &NpuSnapshot,
     probe: Option<&ProbeSnapshot>,
     node: &str,
     critical_reads: u32,
     npu_scoped: bool,
+    held_healthy: &dyn Fn(u32) -> bool,
 ) -> BTreeMap<Option<u32>, (&'static str, String)> {
     let mut out = BTreeMap::new();
-    for (id, c) in &npu.state.chips {
+    for (id, c) in npu.state.chips.iter().filter(|(id, _)| !held_healthy(**id)) {
         let Some((own, why)) = chip_fault(*id, c, critical_reads) else {
             continue;
         };
@@ -244,7 +246,7 @@ pub fn judge(
     node: &str,
     critical_reads: u32,
 ) -> Option<String> {
-    verdicts(npu, probe, node, critical_reads, false)
+    verdicts(npu, probe, node, critical_reads, false, &|_| false)
         .remove(&None)
         .map(|(_, why)| why)
 }
@@ -337,12 +339,20 @@ pub async fn run(s: Settings, store: Arc<Store>) {
         let npu_read = !store.not_ready().iter().any(|(c, _)| *c == "npu");
         if npu_read {
             let npu = store.npu();
+            let held = store.overrides();
+            let wall = std::time::SystemTime::now();
+            let held_healthy = |id: u32| {
+                held.as_ref()
+                    .and_then(|h| h.active.npu_at(id, wall))
+                    .is_some_and(|o| o.state == crate::snapshot::overrides::Held::Healthy)
+            };
             let mut now_faults = verdicts(
                 &npu,
                 store.probe().as_deref(),
                 &s.node,
                 s.critical_reads,
                 s.npu_scoped,
+                &held_healthy,
             );
             if std::mem::take(&mut first_read) && s.npu_scoped {
                 for id in npu.state.chips.keys() {

@@ -41,14 +41,17 @@ fn npu_scoped_faults_are_pushed_as_the_npus() {
             FaultState::Counted,
         )]);
     });
-    let scoped = verdicts(&code, None, "n6", 3, true);
+    let scoped = verdicts(&code, None, "n6", 3, true, &|_| false);
     assert_eq!(scoped.len(), 1, "{scoped:?}");
     let (reason, why) = &scoped[&Some(4)];
     assert_eq!(*reason, "separate_npu_fault");
     assert!(why.contains("NPU 4 fault code"), "{why}");
-    let node = verdicts(&code, None, "n6", 3, false);
+    let node = verdicts(&code, None, "n6", 3, false, &|_| false);
+    // An NPU an operator holds healthy is pushed in neither form.
+    assert!(verdicts(&code, None, "n6", 3, false, &|id| id == 4).is_empty());
+    assert!(verdicts(&code, None, "n6", 3, true, &|id| id == 4).is_empty());
     assert_eq!(node.keys().collect::<Vec<_>>(), [&None]);
-    let lost = verdicts(&npu(|c| c.dropped = true), None, "n6", 3, true);
+    let lost = verdicts(&npu(|c| c.dropped = true), None, "n6", 3, true, &|_| false);
     assert_eq!(lost[&None].0, "hard_fault");
     assert_eq!(lost.len(), 1);
     assert_ne!(npu_fingerprint("n6", 4), fingerprint("n6"));
