@@ -404,25 +404,7 @@ pub async fn run(s: Settings, store: Arc<Store>) {
             }
         }
         if Instant::now() >= next_try && !pending.is_empty() {
-            let mut retry = false;
-            for (key, p) in std::mem::take(&mut pending) {
-                let result = send(&s.client, &p).await;
-                *status
-                    .requests
-                    .entry((p.status.as_str(), result))
-                    .or_default() += 1;
-                match result {
-                    "retry" => {
-                        retry = true;
-                        pending.insert(key, p);
-                    }
-                    "ok" => {
-                        status.last_success = Some(Timestamp::now().as_millisecond() as f64 / 1e3);
-                    }
-                    _ => {}
-                }
-            }
-            if retry {
+            if flush(&s.client, &mut pending, &mut status).await {
                 next_try = Instant::now() + backoff;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
@@ -430,6 +412,32 @@ pub async fn run(s: Settings, store: Arc<Store>) {
         }
         tokio::time::sleep(TICK).await;
     }
+}
+
+/// Sends every pending push once, counting each result; the ones to retry stay pending.
+/// True when any must be retried.
+async fn flush(
+    client: &Client,
+    pending: &mut BTreeMap<Option<u32>, Push>,
+    status: &mut PushStatus,
+) -> bool {
+    let mut retry = false;
+    for (key, p) in std::mem::take(pending) {
+        let result = send(client, &p).await;
+        *status
+            .requests
+            .entry((p.status.as_str(), result))
+            .or_default() += 1;
+        match result {
+            "retry" => {
+                retry = true;
+                pending.insert(key, p);
+            }
+            "ok" => status.last_success = Some(Timestamp::now().as_millisecond() as f64 / 1e3),
+            _ => {}
+        }
+    }
+    retry
 }
 
 /// One attempt: `ok`, `retry` (no answer, or 5xx/429: the receiver asks for it), or
