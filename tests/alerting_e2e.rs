@@ -24,7 +24,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::receiver::Setup;
-use common::{Daemon, Start, fake_lib, free_port, http_get, loopback_peers, url_encode, write_key};
+use common::{Daemon, Start, fake_lib, http_get, loopback_peers, url_encode, write_key};
 
 const MEMBERS: usize = 6;
 const SLOW: usize = 2;
@@ -136,51 +136,15 @@ fn quarantine_alert_reaches_the_receiver_and_only_for_the_slow_node() {
         "dry_run = false\n[breaker]\nmax_percent = 100.0",
         r#"actions = ["cordon", "taint", "condition", "event"]"#,
     ));
-    let hook = receiver.addr.clone();
-    let am_port = free_port();
-    let am_addr = format!("127.0.0.1:{am_port}");
-    let token = k8s.dir.path().join("token");
-    let am_cfg = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/alertmanager/alertmanager.yml"),
-    )
-    .unwrap()
-    .replace(
-        "http://hcclwatch-remediate.hcclwatch.svc:9479/webhook",
-        &format!("http://{hook}/webhook"),
-    )
-    .replace(
-        "/etc/alertmanager/secrets/hcclwatch-remediate-token",
-        token.to_str().unwrap(),
+    let addrs: Vec<&str> = daemons.iter().map(|d| d.addr.as_str()).collect();
+    let chain = common::alert_chain::AlertChain::start(
+        dir.path(),
+        &rules_with_short_holds(),
+        &addrs,
+        &receiver.addr,
+        &k8s.dir.path().join("token"),
     );
-    assert!(
-        am_cfg.contains(&hook),
-        "the example's remediation URL changed; update this test"
-    );
-    std::fs::write(dir.path().join("alertmanager.yml"), am_cfg).unwrap();
-    let _am = common::start_alertmanager(dir.path(), &am_addr);
-
-    std::fs::write(dir.path().join("rules.yml"), rules_with_short_holds()).unwrap();
-    let targets: String = daemons
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            format!(
-                "      - targets: [\"{}\"]\n        labels: {{node: node-{i}}}\n",
-                d.addr
-            )
-        })
-        .collect();
-    let prom_cfg = format!(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n  evaluation_interval: 1s\n  external_labels: {{cluster: e2e}}\n\
-         rule_files: [\"{rules}\"]\n\
-         alerting:\n  alertmanagers:\n    - static_configs: [{{targets: [\"{am_addr}\"]}}]\n\
-         scrape_configs:\n  - job_name: hcclwatch\n    honor_labels: true\n    static_configs:\n{targets}  - job_name: hcclwatch-remediate\n    static_configs: [{{targets: [\"{receiver}\"]}}]\n",
-        rules = dir.path().join("rules.yml").display(),
-        receiver = receiver.addr,
-    );
-    std::fs::write(dir.path().join("prometheus.yml"), prom_cfg).unwrap();
-    let prom = format!("127.0.0.1:{}", free_port());
-    let _prometheus = common::start_prometheus(dir.path(), &prom);
+    let prom = chain.prometheus.clone();
 
     // The quarantine alert for node-2 reaches the receiver, which cordons and taints it and
     // then records the applied cordon in its audit log. The node changes on the API server

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::receiver::Setup;
-use common::{Daemon, Start, fake_lib, free_port, http_get, loopback_peers, url_encode, write_key};
+use common::{Daemon, Start, fake_lib, http_get, loopback_peers, url_encode, write_key};
 
 const MEMBERS: usize = 3;
 const BAD: usize = 1;
@@ -95,52 +95,20 @@ fn a_separate_npu_code_isolates_that_npu_only_and_clearing_it_releases_it() {
         "dry_run = false",
         "actions = [\"cordon\", \"taint\"]\n[[rules]]\nalertname = \"HcclwatchNpuIsolationRecommended\"\nactions = [\"isolate_npu\"]",
     ));
-    let hook = receiver.addr.clone();
-    let am_addr = format!("127.0.0.1:{}", free_port());
-    let am_cfg = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/alertmanager/alertmanager.yml"),
-    )
-    .unwrap()
-    .replace(
-        "http://hcclwatch-remediate.hcclwatch.svc:9479/webhook",
-        &format!("http://{hook}/webhook"),
-    )
-    .replace(
-        "/etc/alertmanager/secrets/hcclwatch-remediate-token",
-        k8s.dir.path().join("token").to_str().unwrap(),
-    );
-    assert!(
-        am_cfg.contains(&hook),
-        "the example's remediation URL changed"
-    );
-    std::fs::write(dir.path().join("alertmanager.yml"), am_cfg).unwrap();
-    let _am = common::start_alertmanager(dir.path(), &am_addr);
     // The shipped rules unchanged: the isolation alert has no hold.
-    std::fs::copy(
+    let rules = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("alerts/hcclwatch-rules.yml"),
-        dir.path().join("rules.yml"),
     )
     .unwrap();
-    let targets: String = daemons
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            format!(
-                "      - targets: [\"{}\"]\n        labels: {{node: node-{i}}}\n",
-                d.addr
-            )
-        })
-        .collect();
-    let prom_cfg = format!(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n  evaluation_interval: 1s\n  external_labels: {{cluster: e2e}}\n\
-         rule_files: [\"{rules}\"]\n\
-         alerting:\n  alertmanagers:\n    - static_configs: [{{targets: [\"{am_addr}\"]}}]\n\
-         scrape_configs:\n  - job_name: hcclwatch\n    honor_labels: true\n    static_configs:\n{targets}",
-        rules = dir.path().join("rules.yml").display()
+    let addrs: Vec<&str> = daemons.iter().map(|d| d.addr.as_str()).collect();
+    let chain = common::alert_chain::AlertChain::start(
+        dir.path(),
+        &rules,
+        &addrs,
+        &receiver.addr,
+        &k8s.dir.path().join("token"),
     );
-    std::fs::write(dir.path().join("prometheus.yml"), prom_cfg).unwrap();
-    let prom = format!("127.0.0.1:{}", free_port());
-    let _prometheus = common::start_prometheus(dir.path(), &prom);
+    let prom = chain.prometheus.clone();
 
     // node-1's NPU 0 reports a SeparateNPU code.
     daemons[BAD].set_scenario(&scenario(&[SEPARATE_NPU_CODE]));

@@ -45,7 +45,12 @@ fn scenario(events: &[Value]) -> String {
 /// Chip 1's SeparateNPU code occurring (`assertion` 1) or recovering (0), delivered as soon
 /// as the fake re-reads the scenario.
 fn event(assertion: u8) -> Value {
-    json!({"at_ms": 0, "card_id": 0, "device_id": 1, "event_id": SEPARATE_NPU,
+    event_on(1, assertion)
+}
+
+/// [`event`] on chip `device`.
+fn event_on(device: u32, assertion: u8) -> Value {
+    json!({"at_ms": 0, "card_id": 0, "device_id": device, "event_id": SEPARATE_NPU,
            "severity": 3, "assertion": assertion, "name": "chip isolated"})
 }
 
@@ -376,7 +381,8 @@ fn the_push_goes_over_https_verified_against_the_configured_ca() {
 /// Pins: with `health.hard_npu_scoped`, a chip's own fault is pushed as that NPU's verdict
 /// and the receiver's `isolate_npu` rule takes only that NPU out (a DeviceTaintRule for
 /// its DRA device), within the 10 s target from the fault event; the node stays
-/// schedulable; when the code recovers, the rule is deleted.
+/// schedulable; a second NPU over the share cordons the node; when the codes recover, the
+/// rules are deleted and the node released.
 #[test]
 fn with_npu_scoping_a_pushed_fault_isolates_the_npu_only() {
     let s = Setup::new(&[NODE]);
@@ -456,12 +462,28 @@ resolve_after = "1s"
     assert_eq!(isolated["alertname"], "HcclwatchNpuIsolationRecommended");
     assert_eq!(isolated["reason"], "separate_npu_fault");
 
-    d.set_scenario(&scenario(&[event(1), event(0)]));
+    // A second NPU of the node: two of its eight are over the shipped share (0.125), so the
+    // node goes too, through the node rule's rails.
+    d.set_scenario(&scenario(&[event(1), event_on(0, 1)]));
+    s.api
+        .wait_for_node(NODE, Duration::from_secs(20), cordoned)
+        .unwrap_or_else(|| panic!("not cordoned over the share:\n{}\n{}", d.log(), r.log()));
+    assert_eq!(s.api.device_taint_rules().len(), 2);
+
+    // Both recover: both rules go, and the node is released with the alert that took it.
+    d.set_scenario(&scenario(&[
+        event(1),
+        event_on(0, 1),
+        event(0),
+        event_on(0, 0),
+    ]));
     assert!(
         s.api
             .wait_for_device_taint_rules(Duration::from_secs(20), |rules| rules.is_empty()),
-        "the rule was not deleted:\n{}",
+        "the rules were not deleted:\n{}",
         r.log()
     );
-    assert!(!cordoned(&s.api.node(NODE)));
+    s.api
+        .wait_for_node(NODE, Duration::from_secs(20), |n| !cordoned(n))
+        .unwrap_or_else(|| panic!("not released:\n{}", r.log()));
 }

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod alert_chain;
 pub mod fake_apiserver;
 pub mod helm;
 pub mod netns;
