@@ -324,20 +324,11 @@ fn mtls_values_use_tcp_probes_and_the_operators_certificates() {
         "prometheus-client-tls"
     );
     // The operator's Secret, made here.
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["hcclwatch.hcclwatch.svc".into()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
+    let (ca, cert, key) = common::test_ca("hcclwatch.hcclwatch.svc");
     let secret: BTreeMap<String, Vec<u8>> = [
-        ("tls.crt", cert.pem().into_bytes()),
-        ("tls.key", key.serialize_pem().into_bytes()),
-        ("ca.crt", ca.pem().into_bytes()),
+        ("tls.crt", cert.into_bytes()),
+        ("tls.key", key.into_bytes()),
+        ("ca.crt", ca.into_bytes()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

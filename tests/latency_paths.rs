@@ -145,19 +145,10 @@ fn remediate_config(k8s: &Setup) -> String {
 /// A CA, the receiver's certificate for localhost signed by it, and a web config that
 /// serves TLS with it, in `dir`; returns the web config's path.
 fn tls_files(dir: &Path) -> PathBuf {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    std::fs::write(dir.join("ca.crt"), ca.pem()).unwrap();
-    std::fs::write(dir.join("server.crt"), cert.pem()).unwrap();
-    std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
+    let (ca, cert, key) = common::test_ca("localhost");
+    std::fs::write(dir.join("ca.crt"), ca).unwrap();
+    std::fs::write(dir.join("server.crt"), cert).unwrap();
+    std::fs::write(dir.join("server.key"), key).unwrap();
     let web = dir.join("web.yml");
     std::fs::write(
         &web,

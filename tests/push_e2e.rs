@@ -334,19 +334,10 @@ fn the_push_goes_over_https_verified_against_the_configured_ca() {
     let s = Setup::new(&[NODE]);
     let d = s.dir.path();
     // A CA and the receiver's certificate for localhost, signed by it.
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    std::fs::write(d.join("ca.crt"), ca.pem()).unwrap();
-    std::fs::write(d.join("server.crt"), cert.pem()).unwrap();
-    std::fs::write(d.join("server.key"), key.serialize_pem()).unwrap();
+    let (ca, cert, key) = common::test_ca("localhost");
+    std::fs::write(d.join("ca.crt"), ca).unwrap();
+    std::fs::write(d.join("server.crt"), cert).unwrap();
+    std::fs::write(d.join("server.key"), key).unwrap();
     std::fs::write(
         d.join("web.yml"),
         "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n",

@@ -734,3 +734,19 @@ pub fn with_loosened_health(config: String) -> String {
 pub fn node_state(s: &str, node: &str, st: &str) -> Option<f64> {
     value(s, "hcclwatch_node_state", &[("node", node), ("state", st)])
 }
+
+/// A fresh CA and a server certificate for `name` signed by it, as PEM:
+/// (CA certificate, server certificate, server key).
+pub fn test_ca(name: &str) -> (String, String, String) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec![name.to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    (ca.pem(), cert.pem(), key.serialize_pem())
+}
