@@ -1,17 +1,70 @@
-//! Moving a port through its lifecycle by its elevation and its re-pings.
+//! Moving a port through its lifecycle by its elevation and its re-pings, and what a
+//! quarantine rests on besides them.
+//!
+//! A port that is steadily slow or lossy because its link is congested looks, to pings,
+//! exactly like a failing port; only the port's own counters (pause frames and congestion
+//! notifications it receives) and its hardware (corrupted frames, a link below its speed)
+//! tell them apart. So, as on the host plane, a round its counters call congested never
+//! counts towards a quarantine, a port whose episode showed a hardware sign is recommended
+//! after the short hold, and one without waits for the persistence horizon
+//! (`uncorroborated_hold`).
 
 use super::confirm::{Confirmation, Reproduction};
 use super::score::Elevation;
-use super::{DeviceEngine, DeviceOutput};
+use super::{DeviceEngine, DeviceInput, DeviceOutput};
 use crate::health::evidence::Key;
+use crate::health::hardware::Signs;
 use crate::health::lifecycle::PortIx;
 use crate::snapshot::probe::NodeState;
 
+/// Elevated rounds with a hardware sign an episode needs before the sign corroborates it
+/// (and at least a quarter of its elevated rounds): a failing module corrupts frames in
+/// every round it is bad, while a stray corrupted frame on a healthy port, now and then,
+/// must not turn a long congestion episode into a quarantine. Measured on the held-out
+/// batch (docs/detection.md): any one sign let stray frames corroborate 222 congested
+/// ports of one scenario.
+const SIGN_ROUNDS: usize = 3;
+
+impl super::PortData {
+    /// Whether the episode's hardware corroborates it: signs in at least [`SIGN_ROUNDS`]
+    /// of its elevated rounds and in at least a quarter of them.
+    pub(super) fn corroborated(&self) -> bool {
+        self.sign_rounds >= SIGN_ROUNDS && self.sign_rounds * 4 >= self.elevated_rounds
+    }
+}
+
+/// What the round told about a port besides its pings.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Seen {
+    /// Its own counters showed congestion.
+    pub congested: bool,
+    /// The hardware signs it showed.
+    pub signs: Signs,
+}
+
+impl Seen {
+    /// Each of `n` ports' readings from the input (ports out of range are ignored).
+    pub fn of(input: &DeviceInput, n: usize) -> Vec<Seen> {
+        let mut seen = vec![Seen::default(); n];
+        for &p in &input.congested_ports {
+            if let Some(s) = seen.get_mut(p) {
+                s.congested = true;
+            }
+        }
+        for &(p, signs) in &input.port_signs {
+            if let Some(s) = seen.get_mut(p) {
+                s.signs = s.signs.union(signs);
+            }
+        }
+        seen
+    }
+}
+
 impl DeviceEngine {
     /// Moves port `i`: elevated on its own (`elevated`) it becomes a suspect and is
-    /// re-pinged; reproduced it is confirmed, and after `confirm_hold` lossy or steadily
-    /// slow rounds in a row recommended for quarantine; `exit_rounds` clean rounds clear
-    /// it (or move a recommendation to probation).
+    /// re-pinged; reproduced it is confirmed, and once [`held`](Self::held) recommended for
+    /// quarantine; `exit_rounds` clean rounds clear it (or move a recommendation to
+    /// probation).
     ///
     /// A round a fabric (or ToR) event `explained` counts neither as clean nor as bad: a
     /// port keeps its verdict through the event (a recommendation does not lift during it
@@ -20,10 +73,9 @@ impl DeviceEngine {
     pub(super) fn advance(
         &mut self,
         i: PortIx,
-        elevated: bool,
-        explained: bool,
+        (elevated, explained): (bool, bool),
         e: &Elevation,
-        confirm: Reproduction,
+        (confirm, seen): (Reproduction, Seen),
         out: &mut DeviceOutput,
     ) {
         let cfg = self.cfg.clone();
@@ -37,12 +89,27 @@ impl DeviceEngine {
         let counts = &mut self.ports[i].counts;
         counts.within(!elevated);
         if elevated {
-            // A quarantine waits for `confirm_hold` elevated rounds in a row that are lossy
-            // or steadily slow: queueing behind other traffic scatters RTTs, a slow port
-            // shifts them.
-            counts.steady_round(e.steady, false);
+            // A quarantine waits for elevated rounds in a row that are lossy or steadily
+            // slow (queueing behind other traffic scatters RTTs, a slow port shifts them),
+            // of which those the port's own counters explain do not count.
+            counts.steady_round(e.steady, seen.congested);
         }
-        let counts = self.ports[i].counts;
+        // The episode's evidence, from its first elevated round until the port is healthy
+        // again (cleared in `set`, and here in a round it starts healthy or in probation
+        // within bounds).
+        let data = &mut self.ports[i].data;
+        if matches!(state, NodeState::Healthy | NodeState::Probation) && !elevated {
+            data.forget_episode();
+        } else if elevated {
+            data.signs = data.signs.union(seen.signs);
+            data.persist = data
+                .persist
+                .saturating_add(usize::from(e.steady && !seen.congested));
+            data.elevated_rounds = data.elevated_rounds.saturating_add(1);
+            data.sign_rounds = data
+                .sign_rounds
+                .saturating_add(usize::from(!seen.signs.is_empty()));
+        }
         match state {
             NodeState::Healthy | NodeState::Probation if elevated => {
                 self.ports[i].data.confirm = Confirmation::default();
@@ -59,16 +126,8 @@ impl DeviceEngine {
                 );
             }
             NodeState::Suspect => self.advance_suspect(i, e, confirm, out),
-            NodeState::Confirmed if elevated && counts.steady >= cfg.confirm_hold => {
-                self.set(
-                    i,
-                    NodeState::QuarantineRecommended,
-                    format!("confirmed bad NPU port: {}", e.describe()),
-                    e.evidence(),
-                    out,
-                );
-            }
-            NodeState::Confirmed if counts.clean >= cfg.exit_rounds => {
+            NodeState::Confirmed if elevated && self.held(i) => self.recommend(i, e, out),
+            NodeState::Confirmed if self.ports[i].counts.clean >= cfg.exit_rounds => {
                 self.set(
                     i,
                     NodeState::Healthy,
@@ -77,7 +136,7 @@ impl DeviceEngine {
                     out,
                 );
             }
-            NodeState::QuarantineRecommended if counts.clean >= cfg.exit_rounds => {
+            NodeState::QuarantineRecommended if self.ports[i].counts.clean >= cfg.exit_rounds => {
                 self.set(
                     i,
                     NodeState::Probation,
@@ -143,5 +202,52 @@ impl DeviceEngine {
             // Not decided yet: keep re-pinging.
             Reproduction::Undecided => out.confirm_requests.push(i.0),
         }
+    }
+
+    /// Whether a confirmed port has been elevated long enough for a quarantine, counting
+    /// only rounds its own counters did not call congested (however long congestion lasts,
+    /// it never counts):
+    /// - with its hardware corroborating the episode ([`PortData::corroborated`]),
+    ///   `confirm_hold` of them, or `congested_hold` when most rounds of the run were
+    ///   congested;
+    /// - without, that and the persistence horizon, `uncorroborated_hold` such rounds since
+    ///   the episode began.
+    fn held(&self, i: PortIx) -> bool {
+        let (c, d) = (&self.ports[i].counts, &self.ports[i].data);
+        let congested = c.steady - c.quiet;
+        let hold = if congested * 2 > c.steady {
+            self.cfg.congested_hold
+        } else {
+            self.cfg.confirm_hold
+        };
+        c.quiet >= hold && (d.corroborated() || d.persist >= self.cfg.uncorroborated_hold)
+    }
+
+    /// Recommends port `i`'s node for quarantine, saying what the verdict rests on.
+    fn recommend(&mut self, i: PortIx, e: &Elevation, out: &mut DeviceOutput) {
+        let (c, d) = (self.ports[i].counts, &self.ports[i].data);
+        let (signs, persist) = (d.signs, d.persist);
+        let sign_rounds = d.sign_rounds;
+        let mut ev = e.evidence();
+        ev.push(Key::SteadySlowRounds, c.steady as f64);
+        ev.push(Key::UncongestedSlowRounds, c.quiet as f64);
+        ev.push(Key::HardwareSigns, f64::from(signs.bits()));
+        let basis = if !d.corroborated() {
+            format!(
+                "no hardware evidence: elevated beyond the persistence horizon ({persist} steady rounds its counters did not explain)"
+            )
+        } else {
+            format!(
+                "corroborated by the port's own hardware in {sign_rounds} of its elevated rounds: {}",
+                signs.names().join(", ")
+            )
+        };
+        self.set(
+            i,
+            NodeState::QuarantineRecommended,
+            format!("confirmed bad NPU port: {}; {basis}", e.describe()),
+            ev,
+            out,
+        );
     }
 }

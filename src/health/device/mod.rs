@@ -65,6 +65,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::evidence::Evidence;
 use super::fabric::{BaseRate, Baseline};
+use super::hardware::Signs;
 use super::lifecycle::{Change, Lifecycle, NodeIx, PortIx};
 use super::pairs::Pairs;
 use crate::snapshot::probe::NodeState;
@@ -98,8 +99,18 @@ pub struct DeviceConfig {
     /// Re-ping packets after which a suspect whose loss or slowness has not reproduced is
     /// cleared.
     pub confirm_packets: u32,
-    /// Elevated rounds after confirmation before the node is recommended for quarantine.
+    /// Elevated rounds after confirmation, steady and not explained by the port's own
+    /// congestion counters, before the node is recommended for quarantine (when the
+    /// episode showed a hardware sign).
     pub confirm_hold: usize,
+    /// The same when most of those rounds were congested (a busy port whose own hardware
+    /// also shows a sign).
+    pub congested_hold: usize,
+    /// The persistence horizon: a port whose episode showed no hardware sign is recommended
+    /// only after this many steadily elevated rounds its counters did not explain (in a
+    /// row or not). Steady congestion the counters miss looks like a bad port until it
+    /// ends.
+    pub uncorroborated_hold: usize,
     /// Consecutive clean rounds that clear a suspect or confirmed port (or move a
     /// recommended one to probation).
     pub exit_rounds: usize,
@@ -130,6 +141,9 @@ impl Default for DeviceConfig {
             confirm_peers: 3,
             confirm_packets: 90,
             confirm_hold: 3,
+            congested_hold: 8,
+            // 30 minutes at the shipped 20 s device-plane interval, the host plane's horizon.
+            uncorroborated_hold: 90,
             exit_rounds: 30,
             probation_rounds: 120,
             fabric_share: 0.25,
@@ -186,6 +200,14 @@ pub struct DeviceInput {
     /// NPU ports hang off): most ports of one ToR bad is that ToR, and its ports are judged
     /// against each other. Empty (or `None` for a node): the place is unknown.
     pub tors: Vec<Option<u32>>,
+    /// Ports whose own counters showed congestion this round (pause frames or congestion
+    /// notifications received beyond their usual rate): their slow rounds are explained and
+    /// never move them towards a quarantine.
+    pub congested_ports: Vec<usize>,
+    /// Hardware signs ports showed this round (port, signs): readings congestion cannot
+    /// produce (corrupted frames, a link below its speed). A port whose episode showed one
+    /// is recommended after `confirm_hold`; without, only after `uncorroborated_hold`.
+    pub port_signs: Vec<(usize, Signs)>,
 }
 
 /// Where a port transition or verdict points.
@@ -272,14 +294,34 @@ struct PortData {
     window: VecDeque<Sample>,
     /// Re-pings from known-good ports since the port became suspect.
     confirm: Confirmation,
+    /// The hardware signs of the current episode (from its first elevated round until the
+    /// port is healthy again).
+    signs: Signs,
+    /// The episode's steadily elevated rounds its counters did not explain.
+    persist: usize,
+    /// The episode's elevated rounds, and of them those with a hardware sign.
+    elevated_rounds: usize,
+    sign_rounds: usize,
 }
 
 impl PortData {
+    /// Drops the current episode's evidence (the port is back within bounds).
+    fn forget_episode(&mut self) {
+        self.signs = Signs::NONE;
+        self.persist = 0;
+        self.elevated_rounds = 0;
+        self.sign_rounds = 0;
+    }
+
     fn new(node: usize) -> Self {
         PortData {
             node: NodeIx(node),
             window: VecDeque::new(),
             confirm: Confirmation::default(),
+            signs: Signs::NONE,
+            persist: 0,
+            elevated_rounds: 0,
+            sign_rounds: 0,
         }
     }
 }
@@ -440,6 +482,7 @@ impl DeviceEngine {
         out.tor_verdicts = l.tor_verdicts.clone();
         self.record_confirmations(input, &r);
         let absent: BTreeSet<usize> = input.absent_nodes.iter().copied().collect();
+        let seen = advance::Seen::of(input, n);
         for i in (0..n).map(PortIx) {
             let node = self.ports[i].data.node;
             if absent.contains(&node.0) {
@@ -463,7 +506,8 @@ impl DeviceEngine {
                 // suspect, not confirm one.
                 confirm = Reproduction::Undecided;
             }
-            self.advance(i, own, explained, &l.elevations[i.0], confirm, &mut out);
+            let e = &l.elevations[i.0];
+            self.advance(i, (own, explained), e, (confirm, seen[i.0]), &mut out);
         }
         self.judge_pairs(input, &r, &l.elevated, out.fabric, &mut out);
         out
@@ -479,6 +523,10 @@ impl DeviceEngine {
         out: &mut DeviceOutput,
     ) {
         if let Some(c) = self.ports.set(port, to, reason, evidence) {
+            if to == NodeState::Healthy {
+                // The episode is over: its evidence goes with it.
+                self.ports[port].data.forget_episode();
+            }
             out.transitions.push(transition(c));
         }
     }

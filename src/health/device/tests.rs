@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::score::loss_tail;
 use super::*;
+use crate::health::hardware::Signs;
 
 /// `nodes` nodes × `per` ports; each port pings `k` others on a rotating stride; port
 /// `bad` (if any) loses `loss` of its packets; every RTT is 100 µs, `slow` ports add
@@ -28,6 +29,11 @@ struct Fabric {
     /// ToRs that lose this share of the packets crossing them (a pair inside one crosses
     /// it once).
     lossy_tors: Vec<(usize, f64)>,
+    /// Ports whose own hardware shows a sign every round (a failing module's corrupted
+    /// frames, a link below its speed).
+    signs: Vec<(usize, Signs)>,
+    /// Ports whose own counters show congestion every round.
+    congested: Vec<usize>,
 }
 
 impl Fabric {
@@ -45,6 +51,8 @@ impl Fabric {
             pings: 0,
             tor_size: 0,
             lossy_tors: vec![],
+            signs: vec![],
+            congested: vec![],
         }
     }
 
@@ -145,6 +153,8 @@ impl Fabric {
         DeviceInput {
             probes,
             tors,
+            port_signs: self.signs.clone(),
+            congested_ports: self.congested.clone(),
             ..DeviceInput::default()
         }
     }
@@ -203,6 +213,7 @@ fn go_on(
 fn a_bad_port_keeps_its_verdict_through_a_fabric_event() {
     let mut f = Fabric::new(8, 8);
     f.lossy = vec![(19, 0.2)];
+    f.signs = vec![(19, Signs::FRAME_ERRORS)];
     let (mut e, mut outs) = run(&mut f, 30);
     assert_eq!(e.states()[19], NodeState::QuarantineRecommended);
     let exit = DeviceConfig::default().exit_rounds;
@@ -300,6 +311,7 @@ fn a_clean_fabric_raises_nothing() {
 fn a_lossy_port_is_localised_to_that_port_and_escalates() {
     let mut f = Fabric::new(8, 8);
     f.lossy = vec![(19, 0.2)];
+    f.signs = vec![(19, Signs::FRAME_ERRORS)];
     let (e, outs) = run(&mut f, 30);
     let first = outs
         .iter()
@@ -420,6 +432,8 @@ fn scattered_rtt_is_never_recommended_steady_rtt_is() {
     let mut f = Fabric::new(8, 8);
     f.scattered = vec![12];
     f.slow = vec![(44, 150e-6)];
+    // Both show a sign: what keeps the scattered one out is its scatter alone.
+    f.signs = vec![(12, Signs::FRAME_ERRORS), (44, Signs::LINK_SPEED)];
     let mut e = DeviceEngine::new(&f.port_nodes(), DeviceConfig::default());
     let present = vec![true; f.nodes];
     let mut last: Option<DeviceOutput> = None;
@@ -529,6 +543,7 @@ fn a_lossy_port_inside_a_lossy_tor_is_still_found() {
     f.tor_size = 4;
     let (mut e, mut outs) = run(&mut f, 5);
     f.lossy = vec![(37, 0.2)];
+    f.signs = vec![(37, Signs::FRAME_ERRORS)];
     f.lossy_tors = vec![(2, 0.05)];
     let present = vec![true; 32];
     // The suspect's confirmers sit behind other ToRs than ToR 2.
@@ -577,6 +592,7 @@ fn a_lossy_port_outside_a_lossy_tor_is_still_found() {
     f.tor_size = 4;
     let (mut e, mut outs) = run(&mut f, 5);
     f.lossy = vec![(100, 0.2)];
+    f.signs = vec![(100, Signs::FRAME_ERRORS)];
     f.lossy_tors = vec![(2, 0.05)];
     go_on(&mut e, &mut f, 5..80, &[], &mut outs);
     assert!(outs.iter().any(|o| !o.tor_verdicts.is_empty()));
@@ -592,4 +608,94 @@ fn a_lossy_port_outside_a_lossy_tor_is_still_found() {
         .filter(|t| t.port != 100 && !matches!(t.to, NodeState::Healthy | NodeState::Suspect))
         .collect();
     assert!(others.is_empty(), "{others:?}");
+}
+
+/// The round port `p` is first recommended for quarantine, and that transition.
+fn recommended(outs: &[DeviceOutput], p: usize) -> Option<(usize, &PortTransition)> {
+    outs.iter().enumerate().find_map(|(r, o)| {
+        o.transitions
+            .iter()
+            .find(|t| t.port == p && t.to == NodeState::QuarantineRecommended)
+            .map(|t| (r, t))
+    })
+}
+
+/// Port 44 steadily 2.5× slower, its own counters showing congestion in every round (its
+/// link is saturated by training traffic): it may be suspected and confirmed, but it is
+/// never recommended, however long it lasts (three times the persistence horizon), even
+/// with a stray corrupted frame now and then.
+#[test]
+fn a_port_its_counters_call_congested_is_never_recommended() {
+    let mut f = Fabric::new(8, 8);
+    f.slow = vec![(44, 150e-6)];
+    f.congested = vec![44];
+    let rounds = 3 * DeviceConfig::default().uncorroborated_hold;
+    let mut e = DeviceEngine::new(&f.port_nodes(), DeviceConfig::default());
+    let mut outs = Vec::new();
+    for r in 0..rounds {
+        f.signs = if r % 50 == 7 {
+            vec![(44, Signs::FRAME_ERRORS)]
+        } else {
+            vec![]
+        };
+        go_on(&mut e, &mut f, r..r + 1, &[], &mut outs);
+    }
+    assert_eq!(recommended(&outs, 44).map(|(r, _)| r), None);
+    assert_eq!(e.states()[44], NodeState::Confirmed, "it is still judged");
+}
+
+/// The same slow port with no congestion counters and a single stray corrupted frame:
+/// indistinguishable from steady congestion the counters miss, so it is recommended only
+/// after the persistence horizon (its steady rounds from its first elevated one), and the
+/// reason says so. With a sign in every round it is recommended within a few rounds of
+/// confirmation, and the reason names the sign.
+#[test]
+fn without_hardware_evidence_a_port_waits_the_persistence_horizon() {
+    let horizon = DeviceConfig::default().uncorroborated_hold;
+    let mut f = Fabric::new(8, 8);
+    f.slow = vec![(44, 150e-6)];
+    // One stray corrupted frame early in the episode corroborates nothing.
+    let mut e = DeviceEngine::new(&f.port_nodes(), DeviceConfig::default());
+    let mut outs = Vec::new();
+    for r in 0..horizon + 40 {
+        f.signs = if r == 8 {
+            vec![(44, Signs::FRAME_ERRORS)]
+        } else {
+            vec![]
+        };
+        go_on(&mut e, &mut f, r..r + 1, &[], &mut outs);
+    }
+    let suspected = outs
+        .iter()
+        .position(|o| o.transitions.iter().any(|t| t.port == 44))
+        .expect("port 44 suspected");
+    let (at, t) = recommended(&outs, 44).expect("recommended after the horizon");
+    assert!(
+        at >= suspected + horizon - 1,
+        "at {at}, suspected at {suspected}"
+    );
+    assert!(
+        at <= suspected + horizon + 10,
+        "at {at}, suspected at {suspected}"
+    );
+    assert!(t.reason.contains("persistence horizon"), "{}", t.reason);
+
+    let mut f = Fabric::new(8, 8);
+    f.slow = vec![(44, 150e-6)];
+    f.signs = vec![(44, Signs::LINK_SPEED)];
+    let (_, outs) = run(&mut f, 30);
+    let (at, t) = recommended(&outs, 44).expect("recommended with its sign");
+    assert!(at < 20, "at {at}");
+    assert!(t.reason.contains("own hardware in "), "{}", t.reason);
+    assert!(
+        t.reason
+            .ends_with("elevated rounds: link speed below its rate"),
+        "{}",
+        t.reason
+    );
+    let signs = t.evidence.iter().find(|(k, _)| k == "hardware_signs");
+    assert_eq!(
+        signs.map(|s| s.1),
+        Some(f64::from(Signs::LINK_SPEED.bits()))
+    );
 }
