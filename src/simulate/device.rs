@@ -3,6 +3,7 @@
 //! [`DeviceEngine::confirmers`] names, suspect pairs are re-pinged, and every ping is a
 //! [`World::device_ping`].
 
+use super::counters::Reader;
 use super::world::{Draw, World};
 use crate::health::device::{DeviceConfig, DeviceEngine, DeviceInput, DeviceOutput, PortProbe};
 
@@ -48,7 +49,12 @@ pub struct DeviceGroup {
     last: Option<DeviceOutput>,
     /// Packets so far.
     pub traffic: Traffic,
+    /// The ports' congestion counters, as the daemon reads them.
+    counters: Reader,
 }
+
+/// Salt of the ports' counter misses and false alarms (a stream apart from the nodes').
+const PORT_COUNTER_SALT: u64 = 0x706f_7274_6374_0001;
 
 impl DeviceGroup {
     /// The device plane of a group of `members`, `npus` ports each.
@@ -60,6 +66,7 @@ impl DeviceGroup {
             npus,
             last: None,
             traffic: Traffic::default(),
+            counters: Reader::default(),
         }
     }
 
@@ -116,6 +123,7 @@ impl DeviceGroup {
             .max_port_round
             .max(load.iter().copied().max().unwrap_or(0));
         self.traffic = traffic;
+        let (congested_ports, port_signs) = self.port_readings(w, r, &probes, &confirmations);
         let out = self.engine.step(&DeviceInput {
             probes,
             confirmations,
@@ -126,8 +134,39 @@ impl DeviceGroup {
                 .iter()
                 .map(|&n| Some(w.topo.tor(n) as u32))
                 .collect(),
+            congested_ports,
+            port_signs,
         });
         self.last.insert(out)
+    }
+
+    /// What the ports' own counters and hardware show in round `r`, in local port numbers:
+    /// congestion as read through the scenario's `[counters]` (misses, false alarms, lag),
+    /// and hardware signs.
+    fn port_readings(
+        &mut self,
+        w: &World,
+        r: u64,
+        probes: &[PortProbe],
+        confirmations: &[PortProbe],
+    ) -> (Vec<usize>, Vec<(usize, crate::health::hardware::Signs)>) {
+        let globals: Vec<usize> = (0..self.members.len() * self.npus)
+            .map(|i| self.global(i))
+            .collect();
+        let pings: Vec<(usize, usize)> = probes
+            .iter()
+            .chain(confirmations)
+            .map(|p| (globals[p.src], globals[p.dst]))
+            .collect();
+        let truth = w.device_congested(r, &globals, &pings);
+        let seed = w.scenario.fleet.seed ^ PORT_COUNTER_SALT;
+        let flagged = self
+            .counters
+            .read(&w.scenario.counters, seed, r, &globals, truth);
+        let congested = (0..globals.len())
+            .filter(|&i| flagged.contains(&globals[i]))
+            .collect();
+        (congested, w.port_hardware(r, &globals))
     }
 }
 

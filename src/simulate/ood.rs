@@ -98,9 +98,10 @@ pub fn generate(seed: u64) -> Result<Scenario, ScenarioError> {
 }
 
 /// Hardware signs, from a stream of their own (so that every other draw of a held-out
-/// scenario is what it was before they existed): each host slow node shows one with a
-/// chance drawn in [0, 1), and in half the scenarios healthy nodes show stray ones (a
-/// corrupted frame now and then, up to once in 500 node-rounds).
+/// scenario is what it was before they existed): each host slow node and each slow NPU
+/// port shows one with a chance drawn in [0, 1), and in half the scenarios healthy nodes
+/// and ports show stray ones (a corrupted frame now and then, up to once in 500
+/// node-rounds or port-rounds).
 fn hardware(seed: u64, s: &mut Scenario) {
     let mut h = Pick(ChaCha8Rng::seed_from_u64(seed ^ 0x6877_0000_0000_0024));
     for f in &mut s.faults {
@@ -110,6 +111,14 @@ fn hardware(seed: u64, s: &mut Scenario) {
     }
     if h.chance(0.5) {
         s.counters.hardware_false = h.f(0.0, 0.002);
+    }
+    // NPU ports, from a stream of their own again (so the nodes' draws above stay as they
+    // were before ports had signs).
+    let mut h = Pick(ChaCha8Rng::seed_from_u64(seed ^ 0x7068_0000_0000_0026));
+    for f in &mut s.faults {
+        if f.kind == FaultKind::SlowPort {
+            f.hardware = Some(h.f(0.0, 1.0));
+        }
     }
 }
 

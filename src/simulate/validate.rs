@@ -626,10 +626,10 @@ fn rough(s: &Scenario, f: &FaultSpec, plane: Plane, k: &str, o: &mut Out) {
         }
     }
     if let Some(h) = f.hardware {
-        if f.kind != FaultKind::SlowNode {
+        if !matches!(f.kind, FaultKind::SlowNode | FaultKind::SlowPort) {
             o.push(
                 key("hardware"),
-                format!("hardware applies to slow_node, not to {kind}"),
+                format!("hardware applies to slow_node and slow_port, not to {kind}"),
             );
         } else {
             o.float(&key("hardware"), h, 0.0, 1.0, "a chance");

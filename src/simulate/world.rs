@@ -68,6 +68,8 @@ pub struct World {
 const SIGNAL_SEED: u64 = 0x5167_4e41_4c5f_0001;
 /// Seeds the stream of stray hardware signs on healthy nodes.
 const HARDWARE_FALSE_SEED: u64 = 0x6877_6661_6c73_0001;
+/// Salt of the stray hardware signs on NPU ports (a stream apart from the nodes').
+const PORT_HARDWARE_FALSE_SEED: u64 = 0x7068_7766_616c_0002;
 
 impl World {
     /// Realises a checked scenario: places its faults and draws its episodes. Fails (with
@@ -432,6 +434,69 @@ impl World {
                 });
                 let mut signs = if faulty { Signs::PCIE } else { Signs::NONE };
                 if stray > 0.0 && unit_hash(seed, r, node) < stray {
+                    signs = signs.union(Signs::FRAME_ERRORS);
+                }
+                (!signs.is_empty()).then_some((k, signs))
+            })
+            .collect()
+    }
+
+    /// The global ports of `ports` whose own counters would show congestion in round `r`,
+    /// given the round's device-plane pings `(src, dst)` (global ports): every port with a
+    /// visible episode on its own link, and the receiver of every ping that crossed a
+    /// visible ToR or spine episode (as the nodes' counters are read on the host plane).
+    pub fn device_congested(
+        &self,
+        r: u64,
+        ports: &[usize],
+        pings: &[(usize, usize)],
+    ) -> BTreeSet<usize> {
+        let live = |e: &&Episode| e.visible && e.plane.device() && r >= e.start && r < e.end;
+        let mut out: BTreeSet<usize> = ports
+            .iter()
+            .copied()
+            .filter(|&p| {
+                self.port_eps
+                    .get(p)
+                    .is_some_and(|l| l.iter().map(|&i| &self.episodes[i]).any(|e| live(&e)))
+            })
+            .collect();
+        for &(a, b) in pings {
+            let (na, nb) = (self.topo.port_node(a), self.topo.port_node(b));
+            if self
+                .path_episodes(r, na, nb, Plane::Device)
+                .iter()
+                .any(live)
+            {
+                out.insert(b);
+            }
+        }
+        out
+    }
+
+    /// The hardware signs of `ports` (global) in round `r`, by index into `ports`: a slow
+    /// port whose fault shows one while it is on (corrupted frames when it loses packets,
+    /// a link below its speed when it only delays them), and stray corrupted frames on
+    /// any port at `counters.hardware_false`.
+    pub fn port_hardware(&self, r: u64, ports: &[usize]) -> Vec<(usize, Signs)> {
+        let stray = self.scenario.counters.hardware_false;
+        let seed = self.scenario.fleet.seed ^ PORT_HARDWARE_FALSE_SEED;
+        ports
+            .iter()
+            .enumerate()
+            .filter_map(|(k, &port)| {
+                let mut signs = Signs::NONE;
+                for &i in self.port_faults.get(port).map_or(&[][..], |v| &v[..]) {
+                    let f = &self.faults[i];
+                    if f.hardware && f.kind == FaultKind::SlowPort && f.intensity(r) > 0.0 {
+                        signs = signs.union(if f.loss > 0.0 {
+                            Signs::FRAME_ERRORS
+                        } else {
+                            Signs::LINK_SPEED
+                        });
+                    }
+                }
+                if stray > 0.0 && unit_hash(seed, r, port) < stray {
                     signs = signs.union(Signs::FRAME_ERRORS);
                 }
                 (!signs.is_empty()).then_some((k, signs))
