@@ -116,6 +116,13 @@ impl Fleet {
     /// Starts the fleet on `initial` and waits until every daemon has judged device-plane
     /// rounds over all 48 ports.
     fn start(initial: &Value) -> Fleet {
+        Fleet::start_with(initial, None)
+    }
+
+    /// [`Fleet::start`], with `failing` (node, NPU) a port whose module corrupts frames:
+    /// its FCS error counter grows every second, and its node's port poller reads the
+    /// counters every 2 s (the others once a minute).
+    fn start_with(initial: &Value, failing: Option<(usize, usize)>) -> Fleet {
         let dir = tempfile::tempdir().unwrap();
         let key = write_key(dir.path(), "probe.key");
         let fabric = dir.path().join("fabric.json");
@@ -125,12 +132,22 @@ impl Fleet {
             .map(|n| {
                 let node_dir = dir.path().join(format!("node{n}"));
                 std::fs::create_dir(&node_dir).unwrap();
-                let hccn = FakeHccn::new(&node_dir, &node_scenario(n), Some(&fabric));
+                let mut scenario: Value = serde_json::from_str(&node_scenario(n)).unwrap();
+                let mut cfg_poll = "60s";
+                if let Some((_, npu)) = failing.filter(|(node, _)| *node == n) {
+                    let npus = scenario["npus"].as_array_mut().unwrap();
+                    let port = npus.iter_mut().find(|p| p["phy_id"] == npu).unwrap();
+                    port["stat_per_second"] = serde_json::json!({ "mac_rx_fcs_err_pkt_num": 7 });
+                    cfg_poll = "2s";
+                }
+                let hccn = FakeHccn::new(&node_dir, &scenario.to_string(), Some(&fabric));
                 let conf: String = (0..NPUS)
                     .map(|p| format!("address_{p}={}\nnetmask_{p}=255.255.255.0\n", ip(n, p)))
                     .collect();
                 std::fs::write(&hccn.conf, conf).unwrap();
-                Daemon::start(Start::new(&config(&peers, n, &key, &hccn)))
+                let cfg = config(&peers, n, &key, &hccn)
+                    .replace("ports = \"60s\"", &format!("ports = \"{cfg_poll}\""));
+                Daemon::start(Start::new(&cfg))
             })
             .collect();
         let f = Fleet {
@@ -260,13 +277,16 @@ fn one_lossy_port_is_that_port_in_every_view() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let started = Instant::now();
     let (bad_node, bad_npu) = (2, 3);
-    let fleet = Fleet::start(&fabric(|n, p| {
-        if (n, p) == (bad_node, bad_npu) {
-            0.2
-        } else {
-            0.0
-        }
-    }));
+    let fleet = Fleet::start_with(
+        &fabric(|n, p| {
+            if (n, p) == (bad_node, bad_npu) {
+                0.2
+            } else {
+                0.0
+            }
+        }),
+        Some((bad_node, bad_npu)),
+    );
     let node = fleet.node(bad_node).to_string();
     let npu = bad_npu.to_string();
     let key = (node.clone(), npu.clone());
@@ -310,9 +330,26 @@ fn one_lossy_port_is_that_port_in_every_view() {
         assert!(t["reason"].as_str().unwrap().contains("packet loss"), "{t}");
     }
     eprintln!("one lossy port: suspected in {:?}", started.elapsed());
+    // Its own node reads the corrupted frames off the port's counters, and says so; its
+    // other ports show none.
+    let own = &fleet.daemons[bad_node];
+    let sign = |s: &str, npu: usize| {
+        let npu = npu.to_string();
+        value(
+            s,
+            "hcclwatch_npu_port_hardware_sign",
+            &[("npu", &npu), ("sign", "frame_errors")],
+        )
+    };
+    let s = own.wait_for("the port's corrupted frames", VERDICT, |s| {
+        sign(s, bad_npu) == Some(1.0)
+    });
+    for p in (0..NPUS).filter(|p| *p != bad_npu) {
+        assert_eq!(sign(&s, p), Some(0.0), "NPU {p}");
+    }
     // Held, the verdict escalates: re-pinged from known-good ports on other nodes it is
-    // confirmed, then its node is recommended for quarantine with reason `npu_port`; still
-    // that port only, in every view.
+    // confirmed, then, its own hardware showing corrupted frames, its node is recommended
+    // for quarantine with reason `npu_port`; still that port only, in every view.
     for (i, d) in fleet.daemons.iter().enumerate() {
         let s = d.wait_for("the port's quarantine recommendation", VERDICT, |s| {
             port_states(s).get(&key).map(String::as_str) == Some("quarantine_recommended")
@@ -347,11 +384,18 @@ fn one_lossy_port_is_that_port_in_every_view() {
                 .any(|e| e["what"] == "confirmation_packets" && e["value"].as_f64() > Some(0.0)),
             "{confirmed}"
         );
+        // The port's own FCS errors, read by its node's poller and carried in its row,
+        // corroborate it in every member's engine: recommended after the short hold, not
+        // the persistence horizon (which at these rounds would take over 200 s).
+        let reason = to("quarantine_recommended")["reason"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(reason.contains("confirmed bad NPU port"), "{reason}");
         assert!(
-            to("quarantine_recommended")["reason"]
-                .as_str()
-                .unwrap()
-                .contains("confirmed bad NPU port"),
+            reason.contains("corroborated by the port's own hardware")
+                && reason.ends_with("corrupted frames"),
+            "daemon {i}: {reason}"
         );
     }
     // The lossy port's own daemon sees it in its per-NPU ping counters: a fifth of NPU 3's

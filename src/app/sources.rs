@@ -12,6 +12,8 @@ use super::{AppError, Environment};
 use crate::config::Config;
 use crate::probe::ProbeSettings;
 use crate::probe::device::runner::Pinger;
+use crate::probe::device::status::PortReading;
+use crate::probe::settings::LocalPorts;
 use crate::snapshot::Store;
 use crate::telemetry::dcmi::PingMesh;
 use crate::telemetry::hccn::Hccn;
@@ -138,6 +140,7 @@ fn device_probe(
         );
         return None;
     };
+    let status_store = store.clone();
     let store = store.clone();
     let warned = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let local_ports = Arc::new(move || {
@@ -157,11 +160,32 @@ fn device_probe(
         }
         ports
     });
+    let status = Arc::new(move || {
+        status_store
+            .ports()
+            .map(|p| {
+                let read_at = p.collectors.get("npu_ports").and_then(|c| c.last_success);
+                p.ports
+                    .iter()
+                    .map(|(phy, r)| {
+                        let reading = PortReading::from_counters(
+                            r.counters.as_ref(),
+                            r.speed_bits_per_second,
+                            read_at,
+                        );
+                        (*phy, reading)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
     let pinger: Arc<dyn Pinger> = Arc::new(HccnPinger(hccn.clone()));
+    let local = LocalPorts {
+        addresses: local_ports,
+        status,
+    };
     Some(crate::probe::settings::device_settings(
-        config,
-        pinger,
-        local_ports,
+        config, pinger, local,
     ))
 }
 

@@ -285,13 +285,22 @@ pub fn health_config(h: &HealthSection) -> HealthConfig {
     }
 }
 
-/// Device-plane settings from `[device_probe]`, with the pinger and the source of this
+/// What this node's NPU ports are, for the device plane: their addresses (read when the
+/// group forms) and their counters (read each round).
+pub struct LocalPorts {
+    /// Physical id and device IP of each port.
+    pub addresses: Arc<dyn Fn() -> Vec<(u32, Ipv4Addr)> + Send + Sync>,
+    /// Physical id and counters of each port, as the port poller last read them.
+    pub status: Arc<dyn Fn() -> Vec<(u32, super::device::status::PortReading)> + Send + Sync>,
+}
+
+/// Device-plane settings from `[device_probe]`, with the pinger and the sources of this
 /// node's ports the composition root supplies. The pings per round are cut to the packet
 /// budget at the device plane's own interval (every [`device_every`] probe rounds).
 pub fn device_settings(
     config: &Config,
     pinger: Arc<dyn Pinger>,
-    local_ports: Arc<dyn Fn() -> Vec<(u32, Ipv4Addr)> + Send + Sync>,
+    local: LocalPorts,
 ) -> DeviceSettings {
     let d = &config.device_probe;
     let every = device_every(d.interval, config.probe.interval);
@@ -317,7 +326,8 @@ pub fn device_settings(
         collect_deadline: config.probe.interval.mul_f64(0.8),
         engine: DeviceConfig::default(),
         pinger,
-        local_ports,
+        local_ports: local.addresses,
+        local_status: local.status,
         hccs: None,
     }
 }

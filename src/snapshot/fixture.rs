@@ -12,7 +12,7 @@ use super::host::{HostReadings, HostSnapshot, InterfaceCounters};
 use super::npu::*;
 use super::port::{
     HCCN_CALL_BUCKETS, HccnCallStats, IpSource, LinkChange, LinkStat, Optics, PortReadings,
-    PortSnapshot, STAT_KEYS, STAT_KEYS_READ_THROUGH_DCMI,
+    PortSnapshot, STAT_KEYS,
 };
 use super::status::CollectorStatus;
 
@@ -197,12 +197,6 @@ pub fn port(phy: u32) -> PortReadings {
             tx_power_watts: (0..4).map(|l| (l, 0.0011)).collect(),
             rx_power_watts: (0..4).map(|l| (l, 0.0009)).collect(),
         }),
-        counters: Some(
-            STAT_KEYS
-                .iter()
-                .filter(|k| !STAT_KEYS_READ_THROUGH_DCMI.contains(k))
-                .map(|k| (k.to_string(), 7))
-                .collect(),
-        ),
+        counters: Some(STAT_KEYS.iter().map(|k| (k.to_string(), 7)).collect()),
     }
 }

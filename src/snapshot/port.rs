@@ -80,7 +80,9 @@ pub const STAT_KEYS: [&str; 48] = [
 ];
 
 /// The `-stat -g` keys DCMI's `dcmi_get_netdev_pkt_stats_info` already provides (as the
-/// NPU part's packet counters); only the others are kept in [`PortReadings::counters`].
+/// NPU part's packet counters): [`PortReadings::counters`] keeps them (the device prober
+/// reads them), but the port exporters show only the others.
+#[cfg(test)]
 pub const STAT_KEYS_READ_THROUGH_DCMI: [&str; 15] = [
     "mac_tx_mac_pause_num",
     "mac_rx_mac_pause_num",
@@ -183,8 +185,8 @@ pub struct PortReadings {
     pub vnic_ip: Option<Ipv4Addr>,
     /// Optical module.
     pub optics: Option<Optics>,
-    /// The `-stat -g` counters that DCMI's `dcmi_get_netdev_pkt_stats_info` does not
-    /// already provide, by the tool's key name (e.g. `mac_tx_pfc_pri3_pkt_num`).
+    /// The `-stat -g` counters, by the tool's key name (e.g. `mac_tx_pfc_pri3_pkt_num`),
+    /// those DCMI also gives among them.
     pub counters: Option<BTreeMap<String, u64>>,
 }
 

@@ -409,6 +409,18 @@ pub struct LocalPings {
     pub failures: BTreeMap<&'static str, u64>,
 }
 
+/// What one of this node's NPU ports' own counters said over the port poller's latest
+/// interval: the device engine's evidence besides the pings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortConditionView {
+    /// Physical NPU id.
+    pub npu: u32,
+    /// Pause frames or congestion notifications arrived.
+    pub congested: bool,
+    /// The hardware signs it showed, as labels of [`HARDWARE_SIGNS`].
+    pub hardware_signs: Vec<&'static str>,
+}
+
 /// The device plane as this node sees it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DeviceView {
@@ -428,6 +440,9 @@ pub struct DeviceView {
     pub planned: Vec<PlannedPing>,
     /// This node's ping counters per local NPU.
     pub local: Vec<LocalPings>,
+    /// What this node's own NPU ports' counters said over the port poller's latest
+    /// interval (ports with a reading only).
+    pub conditions: Vec<PortConditionView>,
     /// Latest port transitions.
     pub transitions: VecDeque<PortTransitionView>,
     /// Device-engine rounds.

@@ -15,7 +15,7 @@
 use super::family::{Labels, Render, Sink, flag};
 use crate::snapshot::View;
 use crate::snapshot::probe::{
-    DeviceTorView, DeviceView, HccsState, HccsView, NodeState, ProbeSnapshot,
+    DeviceTorView, DeviceView, HARDWARE_SIGNS, HccsState, HccsView, NodeState, ProbeSnapshot,
 };
 use std::fmt;
 
@@ -35,6 +35,7 @@ impl Render for DeviceCollector {
         states(pr, d, me, f)?;
         verdicts(pr, d, f)?;
         local(pr, d, f)?;
+        conditions(d, f)?;
         match &d.hccs {
             Some(h) => hccs(pr, h, f),
             None => Ok(()),
@@ -221,6 +222,37 @@ fn local(pr: &ProbeSnapshot, d: &DeviceView, f: &mut dyn Sink) -> fmt::Result {
             .collect(),
     )
 }
+
+/// This node's own ports' counters over the port poller's latest interval: congestion,
+/// and the hardware signs congestion cannot give.
+fn conditions(d: &DeviceView, f: &mut dyn Sink) -> fmt::Result {
+    let npu = |n: u32| vec![("npu", n.to_string())];
+    f.gauge(
+        "hcclwatch_npu_port_congested",
+        "Whether this NPU port received pause frames or congestion notifications over the port poller's latest interval: its slow rounds then never count towards a quarantine.",
+        d.conditions
+            .iter()
+            .map(|c| (npu(c.npu), flag(c.congested)))
+            .collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_npu_port_hardware_sign",
+        "Whether this NPU port showed this hardware sign over the port poller's latest interval (sign: link_speed, its link below the best speed it ran at; frame_errors, FCS errors or bad packets received): evidence congestion cannot give, that lets a confirmed port be recommended after the short hold instead of the persistence horizon.",
+        d.conditions
+            .iter()
+            .flat_map(|c| {
+                PORT_SIGNS.iter().map(|s| {
+                    let mut labels = npu(c.npu);
+                    labels.push(("sign", s.to_string()));
+                    (labels, flag(c.hardware_signs.contains(s)))
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The hardware signs an NPU port can show (a port has no PCIe link of its own to read).
+const PORT_SIGNS: [&str; 2] = [HARDWARE_SIGNS[0], HARDWARE_SIGNS[2]];
 
 fn hccs(pr: &ProbeSnapshot, h: &HccsView, f: &mut dyn Sink) -> fmt::Result {
     f.gauge(

@@ -18,6 +18,7 @@ pub(crate) mod hccs;
 pub(crate) mod plan;
 pub mod ports;
 pub(crate) mod runner;
+pub mod status;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -29,7 +30,8 @@ use crate::health::NodeState;
 use crate::health::device::{DeviceConfig, DeviceEngine, DeviceInput, DeviceOutput, PortProbe};
 use crate::snapshot::histogram::Histogram;
 use crate::snapshot::probe::{
-    DeviceTorView, DeviceView, LocalPings, PlannedPing, PortTransitionView, PortView,
+    DeviceTorView, DeviceView, LocalPings, PlannedPing, PortConditionView, PortTransitionView,
+    PortView,
 };
 
 use ports::Port;
@@ -50,6 +52,9 @@ pub struct DeviceSettings {
     pub pinger: Arc<dyn Pinger>,
     /// This node's ports (physical id, device IP), read when the group forms.
     pub local_ports: Arc<dyn Fn() -> Vec<(u32, Ipv4Addr)> + Send + Sync>,
+    /// This node's ports' congestion and error counters and link speeds as the port
+    /// poller last read them (physical id, reading), read each round.
+    pub local_status: Arc<dyn Fn() -> Vec<(u32, status::PortReading)> + Send + Sync>,
     /// The HCCS ping mesh, when this node may drive it.
     pub hccs: Option<hccs::HccsSettings>,
 }
@@ -96,13 +101,19 @@ pub fn disabled() -> DeviceSettings {
         engine: DeviceConfig::default(),
         pinger: Arc::new(NoPinger),
         local_ports: Arc::new(Vec::new),
+        local_status: Arc::new(Vec::new),
         hccs: None,
     }
 }
 
 /// Fields of one ping in a row: source, destination, kind (0 plan, 1 re-ping), sent,
-/// received, mean RTT (NaN when none).
+/// received, mean RTT (NaN when none). A slot of kind 2 is a port's condition instead
+/// (see [`status`]): its port twice, 2, its flags ([`status::PortCondition::flags`]), 0,
+/// NaN. A release that knows no kind 2 drops it (its source equals its destination).
 const FIELDS: usize = 6;
+
+/// The kind of a slot that carries a port's condition.
+const STATUS_KIND: u8 = 2;
 
 /// Most packets a ping may claim (hccn_tool sends 3).
 const MAX_PACKETS: f64 = 16.0;
@@ -145,6 +156,28 @@ pub fn valid_ping(ports: &[Port], f: &[f64], node: usize) -> Option<PortProbe> {
     })
 }
 
+/// Checks one condition slot of a gathered row (see [`FIELDS`]) reported by member
+/// `node`: kind 2, the same port twice, one of `node`'s ports, flags a whole number
+/// 0..=255. Pure and total.
+pub fn valid_condition(
+    ports: &[Port],
+    f: &[f64],
+    node: usize,
+) -> Option<(usize, status::PortCondition)> {
+    let f: &[f64; FIELDS] = f.try_into().ok()?;
+    if f[2] != f64::from(STATUS_KIND) || f[0] != f[1] {
+        return None;
+    }
+    let port =
+        (f[0].is_finite() && f[0] >= 0.0 && (f[0] as usize) < ports.len() && f[0].fract() == 0.0)
+            .then_some(f[0] as usize)?;
+    let flags = f[3];
+    if ports[port].node != node || !(0.0..=255.0).contains(&flags) || flags.fract() != 0.0 {
+        return None;
+    }
+    Some((port, status::PortCondition::from_flags(flags as u8)))
+}
+
 /// The device plane's state in the prober.
 pub struct DevicePlane {
     s: DeviceSettings,
@@ -165,6 +198,8 @@ pub struct DevicePlane {
     /// The HCCS ping mesh's thread, when it runs.
     hccs: Option<hccs::HccsMesh>,
     view: DeviceView,
+    /// This node's ports' conditions from their counters.
+    status: status::StatusTracker,
 }
 
 /// The engine's re-ping requests.
@@ -198,6 +233,7 @@ impl DevicePlane {
             width: 0,
             announced: Vec::new(),
             view: DeviceView::default(),
+            status: status::StatusTracker::default(),
         }
     }
 
@@ -325,14 +361,22 @@ impl DevicePlane {
         self.requests = Requests::default();
     }
 
-    /// This member's row: the outcomes of its pings, validated and fixed-width.
-    fn row(&self, outcomes: &[Outcome], kinds: &BTreeMap<(usize, usize), u8>) -> Vec<f64> {
+    /// This member's row: the outcomes of its pings, validated and fixed-width, then its
+    /// ports' conditions in the slots left (`conditions`: port table index, flags). A row
+    /// full of pings carries no condition that round.
+    fn row(
+        &self,
+        outcomes: &[Outcome],
+        kinds: &BTreeMap<(usize, usize), u8>,
+        conditions: &[(usize, u8)],
+    ) -> Vec<f64> {
         let mut row = vec![f64::NAN; self.width * FIELDS];
         let measured = outcomes.iter().filter_map(|o| {
             let r = o.result.as_ref().ok()?;
             Some((o.job, r.sent, r.received, r.mean_rtt()))
         });
-        for (slot, (job, sent, received, rtt)) in row.chunks_exact_mut(FIELDS).zip(measured) {
+        let mut slots = row.chunks_exact_mut(FIELDS);
+        for (slot, (job, sent, received, rtt)) in slots.by_ref().zip(measured) {
             let kind = kinds.get(&(job.src, job.dst)).copied().unwrap_or(0);
             slot.copy_from_slice(&[
                 job.src as f64,
@@ -343,7 +387,38 @@ impl DevicePlane {
                 rtt.unwrap_or(f64::NAN),
             ]);
         }
+        for (slot, &(port, flags)) in slots.zip(conditions) {
+            slot.copy_from_slice(&[
+                port as f64,
+                port as f64,
+                f64::from(STATUS_KIND),
+                f64::from(flags),
+                0.0,
+                f64::NAN,
+            ]);
+        }
         row
+    }
+
+    /// This node's ports' conditions now, by port table index, as flags (ports with
+    /// nothing to say are left out).
+    fn conditions(&mut self, me: usize) -> Vec<(usize, u8)> {
+        let now = self.status.update(&(self.s.local_status)());
+        self.view.conditions = now
+            .iter()
+            .map(|(phy, c)| PortConditionView {
+                npu: *phy,
+                congested: c.congested,
+                hardware_signs: c.signs.labels(),
+            })
+            .collect();
+        self.ports
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.node == me)
+            .filter_map(|(i, p)| Some((i, now.get(&p.phy)?.flags())))
+            .filter(|(_, flags)| *flags != 0)
+            .collect()
     }
 
     /// Reads every member's row back into the engine's input. A ping is kept only if its
@@ -366,6 +441,15 @@ impl DevicePlane {
                 break;
             };
             for f in row.chunks_exact(FIELDS) {
+                if let Some((port, c)) = valid_condition(&self.ports, f, node) {
+                    if c.congested {
+                        input.congested_ports.push(port);
+                    }
+                    if !c.signs.is_empty() {
+                        input.port_signs.push((port, c.signs));
+                    }
+                    continue;
+                }
                 let Some(p) = valid_ping(&self.ports, f, node) else {
                     continue;
                 };
@@ -435,7 +519,8 @@ impl DevicePlane {
             })
             .collect();
         self.count_local(&outcomes);
-        let mine = self.row(&outcomes, &kinds);
+        let conditions = self.conditions(me);
+        let mine = self.row(&outcomes, &kinds, &conditions);
         let mut all = vec![0u8; mine.len() * 8 * c.size()];
         let bytes: Vec<u8> = mine.iter().flat_map(|x| x.to_le_bytes()).collect();
         c.all_gather(&bytes, &mut all, mine.len(), DataType::Fp64)?;
@@ -671,15 +756,41 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn every_member_localises_the_same_lossy_port() {
+    /// Port counters as the poller reads them: on member `failing`, phy 1's FCS errors
+    /// grow by one at every read.
+    fn status_of(
+        r: usize,
+        failing: Option<usize>,
+    ) -> Arc<dyn Fn() -> Vec<(u32, status::PortReading)> + Send + Sync> {
+        let reads = Arc::new(AtomicU64::new(0));
+        Arc::new(move || {
+            let k = reads.fetch_add(1, Ordering::Relaxed);
+            (0..4u32)
+                .map(|phy| {
+                    let errors = if failing == Some(r) && phy == 1 { k } else { 0 };
+                    let reading = status::PortReading {
+                        pause_rx: Some(0),
+                        cnp_rx: Some(0),
+                        errors: Some(errors),
+                        speed_bps: Some(200e9),
+                        read_at: Some(std::time::UNIX_EPOCH + Duration::from_secs(k)),
+                    };
+                    (phy, reading)
+                })
+                .collect()
+        })
+    }
+
+    /// Four members run `rounds` device rounds over a fabric where node 2's phy 1 loses a
+    /// third of its packets; `failing`: the member whose phy 1 counts corrupted frames.
+    fn run_group(rounds: u64, failing: Option<usize>) -> Vec<DeviceView> {
         let n = 4;
         let lossy = Ipv4Addr::new(10, 0, 2, 2); // node 2, phy 1
         let ls: Vec<TcpListener> = (0..n)
             .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
             .collect();
         let addrs: Vec<_> = ls.iter().map(|l| l.local_addr().unwrap()).collect();
-        let views: Vec<DeviceView> = std::thread::scope(|s| {
+        std::thread::scope(|s| {
             let hs: Vec<_> = ls
                 .into_iter()
                 .enumerate()
@@ -704,11 +815,12 @@ mod tests {
                             engine: DeviceConfig::default(),
                             pinger,
                             local_ports: Arc::new(move || own.clone()),
+                            local_status: status_of(r, failing),
                             hccs: None,
                         });
                         let members: Vec<usize> = (0..n).collect();
                         d.on_form(&mut c, &members).unwrap();
-                        for round in 1..=30 {
+                        for round in 1..=rounds {
                             d.on_round(&mut c, round, r, &members, &[], Topology::default())
                                 .unwrap();
                         }
@@ -717,7 +829,12 @@ mod tests {
                 })
                 .collect();
             hs.into_iter().map(|h| h.join().unwrap()).collect()
-        });
+        })
+    }
+
+    #[test]
+    fn every_member_localises_the_same_lossy_port() {
+        let views = run_group(30, None);
         for (r, v) in views.iter().enumerate() {
             assert_eq!(v.ports.len(), 16, "member {r}");
             let bad: Vec<(usize, u32)> = v
@@ -735,6 +852,35 @@ mod tests {
             // Each member counted only its own pings.
             let sent: u64 = v.local.iter().map(|l| l.sent).sum();
             assert!(sent > 0 && v.local.iter().all(|l| l.npu < 4));
+        }
+    }
+
+    /// The lossy port's own member reads corrupted frames on it: the condition travels in
+    /// that member's row, and every member's engine recommends the port after the short
+    /// hold, saying so. Without the reading the same 30 rounds (under the persistence
+    /// horizon) recommend nothing.
+    #[test]
+    fn a_ports_own_counters_reach_every_members_engine() {
+        let recommended = |v: &DeviceView| -> Vec<String> {
+            v.transitions
+                .iter()
+                .filter(|t| (t.node, t.npu) == (2, 1))
+                .filter(|t| t.to == NodeState::QuarantineRecommended)
+                .map(|t| t.reason.clone())
+                .collect()
+        };
+        for (r, v) in run_group(30, Some(2)).iter().enumerate() {
+            let reasons = recommended(v);
+            assert_eq!(reasons.len(), 1, "member {r}: {:?}", v.transitions);
+            assert!(
+                reasons[0].contains("corroborated by the port's own hardware")
+                    && reasons[0].ends_with("corrupted frames"),
+                "member {r}: {}",
+                reasons[0]
+            );
+        }
+        for (r, v) in run_group(30, None).iter().enumerate() {
+            assert!(recommended(v).is_empty(), "member {r}: {:?}", v.transitions);
         }
     }
 }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::{Command, Hccn, HccnError, conf};
 use crate::snapshot::Store;
-use crate::snapshot::port::{IpSource, PortReadings, PortSnapshot, STAT_KEYS_READ_THROUGH_DCMI};
+use crate::snapshot::port::{IpSource, PortReadings, PortSnapshot};
 use crate::snapshot::status::CollectorStatus;
 
 /// What the poller reads and how often.
@@ -162,10 +162,10 @@ fn read_port(
     if unresponsive(&f) {
         return (r, f);
     }
-    r.counters = keep(hccn.stat(phy), phy, Command::Stat, &mut f).map(|mut m| {
-        m.retain(|k, _| !STAT_KEYS_READ_THROUGH_DCMI.contains(&k.as_str()));
-        m
-    });
+    // Every counter the tool printed is kept, those DCMI also gives among them: the device
+    // prober reads pause, CNP and FCS counters from here (it runs only with the tool,
+    // with or without DCMI); the exporters show each counter from one source only.
+    r.counters = keep(hccn.stat(phy), phy, Command::Stat, &mut f);
     if unresponsive(&f) {
         return (r, f);
     }

@@ -192,9 +192,17 @@ fn optical(npu: &Npu, scen: &Scenario) -> Outcome {
 }
 
 fn stat(npu: &Npu) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     let mut out = String::from("packet statistics:\n");
     for k in STAT_KEYS {
-        out.push_str(&format!("{k}:{}\n", npu.stat.get(k).copied().unwrap_or(0)));
+        let base = npu.stat.get(k).copied().unwrap_or(0);
+        let grown = npu
+            .stat_per_second
+            .get(k)
+            .map_or(0, |r| r.saturating_mul(now));
+        out.push_str(&format!("{k}:{}\n", base.saturating_add(grown)));
     }
     out
 }

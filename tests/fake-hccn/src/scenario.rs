@@ -200,6 +200,10 @@ pub struct Npu {
     /// `-stat -g` counters by key; unlisted keys print 0.
     #[serde(default)]
     pub stat: BTreeMap<String, u64>,
+    /// `-stat -g` counters that keep growing: this many a second (each run prints its
+    /// `stat` value plus this rate times the Unix time in whole seconds).
+    #[serde(default)]
+    pub stat_per_second: BTreeMap<String, u64>,
     /// Every command waits `not_ready_delay_ms`, then fails as a device that never
     /// became ready.
     #[serde(default)]
@@ -322,7 +326,8 @@ impl Scenario {
         let mut names: Vec<&String> = self.behaviours.keys().collect();
         for n in &self.npus {
             names.extend(n.behaviours.keys());
-            if let Some(k) = n.stat.keys().find(|k| !STAT_KEYS.contains(&k.as_str())) {
+            let mut keys = n.stat.keys().chain(n.stat_per_second.keys());
+            if let Some(k) = keys.find(|k| !STAT_KEYS.contains(&k.as_str())) {
                 return Err(format!("npu {}: unknown -stat key {k}", n.phy_id));
             }
             if self.npus.iter().filter(|m| m.phy_id == n.phy_id).count() > 1 {
