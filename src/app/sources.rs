@@ -168,11 +168,13 @@ fn device_probe(
                 p.ports
                     .iter()
                     .map(|(phy, r)| {
-                        let reading = PortReading::from_counters(
-                            r.counters.as_ref(),
-                            r.speed_bits_per_second,
-                            read_at,
-                        );
+                        let changes = r
+                            .link_stat
+                            .as_ref()
+                            .map(|l| l.up_count.saturating_add(l.down_count.unwrap_or(0)));
+                        let link = (r.speed_bits_per_second, r.link_up, changes);
+                        let reading =
+                            PortReading::from_readings(r.counters.as_ref(), link, read_at);
                         (*phy, reading)
                     })
                     .collect()

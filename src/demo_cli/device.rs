@@ -41,6 +41,9 @@ pub struct Ports {
     lossy: Vec<(usize, usize, f64)>,
     /// `--down-port`: node, NPU.
     down: Vec<(usize, usize)>,
+    /// The `--lossy-port` ports: a failing module, whose FCS error counter grows (the
+    /// `--lossy-tor` ports lose packets in the switch, and show nothing).
+    failing: Vec<(usize, usize)>,
 }
 
 /// One node's fake tool, as its config names it.
@@ -97,10 +100,10 @@ pub fn parse(
     if !(1..=MAX_NPUS).contains(&npus) {
         bail!("--npus must be 1..={MAX_NPUS} (got {npus})");
     }
-    let lossy = tor_lossy
-        .into_iter()
-        .map(Ok)
-        .chain(a.lossy_port.iter().map(|s| {
+    let failing: Vec<(usize, usize, f64)> = a
+        .lossy_port
+        .iter()
+        .map(|s| {
             let what = ("--lossy-port", s.as_str(), "NODE:NPU=LOSS");
             let (port, loss) = s
                 .split_once('=')
@@ -114,8 +117,9 @@ pub fn parse(
                 );
             }
             Ok((node, npu, loss))
-        }))
+        })
         .collect::<anyhow::Result<_>>()?;
+    let lossy = tor_lossy.into_iter().chain(failing.clone()).collect();
     let down = a
         .down_port
         .iter()
@@ -126,6 +130,7 @@ pub fn parse(
         fake: locate(a.hccn_tool.as_deref())?,
         lossy,
         down,
+        failing: failing.iter().map(|&(n, p, _)| (n, p)).collect(),
     }))
 }
 
@@ -188,14 +193,18 @@ impl Ports {
     fn scenario(&self, node: usize) -> Value {
         let npus: Vec<Value> = (0..self.npus)
             .map(|p| {
-                json!({
+                let mut port = json!({
                     "phy_id": p,
                     "ips": [ip(node, p)],
                     "netmask": "255.255.255.0",
                     "link": if self.is_down(node, p) { "DOWN" } else { "UP" },
                     "speed_mbps": 200_000,
                     "net_health": "Success",
-                })
+                });
+                if self.failing.contains(&(node, p)) {
+                    port["stat_per_second"] = json!({ "mac_rx_fcs_err_pkt_num": 40 });
+                }
+                port
             })
             .collect();
         json!({ "board": "a2", "npus": npus })
@@ -278,11 +287,12 @@ impl NodeTool {
 
 /// The sections a node with `npus` fake ports adds: sim chips to match the ports, the
 /// device plane on every probe round, and its budget raised to the schema's largest (see
-/// [`INTERVAL`]). Port readings
-/// once a minute and no optics keep the tool's runs to the pings.
+/// [`INTERVAL`]). Port readings every 15 s (a `--lossy-port`'s corrupted frames show
+/// from the second pass on: its quarantine waits for them) and no optics keep the tool's
+/// runs near the pings.
 pub fn sections(npus: usize) -> String {
     format!(
-        "[telemetry.sim]\nchips = {npus}\n[telemetry.intervals]\nports = \"60s\"\n\
+        "[telemetry.sim]\nchips = {npus}\n[telemetry.intervals]\nports = \"15s\"\n\
          [collectors]\noptics = false\n[device_probe]\ninterval = \"{INTERVAL}\"\n\
          max_packets_per_second = 10.0\n"
     )
@@ -507,6 +517,7 @@ mod tests {
         Ports {
             npus: 4,
             fake: PathBuf::from("/x/fake-hccn"),
+            failing: lossy.iter().map(|&(n, p, _)| (n, p)).collect(),
             lossy,
             down,
         }
@@ -529,6 +540,16 @@ mod tests {
         assert_eq!(all.len(), 24);
         assert_eq!(f["ports"]["10.20.4.4"]["down"], true);
         assert_eq!(f["ports"]["10.20.2.2"]["loss"], 0.2);
+        // The lossy port's own counters show a failing module; no other port's do.
+        let failing = &p.scenario(2)["npus"][1];
+        assert!(failing["stat_per_second"]["mac_rx_fcs_err_pkt_num"].as_u64() > Some(0));
+        for (node, npu) in [(2, 0), (4, 1), (4, 3)] {
+            assert!(
+                p.scenario(node)["npus"][npu]
+                    .get("stat_per_second")
+                    .is_none()
+            );
+        }
         let other = all
             .iter()
             .filter(|(ip, _)| *ip != "10.20.4.4" && *ip != "10.20.2.2");

@@ -773,6 +773,8 @@ mod tests {
                         cnp_rx: Some(0),
                         errors: Some(errors),
                         speed_bps: Some(200e9),
+                        link_up: Some(true),
+                        link_changes: Some(1),
                         read_at: Some(std::time::UNIX_EPOCH + Duration::from_secs(k)),
                     };
                     (phy, reading)

@@ -7,7 +7,7 @@
 //! out of buffer pauses the port (PFC or MAC pause frames it receives) and the receivers
 //! of its ECN-marked traffic send it congestion notifications (CNPs); a failing module or
 //! cable corrupts frames (FCS errors, bad packets) and a degraded link trains below the
-//! speed it ran at. The device engine counts no congested round towards a quarantine and
+//! speed it ran at, goes down or flaps. The device engine counts no congested round towards a quarantine and
 //! recommends a port whose hardware corroborates its episode after the short hold, others
 //! only after the persistence horizon (see `health::device`).
 //!
@@ -34,6 +34,10 @@ pub struct PortReading {
     pub errors: Option<u64>,
     /// Negotiated link speed, bits per second.
     pub speed_bps: Option<f64>,
+    /// Whether the link is up (`-link -g`).
+    pub link_up: Option<bool>,
+    /// Link state changes so far: up count plus down count (`-link_stat -g`).
+    pub link_changes: Option<u64>,
     /// When the poller's pass that read it ended (its last successful pass): a reading
     /// with the same time is the same interval, one with another time a new one, even
     /// when no counter moved.
@@ -48,6 +52,15 @@ impl PortReading {
         speed_bps: Option<f64>,
         read_at: Option<std::time::SystemTime>,
     ) -> Self {
+        Self::from_readings(counters, (speed_bps, None, None), read_at)
+    }
+
+    /// The reading from the counters and the link's speed, state and change count.
+    pub fn from_readings(
+        counters: Option<&BTreeMap<String, u64>>,
+        (speed_bps, link_up, link_changes): (Option<f64>, Option<bool>, Option<u64>),
+        read_at: Option<std::time::SystemTime>,
+    ) -> Self {
         let sum = |keys: &[&str]| -> Option<u64> {
             let c = counters?;
             let present: Vec<u64> = keys.iter().filter_map(|k| c.get(*k).copied()).collect();
@@ -58,6 +71,8 @@ impl PortReading {
             cnp_rx: sum(&["roce_rx_cnp_pkt_num"]),
             errors: sum(&["mac_rx_fcs_err_pkt_num", "mac_rx_bad_pkt_num"]),
             speed_bps,
+            link_up,
+            link_changes,
             read_at,
         }
     }
@@ -115,19 +130,22 @@ impl StatusTracker {
                 Some((was, _)) => PortCondition {
                     congested: grew(was.pause_rx, reading.pause_rx)
                         || grew(was.cnp_rx, reading.cnp_rx),
-                    signs: if grew(was.errors, reading.errors) {
-                        Signs::FRAME_ERRORS
-                    } else {
-                        Signs::NONE
-                    },
+                    signs: sign_if(grew(was.errors, reading.errors), Signs::FRAME_ERRORS).union(
+                        sign_if(
+                            grew(was.link_changes, reading.link_changes),
+                            Signs::LINK_SPEED,
+                        ),
+                    ),
                 },
                 None => PortCondition::default(),
             };
-            cond.signs = if slow {
-                cond.signs.union(Signs::LINK_SPEED)
-            } else {
-                Signs::from_bits(cond.signs.bits() & !Signs::LINK_SPEED.bits())
-            };
+            // A link that is down now, or below its best speed, is below its rate.
+            let slow = slow || reading.link_up == Some(false);
+            // (A condition carried over from the same pass was computed from this very
+            // reading, so adding the sign again changes nothing.)
+            if slow {
+                cond.signs = cond.signs.union(Signs::LINK_SPEED);
+            }
             next.insert(phy, (reading, cond));
         }
         self.best_speed.retain(|phy, _| next.contains_key(phy));
@@ -135,6 +153,11 @@ impl StatusTracker {
         self.last = next;
         out
     }
+}
+
+/// `sign` when `yes`.
+fn sign_if(yes: bool, sign: Signs) -> Signs {
+    if yes { sign } else { Signs::NONE }
 }
 
 /// Whether a counter went up between two readings (both read, and not reset).
@@ -153,6 +176,8 @@ mod tests {
             cnp_rx: Some(cnp),
             errors: Some(errors),
             speed_bps: Some(speed),
+            link_up: None,
+            link_changes: None,
             read_at: Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(pass)),
         }
     }
@@ -202,6 +227,23 @@ mod tests {
         assert_eq!(c[&3].signs, Signs::LINK_SPEED, "still below");
         let c = t.update(&[(3, reading(4, (0, 0, 0), G200))]);
         assert!(c[&3].signs.is_empty());
+    }
+
+    #[test]
+    fn a_link_that_is_down_or_changed_state_is_below_its_rate() {
+        let mut t = StatusTracker::default();
+        let link = |pass: u64, up: bool, changes: u64| PortReading {
+            link_up: Some(up),
+            link_changes: Some(changes),
+            ..reading(pass, (0, 0, 0), G200)
+        };
+        t.update(&[(5, link(1, true, 4))]);
+        let c = t.update(&[(5, link(2, false, 5))]);
+        assert_eq!(c[&5].signs, Signs::LINK_SPEED, "down");
+        let c = t.update(&[(5, link(3, true, 6))]);
+        assert_eq!(c[&5].signs, Signs::LINK_SPEED, "came back up: it flapped");
+        let c = t.update(&[(5, link(4, true, 6))]);
+        assert!(c[&5].signs.is_empty(), "up and steady");
     }
 
     #[test]
