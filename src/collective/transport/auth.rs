@@ -311,6 +311,11 @@ pub fn connect<S: Read + Write>(s: &mut S, key: &[u8], me: Hello) -> Result<Sess
     let mut status = [0u8; 4];
     s.read_exact(&mut status).map_err(AuthError::Read)?;
     if status != *b"OK\0\0" {
+        // An acceptor whose range has nothing in common with ours refuses for that reason:
+        // say so (its nonce is not proven here, but it only explains a refusal).
+        if let Err(why) = wire::negotiate(Range::read(&na)) {
+            return Err(AuthError::WireVersion { rank: None, why });
+        }
         return Err(AuthError::Refused);
     }
     let mut tag = [0u8; 32];
@@ -415,6 +420,32 @@ mod tests {
         let (a1, _) = pair(b"secret", b"secret", 7);
         let (a2, _) = pair(b"secret", b"secret", 7);
         assert_ne!(a1.unwrap().1.recv, a2.unwrap().1.recv);
+    }
+
+    #[test]
+    fn a_connector_refused_by_an_acceptor_without_a_common_version_says_both_ranges() {
+        let (mut a, mut c) = UnixStream::pair().unwrap();
+        // A later build that speaks 4 to 6 only: it says so in its nonce and refuses.
+        let t = std::thread::spawn(move || {
+            let mut n = [7u8; 32];
+            Range { min: 4, max: 6 }.stamp(&mut n);
+            a.write_all(&Acceptor::with_nonce(7, n).hello()).unwrap();
+            let mut msg = [0u8; CONNECT_LEN];
+            a.read_exact(&mut msg).unwrap();
+            a.write_all(&REFUSAL).unwrap();
+        });
+        let me = Hello {
+            comm_id: 7,
+            rank: 1,
+            channel: 0,
+        };
+        let e = connect(&mut c, b"k", me).unwrap_err().to_string();
+        t.join().unwrap();
+        assert_eq!(
+            e,
+            "peer speaks wire versions 4..=6, this build 2..=3: no version in common; \
+             upgrade one release at a time (docs/upgrades.md)"
+        );
     }
 
     #[test]
