@@ -107,6 +107,16 @@ put("gather_rows", "fixed_only", bytes([8]) + f64s(0.0, 1e-5, 1e-4, 2e-3, 0, 0, 
 put("gather_rows", "odd_values", bytes([8]) + f64s(-1.0, float("inf"), nan, 0.0, 300.0, -0.0, 1e300, nan))
 put("gather_rows", "short_width", bytes([3]) + f64s(1.0, 2.0, 3.0, 4.0))
 
+# --- probe_row: one byte choosing the wire version (2 + byte % 3), then one row (f64,
+# little-endian). From version 3 a row starts with its version and its fixed-field count.
+fixed = (1e-4, 2e-5, 3e-4, nan, 0, 0, 5e-5, 1)
+put("probe_row", "v2_bare", bytes([0]) + f64s(*fixed, 4e-4))
+put("probe_row", "v3_layout", bytes([1]) + f64s(3, 8, *fixed, 4e-4, nan))
+put("probe_row", "v4_more_fields", bytes([2]) + f64s(4, 10, *fixed, 7.0, 8.0, 4e-4))
+put("probe_row", "v3_fewer_fields", bytes([1]) + f64s(3, 6, *fixed[:6], 4e-4))
+put("probe_row", "v3_oversize", bytes([1]) + f64s(3, 200, 1.0, 2.0))
+put("probe_row", "v3_garbage_layout", bytes([1]) + f64s(nan, -1.0, *fixed))
+
 
 # --- port_table: one byte of member count (% 9), that many candidate indices, then
 # each member's 16 words of (phy + 1) << 32 | ipv4.

@@ -105,6 +105,12 @@ python3 scripts/check-size.py
 echo "==> cargo build --workspace (builds libfake_dcmi.so)"
 cargo build --workspace --locked
 
+# The release before wire-version negotiation, built once from git into
+# target/old-release/ (a debug build seeded with target/debug: only the workspace crates
+# compile, about a minute), so tests/upgrades.rs runs the old code itself in mixed groups.
+echo "==> the old release for the upgrade tests (scripts/build-old-release.sh)"
+scripts/build-old-release.sh
+
 echo "==> cargo test --workspace (every failing test is reported, not only the first)"
 cargo test --workspace --locked --no-fail-fast
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use hcclwatch::collective::transport::frame::{Header, Kind};
+use hcclwatch::collective::transport::frame::{self, Header, Kind};
 use hcclwatch::collective::transport::seal::{self, Session};
 use hcclwatch::collective::transport::{RejectReason, TransportConfig, auth};
 use hcclwatch::collective::{CollError, CommConfig, Communicator, DataType, HcclCode, ReduceOp};
@@ -86,6 +86,8 @@ impl RawPeer {
         tag: Tag,
     ) -> Vec<u8> {
         let head = Header {
+            // Both ends are this build: the mesh speaks its highest version.
+            version: frame::VERSION,
             kind,
             dtype: dtype.code(),
             comm_id: self.comm_id,

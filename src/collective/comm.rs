@@ -224,6 +224,13 @@ impl Communicator {
         self.mesh.world()
     }
 
+    /// The wire version the members agreed on: the highest every one of them speaks
+    /// (`transport::wire`). Payload layouts that changed between versions (the probe
+    /// round's row) follow it.
+    pub fn wire_version(&self) -> u8 {
+        self.mesh.version()
+    }
+
     /// The α-β costs measured at start-up (slowest rank's view).
     pub fn costs(&self) -> Costs {
         self.costs

@@ -5,6 +5,7 @@
 //! - [`membership`]: who the candidates are and which of them form the group;
 //! - [`group`]: what members exchange when the group forms (names, engine state);
 //! - [`round`]: one round, as every member runs it in lock step;
+//! - [`row`]: the layout of a round's gathered row, by wire version;
 //! - [`congestion`]: whether this node's own uplink was congested since the last round;
 //! - [`hardware`]: whether it shows a hardware sign that congestion cannot give;
 //! - `prober`: the state between rounds, the engine's input and the published snapshot;
@@ -26,6 +27,7 @@ mod onsets;
 pub mod plan;
 mod prober;
 pub mod round;
+pub mod row;
 pub mod settings;
 mod tors;
 mod trace;
@@ -88,6 +90,7 @@ pub fn spawn(
                     .unwrap_or_default();
                 part.active = false;
                 part.group_members = 0;
+                part.wire_version = None;
                 part.last_error = Some(why.clone());
                 part.pause_reason = Some(PauseReason::ThreadDied);
                 store.publish_probe(part);

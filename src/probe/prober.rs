@@ -159,6 +159,7 @@ impl Prober {
         }
         self.part.active = false;
         self.part.group_members = 0;
+        self.part.wire_version = None;
         self.part.members.iter_mut().for_each(|m| m.up = false);
         self.part.last_error = Some(why);
         self.part.pause_reason = Some(reason);
@@ -803,6 +804,7 @@ impl Prober {
         part.pause_reason = None;
         part.rounds_ok += 1;
         part.group_members = m_size;
+        part.wire_version = Some(r.wire_version);
         // Per-node probe values only for the members measured this round: a left-out
         // node's frozen score is not a measurement.
         for (i, v) in part.members.iter_mut().enumerate() {

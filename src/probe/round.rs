@@ -13,7 +13,7 @@ use std::time::{Instant, SystemTime};
 
 use super::ProbeSettings;
 use super::plan::Plan;
-use super::trace;
+use super::{row, trace};
 use crate::collective::algo::select::allreduce_cost;
 use crate::collective::{CollResult, Communicator, DataType, ReduceOp};
 use crate::health::Probe;
@@ -67,6 +67,8 @@ pub struct RoundResult {
     pub ring: Option<RingRun>,
     /// The agreed plan.
     pub plan: Plan,
+    /// The wire version the group spoke (the highest every member supports).
+    pub wire_version: u8,
 }
 
 /// What this member contributes besides its timings.
@@ -377,9 +379,13 @@ impl Exchange<'_> {
         Ok((secs, run))
     }
 
-    /// All-gathers every member's row and splits it back into measurements.
+    /// All-gathers every member's row, in the layout of the wire version the group agreed
+    /// on, and splits it back into measurements.
     fn gather(&mut self, mine: Vec<f64>) -> CollResult<Vec<Measured>> {
         let n = self.comm.size();
+        let version = self.comm.wire_version();
+        let slots = mine.len().saturating_sub(ROW_FIXED);
+        let mine = row::encode(version, &mine);
         let width = mine.len();
         let mut all = vec![0u8; width * 8 * n];
         let (by, secs, w) = timed(|| {
@@ -400,7 +406,7 @@ impl Exchange<'_> {
             w,
             secs,
         );
-        Ok(split_rows(&all, width))
+        Ok(read_rows(version, &all, width, slots))
     }
 }
 
@@ -413,30 +419,72 @@ impl Exchange<'_> {
 /// congested.
 pub const ROW_FIXED: usize = 8;
 
-/// Splits all-gathered rows of `width` f64s each (native byte order, as every member of a
-/// group runs the same build on the same architecture) back into measurements: one per
-/// whole row, a trailing partial row ignored. Pure and total: a row shorter than
+/// Splits all-gathered rows of `width` f64s each, in the layout of wire version 2 (native
+/// byte order, as every member of a group runs on the same architecture), back into
+/// measurements: one per whole row, a trailing partial row ignored. Pure and total: a row shorter than
 /// [`ROW_FIXED`] reads its missing fields as NaN, a hard-fault code is clamped to `0..=255`
 /// (NaN: 0), and every row has `width - ROW_FIXED` confirmation slots.
 pub fn split_rows(all: &[u8], width: usize) -> Vec<Measured> {
-    let v = from_f64s(all);
-    v.chunks_exact(width.max(1))
-        .map(|row| {
-            let at = |i: usize| row.get(i).copied().unwrap_or(f64::NAN);
-            Measured {
-                wait: at(0),
-                latency: at(1),
-                link: at(2),
-                ring: at(3),
-                hard: at(4).clamp(0.0, 255.0) as u8,
-                over_budget: at(5) != 0.0,
-                rtt: at(6),
-                congested: read_uplink_flags(at(7)).0,
-                hardware: read_uplink_flags(at(7)).1,
-                confirm: row.get(ROW_FIXED..).unwrap_or_default().to_vec(),
+    from_f64s(all)
+        .chunks_exact(width.max(1))
+        .map(measured)
+        .collect()
+}
+
+/// One member's measurements from its row in the layout of wire version 2.
+fn measured(row: &[f64]) -> Measured {
+    let at = |i: usize| row.get(i).copied().unwrap_or(f64::NAN);
+    Measured {
+        wait: at(0),
+        latency: at(1),
+        link: at(2),
+        ring: at(3),
+        hard: at(4).clamp(0.0, 255.0) as u8,
+        over_budget: at(5) != 0.0,
+        rtt: at(6),
+        congested: read_uplink_flags(at(7)).0,
+        hardware: read_uplink_flags(at(7)).1,
+        confirm: row.get(ROW_FIXED..).unwrap_or_default().to_vec(),
+    }
+}
+
+/// Splits all-gathered rows of `width` f64s each, written in the layout of wire version
+/// `version` ([`row`]), back into measurements. A row whose layout cannot be read is a
+/// member whose measurements this round are unknown (every timing NaN, no flag, `slots`
+/// unknown plan slots), said in the log; the other rows are read as they are.
+pub fn read_rows(version: u8, all: &[u8], width: usize, slots: usize) -> Vec<Measured> {
+    if version < row::LAYOUT_VERSION {
+        return split_rows(all, width);
+    }
+    from_f64s(all)
+        .chunks_exact(width.max(1))
+        .enumerate()
+        .map(|(rank, r)| match row::decode(version, r) {
+            Ok(legacy) => measured(&legacy),
+            Err(e) => {
+                tracing::warn!(rank, error = %e, "a member's probe row cannot be read; its measurements this round are unknown");
+                Measured::unknown(slots)
             }
         })
         .collect()
+}
+
+impl Measured {
+    /// A member whose row could not be read: nothing measured, nothing flagged.
+    fn unknown(slots: usize) -> Measured {
+        Measured {
+            wait: f64::NAN,
+            latency: f64::NAN,
+            link: f64::NAN,
+            ring: f64::NAN,
+            hard: 0,
+            over_budget: false,
+            rtt: f64::NAN,
+            congested: false,
+            hardware: Signs::NONE,
+            confirm: vec![f64::NAN; slots],
+        }
+    }
 }
 
 /// The uplink flags field of a row (see [`ROW_FIXED`]).
@@ -519,6 +567,7 @@ pub fn round_trip(
     };
     let measured = x.gather(mine)?;
     Ok(RoundResult {
+        wire_version: x.comm.wire_version(),
         measured,
         stride,
         ring: ring_run,
@@ -558,6 +607,31 @@ mod tests {
         assert!(m[0].congested);
         assert_eq!(m[0].hardware, Signs::PCIE);
         assert_eq!(m[0].confirm, [0.7]);
+    }
+
+    #[test]
+    fn rows_of_each_version_read_alike_and_an_unreadable_one_is_unknown_not_invented() {
+        // Two members' rows of version 2: the fixed fields, then one plan slot.
+        let a = [0.1, 0.2, 0.3, f64::NAN, 0.0, 0.0, 0.4, 1.0, 0.7];
+        let b = [0.5, 0.6, 0.7, 0.8, 3.0, 1.0, 0.9, 0.0, 0.2];
+        let v2 = [a, b].concat();
+        let want = split_rows(&f64s(&v2), a.len());
+        assert!(want[0].congested && want[1].over_budget && want[1].hard == 3);
+        // The same rows at version 3 say their layout and read the same.
+        let v3 = [row::encode(3, &a), row::encode(3, &b)].concat();
+        let got = read_rows(3, &f64s(&v3), a.len() + 2, 1);
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        assert_eq!(
+            format!("{:?}", read_rows(2, &f64s(&v2), a.len(), 1)),
+            format!("{want:?}")
+        );
+        // A row whose layout is garbage: that member is unknown, the other read as sent.
+        let mut bad = v3.clone();
+        bad[1] = 99.0;
+        let got = read_rows(3, &f64s(&bad), a.len() + 2, 1);
+        assert!(got[0].latency.is_nan() && got[0].confirm[0].is_nan());
+        assert!(!got[0].over_budget && !got[0].congested && got[0].hard == 0);
+        assert_eq!(format!("{:?}", got[1]), format!("{:?}", want[1]));
     }
 
     /// A member's row with the given latency and budget flag, every other field plausible.

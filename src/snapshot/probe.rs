@@ -261,6 +261,9 @@ pub struct ProbeSnapshot {
     pub bytes_sent: u64,
     /// Members of the current group (0 while it is not formed).
     pub group_members: usize,
+    /// The wire version the group speaks: the highest every member supports (None while
+    /// it is not formed).
+    pub wire_version: Option<u8>,
     /// Whether the membership view is stale (probing stopped, fail-closed).
     pub membership_stale: bool,
     /// Fabric verdict.

@@ -124,6 +124,8 @@ fn oversized_or_mismatched_frames_fail_the_op_clearly() {
     )
     .unwrap();
     let h = Header {
+        // Both ends are this build: the mesh speaks its highest version.
+        version: hcclwatch::collective::transport::frame::VERSION,
         kind: Kind::Data,
         dtype: DataType::Fp32.code(),
         comm_id: 5,

@@ -162,6 +162,8 @@ pub struct Start<'a> {
     pub scenario: Option<&'a str>,
     pub env: Vec<(&'a str, String)>,
     pub args: Vec<&'a str>,
+    /// Another hcclwatch binary than this build's (another release: tests/upgrades.rs).
+    pub bin: Option<&'a Path>,
 }
 
 impl<'a> Start<'a> {
@@ -171,7 +173,13 @@ impl<'a> Start<'a> {
             scenario: None,
             env: vec![],
             args: vec![],
+            bin: None,
         }
+    }
+
+    pub fn binary(mut self, bin: &'a Path) -> Self {
+        self.bin = Some(bin);
+        self
     }
 
     pub fn scenario(mut self, s: &'a str) -> Self {
@@ -216,7 +224,8 @@ impl Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
         let cfg = dir.path().join("hcclwatch.toml");
         std::fs::write(&cfg, s.config).expect("write config");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hcclwatch"));
+        let bin = s.bin.unwrap_or(Path::new(env!("CARGO_BIN_EXE_hcclwatch")));
+        let mut cmd = Command::new(bin);
         cmd.arg("run").arg("--config.file").arg(&cfg).args(&s.args);
         if let Some(scen) = s.scenario {
             let p = dir.path().join("scenario.json");

@@ -49,11 +49,13 @@ pub enum RejectReason {
     UnexpectedPeer,
     /// The connection failed mid-handshake.
     IoError,
+    /// The peer holds the key but speaks no wire version this build speaks.
+    WireVersion,
 }
 
 impl RejectReason {
     /// Every reason, in a fixed order (for exporting every series, zeros included).
-    pub const ALL: [RejectReason; 8] = [
+    pub const ALL: [RejectReason; 9] = [
         RejectReason::BadMac,
         RejectReason::Timeout,
         RejectReason::TooManyPending,
@@ -62,6 +64,7 @@ impl RejectReason {
         RejectReason::WrongComm,
         RejectReason::UnexpectedPeer,
         RejectReason::IoError,
+        RejectReason::WireVersion,
     ];
 
     /// The label value, e.g. `bad_mac`.
@@ -75,6 +78,7 @@ impl RejectReason {
             RejectReason::WrongComm => "wrong_comm",
             RejectReason::UnexpectedPeer => "unexpected_peer",
             RejectReason::IoError => "io_error",
+            RejectReason::WireVersion => "wire_version",
         }
     }
 
@@ -87,6 +91,7 @@ impl RejectReason {
             AuthError::WrongKey { .. } | AuthError::PeerUnproven => RejectReason::BadMac,
             AuthError::NotHandshake | AuthError::Refused => RejectReason::BadMagic,
             AuthError::OtherCommunicator { .. } => RejectReason::WrongComm,
+            AuthError::WireVersion { .. } => RejectReason::WireVersion,
             AuthError::Read(e) | AuthError::Write(e)
                 if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) =>
             {

@@ -10,6 +10,10 @@
 //! connector → acceptor  : "HCWC" comm_id rank channel nonce_c HMAC(k, "C"|nonce_a|nonce_c|comm|rank|chan)
 //! acceptor  → connector : "OK\0\0" HMAC(k, "A"|nonce_c|nonce_a|comm)     or "NO\0\0" and close
 //! ```
+//!
+//! Each side's nonce also says the wire versions it speaks ([`super::wire`]): read only
+//! once the proof that covers it checked out, and a peer whose range does not overlap this
+//! build's is refused with both ranges named.
 
 use std::io::{ErrorKind, Read, Write};
 
@@ -17,6 +21,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::seal::{Handshake, Session};
+use super::wire::{self, NoCommonVersion, Range};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -89,6 +94,14 @@ pub enum AuthError {
     /// The accepting peer's own proof does not match the key.
     #[error("peer could not prove it holds the key")]
     PeerUnproven,
+    /// The peer holds the key but speaks no wire version this build speaks.
+    #[error("{}{why}", .rank.map(|r| format!("peer rank {r}: ")).unwrap_or_default())]
+    WireVersion {
+        /// The peer's rank, when it said it (the connecting side).
+        rank: Option<u32>,
+        /// Both ranges.
+        why: NoCommonVersion,
+    },
 }
 
 /// Bytes of the acceptor's hello: `"HCWA"` and its nonce.
@@ -164,12 +177,11 @@ pub struct Acceptor {
 }
 
 impl Acceptor {
-    /// A handshake with a fresh nonce.
+    /// A handshake with a fresh nonce that says this build's wire versions.
     pub fn new(comm_id: u64) -> Result<Self, AuthError> {
-        Ok(Self::with_nonce(
-            comm_id,
-            nonce().map_err(AuthError::Entropy)?,
-        ))
+        let mut n = nonce().map_err(AuthError::Entropy)?;
+        Range::OURS.stamp(&mut n);
+        Ok(Self::with_nonce(comm_id, n))
     }
 
     /// A handshake with a given nonce (tests and fuzzing; a real one must be random).
@@ -186,7 +198,8 @@ impl Acceptor {
     }
 
     /// Checks the connector's message: returns its hello, the reply to send and the
-    /// session keys. Pure (no I/O) and total.
+    /// session keys (with the connector's wire versions, which must overlap this build's).
+    /// Pure (no I/O) and total.
     pub fn finish(
         &self,
         key: &[u8],
@@ -223,6 +236,10 @@ impl Acceptor {
             ident: &ident,
         }
         .acceptor();
+        wire::negotiate(session.peer).map_err(|why| AuthError::WireVersion {
+            rank: Some(m.hello.rank),
+            why,
+        })?;
         Ok((m.hello, reply, session))
     }
 }
@@ -280,7 +297,8 @@ pub fn connect<S: Read + Write>(s: &mut S, key: &[u8], me: Hello) -> Result<Sess
     let mut first = [0u8; ACCEPTOR_HELLO_LEN];
     s.read_exact(&mut first).map_err(AuthError::Read)?;
     let na = parse_acceptor_hello(&first)?;
-    let nc = nonce().map_err(AuthError::Entropy)?;
+    let mut nc = nonce().map_err(AuthError::Entropy)?;
+    Range::OURS.stamp(&mut nc);
     let ident = me.encode();
     let proof = mac(key, &[b"C", &na, &nc, &ident]).finalize().into_bytes();
     let mut msg = [0u8; CONNECT_LEN];
@@ -293,6 +311,11 @@ pub fn connect<S: Read + Write>(s: &mut S, key: &[u8], me: Hello) -> Result<Sess
     let mut status = [0u8; 4];
     s.read_exact(&mut status).map_err(AuthError::Read)?;
     if status != *b"OK\0\0" {
+        // An acceptor whose range has nothing in common with ours refuses for that reason:
+        // say so (its nonce is not proven here, but it only explains a refusal).
+        if let Err(why) = wire::negotiate(Range::read(&na)) {
+            return Err(AuthError::WireVersion { rank: None, why });
+        }
         return Err(AuthError::Refused);
     }
     let mut tag = [0u8; 32];
@@ -301,13 +324,15 @@ pub fn connect<S: Read + Write>(s: &mut S, key: &[u8], me: Hello) -> Result<Sess
     mac(key, &[b"A", &nc, &na, &me.comm_id.to_le_bytes()])
         .verify_slice(&tag)
         .map_err(|_| AuthError::PeerUnproven)?;
-    Ok(Handshake {
+    let session = Handshake {
         key,
         nonce_a: &na,
         nonce_c: &nc,
         ident: &ident,
     }
-    .connector())
+    .connector();
+    wire::negotiate(session.peer).map_err(|why| AuthError::WireVersion { rank: None, why })?;
+    Ok(session)
 }
 
 #[cfg(test)]
@@ -352,6 +377,42 @@ mod tests {
         let sc = c.unwrap();
         assert_eq!(sa.send, sc.recv, "both ends derive the same frame keys");
         assert_eq!(sa.recv, sc.send);
+        assert_eq!((sa.peer, sc.peer), (Range::OURS, Range::OURS));
+    }
+
+    /// The connector's message with nonce `nc`, proved with key `k` against `acc`.
+    fn connect_msg(acc: &Acceptor, me: Hello, nc: [u8; 32]) -> Vec<u8> {
+        let na = parse_acceptor_hello(&acc.hello()).unwrap();
+        let proof = mac(b"k", &[b"C", &na, &nc, &me.encode()])
+            .finalize()
+            .into_bytes();
+        [&b"HCWC"[..], &me.encode(), &nc, &proof].concat()
+    }
+
+    #[test]
+    fn a_peer_that_says_no_range_speaks_2_and_a_disjoint_range_is_refused_naming_both() {
+        let acc = Acceptor::new(7).unwrap();
+        let me = Hello {
+            comm_id: 7,
+            rank: 5,
+            channel: 0,
+        };
+        // A build before negotiation: its nonce is all random, no marker.
+        let (_, _, s) = acc.finish(b"k", &connect_msg(&acc, me, [9; 32])).unwrap();
+        assert_eq!(s.peer, Range::LEGACY);
+        assert_eq!(wire::negotiate(s.peer), Ok(2));
+        // A later build that dropped 2 and 3.
+        let mut nc = [9u8; 32];
+        Range { min: 4, max: 6 }.stamp(&mut nc);
+        let e = acc
+            .finish(b"k", &connect_msg(&acc, me, nc))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "peer rank 5: peer speaks wire versions 4..=6, this build 2..=3: no version in \
+             common; upgrade one release at a time (docs/upgrades.md)"
+        );
     }
 
     #[test]
@@ -359,6 +420,32 @@ mod tests {
         let (a1, _) = pair(b"secret", b"secret", 7);
         let (a2, _) = pair(b"secret", b"secret", 7);
         assert_ne!(a1.unwrap().1.recv, a2.unwrap().1.recv);
+    }
+
+    #[test]
+    fn a_connector_refused_by_an_acceptor_without_a_common_version_says_both_ranges() {
+        let (mut a, mut c) = UnixStream::pair().unwrap();
+        // A later build that speaks 4 to 6 only: it says so in its nonce and refuses.
+        let t = std::thread::spawn(move || {
+            let mut n = [7u8; 32];
+            Range { min: 4, max: 6 }.stamp(&mut n);
+            a.write_all(&Acceptor::with_nonce(7, n).hello()).unwrap();
+            let mut msg = [0u8; CONNECT_LEN];
+            a.read_exact(&mut msg).unwrap();
+            a.write_all(&REFUSAL).unwrap();
+        });
+        let me = Hello {
+            comm_id: 7,
+            rank: 1,
+            channel: 0,
+        };
+        let e = connect(&mut c, b"k", me).unwrap_err().to_string();
+        t.join().unwrap();
+        assert_eq!(
+            e,
+            "peer speaks wire versions 4..=6, this build 2..=3: no version in common; \
+             upgrade one release at a time (docs/upgrades.md)"
+        );
     }
 
     #[test]

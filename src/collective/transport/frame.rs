@@ -11,12 +11,16 @@
 //! tagged or not), so every field is checked and a mismatch is an error naming the field,
 //! never a silent misread. The announced length is checked against the receiver's limit
 //! before anything is read or allocated for the payload.
+//!
+//! The version byte is the one the mesh agreed on ([`super::wire`]): a build decodes every
+//! version it speaks, and a receiver expects exactly its mesh's.
 
 /// `"HCWT"`.
 pub const MAGIC: u32 = 0x5457_4348;
-/// Wire version. 2: frames carry a tag (control always, bulk payloads when
-/// `authenticate_payloads` is on).
-pub const VERSION: u8 = 2;
+/// The newest wire version (see [`super::wire`] and `docs/upgrades.md`). 2: frames carry
+/// a tag (control always, bulk payloads when `authenticate_payloads` is on). 3: the same
+/// frames; probe rows say their own layout.
+pub const VERSION: u8 = super::wire::Range::OURS.max;
 /// Header length.
 pub const HEADER_LEN: usize = 32;
 
@@ -86,9 +90,10 @@ pub enum FrameError {
         /// The bytes found, little-endian.
         magic: u32,
     },
-    /// The peer speaks another wire version.
+    /// The peer speaks a wire version this build does not.
     #[error(
-        "wire version {version} (this build speaks {VERSION}); run the same hcclwatch release on every rank"
+        "wire version {version} (this build speaks {}); the mesh should have agreed on a common one (docs/upgrades.md)",
+        super::wire::Range::OURS
     )]
     Version {
         /// The peer's version.
@@ -134,6 +139,8 @@ pub enum FrameError {
 /// A decoded header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
+    /// Wire version (the one the mesh agreed on).
+    pub version: u8,
     /// Frame kind.
     pub kind: Kind,
     /// HCCL data type code of the payload.
@@ -153,7 +160,7 @@ impl Header {
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-        b[4] = VERSION;
+        b[4] = self.version;
         b[5] = self.kind as u8;
         b[6] = self.dtype;
         b[8..16].copy_from_slice(&self.comm_id.to_le_bytes());
@@ -163,13 +170,13 @@ impl Header {
         b
     }
 
-    /// Parses a header, checking magic, version and kind.
+    /// Parses a header, checking magic, version (one this build speaks) and kind.
     pub fn decode(b: &[u8; HEADER_LEN]) -> Result<Header, FrameError> {
         let magic = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         if magic != MAGIC {
             return Err(FrameError::BadMagic { magic });
         }
-        if b[4] != VERSION {
+        if !super::wire::Range::OURS.holds(b[4]) {
             return Err(FrameError::Version { version: b[4] });
         }
         let kind = match b[5] {
@@ -182,6 +189,7 @@ impl Header {
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());
         let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap_or_default());
         Ok(Header {
+            version: b[4],
             kind,
             dtype: b[6],
             comm_id: u64_at(8),
@@ -207,6 +215,11 @@ impl Header {
             });
         }
         for (field, got, exp) in [
+            (
+                "wire version",
+                u64::from(self.version),
+                u64::from(want.version),
+            ),
             ("communicator id", self.comm_id, want.comm_id),
             ("op sequence", self.seq, want.seq),
             ("data type", u64::from(self.dtype), u64::from(want.dtype)),
@@ -233,10 +246,11 @@ mod tests {
     proptest! {
         #[test]
         fn round_trip(
+            version in 2u8..=VERSION,
             kind in prop::sample::select(vec![Kind::Data, Kind::Abort, Kind::Control, Kind::SealedData]),
             dtype in any::<u8>(), comm in any::<u64>(), seq in any::<u64>(), len in any::<u32>(), chunk in any::<u32>(),
         ) {
-            let h = Header { kind, dtype, comm_id: comm, seq, len, chunk };
+            let h = Header { version, kind, dtype, comm_id: comm, seq, len, chunk };
             prop_assert_eq!(Header::decode(&h.encode()).unwrap(), h);
         }
 
@@ -250,6 +264,7 @@ mod tests {
     #[test]
     fn mismatches_name_the_field() {
         let want = Header {
+            version: 2,
             kind: Kind::Data,
             dtype: 4,
             comm_id: 7,
@@ -300,7 +315,22 @@ mod tests {
             Header::decode(&b)
                 .unwrap_err()
                 .to_string()
-                .contains("wire version 1 (this build speaks 2)")
+                .contains("wire version 1 (this build speaks 2..=3)")
+        );
+        let mut b = want.encode();
+        b[4] = 4;
+        assert!(
+            Header::decode(&b).is_err(),
+            "a version this build does not speak"
+        );
+        let mut got = want;
+        got.version = 3;
+        assert!(
+            got.expect(&want, 1 << 20)
+                .unwrap_err()
+                .to_string()
+                .contains("wire version 3 where 2 was expected"),
+            "a frame of another version than the mesh agreed on"
         );
         let mut b = want.encode();
         b[5] = 9;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::seal::Session;
 use super::shape::Shaper;
 use super::stripe::INLINE_FLOOR;
-use super::{Link, Mesh, Peer, TransportConfig, accept, auth};
+use super::{Link, Mesh, Peer, TransportConfig, accept, auth, wire};
 use crate::collective::error::{CollError, CollResult, HcclCode};
 
 /// The links this rank opened, by peer: `(peer, links in channel order)`.
@@ -68,7 +68,9 @@ impl Mesh {
             .filter_map(|l| socket2::SockRef::from(&l.stream).send_buffer_size().ok())
             .min()
             .map_or(INLINE_FLOOR, |b| (b / 2).clamp(INLINE_FLOOR, 4 << 20));
+        let version = agreed_version(&peers);
         Ok(Mesh {
+            version,
             inline_max,
             rank,
             world,
@@ -125,6 +127,18 @@ impl Formation<'_> {
             )
         })
     }
+}
+
+/// The highest wire version every member speaks: the lowest of what this rank agreed with
+/// each peer (every handshake already refused a peer without a common version).
+fn agreed_version(peers: &[Option<Peer>]) -> u8 {
+    peers
+        .iter()
+        .flatten()
+        .flat_map(|p| p.links.iter())
+        .map(|l| wire::negotiate(l.peer_wire).unwrap_or(wire::Range::OURS.min))
+        .min()
+        .unwrap_or(wire::Range::OURS.max)
 }
 
 /// Every peer's links in channel order, with its fault injection.

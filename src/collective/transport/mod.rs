@@ -22,7 +22,8 @@
 //! The parts: this file holds the settings and the [`Mesh`] itself; `mesh` forms it
 //! (connect, accept, tune the sockets), `stripe` is the data path (segments, stripes and
 //! frames of one [`Transfer`]), `rawio` the socket reads and writes under it, `shape` the
-//! fault injection toward a peer, and `notice` the abort and leave notices.
+//! fault injection toward a peer, `notice` the abort and leave notices, and [`wire`] the
+//! wire versions the members agree on (the highest every member speaks).
 
 pub(crate) mod accept;
 pub mod auth;
@@ -33,6 +34,7 @@ mod rawio;
 pub mod seal;
 mod shape;
 mod stripe;
+pub mod wire;
 
 use std::collections::HashMap;
 use std::io::ErrorKind;
@@ -149,11 +151,14 @@ struct Link {
     /// Socket timeouts last set (read, write): setting them costs a syscall, so they are
     /// only changed when the remaining time drifts far from them.
     timeouts: Timeouts,
+    /// The wire versions the peer said in the handshake.
+    peer_wire: wire::Range,
 }
 
 impl Link {
     fn new(stream: TcpStream, session: Session) -> Self {
         Self {
+            peer_wire: session.peer,
             stream,
             tx: Direction::new(session.send),
             rx: Direction::new(session.recv),
@@ -195,6 +200,8 @@ pub struct Mesh {
     /// effective socket send buffer, so a blocking write of that size always completes
     /// into the kernel even if the peer is writing to us at the same moment.
     inline_max: usize,
+    /// The wire version every frame of this mesh carries: the highest every member speaks.
+    version: u8,
 }
 
 impl Mesh {
@@ -206,6 +213,13 @@ impl Mesh {
     /// World size.
     pub fn world(&self) -> usize {
         self.world
+    }
+
+    /// The wire version this mesh speaks: the highest every member supports. Each rank
+    /// reads every other rank's range in its own handshakes, so every rank of a full mesh
+    /// works out the same one.
+    pub fn version(&self) -> u8 {
+        self.version
     }
 
     /// The IP TOS byte of each connection to `peer`.

@@ -29,6 +29,7 @@ impl Mesh {
     fn send_notice(&self, l: &Link, reason: &str, within: Duration) -> std::io::Result<()> {
         let msg = &reason.as_bytes()[..reason.len().min(ABORT_MAX)];
         let head = Header {
+            version: self.version,
             kind: Kind::Abort,
             dtype: 0,
             comm_id: self.cfg.comm_id,

@@ -55,6 +55,8 @@ pub struct Session {
     pub send: LinkKey,
     /// Key of the frames this end receives.
     pub recv: LinkKey,
+    /// The wire versions the other end speaks, as its nonce says ([`super::wire`]).
+    pub peer: super::wire::Range,
 }
 
 /// The inputs of the key derivation: everything both ends know after the handshake.
@@ -88,6 +90,7 @@ impl Handshake<'_> {
         Session {
             send: self.derive(CONTEXT_C2A),
             recv: self.derive(CONTEXT_A2C),
+            peer: super::wire::Range::read(self.nonce_a),
         }
     }
 
@@ -97,6 +100,7 @@ impl Handshake<'_> {
         Session {
             send: c.recv,
             recv: c.send,
+            peer: super::wire::Range::read(self.nonce_c),
         }
     }
 }

@@ -294,6 +294,7 @@ impl Mesh {
             ensure_timeout(&link.timeouts, s, false, remaining)
                 .map_err(|e| io_error(op, to, &e, false))?;
             let h = Header {
+                version: self.version,
                 kind,
                 dtype: t.dtype.code(),
                 comm_id: self.cfg.comm_id,
@@ -447,6 +448,7 @@ impl Inbound<'_> {
         let counter = self.link.rx.claim();
         let comm_id = self.mesh.cfg.comm_id;
         let want = Header {
+            version: self.mesh.version,
             kind: self.kind,
             dtype: self.t.dtype.code(),
             comm_id,

@@ -86,13 +86,22 @@ fn group(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
         one(pr.group_members as f64),
     )?;
     f.gauge(
+        "hcclwatch_probe_wire_version",
+        "The wire version the formed probe group speaks: the highest every member supports (absent while not formed).",
+        pr.wire_version
+            .filter(|_| pr.active)
+            .map(|v| (vec![], f64::from(v)))
+            .into_iter()
+            .collect(),
+    )?;
+    f.gauge(
         "hcclwatch_membership_stale",
         "Whether the member list could not be refreshed for probe.membership_stale_after (probing stops, fail-closed).",
         one(flag(pr.membership_stale)),
     )?;
     f.counter(
         "hcclwatch_probe_handshakes_rejected",
-        "Incoming probe connections refused before they proved the shared key, by reason (bad_mac, timeout, too_many_pending, per_source_limit, bad_magic, wrong_comm, unexpected_peer, io_error).",
+        "Incoming probe connections refused before they proved the shared key, by reason (bad_mac, timeout, too_many_pending, per_source_limit, bad_magic, wrong_comm, unexpected_peer, io_error, wire_version).",
         pr.handshakes_rejected
             .iter()
             .map(|(r, n)| (vec![("reason", (*r).to_string())], *n))
