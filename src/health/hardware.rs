@@ -13,6 +13,20 @@
 
 use crate::snapshot::probe::HARDWARE_SIGNS;
 
+/// Slow (or elevated) rounds with a hardware sign an episode needs before the signs
+/// corroborate it, and at least a quarter of its slow rounds: failing hardware shows its
+/// sign all the time, while a stray corrupted frame now and then on a healthy, busy link
+/// must not turn a long congestion episode into a quarantine. Measured on the held-out
+/// batch (docs/detection.md): with any single sign, stray frames corroborated 56 more
+/// congested NPU ports.
+pub const SIGN_ROUNDS: usize = 3;
+
+/// Whether an episode's hardware corroborates it: signs in `sign_rounds` of its
+/// `slow_rounds`, at least [`SIGN_ROUNDS`] and a quarter of them.
+pub fn corroborates(sign_rounds: usize, slow_rounds: usize) -> bool {
+    sign_rounds >= SIGN_ROUNDS && sign_rounds.saturating_mul(4) >= slow_rounds
+}
+
 /// The hardware signs a node showed in a round, as a set of flags.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Signs(u8);

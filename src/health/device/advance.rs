@@ -13,23 +13,14 @@ use super::confirm::{Confirmation, Reproduction};
 use super::score::Elevation;
 use super::{DeviceEngine, DeviceInput, DeviceOutput};
 use crate::health::evidence::Key;
-use crate::health::hardware::Signs;
+use crate::health::hardware::{Signs, corroborates};
 use crate::health::lifecycle::PortIx;
 use crate::snapshot::probe::NodeState;
 
-/// Elevated rounds with a hardware sign an episode needs before the sign corroborates it
-/// (and at least a quarter of its elevated rounds): a failing module corrupts frames in
-/// every round it is bad, while a stray corrupted frame on a healthy port, now and then,
-/// must not turn a long congestion episode into a quarantine. Measured on the held-out
-/// batch (docs/detection.md): any one sign let stray frames corroborate 222 congested
-/// ports of one scenario.
-const SIGN_ROUNDS: usize = 3;
-
 impl super::PortData {
-    /// Whether the episode's hardware corroborates it: signs in at least [`SIGN_ROUNDS`]
-    /// of its elevated rounds and in at least a quarter of them.
+    /// Whether the episode's hardware corroborates it (see [`corroborates`]).
     pub(super) fn corroborated(&self) -> bool {
-        self.sign_rounds >= SIGN_ROUNDS && self.sign_rounds * 4 >= self.elevated_rounds
+        corroborates(self.sign_rounds, self.elevated_rounds)
     }
 }
 

@@ -5,7 +5,7 @@
 use super::score::{RoundStats, Window};
 use super::{HealthEngine, RoundInput, RoundOutput};
 use crate::health::evidence::{Evidence, Key, MIN_REPORTERS, STEADY_RATIO, steady};
-use crate::health::hardware::Signs;
+use crate::health::hardware::{Signs, corroborates};
 use crate::health::lifecycle::NodeIx;
 use crate::health::stats::robust_spread;
 use crate::snapshot::probe::NodeState;
@@ -116,13 +116,16 @@ impl HealthEngine {
         // (docs/detection.md).
         let data = &mut self.nodes[i].data;
         if matches!(state, NodeState::Healthy | NodeState::Probation) && !w.elevated {
-            data.signs = Signs::NONE;
-            data.persist = 0;
+            data.forget_episode();
         } else if w.elevated {
             data.signs = data.signs.union(seen.signs);
             data.persist = data
                 .persist
                 .saturating_add(usize::from(steady_now && !seen.congested));
+            data.slow_rounds = data.slow_rounds.saturating_add(1);
+            data.sign_rounds = data
+                .sign_rounds
+                .saturating_add(usize::from(!seen.signs.is_empty()));
         }
         match state {
             NodeState::Healthy | NodeState::Probation if w.elevated => {
@@ -320,7 +323,7 @@ impl HealthEngine {
                     "confirmed straggler: still {:.1}% slower after {above} steady rounds ({quiet} without congestion on its uplink) and a second re-pairing with {} known-good peers; {}",
                     (w.score.exp() - 1.0) * 100.0,
                     c.len(),
-                    corroboration(signs, self.nodes[i].data.persist)
+                    corroboration(signs, &self.nodes[i].data)
                 ),
                 e,
                 out,
@@ -339,8 +342,8 @@ impl HealthEngine {
     /// Whether a confirmed node has been steadily slow long enough for a quarantine, by
     /// rounds its own uplink did not explain (rounds whose counters showed congestion never
     /// count, however long the congestion lasts):
-    /// - with hardware signs in the run (evidence congestion cannot give), `confirm_hold`
-    ///   of them, or `congested_hold` when most rounds of the run were congested (a busy
+    /// - with hardware signs that corroborate the run (evidence congestion cannot give, in
+    ///   enough of its slow rounds: [`corroborates`]), `confirm_hold` of them, or `congested_hold` when most rounds of the run were congested (a busy
     ///   moment now and then only delays a slow node by those rounds);
     /// - without, that and the persistence horizon: `uncorroborated_hold` steadily slow
     ///   rounds the counters did not explain since the episode began (in a row or not).
@@ -355,21 +358,24 @@ impl HealthEngine {
         } else {
             self.cfg.confirm_hold
         };
-        c.quiet >= hold && (!d.signs.is_empty() || d.persist >= self.cfg.uncorroborated_hold)
+        let corroborated = corroborates(d.sign_rounds, d.slow_rounds);
+        c.quiet >= hold && (corroborated || d.persist >= self.cfg.uncorroborated_hold)
     }
 }
 
-/// What a quarantine rests on besides the probes, for its reason: the hardware signs, or
-/// the length of the run when there are none.
-fn corroboration(signs: Signs, persist: usize) -> String {
-    if signs.is_empty() {
+/// What a quarantine rests on besides the probes, for its reason: the hardware signs
+/// that corroborate the episode, or the length of the run when none do.
+fn corroboration(signs: Signs, d: &super::NodeData) -> String {
+    if corroborates(d.sign_rounds, d.slow_rounds) {
         format!(
-            "no hardware evidence: slow beyond the persistence horizon ({persist} steadily slow rounds its counters did not explain)"
+            "corroborated by its own hardware in {} of its slow rounds: {}",
+            d.sign_rounds,
+            signs.names().join(", ")
         )
     } else {
         format!(
-            "corroborated by its own hardware: {}",
-            signs.names().join(", ")
+            "no hardware evidence: slow beyond the persistence horizon ({} steadily slow rounds its counters did not explain)",
+            d.persist
         )
     }
 }

@@ -243,6 +243,20 @@ struct NodeData {
     /// Its steadily slow rounds in the episode that its counters did not explain, in a
     /// row or not: what the persistence horizon counts.
     persist: usize,
+    /// Its slow rounds in the episode, and of them those with a hardware sign (whether
+    /// the signs corroborate the episode, [`crate::health::hardware::corroborates`]).
+    slow_rounds: usize,
+    sign_rounds: usize,
+}
+
+impl NodeData {
+    /// Drops the current episode's evidence.
+    fn forget_episode(&mut self) {
+        self.signs = Signs::NONE;
+        self.persist = 0;
+        self.slow_rounds = 0;
+        self.sign_rounds = 0;
+    }
 }
 
 /// A node's track: its lifecycle and [`NodeData`].
@@ -419,9 +433,7 @@ impl HealthEngine {
         // the same episode.
         let recovered = self.nodes[node].counts.clean >= self.cfg.exit_rounds;
         if to == NodeState::Probation || (to == NodeState::Healthy && recovered) {
-            let d = &mut self.nodes[node].data;
-            d.signs = Signs::NONE;
-            d.persist = 0;
+            self.nodes[node].data.forget_episode();
         }
         if let Some(c) = self.nodes.set(node, to, reason, evidence) {
             out.transitions.push(transition(c));

@@ -70,6 +70,11 @@ struct NodeWire {
     /// [`NodeData::persist`]; left out when 0, as `signs`.
     #[serde(default, skip_serializing_if = "is_zero_count")]
     persist: usize,
+    /// The episode's slow rounds and those with a sign; left out when 0, as `signs`.
+    #[serde(default, skip_serializing_if = "is_zero_count")]
+    slow_rounds: usize,
+    #[serde(default, skip_serializing_if = "is_zero_count")]
+    sign_rounds: usize,
 }
 
 /// Whether a counter is 0.
@@ -99,6 +104,8 @@ impl NodeWire {
             reports: d.reports.clone(),
             signs: d.signs.bits(),
             persist: d.persist,
+            slow_rounds: d.slow_rounds,
+            sign_rounds: d.sign_rounds,
         }
     }
 
@@ -120,6 +127,8 @@ impl NodeWire {
                 reports: self.reports,
                 signs: Signs::from_bits(self.signs),
                 persist: self.persist,
+                slow_rounds: self.slow_rounds,
+                sign_rounds: self.sign_rounds,
             },
         }
     }
@@ -204,6 +213,15 @@ impl NodeWire {
             return bad(
                 "nodes.since",
                 format!("node {i}: round {} is after {round}", self.since),
+            );
+        }
+        if self.sign_rounds > self.slow_rounds || self.slow_rounds as u64 > round {
+            return bad(
+                "nodes.sign_rounds",
+                format!(
+                    "node {i}: {} rounds with a sign of {} slow rounds in {round} rounds",
+                    self.sign_rounds, self.slow_rounds
+                ),
             );
         }
         if self.persist as u64 > round {
