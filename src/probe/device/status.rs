@@ -45,17 +45,8 @@ pub struct PortReading {
 }
 
 impl PortReading {
-    /// The reading from `hccn_tool -stat -g` counters (by the tool's names) and the link
-    /// speed; a sum is present when any of its counters is.
-    pub fn from_counters(
-        counters: Option<&BTreeMap<String, u64>>,
-        speed_bps: Option<f64>,
-        read_at: Option<std::time::SystemTime>,
-    ) -> Self {
-        Self::from_readings(counters, (speed_bps, None, None), read_at)
-    }
-
-    /// The reading from the counters and the link's speed, state and change count.
+    /// The reading from `hccn_tool -stat -g` counters (by the tool's names; a sum is
+    /// present when any of its counters is) and the link's speed, state and change count.
     pub fn from_readings(
         counters: Option<&BTreeMap<String, u64>>,
         (speed_bps, link_up, link_changes): (Option<f64>, Option<bool>, Option<u64>),
@@ -274,12 +265,12 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-        let r = PortReading::from_counters(Some(&counters), Some(G200), None);
+        let r = PortReading::from_readings(Some(&counters), (Some(G200), None, None), None);
         assert_eq!(r.pause_rx, Some(5));
         assert_eq!(r.cnp_rx, None, "not printed: not read");
         assert_eq!(r.errors, Some(5));
         assert_eq!(
-            PortReading::from_counters(None, None, None),
+            PortReading::from_readings(None, (None, None, None), None),
             PortReading::default()
         );
         let c = PortCondition {
