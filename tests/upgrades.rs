@@ -1,6 +1,6 @@
 //! Rolling upgrades between real daemons of two releases over real TCP (loopback): the
 //! release before wire-version negotiation (commit f5f3ca6, which speaks wire version 2
-//! only and refuses any frame of another) and this build (2 to 3, `docs/upgrades.md`).
+//! only and refuses any frame of another) and this build (2 to 4, `docs/upgrades.md`).
 //!
 //! The old release is the old code itself: `scripts/build-old-release.sh` builds that
 //! commit from git into `target/old-release/<commit>/` once (scripts/test.sh runs it before
@@ -14,7 +14,7 @@
 //!   time, and no member counts as down (`HcclwatchPeerDown`'s expression: no member of the
 //!   group has it up) outside the restarted member's own window, nor inside it unless the
 //!   restarted member is down too (the others re-forming around it). Once the last old
-//!   member is gone the group speaks version 3.
+//!   member is gone the group speaks version 4 (and signs its rows).
 //!
 //! The detection thresholds are the loosened ones of the other multi-daemon tests
 //! (`common::with_loosened_health`): the subject here is that members of two releases read
@@ -207,7 +207,7 @@ fn check_group(
     daemons: &[Daemon],
 ) -> BTreeSet<String> {
     // The highest version every member supports: 2 with any old member, else 3.
-    let speaks = if old.is_empty() { 3.0 } else { 2.0 };
+    let speaks = if old.is_empty() { 4.0 } else { 2.0 };
     let mut new_shape = None;
     let mut old_shapes = Vec::new();
     for (r, s) in scrapes.iter().enumerate() {
@@ -391,16 +391,16 @@ fn a_rolling_restart_from_the_old_release_keeps_every_verdict_and_every_other_me
         let scrapes = wait_whole(&daemons, 5.0);
         windows.push((r, start, Instant::now()));
         // New members speak the highest version every member supports.
-        let speaks = if r + 1 < n { 2.0 } else { 3.0 };
+        let speaks = if r + 1 < n { 2.0 } else { 4.0 };
         for (k, s) in scrapes.iter().enumerate() {
             if k <= r {
                 assert_eq!(wire_version(s), Some(speaks), "rank {k} after restart {r}");
             }
         }
     }
-    // Rounds at version 3 only, all members of this release.
+    // Rounds at version 4 only (signed), all members of this release.
     let last = wait_whole(&daemons, 12.0);
-    assert!(last.iter().all(|s| wire_version(s) == Some(3.0)));
+    assert!(last.iter().all(|s| wire_version(s) == Some(4.0)));
     stop.store(true, Ordering::Relaxed);
     let sweeps = sampler.join().expect("sampler");
     assert!(sweeps.len() > 20, "only {} sweeps", sweeps.len());

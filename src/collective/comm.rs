@@ -25,10 +25,13 @@ use std::time::{Duration, Instant};
 
 use super::algo::select::{self, Algo, Costs, Override};
 use super::algo::{OpCtx, bruck, hd, hier, pairwise, per_slice, ring, tree};
+use super::authorship::{RelayFault, SIGNED_VERSION};
 use super::dtype::{DataType, ReduceOp};
 use super::error::{CollError, CollResult, HcclCode};
 use super::timeline::{Event, Timeline};
 use super::transport::{HandshakeStats, Mesh, Payload, RecvMode, TransportConfig};
+
+mod signed;
 
 /// One operation as the timeline records it: its name and algorithm (also in errors), its
 /// size in bytes and its element type.
@@ -79,6 +82,8 @@ pub struct CommConfig {
     /// Bytes per slice of a large ring or halving-doubling all-reduce; `None` sizes it
     /// from the host (see [`Communicator::slice_bytes`]).
     pub slice_bytes: Option<usize>,
+    /// Test-only: rewrite blocks this member relays in signed all-gathers.
+    pub relay_fault: Option<RelayFault>,
 }
 
 impl CommConfig {
@@ -91,6 +96,7 @@ impl CommConfig {
             measure_costs: true,
             timeline_events: 4096,
             slice_bytes: None,
+            relay_fault: None,
         }
     }
 }
@@ -112,6 +118,9 @@ pub struct Communicator {
     timeline: Timeline,
     /// The payload class of the operations run now (see [`Communicator::bulk`]).
     class: Payload,
+    /// This member's signing key, every member's public key and the signed gathers run so
+    /// far, from wire version 4 ([`super::authorship`]).
+    signing: Option<signed::Signing>,
 }
 
 /// A communicator whose operations carry bulk payloads while this guard lives (see
@@ -207,9 +216,13 @@ impl Communicator {
             broken: None,
             timeline,
             class: Payload::Control,
+            signing: None,
         };
         if c.cfg.measure_costs && c.size() > 1 {
             c.costs = c.measure()?;
+        }
+        if c.wire_version() >= SIGNED_VERSION && c.size() > 1 {
+            c.signing = Some(c.hand_over_keys()?);
         }
         Ok(c)
     }

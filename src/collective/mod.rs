@@ -12,6 +12,7 @@
 //! This module knows nothing about metrics or DCMI; it is usable as a library on its own.
 
 pub mod algo;
+pub mod authorship;
 pub mod bootstrap;
 pub(crate) mod comm;
 pub mod dtype;

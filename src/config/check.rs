@@ -130,6 +130,7 @@ impl Checks<'_> {
             }
         }
         self.parsed("probe.inject_peer_throttle");
+        self.parsed("probe.inject_forge_relayed");
         for (k, s) in probe.inject_hardware_signs.iter().enumerate() {
             if !HARDWARE_SIGN_NAMES.contains(&s.as_str()) {
                 self.push(

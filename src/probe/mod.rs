@@ -19,6 +19,7 @@
 
 pub(crate) mod congestion;
 pub mod device;
+mod forgeries;
 pub(crate) mod group;
 pub(crate) mod hard_faults;
 pub(crate) mod hardware;

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::congestion::UplinkReader;
 use super::device::{DevicePlane, Topology};
+use super::forgeries::ForgedRows;
 use super::hard_faults::{HardFaults, hard_fault_reason};
 use super::onsets::{Onsets, reason_of};
 use super::plan::Plan;
@@ -84,6 +85,8 @@ pub struct Prober {
     /// When each member's current episode began (its first transition out of healthy or
     /// probation), by name, until it is recommended or recovers.
     onsets: Onsets,
+    /// Blocks whose author's signature failed, counted and logged.
+    forged: ForgedRows,
 }
 
 impl Prober {
@@ -127,6 +130,7 @@ impl Prober {
             shared_place: None,
             tor_table: (Vec::new(), Vec::new()),
             onsets: Onsets::default(),
+            forged: ForgedRows::default(),
         };
         p.resize_part();
         p
@@ -350,6 +354,10 @@ impl Prober {
                 cfg.transport.faults.insert(p, spec.clone());
             }
         }
+        let victim = self.s.inject_forge_relayed.and_then(|a| {
+            (0..members.len()).find(|p| self.view.candidates()[members[*p]].addr == a)
+        });
+        cfg.relay_fault = victim.map(super::forgeries::forging_relay);
         cfg
     }
 
@@ -686,6 +694,7 @@ impl Prober {
         let Some(r) = self.exchange(&proposal, own) else {
             return;
         };
+        self.forged.count(&mut self.part, &self.group, &r.forged);
         let input = self.engine_input(&r, &present);
         let out = self.engine.step(&input);
         self.infer.observe_probes(&input.probes);
@@ -732,16 +741,19 @@ impl Prober {
             tors: &self.tor_table.0,
             names: &self.tor_table.1,
         };
-        if let Err(e) = self
+        match self
             .device
             .on_round(c, round, me, &self.group, &host_suspects, topology)
         {
-            self.pause(
-                PauseReason::RoundFailed,
-                format!("device-plane exchange failed; the group will be re-formed: {e}"),
-                true,
-            );
-            return;
+            Ok(forged) => self.forged.count(&mut self.part, &self.group, &forged),
+            Err(e) => {
+                self.pause(
+                    PauseReason::RoundFailed,
+                    format!("device-plane exchange failed; the group will be re-formed: {e}"),
+                    true,
+                );
+                return;
+            }
         }
         let npu_port = self.device.quarantined_nodes();
         for (i, m) in self.part.members.iter_mut().enumerate() {

@@ -15,6 +15,7 @@ use super::ProbeSettings;
 use super::plan::Plan;
 use super::{row, trace};
 use crate::collective::algo::select::allreduce_cost;
+use crate::collective::authorship::Forgery;
 use crate::collective::{CollResult, Communicator, DataType, ReduceOp};
 use crate::health::Probe;
 use crate::health::hardware::Signs;
@@ -69,6 +70,9 @@ pub struct RoundResult {
     pub plan: Plan,
     /// The wire version the group spoke (the highest every member supports).
     pub wire_version: u8,
+    /// Blocks of this round (plans and rows) whose author's signature did not check out:
+    /// left out, and counted by relay (wire version 4 and later).
+    pub forged: Vec<Forgery>,
 }
 
 /// What this member contributes besides its timings.
@@ -165,6 +169,8 @@ struct Exchange<'a> {
     comm: &'a mut Communicator,
     s: &'a ProbeSettings,
     bytes_sent: &'a mut u64,
+    /// Forged blocks found so far this round.
+    forged: Vec<Forgery>,
 }
 
 /// Times `f`, returning its result and seconds, with the wall-clock start for the span.
@@ -197,16 +203,20 @@ impl Exchange<'_> {
     /// The plan a majority of members proposes, all-gathered after the barrier so it does
     /// not absorb the arrival lag. No single member (rank 0 included) chooses it: see
     /// [`Plan::agree`].
+    ///
+    /// A forged proposal (wire version 4) counts as none: its place holds a plan no
+    /// honest member proposes, so it cannot join a majority.
     fn agree(&mut self, proposal: &Plan) -> CollResult<Plan> {
         let mine = proposal.encode();
-        let words = mine.len() / 8;
         let mut all = vec![0u8; mine.len() * self.comm.size()];
-        self.comm
-            .all_gather(&mine, &mut all, words, DataType::Uint64)?;
+        let forged =
+            self.comm
+                .all_gather_signed("probe plan", &mine, &mut all, DataType::Uint64)?;
         let plans: Vec<Plan> = all
             .chunks_exact(mine.len())
             .map(|b| Plan::decode(b, self.comm.size()))
             .collect();
+        self.forged.extend(forged);
         Ok(Plan::agree(&plans))
     }
 
@@ -380,7 +390,8 @@ impl Exchange<'_> {
     }
 
     /// All-gathers every member's row, in the layout of the wire version the group agreed
-    /// on, and splits it back into measurements.
+    /// on, and splits it back into measurements. A row whose signature fails (wire version
+    /// 4) is a member whose measurements this round are unknown.
     fn gather(&mut self, mine: Vec<f64>) -> CollResult<Vec<Measured>> {
         let n = self.comm.size();
         let version = self.comm.wire_version();
@@ -388,9 +399,14 @@ impl Exchange<'_> {
         let mine = row::encode(version, &mine);
         let width = mine.len();
         let mut all = vec![0u8; width * 8 * n];
-        let (by, secs, w) = timed(|| {
+        let algo = if self.comm.signs_gathers() {
+            "ring"
+        } else {
+            self.comm.gather_algo("allgather", all.len()).name()
+        };
+        let (forged, secs, w) = timed(|| {
             self.comm
-                .all_gather(&f64s(&mine), &mut all, width, DataType::Fp64)
+                .all_gather_signed("probe row", &f64s(&mine), &mut all, DataType::Fp64)
         })?;
         let factor = (n as f64 - 1.0) / n as f64;
         trace::op(
@@ -398,7 +414,7 @@ impl Exchange<'_> {
             trace::OpSpan {
                 name: "probe.all_gather",
                 op: "all_gather",
-                algo: by.name(),
+                algo,
                 bytes: all.len(),
                 peers: n,
                 bus_factor: factor,
@@ -406,7 +422,15 @@ impl Exchange<'_> {
             w,
             secs,
         );
-        Ok(read_rows(version, &all, width, slots))
+        let mut rows = read_rows(version, &all, width, slots);
+        for f in &forged {
+            // Logged by the prober, which knows the names (once per forged author).
+            if let Some(r) = rows.get_mut(f.author) {
+                *r = Measured::unknown(slots);
+            }
+        }
+        self.forged.extend(forged);
+        Ok(rows)
     }
 }
 
@@ -487,6 +511,26 @@ impl Measured {
     }
 }
 
+/// Fault injection (tests only, `probe.inject_forge_relayed`): what a forging relay makes
+/// of its victim's row in the layout of wire version 3 and later: a hard fault (card
+/// dropped) and 10 s for every timing, the rest kept. A row too short for that is left as
+/// it is.
+pub fn forge_row(block: &mut [u8]) {
+    let mut row = from_f64s(block);
+    let fixed = row::LAYOUT_HEAD;
+    if row.len() < fixed + ROW_FIXED {
+        return;
+    }
+    for i in [0, 1, 2, 3, 6] {
+        row[fixed + i] = 10.0;
+    }
+    row[fixed + 4] = 1.0;
+    for v in &mut row[fixed + ROW_FIXED..] {
+        *v = 10.0;
+    }
+    block.copy_from_slice(&f64s(&row));
+}
+
 /// The uplink flags field of a row (see [`ROW_FIXED`]).
 fn uplink_flags(congested: bool, signs: Signs) -> f64 {
     f64::from(u16::from(congested) | u16::from(signs.bits()) << 1)
@@ -517,6 +561,7 @@ pub fn round_trip(
         comm,
         s,
         bytes_sent,
+        forged: Vec::new(),
     };
     let wait = x.barrier()?;
     let plan = x.agree(proposal)?;
@@ -572,6 +617,7 @@ pub fn round_trip(
         stride,
         ring: ring_run,
         plan,
+        forged: std::mem::take(&mut x.forged),
     })
 }
 

@@ -64,6 +64,9 @@ pub struct ProbeSettings {
     pub inject_lies: bool,
     /// Fault injection (tests only): send an oversize engine-state hand-over.
     pub inject_oversize_handover: bool,
+    /// Fault injection (tests only): rewrite the probe rows of the member at this probe
+    /// address as this member relays them.
+    pub inject_forge_relayed: Option<std::net::SocketAddr>,
     /// How long a member that broke the hand-over is left out (`probe.exclusion`).
     pub exclusion: Duration,
     /// Fault injection (tests and the demo): hardware signs reported every round.
@@ -390,6 +393,7 @@ impl ProbeSettings {
             health: health_config(&config.health),
             inject_lies: p.inject_lies,
             inject_oversize_handover: p.inject_oversize_handover,
+            inject_forge_relayed: p.inject_forge_relayed.as_ref().map(|a| a.addr()),
             exclusion: p.exclusion,
             inject_signs: Signs::from_labels(&p.inject_hardware_signs),
             hard_faults: super::hard_faults::HardFaultRules {

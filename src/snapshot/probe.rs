@@ -264,6 +264,10 @@ pub struct ProbeSnapshot {
     /// The wire version the group speaks: the highest every member supports (None while
     /// it is not formed).
     pub wire_version: Option<u8>,
+    /// Gathered blocks (rows, plans, device-plane rows) whose author's signature failed
+    /// since start, by the name of the first member that relayed them (see
+    /// `collective::authorship::Forgery::relay`).
+    pub forged_rows: std::collections::BTreeMap<String, u64>,
     /// Whether the membership view is stale (probing stopped, fail-closed).
     pub membership_stale: bool,
     /// Fabric verdict.

@@ -93,6 +93,7 @@ pub fn all_reduce(
         shift: 0,
         mode: RecvMode::Reduce(op),
         what: "inter-host reduce-scatter",
+        relay: None,
     };
     ring::pass(ctx, reduce, None, buf, count)?;
     let gather = Pass {
@@ -100,6 +101,7 @@ pub fn all_reduce(
         shift: 1,
         mode: RecvMode::Copy,
         what: "inter-host all-gather",
+        relay: None,
     };
     ring::pass(ctx, gather, None, buf, count)?;
     for &m in &mine[1..] {

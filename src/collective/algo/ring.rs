@@ -18,7 +18,7 @@ pub fn neighbours(rank: usize, n: usize) -> (usize, usize) {
 /// The shape of one ring pass: its members (global ranks in ring order, this rank among
 /// them), the part rotation `shift`, how a received part lands, and the name its steps
 /// carry.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Pass<'a> {
     /// The ranks of the ring, in ring order.
     pub members: &'a [usize],
@@ -28,7 +28,26 @@ pub struct Pass<'a> {
     pub mode: RecvMode<'a>,
     /// The pass's name in step names and errors.
     pub what: &'static str,
+    /// Called with each received part's index and bytes once it has landed, before this
+    /// member forwards it: the test-only relay fault of a signed all-gather
+    /// (`collective::authorship`); `None` everywhere else.
+    pub relay: Option<&'a RelayHook<'a>>,
 }
+
+impl std::fmt::Debug for Pass<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pass")
+            .field("members", &self.members)
+            .field("shift", &self.shift)
+            .field("mode", &self.mode)
+            .field("what", &self.what)
+            .field("relay", &self.relay.is_some())
+            .finish()
+    }
+}
+
+/// What a relaying member may do to a part it forwards: `(part index, part bytes)`.
+pub type RelayHook<'a> = dyn Fn(usize, &mut [u8]) + 'a;
 
 /// One ring pass of m − 1 steps over `p.members`: in step s, member i sends part
 /// (i + shift − s) mod m to its right neighbour and receives part (i + shift − s − 1) mod m
@@ -51,6 +70,7 @@ pub fn pass(
         shift,
         mode,
         what,
+        relay,
     } = p;
     let m = members.len();
     if m < 2 {
@@ -70,6 +90,9 @@ pub fn pass(
             Some((right, sb)),
             Some((left, rb, mode)),
         )?;
+        if let Some(hook) = relay {
+            hook(recv_part, &mut buf[parts[recv_part].clone()]);
+        }
     }
     Ok(())
 }
@@ -93,6 +116,7 @@ pub fn reduce_scatter(
         shift,
         mode: RecvMode::Reduce(op),
         what: "reduce-scatter",
+        relay: None,
     };
     pass(ctx, p, src, buf, count)
 }
@@ -100,11 +124,24 @@ pub fn reduce_scatter(
 /// In-place ring all-gather: part `(rank + shift) % n` is this rank's; afterwards every
 /// part is filled.
 pub fn all_gather(ctx: &OpCtx<'_>, buf: &mut [u8], count: usize, shift: usize) -> CollResult<()> {
+    all_gather_relaying(ctx, buf, count, shift, None)
+}
+
+/// [`all_gather`], calling `relay` on every part this rank receives before it forwards it
+/// (see [`Pass::relay`]).
+pub fn all_gather_relaying(
+    ctx: &OpCtx<'_>,
+    buf: &mut [u8],
+    count: usize,
+    shift: usize,
+    relay: Option<&RelayHook<'_>>,
+) -> CollResult<()> {
     let p = Pass {
         members: &everyone(ctx),
         shift,
         mode: RecvMode::Copy,
         what: "all-gather",
+        relay,
     };
     pass(ctx, p, None, buf, count)
 }

@@ -401,16 +401,16 @@ mod tests {
         let (_, _, s) = acc.finish(b"k", &connect_msg(&acc, me, [9; 32])).unwrap();
         assert_eq!(s.peer, Range::LEGACY);
         assert_eq!(wire::negotiate(s.peer), Ok(2));
-        // A later build that dropped 2 and 3.
+        // A later build that dropped 2 to 4.
         let mut nc = [9u8; 32];
-        Range { min: 4, max: 6 }.stamp(&mut nc);
+        Range { min: 5, max: 7 }.stamp(&mut nc);
         let e = acc
             .finish(b"k", &connect_msg(&acc, me, nc))
             .unwrap_err()
             .to_string();
         assert_eq!(
             e,
-            "peer rank 5: peer speaks wire versions 4..=6, this build 2..=3: no version in \
+            "peer rank 5: peer speaks wire versions 5..=7, this build 2..=4: no version in \
              common; upgrade one release at a time (docs/upgrades.md)"
         );
     }
@@ -425,10 +425,10 @@ mod tests {
     #[test]
     fn a_connector_refused_by_an_acceptor_without_a_common_version_says_both_ranges() {
         let (mut a, mut c) = UnixStream::pair().unwrap();
-        // A later build that speaks 4 to 6 only: it says so in its nonce and refuses.
+        // A later build that speaks 5 to 7 only: it says so in its nonce and refuses.
         let t = std::thread::spawn(move || {
             let mut n = [7u8; 32];
-            Range { min: 4, max: 6 }.stamp(&mut n);
+            Range { min: 5, max: 7 }.stamp(&mut n);
             a.write_all(&Acceptor::with_nonce(7, n).hello()).unwrap();
             let mut msg = [0u8; CONNECT_LEN];
             a.read_exact(&mut msg).unwrap();
@@ -443,7 +443,7 @@ mod tests {
         t.join().unwrap();
         assert_eq!(
             e,
-            "peer speaks wire versions 4..=6, this build 2..=3: no version in common; \
+            "peer speaks wire versions 5..=7, this build 2..=4: no version in common; \
              upgrade one release at a time (docs/upgrades.md)"
         );
     }

@@ -315,10 +315,10 @@ mod tests {
             Header::decode(&b)
                 .unwrap_err()
                 .to_string()
-                .contains("wire version 1 (this build speaks 2..=3)")
+                .contains("wire version 1 (this build speaks 2..=4)")
         );
         let mut b = want.encode();
-        b[4] = 4;
+        b[4] = 5;
         assert!(
             Header::decode(&b).is_err(),
             "a version this build does not speak"

@@ -10,7 +10,10 @@
 //!
 //! - 2: the framing of [`super::frame`] (header, tags), and probe rows without a layout;
 //! - 3: the same framing with the version byte 3, and probe rows that begin with their
-//!   own layout (version and field count; see `probe::round`).
+//!   own layout (version and field count; see `probe::round`);
+//! - 4: the same framing with the version byte 4, and signed all-gathers: every member
+//!   signs the blocks it contributes and every member checks every block, whoever relayed
+//!   it (see `collective::authorship`).
 //!
 //! **Carrying the range.** The handshake of version 2 has no room for it: every message
 //! is of a fixed length and read exactly, and the first byte after it is a frame header
@@ -43,8 +46,8 @@ impl std::fmt::Display for Range {
 }
 
 impl Range {
-    /// What this build speaks: 2 (the releases before negotiation) to 3.
-    pub const OURS: Range = Range { min: 2, max: 3 };
+    /// What this build speaks: 2 (the releases before negotiation) to 4.
+    pub const OURS: Range = Range { min: 2, max: 4 };
     /// What a build that does not say its range speaks: version 2 only.
     pub const LEGACY: Range = Range { min: 2, max: 2 };
 
@@ -110,13 +113,14 @@ mod tests {
     #[test]
     fn the_highest_common_version_is_spoken_and_disjoint_ranges_name_both() {
         assert_eq!(negotiate(Range::LEGACY), Ok(2));
-        assert_eq!(negotiate(Range::OURS), Ok(3));
-        assert_eq!(negotiate(Range { min: 2, max: 9 }), Ok(3));
-        assert_eq!(negotiate(Range { min: 3, max: 4 }), Ok(3));
-        let e = negotiate(Range { min: 4, max: 5 }).unwrap_err();
+        assert_eq!(negotiate(Range { min: 2, max: 3 }), Ok(3));
+        assert_eq!(negotiate(Range::OURS), Ok(4));
+        assert_eq!(negotiate(Range { min: 2, max: 9 }), Ok(4));
+        assert_eq!(negotiate(Range { min: 3, max: 4 }), Ok(4));
+        let e = negotiate(Range { min: 5, max: 6 }).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "peer speaks wire versions 4..=5, this build 2..=3: no version in common; \
+            "peer speaks wire versions 5..=6, this build 2..=4: no version in common; \
              upgrade one release at a time (docs/upgrades.md)"
         );
         assert!(

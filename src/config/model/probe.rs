@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::section;
 use crate::config::duration;
 use crate::config::schema::{Spec, ms, secs};
-use crate::config::types::{PeerThrottle, parse};
+use crate::config::types::{PeerAddr, PeerThrottle, parse, unset};
 
 /// The hardware signs `probe.inject_hardware_signs` may name (the labels of
 /// `hcclwatch_probe_uplink_hardware_sign`).
@@ -67,6 +67,12 @@ section! {
         /// Fault injection for tests only: when this member sends the group's engine state
         /// at formation, it announces more bytes than any state can hold.
         inject_oversize_handover: bool = false, Spec::BOOL.for_tests();
+        /// Fault injection for tests only: this member rewrites the probe rows of the member
+        /// at this probe address (`IP:port`) as it relays them, claiming a hard fault and
+        /// 10 s timings for it, to show that signed rows stop a forging relay. Empty: off.
+        #[serde(with = "unset::empty")]
+        inject_forge_relayed: Option<PeerAddr> = None,
+            Spec::STR.parsed(parse::optional_text::<PeerAddr>).for_tests();
         /// Fault injection for tests and the demo: this node reports these hardware signs
         /// every round (`link_speed`, `pcie`, `frame_errors`), as a slow component's
         /// interface would show them, besides whatever its uplink shows.

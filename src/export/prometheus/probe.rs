@@ -99,14 +99,7 @@ fn group(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
         "Whether the member list could not be refreshed for probe.membership_stale_after (probing stops, fail-closed).",
         one(flag(pr.membership_stale)),
     )?;
-    f.counter(
-        "hcclwatch_probe_handshakes_rejected",
-        "Incoming probe connections refused before they proved the shared key, by reason (bad_mac, timeout, too_many_pending, per_source_limit, bad_magic, wrong_comm, unexpected_peer, io_error, wire_version).",
-        pr.handshakes_rejected
-            .iter()
-            .map(|(r, n)| (vec![("reason", (*r).to_string())], *n))
-            .collect(),
-    )?;
+    integrity(pr, f)?;
     f.gauge(
         "hcclwatch_probe_congestion_source_up",
         "Whether this node's last read of its own uplink (byte counters, congestion-marked packets) succeeded for every signal that is on; absent with probe.congestion_enabled off.",
@@ -124,6 +117,28 @@ fn group(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
             .collect(),
     )?;
     members(pr, f)
+}
+
+/// What the probe group refused or left out to stay honest: handshakes that did not prove
+/// the key, and gathered blocks that did not prove their author.
+fn integrity(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
+    f.counter(
+        "hcclwatch_probe_handshakes_rejected",
+        "Incoming probe connections refused before they proved the shared key, by reason (bad_mac, timeout, too_many_pending, per_source_limit, bad_magic, wrong_comm, unexpected_peer, io_error, wire_version).",
+        pr.handshakes_rejected
+            .iter()
+            .map(|(r, n)| (vec![("reason", (*r).to_string())], *n))
+            .collect(),
+    )?;
+    f.counter(
+        "hcclwatch_probe_forged_rows",
+        "Gathered probe blocks (rows, plans, device-plane rows) whose author's signature failed and that were left out, by the first member that relayed them (wire version 4; docs/security.md).",
+        pr.forged_rows
+            .iter()
+            .map(|(relay, n)| (vec![("relay", relay.clone())], *n))
+            .collect(),
+    )?;
+    Ok(())
 }
 
 /// Per member of the group (up, excluded) and this node's own NPU isolation

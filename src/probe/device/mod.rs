@@ -25,6 +25,7 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::collective::authorship::Forgery;
 use crate::collective::{CollResult, Communicator, DataType};
 use crate::health::NodeState;
 use crate::health::device::{DeviceConfig, DeviceEngine, DeviceInput, DeviceOutput, PortProbe};
@@ -488,7 +489,8 @@ impl DevicePlane {
             .collect()
     }
 
-    /// One round: gather last round's outcomes, judge, start this round's pings. `me` is
+    /// One round: gather last round's outcomes, judge, start this round's pings. Returns
+    /// the rows whose author's signature failed (left out as unknown). `me` is
     /// this node's candidate index, `members` the ranks' candidate indices,
     /// `host_suspects` the candidates the host-plane engine holds confirmed or worse and
     /// `topology` their ToRs (the same on every member: their engines run on the same
@@ -501,9 +503,9 @@ impl DevicePlane {
         members: &[usize],
         host_suspects: &[usize],
         topology: Topology<'_>,
-    ) -> CollResult<()> {
+    ) -> CollResult<Vec<Forgery>> {
         if self.width == 0 || self.ports.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let (outcomes, prev_round, asked) = match self.batch.take() {
             Some((b, r, asked)) => (b.collect(self.s.collect_deadline), Some(r), asked),
@@ -523,11 +525,17 @@ impl DevicePlane {
         let mine = self.row(&outcomes, &kinds, &conditions);
         let mut all = vec![0u8; mine.len() * 8 * c.size()];
         let bytes: Vec<u8> = mine.iter().flat_map(|x| x.to_le_bytes()).collect();
-        c.all_gather(&bytes, &mut all, mine.len(), DataType::Fp64)?;
-        let all: Vec<f64> = all
+        let forged = c.all_gather_signed("device row", &bytes, &mut all, DataType::Fp64)?;
+        let mut all: Vec<f64> = all
             .chunks_exact(8)
             .map(|b| f64::from_le_bytes(b.try_into().unwrap_or_default()))
             .collect();
+        // A row whose author's signature failed says nothing: every value unknown.
+        for f in &forged {
+            if let Some(row) = all.chunks_exact_mut(mine.len()).nth(f.author) {
+                row.fill(f64::NAN);
+            }
+        }
         if let Some(r) = prev_round {
             let mut input = self.read_rows(&all, members, r, &asked);
             input.host_suspects = host_suspects.to_vec();
@@ -561,7 +569,7 @@ impl DevicePlane {
         let jobs = self.jobs(round, me, members);
         let asked = self.requests.clone();
         self.batch = Some((Batch::start(self.s.pinger.clone(), jobs), round, asked));
-        Ok(())
+        Ok(forged)
     }
 
     fn is_planned(&self, o: &Outcome, round: Option<u64>, members: &[usize]) -> bool {

@@ -1,0 +1,105 @@
+//! A member that holds the probe key and rewrites another member's rows as it relays them
+//! (issue 27): four real daemons probe each other over loopback, one of them forging. The
+//! forger is the `probe.inject_forge_relayed` fault of the real daemon, which rewrites the
+//! victim's row inside the ring all-gather, after the victim signed it and before the
+//! members downstream receive it: a hard fault (card dropped) and 10 s timings. Before
+//! rows were signed, every member downstream took the forged row as the victim's and
+//! recommended it for quarantine (`hard_fault`) in its first round.
+//!
+//! Here every honest member must keep the victim healthy for the whole run, and the
+//! members downstream of the forger must count the forged rows, naming the forger as
+//! the relay. Shipped `[health]` thresholds.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Daemon, Start, loopback_peers, probe_config, value, write_key};
+
+#[test]
+fn a_forging_relay_moves_no_honest_member_and_its_rows_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = write_key(dir.path(), "probe.key");
+    let members = 4;
+    // The ring runs 0 → 1 → 2 → 3 → 0: the victim's rows reach 3 and 0 through the
+    // forger; 2's own rows and 3's reach everyone unchanged.
+    let (victim, forger) = (1, 2);
+    let peers: Vec<String> = loopback_peers(members);
+    let daemons: Vec<Daemon> = (0..members)
+        .map(|r| {
+            let cfg = probe_config(&peers, r, &key, 0);
+            let cfg = if r == forger {
+                cfg.replace(
+                    "[probe]\n",
+                    &format!("[probe]\ninject_forge_relayed = \"{}\"\n", peers[victim]),
+                )
+            } else {
+                cfg
+            };
+            Daemon::start(Start::new(&cfg))
+        })
+        .collect();
+    let honest = (0..members).filter(|r| *r != forger);
+    for r in honest {
+        let d = &daemons[r];
+        // 40 rounds: a forged hard fault is a recommendation in the first round it is
+        // read, and forged timings would make a suspect within the 10-round window.
+        let s = d.wait_for("40 probe rounds", Duration::from_secs(120), |s| {
+            value(s, "hcclwatch_probe_rounds_total", &[("result", "ok")]).is_some_and(|v| v >= 40.0)
+        });
+        assert_eq!(
+            value(&s, "hcclwatch_probe_wire_version", &[]),
+            Some(4.0),
+            "node {r}: the group does not sign its rows\n{s}"
+        );
+        // No transition of the victim at all: it never left healthy in this member's
+        // view (the state API keeps every recent transition with its reason).
+        let api = d.get("/api/v1/state", None).body;
+        let state: serde_json::Value = serde_json::from_str(&api).unwrap();
+        let moved: Vec<&serde_json::Value> = state["transitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["node"] == peers[victim].as_str())
+            .collect();
+        assert!(
+            moved.is_empty(),
+            "node {r} moved the victim {}: {moved:?}",
+            peers[victim]
+        );
+        assert_eq!(
+            value(
+                &s,
+                "hcclwatch_node_state",
+                &[("node", &peers[victim]), ("state", "healthy")]
+            ),
+            Some(1.0),
+            "node {r}\n{s}"
+        );
+        // Downstream of the forger (3 and 0) the victim's rows failed their signature
+        // every round, and the forger is the relay named; upstream (1, the victim itself)
+        // nothing was forged.
+        let counted = value(
+            &s,
+            "hcclwatch_probe_forged_rows_total",
+            &[("relay", &peers[forger])],
+        );
+        if r == victim {
+            assert!(
+                !s.contains("hcclwatch_probe_forged_rows_total{"),
+                "node {r} saw forged rows upstream of the forger:\n{s}"
+            );
+        } else {
+            assert!(
+                counted.is_some_and(|n| n >= 30.0),
+                "node {r} counted {counted:?} forged rows from {}:\n{s}",
+                peers[forger]
+            );
+            assert!(
+                d.log().contains("failed its author's signature"),
+                "node {r} did not log the forgery:\n{}",
+                d.log()
+            );
+        }
+    }
+}
