@@ -107,7 +107,7 @@ fn a_member_that_breaks_the_handover_is_left_out_not_the_one_that_restarted() {
     );
     // And the log names it.
     assert!(
-        daemons[1].log().contains("broke the group's formation"),
+        daemons[1].log().contains("is left out of the group"),
         "{}",
         daemons[1].log()
     );

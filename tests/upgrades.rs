@@ -453,3 +453,52 @@ fn a_rolling_restart_from_the_old_release_keeps_every_verdict_and_every_other_me
         assert!(status.success(), "rank {r}:\n{log}");
     }
 }
+
+/// With `collective.min_wire_version = 4` the members of this release leave a member of the
+/// old release (which speaks 2 only) out of the group, naming why, and form without it at
+/// version 4: the group never drops to a version whose rows any key holder can forge.
+/// Without the setting the same members form one group at version 2 (the tests above).
+#[test]
+fn a_floor_on_the_wire_version_leaves_the_old_release_out_and_the_rest_sign() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    old_release();
+    let dir = tempfile::tempdir().unwrap();
+    let key = write_key(dir.path(), "probe.key");
+    let peers = loopback_peers(3);
+    let old = 0;
+    let daemons: Vec<Daemon> = (0..peers.len())
+        .map(|r| {
+            if r == old {
+                return start_member(&peers, r, true, &key);
+            }
+            let cfg = config(&peers, r, &key)
+                .replace("[collective]\n", "[collective]\nmin_wire_version = 4\n");
+            Daemon::start(Start::new(&cfg))
+        })
+        .collect();
+    for (r, d) in daemons.iter().enumerate().filter(|(r, _)| *r != old) {
+        let s = d.wait_for(
+            "rounds of the two new members at version 4",
+            Duration::from_secs(60),
+            |s| members(s) == Some(2.0) && wire_version(s) == Some(4.0) && rounds_ok(s) >= 5.0,
+        );
+        assert_eq!(
+            value(&s, "hcclwatch_probe_member_excluded", &[("peer", &peers[old])]),
+            Some(1.0),
+            "rank {r}\n{s}"
+        );
+        let state: serde_json::Value =
+            serde_json::from_str(&d.get("/api/v1/state", None).body).unwrap();
+        let why = state["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["node"] == peers[old].as_str())
+            .map(|m| m["excluded"].to_string())
+            .unwrap_or_default();
+        assert!(
+            why.contains("collective.min_wire_version = 4"),
+            "rank {r}: the old member's exclusion says {why}"
+        );
+    }
+}

@@ -244,6 +244,12 @@ impl Communicator {
         self.mesh.version()
     }
 
+    /// The ranks whose builds speak no wire version as high as `v`, lowest first (every
+    /// member reads every other's range in its own handshakes, so all name the same).
+    pub fn peers_below(&self, v: u8) -> Vec<usize> {
+        self.mesh.peers_below(v)
+    }
+
     /// The α-β costs measured at start-up (slowest rank's view).
     pub fn costs(&self) -> Costs {
         self.costs

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 
 use std::sync::Arc;
 
+use crate::collective::Communicator;
 use crate::collective::authorship::{Forgery, RelayFault};
 use crate::snapshot::probe::ProbeSnapshot;
 
@@ -21,6 +22,19 @@ pub struct ForgedRows {
 }
 
 impl ForgedRows {
+    /// Takes the forgeries `comm`'s signed all-gathers found since the last call and
+    /// counts them ([`Self::count`]).
+    pub fn take_from(
+        &mut self,
+        comm: Option<&mut Communicator>,
+        part: &mut ProbeSnapshot,
+        group: &[usize],
+    ) {
+        if let Some(c) = comm {
+            self.count(part, group, &c.take_forgeries());
+        }
+    }
+
     /// Counts `forged` (ranks of the group whose candidate indices are `group`) into
     /// `part` by the relay's name, and logs each (author, relay) the first time.
     pub fn count(&mut self, part: &mut ProbeSnapshot, group: &[usize], forged: &[Forgery]) {

@@ -84,7 +84,7 @@ pub fn adopt_engine(
     };
     let digest = *blake3::hash(&mine).as_bytes();
     let mut all = vec![0u8; 32 * n];
-    c.all_gather(&digest, &mut all, 32, DataType::Uint8)?;
+    c.all_gather_signed("engine state digest", &digest, &mut all, DataType::Uint8)?;
     let digests: Vec<&[u8]> = all.chunks_exact(32).collect();
     let majority = digests
         .iter()
@@ -161,6 +161,22 @@ fn forged(snapshot: &[u8]) -> Vec<u8> {
     serde_json::to_vec(&v).unwrap_or_else(|_| snapshot.to_vec())
 }
 
+/// The members (ranks) to leave out because their release speaks no wire version as high
+/// as `min` (`collective.min_wire_version`), with the reason for the log and the state
+/// API; None when the group speaks `min` or more. Every member reads every other's range
+/// in its own handshakes, so every member leaves out the same ones and the rest form
+/// without them.
+pub fn below_floor(c: &Communicator, min: u8) -> Option<(Vec<usize>, String)> {
+    if c.wire_version() >= min {
+        return None;
+    }
+    let why = format!(
+        "its release speaks no wire version as high as collective.min_wire_version = {min} (the group would speak {}); upgrade it (docs/upgrades.md)",
+        c.wire_version()
+    );
+    Some((c.peers_below(min), why))
+}
+
 /// Longest node name a member announces (bytes of UTF-8).
 const NAME_MAX: usize = 128;
 
@@ -172,7 +188,7 @@ pub fn exchange_names(c: &mut Communicator, own: &str) -> CollResult<Vec<Option<
     let len = if b.len() <= NAME_MAX { b.len() } else { 0 };
     mine[..len].copy_from_slice(&b[..len]);
     let mut all = vec![0u8; NAME_MAX * c.size()];
-    c.all_gather(&mine, &mut all, NAME_MAX, DataType::Uint8)?;
+    c.all_gather_signed("member name", &mine, &mut all, DataType::Uint8)?;
     Ok(all
         .chunks_exact(NAME_MAX)
         .map(|raw| {
@@ -217,7 +233,7 @@ pub fn exchange_places(
         }
     }
     let mut all = vec![0u8; PLACE_BYTES * c.size()];
-    c.all_gather(&mine, &mut all, PLACE_BYTES, DataType::Uint8)?;
+    c.all_gather_signed("member place", &mine, &mut all, DataType::Uint8)?;
     Ok(all.chunks_exact(PLACE_BYTES).map(decode_place).collect())
 }
 

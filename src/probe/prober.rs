@@ -323,6 +323,10 @@ impl Prober {
                 return false;
             }
         };
+        if let Some((old, why)) = group::below_floor(&c, self.s.min_wire_version) {
+            old.iter().for_each(|r| self.exclude(members[*r], &why));
+            return false;
+        }
         if !self.agree(&mut c, &members, n) || !self.share_places(&mut c, &members, place) {
             return false;
         }
@@ -430,16 +434,14 @@ impl Prober {
         let name = self.part.name(node);
         let until = Instant::now() + self.s.exclusion;
         let reason = format!("excluded for {:?}: {why}", self.s.exclusion);
-        tracing::warn!(peer = %name, reason = %reason, "a member broke the group's formation; the group forms without it");
+        tracing::warn!(peer = %name, reason = %reason, "a member is left out of the group; the group forms without it");
         self.view.exclude(node, until, reason.clone());
         if let Some(m) = self.part.members.get_mut(node) {
             m.excluded = Some(reason);
         }
         self.pause(
             PauseReason::FormFailed,
-            format!(
-                "member {name} broke the engine-state hand-over ({why}); re-forming without it"
-            ),
+            format!("member {name} is left out ({why}); re-forming without it"),
             true,
         );
     }
@@ -694,7 +696,6 @@ impl Prober {
         let Some(r) = self.exchange(&proposal, own) else {
             return;
         };
-        self.forged.count(&mut self.part, &self.group, &r.forged);
         let input = self.engine_input(&r, &present);
         let out = self.engine.step(&input);
         self.infer.observe_probes(&input.probes);
@@ -715,6 +716,9 @@ impl Prober {
         if self.round.is_multiple_of(every) {
             self.device_round(me, every);
         }
+        // Every signed exchange since the last round's: this round's, and the formation's.
+        self.forged
+            .take_from(self.comm.as_mut(), &mut self.part, &self.group);
     }
 
     /// The device plane's part of the round, on the same communicator: a failure is a
@@ -745,7 +749,7 @@ impl Prober {
             .device
             .on_round(c, round, me, &self.group, &host_suspects, topology)
         {
-            Ok(forged) => self.forged.count(&mut self.part, &self.group, &forged),
+            Ok(()) => {}
             Err(e) => {
                 self.pause(
                     PauseReason::RoundFailed,

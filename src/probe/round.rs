@@ -15,7 +15,6 @@ use super::ProbeSettings;
 use super::plan::Plan;
 use super::{row, trace};
 use crate::collective::algo::select::allreduce_cost;
-use crate::collective::authorship::Forgery;
 use crate::collective::{CollResult, Communicator, DataType, ReduceOp};
 use crate::health::Probe;
 use crate::health::hardware::Signs;
@@ -70,9 +69,6 @@ pub struct RoundResult {
     pub plan: Plan,
     /// The wire version the group spoke (the highest every member supports).
     pub wire_version: u8,
-    /// Blocks of this round (plans and rows) whose author's signature did not check out:
-    /// left out, and counted by relay (wire version 4 and later).
-    pub forged: Vec<Forgery>,
 }
 
 /// What this member contributes besides its timings.
@@ -169,8 +165,6 @@ struct Exchange<'a> {
     comm: &'a mut Communicator,
     s: &'a ProbeSettings,
     bytes_sent: &'a mut u64,
-    /// Forged blocks found so far this round.
-    forged: Vec<Forgery>,
 }
 
 /// Times `f`, returning its result and seconds, with the wall-clock start for the span.
@@ -209,14 +203,12 @@ impl Exchange<'_> {
     fn agree(&mut self, proposal: &Plan) -> CollResult<Plan> {
         let mine = proposal.encode();
         let mut all = vec![0u8; mine.len() * self.comm.size()];
-        let forged =
-            self.comm
-                .all_gather_signed("probe plan", &mine, &mut all, DataType::Uint64)?;
+        self.comm
+            .all_gather_signed("probe plan", &mine, &mut all, DataType::Uint64)?;
         let plans: Vec<Plan> = all
             .chunks_exact(mine.len())
             .map(|b| Plan::decode(b, self.comm.size()))
             .collect();
-        self.forged.extend(forged);
         Ok(Plan::agree(&plans))
     }
 
@@ -423,13 +415,12 @@ impl Exchange<'_> {
             secs,
         );
         let mut rows = read_rows(version, &all, width, slots);
+        // Counted and logged by the prober, which knows the names.
         for f in &forged {
-            // Logged by the prober, which knows the names (once per forged author).
             if let Some(r) = rows.get_mut(f.author) {
                 *r = Measured::unknown(slots);
             }
         }
-        self.forged.extend(forged);
         Ok(rows)
     }
 }
@@ -561,7 +552,6 @@ pub fn round_trip(
         comm,
         s,
         bytes_sent,
-        forged: Vec::new(),
     };
     let wait = x.barrier()?;
     let plan = x.agree(proposal)?;
@@ -617,7 +607,6 @@ pub fn round_trip(
         stride,
         ring: ring_run,
         plan,
-        forged: std::mem::take(&mut x.forged),
     })
 }
 

@@ -67,6 +67,8 @@ pub struct ProbeSettings {
     /// Fault injection (tests only): rewrite the probe rows of the member at this probe
     /// address as this member relays them.
     pub inject_forge_relayed: Option<std::net::SocketAddr>,
+    /// The lowest wire version the group may speak (`collective.min_wire_version`).
+    pub min_wire_version: u8,
     /// How long a member that broke the hand-over is left out (`probe.exclusion`).
     pub exclusion: Duration,
     /// Fault injection (tests and the demo): hardware signs reported every round.
@@ -394,6 +396,7 @@ impl ProbeSettings {
             inject_lies: p.inject_lies,
             inject_oversize_handover: p.inject_oversize_handover,
             inject_forge_relayed: p.inject_forge_relayed.as_ref().map(|a| a.addr()),
+            min_wire_version: u8::try_from(config.collective.min_wire_version).unwrap_or(u8::MAX),
             exclusion: p.exclusion,
             inject_signs: Signs::from_labels(&p.inject_hardware_signs),
             hard_faults: super::hard_faults::HardFaultRules {

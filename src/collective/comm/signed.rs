@@ -16,7 +16,13 @@ pub(super) struct Signing {
     key: RowKey,
     authors: Authors,
     seq: u64,
+    /// Forgeries found and not yet taken ([`Communicator::take_forgeries`]), at most
+    /// [`FOUND_MAX`].
+    found: Vec<Forgery>,
 }
+
+/// Forgeries kept until taken: a caller that never takes them costs a bounded amount.
+const FOUND_MAX: usize = 4096;
 
 impl Communicator {
     /// Makes this member's signing key and hands its public half to every other member
@@ -38,6 +44,7 @@ impl Communicator {
             key,
             authors: Authors::new(keys),
             seq: 0,
+            found: Vec::new(),
         })
     }
 
@@ -131,6 +138,18 @@ impl Communicator {
             }
         }
         signing.seq += 1;
-        Ok(authorship::forgeries(me, n, &failed))
+        let forged = authorship::forgeries(me, n, &failed);
+        let room = FOUND_MAX.saturating_sub(signing.found.len());
+        signing.found.extend(forged.iter().take(room));
+        Ok(forged)
+    }
+
+    /// The forgeries every signed all-gather found since the last call (every kind of
+    /// block: the caller counts them in one place).
+    pub fn take_forgeries(&mut self) -> Vec<Forgery> {
+        self.signing
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.found))
+            .unwrap_or_default()
     }
 }

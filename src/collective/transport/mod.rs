@@ -222,6 +222,20 @@ impl Mesh {
         self.version
     }
 
+    /// The ranks whose builds speak no version as high as `v` (what they said in their
+    /// handshakes), lowest first.
+    pub fn peers_below(&self, v: u8) -> Vec<usize> {
+        self.peers
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| {
+                p.as_ref()
+                    .is_some_and(|p| p.links.iter().any(|l| l.peer_wire.max < v))
+            })
+            .map(|(r, _)| r)
+            .collect()
+    }
+
     /// The IP TOS byte of each connection to `peer`.
     pub fn socket_tos(&self, peer: usize) -> std::io::Result<Vec<u32>> {
         let p = self

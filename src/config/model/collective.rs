@@ -62,6 +62,11 @@ section! {
         /// `HCCL_ALGO` syntax; unset selects by α-β cost.
         #[serde(with = "unset::empty")]
         algo: Option<HcclAlgo> = None, Spec::STR.parsed(parse::optional_text::<HcclAlgo>);
+        /// The lowest wire version the probe group may speak (2 to 4). At 4 a member of a
+        /// release before signed rows makes the group refuse to form, naming it, instead of
+        /// the whole group speaking a version whose rows anyone with the key can forge.
+        /// Raise it once every member runs a release that speaks 4 (`docs/upgrades.md`).
+        min_wire_version: u64 = 2, Spec::int(2, 4);
         /// Bind outgoing connections to this interface (`SO_BINDTODEVICE`, needs root).
         #[serde(skip_serializing_if = "Option::is_none")]
         bind_device: Option<String> = None, Spec::STR;

@@ -25,7 +25,6 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::collective::authorship::Forgery;
 use crate::collective::{CollResult, Communicator, DataType};
 use crate::health::NodeState;
 use crate::health::device::{DeviceConfig, DeviceEngine, DeviceInput, DeviceOutput, PortProbe};
@@ -284,7 +283,7 @@ impl DevicePlane {
         ];
         let mut all = vec![0u8; 24 * c.size()];
         let bytes: Vec<u8> = mine.iter().flat_map(|w| w.to_le_bytes()).collect();
-        c.all_gather(&bytes, &mut all, 3, DataType::Uint64)?;
+        c.all_gather_signed("device row width", &bytes, &mut all, DataType::Uint64)?;
         let words: Vec<u64> = all
             .chunks_exact(8)
             .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
@@ -489,8 +488,7 @@ impl DevicePlane {
             .collect()
     }
 
-    /// One round: gather last round's outcomes, judge, start this round's pings. Returns
-    /// the rows whose author's signature failed (left out as unknown). `me` is
+    /// One round: gather last round's outcomes, judge, start this round's pings. `me` is
     /// this node's candidate index, `members` the ranks' candidate indices,
     /// `host_suspects` the candidates the host-plane engine holds confirmed or worse and
     /// `topology` their ToRs (the same on every member: their engines run on the same
@@ -503,9 +501,9 @@ impl DevicePlane {
         members: &[usize],
         host_suspects: &[usize],
         topology: Topology<'_>,
-    ) -> CollResult<Vec<Forgery>> {
+    ) -> CollResult<()> {
         if self.width == 0 || self.ports.is_empty() {
-            return Ok(Vec::new());
+            return Ok(());
         }
         let (outcomes, prev_round, asked) = match self.batch.take() {
             Some((b, r, asked)) => (b.collect(self.s.collect_deadline), Some(r), asked),
@@ -569,7 +567,7 @@ impl DevicePlane {
         let jobs = self.jobs(round, me, members);
         let asked = self.requests.clone();
         self.batch = Some((Batch::start(self.s.pinger.clone(), jobs), round, asked));
-        Ok(forged)
+        Ok(())
     }
 
     fn is_planned(&self, o: &Outcome, round: Option<u64>, members: &[usize]) -> bool {
