@@ -8,17 +8,29 @@
 //!
 //! Here every honest member must keep the victim healthy for the whole run, and the
 //! members downstream of the forger must count the forged rows, naming the forger as
-//! the relay. Shipped `[health]` thresholds.
+//! the relay, in both modes: the shared key alone, and certificate mode (every member
+//! holding its own certificate from a test CA). Shipped `[health]` thresholds.
 
 mod common;
 
 use std::time::Duration;
 
+use common::ca::TestCa;
 use common::{Daemon, Start, loopback_peers, probe_config, value, write_key};
 
 #[test]
 fn a_forging_relay_moves_no_honest_member_and_its_rows_are_counted() {
+    forging_relay(false);
+}
+
+#[test]
+fn in_certificate_mode_a_forging_relay_moves_no_honest_member_either() {
+    forging_relay(true);
+}
+
+fn forging_relay(certificate_mode: bool) {
     let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new();
     let key = write_key(dir.path(), "probe.key");
     let members = 4;
     // The ring runs 0 → 1 → 2 → 3 → 0: the victim's rows reach 3 and 0 through the
@@ -28,6 +40,13 @@ fn a_forging_relay_moves_no_honest_member_and_its_rows_are_counted() {
     let daemons: Vec<Daemon> = (0..members)
         .map(|r| {
             let cfg = probe_config(&peers, r, &key, 0);
+            // Members known by address: each certificate is for its probe IP.
+            let cfg = if certificate_mode {
+                let files = ca.files(dir.path(), &format!("m{r}"), "127.0.0.1");
+                cfg.replace("[collective]\n", &format!("[collective]\n{files}"))
+            } else {
+                cfg
+            };
             let cfg = if r == forger {
                 cfg.replace(
                     "[probe]\n",
@@ -51,6 +70,11 @@ fn a_forging_relay_moves_no_honest_member_and_its_rows_are_counted() {
             value(&s, "hcclwatch_probe_wire_version", &[]),
             Some(4.0),
             "node {r}: the group does not sign its rows\n{s}"
+        );
+        assert_eq!(
+            value(&s, "hcclwatch_probe_certificate_mode", &[]),
+            Some(if certificate_mode { 1.0 } else { 0.0 }),
+            "node {r}\n{s}"
         );
         // No transition of the victim at all: it never left healthy in this member's
         // view (the state API keeps every recent transition with its reason).

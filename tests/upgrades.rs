@@ -254,9 +254,11 @@ fn check_group(
         }
     }
     let new_shape = new_shape.expect("a new-release member");
-    // The old members export what the new ones do, but for the version this one added.
+    // The old members export what the new ones do, but for the series added since: the
+    // wire version and the certificate mode.
     for (r, mut old_shape) in old_shapes {
         old_shape.insert("hcclwatch_probe_wire_version{}".to_string());
+        old_shape.insert("hcclwatch_probe_certificate_mode{}".to_string());
         assert_eq!(old_shape, new_shape, "old rank {r}");
     }
     new_shape
@@ -483,7 +485,11 @@ fn a_floor_on_the_wire_version_leaves_the_old_release_out_and_the_rest_sign() {
             |s| members(s) == Some(2.0) && wire_version(s) == Some(4.0) && rounds_ok(s) >= 5.0,
         );
         assert_eq!(
-            value(&s, "hcclwatch_probe_member_excluded", &[("peer", &peers[old])]),
+            value(
+                &s,
+                "hcclwatch_probe_member_excluded",
+                &[("peer", &peers[old])]
+            ),
             Some(1.0),
             "rank {r}\n{s}"
         );

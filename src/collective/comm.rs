@@ -25,9 +25,10 @@ use std::time::{Duration, Instant};
 
 use super::algo::select::{self, Algo, Costs, Override};
 use super::algo::{OpCtx, bruck, hd, hier, pairwise, per_slice, ring, tree};
-use super::authorship::{RelayFault, SIGNED_VERSION};
+use super::authorship::RelayFault;
 use super::dtype::{DataType, ReduceOp};
 use super::error::{CollError, CollResult, HcclCode};
+use super::identity::MemberIdentity;
 use super::timeline::{Event, Timeline};
 use super::transport::{HandshakeStats, Mesh, Payload, RecvMode, TransportConfig};
 
@@ -84,6 +85,9 @@ pub struct CommConfig {
     pub slice_bytes: Option<usize>,
     /// Test-only: rewrite blocks this member relays in signed all-gathers.
     pub relay_fault: Option<RelayFault>,
+    /// Certificate mode: this member's identity and each rank's expected subject
+    /// ([`super::identity`]); None: the shared key alone.
+    pub identity: Option<MemberIdentity>,
 }
 
 impl CommConfig {
@@ -97,6 +101,7 @@ impl CommConfig {
             timeline_events: 4096,
             slice_bytes: None,
             relay_fault: None,
+            identity: None,
         }
     }
 }
@@ -118,8 +123,7 @@ pub struct Communicator {
     timeline: Timeline,
     /// The payload class of the operations run now (see [`Communicator::bulk`]).
     class: Payload,
-    /// This member's signing key, every member's public key and the signed gathers run so
-    /// far, from wire version 4 ([`super::authorship`]).
+    /// How its all-gathers are signed, from wire version 4 ([`super::authorship`]).
     signing: Option<signed::Signing>,
 }
 
@@ -221,9 +225,7 @@ impl Communicator {
         if c.cfg.measure_costs && c.size() > 1 {
             c.costs = c.measure()?;
         }
-        if c.wire_version() >= SIGNED_VERSION && c.size() > 1 {
-            c.signing = Some(c.hand_over_keys()?);
-        }
+        c.signing = c.establish_signing()?;
         Ok(c)
     }
 

@@ -17,6 +17,7 @@ pub mod bootstrap;
 pub(crate) mod comm;
 pub mod dtype;
 pub(crate) mod error;
+pub mod identity;
 pub mod timeline;
 pub mod transport;
 

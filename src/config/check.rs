@@ -149,6 +149,17 @@ impl Checks<'_> {
                 "probing needs at least 2 members in collective.peers (or the rank table, or collective.peers_dns)",
             );
         }
+        let identity = [
+            c.identity_cert_file.is_some(),
+            c.identity_key_file.is_some(),
+            c.identity_ca_file.is_some(),
+        ];
+        if identity.iter().any(|x| *x) && !identity.iter().all(|x| *x) {
+            self.push(
+                "collective.identity_cert_file",
+                "set collective.identity_cert_file, identity_key_file and identity_ca_file together (certificate mode), or none of them",
+            );
+        }
         if probe.enabled && c.key_file.is_none() {
             self.push(
                 "probe.enabled",
@@ -438,7 +449,8 @@ impl Config {
     }
 
     /// Opens and checks every file the configuration names: the shared key (a regular
-    /// file, one token of at least 16 bytes, not world-readable) and the web config.
+    /// file, one token of at least 16 bytes, not world-readable), the identity files (the
+    /// key belongs to the certificate, which chains to the CA today) and the web config.
     pub fn file_problems(&self) -> FileProblems {
         let mut out = FileProblems::default();
         if let Some(path) = &self.collective.key_file {
@@ -453,6 +465,12 @@ impl Config {
                 Ok(_) => {}
                 Err(e) => out.errors.push(Problem::key("collective.key_file", e)),
             }
+        }
+        if let Some(files) = self.collective.identity_files()
+            && let Err(e) = files.load()
+        {
+            out.errors
+                .push(Problem::key("collective.identity_cert_file", e));
         }
         if let Some(path) = &self.web.config_file
             && let Err(problems) = web::WebConfigFile::load(path)

@@ -491,6 +491,9 @@ mod tests {
         cfg.telemetry.dcmi_library = Some("/x/libdcmi.so".into());
         cfg.telemetry.fault_levels_file = Some("/x/faultCode.json".into());
         cfg.collective.key_file = Some("/x/key".into());
+        cfg.collective.identity_cert_file = Some("/x/tls.crt".into());
+        cfg.collective.identity_key_file = Some("/x/tls.key".into());
+        cfg.collective.identity_ca_file = Some("/x/ca.crt".into());
         cfg.collective.bind_device = Some("eth0".into());
         cfg.attribution.kubeconfig = Some("/x/kubeconfig".into());
         cfg.topology.file = Some("/x/topology.toml".into());

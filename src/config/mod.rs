@@ -18,6 +18,7 @@ pub(crate) mod diff;
 pub mod duration;
 pub(crate) mod enums;
 pub mod file;
+pub mod identity;
 mod load;
 mod model;
 pub mod overrides;

@@ -181,7 +181,8 @@ pub fn below_floor(c: &Communicator, min: u8) -> Option<(Vec<usize>, String)> {
 const NAME_MAX: usize = 128;
 
 /// All-gathers every member's announced name. A name that is empty, not UTF-8 or not a
-/// printable label is ignored (None: the member stays known by its address).
+/// printable label is ignored (None: the member stays known by its address), and so is,
+/// in certificate mode, a name the member's certificate is not valid for.
 pub fn exchange_names(c: &mut Communicator, own: &str) -> CollResult<Vec<Option<String>>> {
     let mut mine = [0u8; NAME_MAX];
     let b = own.as_bytes();
@@ -191,12 +192,17 @@ pub fn exchange_names(c: &mut Communicator, own: &str) -> CollResult<Vec<Option<
     c.all_gather_signed("member name", &mine, &mut all, DataType::Uint8)?;
     Ok(all
         .chunks_exact(NAME_MAX)
-        .map(|raw| {
+        .enumerate()
+        .map(|(rank, raw)| {
             let end = raw.iter().position(|b| *b == 0).unwrap_or(NAME_MAX);
-            std::str::from_utf8(&raw[..end])
+            let name = std::str::from_utf8(&raw[..end])
                 .ok()
-                .filter(|n| !n.is_empty() && n.chars().all(|ch| ch.is_ascii_graphic()))
-                .map(str::to_string)
+                .filter(|n| !n.is_empty() && n.chars().all(|ch| ch.is_ascii_graphic()))?;
+            if c.certifies(rank, name) == Some(false) {
+                tracing::warn!(rank, name, "a member announced a name its certificate is not valid for; it stays known by its address");
+                return None;
+            }
+            Some(name.to_string())
         })
         .collect())
 }

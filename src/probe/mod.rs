@@ -92,6 +92,7 @@ pub fn spawn(
                 part.active = false;
                 part.group_members = 0;
                 part.wire_version = None;
+                part.certificate_mode = None;
                 part.last_error = Some(why.clone());
                 part.pause_reason = Some(PauseReason::ThreadDied);
                 store.publish_probe(part);

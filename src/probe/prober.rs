@@ -23,7 +23,8 @@ use super::round::{
 };
 use super::tors::{record_tors, tor_table};
 use super::{ProbeSettings, group, leaver, membership, trace};
-use crate::collective::{CommConfig, Communicator};
+use crate::collective::Communicator;
+use crate::collective::identity::IDENTITY_STEP;
 use crate::health::hardware::Signs;
 use crate::health::plan::confirm_pairs;
 use crate::health::{
@@ -164,6 +165,7 @@ impl Prober {
         self.part.active = false;
         self.part.group_members = 0;
         self.part.wire_version = None;
+        self.part.certificate_mode = None;
         self.part.members.iter_mut().for_each(|m| m.up = false);
         self.part.last_error = Some(why);
         self.part.pause_reason = Some(reason);
@@ -299,7 +301,18 @@ impl Prober {
             return false;
         }
         let rank = members.iter().position(|i| *i == me).unwrap_or(0);
-        let cfg = self.group_config(&members, rank);
+        let comm_id = self.view.comm_id(self.s.comm.transport.comm_id, &members);
+        let cfg = match self
+            .s
+            .group_config(self.view.candidates(), comm_id, &members, rank)
+        {
+            Ok(cfg) => cfg,
+            Err(e) => {
+                let why = format!("this node's identity cannot be used: {e}");
+                self.pause(PauseReason::FormFailed, why, true);
+                return false;
+            }
+        };
         let l = match self.listener.try_clone() {
             Ok(l) => l,
             Err(e) => {
@@ -314,6 +327,12 @@ impl Prober {
         let addrs = self.addrs(&members);
         let mut c = match Communicator::init(l, rank, addrs, cfg) {
             Ok(c) => c,
+            Err(e) if e.step == IDENTITY_STEP && e.peer.is_some_and(|p| p != rank) => {
+                // Every other member sees the same failed proof: all form without it.
+                let bad = members[e.peer.unwrap_or_default()];
+                self.exclude(bad, &e.message);
+                return false;
+            }
             Err(e) => {
                 self.pause(
                     PauseReason::FormFailed,
@@ -339,30 +358,6 @@ impl Prober {
         self.group = members;
         self.comm = Some(c);
         true
-    }
-
-    /// The communicator settings for this group: its own comm id, and the test-only
-    /// faults injected towards each peer (a peer's own spec before the general one).
-    fn group_config(&self, members: &[usize], rank: usize) -> CommConfig {
-        let mut cfg = self.s.comm.clone();
-        cfg.transport.comm_id = self.view.comm_id(self.s.comm.transport.comm_id, members);
-        for p in (0..members.len()).filter(|p| *p != rank) {
-            let addr = self.view.candidates()[members[p]].addr;
-            let own = self
-                .s
-                .inject_peers
-                .iter()
-                .find(|(a, _)| *a == addr)
-                .map(|(_, f)| f);
-            if let Some(spec) = own.or(self.s.inject.as_ref()) {
-                cfg.transport.faults.insert(p, spec.clone());
-            }
-        }
-        let victim = self.s.inject_forge_relayed.and_then(|a| {
-            (0..members.len()).find(|p| self.view.candidates()[members[*p]].addr == a)
-        });
-        cfg.relay_fault = victim.map(super::forgeries::forging_relay);
-        cfg
     }
 
     /// After the mesh forms, the members agree on names (DNS membership), on the engine
@@ -821,6 +816,7 @@ impl Prober {
         part.rounds_ok += 1;
         part.group_members = m_size;
         part.wire_version = Some(r.wire_version);
+        part.certificate_mode = Some(r.certificate_mode);
         // Per-node probe values only for the members measured this round: a left-out
         // node's frozen score is not a measurement.
         for (i, v) in part.members.iter_mut().enumerate() {

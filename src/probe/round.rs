@@ -69,6 +69,8 @@ pub struct RoundResult {
     pub plan: Plan,
     /// The wire version the group spoke (the highest every member supports).
     pub wire_version: u8,
+    /// Whether the group's members proved who they are with certificates.
+    pub certificate_mode: bool,
 }
 
 /// What this member contributes besides its timings.
@@ -603,6 +605,7 @@ pub fn round_trip(
     let measured = x.gather(mine)?;
     Ok(RoundResult {
         wire_version: x.comm.wire_version(),
+        certificate_mode: x.comm.certificate_mode(),
         measured,
         stride,
         ring: ring_run,

@@ -11,9 +11,11 @@ use std::time::Duration;
 use super::congestion::CongestionSettings;
 use super::device::DeviceSettings;
 use super::device::runner::Pinger;
-use super::membership::{self, Source};
+use super::membership::{self, Candidate, Source};
 use crate::collective::CommConfig;
+use crate::collective::identity::{MemberIdentity, Subject};
 use crate::collective::transport::{FaultSpec, TransportConfig};
+use crate::config::identity::{IdentityFileError, IdentityFiles};
 use crate::config::types::{DnsTarget, PeerAddr, RankSpec, TrafficClass};
 use crate::config::{Config, HealthSection, ProbeSection};
 use crate::health::HealthConfig;
@@ -69,6 +71,8 @@ pub struct ProbeSettings {
     pub inject_forge_relayed: Option<std::net::SocketAddr>,
     /// The lowest wire version the group may speak (`collective.min_wire_version`).
     pub min_wire_version: u8,
+    /// Certificate mode: this node's identity files, read at every formation.
+    pub identity: Option<IdentityFiles>,
     /// How long a member that broke the hand-over is left out (`probe.exclusion`).
     pub exclusion: Duration,
     /// Fault injection (tests and the demo): hardware signs reported every round.
@@ -200,6 +204,56 @@ fn read_key(config: &Config) -> Result<Vec<u8>, SettingsError> {
         tracing::warn!(path = %path.display(), "collective.key_file is readable by every user; make it 0600 or 0400");
     }
     Ok(secret.bytes)
+}
+
+impl ProbeSettings {
+    /// The communicator settings for a group of `members` (candidate indices) in which this
+    /// member is `rank`, with id `comm_id`: the test-only faults injected towards each peer
+    /// (a peer's own spec before the general one), and in certificate mode this node's
+    /// identity, read from its files now (a rotated certificate counts from this formation
+    /// on), with what each member's certificate must be valid for: its name, or its probe
+    /// address when it is known by address.
+    pub(super) fn group_config(
+        &self,
+        candidates: &[Candidate],
+        comm_id: u64,
+        members: &[usize],
+        rank: usize,
+    ) -> Result<CommConfig, IdentityFileError> {
+        let mut cfg = self.comm.clone();
+        cfg.transport.comm_id = comm_id;
+        for p in (0..members.len()).filter(|p| *p != rank) {
+            let addr = candidates[members[p]].addr;
+            let own = self.inject_peers.iter().find(|(a, _)| *a == addr);
+            if let Some(spec) = own.map(|(_, f)| f).or(self.inject.as_ref()) {
+                cfg.transport.faults.insert(p, spec.clone());
+            }
+        }
+        let victim = self
+            .inject_forge_relayed
+            .and_then(|a| (0..members.len()).find(|p| candidates[members[*p]].addr == a));
+        cfg.relay_fault = victim.map(super::forgeries::forging_relay);
+        if let Some(files) = &self.identity {
+            let subjects = members.iter().map(|m| subject(&candidates[*m])).collect();
+            cfg.identity = Some(MemberIdentity {
+                identity: Arc::new(files.load()?),
+                subjects,
+            });
+        }
+        Ok(cfg)
+    }
+}
+
+/// What a member's certificate must be valid for: the name it is known by, or its probe
+/// address when that name is only its address.
+fn subject(c: &Candidate) -> Subject {
+    let by_address = c.name.parse::<std::net::SocketAddr>().is_ok()
+        || c.name.parse::<std::net::IpAddr>().is_ok();
+    if by_address {
+        Subject::Ip(c.addr.ip())
+    } else {
+        Subject::Name(c.name.clone())
+    }
 }
 
 /// The engine's transport and timeouts for a group with base id `base_id`.
@@ -397,6 +451,7 @@ impl ProbeSettings {
             inject_oversize_handover: p.inject_oversize_handover,
             inject_forge_relayed: p.inject_forge_relayed.as_ref().map(|a| a.addr()),
             min_wire_version: u8::try_from(config.collective.min_wire_version).unwrap_or(u8::MAX),
+            identity: config.collective.identity_files(),
             exclusion: p.exclusion,
             inject_signs: Signs::from_labels(&p.inject_hardware_signs),
             hard_faults: super::hard_faults::HardFaultRules {

@@ -264,6 +264,9 @@ pub struct ProbeSnapshot {
     /// The wire version the group speaks: the highest every member supports (None while
     /// it is not formed).
     pub wire_version: Option<u8>,
+    /// Whether the formed group's members proved who they are with certificates (None
+    /// while it is not formed).
+    pub certificate_mode: Option<bool>,
     /// Gathered blocks (rows, plans, device-plane rows) whose author's signature failed
     /// since start, by the name of the first member that relayed them (see
     /// `collective::authorship::Forgery::relay`).

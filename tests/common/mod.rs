@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod alert_chain;
+pub mod ca;
 pub mod fake_apiserver;
 pub mod helm;
 pub mod netns;

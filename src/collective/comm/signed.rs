@@ -5,10 +5,13 @@
 use super::{Communicator, Op, check_len};
 use crate::collective::algo::ring;
 use crate::collective::authorship::{
-    self, Authors, Forgery, PUBLIC_LEN, RowKey, SIGNATURE_LEN, Statement,
+    self, Authors, Forgery, PUBLIC_LEN, RowKey, SIGNATURE_LEN, SIGNED_VERSION, Statement,
 };
+use rustls_pki_types::CertificateDer;
+
 use crate::collective::dtype::DataType;
 use crate::collective::error::{CollError, CollResult, HcclCode};
+use crate::collective::identity::{self, IDENTITY_STEP, MemberIdentity, PROOF_MAX};
 
 /// What a communicator signs its all-gathers with (see [`Communicator::all_gather_signed`]).
 #[derive(Debug)]
@@ -19,12 +22,41 @@ pub(super) struct Signing {
     /// Forgeries found and not yet taken ([`Communicator::take_forgeries`]), at most
     /// [`FOUND_MAX`].
     found: Vec<Forgery>,
+    /// Certificate mode: each rank's certificate, as its proof carried it.
+    leaves: Option<Vec<CertificateDer<'static>>>,
 }
 
 /// Forgeries kept until taken: a caller that never takes them costs a bounded amount.
 const FOUND_MAX: usize = 4096;
 
 impl Communicator {
+    /// How this communicator signs its all-gathers, once its mesh is up: with keys its
+    /// members' certificates vouch for (certificate mode, which needs version 4 of every
+    /// member), with keys handed over directly (version 4), or not at all.
+    pub(super) fn establish_signing(&mut self) -> CollResult<Option<Signing>> {
+        if self.size() < 2 {
+            return Ok(None);
+        }
+        if let Some(id) = self.cfg.identity.clone() {
+            if self.wire_version() < SIGNED_VERSION {
+                return Err(CollError::new(
+                    HcclCode::NotSupport,
+                    IDENTITY_STEP,
+                    self.peers_below(SIGNED_VERSION).first().copied(),
+                    format!(
+                        "certificate identity needs every member to speak wire version {SIGNED_VERSION}; the group would speak {}",
+                        self.wire_version()
+                    ),
+                ));
+            }
+            return self.prove_identities(&id).map(Some);
+        }
+        if self.wire_version() >= SIGNED_VERSION {
+            return self.hand_over_keys().map(Some);
+        }
+        Ok(None)
+    }
+
     /// Makes this member's signing key and hands its public half to every other member
     /// directly (a pairwise all-to-all: block i goes over the connection to rank i, so no
     /// third member relays a key), receiving theirs the same way.
@@ -45,7 +77,87 @@ impl Communicator {
             authors: Authors::new(keys),
             seq: 0,
             found: Vec::new(),
+            leaves: None,
         })
+    }
+
+    /// Certificate mode: makes this member's signing key, and proves to every other member
+    /// that its certificate's holder chose it, checking every other member's proof the same
+    /// way ([`identity`]). A rank whose proof fails is named in the error
+    /// ([`IDENTITY_STEP`], `peer`).
+    pub(super) fn prove_identities(&mut self, id: &MemberIdentity) -> CollResult<Signing> {
+        let internal = |e: String| CollError::new(HcclCode::Internal, IDENTITY_STEP, None, e);
+        let key = RowKey::generate().map_err(|e| internal(e.to_string()))?;
+        let (n, me) = (self.size(), self.rank());
+        let mut challenge = [0u8; 32];
+        ::ring::rand::SecureRandom::fill(&::ring::rand::SystemRandom::new(), &mut challenge)
+            .map_err(|_| internal("cannot draw a challenge".into()))?;
+        let mut challenges = vec![0u8; 32 * n];
+        self.all_gather(&challenge, &mut challenges, 32, DataType::Uint8)?;
+        let comm_id = self.cfg.transport.comm_id;
+        let own = identity::statement(comm_id, me, &challenges, &key.public());
+        let mut mine = key.public().to_vec();
+        mine.extend(
+            id.identity
+                .prove(&own)
+                .map_err(|e| internal(e.to_string()))?,
+        );
+        let all = self.all_gather_bytes(&mine, PUBLIC_LEN + PROOF_MAX)?;
+        let now = rustls_pki_types::UnixTime::now();
+        let mut keys = vec![key.public(); n];
+        let mut leaves = vec![id.identity.leaf(); n];
+        for (r, block) in all.iter().enumerate().filter(|(r, _)| *r != me) {
+            let refuse = |why: String| {
+                CollError::new(
+                    HcclCode::Para,
+                    IDENTITY_STEP,
+                    Some(r),
+                    format!(
+                        "rank {r} ({}) did not prove its identity: {why}",
+                        self.addrs[r]
+                    ),
+                )
+            };
+            let subject = id
+                .subjects
+                .get(r)
+                .ok_or_else(|| refuse("no subject is configured for it".into()))?;
+            let (public, proof) = block
+                .split_at_checked(PUBLIC_LEN)
+                .ok_or_else(|| refuse("its proof is shorter than a key".into()))?;
+            let public: [u8; PUBLIC_LEN] = public.try_into().unwrap_or([0u8; PUBLIC_LEN]);
+            let said = identity::statement(comm_id, r, &challenges, &public);
+            leaves[r] = id
+                .identity
+                .check(proof, &said, subject, now)
+                .map_err(|e| refuse(format!("as {subject}: {e}")))?;
+            keys[r] = public;
+        }
+        Ok(Signing {
+            key,
+            authors: Authors::new(keys),
+            seq: 0,
+            found: Vec::new(),
+            leaves: Some(leaves),
+        })
+    }
+
+    /// Whether this communicator's members proved who they are with certificates
+    /// (certificate mode).
+    pub fn certificate_mode(&self) -> bool {
+        self.signing.as_ref().is_some_and(|s| s.leaves.is_some())
+    }
+
+    /// Certificate mode: whether `rank`'s certificate is valid for `name`. None in shared-key
+    /// mode, where nothing vouches for a name.
+    pub fn certifies(&self, rank: usize, name: &str) -> Option<bool> {
+        let leaves = self.signing.as_ref()?.leaves.as_ref()?;
+        let subject = identity::Subject::Name(name.to_string());
+        Some(
+            leaves
+                .get(rank)
+                .is_some_and(|l| identity::certifies(l, &subject)),
+        )
     }
 
     /// Whether this communicator's all-gathers are signed (wire version 4 and more than

@@ -44,6 +44,18 @@ section! {
         /// File holding the shared authentication key (at least 16 bytes).
         #[serde(skip_serializing_if = "Option::is_none")]
         key_file: Option<PathBuf> = None, Spec::PATH;
+        /// Certificate mode: this node's certificate chain (PEM, leaf first), issued by the
+        /// cluster CA for its node name (`peer_names`) or its probe address. Set with
+        /// `identity_key_file` and `identity_ca_file`; re-read at every group formation.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        identity_cert_file: Option<PathBuf> = None, Spec::PATH;
+        /// Certificate mode: the certificate's private key (PEM).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        identity_key_file: Option<PathBuf> = None, Spec::PATH;
+        /// Certificate mode: the cluster CA's certificates (PEM) every member's certificate
+        /// must chain to.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        identity_ca_file: Option<PathBuf> = None, Spec::PATH;
         /// An HCCL rank table (`RANK_TABLE_FILE`) to take the members from instead of
         /// `peers`: one member per server, in order of first appearance.
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -82,6 +94,16 @@ section! {
 }
 
 impl CollectiveConfig {
+    /// The identity files (certificate mode) when all three are set; None otherwise
+    /// (`check-config` refuses one or two of them).
+    pub fn identity_files(&self) -> Option<crate::config::identity::IdentityFiles> {
+        Some(crate::config::identity::IdentityFiles {
+            cert: self.identity_cert_file.clone()?,
+            key: self.identity_key_file.clone()?,
+            ca: self.identity_ca_file.clone()?,
+        })
+    }
+
     /// Fills `peers` from `rank_table_file`, if one is set. The daemon is per node, so the
     /// members are the table's hosts, not its device ranks: each host's address is its
     /// first rank's `host_ip` (else `device_ip`) on `rank_table_port`.

@@ -130,6 +130,15 @@ fn integrity(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
             .map(|(r, n)| (vec![("reason", (*r).to_string())], *n))
             .collect(),
     )?;
+    f.gauge(
+        "hcclwatch_probe_certificate_mode",
+        "Whether the formed probe group's members proved who they are with certificates of the cluster CA (1), or with the shared key alone (0); absent while not formed.",
+        pr.certificate_mode
+            .filter(|_| pr.active)
+            .map(|m| (vec![], flag(m)))
+            .into_iter()
+            .collect(),
+    )?;
     f.counter(
         "hcclwatch_probe_forged_rows",
         "Gathered probe blocks (rows, plans, device-plane rows) whose author's signature failed and that were left out, by the first member that relayed them (wire version 4; docs/security.md).",
