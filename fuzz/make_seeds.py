@@ -281,3 +281,10 @@ aurvh9jafk4Wldn6KQoSbupJAlShRANCAAQFEsemic9S0mP1xuPNA9rTTvw72eLJ
 indent = lambda s: "".join("    " + l + "\n" for l in s.strip().splitlines())
 put("web_config", "inline_tls", "tls_server_config:\n  cert: |\n" + indent(cert) + "  key: |\n" + indent(key)
     + "  client_auth_type: NoClientCert\n  min_version: TLS12\n  max_version: TLS13\nhttp_server_config:\n  http2: true\n")
+
+# --- identity_proof: one byte choosing raw (even) or overwrite (odd), then the proof, or
+# (offset u16 LE, byte) triples written over the target's own valid proof.
+put("identity_proof", "empty", bytes([0]))
+put("identity_proof", "overwrite", bytes([1, 0, 0, 0, 5, 0, 7]))
+put("identity_proof", "huge_length", bytes([0, 1, 0xff, 0xff, 0xff, 0xff]))
+put("identity_proof", "unchanged", bytes([1]))

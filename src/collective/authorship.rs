@@ -158,8 +158,8 @@ pub struct Forgery {
     /// can tell: on the ring every block of author a passed a + 1, ..., this member − 1,
     /// so the forger lies on the stretch after the forged author nearest upstream, and
     /// this is that stretch's first member. It is the forger when the forger rewrites
-    /// every block it relays, or its victim's only; otherwise the forger is further
-    /// along. A block from this member's left neighbour came without a relay: `relay` is
+    /// every block it relays, or when its victim is its left neighbour; otherwise the
+    /// forger is further along. A block from this member's left neighbour came without a relay: `relay` is
     /// then its author (its connection, not a relay, was forged).
     pub relay: usize,
 }

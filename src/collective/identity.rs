@@ -156,6 +156,12 @@ impl Identity {
         let (scheme, sig) = me.sign(probe)?;
         me.check_signature(&me.chain[0], scheme, probe, &sig)
             .map_err(|_| IdentityError::KeyMismatch)?;
+        let size = me.prove(probe)?.len();
+        if size > PROOF_MAX {
+            return Err(IdentityError::Chain(format!(
+                "the chain makes a proof of {size} bytes, more than the {PROOF_MAX} a member accepts"
+            )));
+        }
         Ok(me)
     }
 
@@ -193,6 +199,16 @@ impl Identity {
         valid_for(&leaf, subject)?;
         self.check_signature(&chain[0], scheme, statement, sig)?;
         Ok(chain[0].clone().into_owned())
+    }
+
+    /// [`Self::check`] at the current time.
+    pub fn check_now(
+        &self,
+        proof: &[u8],
+        statement: &[u8],
+        subject: &Subject,
+    ) -> Result<CertificateDer<'static>, IdentityError> {
+        self.check(proof, statement, subject, UnixTime::now())
     }
 
     /// This member's own certificate.
@@ -318,20 +334,23 @@ fn parse(b: &[u8]) -> Result<(Vec<CertificateDer<'_>>, SignatureScheme, &[u8]), 
     Ok((chain, scheme, sig))
 }
 
-/// What a member's certificate key signs when a communicator forms: the communicator,
-/// its rank, every member's challenge (in rank order) and its signing key's public half.
+/// What a member's certificate key signs for one other member when a communicator forms:
+/// the communicator, its own rank, the rank it proves itself to, that member's challenge
+/// and the public half of its signing key.
 pub fn statement(
     comm_id: u64,
     rank: usize,
-    challenges: &[u8],
+    verifier: usize,
+    challenge: &[u8],
     row_key: &[u8; PUBLIC_LEN],
 ) -> Vec<u8> {
-    let mut m = Vec::with_capacity(DOMAIN.len() + 24 + challenges.len() + PUBLIC_LEN);
+    let mut m = Vec::with_capacity(DOMAIN.len() + 32 + challenge.len() + PUBLIC_LEN);
     m.extend_from_slice(DOMAIN);
     m.extend_from_slice(&comm_id.to_le_bytes());
     m.extend_from_slice(&(rank as u64).to_le_bytes());
-    m.extend_from_slice(&(challenges.len() as u64).to_le_bytes());
-    m.extend_from_slice(challenges);
+    m.extend_from_slice(&(verifier as u64).to_le_bytes());
+    m.extend_from_slice(&(challenge.len() as u64).to_le_bytes());
+    m.extend_from_slice(challenge);
     m.extend_from_slice(row_key);
     m
 }
@@ -388,7 +407,7 @@ mod tests {
         let a = ca.identity(&["node-a", "10.0.0.1"]);
         let b = ca.identity(&["node-b"]);
         let now = UnixTime::now();
-        let said = statement(7, 1, &[1u8; 64], &[9u8; PUBLIC_LEN]);
+        let said = statement(7, 1, 0, &[1u8; 32], &[9u8; PUBLIC_LEN]);
         let proof = a.prove(&said).unwrap();
         b.check(&proof, &said, &name("node-a"), now).unwrap();
         b.check(
@@ -398,12 +417,14 @@ mod tests {
             now,
         )
         .unwrap();
-        // Another statement: another communicator, rank, challenge or signing key.
+        // Another statement: another communicator, rank, verifier, challenge or signing
+        // key.
         for other in [
-            statement(8, 1, &[1u8; 64], &[9u8; PUBLIC_LEN]),
-            statement(7, 2, &[1u8; 64], &[9u8; PUBLIC_LEN]),
-            statement(7, 1, &[2u8; 64], &[9u8; PUBLIC_LEN]),
-            statement(7, 1, &[1u8; 64], &[8u8; PUBLIC_LEN]),
+            statement(8, 1, 0, &[1u8; 32], &[9u8; PUBLIC_LEN]),
+            statement(7, 2, 0, &[1u8; 32], &[9u8; PUBLIC_LEN]),
+            statement(7, 1, 2, &[1u8; 32], &[9u8; PUBLIC_LEN]),
+            statement(7, 1, 0, &[2u8; 32], &[9u8; PUBLIC_LEN]),
+            statement(7, 1, 0, &[1u8; 32], &[8u8; PUBLIC_LEN]),
         ] {
             assert_eq!(
                 b.check(&proof, &other, &name("node-a"), now),
@@ -457,7 +478,7 @@ mod tests {
     fn malformed_proofs_are_refused_without_a_panic() {
         let ca = ca();
         let a = ca.identity(&["node-a"]);
-        let said = statement(7, 1, &[1u8; 32], &[9u8; PUBLIC_LEN]);
+        let said = statement(7, 1, 0, &[1u8; 32], &[9u8; PUBLIC_LEN]);
         let proof = a.prove(&said).unwrap();
         let now = UnixTime::now();
         // Every truncation, an empty proof, a chain of 0 or 200, a huge length.

@@ -58,25 +58,38 @@ pub enum IdentityFileError {
 impl IdentityFiles {
     /// Reads and checks the three files.
     pub fn load(&self) -> Result<Identity, IdentityFileError> {
-        let certs = |path: &PathBuf| -> Result<_, IdentityFileError> {
-            let text = file::read_text(path, file::WEB_LIMIT)?;
-            parse_certs(&text).map_err(|source| IdentityFileError::Certs {
-                path: path.clone(),
-                source,
-            })
-        };
-        let chain = certs(&self.cert)?;
-        let roots = certs(&self.ca)?;
-        let key_text = file::read_text(&self.key, file::WEB_LIMIT)?;
-        let key = PrivateKeyDer::from_pem_slice(key_text.as_bytes()).map_err(|e| {
-            IdentityFileError::Key {
-                path: self.key.clone(),
-                reason: e.to_string(),
-            }
-        })?;
-        Identity::new(chain, &key, roots).map_err(|source| IdentityFileError::Identity {
-            cert: self.cert.clone(),
+        let read = |path: &PathBuf| file::read_text(path, file::WEB_LIMIT);
+        from_pem(
+            &read(&self.cert)?,
+            &read(&self.key)?,
+            &read(&self.ca)?,
+            self,
+        )
+    }
+}
+
+/// An identity from the PEM texts of the three files (`at` names them in errors).
+pub fn from_pem(
+    cert: &str,
+    key: &str,
+    ca: &str,
+    at: &IdentityFiles,
+) -> Result<Identity, IdentityFileError> {
+    let certs = |text: &str, path: &PathBuf| {
+        parse_certs(text).map_err(|source| IdentityFileError::Certs {
+            path: path.clone(),
             source,
         })
-    }
+    };
+    let chain = certs(cert, &at.cert)?;
+    let roots = certs(ca, &at.ca)?;
+    let key =
+        PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|e| IdentityFileError::Key {
+            path: at.key.clone(),
+            reason: e.to_string(),
+        })?;
+    Identity::new(chain, &key, roots).map_err(|source| IdentityFileError::Identity {
+        cert: at.cert.clone(),
+        source,
+    })
 }

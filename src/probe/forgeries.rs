@@ -23,7 +23,9 @@ pub struct ForgedRows {
 
 impl ForgedRows {
     /// Takes the forgeries `comm`'s signed all-gathers found since the last call and
-    /// counts them ([`Self::count`]).
+    /// counts them ([`Self::count`]). The prober calls it after every round, after every
+    /// formation (also one a forgery broke) and before it drops a communicator, so a
+    /// forgery that broke a round is counted too.
     pub fn take_from(
         &mut self,
         comm: Option<&mut Communicator>,

@@ -84,7 +84,7 @@ pub fn adopt_engine(
     };
     let digest = *blake3::hash(&mine).as_bytes();
     let mut all = vec![0u8; 32 * n];
-    c.all_gather_signed("engine state digest", &digest, &mut all, DataType::Uint8)?;
+    c.all_gather_agreed("engine state digest", &digest, &mut all, DataType::Uint8)?;
     let digests: Vec<&[u8]> = all.chunks_exact(32).collect();
     let majority = digests
         .iter()
@@ -189,7 +189,7 @@ pub fn exchange_names(c: &mut Communicator, own: &str) -> CollResult<Vec<Option<
     let len = if b.len() <= NAME_MAX { b.len() } else { 0 };
     mine[..len].copy_from_slice(&b[..len]);
     let mut all = vec![0u8; NAME_MAX * c.size()];
-    c.all_gather_signed("member name", &mine, &mut all, DataType::Uint8)?;
+    c.all_gather_agreed("member name", &mine, &mut all, DataType::Uint8)?;
     Ok(all
         .chunks_exact(NAME_MAX)
         .enumerate()
@@ -239,7 +239,7 @@ pub fn exchange_places(
         }
     }
     let mut all = vec![0u8; PLACE_BYTES * c.size()];
-    c.all_gather_signed("member place", &mine, &mut all, DataType::Uint8)?;
+    c.all_gather_agreed("member place", &mine, &mut all, DataType::Uint8)?;
     Ok(all.chunks_exact(PLACE_BYTES).map(decode_place).collect())
 }
 

@@ -172,6 +172,8 @@ impl Prober {
         if failed_round {
             self.part.rounds_failed += 1;
         }
+        self.forged
+            .take_from(self.comm.as_mut(), &mut self.part, &self.group);
         self.comm = None;
     }
 
@@ -328,7 +330,7 @@ impl Prober {
         let mut c = match Communicator::init(l, rank, addrs, cfg) {
             Ok(c) => c,
             Err(e) if e.step == IDENTITY_STEP && e.peer.is_some_and(|p| p != rank) => {
-                // Every other member sees the same failed proof: all form without it.
+                // The proof came over the rank's own connection: its sender failed it.
                 let bad = members[e.peer.unwrap_or_default()];
                 self.exclude(bad, &e.message);
                 return false;
@@ -346,7 +348,11 @@ impl Prober {
             old.iter().for_each(|r| self.exclude(members[*r], &why));
             return false;
         }
-        if !self.agree(&mut c, &members, n) || !self.share_places(&mut c, &members, place) {
+        let agreed = self.agree(&mut c, &members, n) && self.share_places(&mut c, &members, place);
+        // Forgeries found while agreeing count even when they broke the formation.
+        self.forged
+            .take_from(Some(&mut c), &mut self.part, &members);
+        if !agreed {
             return false;
         }
         if left_out.is_empty() {

@@ -200,13 +200,13 @@ impl Exchange<'_> {
     /// not absorb the arrival lag. No single member (rank 0 included) chooses it: see
     /// [`Plan::agree`].
     ///
-    /// A forged proposal (wire version 4) counts as none: its place holds a plan no
-    /// honest member proposes, so it cannot join a majority.
+    /// A forged proposal (wire version 4) breaks the round: only the members downstream of
+    /// the forger see it, and leaving it out there alone could split the group's plan.
     fn agree(&mut self, proposal: &Plan) -> CollResult<Plan> {
         let mine = proposal.encode();
         let mut all = vec![0u8; mine.len() * self.comm.size()];
         self.comm
-            .all_gather_signed("probe plan", &mine, &mut all, DataType::Uint64)?;
+            .all_gather_agreed("probe plan", &mine, &mut all, DataType::Uint64)?;
         let plans: Vec<Plan> = all
             .chunks_exact(mine.len())
             .map(|b| Plan::decode(b, self.comm.size()))

@@ -6,6 +6,7 @@
 
 mod failures;
 mod reference;
+mod signed;
 mod world;
 
 use std::net::{SocketAddr, TcpListener};

@@ -90,7 +90,8 @@ pub fn pass(
             Some((right, sb)),
             Some((left, rb, mode)),
         )?;
-        if let Some(hook) = relay {
+        // Only a part this rank forwards (all but the last step's) passes the hook.
+        if let Some(hook) = relay.filter(|_| s + 2 < m) {
             hook(recv_part, &mut buf[parts[recv_part].clone()]);
         }
     }

@@ -83,50 +83,66 @@ impl Communicator {
 
     /// Certificate mode: makes this member's signing key, and proves to every other member
     /// that its certificate's holder chose it, checking every other member's proof the same
-    /// way ([`identity`]). A rank whose proof fails is named in the error
+    /// way ([`identity`]). Every challenge and every proof goes over the connection between
+    /// the two members it is for (pairwise all-to-alls), so no third member can alter one
+    /// and have its author blamed. A rank whose proof fails is named in the error
     /// ([`IDENTITY_STEP`], `peer`).
     pub(super) fn prove_identities(&mut self, id: &MemberIdentity) -> CollResult<Signing> {
         let internal = |e: String| CollError::new(HcclCode::Internal, IDENTITY_STEP, None, e);
         let key = RowKey::generate().map_err(|e| internal(e.to_string()))?;
         let (n, me) = (self.size(), self.rank());
-        let mut challenge = [0u8; 32];
-        ::ring::rand::SecureRandom::fill(&::ring::rand::SystemRandom::new(), &mut challenge)
+        // A fresh challenge for each member, and each member's for this one.
+        let mut asked = vec![0u8; 32 * n];
+        ::ring::rand::SecureRandom::fill(&::ring::rand::SystemRandom::new(), &mut asked)
             .map_err(|_| internal("cannot draw a challenge".into()))?;
-        let mut challenges = vec![0u8; 32 * n];
-        self.all_gather(&challenge, &mut challenges, 32, DataType::Uint8)?;
+        let mut given = vec![0u8; 32 * n];
+        self.all_to_all(&asked, &mut given, 32, DataType::Uint8)?;
         let comm_id = self.cfg.transport.comm_id;
-        let own = identity::statement(comm_id, me, &challenges, &key.public());
-        let mut mine = key.public().to_vec();
-        mine.extend(
-            id.identity
-                .prove(&own)
-                .map_err(|e| internal(e.to_string()))?,
-        );
-        let all = self.all_gather_bytes(&mine, PUBLIC_LEN + PROOF_MAX)?;
+        let mut proofs = vec![Vec::new(); n];
+        for (p, proof) in proofs.iter_mut().enumerate().filter(|(p, _)| *p != me) {
+            let said =
+                identity::statement(comm_id, me, p, &given[32 * p..32 * (p + 1)], &key.public());
+            proof.extend_from_slice(&key.public());
+            proof.extend(
+                id.identity
+                    .prove(&said)
+                    .map_err(|e| internal(e.to_string()))?,
+            );
+        }
+        let width = self.proof_width(proofs.iter().map(Vec::len).max().unwrap_or(0))?;
+        let block = 4 + width;
+        let mut send = vec![0u8; block * n];
+        for (p, proof) in proofs.iter().enumerate() {
+            let at = &mut send[p * block..(p + 1) * block];
+            at[..4].copy_from_slice(&(proof.len() as u32).to_le_bytes());
+            at[4..4 + proof.len()].copy_from_slice(proof);
+        }
+        let mut recv = vec![0u8; block * n];
+        self.all_to_all(&send, &mut recv, block, DataType::Uint8)?;
         let now = rustls_pki_types::UnixTime::now();
         let mut keys = vec![key.public(); n];
         let mut leaves = vec![id.identity.leaf(); n];
-        for (r, block) in all.iter().enumerate().filter(|(r, _)| *r != me) {
+        for (r, b) in recv
+            .chunks_exact(block)
+            .enumerate()
+            .filter(|(r, _)| *r != me)
+        {
             let refuse = |why: String| {
-                CollError::new(
-                    HcclCode::Para,
-                    IDENTITY_STEP,
-                    Some(r),
-                    format!(
-                        "rank {r} ({}) did not prove its identity: {why}",
-                        self.addrs[r]
-                    ),
-                )
+                let at = self.addrs[r];
+                let message = format!("rank {r} ({at}) did not prove its identity: {why}");
+                CollError::new(HcclCode::Para, IDENTITY_STEP, Some(r), message)
             };
             let subject = id
                 .subjects
                 .get(r)
                 .ok_or_else(|| refuse("no subject is configured for it".into()))?;
-            let (public, proof) = block
-                .split_at_checked(PUBLIC_LEN)
-                .ok_or_else(|| refuse("its proof is shorter than a key".into()))?;
+            let len = u32::from_le_bytes(b[..4].try_into().unwrap_or_default()) as usize;
+            let (public, proof) = b[4..]
+                .get(..len)
+                .and_then(|d| d.split_at_checked(PUBLIC_LEN))
+                .ok_or_else(|| refuse("its proof is malformed".into()))?;
             let public: [u8; PUBLIC_LEN] = public.try_into().unwrap_or([0u8; PUBLIC_LEN]);
-            let said = identity::statement(comm_id, r, &challenges, &public);
+            let said = identity::statement(comm_id, r, me, &asked[32 * r..32 * (r + 1)], &public);
             leaves[r] = id
                 .identity
                 .check(proof, &said, subject, now)
@@ -140,6 +156,36 @@ impl Communicator {
             found: Vec::new(),
             leaves: Some(leaves),
         })
+    }
+
+    /// The width of the proofs' all-to-all: the longest proof any member makes (all-gathered;
+    /// a width past the bound fails on every member, blaming no one, as a relay may have
+    /// inflated it).
+    fn proof_width(&mut self, longest: usize) -> CollResult<usize> {
+        let n = self.size();
+        let mut all = vec![0u8; 8 * n];
+        self.all_gather(
+            &(longest as u64).to_le_bytes(),
+            &mut all,
+            1,
+            DataType::Uint64,
+        )?;
+        let width = all
+            .chunks_exact(8)
+            .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
+            .max()
+            .unwrap_or(0);
+        let bound = (PUBLIC_LEN + PROOF_MAX) as u64;
+        if width > bound {
+            let e = format!("a member's identity proof is {width} bytes, more than {bound}");
+            return Err(CollError::new(
+                HcclCode::Para,
+                "init: identity width",
+                None,
+                e,
+            ));
+        }
+        Ok(width as usize)
     }
 
     /// Whether this communicator's members proved who they are with certificates
@@ -183,6 +229,10 @@ impl Communicator {
         dtype: DataType,
     ) -> CollResult<Vec<Forgery>> {
         let (n, me) = (self.size(), self.rank());
+        if send.is_empty() {
+            // Every member passes the same length: nothing to gather, nothing to sign.
+            return Ok(Vec::new());
+        }
         let Some(signing) = &self.signing else {
             // Unsigned, as releases before version 4 gather: the element type is in every
             // frame's header, so it must be theirs.
@@ -254,6 +304,34 @@ impl Communicator {
         let room = FOUND_MAX.saturating_sub(signing.found.len());
         signing.found.extend(forged.iter().take(room));
         Ok(forged)
+    }
+
+    /// [`all_gather_signed`](Self::all_gather_signed) for blocks every member must read
+    /// alike (plans, names, places, port tables, digests, widths): only the members
+    /// downstream of a forger see its forgery, so going on would split the group. Any
+    /// failed block breaks the communicator instead, naming its author and relay (every
+    /// member then re-forms); the forgery is kept for [`take_forgeries`](Self::take_forgeries).
+    pub fn all_gather_agreed(
+        &mut self,
+        context: &'static str,
+        send: &[u8],
+        recv: &mut [u8],
+        dtype: DataType,
+    ) -> CollResult<()> {
+        let forged = self.all_gather_signed(context, send, recv, dtype)?;
+        let Some(f) = forged.first() else {
+            return Ok(());
+        };
+        let e = CollError::new(
+            HcclCode::Remote,
+            "all_gather_agreed",
+            Some(f.relay),
+            format!(
+                "the {context} of rank {} failed its author's signature (relayed from rank {} on): re-forming",
+                f.author, f.relay
+            ),
+        );
+        Err(self.poison(e))
     }
 
     /// The forgeries every signed all-gather found since the last call (every kind of

@@ -283,7 +283,7 @@ impl DevicePlane {
         ];
         let mut all = vec![0u8; 24 * c.size()];
         let bytes: Vec<u8> = mine.iter().flat_map(|w| w.to_le_bytes()).collect();
-        c.all_gather_signed("device row width", &bytes, &mut all, DataType::Uint64)?;
+        c.all_gather_agreed("device row width", &bytes, &mut all, DataType::Uint64)?;
         let words: Vec<u64> = all
             .chunks_exact(8)
             .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))

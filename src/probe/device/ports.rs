@@ -85,7 +85,7 @@ pub fn exchange(
     }
     let mine = encode(local);
     let mut all = vec![0u8; mine.len() * c.size()];
-    c.all_gather_signed("npu ports", &mine, &mut all, DataType::Uint64)?;
+    c.all_gather_agreed("npu ports", &mine, &mut all, DataType::Uint64)?;
     Ok(decode(&all, members))
 }
 
@@ -104,7 +104,7 @@ pub fn exchange_vnics(
     let pod_word = super_pod.map_or(0, |p| u64::from(p) + 1);
     mine.extend_from_slice(&pod_word.to_le_bytes());
     let mut all = vec![0u8; mine.len() * c.size()];
-    c.all_gather_signed("npu vnics", &mine, &mut all, DataType::Uint64)?;
+    c.all_gather_agreed("npu vnics", &mine, &mut all, DataType::Uint64)?;
     Ok(decode_vnics(&all, members, c.rank()))
 }
 
