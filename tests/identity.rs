@@ -244,6 +244,20 @@ fn daemons_in_certificate_mode_form_a_signing_group_and_leave_out_a_member_with_
     }
 }
 
+/// Runs `hcclwatch check-config` on `path`: whether it passed, and what it printed on
+/// stderr.
+fn check_config(path: &Path) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hcclwatch"))
+        .arg("check-config")
+        .arg(path)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn check_config_checks_the_identity_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -256,26 +270,13 @@ fn check_config_checks_the_identity_files() {
     let good = member_config(dir.path(), &ca, &peers, 0, "node-0");
     let path = dir.path().join("good.toml");
     std::fs::write(&path, &good).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hcclwatch"))
-        .arg("check-config")
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (ok, err) = check_config(&path);
+    assert!(ok, "{err}");
     // The key of another certificate: refused, naming the certificate file and why.
     let (_, other_key) = ca.issue("node-0");
     std::fs::write(dir.path().join("node-0.key"), other_key).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hcclwatch"))
-        .arg("check-config")
-        .arg(&path)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
+    let (ok, err) = check_config(&path);
+    assert!(!ok, "{err}");
     assert!(
         err.contains("collective.identity_cert_file")
             && err.contains("node-0.crt")
@@ -289,11 +290,6 @@ fn check_config_checks_the_identity_files() {
         .collect::<Vec<_>>()
         .join("\n");
     std::fs::write(&path, partial).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hcclwatch"))
-        .arg("check-config")
-        .arg(&path)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("together"), "{err}");
+    let (ok, err) = check_config(&path);
+    assert!(!ok && err.contains("together"), "{err}");
 }

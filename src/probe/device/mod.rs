@@ -530,7 +530,7 @@ impl DevicePlane {
             .collect();
         // A row whose author's signature failed says nothing: every value unknown.
         for f in &forged {
-            if let Some(row) = all.chunks_exact_mut(mine.len()).nth(f.author) {
+            if let Some(row) = all.chunks_exact_mut(mine.len().max(1)).nth(f.author) {
                 row.fill(f64::NAN);
             }
         }
