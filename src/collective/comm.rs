@@ -88,6 +88,10 @@ pub struct CommConfig {
     /// Certificate mode: this member's identity and each rank's expected subject
     /// ([`super::identity`]); None: the shared key alone.
     pub identity: Option<MemberIdentity>,
+    /// Sign all-gathers from wire version 4 (every rank must agree). The daemon always
+    /// does; a library user that plays a peer by hand may not (certificate mode signs
+    /// regardless).
+    pub sign_gathers: bool,
 }
 
 impl CommConfig {
@@ -102,6 +106,7 @@ impl CommConfig {
             slice_bytes: None,
             relay_fault: None,
             identity: None,
+            sign_gathers: true,
         }
     }
 }

@@ -368,8 +368,8 @@ pub struct Member {
     /// Where its place came from: `file`, `node_labels`, `hypernode`, `rank_table`,
     /// `inferred` (its ToR is an inferred group), or `none` when unknown.
     pub topology_source: &'static str,
-    /// Why it is left out of the group for now (it broke a formation exchange); null
-    /// while it is not.
+    /// Why it is left out of the group for now (it broke a formation exchange, did not
+    /// prove its identity, or speaks too old a wire version); null while it is not.
     pub excluded: Option<String>,
 }
 

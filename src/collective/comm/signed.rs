@@ -51,7 +51,7 @@ impl Communicator {
             }
             return self.prove_identities(&id).map(Some);
         }
-        if self.wire_version() >= SIGNED_VERSION {
+        if self.wire_version() >= SIGNED_VERSION && self.cfg.sign_gathers {
             return self.hand_over_keys().map(Some);
         }
         Ok(None)

@@ -155,7 +155,7 @@ fn integrity(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
 fn members(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     f.gauge(
         "hcclwatch_probe_member_excluded",
-        "1 while the member is left out of the group for probe.exclusion because it broke a formation exchange (its engine-state hand-over); the reason is in /api/v1/state.",
+        "1 while the member is left out of the group for probe.exclusion: it broke a formation exchange (its engine-state hand-over), did not prove its identity (certificate mode) or speaks no wire version as high as collective.min_wire_version; the reason is in /api/v1/state.",
         pr.members
             .iter()
             .map(|m| (vec![("peer", m.name.clone())], flag(m.excluded.is_some())))
