@@ -85,12 +85,9 @@ pub struct CommConfig {
     pub slice_bytes: Option<usize>,
     /// Test-only: rewrite blocks this member relays in signed all-gathers.
     pub relay_fault: Option<RelayFault>,
-    /// Certificate mode: this member's identity and each rank's expected subject
-    /// ([`super::identity`]); None: the shared key alone.
+    /// Certificate mode ([`super::identity`]); None: the shared key alone.
     pub identity: Option<MemberIdentity>,
-    /// Sign all-gathers from wire version 4 (every rank must agree). The daemon always
-    /// does; a library user that plays a peer by hand may not (certificate mode signs
-    /// regardless).
+    /// Sign all-gathers from wire version 4 (every rank alike; [`super::authorship`]).
     pub sign_gathers: bool,
 }
 
@@ -249,12 +246,6 @@ impl Communicator {
     /// round's row) follow it.
     pub fn wire_version(&self) -> u8 {
         self.mesh.version()
-    }
-
-    /// The ranks whose builds speak no wire version as high as `v`, lowest first (every
-    /// member reads every other's range in its own handshakes, so all name the same).
-    pub fn peers_below(&self, v: u8) -> Vec<usize> {
-        self.mesh.peers_below(v)
     }
 
     /// The α-β costs measured at start-up (slowest rank's view).

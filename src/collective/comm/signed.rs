@@ -30,6 +30,12 @@ pub(super) struct Signing {
 const FOUND_MAX: usize = 4096;
 
 impl Communicator {
+    /// The ranks whose builds speak no wire version as high as `v`, lowest first (every
+    /// member reads every other's range in its own handshakes, so all name the same).
+    pub fn peers_below(&self, v: u8) -> Vec<usize> {
+        self.mesh.peers_below(v)
+    }
+
     /// How this communicator signs its all-gathers, once its mesh is up: with keys its
     /// members' certificates vouch for (certificate mode, which needs version 4 of every
     /// member), with keys handed over directly (version 4), or not at all.
