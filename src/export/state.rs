@@ -149,6 +149,8 @@ pub struct NormalChanges {
     pub fabric: u64,
     /// Of a ToR's level.
     pub tor: u64,
+    /// Of a dip (a partial fabric event): its pairs became the normal.
+    pub dip: u64,
 }
 
 /// One NPU port.
@@ -452,6 +454,7 @@ impl From<&ProbeSnapshot> for State {
             normal_changes: NormalChanges {
                 fabric: p.normal_changes.fabric,
                 tor: p.normal_changes.tor,
+                dip: p.normal_changes.dip,
             },
             membership: Membership {
                 group_members: p.group_members,

@@ -7,9 +7,8 @@
 //! Each plane keeps one of each for its group today; judging every entity against the
 //! peers that share its ToR or spine means keeping one per domain.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
-use super::lifecycle::remap_pair;
 use super::stats::upper_tail;
 
 /// A round is a partial fabric event when its count of measurements slow on their own has
@@ -192,77 +191,6 @@ impl PartialFabric {
     }
 }
 
-/// The pairs a partial event explains, for as long as it lasts: the pairs seen slow in its
-/// rounds, and the pairs within its reach. A dip along the topology (a spine's pairs, the
-/// pairs between two ToRs) slows the same pairs all along, but shows as an event only in
-/// the rounds whose permutation crosses enough of them; re-measured in the rounds
-/// between, its pairs look like degraded links of their own. So they are remembered, and
-/// make no link verdict, until `hold` rounds pass with no event (a full turn of the
-/// permutation stride measures every pair once). A pair the event rounds happened not
-/// to measure slow is still within the dip's reach when the dip has slowed a pair between
-/// the same two ToRs (both ends' ToRs known; with the places unknown only the pairs seen
-/// slow are, as a pair's ends are touched by any dip that lasts).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct DipPairs {
-    /// Pairs (both directions) seen slow while an event was on.
-    pairs: BTreeSet<(usize, usize)>,
-    /// The ToR pairs (lower first) of those pairs whose ends' ToRs are known.
-    tors: BTreeSet<(u32, u32)>,
-    /// Rounds since the last event round; `None` when no dip is remembered.
-    quiet: Option<usize>,
-}
-
-impl DipPairs {
-    /// Starts a round: `event` (a partial event this round or recently) keeps the dip on;
-    /// after `hold` rounds without one the dip is over and its pairs are forgotten.
-    pub fn round(&mut self, event: bool, hold: usize) {
-        self.quiet = match (event, self.quiet) {
-            (true, _) => Some(0),
-            (false, Some(q)) if q < hold => Some(q + 1),
-            (false, _) => None,
-        };
-        if self.quiet.is_none() {
-            *self = Self::default();
-        }
-    }
-
-    /// A slow measurement of `a`, `b` (on ToRs `ta`, `tb`) in an event round: the dip
-    /// explains the pair.
-    pub fn add(&mut self, (a, b): (usize, usize), (ta, tb): (Option<u32>, Option<u32>)) {
-        self.pairs.insert((a, b));
-        self.pairs.insert((b, a));
-        if let (Some(x), Some(y)) = (ta, tb) {
-            self.tors.insert((x.min(y), x.max(y)));
-        }
-    }
-
-    /// A normal measurement of `a`, `b`: whatever slowed it has left it.
-    pub fn clean(&mut self, a: usize, b: usize) {
-        self.pairs.remove(&(a, b));
-        self.pairs.remove(&(b, a));
-    }
-
-    /// Whether the dip explains the pair `a`, `b` (on ToRs `ta`, `tb`).
-    pub fn explains(&self, (a, b): (usize, usize), (ta, tb): (Option<u32>, Option<u32>)) -> bool {
-        if self.quiet.is_none() {
-            return false;
-        }
-        self.pairs.contains(&(a, b))
-            || match (ta, tb) {
-                (Some(x), Some(y)) => self.tors.contains(&(x.min(y), x.max(y))),
-                _ => false,
-            }
-    }
-
-    /// Carries the pairs over to a new index table (`map[old]`: the new index, None: gone).
-    pub fn remap(&mut self, map: &[Option<usize>]) {
-        self.pairs = std::mem::take(&mut self.pairs)
-            .into_iter()
-            .filter_map(|k| remap_pair(map, k))
-            .collect();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,30 +269,6 @@ mod tests {
         assert_eq!(b, Baseline(Some(1.0)));
         assert!(!b.judge(1.05, 0.1, 0.5));
         assert_eq!(b, Baseline(Some(1.025)));
-    }
-
-    /// A dip's pairs are explained while it lasts, and so are the other pairs between the
-    /// same two ToRs; a full hold without an event forgets them, and a normal measurement
-    /// of a pair lets it go at once (its ToR pair still explains it while the dip is on).
-    #[test]
-    fn a_dip_explains_its_pairs_until_a_hold_passes_without_an_event() {
-        let mut d = DipPairs::default();
-        let places = (Some(0), Some(2));
-        d.round(true, 3);
-        d.add((1, 9), places);
-        d.add((4, 7), (None, None));
-        assert!(d.explains((9, 1), places) && d.explains((5, 12), (Some(2), Some(0))));
-        assert!(!d.explains((5, 12), (Some(0), Some(1))));
-        assert!(d.explains((7, 4), (None, None)) && !d.explains((4, 8), (None, None)));
-        d.clean(4, 7);
-        assert!(!d.explains((4, 7), (None, None)));
-        for _ in 0..3 {
-            d.round(false, 3);
-            assert!(d.explains((1, 9), places));
-        }
-        d.round(false, 3);
-        assert!(!d.explains((1, 9), places));
-        assert_eq!(d, DipPairs::default());
     }
 
     /// Host plane: 3 of 16 (at least 3 and 5 %); 3 of 100 is not 5 %. Device plane: 3 of

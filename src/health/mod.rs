@@ -7,13 +7,14 @@
 //! links from collective timings; the device-plane engine ([`device::DeviceEngine`]) judges
 //! NPU ports, nodes and port pairs from device-plane pings. Both score each measurement
 //! against its round (`stats`), judge the round as a whole against a learned baseline and
-//! base rate and count crowds (`fabric`), move each entity through the same lifecycle
+//! base rate and count crowds (`fabric`), remember what a partial event explains (`dips`), move each entity through the same lifecycle
 //! with hysteresis (`lifecycle`), record why in the same evidence keys (`evidence`), and
 //! hold pair verdicts the same way (`pairs`); only what is measured and how an entity is
 //! elevated differ. `plan` holds the pure planning the daemon and the simulator share;
 //! `infer` groups nodes whose slowdowns move together when no source gives their ToRs.
 
 pub mod device;
+mod dips;
 mod evidence;
 mod fabric;
 pub mod hardware;

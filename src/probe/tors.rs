@@ -88,6 +88,12 @@ pub(super) fn record_tors(part: &mut ProbeSnapshot, out: &RoundOutput, names: &[
         tracing::warn!("the group's lasting change became the new normal; the fabric verdict ends");
         part.normal_changes.fabric += 1;
     }
+    if out.dip_new_normal {
+        tracing::warn!(
+            "a partial fabric event (a dip on a share of the pairs) lasted the new-normal horizon; its pairs are the normal now and the fabric verdict ends"
+        );
+        part.normal_changes.dip += 1;
+    }
     part.normal_changes.tor += out.tor_new_normal.len() as u64;
     part.tors = tors;
 }
@@ -148,6 +154,7 @@ mod tests {
             }],
             tor_new_normal: vec![0],
             new_normal: true,
+            dip_new_normal: true,
             ..RoundOutput::default()
         };
         let names = tor_table(&part.members).1;
@@ -168,15 +175,23 @@ mod tests {
         ];
         assert_eq!(part.tors, want);
         assert_eq!(
-            (part.normal_changes.fabric, part.normal_changes.tor),
-            (1, 1)
+            (
+                part.normal_changes.fabric,
+                part.normal_changes.tor,
+                part.normal_changes.dip
+            ),
+            (1, 1, 1)
         );
         // A round that judges nothing clears the list; the counts only grow.
         record_tors(&mut part, &RoundOutput::default(), &names);
         assert!(part.tors.is_empty());
         assert_eq!(
-            (part.normal_changes.fabric, part.normal_changes.tor),
-            (1, 1)
+            (
+                part.normal_changes.fabric,
+                part.normal_changes.tor,
+                part.normal_changes.dip
+            ),
+            (1, 1, 1)
         );
     }
 }

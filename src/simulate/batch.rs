@@ -178,6 +178,7 @@ pub fn pool(runs: &[Report]) -> Report {
         topology_inference: super::inference::InferenceAccuracy::pooled(
             runs.iter().filter_map(|r| r.topology_inference.as_ref()),
         ),
+        normal_changes: super::report::NormalCounts::sum(runs.iter().map(|r| &r.normal_changes)),
         node_rounds_per_second: runs.iter().map(|r| r.node_rounds_per_second).sum::<f64>()
             / runs.len().max(1) as f64,
     };

@@ -219,8 +219,42 @@ pub struct Report {
     /// daemon that no source gives ToRs would infer); absent when the fleet has no ToRs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub topology_inference: Option<InferenceAccuracy>,
+    /// Lasting changes the host engines took as the new normal, over the groups.
+    pub normal_changes: NormalCounts,
     /// Host engine throughput.
     pub node_rounds_per_second: f64,
+}
+
+/// How many lasting changes became the new normal, by scope (as the daemon's
+/// `hcclwatch_normal_changes_total{scope}` counts them, summed over the probe groups).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct NormalCounts {
+    /// Of a group's round median.
+    pub fabric: usize,
+    /// Of a ToR's level.
+    pub tor: usize,
+    /// Of a dip (a partial fabric event): its pairs became the normal.
+    pub dip: usize,
+}
+
+impl NormalCounts {
+    /// The counts of one run's trace.
+    fn of(t: &Trace) -> Self {
+        Self {
+            fabric: t.new_normals.iter().filter(|x| x.2.is_none()).count(),
+            tor: t.new_normals.iter().filter(|x| x.2.is_some()).count(),
+            dip: t.dip_normals.len(),
+        }
+    }
+
+    /// The sum over several runs.
+    pub fn sum<'a>(all: impl Iterator<Item = &'a NormalCounts>) -> Self {
+        all.fold(Self::default(), |a, b| Self {
+            fabric: a.fabric + b.fabric,
+            tor: a.tor + b.tor,
+            dip: a.dip + b.dip,
+        })
+    }
 }
 
 /// The false verdicts, weightiest first (cordons and quarantines, then the other
@@ -353,6 +387,7 @@ pub fn report(w: &World, t: &Trace, window: u64) -> Report {
         final_states: Some(final_states),
         truth: Some(truth),
         topology_inference: super::inference::measure(&t.inferred, &w.topo),
+        normal_changes: NormalCounts::of(t),
         node_rounds_per_second: (w.topo.nodes as f64 * w.rounds as f64) / t.host_seconds.max(1e-9),
     };
     r.targets = super::targets::check(&r, &outcomes);

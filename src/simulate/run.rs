@@ -90,6 +90,9 @@ pub struct Trace {
     /// Rounds in which a group's lasting change (its round median, or a ToR's level)
     /// became the new normal: (round, group, ToR when it was a ToR's).
     pub new_normals: Vec<(u64, usize, Option<usize>)>,
+    /// Rounds in which a group's lasting dip (a partial fabric event) became the normal:
+    /// (round, group).
+    pub dip_normals: Vec<(u64, usize)>,
     /// Device-plane node verdicts.
     pub device_nodes: Intervals<usize>,
     /// Device-plane pair verdicts (global ports, lower first).
@@ -230,6 +233,9 @@ impl HostGroup {
 fn new_normals(t: &mut Trace, r: u64, gi: usize, out: &crate::health::RoundOutput) {
     if out.new_normal {
         t.new_normals.push((r, gi, None));
+    }
+    if out.dip_new_normal {
+        t.dip_normals.push((r, gi));
     }
     t.new_normals.extend(
         out.tor_new_normal

@@ -347,6 +347,9 @@ pub struct NormalChanges {
     pub fabric: u64,
     /// Of a ToR's level (its ToR verdict ended).
     pub tor: u64,
+    /// Of a partial fabric event (a dip): its pairs became the normal (the fabric verdict
+    /// ended; they make no link verdict while they stay slow).
+    pub dip: u64,
 }
 
 /// One NPU port of the group on the device plane.

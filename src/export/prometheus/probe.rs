@@ -410,10 +410,11 @@ fn tors(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     )?;
     f.counter(
         "hcclwatch_normal_changes",
-        "Lasting changes that became the new normal after health.new_normal_rounds slow rounds in a row (their verdict ended), by scope: fabric (the group's round median) or tor.",
+        "Lasting changes that became the new normal after health.new_normal_rounds rounds (their verdict ended), by scope: fabric (the group's round median), tor, or dip (a partial fabric event's pairs).",
         vec![
             (vec![("scope", "fabric".to_string())], pr.normal_changes.fabric),
             (vec![("scope", "tor".to_string())], pr.normal_changes.tor),
+            (vec![("scope", "dip".to_string())], pr.normal_changes.dip),
         ],
     )
 }
@@ -559,7 +560,11 @@ mod tests {
             rounds_ok: 1,
             members: vec![member("a", true, false)],
             tors: vec![tor("leaf-1", true, Some(1.5)), tor("leaf-2", false, None)],
-            normal_changes: crate::snapshot::probe::NormalChanges { fabric: 0, tor: 2 },
+            normal_changes: crate::snapshot::probe::NormalChanges {
+                fabric: 0,
+                tor: 2,
+                dip: 1,
+            },
             ..ProbeSnapshot::default()
         });
         assert_eq!(
@@ -578,6 +583,7 @@ mod tests {
             [
                 "hcclwatch_normal_changes_total{scope=\"fabric\"} 0",
                 "hcclwatch_normal_changes_total{scope=\"tor\"} 2",
+                "hcclwatch_normal_changes_total{scope=\"dip\"} 1",
             ]
         );
     }

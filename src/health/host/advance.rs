@@ -18,6 +18,9 @@ pub(super) struct Seen {
     pub congested: bool,
     /// The hardware signs its own interface showed.
     pub signs: Signs,
+    /// It is bound to a dip that became the normal (`DipPairs::binds`): it stays frozen
+    /// as it was while the dip was an event.
+    pub bound: bool,
 }
 
 impl HealthEngine {
@@ -155,7 +158,9 @@ impl HealthEngine {
                 );
             }
             NodeState::Suspect => self.advance_suspect(i, &w, r, seen, out),
-            NodeState::Confirmed => self.advance_confirmed(i, &w, r, seen.confirm, out),
+            NodeState::Confirmed => {
+                self.advance_confirmed(i, &w, r, (seen.confirm, seen.bound), out)
+            }
             NodeState::QuarantineRecommended if self.nodes[i].counts.clean >= cfg.exit_rounds => {
                 self.set(
                     i,
@@ -262,21 +267,22 @@ impl HealthEngine {
     }
 
     /// A confirmed node is recommended for quarantine after its hold (see
-    /// [`HealthEngine::held`]) and a second re-pairing that reproduces; a fabric-wide event
-    /// freezes it.
+    /// [`HealthEngine::held`]) and a second re-pairing that reproduces; a fabric-wide event,
+    /// or being bound to a dip that became the normal (`bound`), freezes it.
     fn advance_confirmed(
         &mut self,
         i: NodeIx,
         w: &Window,
         r: &RoundStats,
-        confirm: Option<Vec<f64>>,
+        (confirm, bound): (Option<Vec<f64>>, bool),
         out: &mut RoundOutput,
     ) {
         let cfg = self.cfg.clone();
         let Some(c) = confirm else {
-            if r.partial_fabric || r.crowded(i.0) {
-                // Frozen: a share of the links slow (re-pairings may cross it), or a crowd
-                // sharing this node's condition, blocks its escalation.
+            if r.partial_fabric || r.crowded(i.0) || bound {
+                // Frozen: a share of the links slow (re-pairings may cross it), a crowd
+                // sharing this node's condition, or a dip that became the normal and
+                // slowed this node and its ToR's members alike, blocks its escalation.
             } else if self.held(i) && w.elevated {
                 self.ask(i, out);
             } else if self.nodes[i].counts.clean >= cfg.exit_rounds {
@@ -292,7 +298,7 @@ impl HealthEngine {
         };
         self.nodes[i].data.confirm_pending = false;
         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
-        if r.partial_fabric || r.crowded(i.0) {
+        if r.partial_fabric || r.crowded(i.0) || bound {
             // A share of the links slow, or many nodes sharing this node's condition at
             // once, blocks cordons: stay confirmed and ask again once it is over. A round
             // median above the baseline alone does not: residuals are relative to the

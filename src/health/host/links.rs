@@ -28,13 +28,29 @@ impl HealthEngine {
             let tor = |x: usize| input.tors.get(x).copied().flatten();
             (tor(a), tor(b))
         };
-        self.dip.round(event, n.max(self.cfg.window));
+        if self
+            .dip
+            .round(event, n.max(self.cfg.window), self.cfg.new_normal_rounds)
+        {
+            // The dip is the normal now: its pairs leave the tally from the next round,
+            // and the event rounds it left in the histories end its fabric verdict here
+            // rather than a window later (a median step under way at the same moment
+            // shows again within `fabric_rounds`).
+            out.dip_new_normal = true;
+            self.partial.recent.clear();
+            self.partial_hist.clear();
+            self.fabric_hist.clear();
+        }
         for p in input.probes.iter().chain(&input.link_probes).filter(usable) {
             let d = r.adjusted(p);
             // By effect size, as the event was counted: its slow probes inflate the
             // round's spread.
             if event && d > r.entry {
-                self.dip.add((p.src, p.dst), places(p.src, p.dst));
+                // The dip's own share of the slowness: less what a suspect end adds of
+                // its own (none when an end is accused further).
+                let own = |x: usize| r.own.get(x).copied().flatten();
+                let excess = own(p.src).zip(own(p.dst)).map(|(a, b)| d - a - b);
+                self.dip.add((p.src, p.dst), places(p.src, p.dst), excess);
             } else if d <= r.exit {
                 self.dip.clean(p.src, p.dst);
             }

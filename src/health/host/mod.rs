@@ -20,8 +20,9 @@ mod wire;
 
 use std::collections::{BTreeMap, VecDeque};
 
+use super::dips::DipPairs;
 use super::evidence::Evidence;
-use super::fabric::{DipPairs, Normal, PartialFabric};
+use super::fabric::{Normal, PartialFabric};
 use super::hardware::Signs;
 use super::lifecycle::{Change, Lifecycle, NodeIx, Track};
 use super::pairs::Pairs;
@@ -214,6 +215,9 @@ pub struct RoundOutput {
     pub new_normal: bool,
     /// ToRs whose lasting change became their new normal this round.
     pub tor_new_normal: Vec<u32>,
+    /// A partial fabric event (a dip) lasted `new_normal_rounds`: this round its pairs
+    /// became the normal (its fabric verdict ends; they still make no link verdict).
+    pub dip_new_normal: bool,
     /// The nodes of this round's crowd (many steadily slow at once: a shared cause, whose
     /// members are not escalated), empty without one. When the topology puts them all
     /// behind one ToR the crowd blocks only that ToR's members; otherwise the group's.
@@ -334,8 +338,9 @@ pub struct HealthEngine {
     /// until a measurement of the pair is normal again, so that the verdict does not
     /// flicker when an end's score moves (the slow link itself lifts its ends' scores).
     links: Pairs<VecDeque<f64>>,
-    /// The pairs a partial event explains while it lasts: they make no link verdict (not
-    /// in the wire form: a restored engine learns them again from the next event round).
+    /// The pairs a partial event explains while it lasts, and those of dips that lasted
+    /// the horizon: they make no link verdict (not in the wire form: a restored engine
+    /// learns them again from the next event round).
     dip: DipPairs,
 }
 
@@ -403,6 +408,8 @@ impl HealthEngine {
                         .iter()
                         .filter(|(n, _)| *n == i)
                         .fold(Signs::NONE, |a, (_, s)| a.union(*s)),
+                    bound: self.nodes[NodeIx(i)].state == NodeState::Confirmed
+                        && self.dip.binds(i, &input.tors),
                 };
                 self.advance(NodeIx(i), w, &r, seen, &mut out);
             }

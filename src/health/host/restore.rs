@@ -11,7 +11,8 @@
 use std::collections::VecDeque;
 
 use super::{HealthConfig, HealthEngine, NodeData, NodeTrack};
-use crate::health::fabric::{BaseRate, Baseline, DipPairs, Normal, PARTIAL_ROUNDS, PartialFabric};
+use crate::health::dips::DipPairs;
+use crate::health::fabric::{BaseRate, Baseline, Normal, PARTIAL_ROUNDS, PartialFabric};
 use crate::health::hardware::Signs;
 use crate::health::lifecycle::{Counts, Lifecycle, Track};
 use crate::health::pairs::Pairs;

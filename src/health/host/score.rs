@@ -42,6 +42,9 @@ pub(super) struct RoundStats {
     pub crowded: Vec<bool>,
     /// Permutation probes above the exit threshold touching each node this round.
     pub slow_count: Vec<u32>,
+    /// Per node, what it adds of its own to its probes: a suspect's window score, zero
+    /// for a clear node, `None` for a node accused further (its probes are its doing).
+    pub own: Vec<Option<f64>>,
     /// ln(1 + delta): the entry threshold.
     pub entry: f64,
     /// ln(1 + delta/2): the exit threshold.
@@ -105,6 +108,8 @@ struct Tally {
     judged: usize,
     /// Per node: probes above the exit threshold whose other end is clear.
     slow_count: Vec<u32>,
+    /// Per node: what it adds of its own (see [`RoundStats::own`]).
+    own: Vec<Option<f64>>,
 }
 
 /// One side's window: median residual, median z, deviations around the median, full.
@@ -164,6 +169,7 @@ impl HealthEngine {
             partial: Partial::default(),
             crowded: Vec::new(),
             slow_count: Vec::new(),
+            own: Vec::new(),
             entry,
             exit,
         };
@@ -172,6 +178,7 @@ impl HealthEngine {
         // explains (a share of the links, a spine), which moves no median.
         r.partial = self.partial.judge(tally.slow, tally.judged, fabric_slow);
         r.slow_count = tally.slow_count;
+        r.own = tally.own;
         let w = self.cfg.window;
         for (h, now) in [
             (&mut self.fabric_hist, fabric_slow || r.partial.now),
@@ -266,22 +273,29 @@ impl HealthEngine {
             slow: 0,
             judged: 0,
             slow_count: vec![0u32; n],
+            own: Vec::new(),
         };
         for p in input.probes.iter().filter(|p| p.within(n)) {
             let d = r.adjusted(p);
             // Probes touching a node already accused are that node's doing: they neither
             // count towards a partial fabric event nor make the other end look busy.
-            if let (Some(a), Some(b)) = (own[p.src], own[p.dst]) {
+            // Probes of pairs a lasting dip made the normal are not judged either: the
+            // dip is how the network is now, and a new event is judged against the rest.
+            if let (Some(a), Some(b), false) =
+                (own[p.src], own[p.dst], self.dip.normal(p.src, p.dst))
+            {
                 t.judged += 1;
                 t.slow += usize::from(d - a - b > entry);
             }
             // Probes above the exit threshold touching each node (their other end not
-            // accused): a node with any is not clearly fine this round.
-            if d > exit {
+            // accused): a node with any is not clearly fine this round. A pair a lasting
+            // dip made the normal is slow by the dip's share as a matter of course.
+            if d - self.dip.excess(p.src, p.dst) > exit {
                 t.slow_count[p.src] += u32::from(clean(p.dst));
                 t.slow_count[p.dst] += u32::from(clean(p.src));
             }
         }
+        t.own = own;
         t
     }
 
@@ -290,9 +304,10 @@ impl HealthEngine {
         let n = self.nodes.len();
         // Each residual less the levels of the ToRs the probe crossed (last round's, when
         // the engine judges by ToR): a node's window then holds what is its own, also when
-        // most of its probes go to a slow ToR it is not behind.
+        // most of its probes go to a slow ToR it is not behind. A pair a lasting dip made
+        // the normal is judged against that normal: less the dip's own share of it.
         for p in input.probes.iter().filter(|p| p.within(n)) {
-            let d = r.adjusted(p);
+            let d = r.adjusted(p) - self.dip.excess(p.src, p.dst);
             let z = d / r.spread();
             self.nodes[NodeIx(p.src)].data.out_hist.push_back((d, z));
             self.nodes[NodeIx(p.dst)].data.in_hist.push_back((d, z));

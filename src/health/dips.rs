@@ -1,0 +1,411 @@
+//! The pairs a partial fabric event (a *dip*) explains: while it lasts, and after it has
+//! lasted long enough to be the normal.
+//!
+//! A dip along the topology (a spine's pairs, the pairs between two ToRs) slows the same
+//! pairs all along, but shows as an event only in the rounds whose permutation crosses
+//! enough of them; re-measured in the rounds between, its pairs look like degraded links
+//! of their own. So the pairs seen slow in its event rounds are remembered, with the ToR
+//! pairs they run between, and make no link verdict until a full turn of the permutation
+//! stride passes with no event (every pair measured once).
+//!
+//! A dip that lasts is how the network is now, not an event: after the engine's
+//! new-normal horizon its pairs become the *normal*. They are then left out of the
+//! partial-fabric tally (so the fabric verdict they kept up ends, and a new dip elsewhere
+//! is still judged against the rest), they still make no link verdict, their probes enter
+//! the nodes' windows less the dip's share of them (so the nodes the dip touched are
+//! judged against the new normal, and a straggler among them by its own slowness), and
+//! the round says the normal changed. The normal is not forgotten by time, since it no longer makes
+//! events: each pair leaves it when it measures normal again, and a ToR pair leaves it
+//! with its last pair, so a dip that ends drains away and one that never ends stays the
+//! normal. Not in the engines' wire form: a restored engine learns its dips again.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::lifecycle::remap_pair;
+
+/// The two ToRs of a pair, lower first.
+type TorPair = (u32, u32);
+
+/// Distinct pairs of one ToR pair that make a dip's shape there. A dip along the topology
+/// slows many pairs of each ToR pair it crosses; a lone slow pair is a link of its own (a
+/// degraded link that turned slow during the dip), which the normal must not take in.
+pub const NORMAL_MIN_PAIRS: usize = 2;
+
+/// Share of a node's pairs in the normal from which the node may be *bound* to it (see
+/// [`DipPairs::binds`]).
+pub const NORMAL_NODE_SHARE: f64 = 0.5;
+
+/// The lower-first ToR pair of ends on ToRs `ta`, `tb`, when both are known.
+fn tor_pair((ta, tb): (Option<u32>, Option<u32>)) -> Option<TorPair> {
+    Some((ta?.min(tb?), ta?.max(tb?)))
+}
+
+/// A pair a dip slowed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Slowed {
+    /// Its ToR pair, when both ends' ToRs are known.
+    tors: Option<TorPair>,
+    /// The dip's share of its log residual (its ends' own shares taken out), averaged
+    /// over its slow measurements; `None` when an end was accused beyond suspect.
+    excess: Option<f64>,
+}
+
+/// What one dip reached: the pairs it slowed and the ToR pairs they run between.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Reach {
+    /// Pairs (both directions) seen slow in the dip's event rounds.
+    pairs: BTreeMap<(usize, usize), Slowed>,
+    /// The ToR pairs of those pairs: a pair the event rounds happened not to measure slow
+    /// is still within the dip's reach when the dip slowed a pair between the same two
+    /// ToRs (with the places unknown only the pairs seen slow are).
+    tors: BTreeSet<TorPair>,
+}
+
+impl Reach {
+    fn add(&mut self, (a, b): (usize, usize), tors: Option<TorPair>, excess: Option<f64>) {
+        let was = self.pairs.get(&(a, b)).and_then(|s| s.excess);
+        let excess = match (was, excess) {
+            (Some(w), Some(e)) => Some((w + e) / 2.0),
+            (_, e) => e,
+        };
+        let s = Slowed { tors, excess };
+        self.pairs.insert((a, b), s);
+        self.pairs.insert((b, a), s);
+        self.tors.extend(tors);
+    }
+
+    /// Forgets the pair; returns its ToR pair when the pair was there with one.
+    fn remove(&mut self, a: usize, b: usize) -> Option<TorPair> {
+        self.pairs.remove(&(b, a));
+        self.pairs.remove(&(a, b)).and_then(|s| s.tors)
+    }
+
+    fn explains(&self, pair: (usize, usize), tors: Option<TorPair>) -> bool {
+        self.pairs.contains_key(&pair) || tors.is_some_and(|t| self.tors.contains(&t))
+    }
+
+    /// Distinct pairs (one direction each) between the ToR pair `t`.
+    fn count(&self, t: TorPair) -> usize {
+        self.pairs.values().filter(|v| v.tors == Some(t)).count() / 2
+    }
+
+    /// Drops the ToR pair `t` and its pairs when fewer than [`NORMAL_MIN_PAIRS`] of them
+    /// are left.
+    fn prune(&mut self, t: TorPair) {
+        if self.count(t) < NORMAL_MIN_PAIRS {
+            self.tors.remove(&t);
+            self.pairs.retain(|_, v| v.tors != Some(t));
+        }
+    }
+
+    /// Takes in a dip that lasted: its pairs without known ToRs, and its ToR pairs with
+    /// [`NORMAL_MIN_PAIRS`] or more pairs.
+    fn absorb(&mut self, other: Reach) {
+        self.pairs.extend(other.pairs);
+        self.tors.extend(other.tors.iter().copied());
+        for t in other.tors {
+            self.prune(t);
+        }
+    }
+
+    fn remap(&mut self, map: &[Option<usize>]) {
+        self.pairs = std::mem::take(&mut self.pairs)
+            .into_iter()
+            .filter_map(|(k, t)| Some((remap_pair(map, k)?, t)))
+            .collect();
+    }
+}
+
+/// The current dip's pairs and the normal's: see the module.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct DipPairs {
+    /// The dip on now (or within `hold` rounds of its last event round).
+    dip: Reach,
+    /// Rounds since the last event round; `None` when no dip is on.
+    quiet: Option<usize>,
+    /// Rounds since the current dip's first event round.
+    age: usize,
+    /// Dips that lasted the horizon, as far as they still slow their pairs.
+    normal: Reach,
+}
+
+impl DipPairs {
+    /// Starts a round: `event` (a partial event this round or recently) keeps the dip on;
+    /// after `hold` rounds without one the dip is over and its pairs are forgotten. A dip
+    /// on for more than `horizon` rounds becomes the normal: returns true in that round.
+    pub fn round(&mut self, event: bool, hold: usize, horizon: usize) -> bool {
+        self.quiet = match (event, self.quiet) {
+            (true, _) => Some(0),
+            (false, Some(q)) if q < hold => Some(q + 1),
+            (false, _) => None,
+        };
+        if self.quiet.is_none() {
+            self.dip = Reach::default();
+            self.age = 0;
+            return false;
+        }
+        self.age += 1;
+        if self.age <= horizon {
+            return false;
+        }
+        let dip = std::mem::take(&mut self.dip);
+        self.normal.absorb(dip);
+        self.quiet = None;
+        self.age = 0;
+        true
+    }
+
+    /// A slow measurement of `a`, `b` (on ToRs `ta`, `tb`) in an event round: the dip
+    /// explains the pair. `excess`: the dip's share of the measurement's log residual
+    /// (`None` when an end's own share is unknown).
+    pub fn add(
+        &mut self,
+        pair: (usize, usize),
+        places: (Option<u32>, Option<u32>),
+        excess: Option<f64>,
+    ) {
+        self.dip.add(pair, tor_pair(places), excess);
+    }
+
+    /// A normal measurement of `a`, `b`: whatever slowed it has left it. When fewer than
+    /// [`NORMAL_MIN_PAIRS`] of its ToR pair are left in the normal, the ToR pair leaves
+    /// it, with the pair left (a link slow on its own once the dip has drained).
+    pub fn clean(&mut self, a: usize, b: usize) {
+        self.dip.remove(a, b);
+        if let Some(t) = self.normal.remove(a, b) {
+            self.normal.prune(t);
+        }
+    }
+
+    /// Whether a dip (the current one, or the normal) explains the pair `a`, `b` (on ToRs
+    /// `ta`, `tb`): it makes no link verdict.
+    pub fn explains(&self, pair: (usize, usize), places: (Option<u32>, Option<u32>)) -> bool {
+        let tors = tor_pair(places);
+        (self.quiet.is_some() && self.dip.explains(pair, tors)) || self.normal.explains(pair, tors)
+    }
+
+    /// Whether the pair is one the normal holds slow: its probes are not judged for a
+    /// partial event. Only the pairs themselves: the ToR pairs of a spine dip can be every
+    /// pair between ToRs, and a new dip among them must still show.
+    pub fn normal(&self, a: usize, b: usize) -> bool {
+        self.normal.pairs.contains_key(&(a, b))
+    }
+
+    /// Whether `node` is bound to the normal: at least [`NORMAL_NODE_SHARE`] of its pairs
+    /// with the group's other members are in it, and so are those of another member of
+    /// its ToR (`tors`, by node), while the pair between the two is not. That is the
+    /// members of a ToR whose uplinks dipped: slow on every probe but the ones between
+    /// them, which is how the dip looks, not how one straggler does. Their own share and
+    /// the dip's cannot be told apart, so their windows keep the slowness; while the dip
+    /// was an event the event froze their escalation, and they stay frozen, as a crowd's
+    /// members are. A lone straggler (slow to its ToR's members too) is judged as usual,
+    /// as is one that turns slow after the dip became the normal (only the dip's share
+    /// of its pairs is in the normal). Without the node's ToR, nothing binds.
+    pub fn binds(&self, node: usize, tors: &[Option<u32>]) -> bool {
+        let members = tors.len();
+        if members < 2 || self.normal.pairs.is_empty() {
+            return false;
+        }
+        let Some(tor) = tors.get(node).copied().flatten() else {
+            return false;
+        };
+        let most = |x: usize| {
+            let held = self.normal.pairs.range((x, 0)..(x + 1, 0)).count();
+            held as f64 >= NORMAL_NODE_SHARE * (members - 1) as f64
+        };
+        most(node)
+            && (0..members).any(|m| {
+                m != node
+                    && tors[m] == Some(tor)
+                    && !self.normal.pairs.contains_key(&(node, m))
+                    && most(m)
+            })
+    }
+
+    /// The normal's share of the pair's log residual (zero for a pair not in it, or with
+    /// no share known): what a node's window takes out of the pair's probes.
+    pub fn excess(&self, a: usize, b: usize) -> f64 {
+        self.normal
+            .pairs
+            .get(&(a, b))
+            .and_then(|s| s.excess)
+            .map_or(0.0, |e| e.max(0.0))
+    }
+
+    /// Carries the pairs over to a new index table (`map[old]`: the new index, None: gone).
+    pub fn remap(&mut self, map: &[Option<usize>]) {
+        self.dip.remap(map);
+        self.normal.remap(map);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dip's pairs are explained while it lasts, and so are the other pairs between the
+    /// same two ToRs; a full hold without an event forgets them, and a normal measurement
+    /// of a pair lets it go at once (its ToR pair still explains it while the dip is on).
+    #[test]
+    fn a_dip_explains_its_pairs_until_a_hold_passes_without_an_event() {
+        let mut d = DipPairs::default();
+        let places = (Some(0), Some(2));
+        assert!(!d.round(true, 3, 100));
+        d.add((1, 9), places, Some(0.2));
+        d.add((4, 7), (None, None), Some(0.2));
+        assert!(d.explains((9, 1), places) && d.explains((5, 12), (Some(2), Some(0))));
+        assert!(!d.explains((5, 12), (Some(0), Some(1))));
+        assert!(d.explains((7, 4), (None, None)) && !d.explains((4, 8), (None, None)));
+        d.clean(4, 7);
+        assert!(!d.explains((4, 7), (None, None)));
+        for _ in 0..3 {
+            d.round(false, 3, 100);
+            assert!(d.explains((1, 9), places));
+        }
+        d.round(false, 3, 100);
+        assert!(!d.explains((1, 9), places));
+        assert_eq!(d, DipPairs::default());
+    }
+
+    /// A dip on for more than the horizon (here 5 rounds, an event every other round)
+    /// becomes the normal in its sixth round, once. Its pairs are
+    /// then the normal's (left out of the tally, no link verdict) with no event at all;
+    /// a later dip on other pairs is a dip of its own, judged from the start.
+    #[test]
+    fn a_dip_that_lasts_the_horizon_becomes_the_normal() {
+        let mut d = DipPairs::default();
+        let (ab, cd) = ((Some(0), Some(2)), (Some(1), Some(3)));
+        let renewed: Vec<bool> = (0..6)
+            .map(|r| {
+                let was = d.round(r % 2 == 0, 3, 5);
+                if r == 0 {
+                    d.add((1, 9), ab, Some(0.2));
+                    d.add((2, 10), ab, Some(0.2));
+                }
+                was
+            })
+            .collect();
+        assert_eq!(renewed, [false, false, false, false, false, true]);
+        assert!(d.normal(1, 9) && d.normal(9, 1) && !d.normal(5, 12));
+        // Explained with no event for far longer than the hold, and the ToR pair too.
+        for _ in 0..20 {
+            assert!(!d.round(false, 3, 5));
+        }
+        assert!(d.explains((1, 9), ab) && d.explains((5, 12), ab));
+        // A new dip: not the normal's, and explained only while it is on.
+        d.round(true, 3, 5);
+        d.add((4, 20), cd, Some(0.2));
+        assert!(!d.normal(4, 20) && d.explains((4, 20), cd));
+        for _ in 0..4 {
+            d.round(false, 3, 5);
+        }
+        assert!(!d.explains((4, 20), cd) && d.explains((1, 9), ab));
+    }
+
+    /// The normal drains pair by pair: a ToR pair leaves it when fewer than two of its
+    /// pairs are left, with the one left (a link slow on its own); a pair without known
+    /// ToRs leaves it on its own.
+    #[test]
+    fn the_normal_drains_as_its_pairs_measure_normal() {
+        let mut d = DipPairs::default();
+        let ab = (Some(0), Some(2));
+        d.round(true, 1, 1);
+        for (a, b) in [(1, 9), (2, 10), (3, 11)] {
+            d.add((a, b), ab, Some(0.2));
+        }
+        d.add((3, 4), (None, None), Some(0.2));
+        assert!(d.round(true, 1, 1));
+        d.clean(9, 1);
+        assert!(
+            !d.normal(1, 9) && d.explains((1, 9), ab),
+            "two pairs keep ToRs 0-2"
+        );
+        d.clean(2, 10);
+        assert!(
+            !d.normal(3, 11),
+            "the last pair of ToRs 0-2 leaves with them"
+        );
+        assert!(!d.explains((3, 11), ab) && !d.explains((6, 12), ab));
+        assert!(d.normal(4, 3));
+        d.clean(3, 4);
+        assert_eq!(d, DipPairs::default());
+    }
+
+    /// A lone slow pair of its ToR pair (a link that turned slow during a dip) is not
+    /// taken into the normal; the dip's pairs around it are.
+    #[test]
+    fn a_lone_pair_of_its_tor_pair_is_not_taken_into_the_normal() {
+        let mut d = DipPairs::default();
+        let (ab, cc) = ((Some(0), Some(2)), (Some(3), Some(3)));
+        d.round(true, 1, 1);
+        d.add((1, 9), ab, Some(0.2));
+        d.add((2, 10), ab, Some(0.2));
+        d.add((50, 55), cc, Some(0.2));
+        assert!(d.round(true, 1, 1));
+        assert!(d.normal(1, 9) && d.normal(10, 2));
+        assert!(!d.normal(50, 55) && !d.explains((50, 55), cc));
+    }
+
+    /// The normal's share of a pair is the average of its slow measurements' shares,
+    /// taken out of the pair's probes only once the dip is the normal; a pair whose end
+    /// was accused further (share unknown), or that left the normal, has none.
+    #[test]
+    fn the_normal_takes_out_the_dip_s_share_of_its_pairs() {
+        let mut d = DipPairs::default();
+        let ab = (Some(0), Some(2));
+        d.round(true, 1, 1);
+        d.add((1, 9), ab, Some(0.2));
+        d.add((9, 1), ab, Some(0.3));
+        d.add((2, 10), ab, None);
+        d.add((3, 11), ab, Some(-0.1));
+        assert_eq!(d.excess(1, 9), 0.0, "not the normal yet");
+        assert!(d.round(true, 1, 1));
+        assert!((d.excess(1, 9) - 0.25).abs() < 1e-12 && d.excess(9, 1) == d.excess(1, 9));
+        assert_eq!((d.excess(2, 10), d.excess(3, 11)), (0.0, 0.0));
+        d.clean(1, 9);
+        assert_eq!(d.excess(1, 9), 0.0);
+    }
+
+    /// Nodes 0 and 1 share ToR 0 and are slow to the four others on ToRs 1 and 2 but not
+    /// to each other: both are bound. Node 2, alone on ToR 1 with most of its pairs in the
+    /// normal, is not (a lone straggler), nor is either when the pair between them is in
+    /// the normal, when their ToRs are unknown, or while the dip is only an event.
+    #[test]
+    fn the_members_of_a_tor_slow_on_all_but_each_other_are_bound_to_the_normal() {
+        let tors = [Some(0), Some(0), Some(1), Some(2), Some(2), Some(2)];
+        let mut d = DipPairs::default();
+        d.round(true, 1, 1);
+        for a in 0..2 {
+            for b in 2..6 {
+                d.add((a, b), (None, None), Some(0.2));
+            }
+        }
+        d.add((2, 3), (None, None), Some(0.2));
+        assert!(!d.binds(0, &tors), "not the normal yet");
+        d.round(true, 1, 1);
+        assert!(d.binds(0, &tors) && d.binds(1, &tors));
+        assert!(!d.binds(2, &tors) && !d.binds(3, &tors));
+        assert!(!d.binds(0, &[None; 6]));
+        let mut e = d.clone();
+        e.round(true, 1, 1);
+        e.add((0, 1), (None, None), Some(0.2));
+        e.round(true, 1, 1);
+        assert!(
+            !e.binds(0, &tors),
+            "slow to its ToR's member too: a straggler"
+        );
+    }
+
+    /// Renumbering keeps both the dip's and the normal's pairs, and drops a gone node's.
+    #[test]
+    fn remapping_carries_the_normal() {
+        let mut d = DipPairs::default();
+        d.round(true, 1, 1);
+        d.add((1, 2), (None, None), Some(0.2));
+        d.add((0, 2), (None, None), Some(0.2));
+        d.round(true, 1, 1);
+        d.remap(&[None, Some(0), Some(1)]);
+        assert!(d.normal(0, 1) && d.normal(1, 0));
+        assert_eq!(d.normal.pairs.len(), 2);
+    }
+}
