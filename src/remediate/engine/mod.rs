@@ -183,7 +183,6 @@ impl Remediator {
     ) -> Result<(), HandleError> {
         let dry = self.cfg.dry_run;
         let result = result.recorded(dry);
-        self.metrics.action(action.as_str(), result.as_str(), dry);
         let r = Record {
             ts: Timestamp::now(),
             who: c.who.to_string(),
@@ -201,7 +200,11 @@ impl Remediator {
             node = c.node, action = action.as_str(), result = result.as_str(), dry_run = dry, alertname = c.alert.name(),
             fingerprint = %c.alert.fingerprint, who = c.who, detail, "remediation decision"
         );
-        if let Err(e) = self.audit.append(r).await {
+        let appended = self.audit.append(r).await;
+        // Counted once the record is on disk (or failed to be): whoever sees the count
+        // finds the record in the audit log.
+        self.metrics.action(action.as_str(), result.as_str(), dry);
+        if let Err(e) = appended {
             self.metrics.audit_failures.inc();
             tracing::error!(error = %e, path = %self.audit.path().display(), "cannot write the audit log");
             return Err(HandleError::Audit(e));
