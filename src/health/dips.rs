@@ -14,12 +14,19 @@
 //! is still judged against the rest), they still make no link verdict, their probes enter
 //! the nodes' windows less the dip's share of them (so the nodes the dip touched are
 //! judged against the new normal, and a straggler among them by its own slowness), and
-//! the round says the normal changed. The normal is not forgotten by time, since it no longer makes
-//! events: each pair leaves it when it measures normal again, and a ToR pair leaves it
-//! with its last pair, so a dip that ends drains away and one that never ends stays the
-//! normal. Not in the engines' wire form: a restored engine learns its dips again.
+//! the round says the normal changed. The normal is not forgotten by time, since it no
+//! longer makes events: each pair leaves it when it measures normal again, and a ToR
+//! pair leaves it with its last-but-one pair, so a dip that ends drains away and one that
+//! never ends stays the normal.
+//!
+//! Not in the engines' wire form: a member that takes over another's engine state (or
+//! restarts) starts with no normal, so in its view the dip is an event again, which
+//! freezes escalation, until it becomes the normal there too (`new_normal_rounds` later).
+//! Its verdicts differ from the others' mostly in that direction (more fabric verdicts,
+//! frozen nodes), not measured beyond that; carrying the normal in the wire form is left
+//! for a later wire version.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use super::lifecycle::remap_pair;
 
@@ -45,9 +52,18 @@ fn tor_pair((ta, tb): (Option<u32>, Option<u32>)) -> Option<TorPair> {
 struct Slowed {
     /// Its ToR pair, when both ends' ToRs are known.
     tors: Option<TorPair>,
-    /// The dip's share of its log residual (its ends' own shares taken out), averaged
-    /// over its slow measurements; `None` when an end was accused beyond suspect.
-    excess: Option<f64>,
+    /// The sum of the dip's shares of its slow measurements' log residuals (their ends'
+    /// own shares taken out), and how many; `None` once an end was accused beyond suspect
+    /// in one of them (its own share unknown).
+    shares: Option<(f64, u32)>,
+}
+
+impl Slowed {
+    /// The dip's mean share of the pair's log residual, at least zero.
+    fn share(&self) -> Option<f64> {
+        self.shares
+            .map(|(sum, k)| (sum / f64::from(k.max(1))).max(0.0))
+    }
 }
 
 /// What one dip reached: the pairs it slowed and the ToR pairs they run between.
@@ -55,44 +71,60 @@ struct Slowed {
 struct Reach {
     /// Pairs (both directions) seen slow in the dip's event rounds.
     pairs: BTreeMap<(usize, usize), Slowed>,
-    /// The ToR pairs of those pairs: a pair the event rounds happened not to measure slow
-    /// is still within the dip's reach when the dip slowed a pair between the same two
-    /// ToRs (with the places unknown only the pairs seen slow are).
-    tors: BTreeSet<TorPair>,
+    /// The ToR pairs of those pairs, each with how many of them (both directions): a
+    /// pair the event rounds happened not to measure slow is still within the dip's reach
+    /// when the dip slowed a pair between the same two ToRs (with the places unknown only
+    /// the pairs seen slow are). The current dip keeps a ToR pair until it is over, also
+    /// when its count falls to zero; the normal prunes it (see [`Reach::prune`]).
+    tors: BTreeMap<TorPair, usize>,
 }
 
 impl Reach {
-    fn add(&mut self, (a, b): (usize, usize), tors: Option<TorPair>, excess: Option<f64>) {
-        let was = self.pairs.get(&(a, b)).and_then(|s| s.excess);
-        let excess = match (was, excess) {
-            (Some(w), Some(e)) => Some((w + e) / 2.0),
-            (_, e) => e,
+    fn add(&mut self, (a, b): (usize, usize), tors: Option<TorPair>, share: Option<f64>) {
+        let was = self.pairs.get(&(a, b)).copied();
+        let shares = match (was, share) {
+            (Some(w), _) if w.shares.is_none() => None,
+            (Some(w), Some(e)) => w.shares.map(|(sum, k)| (sum + e, k.saturating_add(1))),
+            (None, Some(e)) => Some((e, 1)),
+            (_, None) => None,
         };
-        let s = Slowed { tors, excess };
+        if let Some(old) = was.and_then(|w| w.tors) {
+            self.uncount(old);
+        }
+        let s = Slowed { tors, shares };
         self.pairs.insert((a, b), s);
         self.pairs.insert((b, a), s);
-        self.tors.extend(tors);
+        if let Some(t) = tors {
+            *self.tors.entry(t).or_default() += 2;
+        }
+    }
+
+    /// Takes one pair (both directions) off its ToR pair's count.
+    fn uncount(&mut self, t: TorPair) {
+        if let Some(c) = self.tors.get_mut(&t) {
+            *c = c.saturating_sub(2);
+        }
     }
 
     /// Forgets the pair; returns its ToR pair when the pair was there with one.
     fn remove(&mut self, a: usize, b: usize) -> Option<TorPair> {
         self.pairs.remove(&(b, a));
-        self.pairs.remove(&(a, b)).and_then(|s| s.tors)
+        let t = self.pairs.remove(&(a, b)).and_then(|s| s.tors);
+        if let Some(t) = t {
+            self.uncount(t);
+        }
+        t
     }
 
     fn explains(&self, pair: (usize, usize), tors: Option<TorPair>) -> bool {
-        self.pairs.contains_key(&pair) || tors.is_some_and(|t| self.tors.contains(&t))
-    }
-
-    /// Distinct pairs (one direction each) between the ToR pair `t`.
-    fn count(&self, t: TorPair) -> usize {
-        self.pairs.values().filter(|v| v.tors == Some(t)).count() / 2
+        self.pairs.contains_key(&pair) || tors.is_some_and(|t| self.tors.contains_key(&t))
     }
 
     /// Drops the ToR pair `t` and its pairs when fewer than [`NORMAL_MIN_PAIRS`] of them
-    /// are left.
+    /// are left (the scan of the pairs runs only then, once per ToR pair).
     fn prune(&mut self, t: TorPair) {
-        if self.count(t) < NORMAL_MIN_PAIRS {
+        let left = self.tors.get(&t).copied().unwrap_or(0) / 2;
+        if left < NORMAL_MIN_PAIRS {
             self.tors.remove(&t);
             self.pairs.retain(|_, v| v.tors != Some(t));
         }
@@ -101,18 +133,51 @@ impl Reach {
     /// Takes in a dip that lasted: its pairs without known ToRs, and its ToR pairs with
     /// [`NORMAL_MIN_PAIRS`] or more pairs.
     fn absorb(&mut self, other: Reach) {
-        self.pairs.extend(other.pairs);
-        self.tors.extend(other.tors.iter().copied());
-        for t in other.tors {
+        for ((a, b), s) in other.pairs {
+            if a < b {
+                // One direction adds both, with the pair's shares as they were.
+                if let Some(old) = self.pairs.get(&(a, b)).and_then(|w| w.tors) {
+                    self.uncount(old);
+                }
+                self.pairs.insert((a, b), s);
+                self.pairs.insert((b, a), s);
+                if let Some(t) = s.tors {
+                    *self.tors.entry(t).or_default() += 2;
+                }
+            }
+        }
+        for t in other.tors.into_keys() {
             self.prune(t);
         }
     }
 
+    /// Caps every pair's share at the median share of the dip's pairs. A dip slows its
+    /// pairs by about one amount; a pair measured slower carries an end's own slowness
+    /// too (a straggler that turned slow while still counted healthy), which must stay in
+    /// that end's window.
+    fn cap_shares(&mut self) {
+        let mut all: Vec<f64> = self.pairs.values().filter_map(Slowed::share).collect();
+        if all.is_empty() {
+            return;
+        }
+        all.sort_by(f64::total_cmp);
+        let median = all[all.len() / 2];
+        for s in self.pairs.values_mut() {
+            if let Some(share) = s.share() {
+                s.shares = Some((share.min(median), 1));
+            }
+        }
+    }
+
+    /// Renumbers the pairs (`map[old]`: the new index, None: gone). ToR numbers are
+    /// positions in the group's ToR table, made again at each formation, so the ToR pairs
+    /// are dropped: the pairs themselves stay explained and drain one by one.
     fn remap(&mut self, map: &[Option<usize>]) {
         self.pairs = std::mem::take(&mut self.pairs)
             .into_iter()
-            .filter_map(|(k, t)| Some((remap_pair(map, k)?, t)))
+            .filter_map(|(k, s)| Some((remap_pair(map, k)?, Slowed { tors: None, ..s })))
             .collect();
+        self.tors.clear();
     }
 }
 
@@ -132,8 +197,12 @@ pub(crate) struct DipPairs {
 impl DipPairs {
     /// Starts a round: `event` (a partial event this round or recently) keeps the dip on;
     /// after `hold` rounds without one the dip is over and its pairs are forgotten. A dip
-    /// on for more than `horizon` rounds becomes the normal: returns true in that round.
-    pub fn round(&mut self, event: bool, hold: usize, horizon: usize) -> bool {
+    /// on for more than `horizon` rounds becomes the normal in a round with an event
+    /// while its fabric verdict holds (`verdict`): returns true in that round. Both are
+    /// needed because the hold can be longer than the horizon (a group of more members
+    /// than the horizon has rounds): one event and the quiet rounds after it are no
+    /// lasting change, and there is no verdict to end.
+    pub fn round(&mut self, (event, verdict): (bool, bool), hold: usize, horizon: usize) -> bool {
         self.quiet = match (event, self.quiet) {
             (true, _) => Some(0),
             (false, Some(q)) if q < hold => Some(q + 1),
@@ -145,10 +214,11 @@ impl DipPairs {
             return false;
         }
         self.age += 1;
-        if self.age <= horizon {
+        if self.age <= horizon || !event || !verdict {
             return false;
         }
-        let dip = std::mem::take(&mut self.dip);
+        let mut dip = std::mem::take(&mut self.dip);
+        dip.cap_shares();
         self.normal.absorb(dip);
         self.quiet = None;
         self.age = 0;
@@ -157,7 +227,7 @@ impl DipPairs {
 
     /// A slow measurement of `a`, `b` (on ToRs `ta`, `tb`) in an event round: the dip
     /// explains the pair. `excess`: the dip's share of the measurement's log residual
-    /// (`None` when an end's own share is unknown).
+    /// (`None` when an end's own share is unknown: the pair then carries no share).
     pub fn add(
         &mut self,
         pair: (usize, usize),
@@ -228,8 +298,8 @@ impl DipPairs {
         self.normal
             .pairs
             .get(&(a, b))
-            .and_then(|s| s.excess)
-            .map_or(0.0, |e| e.max(0.0))
+            .and_then(Slowed::share)
+            .unwrap_or(0.0)
     }
 
     /// Carries the pairs over to a new index table (`map[old]`: the new index, None: gone).
@@ -250,7 +320,7 @@ mod tests {
     fn a_dip_explains_its_pairs_until_a_hold_passes_without_an_event() {
         let mut d = DipPairs::default();
         let places = (Some(0), Some(2));
-        assert!(!d.round(true, 3, 100));
+        assert!(!d.round((true, true), 3, 100));
         d.add((1, 9), places, Some(0.2));
         d.add((4, 7), (None, None), Some(0.2));
         assert!(d.explains((9, 1), places) && d.explains((5, 12), (Some(2), Some(0))));
@@ -259,25 +329,26 @@ mod tests {
         d.clean(4, 7);
         assert!(!d.explains((4, 7), (None, None)));
         for _ in 0..3 {
-            d.round(false, 3, 100);
+            d.round((false, true), 3, 100);
             assert!(d.explains((1, 9), places));
         }
-        d.round(false, 3, 100);
+        d.round((false, true), 3, 100);
         assert!(!d.explains((1, 9), places));
         assert_eq!(d, DipPairs::default());
     }
 
     /// A dip on for more than the horizon (here 5 rounds, an event every other round)
-    /// becomes the normal in its sixth round, once. Its pairs are
-    /// then the normal's (left out of the tally, no link verdict) with no event at all;
-    /// a later dip on other pairs is a dip of its own, judged from the start.
+    /// becomes the normal in its first event round after the horizon (its seventh), once.
+    /// Its pairs are then the normal's (left out of the tally, no link verdict) with no
+    /// event at all; a later dip on other pairs is a dip of its own, judged from the
+    /// start.
     #[test]
     fn a_dip_that_lasts_the_horizon_becomes_the_normal() {
         let mut d = DipPairs::default();
         let (ab, cd) = ((Some(0), Some(2)), (Some(1), Some(3)));
-        let renewed: Vec<bool> = (0..6)
+        let renewed: Vec<bool> = (0..7)
             .map(|r| {
-                let was = d.round(r % 2 == 0, 3, 5);
+                let was = d.round((r % 2 == 0, true), 3, 5);
                 if r == 0 {
                     d.add((1, 9), ab, Some(0.2));
                     d.add((2, 10), ab, Some(0.2));
@@ -285,21 +356,42 @@ mod tests {
                 was
             })
             .collect();
-        assert_eq!(renewed, [false, false, false, false, false, true]);
+        assert_eq!(renewed, [false, false, false, false, false, false, true]);
         assert!(d.normal(1, 9) && d.normal(9, 1) && !d.normal(5, 12));
         // Explained with no event for far longer than the hold, and the ToR pair too.
         for _ in 0..20 {
-            assert!(!d.round(false, 3, 5));
+            assert!(!d.round((false, true), 3, 5));
         }
         assert!(d.explains((1, 9), ab) && d.explains((5, 12), ab));
         // A new dip: not the normal's, and explained only while it is on.
-        d.round(true, 3, 5);
+        d.round((true, true), 3, 5);
         d.add((4, 20), cd, Some(0.2));
         assert!(!d.normal(4, 20) && d.explains((4, 20), cd));
         for _ in 0..4 {
-            d.round(false, 3, 5);
+            d.round((false, true), 3, 5);
         }
         assert!(!d.explains((4, 20), cd) && d.explains((1, 9), ab));
+    }
+
+    /// With a hold longer than the horizon, one event and the quiet rounds after it never
+    /// make a normal; nor do events while no fabric verdict holds.
+    #[test]
+    fn only_a_lasting_dip_with_a_verdict_becomes_the_normal() {
+        let mut d = DipPairs::default();
+        let ab = (Some(0), Some(2));
+        d.round((true, true), 50, 5);
+        d.add((1, 9), ab, Some(0.2));
+        d.add((2, 10), ab, Some(0.2));
+        for _ in 0..40 {
+            assert!(!d.round((false, true), 50, 5));
+        }
+        assert!(!d.normal(1, 9));
+        for _ in 0..40 {
+            assert!(!d.round((true, false), 50, 5));
+        }
+        assert!(!d.normal(1, 9));
+        assert!(d.round((true, true), 50, 5));
+        assert!(d.normal(1, 9));
     }
 
     /// The normal drains pair by pair: a ToR pair leaves it when fewer than two of its
@@ -309,12 +401,12 @@ mod tests {
     fn the_normal_drains_as_its_pairs_measure_normal() {
         let mut d = DipPairs::default();
         let ab = (Some(0), Some(2));
-        d.round(true, 1, 1);
+        d.round((true, true), 1, 1);
         for (a, b) in [(1, 9), (2, 10), (3, 11)] {
             d.add((a, b), ab, Some(0.2));
         }
         d.add((3, 4), (None, None), Some(0.2));
-        assert!(d.round(true, 1, 1));
+        assert!(d.round((true, true), 1, 1));
         d.clean(9, 1);
         assert!(
             !d.normal(1, 9) && d.explains((1, 9), ab),
@@ -337,11 +429,11 @@ mod tests {
     fn a_lone_pair_of_its_tor_pair_is_not_taken_into_the_normal() {
         let mut d = DipPairs::default();
         let (ab, cc) = ((Some(0), Some(2)), (Some(3), Some(3)));
-        d.round(true, 1, 1);
+        d.round((true, true), 1, 1);
         d.add((1, 9), ab, Some(0.2));
         d.add((2, 10), ab, Some(0.2));
         d.add((50, 55), cc, Some(0.2));
-        assert!(d.round(true, 1, 1));
+        assert!(d.round((true, true), 1, 1));
         assert!(d.normal(1, 9) && d.normal(10, 2));
         assert!(!d.normal(50, 55) && !d.explains((50, 55), cc));
     }
@@ -353,17 +445,34 @@ mod tests {
     fn the_normal_takes_out_the_dip_s_share_of_its_pairs() {
         let mut d = DipPairs::default();
         let ab = (Some(0), Some(2));
-        d.round(true, 1, 1);
+        d.round((true, true), 1, 1);
         d.add((1, 9), ab, Some(0.2));
         d.add((9, 1), ab, Some(0.3));
+        d.add((1, 9), ab, Some(0.7));
+        d.add((2, 10), ab, Some(0.2));
         d.add((2, 10), ab, None);
+        d.add((2, 10), ab, Some(0.2));
         d.add((3, 11), ab, Some(-0.1));
         assert_eq!(d.excess(1, 9), 0.0, "not the normal yet");
-        assert!(d.round(true, 1, 1));
-        assert!((d.excess(1, 9) - 0.25).abs() < 1e-12 && d.excess(9, 1) == d.excess(1, 9));
+        assert!(d.round((true, true), 1, 1));
+        // The mean of 0.2, 0.3 and 0.7: every measurement weighs alike.
+        assert!((d.excess(1, 9) - 0.4).abs() < 1e-12 && d.excess(9, 1) == d.excess(1, 9));
         assert_eq!((d.excess(2, 10), d.excess(3, 11)), (0.0, 0.0));
         d.clean(1, 9);
         assert_eq!(d.excess(1, 9), 0.0);
+    }
+
+    /// A share above the dip's median share is capped at it when the normal forms.
+    #[test]
+    fn a_pair_s_share_is_capped_at_the_dip_s_median() {
+        let mut d = DipPairs::default();
+        d.round((true, true), 1, 1);
+        for (b, e) in [(1, 0.2), (2, 0.2), (3, 0.1), (4, 0.6)] {
+            d.add((0, b), (None, None), Some(e));
+        }
+        assert!(d.round((true, true), 1, 1));
+        assert!((d.excess(0, 4) - 0.2).abs() < 1e-12);
+        assert!((d.excess(0, 3) - 0.1).abs() < 1e-12);
     }
 
     /// Nodes 0 and 1 share ToR 0 and are slow to the four others on ToRs 1 and 2 but not
@@ -374,7 +483,7 @@ mod tests {
     fn the_members_of_a_tor_slow_on_all_but_each_other_are_bound_to_the_normal() {
         let tors = [Some(0), Some(0), Some(1), Some(2), Some(2), Some(2)];
         let mut d = DipPairs::default();
-        d.round(true, 1, 1);
+        d.round((true, true), 1, 1);
         for a in 0..2 {
             for b in 2..6 {
                 d.add((a, b), (None, None), Some(0.2));
@@ -382,14 +491,14 @@ mod tests {
         }
         d.add((2, 3), (None, None), Some(0.2));
         assert!(!d.binds(0, &tors), "not the normal yet");
-        d.round(true, 1, 1);
+        d.round((true, true), 1, 1);
         assert!(d.binds(0, &tors) && d.binds(1, &tors));
         assert!(!d.binds(2, &tors) && !d.binds(3, &tors));
         assert!(!d.binds(0, &[None; 6]));
         let mut e = d.clone();
-        e.round(true, 1, 1);
+        e.round((true, true), 1, 1);
         e.add((0, 1), (None, None), Some(0.2));
-        e.round(true, 1, 1);
+        e.round((true, true), 1, 1);
         assert!(
             !e.binds(0, &tors),
             "slow to its ToR's member too: a straggler"
@@ -400,12 +509,26 @@ mod tests {
     #[test]
     fn remapping_carries_the_normal() {
         let mut d = DipPairs::default();
-        d.round(true, 1, 1);
+        d.round((true, true), 1, 1);
         d.add((1, 2), (None, None), Some(0.2));
         d.add((0, 2), (None, None), Some(0.2));
-        d.round(true, 1, 1);
+        d.round((true, true), 1, 1);
         d.remap(&[None, Some(0), Some(1)]);
         assert!(d.normal(0, 1) && d.normal(1, 0));
         assert_eq!(d.normal.pairs.len(), 2);
+        // ToR pairs are numbers of the old formation's table: dropped on renumbering,
+        // the pairs themselves still explained.
+        let mut e = DipPairs::default();
+        let ab = (Some(0), Some(2));
+        e.round((true, true), 1, 1);
+        for (a, b) in [(1, 9), (2, 10), (3, 11)] {
+            e.add((a, b), ab, Some(0.2));
+        }
+        e.round((true, true), 1, 1);
+        e.remap(&(0..12).map(Some).collect::<Vec<_>>());
+        assert!(e.explains((1, 9), ab) && !e.explains((4, 12), ab));
+        e.clean(1, 9);
+        e.clean(2, 10);
+        assert!(e.normal(3, 11), "no ToR pair left to prune it with");
     }
 }

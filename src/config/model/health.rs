@@ -57,8 +57,9 @@ section! {
         fabric_rounds: u32 = 3, Spec::int(1, 1000);
         /// Slow re-measurements of one pair that make a link verdict.
         link_observations: u32 = 9, Spec::int(1, 100);
-        /// Slow rounds in a row after which a lasting change (the group's round median, a
-        /// ToR's level) becomes the new normal: its verdict ends.
+        /// Rounds after which a lasting change becomes the new normal and its verdict ends:
+        /// slow rounds in a row of the group's round median or a ToR's level, rounds since
+        /// the first event of a partial fabric event (a dip: its pairs).
         new_normal_rounds: u32 = 360, Spec::int(10, 1_000_000);
         /// Judge each node against its ToR's members too, when the topology names its ToR
         /// (its ToR's level taken out of its score, crowds localised to a ToR). Off by

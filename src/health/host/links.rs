@@ -28,9 +28,10 @@ impl HealthEngine {
             let tor = |x: usize| input.tors.get(x).copied().flatten();
             (tor(a), tor(b))
         };
+        let hold = n.max(self.cfg.window);
         if self
             .dip
-            .round(event, n.max(self.cfg.window), self.cfg.new_normal_rounds)
+            .round((event, r.partial_fabric), hold, self.cfg.new_normal_rounds)
         {
             // The dip is the normal now: its pairs leave the tally from the next round,
             // and the event rounds it left in the histories end its fabric verdict here
