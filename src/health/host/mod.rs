@@ -340,7 +340,8 @@ pub struct HealthEngine {
     links: Pairs<VecDeque<f64>>,
     /// The pairs a partial event explains while it lasts, and those of dips that lasted
     /// the horizon: they make no link verdict (not in the wire form: a restored engine
-    /// learns them again from the next event round).
+    /// learns a dip again from its next event round, and its normal only after the
+    /// horizon; see `crate::health::dips`).
     dip: DipPairs,
 }
 
