@@ -238,6 +238,7 @@ fn correct(run: &Run, s: &Value) -> bool {
         }),
         "cordon" => cordon_correct(run, id[0], first),
         c @ ("ToR" | "ToR (device)") => tor_correct(run, c, id[0], first),
+        "spine" => spine_correct(run, id[0], first),
         c => fabric_correct(run, c, id[0], first),
     }
 }
@@ -280,6 +281,27 @@ fn tor_correct(run: &Run, class: &str, t: u64, first: u64) -> bool {
         .tor_episodes
         .iter()
         .any(|(p, x, s, e)| on(p) && *x == t && live(*s, *e));
+    fault || episode
+}
+
+/// A (host) spine verdict in group `g` is correct when, in the look-back before it began,
+/// a host-plane dip on one spine's pairs or a host-plane spine congestion episode touched
+/// the group.
+fn spine_correct(run: &Run, g: u64, first: u64) -> bool {
+    let on = |p: &str| p == "host" || p == "both";
+    let span = (first.saturating_sub(LOOKBACK), first + 1);
+    let live = |a: u64, b: u64| a < span.1 && span.0 < b;
+    let fault = run.faults.iter().any(|f| {
+        f.kind == "fabric_dip"
+            && f.scope == "spine"
+            && on(&f.plane)
+            && f.groups.contains(&g)
+            && live(f.onset, f.end)
+    });
+    let episode = run
+        .shared
+        .iter()
+        .any(|(p, x, groups, s, e)| on(p) && x == "spine" && groups.contains(&g) && live(*s, *e));
     fault || episode
 }
 

@@ -28,6 +28,8 @@ pub struct State {
     pub link_degraded: Vec<Pair>,
     /// The ToRs judged last round (enough members in the group), with their verdicts.
     pub tors: Vec<Tor>,
+    /// The last round's spine verdict (a dip with a spine's shape); empty without one.
+    pub spines: Vec<Spine>,
     /// Lasting changes that became the new normal since start.
     pub normal_changes: NormalChanges,
     /// The group as formed.
@@ -140,6 +142,24 @@ pub struct Tor {
     pub degraded: bool,
     /// While degraded: its members' probes against its normal (a ratio above 1).
     pub slowdown_ratio: Option<f64>,
+}
+
+/// A spine verdict: a share of the pairs between ToRs slow, spread over them, the pairs
+/// within ToRs spared (the switch's, never a node's or link's).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Spine {
+    /// The spine group of its ToRs (`a+b` for several, `unknown` without one).
+    pub spine: String,
+    /// The ToRs at an end of the pairs it slowed.
+    pub tors: Vec<String>,
+    /// The members on those ToRs.
+    pub members: Vec<String>,
+    /// The distinct ToR pairs it slowed.
+    pub tor_pairs: usize,
+    /// Share of the measurements between ToRs it slowed.
+    pub cross_share: f64,
+    /// Share of the measurements within ToRs it slowed.
+    pub inner_share: f64,
 }
 
 /// Lasting changes that became the normal, since start.
@@ -449,6 +469,18 @@ impl From<&ProbeSnapshot> for State {
                     members: t.members.iter().map(|&i| p.name(i)).collect(),
                     degraded: t.degraded,
                     slowdown_ratio: t.slowdown_ratio,
+                })
+                .collect(),
+            spines: p
+                .spines
+                .iter()
+                .map(|s| Spine {
+                    spine: s.name.clone(),
+                    tors: s.tors.clone(),
+                    members: s.members.iter().map(|&i| p.name(i)).collect(),
+                    tor_pairs: s.tor_pairs,
+                    cross_share: s.cross_share,
+                    inner_share: s.inner_share,
                 })
                 .collect(),
             normal_changes: NormalChanges {

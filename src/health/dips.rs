@@ -29,6 +29,7 @@
 use std::collections::BTreeMap;
 
 use super::lifecycle::remap_pair;
+use super::spine::{Shape, SpineVerdict};
 
 /// The two ToRs of a pair, lower first.
 type TorPair = (u32, u32);
@@ -192,6 +193,9 @@ pub(crate) struct DipPairs {
     age: usize,
     /// Dips that lasted the horizon, as far as they still slow their pairs.
     normal: Reach,
+    /// Where the current dip's event rounds fell (within ToRs or between them): whether
+    /// it is a spine's.
+    shape: Shape,
 }
 
 impl DipPairs {
@@ -210,19 +214,38 @@ impl DipPairs {
         };
         if self.quiet.is_none() {
             self.dip = Reach::default();
+            self.shape = Shape::default();
             self.age = 0;
             return false;
         }
         self.age += 1;
+        self.shape.next_round(event);
         if self.age <= horizon || !event || !verdict {
             return false;
         }
         let mut dip = std::mem::take(&mut self.dip);
         dip.cap_shares();
         self.normal.absorb(dip);
+        self.shape = Shape::default();
         self.quiet = None;
         self.age = 0;
         true
+    }
+
+    /// A judged measurement (both ends' own shares known, the pair not in the normal) of
+    /// a round while the dip is on, between nodes on ToRs `places`; `slow`: the dip's share of it is
+    /// above the entry threshold. Tallied for the dip's shape (whether it is a spine's).
+    /// Nothing is tallied with no dip on (the round a dip became the normal).
+    pub fn measure(&mut self, places: (Option<u32>, Option<u32>), slow: bool) {
+        if self.quiet.is_some() {
+            self.shape.measure(places, slow);
+        }
+    }
+
+    /// The spine verdict the current dip's shape supports (none without a dip on), with
+    /// `base` the share of measurements slow on their own outside events.
+    pub fn spine(&self, base: f64) -> Option<SpineVerdict> {
+        self.quiet.and_then(|_| self.shape.judge(base))
     }
 
     /// A slow measurement of `a`, `b` (on ToRs `ta`, `tb`) in an event round: the dip
@@ -306,6 +329,8 @@ impl DipPairs {
     pub fn remap(&mut self, map: &[Option<usize>]) {
         self.dip.remap(map);
         self.normal.remap(map);
+        // ToR numbers are made again at each formation.
+        self.shape = Shape::default();
     }
 }
 

@@ -11,7 +11,8 @@
 //! with hysteresis (`lifecycle`), record why in the same evidence keys (`evidence`), and
 //! hold pair verdicts the same way (`pairs`); only what is measured and how an entity is
 //! elevated differ. `plan` holds the pure planning the daemon and the simulator share;
-//! `infer` groups nodes whose slowdowns move together when no source gives their ToRs.
+//! `infer` groups nodes whose slowdowns move together when no source gives their ToRs;
+//! `spine` tells a dip on one spine's pairs from the other dips.
 
 pub mod device;
 mod dips;
@@ -23,6 +24,7 @@ mod infer;
 mod lifecycle;
 mod pairs;
 pub(crate) mod plan;
+mod spine;
 mod stats;
 mod tor;
 
@@ -36,5 +38,6 @@ pub use host::{
     RoundInput, RoundOutput,
 };
 pub use infer::{InferConfig, TorInference};
+pub use spine::SpineVerdict;
 pub use stats::median;
 pub use tor::{TOR_MIN_MEMBERS, TorVerdict};

@@ -5,8 +5,8 @@
 //! number is the index of the ToR's name among the distinct names of the exchanged places,
 //! sorted. The names come back here for the state API, the metrics and the log.
 
-use crate::health::RoundOutput;
-use crate::snapshot::probe::{MemberView, ProbeSnapshot, TorView};
+use crate::health::{RoundOutput, SpineVerdict};
+use crate::snapshot::probe::{MemberView, ProbeSnapshot, SpineView, TorView};
 
 /// A member's ToR name, as its place said.
 fn tor_of(m: &MemberView) -> Option<&str> {
@@ -96,6 +96,53 @@ pub(super) fn record_tors(part: &mut ProbeSnapshot, out: &RoundOutput, names: &[
     }
     part.normal_changes.tor += out.tor_new_normal.len() as u64;
     part.tors = tors;
+    record_spine(part, out.spine_verdict.as_ref(), names);
+}
+
+/// The spine group name of the members `on` selects (see [`SpineView::name`]).
+fn spine_name(members: &[MemberView], on: &dyn Fn(&MemberView) -> bool) -> String {
+    let mut groups: Vec<&str> = members
+        .iter()
+        .filter(|m| on(m))
+        .filter_map(|m| m.place.as_ref().and_then(|p| p.place.spine.as_deref()))
+        .collect();
+    groups.sort_unstable();
+    groups.dedup();
+    if groups.is_empty() {
+        "unknown".to_string()
+    } else {
+        groups.join("+")
+    }
+}
+
+/// Publishes the round's spine verdict by name, and logs it as it starts and ends.
+fn record_spine(part: &mut ProbeSnapshot, verdict: Option<&SpineVerdict>, names: &[String]) {
+    let view = verdict.map(|v| {
+        let tors: Vec<String> = v
+            .tors
+            .iter()
+            .filter_map(|&t| names.get(t as usize).cloned())
+            .collect();
+        let on = |m: &MemberView| tor_of(m).is_some_and(|t| tors.iter().any(|x| x == t));
+        SpineView {
+            name: spine_name(&part.members, &on),
+            members: (0..part.members.len())
+                .filter(|&i| on(&part.members[i]))
+                .collect(),
+            tors,
+            tor_pairs: v.tor_pairs,
+            cross_share: v.cross_share,
+            inner_share: v.inner_share,
+        }
+    });
+    match (&view, part.spines.first()) {
+        (Some(v), None) => {
+            tracing::warn!(spine = %v.name, tors = ?v.tors, tor_pairs = v.tor_pairs, cross_share = v.cross_share, inner_share = v.inner_share, "spine verdict: a share of the pairs between ToRs is slow, spread over them, and the pairs within ToRs are not (a spine, not a node or link; nothing is quarantined for it)");
+        }
+        (None, Some(was)) => tracing::info!(spine = %was.name, "spine verdict ended"),
+        _ => {}
+    }
+    part.spines = view.into_iter().collect();
 }
 
 #[cfg(test)]
@@ -193,5 +240,60 @@ mod tests {
             ),
             (1, 1, 1)
         );
+    }
+
+    /// The spine verdict is published by the names of its ToRs, its members, and the
+    /// spine group their topology gives (joined when several, `unknown` with none); it
+    /// goes when the engine's verdict goes.
+    #[test]
+    fn a_spine_verdict_is_published_by_name_with_its_spine_group() {
+        let at = |name: &str, tor: &str, spine: Option<&str>| MemberView {
+            place: Some(NodePlace {
+                place: Place {
+                    tor: Some(tor.to_string()),
+                    spine: spine.map(String::from),
+                    ..Place::default()
+                },
+                source: TopologySource::File,
+            }),
+            ..member(name, None)
+        };
+        let mut part = ProbeSnapshot {
+            members: vec![
+                at("a", "leaf-1", Some("pod-1")),
+                at("b", "leaf-2", Some("pod-1")),
+                at("c", "leaf-3", Some("pod-1")),
+                at("d", "leaf-4", Some("pod-2")),
+            ],
+            ..ProbeSnapshot::default()
+        };
+        let names: Vec<String> = ["leaf-1", "leaf-2", "leaf-3", "leaf-4"]
+            .map(String::from)
+            .to_vec();
+        let verdict = |tors: Vec<u32>| RoundOutput {
+            spine_verdict: Some(SpineVerdict {
+                tors,
+                tor_pairs: 3,
+                cross_share: 0.25,
+                inner_share: 0.0,
+            }),
+            ..RoundOutput::default()
+        };
+        record_tors(&mut part, &verdict(vec![0, 1, 2]), &names);
+        let v = &part.spines[..];
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].name, "pod-1");
+        assert_eq!(v[0].tors, ["leaf-1", "leaf-2", "leaf-3"]);
+        assert_eq!(v[0].members, [0, 1, 2]);
+        assert_eq!((v[0].tor_pairs, v[0].cross_share), (3, 0.25));
+        record_tors(&mut part, &verdict(vec![0, 2, 3]), &names);
+        assert_eq!(part.spines[0].name, "pod-1+pod-2");
+        part.members[0].place = None;
+        part.members[2].place = None;
+        part.members[3] = at("d", "leaf-4", None);
+        record_tors(&mut part, &verdict(vec![3]), &names);
+        assert_eq!(part.spines[0].name, "unknown");
+        record_tors(&mut part, &RoundOutput::default(), &names);
+        assert!(part.spines.is_empty());
     }
 }

@@ -101,7 +101,7 @@ pub fn budget(class: &str) -> f64 {
 }
 
 /// The classes in report order.
-pub const CLASSES: [&str; 14] = [
+pub const CLASSES: [&str; 15] = [
     "node suspect",
     "node confirmed",
     "node quarantine",
@@ -114,6 +114,7 @@ pub const CLASSES: [&str; 14] = [
     "pair",
     "ToR",
     "ToR (device)",
+    "spine",
     "fabric (host)",
     "fabric (device)",
 ];
@@ -283,6 +284,7 @@ impl Scorer<'_> {
             );
         }
         spans.extend(self.tor_spans());
+        spans.extend(self.spine_spans());
         for (class, plane, list) in [
             ("fabric (host)", Plane::Host, &self.v.host_fabric),
             ("fabric (device)", Plane::Device, &self.v.device_fabric),
@@ -339,6 +341,37 @@ impl Scorer<'_> {
                     .plain(),
                 );
             }
+        }
+        spans
+    }
+
+    /// The spans of host spine verdicts, per group: correct when a spine dip or spine
+    /// congestion touched the group (or did within the lookback) when they begin; a false
+    /// one says which event it misnamed, else why the group was slow.
+    fn spine_spans(&self) -> Vec<VerdictSpan> {
+        let rounds = self.w.rounds;
+        let last = |end: u64| end.saturating_sub(1).min(rounds);
+        let mut spans = Vec::new();
+        for &(g, s, e) in &self.v.host_spines {
+            let lookback = (s.saturating_sub(self.lookback), s + 1);
+            let correct = self.truth.spine_event(Plane::Host, g, lookback);
+            let cause = correct.is_none().then(|| {
+                match self.truth.fabric_event(Plane::Host, g, lookback) {
+                    Some(other) => ("another fabric event".to_string(), other),
+                    None => self.fabric_cause(Plane::Host, g, s),
+                }
+            });
+            spans.push(
+                Judgement {
+                    class: "spine",
+                    entity: format!("group {g}"),
+                    ids: vec![g],
+                    rounds: (s, last(e)),
+                    correct: correct.is_some(),
+                    cause,
+                }
+                .plain(),
+            );
         }
         spans
     }

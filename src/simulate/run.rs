@@ -87,6 +87,8 @@ pub struct Trace {
     pub host_fabric: Intervals<usize>,
     /// Host ToR verdicts, per ToR (a ToR split over groups counts once per round).
     pub host_tors: Intervals<usize>,
+    /// Host spine verdicts, per probe group (a dip with a spine's shape there).
+    pub host_spines: Intervals<usize>,
     /// Rounds in which a group's lasting change (its round median, or a ToR's level)
     /// became the new normal: (round, group, ToR when it was a ToR's).
     pub new_normals: Vec<(u64, usize, Option<usize>)>,
@@ -126,6 +128,7 @@ impl Trace {
         self.links.finish(end);
         self.host_fabric.finish(end);
         self.host_tors.finish(end);
+        self.host_spines.finish(end);
         self.device_nodes.finish(end);
         self.pairs.finish(end);
         self.device_fabric.finish(end);
@@ -282,6 +285,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
         let mut host_suspects = BTreeSet::new();
         let mut fabric = Vec::new();
         let mut tors = BTreeSet::new();
+        let mut spines = Vec::new();
         for (gi, h) in hosts.iter_mut().enumerate() {
             let input = h.input(w, &mut d, r, health);
             let t0 = Instant::now();
@@ -294,6 +298,9 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
                 fabric.push(gi);
             }
             tors.extend(out.tor_verdicts.iter().map(|v| v.tor as usize));
+            if out.spine_verdict.is_some() {
+                spines.push(gi);
+            }
             new_normals(&mut t, r, gi, &out);
             t.nodes.extend(out.transitions.into_iter().map(|x| Change {
                 round: r,
@@ -318,6 +325,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
         t.links.update(r, links);
         t.host_fabric.update(r, fabric);
         t.host_tors.update(r, tors);
+        t.host_spines.update(r, spines);
         if r.is_multiple_of(device_every) {
             device_round(w, &mut d, r, &mut devices, &host_suspects, &mut t);
         }

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::scenario::{Element, FaultKind, Plane, Shape};
+use super::scenario::{DipScope, Element, FaultKind, Plane, Shape};
 use super::truth::Truth;
 use super::verdicts::{Level, Verdict, Verdicts};
 use super::world::{Fault, Target, World};
@@ -454,8 +454,9 @@ impl<'a> Scorer<'a> {
     }
 
     /// A ToR or fabric event is detected by a fabric verdict in a group it touches;
-    /// localised when it is also *named* (a dip by that fabric verdict; a slow ToR only by
-    /// a ToR verdict on it, of its plane) and no verdict at confirmed or above
+    /// localised when it is also *named* (a dip by that fabric verdict, a dip on one
+    /// spine's pairs on the host plane only by a spine verdict; a slow ToR only by a ToR
+    /// verdict on it, of its plane) and no verdict at confirmed or above
     /// fell on its members (and, for a dip, no link or pair verdict) while it lasted.
     fn fabric_outcome(&self, f: &Fault, plane: Plane, win: (u64, u64), o: &mut Outcome) {
         let topo = &self.w.topo;
@@ -481,10 +482,20 @@ impl<'a> Scorer<'a> {
         } else {
             &v.device_tors
         };
+        // A dip on one spine's pairs is named by a spine verdict in a group it touches
+        // (the host plane has them; the device plane names it only as a fabric event).
+        let spine = f.kind == FaultKind::FabricDip && f.scope == DipScope::Spine;
+        let by_spine = spine && plane == Plane::Host;
         let named = match f.target {
             Target::Tor(t) => tor_verdicts
                 .iter()
                 .filter(|x| x.0 == t && overlaps((x.1, x.2), win))
+                .map(|x| x.1.saturating_sub(f.onset))
+                .min(),
+            _ if by_spine => v
+                .host_spines
+                .iter()
+                .filter(|x| groups.contains(&x.0) && overlaps((x.1, x.2), win))
                 .map(|x| x.1.saturating_sub(f.onset))
                 .min(),
             _ => None,
@@ -527,8 +538,9 @@ impl<'a> Scorer<'a> {
                     .iter()
                     .any(|x| touched(topo.port_node(x.0.0)) && overlaps((x.1, x.2), win))
         };
-        // A dip is named by a fabric verdict, a slow ToR by a ToR verdict on it.
-        o.localised = (dip && o.detected.is_some() || named.is_some()) && !o.wrong;
+        // A dip is named by a fabric verdict (a spine's on the host plane by a spine
+        // verdict), a slow ToR by a ToR verdict on it.
+        o.localised = (dip && !by_spine && o.detected.is_some() || named.is_some()) && !o.wrong;
     }
 
     /// Whether a congestion episode near `nodes` (their uplinks or ports, their ToRs, a

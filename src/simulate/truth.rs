@@ -116,13 +116,7 @@ impl Truth {
     /// ToR or spine congestion, the drift above [`drift_limit`]) touched group `g` in the
     /// rounds `span`; with its description.
     pub fn fabric_event(&self, plane: Plane, g: usize, span: (u64, u64)) -> Option<String> {
-        let on = |p: Plane| {
-            if plane == Plane::Host {
-                p.host()
-            } else {
-                p.device()
-            }
-        };
+        let on = |p: Plane| reaches(p, plane);
         let live = |a: u64, b: u64| a < span.1 && span.0 < b;
         for f in &self.faults {
             let x = &f.fault;
@@ -148,18 +142,36 @@ impl Truth {
 }
 
 impl Truth {
+    /// What makes a spine verdict in group `g` of `plane` correct in `span`: a fabric dip
+    /// on one spine's pairs, or a congestion episode on a spine, that touched the group.
+    pub fn spine_event(&self, plane: Plane, g: usize, span: (u64, u64)) -> Option<String> {
+        let on = |p: Plane| reaches(p, plane);
+        let live = |a: u64, b: u64| a < span.1 && span.0 < b;
+        for f in &self.faults {
+            let x = &f.fault;
+            let spine = x.kind == FaultKind::FabricDip && x.scope == DipScope::Spine;
+            if spine && on(x.plane) && f.groups.contains(&g) && live(x.onset, x.end) {
+                return Some(format!("fault #{} (spine dip)", x.id));
+            }
+        }
+        self.episodes
+            .iter()
+            .find(|e| {
+                let x = &e.episode;
+                x.on == Element::Spine
+                    && on(x.plane)
+                    && e.groups.contains(&g)
+                    && live(x.start, x.end)
+            })
+            .map(|e| format!("episode #{} on spine {}", e.episode.id, e.episode.element))
+    }
+
     /// What makes a ToR verdict on ToR `t` of `plane` correct in `span`: a slow-ToR fault
     /// on it, a fabric dip on its uplinks (every pair that leaves it is slow: the ToR's
     /// uplinks are where the network team looks), or a congestion episode on it (the ToR is
     /// really slow; the verdict is for the network team either way).
     pub fn tor_event(&self, plane: Plane, t: usize, span: (u64, u64)) -> Option<String> {
-        let on = |p: Plane| {
-            if plane == Plane::Host {
-                p.host()
-            } else {
-                p.device()
-            }
-        };
+        let on = |p: Plane| reaches(p, plane);
         let live = |a: u64, b: u64| a < span.1 && span.0 < b;
         for f in &self.faults {
             let x = &f.fault;
@@ -175,6 +187,15 @@ impl Truth {
             .map(|e| &e.episode)
             .find(|x| x.on == Element::Tor && x.element == t && on(x.plane) && live(x.start, x.end))
             .map(|x| format!("episode #{} on tor {}", x.id, x.element))
+    }
+}
+
+/// Whether an event of plane `p` (host, device or both) is one of `plane`'s.
+fn reaches(p: Plane, plane: Plane) -> bool {
+    if plane == Plane::Host {
+        p.host()
+    } else {
+        p.device()
     }
 }
 

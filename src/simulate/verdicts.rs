@@ -117,6 +117,8 @@ pub struct Verdicts {
     pub host_fabric: Vec<(usize, u64, u64)>,
     /// Host ToR verdicts: (ToR, first round, first round after).
     pub host_tors: Vec<(usize, u64, u64)>,
+    /// Host spine verdicts: (probe group, first round, first round after).
+    pub host_spines: Vec<(usize, u64, u64)>,
     /// Device node verdicts.
     pub device_nodes: Vec<(usize, u64, u64)>,
     /// Device pair verdicts.
@@ -136,6 +138,7 @@ impl Verdicts {
             links: t.links.spans.clone(),
             host_fabric: t.host_fabric.spans.clone(),
             host_tors: t.host_tors.spans.clone(),
+            host_spines: t.host_spines.spans.clone(),
             device_nodes: t.device_nodes.spans.clone(),
             pairs: t.pairs.spans.clone(),
             device_fabric: t.device_fabric.spans.clone(),

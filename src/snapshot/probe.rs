@@ -283,6 +283,9 @@ pub struct ProbeSnapshot {
     /// The ToRs the engine judged in the last round (those with enough members in the
     /// group), with their verdict: empty without topology.
     pub tors: Vec<TorView>,
+    /// The last round's spine verdict (a partial fabric event with a spine's shape):
+    /// empty without one, or without topology.
+    pub spines: Vec<SpineView>,
     /// Lasting changes that became the normal since start (their verdicts ended).
     pub normal_changes: NormalChanges,
     /// Latest transitions (bounded), with reasons and evidence.
@@ -338,6 +341,27 @@ pub struct TorView {
     /// While degraded: how much slower than its normal its members' probes are (a ratio,
     /// above 1).
     pub slowdown_ratio: Option<f64>,
+}
+
+/// A spine verdict by name: a dip on a share of the pairs between ToRs, spread over them,
+/// sparing the pairs within ToRs, which is how a spine (one of several that ECMP spreads
+/// the pairs over) looks from the nodes. For the network team; never a node's or link's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpineView {
+    /// The spine group the ToRs it reached sit under, from the topology: one name, the
+    /// names joined by `+` when they sit under several (the layer above), or `unknown`
+    /// when no source gave a spine group.
+    pub name: String,
+    /// The ToRs at an end of the pairs it slowed, by name.
+    pub tors: Vec<String>,
+    /// The members on those ToRs (indices into `members`).
+    pub members: Vec<usize>,
+    /// The distinct ToR pairs it slowed.
+    pub tor_pairs: usize,
+    /// The share of the measurements between ToRs it slowed (about one over the spines).
+    pub cross_share: f64,
+    /// The share of the measurements within ToRs it slowed (about zero).
+    pub inner_share: f64,
 }
 
 /// Lasting changes that became the new normal, counted since start.

@@ -6,7 +6,7 @@
 use super::family::{Labels, Render, Sink, flag};
 use crate::snapshot::View;
 use crate::snapshot::overrides::OverridesSnapshot;
-use crate::snapshot::probe::{HARDWARE_SIGNS, NodeState, ProbeSnapshot, TorView};
+use crate::snapshot::probe::{HARDWARE_SIGNS, NodeState, ProbeSnapshot, SpineView, TorView};
 use std::fmt;
 
 /// Renders the probing part of the snapshot, when probing is configured.
@@ -408,6 +408,17 @@ fn tors(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
             .filter_map(|t| t.slowdown_ratio.map(|r| (tor(t), r)))
             .collect(),
     )?;
+    let spine = |s: &SpineView| vec![("spine", s.name.clone())];
+    f.gauge(
+        "hcclwatch_spine_degraded",
+        "1 while a partial fabric event has a spine's shape: a share of the pairs between ToRs slow, spread over them, the pairs within ToRs spared (a verdict on a spine of the group, for the network team; never quarantines a node or link). Absent without such an event.",
+        pr.spines.iter().map(|s| (spine(s), 1.0)).collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_spine_slow_pair_ratio",
+        "While the spine verdict holds: the share of the measurements between ToRs it slowed (about one over the spines behind them).",
+        pr.spines.iter().map(|s| (spine(s), s.cross_share)).collect(),
+    )?;
     f.counter(
         "hcclwatch_normal_changes",
         "Lasting changes that became the new normal after health.new_normal_rounds rounds (their verdict ended), by scope: fabric (the group's round median), tor, or dip (a partial fabric event's pairs).",
@@ -585,6 +596,38 @@ mod tests {
                 "hcclwatch_normal_changes_total{scope=\"tor\"} 2",
                 "hcclwatch_normal_changes_total{scope=\"dip\"} 1",
             ]
+        );
+    }
+
+    #[test]
+    fn a_spine_verdict_has_its_series_only_while_it_holds() {
+        let base = || ProbeSnapshot {
+            active: true,
+            rounds_ok: 1,
+            members: vec![member("a", true, false)],
+            ..ProbeSnapshot::default()
+        };
+        let quiet = render(base());
+        assert!(lines(&quiet, "hcclwatch_spine_degraded").is_empty());
+        assert!(lines(&quiet, "hcclwatch_spine_slow_pair_ratio").is_empty());
+        let text = render(ProbeSnapshot {
+            spines: vec![SpineView {
+                name: "pod-1".into(),
+                tors: vec!["leaf-1".into(), "leaf-2".into(), "leaf-3".into()],
+                members: vec![0],
+                tor_pairs: 3,
+                cross_share: 0.25,
+                inner_share: 0.0,
+            }],
+            ..base()
+        });
+        assert_eq!(
+            lines(&text, "hcclwatch_spine_degraded"),
+            ["hcclwatch_spine_degraded{spine=\"pod-1\"} 1.0"]
+        );
+        assert_eq!(
+            lines(&text, "hcclwatch_spine_slow_pair_ratio"),
+            ["hcclwatch_spine_slow_pair_ratio{spine=\"pod-1\"} 0.25"]
         );
     }
 }

@@ -59,6 +59,12 @@ impl HealthEngine {
                 self.links.clean((p.src, p.dst));
             }
         }
+        self.tally_shape(input, r, &places);
+        out.spine_verdict = if r.partial_fabric {
+            self.dip.spine(self.partial.rate.0.unwrap_or(0.0))
+        } else {
+            None
+        };
         let (held, dip) = (&self.links.held, &self.dip);
         if event {
             // A share of the links is slow at once (a spine, a partial dip): pending pairs
@@ -74,6 +80,32 @@ impl HealthEngine {
         let (requests, verdicts) = self.link_decisions(r, &out.scores);
         out.link_verdicts = verdicts;
         out.link_requests = requests;
+    }
+
+    /// Tallies the round's permutation probes for the dip's shape while a dip is on, judged
+    /// as the partial-fabric tally judges them: both ends' own shares known and taken out,
+    /// pairs the normal holds left out. Every round, not only event rounds: a round whose
+    /// stride crosses mostly pairs within ToRs is seldom an event under a spine (it spares
+    /// them), so tallying event rounds alone would hardly ever see the pairs a spine
+    /// spares. Re-measurements are left out: they are the pairs already seen slow, not a
+    /// sample of where the dip falls.
+    fn tally_shape(
+        &mut self,
+        input: &RoundInput,
+        r: &RoundStats,
+        places: &dyn Fn(usize, usize) -> (Option<u32>, Option<u32>),
+    ) {
+        let n = self.nodes.len();
+        let own = |x: usize| r.own.get(x).copied().flatten();
+        for p in input.probes.iter().filter(|p| p.within(n)) {
+            if self.dip.normal(p.src, p.dst) {
+                continue;
+            }
+            if let (Some(a), Some(b)) = (own(p.src), own(p.dst)) {
+                let slow = r.adjusted(p) - a - b > r.entry;
+                self.dip.measure(places(p.src, p.dst), slow);
+            }
+        }
     }
 
     /// A probe's log residual when it is slow (above the entry threshold and `z`).

@@ -26,6 +26,7 @@ use super::fabric::{Normal, PartialFabric};
 use super::hardware::Signs;
 use super::lifecycle::{Change, Lifecycle, NodeIx, Track};
 use super::pairs::Pairs;
+use super::spine::SpineVerdict;
 use super::tor::{TorVerdict, TorWatch};
 use crate::snapshot::probe::{NodeState, Transition};
 
@@ -218,6 +219,10 @@ pub struct RoundOutput {
     /// A partial fabric event (a dip) lasted `new_normal_rounds`: this round its pairs
     /// became the normal (its fabric verdict ends; they still make no link verdict).
     pub dip_new_normal: bool,
+    /// While a partial fabric verdict holds: its dip has a spine's shape (pairs between
+    /// ToRs slowed, spread over them, the pairs within ToRs spared), a verdict on a spine
+    /// behind the ToRs it names (for the network team, never on a node or link).
+    pub spine_verdict: Option<SpineVerdict>,
     /// The nodes of this round's crowd (many steadily slow at once: a shared cause, whose
     /// members are not escalated), empty without one. When the topology puts them all
     /// behind one ToR the crowd blocks only that ToR's members; otherwise the group's.

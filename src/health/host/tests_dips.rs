@@ -29,6 +29,8 @@ struct DipRun {
     suspects: Vec<(usize, usize)>,
     /// Moves to confirmed (round, node).
     confirmed: Vec<(usize, usize)>,
+    /// Spine verdicts, with the round they were made.
+    spines: Vec<(usize, SpineVerdict)>,
 }
 
 /// Runs a 64-node group in four ToRs of 16 (node i on ToR i / 16) for `rounds` rounds,
@@ -101,6 +103,7 @@ fn run_dips(
         if out.dip_new_normal {
             run.dip_normals.push(r);
         }
+        run.spines.extend(out.spine_verdict.map(|v| (r, v)));
         for t in &out.transitions {
             match t.to {
                 NodeState::QuarantineRecommended => run.quarantines.push((r, t.node)),
@@ -132,11 +135,62 @@ fn run_dip(
     .links
 }
 
+/// Which pairs a dip slows.
+type PairSet<'a> = dyn Fn(usize, usize) -> bool + 'a;
+
 /// A fixed quarter of the pairs between ToRs (drawn by `salt`): one spine's share, about.
 fn spine_pairs(salt: usize) -> impl Fn(usize, usize) -> bool {
     move |a, b| {
         let (x, y) = (a.min(b), a.max(b));
         a / 16 != b / 16 && jitter(salt, x, y) < 0.0025
+    }
+}
+
+/// Issue 26 item 2: a dip on one spine's pairs (a quarter of the pairs between ToRs, none
+/// within one) is a spine verdict on the four ToRs for most of the rounds it lasts, and
+/// ends with it; the same share of random pairs (within ToRs too), one ToR's uplinks and
+/// the pairs between two ToRs are partial events of the same weight with no spine verdict.
+/// No node is recommended in any of them.
+#[test]
+fn a_spine_dip_is_a_spine_verdict_and_the_other_dips_are_not() {
+    let tor = |x: usize| x / 16;
+    let run = |dipped: &PairSet| {
+        run_dips(
+            360,
+            |r, a, b| (40..260).contains(&r) && dipped(a, b),
+            None,
+            None,
+        )
+    };
+    let spine = run(&spine_pairs(0));
+    let rounds: Vec<usize> = spine.spines.iter().map(|(r, _)| *r).collect();
+    let during = rounds.iter().filter(|r| (100..260).contains(*r)).count();
+    assert!(during >= 120, "{during} of rounds 100-259: {rounds:?}");
+    assert!(rounds.iter().all(|r| (40..300).contains(r)), "{rounds:?}");
+    let (_, v) = &spine.spines[spine.spines.len() / 2];
+    assert_eq!(v.tors, [0, 1, 2, 3]);
+    assert_eq!((v.tor_pairs, v.inner_share), (6, 0.0));
+    assert!((0.15..0.35).contains(&v.cross_share), "{v:?}");
+    assert!(spine.quarantines.is_empty(), "{:?}", spine.quarantines);
+    let others: [(&str, &PairSet); 3] = [
+        ("random", &|a, b| jitter(1, a.min(b), a.max(b)) < 0.0025),
+        ("uplinks", &|a, b| {
+            tor(a) != tor(b) && (tor(a) == 2 || tor(b) == 2)
+        }),
+        ("tor pair", &|a, b| {
+            [tor(a).min(tor(b)), tor(a).max(tor(b))] == [0, 2]
+        }),
+    ];
+    for (name, dipped) in others {
+        let other = run(dipped);
+        let events = other.fabric[40..260].iter().filter(|f| **f).count();
+        assert!(events >= 50, "{name}: a partial event ({events} rounds)");
+        assert!(other.spines.is_empty(), "{name}: {:?}", other.spines);
+        assert!(
+            other.quarantines.is_empty(),
+            "{name}: {:?}",
+            other.quarantines
+        );
     }
 }
 
