@@ -150,7 +150,7 @@ pub struct Tor {
 pub struct Spine {
     /// The spine group of its ToRs (`a+b` for several, `unknown` without one).
     pub spine: String,
-    /// The ToRs at an end of the pairs it slowed.
+    /// The ToRs it reached (their pairs to other ToRs slowed alike).
     pub tors: Vec<String>,
     /// The members on those ToRs.
     pub members: Vec<String>,

@@ -180,6 +180,14 @@ impl Reach {
             .collect();
         self.tors.clear();
     }
+
+    /// Forgets the ToR pairs (their numbers changed); the pairs stay.
+    fn drop_tors(&mut self) {
+        for s in self.pairs.values_mut() {
+            s.tors = None;
+        }
+        self.tors.clear();
+    }
 }
 
 /// The current dip's pairs and the normal's: see the module.
@@ -193,9 +201,11 @@ pub(crate) struct DipPairs {
     age: usize,
     /// Dips that lasted the horizon, as far as they still slow their pairs.
     normal: Reach,
-    /// Where the current dip's event rounds fell (within ToRs or between them): whether
-    /// it is a spine's.
+    /// Where the current dip's rounds fell (within ToRs or between them): whether it is a
+    /// spine's.
     shape: Shape,
+    /// The ToR numbers the ToR pairs and the shape were counted under.
+    tors: Vec<Option<u32>>,
 }
 
 impl DipPairs {
@@ -323,6 +333,19 @@ impl DipPairs {
             .get(&(a, b))
             .and_then(Slowed::share)
             .unwrap_or(0.0)
+    }
+
+    /// Takes the round's ToR numbers (by node index). They are made again at each
+    /// formation, also one that keeps every member (a member's place changed): when they
+    /// differ from those the ToR pairs and the shape were counted under, both are dropped
+    /// (the pairs themselves stay explained and drain one by one).
+    pub fn topology(&mut self, tors: &[Option<u32>]) {
+        if self.tors != tors {
+            self.tors = tors.to_vec();
+            self.dip.drop_tors();
+            self.normal.drop_tors();
+            self.shape = Shape::default();
+        }
     }
 
     /// Carries the pairs over to a new index table (`map[old]`: the new index, None: gone).
@@ -555,5 +578,26 @@ mod tests {
         e.clean(1, 9);
         e.clean(2, 10);
         assert!(e.normal(3, 11), "no ToR pair left to prune it with");
+    }
+
+    /// ToR numbers made again at a formation that kept every member (a member's place
+    /// changed): the ToR pairs counted under the old numbers are dropped, the pairs
+    /// themselves stay explained; the same numbers again change nothing.
+    #[test]
+    fn new_tor_numbers_drop_the_tor_pairs() {
+        let mut d = DipPairs::default();
+        let old: Vec<Option<u32>> = (0..12).map(|i| Some(i / 4)).collect();
+        d.topology(&old);
+        d.round((true, true), 5, 100);
+        d.add((1, 9), (Some(0), Some(2)), Some(0.2));
+        d.topology(&old);
+        assert!(
+            d.explains((2, 10), (Some(0), Some(2))),
+            "kept under the same numbers"
+        );
+        let new: Vec<Option<u32>> = (0..12).map(|i| Some(2 - i / 4)).collect();
+        d.topology(&new);
+        assert!(!d.explains((2, 10), (Some(2), Some(0))));
+        assert!(d.explains((1, 9), (Some(2), Some(0))));
     }
 }

@@ -12,12 +12,12 @@
 //! So while a dip is on, its rounds are tallied by where each judged measurement ran
 //! (within a ToR or between two, and which two) and whether the dip slowed it. The dip is
 //! a *spine verdict* when:
-//! - it slowed at least [`SPINE_MIN_SLOW`] measurements between ToRs;
+//! - it slowed at least [`SPINE_MIN_SLOW`] measurements between ToRs (noise included);
 //! - beyond the noise (the base rate of measurements slow on their own, the
-//!   partial-fabric detector's, which cancels when summed over a ToR's pairs), no one ToR
-//!   is an end of more than [`SPINE_MAX_TOR_SHARE`] of them, and at least
-//!   [`SPINE_MIN_TORS`] ToRs are an end of as many as [`SPINE_TOR_REACH`] of the busiest's
-//!   (a spine slows every ToR's pairs alike);
+//!   partial-fabric detector's), it slowed the measurements of at least [`SPINE_MIN_TORS`]
+//!   ToRs, and of at least [`SPINE_MIN_TOR_SHARE`] of those measured, at a rate of at
+//!   least [`SPINE_TOR_REACH`] of the busiest ToR's (rates, not counts: ToRs differ in
+//!   size), and at least [`SPINE_PAIR_COVER`] of the ToR pairs between them;
 //! - the pairs within ToRs were spared, beyond the noise, where a dip that spared nothing
 //!   would have slowed at least [`SPINE_INNER_EXPECTED`] of them. That count is taken
 //!   round by round, from each round's own share between ToRs: the permutation reaches
@@ -40,28 +40,32 @@ use std::collections::BTreeMap;
 /// shipped interval).
 pub const SPINE_QUIET_ROUNDS: usize = 30;
 
-/// Slow measurements between ToRs a dip needs before its shape is judged.
+/// Slow measurements between ToRs a dip needs before its shape is judged (noise included).
 pub const SPINE_MIN_SLOW: u32 = 24;
 
 /// ToRs the dip must have reached: with fewer, a spine cannot be told from the link
 /// between two ToRs or one ToR's uplinks.
 pub const SPINE_MIN_TORS: usize = 3;
 
-/// A ToR is reached when it is an end of at least this share of the slow measurements
-/// (beyond the noise) that the busiest ToR is an end of: a spine slows every ToR's pairs
-/// alike, while two slow ToRs put every other ToR at an end of their pairs to it only.
-pub const SPINE_TOR_REACH: f64 = 0.5;
+/// A ToR is reached when the share of its measurements to other ToRs that the dip slowed
+/// (beyond the noise) is at least this much of the busiest ToR's. A spine slows every
+/// ToR's pairs alike, whatever the ToRs' sizes; one slow ToR (or its uplinks) slows a half
+/// of the others' at most (three ToRs) and less with more.
+pub const SPINE_TOR_REACH: f64 = 0.6;
 
-/// The most of the slow measurements between ToRs, beyond the noise, one ToR may be an end
-/// of. A slow ToR, its uplinks or the link between two ToRs put one ToR at an end of all
-/// of them; a spine spreads them over its ToRs (two of four ToRs are the ends of a pair:
-/// about a half).
-pub const SPINE_MAX_TOR_SHARE: f64 = 0.75;
+/// The least share of the ToRs measured that the dip must have reached.
+pub const SPINE_MIN_TOR_SHARE: f64 = 0.5;
+
+/// The least share of the ToR pairs between reached ToRs that the dip must have slowed
+/// (each at half the dip's overall rate beyond the noise, or more): a spine spreads over
+/// every ToR pair, while two dips on two ToR pairs reach four ToRs alike through two
+/// of their six pairs.
+pub const SPINE_PAIR_COVER: f64 = 0.5;
 
 /// Slow measurements within ToRs, beyond the base rate, that a dip of the same share on
 /// random links would have made: fewer, and sparing the ToRs' own pairs is no evidence
 /// (eight make the chance that a random dip spares them, at a quarter of that count or
-/// fewer, about 1 %).
+/// fewer, about 1.4 %, before the noise's own spread).
 pub const SPINE_INNER_EXPECTED: f64 = 8.0;
 
 /// The most the share of slow measurements within ToRs may be of the share between them,
@@ -71,24 +75,28 @@ pub const SPINE_INNER_RATIO: f64 = 0.25;
 /// The two ToRs of a pair, lower first.
 type TorPair = (u32, u32);
 
-/// Where one round's judged measurements fell.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct Tally {
-    /// Judged measurements within one ToR, and how many the dip slowed.
-    inner: (u32, u32),
-    /// Judged measurements between two ToRs, and how many the dip slowed.
-    cross: (u32, u32),
-    /// Judged measurements between two ToRs and the slow ones, per ToR pair.
-    by_pair: BTreeMap<TorPair, (u32, u32)>,
+/// Adds one measurement, `slow` or not, to a (measured, slow) count.
+fn bump(c: &mut (u32, u32), slow: bool) {
+    c.0 = c.0.saturating_add(1);
+    c.1 = c.1.saturating_add(u32::from(slow));
+}
+
+/// The share of a (measured, slow) count that is slow beyond the noise `base`.
+fn excess_rate(&(m, k): &(u32, u32), base: f64) -> f64 {
+    f64::from(k) / f64::from(m.max(1)) - base
 }
 
 /// Where a dip's rounds fell since its events began again: see the module.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Shape {
-    /// The rounds before this one.
-    all: Tally,
-    /// This round.
-    now: Tally,
+    /// Judged measurements within one ToR, and how many the dip slowed.
+    inner: (u32, u32),
+    /// Judged measurements between two ToRs, and how many the dip slowed.
+    cross: (u32, u32),
+    /// The same between two ToRs, per ToR pair.
+    by_pair: BTreeMap<TorPair, (u32, u32)>,
+    /// This round's: within ToRs measured, and between ToRs (measured, slow).
+    now: (u32, (u32, u32)),
     /// Over the rounds before this one: the measurements within ToRs, each weighted by its
     /// round's share of slow measurements between ToRs (what a dip that spares nothing
     /// would have slowed of them, noise included).
@@ -97,33 +105,13 @@ pub(crate) struct Shape {
     quiet: usize,
 }
 
-impl Tally {
-    /// This round's share of slow measurements between ToRs (zero with none).
-    fn cross_share(&self) -> f64 {
-        f64::from(self.cross.1) / f64::from(self.cross.0.max(1))
-    }
-
-    /// Adds `other`'s counts.
-    fn add(&mut self, other: &Tally) {
-        let sum = |a: &mut (u32, u32), b: (u32, u32)| {
-            a.0 = a.0.saturating_add(b.0);
-            a.1 = a.1.saturating_add(b.1);
-        };
-        sum(&mut self.inner, other.inner);
-        sum(&mut self.cross, other.cross);
-        for (&k, &v) in &other.by_pair {
-            sum(self.by_pair.entry(k).or_default(), v);
-        }
-    }
-}
-
 /// A spine verdict: a dip on the pairs between ToRs, spread over them, sparing the pairs
 /// within ToRs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpineVerdict {
     /// The ToRs it reached (the topology's numbers), sorted.
     pub tors: Vec<u32>,
-    /// The ToR pairs between them it slowed beyond the noise.
+    /// The ToR pairs between them it slowed.
     pub tor_pairs: usize,
     /// The share of the judged measurements between ToRs it slowed (about one over the
     /// spines behind them).
@@ -136,9 +124,8 @@ impl Shape {
     /// Starts a round, an event round or not: after [`SPINE_QUIET_ROUNDS`] without one the
     /// tally starts again.
     pub fn next_round(&mut self, event: bool) {
-        let last = std::mem::take(&mut self.now);
-        self.weighted += f64::from(last.inner.0) * last.cross_share();
-        self.all.add(&last);
+        let (inner, cross) = std::mem::take(&mut self.now);
+        self.weighted += f64::from(inner) * excess_rate(&cross, 0.0);
         if event {
             self.quiet = 0;
         } else {
@@ -155,68 +142,87 @@ impl Shape {
         let (Some(ta), Some(tb)) = (ta, tb) else {
             return;
         };
-        let now = &mut self.now;
-        let bump = |c: &mut (u32, u32)| {
-            c.0 = c.0.saturating_add(1);
-            c.1 = c.1.saturating_add(u32::from(slow));
-        };
         if ta == tb {
-            bump(&mut now.inner);
+            bump(&mut self.inner, slow);
+            self.now.0 = self.now.0.saturating_add(1);
             return;
         }
-        bump(&mut now.cross);
-        bump(now.by_pair.entry((ta.min(tb), ta.max(tb))).or_default());
+        bump(&mut self.cross, slow);
+        bump(&mut self.now.1, slow);
+        bump(
+            self.by_pair.entry((ta.min(tb), ta.max(tb))).or_default(),
+            slow,
+        );
+    }
+
+    /// The ToRs the dip reached, by the share of each ToR's measurements to other ToRs it
+    /// slowed beyond `base` (see [`SPINE_TOR_REACH`]); empty when it slowed none.
+    fn reached(&self, base: f64) -> Vec<u32> {
+        let mut per_tor: BTreeMap<u32, (u32, u32)> = BTreeMap::new();
+        for (&(a, b), &(m, k)) in &self.by_pair {
+            for t in [a, b] {
+                let c = per_tor.entry(t).or_default();
+                c.0 = c.0.saturating_add(m);
+                c.1 = c.1.saturating_add(k);
+            }
+        }
+        let rates: Vec<(u32, f64)> = per_tor
+            .iter()
+            .map(|(&t, c)| (t, excess_rate(c, base)))
+            .collect();
+        let busiest = rates.iter().map(|x| x.1).fold(0.0, f64::max);
+        if busiest <= 0.0 {
+            return Vec::new();
+        }
+        let reached: Vec<u32> = rates
+            .iter()
+            .filter(|x| x.1 >= SPINE_TOR_REACH * busiest)
+            .map(|x| x.0)
+            .collect();
+        if (reached.len() as f64) < SPINE_MIN_TOR_SHARE * rates.len() as f64 {
+            return Vec::new();
+        }
+        reached
     }
 
     /// The spine verdict the tally supports, if any, with `base` the share of measurements
     /// slow on their own outside events: see the module.
     pub fn judge(&self, base: f64) -> Option<SpineVerdict> {
-        let mut all = self.all.clone();
-        all.add(&self.now);
-        let weighted = self.weighted + f64::from(self.now.inner.0) * self.now.cross_share();
-        let (measured, slow) = all.cross;
         let base = base.clamp(0.0, 1.0);
-        // Each ToR's slow measurements beyond the noise, summed over its ToR pairs (the
-        // noise, everywhere, cancels in the sum): the dip's own, whose spread over the
-        // ToRs is what tells a spine from one ToR or two.
-        let excess = |&(m, k): &(u32, u32)| f64::from(k) - base * f64::from(m);
-        let mut ends: BTreeMap<u32, f64> = BTreeMap::new();
-        for ((a, b), c) in &all.by_pair {
-            *ends.entry(*a).or_default() += excess(c);
-            *ends.entry(*b).or_default() += excess(c);
-        }
-        let total: f64 = all.by_pair.values().map(excess).sum();
-        let busiest = ends.values().copied().fold(0.0, f64::max);
-        if slow < SPINE_MIN_SLOW || total <= 0.0 || busiest > SPINE_MAX_TOR_SHARE * total {
+        if self.cross.1 < SPINE_MIN_SLOW {
             return None;
         }
-        let tors: Vec<u32> = ends
-            .iter()
-            .filter(|(_, e)| **e >= SPINE_TOR_REACH * busiest)
-            .map(|(t, _)| *t)
-            .collect();
+        let tors = self.reached(base);
         if tors.len() < SPINE_MIN_TORS {
             return None;
         }
-        let cross_share = f64::from(slow) / f64::from(measured.max(1));
-        let (inner_measured, inner_slow) = all.inner;
+        // The ToR pairs between reached ToRs, and those the dip slowed at half its overall
+        // rate (beyond the noise) or more.
+        let overall = excess_rate(&self.cross, base);
+        let (mut between, mut slowed) = (0usize, 0usize);
+        for ((a, b), c) in &self.by_pair {
+            if tors.binary_search(a).is_ok() && tors.binary_search(b).is_ok() {
+                between += 1;
+                slowed += usize::from(excess_rate(c, base) >= 0.5 * overall);
+            }
+        }
+        if overall <= 0.0 || (slowed as f64) < SPINE_PAIR_COVER * between as f64 {
+            return None;
+        }
+        let (inner_measured, inner_slow) = self.inner;
         let noise = base * f64::from(inner_measured);
         // What a dip that spared nothing would have slowed within ToRs beyond the noise.
+        let weighted = self.weighted + f64::from(self.now.0) * excess_rate(&self.now.1, 0.0);
         let expected = weighted - noise;
         if expected < SPINE_INNER_EXPECTED
             || f64::from(inner_slow) > noise + SPINE_INNER_RATIO * expected
         {
             return None;
         }
-        let tor_pairs = all
-            .by_pair
-            .iter()
-            .filter(|((a, b), c)| tors.contains(a) && tors.contains(b) && excess(c) > 0.0)
-            .count();
         Some(SpineVerdict {
-            tor_pairs,
             tors,
-            cross_share,
+            tor_pairs: slowed,
+            cross_share: f64::from(self.cross.1) / f64::from(self.cross.0.max(1)),
             inner_share: f64::from(inner_slow) / f64::from(inner_measured.max(1)),
         })
     }
@@ -359,7 +365,7 @@ mod tests {
                 }
             }
         };
-        let dip = |a: usize, b: usize| (a * 7 + b * 3) % 10 < 3;
+        let dip = |a: usize, b: usize| spine_of(a, b) == 1;
         let mut s = Shape::default();
         for _ in 0..10 {
             round(&mut s, true, &|_, _| false);
@@ -387,5 +393,42 @@ mod tests {
         };
         let s = tally(1, |a, b| noisy(a, b) || uplinks(a, b));
         assert_eq!(s.judge(0.1), None);
+    }
+
+    /// Every ordered pair of 64 nodes measured once, node `x` on ToR `tor(x)`.
+    fn tally_on(tor: impl Fn(usize) -> u32, slowed: impl Fn(usize, usize) -> bool) -> Shape {
+        let mut s = Shape::default();
+        for a in 0..64 {
+            for b in (0..64).filter(|&b| b != a) {
+                s.measure((Some(tor(a)), Some(tor(b))), slowed(a, b));
+            }
+        }
+        s
+    }
+
+    /// ToRs of 32, 4, 4 and 24 members: a spine slows each ToR's pairs at the same rate,
+    /// though the big ToRs are an end of most of the slow measurements.
+    #[test]
+    fn a_spine_over_tors_of_unequal_sizes_is_a_spine() {
+        let tor = |x: usize| match x {
+            0..32 => 0,
+            32..36 => 1,
+            36..40 => 2,
+            _ => 3,
+        };
+        let s = tally_on(tor, |a, b| tor(a) != tor(b) && spine_of(a, b) == 1);
+        let v = s.judge(0.0).expect("a spine's shape");
+        assert_eq!(v.tors, [0, 1, 2, 3]);
+        assert_eq!(v.tor_pairs, 6);
+    }
+
+    /// Two dips on two ToR pairs (0–1 and 2–3) reach four ToRs alike, through two of the
+    /// six pairs between them: no spine.
+    #[test]
+    fn two_tor_pair_dips_are_not_a_spine() {
+        let tor = |x: usize| (x / 16) as u32;
+        let pair = |a: usize, b: usize| (tor(a).min(tor(b)), tor(a).max(tor(b)));
+        let s = tally_on(tor, |a, b| matches!(pair(a, b), (0, 1) | (2, 3)));
+        assert_eq!(s.judge(0.0), None);
     }
 }

@@ -21,7 +21,7 @@ use super::round::{
     Contribution, RoundResult, group_latency, majority_over_budget, pair_seconds,
     permutation_probes, round_trip,
 };
-use super::tors::{record_tors, tor_table};
+use super::tors::{self, record_tors, tor_table};
 use super::{ProbeSettings, group, leaver, membership, trace};
 use crate::collective::Communicator;
 use crate::collective::identity::IDENTITY_STEP;
@@ -152,7 +152,7 @@ impl Prober {
             .collect();
         self.part.links.clear();
         self.part.link_degraded.clear();
-        self.part.tors.clear();
+        tors::forget(&mut self.part);
         self.tor_table = (Vec::new(), Vec::new());
     }
 

@@ -99,6 +99,13 @@ pub(super) fn record_tors(part: &mut ProbeSnapshot, out: &RoundOutput, names: &[
     record_spine(part, out.spine_verdict.as_ref(), names);
 }
 
+/// Forgets the ToR and spine verdicts (their member indices are those of a former
+/// candidate list).
+pub(super) fn forget(part: &mut ProbeSnapshot) {
+    part.tors.clear();
+    part.spines.clear();
+}
+
 /// The spine group name of the members `on` selects (see [`SpineView::name`]).
 fn spine_name(members: &[MemberView], on: &dyn Fn(&MemberView) -> bool) -> String {
     let mut groups: Vec<&str> = members

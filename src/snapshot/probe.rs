@@ -352,7 +352,7 @@ pub struct SpineView {
     /// names joined by `+` when they sit under several (the layer above), or `unknown`
     /// when no source gave a spine group.
     pub name: String,
-    /// The ToRs at an end of the pairs it slowed, by name.
+    /// The ToRs it reached (their pairs to other ToRs slowed alike), by name.
     pub tors: Vec<String>,
     /// The members on those ToRs (indices into `members`).
     pub members: Vec<usize>,

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use super::score::RoundStats;
 use super::{HealthEngine, Probe, RoundInput, RoundOutput};
 use crate::health::evidence::steady;
+use crate::health::fabric::SLOW_RATE_FLOOR;
 use crate::health::lifecycle::NodeIx;
 use crate::health::pairs::Pair;
 use crate::health::stats::{deviations, median, spread_of};
@@ -29,6 +30,7 @@ impl HealthEngine {
             (tor(a), tor(b))
         };
         let hold = n.max(self.cfg.window);
+        self.dip.topology(&input.tors);
         if self
             .dip
             .round((event, r.partial_fabric), hold, self.cfg.new_normal_rounds)
@@ -61,7 +63,8 @@ impl HealthEngine {
         }
         self.tally_shape(input, r, &places);
         out.spine_verdict = if r.partial_fabric {
-            self.dip.spine(self.partial.rate.0.unwrap_or(0.0))
+            let base = self.partial.rate.0.unwrap_or(SLOW_RATE_FLOOR);
+            self.dip.spine(base.max(SLOW_RATE_FLOOR))
         } else {
             None
         };
