@@ -252,6 +252,11 @@ impl DipPairs {
         }
     }
 
+    /// Whether a dip is on (its shape is being tallied).
+    pub fn on(&self) -> bool {
+        self.quiet.is_some()
+    }
+
     /// The spine verdict the current dip's shape supports (none without a dip on), with
     /// `base` the share of measurements slow on their own outside events.
     pub fn spine(&self, base: f64) -> Option<SpineVerdict> {

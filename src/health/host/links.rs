@@ -98,6 +98,9 @@ impl HealthEngine {
         r: &RoundStats,
         places: &dyn Fn(usize, usize) -> (Option<u32>, Option<u32>),
     ) {
+        if !self.dip.on() {
+            return;
+        }
         let n = self.nodes.len();
         let own = |x: usize| r.own.get(x).copied().flatten();
         for p in input.probes.iter().filter(|p| p.within(n)) {
