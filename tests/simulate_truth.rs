@@ -238,7 +238,7 @@ fn correct(run: &Run, s: &Value) -> bool {
         }),
         "cordon" => cordon_correct(run, id[0], first),
         c @ ("ToR" | "ToR (device)") => tor_correct(run, c, id[0], first),
-        "spine" => spine_correct(run, id[0], first),
+        c @ ("spine" | "spine (device)") => spine_correct(run, c, id[0], first),
         c => fabric_correct(run, c, id[0], first),
     }
 }
@@ -284,12 +284,16 @@ fn tor_correct(run: &Run, class: &str, t: u64, first: u64) -> bool {
     fault || episode
 }
 
-/// A (host) spine verdict in group `g` is correct when, in the look-back before it began,
-/// a host-plane dip on one spine's pairs or a host-plane spine congestion episode touched
+/// A spine verdict in group `g` is correct when, in the look-back before it began, a dip
+/// of its plane on one spine's pairs or a spine congestion episode of its plane touched
 /// the group.
-fn spine_correct(run: &Run, g: u64, first: u64) -> bool {
-    let on = |p: &str| p == "host" || p == "both";
-    let span = (first.saturating_sub(LOOKBACK), first + 1);
+fn spine_correct(run: &Run, class: &str, g: u64, first: u64) -> bool {
+    let (plane, lookback) = match class {
+        "spine" => ("host", LOOKBACK),
+        _ => ("device", LOOKBACK * run.device_every),
+    };
+    let on = |p: &str| p == plane || p == "both";
+    let span = (first.saturating_sub(lookback), first + 1);
     let live = |a: u64, b: u64| a < span.1 && span.0 < b;
     let fault = run.faults.iter().any(|f| {
         f.kind == "fabric_dip"

@@ -8,7 +8,7 @@
 use serde::Serialize;
 
 use crate::snapshot::overrides::{Override, OverridesSnapshot};
-use crate::snapshot::probe::{DeviceView, ProbeSnapshot, Transition};
+use crate::snapshot::probe::{DeviceView, ProbeSnapshot, SpineView, Transition};
 
 /// The whole response.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -162,6 +162,20 @@ pub struct Spine {
     pub inner_share: f64,
 }
 
+impl Spine {
+    /// The state form of a spine verdict of `p`'s group (members by name).
+    fn of(p: &ProbeSnapshot, s: &SpineView) -> Self {
+        Spine {
+            spine: s.name.clone(),
+            tors: s.tors.clone(),
+            members: s.members.iter().map(|&i| p.name(i)).collect(),
+            tor_pairs: s.tor_pairs,
+            cross_share: s.cross_share,
+            inner_share: s.inner_share,
+        }
+    }
+}
+
 /// Lasting changes that became the normal, since start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct NormalChanges {
@@ -237,6 +251,9 @@ pub struct Device {
     pub pair_verdicts: Vec<PortPair>,
     /// ToRs most of whose members' NPU ports are bad: verdicts on the switches.
     pub tor_verdicts: Vec<DeviceTor>,
+    /// The last device-plane round's spine verdict (NPU pings between ToRs slow, spread
+    /// over them, those within ToRs spared); empty without one or without topology.
+    pub spines: Vec<Spine>,
     /// Every NPU port of the group.
     pub ports: Vec<Port>,
     /// The latest port state changes, oldest first.
@@ -308,6 +325,7 @@ impl Device {
                     rounds: t.rounds,
                 })
                 .collect(),
+            spines: d.spines.iter().map(|s| Spine::of(p, s)).collect(),
             ports: d
                 .ports
                 .iter()
@@ -471,18 +489,7 @@ impl From<&ProbeSnapshot> for State {
                     slowdown_ratio: t.slowdown_ratio,
                 })
                 .collect(),
-            spines: p
-                .spines
-                .iter()
-                .map(|s| Spine {
-                    spine: s.name.clone(),
-                    tors: s.tors.clone(),
-                    members: s.members.iter().map(|&i| p.name(i)).collect(),
-                    tor_pairs: s.tor_pairs,
-                    cross_share: s.cross_share,
-                    inner_share: s.inner_share,
-                })
-                .collect(),
+            spines: p.spines.iter().map(|s| Spine::of(p, s)).collect(),
             normal_changes: NormalChanges {
                 fabric: p.normal_changes.fabric,
                 tor: p.normal_changes.tor,

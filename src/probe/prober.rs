@@ -769,7 +769,7 @@ impl Prober {
             }
         }
         if self.device_on {
-            self.part.device = Some(self.device.view());
+            self.part.device = Some(tors::named_device(&self.part, self.device.view()));
             if self.device.local_changed() {
                 tracing::info!(
                     "this node's NPU ports changed; re-forming the group to announce them"

@@ -6,7 +6,7 @@
 //! sorted. The names come back here for the state API, the metrics and the log.
 
 use crate::health::{RoundOutput, SpineVerdict};
-use crate::snapshot::probe::{MemberView, ProbeSnapshot, SpineView, TorView};
+use crate::snapshot::probe::{DeviceView, MemberView, ProbeSnapshot, SpineView, TorView};
 
 /// A member's ToR name, as its place said.
 fn tor_of(m: &MemberView) -> Option<&str> {
@@ -106,11 +106,9 @@ pub(super) fn forget(part: &mut ProbeSnapshot) {
     part.spines.clear();
 }
 
-/// The spine group name of the members `on` selects (see [`SpineView::name`]).
-fn spine_name(members: &[MemberView], on: &dyn Fn(&MemberView) -> bool) -> String {
+/// The spine group name of `members` (see [`SpineView::name`]).
+fn spine_name<'a>(members: impl Iterator<Item = &'a MemberView>) -> String {
     let mut groups: Vec<&str> = members
-        .iter()
-        .filter(|m| on(m))
         .filter_map(|m| m.place.as_ref().and_then(|p| p.place.spine.as_deref()))
         .collect();
     groups.sort_unstable();
@@ -132,7 +130,7 @@ fn record_spine(part: &mut ProbeSnapshot, verdict: Option<&SpineVerdict>, names:
             .collect();
         let on = |m: &MemberView| tor_of(m).is_some_and(|t| tors.iter().any(|x| x == t));
         SpineView {
-            name: spine_name(&part.members, &on),
+            name: spine_name(part.members.iter().filter(|m| on(m))),
             members: (0..part.members.len())
                 .filter(|&i| on(&part.members[i]))
                 .collect(),
@@ -142,14 +140,31 @@ fn record_spine(part: &mut ProbeSnapshot, verdict: Option<&SpineVerdict>, names:
             inner_share: v.inner_share,
         }
     });
-    match (&view, part.spines.first()) {
+    log_spine("host", view.as_ref(), part.spines.first());
+    part.spines = view.into_iter().collect();
+}
+
+/// Logs a spine verdict of `plane` as it starts (`now` without `was`) and ends.
+fn log_spine(plane: &str, now: Option<&SpineView>, was: Option<&SpineView>) {
+    match (now, was) {
         (Some(v), None) => {
-            tracing::warn!(spine = %v.name, tors = ?v.tors, tor_pairs = v.tor_pairs, cross_share = v.cross_share, inner_share = v.inner_share, "spine verdict: a share of the pairs between ToRs is slow, spread over them, and the pairs within ToRs are not (a spine, not a node or link; nothing is quarantined for it)");
+            tracing::warn!(plane, spine = %v.name, tors = ?v.tors, tor_pairs = v.tor_pairs, cross_share = v.cross_share, inner_share = v.inner_share, "spine verdict: a share of the pairs between ToRs is slow, spread over them, and the pairs within ToRs are not (a spine, not a node, port or link; nothing is quarantined for it)");
         }
-        (None, Some(was)) => tracing::info!(spine = %was.name, "spine verdict ended"),
+        (None, Some(was)) => tracing::info!(plane, spine = %was.name, "spine verdict ended"),
         _ => {}
     }
-    part.spines = view.into_iter().collect();
+}
+
+/// The device plane's `view` with its spine verdicts named by the spine group of their
+/// members (candidate indices into `part.members`), logged as they start and end against
+/// the view `part` holds.
+pub(super) fn named_device(part: &ProbeSnapshot, mut view: DeviceView) -> DeviceView {
+    for s in &mut view.spines {
+        s.name = spine_name(s.members.iter().filter_map(|&i| part.members.get(i)));
+    }
+    let was = part.device.as_ref().and_then(|d| d.spines.first());
+    log_spine("device", view.spines.first(), was);
+    view
 }
 
 #[cfg(test)]
@@ -302,5 +317,48 @@ mod tests {
         assert_eq!(part.spines[0].name, "unknown");
         record_tors(&mut part, &RoundOutput::default(), &names);
         assert!(part.spines.is_empty());
+    }
+
+    /// A device-plane spine verdict is named by the spine group of its members' places
+    /// (a member index the candidate list does not hold names nothing), and a view
+    /// without one has none.
+    #[test]
+    fn a_device_spine_verdict_is_named_by_its_members_spine_groups() {
+        let at = |name: &str, spine: Option<&str>| MemberView {
+            place: Some(NodePlace {
+                place: Place {
+                    tor: Some(format!("leaf-{name}")),
+                    spine: spine.map(String::from),
+                    ..Place::default()
+                },
+                source: TopologySource::NodeLabels,
+            }),
+            ..member(name, None)
+        };
+        let part = ProbeSnapshot {
+            members: vec![
+                at("a", Some("pod-2")),
+                at("b", Some("pod-1")),
+                at("c", None),
+                at("d", Some("pod-2")),
+            ],
+            ..ProbeSnapshot::default()
+        };
+        let view = |members: Vec<usize>| DeviceView {
+            spines: vec![SpineView {
+                name: "unknown".to_string(),
+                tors: vec!["leaf-a".to_string()],
+                members,
+                tor_pairs: 3,
+                cross_share: 0.3,
+                inner_share: 0.0,
+            }],
+            ..DeviceView::default()
+        };
+        let named = named_device(&part, view(vec![0, 1, 2, 3, 9]));
+        assert_eq!(named.spines[0].name, "pod-1+pod-2");
+        assert_eq!(named.spines[0].tor_pairs, 3);
+        assert_eq!(named_device(&part, view(vec![2])).spines[0].name, "unknown");
+        assert!(named_device(&part, DeviceView::default()).spines.is_empty());
     }
 }

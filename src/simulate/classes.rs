@@ -101,7 +101,7 @@ pub fn budget(class: &str) -> f64 {
 }
 
 /// The classes in report order.
-pub const CLASSES: [&str; 15] = [
+pub const CLASSES: [&str; 16] = [
     "node suspect",
     "node confirmed",
     "node quarantine",
@@ -115,6 +115,7 @@ pub const CLASSES: [&str; 15] = [
     "ToR",
     "ToR (device)",
     "spine",
+    "spine (device)",
     "fabric (host)",
     "fabric (device)",
 ];
@@ -345,33 +346,45 @@ impl Scorer<'_> {
         spans
     }
 
-    /// The spans of host spine verdicts, per group: correct when a spine dip or spine
-    /// congestion touched the group (or did within the lookback) when they begin; a false
-    /// one says which event it misnamed, else why the group was slow.
+    /// The spans of spine verdicts, per plane and group: correct when a spine dip or spine
+    /// congestion of that plane touched the group (or did within the lookback) when they
+    /// begin; a false one says which event it misnamed, else why the group was slow.
     fn spine_spans(&self) -> Vec<VerdictSpan> {
         let rounds = self.w.rounds;
         let last = |end: u64| end.saturating_sub(1).min(rounds);
         let mut spans = Vec::new();
-        for &(g, s, e) in &self.v.host_spines {
-            let lookback = (s.saturating_sub(self.lookback), s + 1);
-            let correct = self.truth.spine_event(Plane::Host, g, lookback);
-            let cause = correct.is_none().then(|| {
-                match self.truth.fabric_event(Plane::Host, g, lookback) {
-                    Some(other) => ("another fabric event".to_string(), other),
-                    None => self.fabric_cause(Plane::Host, g, s),
-                }
-            });
-            spans.push(
-                Judgement {
-                    class: "spine",
-                    entity: format!("group {g}"),
-                    ids: vec![g],
-                    rounds: (s, last(e)),
-                    correct: correct.is_some(),
-                    cause,
-                }
-                .plain(),
-            );
+        let planes = [
+            ("spine", Plane::Host, &self.v.host_spines, self.lookback),
+            (
+                "spine (device)",
+                Plane::Device,
+                &self.v.device_spines,
+                self.device_lookback(),
+            ),
+        ];
+        for (class, plane, list, back) in planes {
+            for &(g, s, e) in list {
+                let lookback = (s.saturating_sub(back), s + 1);
+                let correct = self.truth.spine_event(plane, g, lookback);
+                let cause =
+                    correct
+                        .is_none()
+                        .then(|| match self.truth.fabric_event(plane, g, lookback) {
+                            Some(other) => ("another fabric event".to_string(), other),
+                            None => self.fabric_cause(plane, g, s),
+                        });
+                spans.push(
+                    Judgement {
+                        class,
+                        entity: format!("group {g}"),
+                        ids: vec![g],
+                        rounds: (s, last(e)),
+                        correct: correct.is_some(),
+                        cause,
+                    }
+                    .plain(),
+                );
+            }
         }
         spans
     }
@@ -388,7 +401,7 @@ impl Scorer<'_> {
                 let correct = of.iter().filter(|s| s.correct).count();
                 let emitted = match class {
                     c if c.starts_with("port") || c == "device node" || c == "pair" => device,
-                    "ToR (device)" => device,
+                    "ToR (device)" | "spine (device)" => device,
                     "fabric (device)" => device,
                     _ => true,
                 };

@@ -103,6 +103,8 @@ pub struct Trace {
     pub device_fabric: Intervals<usize>,
     /// Device-plane ToR verdicts, per ToR (a ToR split over groups counts once per round).
     pub device_tors: Intervals<usize>,
+    /// Device-plane spine verdicts, per probe group.
+    pub device_spines: Intervals<usize>,
     /// Device-plane packets.
     pub traffic: Traffic,
     /// Seconds spent in host engines.
@@ -133,6 +135,7 @@ impl Trace {
         self.pairs.finish(end);
         self.device_fabric.finish(end);
         self.device_tors.finish(end);
+        self.device_spines.finish(end);
     }
 }
 
@@ -380,6 +383,7 @@ fn device_round(
     let npus = w.topo.npus;
     let (mut nodes, mut pairs, mut fabric) = (Vec::new(), Vec::new(), Vec::new());
     let mut tors = BTreeSet::new();
+    let mut spines = Vec::new();
     for (gi, g) in groups.iter_mut().enumerate() {
         let t0 = Instant::now();
         let local: Vec<usize> = w.topo.groups[gi]
@@ -401,6 +405,9 @@ fn device_round(
         if out.fabric {
             fabric.push(gi);
         }
+        if out.spine_verdict.is_some() {
+            spines.push(gi);
+        }
         // The engine's ToR numbers are the topology's (the group passes them).
         tors.extend(out.tor_verdicts.iter().map(|v| v.tor as usize));
         t.ports.extend(out.transitions.into_iter().map(|x| Change {
@@ -415,4 +422,5 @@ fn device_round(
     t.pairs.update(r, pairs);
     t.device_fabric.update(r, fabric);
     t.device_tors.update(r, tors);
+    t.device_spines.update(r, spines);
 }

@@ -455,7 +455,7 @@ impl<'a> Scorer<'a> {
 
     /// A ToR or fabric event is detected by a fabric verdict in a group it touches;
     /// localised when it is also *named* (a dip by that fabric verdict, a dip on one
-    /// spine's pairs on the host plane only by a spine verdict; a slow ToR only by a ToR
+    /// spine's pairs only by a spine verdict of its plane; a slow ToR only by a ToR
     /// verdict on it, of its plane) and no verdict at confirmed or above
     /// fell on its members (and, for a dip, no link or pair verdict) while it lasted.
     fn fabric_outcome(&self, f: &Fault, plane: Plane, win: (u64, u64), o: &mut Outcome) {
@@ -482,18 +482,21 @@ impl<'a> Scorer<'a> {
         } else {
             &v.device_tors
         };
-        // A dip on one spine's pairs is named by a spine verdict in a group it touches
-        // (the host plane has them; the device plane names it only as a fabric event).
-        let spine = f.kind == FaultKind::FabricDip && f.scope == DipScope::Spine;
-        let by_spine = spine && plane == Plane::Host;
+        // A dip on one spine's pairs is named by a spine verdict of its plane in a group
+        // it touches.
+        let by_spine = f.kind == FaultKind::FabricDip && f.scope == DipScope::Spine;
+        let spines = if plane == Plane::Host {
+            &v.host_spines
+        } else {
+            &v.device_spines
+        };
         let named = match f.target {
             Target::Tor(t) => tor_verdicts
                 .iter()
                 .filter(|x| x.0 == t && overlaps((x.1, x.2), win))
                 .map(|x| x.1.saturating_sub(f.onset))
                 .min(),
-            _ if by_spine => v
-                .host_spines
+            _ if by_spine => spines
                 .iter()
                 .filter(|x| groups.contains(&x.0) && overlaps((x.1, x.2), win))
                 .map(|x| x.1.saturating_sub(f.onset))
@@ -538,8 +541,8 @@ impl<'a> Scorer<'a> {
                     .iter()
                     .any(|x| touched(topo.port_node(x.0.0)) && overlaps((x.1, x.2), win))
         };
-        // A dip is named by a fabric verdict (a spine's on the host plane by a spine
-        // verdict), a slow ToR by a ToR verdict on it.
+        // A dip is named by a fabric verdict (a spine's by a spine verdict), a slow ToR by
+        // a ToR verdict on it.
         o.localised = (dip && !by_spine && o.detected.is_some() || named.is_some()) && !o.wrong;
     }
 

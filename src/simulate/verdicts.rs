@@ -127,6 +127,8 @@ pub struct Verdicts {
     pub device_fabric: Vec<(usize, u64, u64)>,
     /// Device ToR verdicts: (ToR, first round, first round after).
     pub device_tors: Vec<(usize, u64, u64)>,
+    /// Device spine verdicts: (probe group, first round, first round after).
+    pub device_spines: Vec<(usize, u64, u64)>,
 }
 
 impl Verdicts {
@@ -143,6 +145,7 @@ impl Verdicts {
             pairs: t.pairs.spans.clone(),
             device_fabric: t.device_fabric.spans.clone(),
             device_tors: t.device_tors.spans.clone(),
+            device_spines: t.device_spines.spans.clone(),
         }
     }
 }

@@ -473,6 +473,9 @@ pub struct DeviceView {
     pub pair_verdicts: Vec<(usize, usize)>,
     /// ToRs most of whose NPU ports are bad: verdicts on the switches.
     pub tor_verdicts: Vec<DeviceTorView>,
+    /// The last device-plane round's spine verdict (a partial fabric event on the NPU
+    /// ports' pings with a spine's shape); empty without one.
+    pub spines: Vec<SpineView>,
     /// This node's pings of the last round.
     pub planned: Vec<PlannedPing>,
     /// This node's ping counters per local NPU.

@@ -16,6 +16,7 @@ use super::family::{Labels, Render, Sink, flag};
 use crate::snapshot::View;
 use crate::snapshot::probe::{
     DeviceTorView, DeviceView, HARDWARE_SIGNS, HccsState, HccsView, NodeState, ProbeSnapshot,
+    SpineView,
 };
 use std::fmt;
 
@@ -101,6 +102,17 @@ fn verdicts(pr: &ProbeSnapshot, d: &DeviceView, f: &mut dyn Sink) -> fmt::Result
             .collect(),
     )?;
     tors(pr, d, f)?;
+    let spine = |s: &SpineView| vec![("spine", s.name.clone())];
+    f.gauge(
+        "hcclwatch_device_spine_degraded",
+        "1 while a device-plane partial fabric event has a spine's shape: a share of the NPU pings between ToRs slow, spread over them, those within ToRs spared (a verdict on a spine of the group, for the network team; never quarantines a port or node). Absent without such an event.",
+        d.spines.iter().map(|s| (spine(s), 1.0)).collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_device_spine_slow_ping_ratio",
+        "While the device-plane spine verdict holds: the share of the NPU pings between ToRs it slowed (about one over the spines behind them).",
+        d.spines.iter().map(|s| (spine(s), s.cross_share)).collect(),
+    )?;
     f.gauge(
         "hcclwatch_npu_port_pair_degraded",
         "NPU port pairs judged bad while both ports are otherwise fine (a cable or a switch path); never quarantines.",
@@ -394,6 +406,49 @@ mod tests {
                 "hcclwatch_device_tor_member{tor=\"leaf-7\",node=\"n1\"} 1.0",
                 "hcclwatch_device_tor_member{tor=\"leaf-7\",node=\"n2\"} 1.0",
             ]
+        );
+    }
+
+    /// A device-plane spine verdict is one series by its spine group, with its share of
+    /// the pings between ToRs; without one neither family has a series.
+    #[test]
+    fn a_device_spine_verdict_has_its_series_only_while_it_holds() {
+        let store = Arc::new(Store::new(false, false));
+        let publish = |spines: Vec<SpineView>| {
+            store.publish_probe(ProbeSnapshot {
+                active: true,
+                members: vec![member("n0"), member("n1")],
+                device: Some(DeviceView {
+                    me: Some(0),
+                    spines,
+                    ..DeviceView::default()
+                }),
+                ..ProbeSnapshot::default()
+            });
+            encode(
+                &registry(store.clone(), BuildInfo::current()),
+                Format::Text004,
+            )
+            .unwrap()
+        };
+        let quiet = publish(Vec::new());
+        assert!(lines(&quiet, "hcclwatch_device_spine_degraded").is_empty());
+        assert!(lines(&quiet, "hcclwatch_device_spine_slow_ping_ratio").is_empty());
+        let text = publish(vec![SpineView {
+            name: "pod-3".into(),
+            tors: vec!["leaf-1".into(), "leaf-2".into(), "leaf-3".into()],
+            members: vec![0, 1],
+            tor_pairs: 3,
+            cross_share: 0.375,
+            inner_share: 0.0,
+        }]);
+        assert_eq!(
+            lines(&text, "hcclwatch_device_spine_degraded"),
+            ["hcclwatch_device_spine_degraded{spine=\"pod-3\"} 1.0"]
+        );
+        assert_eq!(
+            lines(&text, "hcclwatch_device_spine_slow_ping_ratio"),
+            ["hcclwatch_device_spine_slow_ping_ratio{spine=\"pod-3\"} 0.375"]
         );
     }
 }

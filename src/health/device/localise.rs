@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::score::{Elevation, RoundStats};
 use super::tor::TorEvents;
 use super::{DeviceEngine, DeviceInput, Localised, PortProbe};
-use crate::health::fabric::{PARTIAL_MIN_PROBES, crowd};
+use crate::health::fabric::{PARTIAL_MIN_PROBES, SLOW_RATE_FLOOR, crowd};
 use crate::health::lifecycle::{NodeIx, PortIx};
 
 impl DeviceEngine {
@@ -61,7 +61,14 @@ impl DeviceEngine {
             self.fabric_until = self.ports.round() + self.cfg.window as u64;
         }
         let fabric = now || self.ports.round() <= self.fabric_until;
+        let base = self.slow_rate.0.unwrap_or(SLOW_RATE_FLOOR);
+        let spine_verdict = if fabric {
+            self.spine.judge(base.max(SLOW_RATE_FLOOR))
+        } else {
+            None
+        };
         Localised {
+            spine_verdict,
             elevations,
             elevated,
             own,
@@ -136,7 +143,8 @@ impl DeviceEngine {
     /// Whether more pings between ports nothing accuses are slow than the learned base
     /// rate explains (see [`crate::health::fabric`]): a share of the paths is slow at once
     /// (a partial dip, a spine), which moves no port's median and no round median. Learns
-    /// the base rate from rounds that are not.
+    /// the base rate from rounds that are not, and tallies the pings' places while such an
+    /// event is on (see `spine`).
     fn partial_fabric(
         &mut self,
         input: &DeviceInput,
@@ -149,13 +157,20 @@ impl DeviceEngine {
             .iter()
             .filter(|p| p.usable(n) && !explained(p.src) && !explained(p.dst))
             .collect();
-        let slow = pings.iter().filter(|p| self.slow_ping(p, r)).count();
-        if pings.len() < PARTIAL_MIN_PROBES {
-            return false;
+        let slow: Vec<bool> = pings.iter().map(|p| self.slow_ping(p, r)).collect();
+        let count = slow.iter().filter(|s| **s).count();
+        let partial =
+            pings.len() >= PARTIAL_MIN_PROBES && self.slow_rate.exceeded(count, pings.len());
+        if pings.len() >= PARTIAL_MIN_PROBES && !partial {
+            self.slow_rate.learn(count, pings.len());
         }
-        let partial = self.slow_rate.exceeded(slow, pings.len());
-        if !partial {
-            self.slow_rate.learn(slow, pings.len());
+        // Where the event's pings ran, for its shape (whether it is a spine's).
+        self.spine.round(partial, &self.tor_of);
+        if self.spine.on() {
+            for (p, &s) in pings.iter().zip(&slow) {
+                let places = (self.port_tor(p.src), self.port_tor(p.dst));
+                self.spine.measure(places, s);
+            }
         }
         partial
     }

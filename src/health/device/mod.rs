@@ -55,6 +55,7 @@ mod confirm;
 mod localise;
 mod pairs;
 mod score;
+mod spine;
 #[cfg(test)]
 mod tests;
 mod tor;
@@ -68,10 +69,12 @@ use super::fabric::{BaseRate, Baseline};
 use super::hardware::Signs;
 use super::lifecycle::{Change, Lifecycle, NodeIx, PortIx};
 use super::pairs::Pairs;
+use super::spine::SpineVerdict;
 use crate::snapshot::probe::NodeState;
 
 use confirm::{Confirmation, Reproduction};
 use score::{Against, Elevation, Sample};
+use spine::SpineTrack;
 use tor::TorTrack;
 
 /// Thresholds of the device-plane engine.
@@ -281,6 +284,10 @@ pub struct DeviceOutput {
     /// ToRs most of whose ports are elevated, beyond their normal, for two rounds or more
     /// (none during a fabric event): a verdict on the switch, never on its ports or nodes.
     pub tor_verdicts: Vec<DeviceTorVerdict>,
+    /// While the fabric verdict holds: its partial event has a spine's shape (pings
+    /// between ToRs slow, spread over the ToR pairs, those within ToRs spared). A verdict
+    /// on a spine, for the network team; changes nothing else.
+    pub spine_verdict: Option<SpineVerdict>,
     /// Per-port window numbers.
     pub scores: Vec<PortScore>,
 }
@@ -381,6 +388,8 @@ pub struct DeviceEngine {
     /// Per port: its ToR was in an event when the round began (pings with it from
     /// behind another ToR are explained by that ToR).
     tor_explained: Vec<bool>,
+    /// The current partial fabric event's shape: whether it is a spine's.
+    spine: SpineTrack,
 }
 
 /// How the round's ports were judged together.
@@ -400,6 +409,8 @@ struct Localised {
     node_bad: BTreeSet<NodeIx>,
     /// A fabric (or ToR) event now or in its hold: nothing escalates.
     fabric: bool,
+    /// The fabric event is a spine's (see `spine`).
+    spine_verdict: Option<SpineVerdict>,
 }
 
 impl DeviceEngine {
@@ -417,6 +428,7 @@ impl DeviceEngine {
             tor_of: Vec::new(),
             tor_tracks: BTreeMap::new(),
             tor_explained: Vec::new(),
+            spine: SpineTrack::default(),
         }
     }
 
@@ -430,6 +442,8 @@ impl DeviceEngine {
             t
         });
         self.pairs.remap(map);
+        // The event's tally counted pings of the old table's ports.
+        self.spine.forget();
     }
 
     /// Ports this engine judges.
@@ -480,6 +494,7 @@ impl DeviceEngine {
             out.node_verdicts = l.node_bad.iter().map(|n| n.0).collect();
         }
         out.tor_verdicts = l.tor_verdicts.clone();
+        out.spine_verdict = l.spine_verdict.clone();
         self.record_confirmations(input, &r);
         let absent: BTreeSet<usize> = input.absent_nodes.iter().copied().collect();
         let seen = advance::Seen::of(input, n);

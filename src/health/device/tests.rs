@@ -699,3 +699,77 @@ fn without_hardware_evidence_a_port_waits_the_persistence_horizon() {
         Some(f64::from(Signs::LINK_SPEED.bits()))
     );
 }
+
+/// 32 nodes × 4 ports on 4 ToRs of 8 nodes. From round 20 to 80 the pings between ToRs
+/// whose node pair hashes onto one spine of four (by a hash the test picks) take twice as
+/// long; `slow` picks the node pairs. Returns every output.
+fn dip_from_round_20(slow: fn(usize, usize) -> bool) -> Vec<DeviceOutput> {
+    let mut f = Fabric::new(32, 4);
+    f.tor_size = 8;
+    let (mut e, mut outs) = run(&mut f, 20);
+    f.slow_node_pairs = slow;
+    go_on(&mut e, &mut f, 20..80, &[], &mut outs);
+    f.slow_node_pairs = |_, _| false;
+    go_on(&mut e, &mut f, 80..200, &[], &mut outs);
+    let moved: Vec<&PortTransition> = outs
+        .iter()
+        .flat_map(|o| &o.transitions)
+        .filter(|t| !matches!(t.to, NodeState::Healthy | NodeState::Suspect))
+        .collect();
+    assert!(moved.is_empty(), "no port beyond suspect: {moved:?}");
+    assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
+    outs
+}
+
+/// A spine's dip on the device plane (a quarter of the node pairs between ToRs, none
+/// within one) is a fabric event and a spine verdict reaching all four ToRs, with no pair
+/// within a ToR slowed; it ends once the dip has and its hold has passed.
+#[test]
+fn a_device_spine_dip_is_a_spine_verdict() {
+    let outs = dip_from_round_20(|a, b| a / 8 != b / 8 && (a * 7 + b * 7 + a * b) % 4 == 1);
+    let first = outs
+        .iter()
+        .position(|o| o.spine_verdict.is_some())
+        .expect("a spine verdict");
+    assert!((20..60).contains(&first), "first at round {first}");
+    assert!(outs[..20].iter().all(|o| o.spine_verdict.is_none()));
+    let v = outs[first].spine_verdict.as_ref().expect("verdict");
+    assert_eq!(v.tors, vec![0, 1, 2, 3]);
+    assert_eq!(v.inner_share, 0.0);
+    assert!(v.cross_share > 0.1 && v.cross_share < 0.5, "{v:?}");
+    assert!(
+        outs[first].fabric,
+        "a spine verdict only while the fabric verdict holds"
+    );
+    assert!(
+        outs[150..]
+            .iter()
+            .all(|o| o.spine_verdict.is_none() && !o.fabric)
+    );
+}
+
+/// Dips of other shapes are fabric events but no spine: the pairs between two ToRs only
+/// (two ToRs reached), and a random share of the pairs that slows pairs within ToRs as
+/// often as between them.
+#[test]
+fn a_tor_pair_or_random_dip_is_no_device_spine_verdict() {
+    let tor_pair = |a: usize, b: usize| (a / 8).min(b / 8) == 0 && (a / 8).max(b / 8) == 1;
+    let random = |a: usize, b: usize| (a * 7 + b * 7 + a * b) % 4 == 1;
+    for (name, slow) in [
+        ("tor pair", tor_pair as fn(usize, usize) -> bool),
+        ("random", random),
+    ] {
+        let outs = dip_from_round_20(slow);
+        assert!(
+            outs[25..80].iter().any(|o| o.fabric),
+            "{name}: a fabric event"
+        );
+        let spines: Vec<usize> = (0..outs.len())
+            .filter(|&r| outs[r].spine_verdict.is_some())
+            .collect();
+        assert!(
+            spines.is_empty(),
+            "{name}: spine verdicts in rounds {spines:?}"
+        );
+    }
+}

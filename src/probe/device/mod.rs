@@ -26,12 +26,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::collective::{CollResult, Communicator, DataType};
-use crate::health::NodeState;
 use crate::health::device::{DeviceConfig, DeviceEngine, DeviceInput, DeviceOutput, PortProbe};
+use crate::health::{NodeState, SpineVerdict};
 use crate::snapshot::histogram::Histogram;
 use crate::snapshot::probe::{
     DeviceTorView, DeviceView, LocalPings, PlannedPing, PortConditionView, PortTransitionView,
-    PortView,
+    PortView, SpineView,
 };
 
 use ports::Port;
@@ -79,6 +79,25 @@ pub struct Topology<'a> {
     pub tors: &'a [Option<u32>],
     /// ToR number k is `names[k]`.
     pub names: &'a [String],
+}
+
+/// A device-plane spine verdict by ToR names, with the candidates behind those ToRs; its
+/// spine group is named by the prober, which knows the members' places (`unknown` here).
+fn spine_view(v: &SpineVerdict, topology: Topology<'_>) -> SpineView {
+    SpineView {
+        name: "unknown".to_string(),
+        tors: v
+            .tors
+            .iter()
+            .filter_map(|&t| topology.names.get(t as usize).cloned())
+            .collect(),
+        members: (0..topology.tors.len())
+            .filter(|&i| topology.tors[i].is_some_and(|t| v.tors.contains(&t)))
+            .collect(),
+        tor_pairs: v.tor_pairs,
+        cross_share: v.cross_share,
+        inner_share: v.inner_share,
+    }
 }
 
 /// A pinger for a node that does not probe the device plane: it has no ports, so it is
@@ -563,6 +582,11 @@ impl DevicePlane {
                 })
                 .filter(|v| !v.tor.is_empty())
                 .collect();
+            self.view.spines = out
+                .spine_verdict
+                .iter()
+                .map(|v| spine_view(v, topology))
+                .collect();
         }
         let jobs = self.jobs(round, me, members);
         let asked = self.requests.clone();
@@ -890,5 +914,30 @@ mod tests {
         for (r, v) in run_group(30, None).iter().enumerate() {
             assert!(recommended(v).is_empty(), "member {r}: {:?}", v.transitions);
         }
+    }
+
+    /// A spine verdict's ToR numbers are shown by their names (a number the names do not
+    /// hold is left out) and its members are the candidates behind those ToRs.
+    #[test]
+    fn a_spine_verdict_is_shown_by_tor_names_and_members() {
+        let tors = [Some(0), Some(1), None, Some(2), Some(1), Some(7)];
+        let names: Vec<String> = ["leaf-a", "leaf-b", "leaf-c"].map(String::from).to_vec();
+        let topology = Topology {
+            tors: &tors,
+            names: &names,
+        };
+        let v = spine_view(
+            &SpineVerdict {
+                tors: vec![1, 2, 7],
+                tor_pairs: 2,
+                cross_share: 0.25,
+                inner_share: 0.01,
+            },
+            topology,
+        );
+        assert_eq!(v.tors, ["leaf-b", "leaf-c"]);
+        assert_eq!(v.members, [1, 3, 4, 5]);
+        assert_eq!((v.tor_pairs, v.cross_share, v.inner_share), (2, 0.25, 0.01));
+        assert_eq!(v.name, "unknown");
     }
 }
