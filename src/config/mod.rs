@@ -34,7 +34,7 @@ pub use self::load::{ConfigError, Loaded, load, load_checked, load_str};
 pub use self::model::{
     AttributionConfig, Backend, CollectiveConfig, CollectorsConfig, CompatConfig, Compression,
     Config, DeviceProbeSection, HARDWARE_SIGN_NAMES, HealthSection, Intervals, LogConfig,
-    LogFormat, LogLevel, OtlpConfig, OtlpProtocol, ProbeSection, PushConfig, RESERVED_PATHS,
-    RemediationConfig, SimConfig, TelemetryConfig, TopologyConfig, WebConfig,
+    LogFormat, LogLevel, NpuCabling, OtlpConfig, OtlpProtocol, ProbeSection, PushConfig,
+    RESERVED_PATHS, RemediationConfig, SimConfig, TelemetryConfig, TopologyConfig, WebConfig,
 };
 pub use self::problem::Problem;

@@ -388,6 +388,7 @@ pub fn device_settings(
         local_ports: local.addresses,
         local_status: local.status,
         hccs: None,
+        rails: config.topology.npu_cabling == crate::config::NpuCabling::Rail,
     }
 }
 
@@ -545,6 +546,27 @@ mod tests {
         assert_eq!(shipped.probe.interval, SHIPPED_PROBE_INTERVAL);
         assert_eq!(shipped.device_probe.interval, SHIPPED_DEVICE_INTERVAL);
         assert_eq!(default_probe_interval(), SHIPPED_PROBE_INTERVAL);
+    }
+
+    /// `topology.npu_cabling` reaches the device plane: `rail` turns rails on, the default
+    /// and `tor` leave them off, and a misspelling is refused naming the key.
+    #[test]
+    fn npu_cabling_reaches_the_device_settings() {
+        let settings = |text: &str| {
+            let cfg = crate::config::load_str(text, None, &[]).unwrap();
+            let local = LocalPorts {
+                addresses: Arc::new(Vec::new),
+                status: Arc::new(Vec::new),
+            };
+            device_settings(&cfg, Arc::new(super::super::device::NoPinger), local)
+        };
+        assert!(!settings("").rails);
+        assert!(!settings("[topology]\nnpu_cabling = \"tor\"\n").rails);
+        assert!(settings("[topology]\nnpu_cabling = \"rail\"\n").rails);
+        let err = crate::config::load_str("[topology]\nnpu_cabling = \"rails\"\n", None, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("topology.npu_cabling"), "{err}");
     }
 
     #[test]

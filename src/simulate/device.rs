@@ -134,6 +134,8 @@ impl DeviceGroup {
                 .iter()
                 .map(|&n| Some(w.topo.tor(n) as u32))
                 .collect(),
+            // The simulated fabric hangs every NPU port off its node's ToR (no rails).
+            port_tors: Vec::new(),
             congested_ports,
             port_signs,
         });

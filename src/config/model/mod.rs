@@ -28,7 +28,7 @@ pub use self::otlp::{Compression, OtlpConfig, OtlpProtocol};
 pub use self::probe::{HARDWARE_SIGN_NAMES, ProbeSection};
 pub use self::remediation::{PushConfig, RemediationConfig};
 pub use self::telemetry::{Backend, Intervals, SimConfig, TelemetryConfig};
-pub use self::topology::TopologyConfig;
+pub use self::topology::{NpuCabling, TopologyConfig};
 pub use self::web::{RESERVED_PATHS, WebConfig};
 
 use super::schema::Key;

@@ -6,7 +6,21 @@ use std::time::Duration;
 
 use super::section;
 use crate::config::duration;
+use crate::config::enums::config_enum;
 use crate::config::schema::{Spec, ms, secs};
+
+config_enum! {
+    /// How each node's NPU RoCE ports are cabled to the leaf switches.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum NpuCabling {
+        /// Every NPU port of a node hangs off the node's ToR.
+        #[default]
+        Tor = "tor",
+        /// Rail-optimised: NPU k of every node behind one ToR (the ToR names the node's
+        /// rail group) hangs off that group's k-th leaf.
+        Rail = "rail",
+    }
+}
 
 section! {
     /// `[topology]`: this node's ToR, spine group and super pod, from a topology file, the
@@ -30,6 +44,10 @@ section! {
         /// Read Volcano `HyperNode` objects (tier 1: ToR, tier 2: spine) through the
         /// Kubernetes API, where the API and the resource exist.
         hypernodes: bool = true, Spec::BOOL;
+        /// How the NPU RoCE ports are cabled, for the device plane: `tor` (every port of a
+        /// node on its ToR) or `rail` (NPU k of the nodes behind one ToR on that group's
+        /// k-th leaf: each leaf a switch port group). Set it alike on every member.
+        npu_cabling: NpuCabling = NpuCabling::Tor, Spec::one_of(NpuCabling::NAMES);
         /// Take the super pod from `collective.rank_table_file` (v1.2 `super_pod_list`).
         rank_table: bool = true, Spec::BOOL;
         /// Read this node's operator-override annotations (`hcclwatch.io/override*`)

@@ -22,6 +22,7 @@ impl DeviceEngine {
     pub(super) fn localise(&mut self, input: &DeviceInput, r: &mut RoundStats) -> Localised {
         let n = self.ports.len();
         self.tor_of = input.tors.clone();
+        self.port_tor_of = input.port_tors.clone();
         self.tor_explained = (0..n)
             .map(|i| self.port_tor(i).is_some_and(|t| self.tor_in_event(t)))
             .collect();
@@ -165,7 +166,8 @@ impl DeviceEngine {
             self.slow_rate.learn(count, pings.len());
         }
         // Where the event's pings ran, for its shape (whether it is a spine's).
-        self.spine.round(partial, &self.tor_of);
+        let switches: Vec<Option<u32>> = (0..n).map(|i| self.port_tor(i)).collect();
+        self.spine.round(partial, &switches);
         if self.spine.on() {
             for (p, &s) in pings.iter().zip(&slow) {
                 let places = (self.port_tor(p.src), self.port_tor(p.dst));

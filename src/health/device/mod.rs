@@ -203,6 +203,13 @@ pub struct DeviceInput {
     /// NPU ports hang off): most ports of one ToR bad is that ToR, and its ports are judged
     /// against each other. Empty (or `None` for a node): the place is unknown.
     pub tors: Vec<Option<u32>>,
+    /// Each port's own switch, by port index, where the NPU ports of a node do not all hang
+    /// off its ToR: on rail-optimised fabrics NPU k of every node behind one ToR group is
+    /// cabled to that group's k-th leaf, so a leaf is a *switch port group*, one port of
+    /// each member. Given (non-empty), it replaces `tors` wherever a port's switch is
+    /// meant (ToR events, spine shapes, re-pingers behind another switch); `None` for a
+    /// port: unknown. Empty: each port hangs off its node's ToR.
+    pub port_tors: Vec<Option<u32>>,
     /// Ports whose own counters showed congestion this round (pause frames or congestion
     /// notifications received beyond their usual rate): their slow rounds are explained and
     /// never move them towards a quarantine.
@@ -383,6 +390,8 @@ pub struct DeviceEngine {
     last_elevated: Vec<bool>,
     /// Each node's ToR, from the last round's input.
     tor_of: Vec<Option<u32>>,
+    /// Each port's own switch, from the last round's input (empty: its node's ToR).
+    port_tor_of: Vec<Option<u32>>,
     /// Each ToR's normal share of elevated ports and its current event.
     tor_tracks: BTreeMap<u32, TorTrack>,
     /// Per port: its ToR was in an event when the round began (pings with it from
@@ -426,6 +435,7 @@ impl DeviceEngine {
             fabric_run: 0,
             last_elevated: Vec::new(),
             tor_of: Vec::new(),
+            port_tor_of: Vec::new(),
             tor_tracks: BTreeMap::new(),
             tor_explained: Vec::new(),
             spine: SpineTrack::default(),

@@ -1,6 +1,6 @@
 //! The device-plane engine's behaviour, scenario by scenario.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::score::loss_tail;
 use super::*;
@@ -26,6 +26,12 @@ struct Fabric {
     pings: usize,
     /// Nodes per ToR (consecutive nodes share one); 0: the topology is not given.
     tor_size: usize,
+    /// A rail-optimised fabric: NPU k of the nodes behind ToR group t hangs off switch
+    /// `t × per + k` (the switch a port's packets cross, and the one lossy ToRs number).
+    rails: bool,
+    /// With `rails`, whether the engine is told each port's switch (else only the nodes'
+    /// ToR groups, as a daemon not configured for rails).
+    rails_known: bool,
     /// ToRs that lose this share of the packets crossing them (a pair inside one crosses
     /// it once).
     lossy_tors: Vec<(usize, f64)>,
@@ -50,15 +56,23 @@ impl Fabric {
             counters: BTreeMap::new(),
             pings: 0,
             tor_size: 0,
+            rails: false,
+            rails_known: false,
             lossy_tors: vec![],
             signs: vec![],
             congested: vec![],
         }
     }
 
-    /// The ToR of a port's node (None without topology).
+    /// The switch a port hangs off: its node's ToR, or its rail's leaf (None without
+    /// topology).
     fn tor(&self, port: usize) -> Option<usize> {
-        (self.tor_size > 0).then(|| port / self.per / self.tor_size)
+        let group = (self.tor_size > 0).then(|| port / self.per / self.tor_size);
+        if self.rails {
+            group.map(|t| t * self.per + port % self.per)
+        } else {
+            group
+        }
     }
 
     /// Whether a packet between `src` and `dst` is lost at a lossy ToR on its way.
@@ -150,9 +164,15 @@ impl Fabric {
         } else {
             Vec::new()
         };
+        let port_tors = if self.rails && self.rails_known {
+            (0..p).map(|i| self.tor(i).map(|t| t as u32)).collect()
+        } else {
+            Vec::new()
+        };
         DeviceInput {
             probes,
             tors,
+            port_tors,
             port_signs: self.signs.clone(),
             congested_ports: self.congested.clone(),
             ..DeviceInput::default()
@@ -772,4 +792,63 @@ fn a_tor_pair_or_random_dip_is_no_device_spine_verdict() {
             "{name}: spine verdicts in rounds {spines:?}"
         );
     }
+}
+
+/// 32 nodes × 4 ports on a rail-optimised fabric: 4 ToR groups of 8 nodes, NPU k of a
+/// group's nodes on the group's k-th leaf (switch `group × 4 + k`). From round 20 switch 6
+/// (group 1, NPU 2: ports 34, 38, …, 62) loses 5 % of the packets crossing it, and port 38
+/// (node 9, on that switch) 20 % of its own, with corrupted frames. `known`: the engine is
+/// told each port's switch. Returns the engine and every output.
+fn lossy_rail(known: bool, rounds: usize) -> (DeviceEngine, Vec<DeviceOutput>) {
+    let mut f = Fabric::new(32, 4);
+    f.tor_size = 8;
+    f.rails = true;
+    f.rails_known = known;
+    let (mut e, mut outs) = run(&mut f, 20);
+    f.lossy_tors = vec![(6, 0.05)];
+    f.lossy = vec![(38, 0.2)];
+    f.signs = vec![(38, Signs::FRAME_ERRORS)];
+    go_on(&mut e, &mut f, 20..rounds, &[], &mut outs);
+    (e, outs)
+}
+
+/// Told each port's switch, the engine makes the lossy leaf a switch verdict naming its 8
+/// members (one port each), no fabric event, and no port of it beyond suspect, while the
+/// port bad among them (38) is still recommended.
+#[test]
+fn a_lossy_rail_leaf_is_a_switch_verdict_and_a_bad_port_on_it_is_still_found() {
+    let (e, outs) = lossy_rail(true, 120);
+    let v: Vec<&DeviceTorVerdict> = outs.iter().flat_map(|o| &o.tor_verdicts).collect();
+    assert!(!v.is_empty(), "a verdict on the leaf");
+    assert!(v.iter().all(|v| v.tor == 6), "{v:?}");
+    assert_eq!(v[0].members, (8..16).collect::<Vec<usize>>());
+    assert_eq!(v[0].ports, 8);
+    assert!(outs[20..].iter().all(|o| !o.fabric));
+    assert_eq!(e.states()[38], NodeState::QuarantineRecommended);
+    let others: Vec<&PortTransition> = outs
+        .iter()
+        .flat_map(|o| &o.transitions)
+        .filter(|t| t.port != 38 && !matches!(t.to, NodeState::Healthy | NodeState::Suspect))
+        .collect();
+    assert!(others.is_empty(), "{others:?}");
+}
+
+/// The same fabric judged by the nodes' ToR groups alone (a daemon not told the rails):
+/// the leaf's ports are an eighth of the group, no node has most of its ports bad, so they
+/// are judged one by one and healthy ports of the leaf are confirmed bad. What the switch
+/// port group prevents.
+#[test]
+fn without_the_rails_a_lossy_leaf_confirms_healthy_ports() {
+    let (_, outs) = lossy_rail(false, 120);
+    assert!(outs.iter().all(|o| o.tor_verdicts.is_empty()));
+    let confirmed: BTreeSet<usize> = outs
+        .iter()
+        .flat_map(|o| &o.transitions)
+        .filter(|t| t.port != 38 && t.to == NodeState::Confirmed)
+        .map(|t| t.port)
+        .collect();
+    assert!(
+        confirmed.len() >= 2 && confirmed.iter().all(|p| p % 4 == 2 && (32..64).contains(p)),
+        "{confirmed:?}"
+    );
 }

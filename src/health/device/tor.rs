@@ -24,8 +24,13 @@
 //!   windows still carry its pings), and while it lasts (two rounds or more, and no fabric
 //!   event) it is a ToR verdict, for the network team, never a node's or a port's.
 //!
-//! Per switch port group (a rail: NPU k of every node on one leaf) the same could be done,
-//! but the topology input names a node's ToR only, not where each NPU port is cabled.
+//! A *switch* here is whatever the ports hang off: their node's ToR, or, where the input
+//! gives each port's own switch ([`DeviceInput::port_tors`](super::DeviceInput::port_tors)),
+//! that one. On a rail-optimised fabric NPU k of every node behind one ToR group is
+//! cabled to the group's k-th leaf: a bad leaf is NPU k bad on every member, one port each,
+//! which the node rules never see (one port of eight) and the fabric rule only above a
+//! quarter of all ports. Judged per port's switch, that *switch port group* is an event of
+//! its own, its ports are judged against it, and a port bad among them still escalates.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -89,7 +94,7 @@ impl TorEvents {
 }
 
 impl DeviceEngine {
-    /// Each present node's ports, by ToR (nodes without a ToR left out).
+    /// Each present node's ports, by their switch (ports without one left out).
     fn ports_by_tor(&self, absent: &BTreeSet<usize>) -> BTreeMap<u32, Vec<PortIx>> {
         let mut by_tor: BTreeMap<u32, Vec<PortIx>> = BTreeMap::new();
         for (i, t) in self.ports.tracks().iter().enumerate() {
@@ -97,7 +102,7 @@ impl DeviceEngine {
             if absent.contains(&node) {
                 continue;
             }
-            if let Some(tor) = self.tor_of.get(node).copied().flatten() {
+            if let Some(tor) = self.port_tor(i) {
                 by_tor.entry(tor).or_default().push(PortIx(i));
             }
         }
@@ -212,11 +217,10 @@ impl DeviceEngine {
         }
     }
 
-    /// Whether port `i` sits behind a ToR other than `tor` that is in no event: a re-ping
-    /// from it crosses `tor` only where it must (to reach the suspect).
+    /// Whether port `i` sits behind a switch other than `tor` that is in no event: a
+    /// re-ping from it crosses `tor` only where it must (to reach the suspect).
     pub(super) fn behind_another_tor(&self, i: usize, tor: Option<u32>) -> bool {
-        let node = self.owner(PortIx(i)).0;
-        match self.tor_of.get(node).copied().flatten() {
+        match self.port_tor(i) {
             Some(t) => Some(t) != tor && !self.tor_in_event(t),
             None => false,
         }
@@ -229,8 +233,13 @@ impl DeviceEngine {
             .is_some_and(|k| k.run > 0 || self.ports.round() <= k.until)
     }
 
-    /// A port's ToR (None: unknown).
+    /// A port's switch: its own where the input gives each port's
+    /// ([`DeviceInput::port_tors`](super::DeviceInput::port_tors)), else its node's ToR
+    /// (None: unknown).
     pub(super) fn port_tor(&self, i: usize) -> Option<u32> {
+        if !self.port_tor_of.is_empty() {
+            return self.port_tor_of.get(i).copied().flatten();
+        }
         let node = self.owner(PortIx(i)).0;
         self.tor_of.get(node).copied().flatten()
     }

@@ -19,6 +19,7 @@ pub(crate) mod plan;
 pub mod ports;
 pub(crate) mod runner;
 pub mod status;
+mod switches;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -26,16 +27,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::collective::{CollResult, Communicator, DataType};
+use crate::health::NodeState;
 use crate::health::device::{DeviceConfig, DeviceEngine, DeviceInput, DeviceOutput, PortProbe};
-use crate::health::{NodeState, SpineVerdict};
 use crate::snapshot::histogram::Histogram;
 use crate::snapshot::probe::{
     DeviceTorView, DeviceView, LocalPings, PlannedPing, PortConditionView, PortTransitionView,
-    PortView, SpineView,
+    PortView,
 };
 
 use ports::Port;
 use runner::{Batch, Job, Outcome, Pinger};
+use switches::Switches;
 
 /// Device-plane settings.
 #[derive(Clone)]
@@ -57,6 +59,9 @@ pub struct DeviceSettings {
     pub local_status: Arc<dyn Fn() -> Vec<(u32, status::PortReading)> + Send + Sync>,
     /// The HCCS ping mesh, when this node may drive it.
     pub hccs: Option<hccs::HccsSettings>,
+    /// The NPU ports are cabled by rail (`topology.npu_cabling = "rail"`): each port's
+    /// switch is its node's ToR group's leaf for its NPU id (see `switches`).
+    pub rails: bool,
 }
 
 impl std::fmt::Debug for DeviceSettings {
@@ -67,6 +72,7 @@ impl std::fmt::Debug for DeviceSettings {
             .field("collect_deadline", &self.collect_deadline)
             .field("engine", &self.engine)
             .field("hccs", &self.hccs)
+            .field("rails", &self.rails)
             .finish_non_exhaustive()
     }
 }
@@ -81,28 +87,9 @@ pub struct Topology<'a> {
     pub names: &'a [String],
 }
 
-/// A device-plane spine verdict by ToR names, with the candidates behind those ToRs; its
-/// spine group is named by the prober, which knows the members' places (`unknown` here).
-fn spine_view(v: &SpineVerdict, topology: Topology<'_>) -> SpineView {
-    SpineView {
-        name: "unknown".to_string(),
-        tors: v
-            .tors
-            .iter()
-            .filter_map(|&t| topology.names.get(t as usize).cloned())
-            .collect(),
-        members: (0..topology.tors.len())
-            .filter(|&i| topology.tors[i].is_some_and(|t| v.tors.contains(&t)))
-            .collect(),
-        tor_pairs: v.tor_pairs,
-        cross_share: v.cross_share,
-        inner_share: v.inner_share,
-    }
-}
-
 /// A pinger for a node that does not probe the device plane: it has no ports, so it is
 /// never asked to ping.
-struct NoPinger;
+pub(crate) struct NoPinger;
 
 impl Pinger for NoPinger {
     fn ping(&self, _phy: u32, _dst: Ipv4Addr) -> Result<runner::PingReply, runner::PingError> {
@@ -122,6 +109,7 @@ pub fn disabled() -> DeviceSettings {
         local_ports: Arc::new(Vec::new),
         local_status: Arc::new(Vec::new),
         hccs: None,
+        rails: false,
     }
 }
 
@@ -556,7 +544,9 @@ impl DevicePlane {
         if let Some(r) = prev_round {
             let mut input = self.read_rows(&all, members, r, &asked);
             input.host_suspects = host_suspects.to_vec();
+            let switches = Switches::of(&self.ports, topology, self.s.rails);
             input.tors = topology.tors.to_vec();
+            input.port_tors = switches.port.clone();
             let out = self.engine.step(&input);
             self.requests = Requests {
                 ports: out.confirm_requests.clone(),
@@ -567,12 +557,8 @@ impl DevicePlane {
                 .tor_verdicts
                 .iter()
                 .map(|v| DeviceTorView {
-                    // The number came from `names`; a number outside it is not shown.
-                    tor: topology
-                        .names
-                        .get(v.tor as usize)
-                        .cloned()
-                        .unwrap_or_default(),
+                    // The number came from `switches`; a number outside it is not shown.
+                    tor: switches.name(v.tor).map(String::from).unwrap_or_default(),
                     members: v.members.clone(),
                     ports: v.ports,
                     elevated: v.elevated,
@@ -585,7 +571,7 @@ impl DevicePlane {
             self.view.spines = out
                 .spine_verdict
                 .iter()
-                .map(|v| spine_view(v, topology))
+                .map(|v| switches.spine_view(v, &self.ports))
                 .collect();
         }
         let jobs = self.jobs(round, me, members);
@@ -849,6 +835,7 @@ mod tests {
                             local_ports: Arc::new(move || own.clone()),
                             local_status: status_of(r, failing),
                             hccs: None,
+                            rails: false,
                         });
                         let members: Vec<usize> = (0..n).collect();
                         d.on_form(&mut c, &members).unwrap();
@@ -914,30 +901,5 @@ mod tests {
         for (r, v) in run_group(30, None).iter().enumerate() {
             assert!(recommended(v).is_empty(), "member {r}: {:?}", v.transitions);
         }
-    }
-
-    /// A spine verdict's ToR numbers are shown by their names (a number the names do not
-    /// hold is left out) and its members are the candidates behind those ToRs.
-    #[test]
-    fn a_spine_verdict_is_shown_by_tor_names_and_members() {
-        let tors = [Some(0), Some(1), None, Some(2), Some(1), Some(7)];
-        let names: Vec<String> = ["leaf-a", "leaf-b", "leaf-c"].map(String::from).to_vec();
-        let topology = Topology {
-            tors: &tors,
-            names: &names,
-        };
-        let v = spine_view(
-            &SpineVerdict {
-                tors: vec![1, 2, 7],
-                tor_pairs: 2,
-                cross_share: 0.25,
-                inner_share: 0.01,
-            },
-            topology,
-        );
-        assert_eq!(v.tors, ["leaf-b", "leaf-c"]);
-        assert_eq!(v.members, [1, 3, 4, 5]);
-        assert_eq!((v.tor_pairs, v.cross_share, v.inner_share), (2, 0.25, 0.01));
-        assert_eq!(v.name, "unknown");
     }
 }
