@@ -123,6 +123,16 @@ impl Fleet {
     /// its FCS error counter grows every second, and its node's port poller reads the
     /// counters every 2 s (the others once a minute).
     fn start_with(initial: &Value, failing: Option<(usize, usize)>) -> Fleet {
+        Fleet::start_full(initial, failing, |_, _| String::new())
+    }
+
+    /// [`Fleet::start_with`], each node's config followed by `extra(node, dir)` (TOML;
+    /// `dir` the fleet's directory, for files the config names).
+    fn start_full(
+        initial: &Value,
+        failing: Option<(usize, usize)>,
+        extra: impl Fn(usize, &Path) -> String,
+    ) -> Fleet {
         let dir = tempfile::tempdir().unwrap();
         let key = write_key(dir.path(), "probe.key");
         let fabric = dir.path().join("fabric.json");
@@ -146,7 +156,8 @@ impl Fleet {
                     .collect();
                 std::fs::write(&hccn.conf, conf).unwrap();
                 let cfg = config(&peers, n, &key, &hccn)
-                    .replace("ports = \"60s\"", &format!("ports = \"{cfg_poll}\""));
+                    .replace("ports = \"60s\"", &format!("ports = \"{cfg_poll}\""))
+                    + &extra(n, dir.path());
                 Daemon::start(Start::new(&cfg))
             })
             .collect();
@@ -504,4 +515,84 @@ fn every_port_lossy_is_a_fabric_verdict_and_nothing_is_quarantined() {
         assert!(v["device"]["node_verdicts"].as_array().unwrap().is_empty());
     }
     eprintln!("lossy fabric: verdicts in {:?}", started.elapsed());
+}
+
+/// A rail-optimised fabric: the six nodes are one ToR group (`rail-a` in a topology file)
+/// whose NPU k is cabled to the group's k-th leaf, and every daemon says so
+/// (`topology.npu_cabling = "rail"`). Leaf 3 loses 10 % of what crosses it: NPU 3 of every
+/// node is lossy, one port of eight each, so no node verdict and well below the fabric
+/// share. Every member's view names the leaf (`rail-a/npu3`) in a ToR verdict with all six
+/// members, and no port is confirmed or worse, nothing quarantined for a port.
+#[test]
+fn a_lossy_rail_leaf_is_a_switch_verdict_and_no_port_is_confirmed() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let started = Instant::now();
+    let leaf = 3;
+    let names: Vec<String> = (0..NODES).map(|n| format!("node-{n}")).collect();
+    let extra = |n: usize, dir: &Path| {
+        let file = dir.join("topology.toml");
+        let list = common::toml_strings(&names);
+        std::fs::write(
+            &file,
+            format!("[[tor]]\nname = \"rail-a\"\nnodes = [{list}]\n"),
+        )
+        .unwrap();
+        format!(
+            "[attribution]\nenabled = false\nnode_name = \"node-{n}\"\n\
+             [topology]\nfile = \"{}\"\nnpu_cabling = \"rail\"\nnode_labels = false\n\
+             hypernodes = false\nrefresh = \"1s\"\ndeadline = \"500ms\"\n",
+            file.display()
+        )
+    };
+    let fleet = Fleet::start_full(
+        &fabric(|_, p| if p == leaf { 0.1 } else { 0.0 }),
+        None,
+        extra,
+    );
+    let tor = format!("rail-a/npu{leaf}");
+    for d in &fleet.daemons {
+        d.wait_for("the leaf's ToR verdict", VERDICT, |s| {
+            value(s, "hcclwatch_device_tor_degraded", &[("tor", &tor)]) == Some(1.0)
+        });
+    }
+    // Every member's place is exchanged when the group forms; a member whose file was read
+    // after the first formation joins the leaf when the group re-forms with it.
+    fleet.wait_api("all six members on the leaf", VERDICT, |v| {
+        v["device"]["tor_verdicts"][0]["members"]
+            .as_array()
+            .map(Vec::len)
+            == Some(NODES)
+    });
+    let until = rounds(&state(&fleet.daemons[0])) + 4;
+    fleet.wait_api("four more rounds", VERDICT, |v| rounds(v) >= until);
+    for (i, d) in fleet.daemons.iter().enumerate() {
+        let s = d.scrape();
+        let verdicts = common::samples(&s, "hcclwatch_device_tor_degraded", &[]);
+        assert_eq!(verdicts, [1.0], "daemon {i}: one ToR verdict: {s}");
+        let v = state(d);
+        let t = &v["device"]["tor_verdicts"][0];
+        assert_eq!(t["tor"], tor.as_str(), "daemon {i}: {v:#}");
+        let members: BTreeSet<&str> = t["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m.as_str().unwrap())
+            .collect();
+        // Members are shown by the names the group goes by (here the probe addresses).
+        let want: BTreeSet<&str> = fleet.peers.iter().map(String::as_str).collect();
+        assert_eq!(members, want, "daemon {i}: {t:#}");
+        assert_eq!(
+            t["ports"], NODES as u64,
+            "daemon {i}: one port of each member"
+        );
+        let judged: Vec<_> = port_states(&s)
+            .into_iter()
+            .filter(|(_, st)| st == "confirmed" || st == "quarantine_recommended")
+            .collect();
+        assert!(judged.is_empty(), "daemon {i} judges ports: {judged:?}");
+        assert!(npu_port_quarantines(&s).is_empty(), "daemon {i}: {s}");
+        assert!(v["device"]["node_verdicts"].as_array().unwrap().is_empty());
+        assert_eq!(v["device"]["fabric_degraded"], false, "daemon {i}");
+    }
+    eprintln!("lossy rail leaf: verdicts in {:?}", started.elapsed());
 }
