@@ -99,11 +99,15 @@ pub(super) fn record_tors(part: &mut ProbeSnapshot, out: &RoundOutput, names: &[
     record_spine(part, out.spine_verdict.as_ref(), names);
 }
 
-/// Forgets the ToR and spine verdicts (their member indices are those of a former
-/// candidate list).
+/// Forgets the ToR and spine verdicts of both planes (their member indices are those of a
+/// former candidate list); the device plane publishes its own again at its next round.
 pub(super) fn forget(part: &mut ProbeSnapshot) {
     part.tors.clear();
     part.spines.clear();
+    if let Some(d) = part.device.as_mut() {
+        d.tor_verdicts.clear();
+        d.spines.clear();
+    }
 }
 
 /// The spine group name of `members` (see [`SpineView::name`]).
@@ -360,5 +364,49 @@ mod tests {
         assert_eq!(named.spines[0].tor_pairs, 3);
         assert_eq!(named_device(&part, view(vec![2])).spines[0].name, "unknown");
         assert!(named_device(&part, DeviceView::default()).spines.is_empty());
+    }
+
+    /// Forgetting drops the ToR and spine verdicts of both planes and nothing else of the
+    /// snapshot.
+    #[test]
+    fn forgetting_drops_both_planes_switch_verdicts() {
+        let spine = SpineView {
+            name: "pod-1".into(),
+            tors: vec!["leaf-1".into()],
+            members: vec![0],
+            tor_pairs: 3,
+            cross_share: 0.3,
+            inner_share: 0.0,
+        };
+        let mut part = ProbeSnapshot {
+            members: vec![member("a", None)],
+            tors: vec![TorView {
+                name: "leaf-1".into(),
+                members: vec![0],
+                degraded: true,
+                slowdown_ratio: Some(1.3),
+            }],
+            spines: vec![spine.clone()],
+            device: Some(DeviceView {
+                me: Some(0),
+                tor_verdicts: vec![crate::snapshot::probe::DeviceTorView {
+                    tor: "leaf-1".into(),
+                    members: vec![0],
+                    ports: 8,
+                    elevated: 6,
+                    loss_ratio: 0.05,
+                    rtt_level: 0.0,
+                    rounds: 3,
+                }],
+                spines: vec![spine],
+                ..DeviceView::default()
+            }),
+            ..ProbeSnapshot::default()
+        };
+        forget(&mut part);
+        assert!(part.tors.is_empty() && part.spines.is_empty());
+        let d = part.device.as_ref().expect("the device view stays");
+        assert!(d.tor_verdicts.is_empty() && d.spines.is_empty());
+        assert_eq!((d.me, part.members.len()), (Some(0), 1));
     }
 }
