@@ -22,6 +22,10 @@ impl DeviceEngine {
     pub(super) fn localise(&mut self, input: &DeviceInput, r: &mut RoundStats) -> Localised {
         let n = self.ports.len();
         self.tor_of = input.tors.clone();
+        debug_assert!(
+            input.port_tors.is_empty() || input.port_tors.len() == n,
+            "one switch per port"
+        );
         self.port_tor_of = input.port_tors.clone();
         self.tor_explained = (0..n)
             .map(|i| self.port_tor(i).is_some_and(|t| self.tor_in_event(t)))

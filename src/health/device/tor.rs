@@ -226,6 +226,19 @@ impl DeviceEngine {
         }
     }
 
+    /// Carries each switch's learned normal and current event over to new switch numbers:
+    /// `map[old]` is the old number's new one (None, or beyond `map`: the switch is gone).
+    /// The caller numbers switches by their place among the group's names, so one that
+    /// appears or goes shifts the numbers after it; without this a switch would inherit
+    /// another's normal, run and hold.
+    pub fn renumber_switches(&mut self, map: &[Option<u32>]) {
+        let old = std::mem::take(&mut self.tor_tracks);
+        self.tor_tracks = old
+            .into_iter()
+            .filter_map(|(k, t)| map.get(k as usize).copied().flatten().map(|n| (n, t)))
+            .collect();
+    }
+
     /// Whether ToR `t` is in an event now or in its hold.
     pub(super) fn tor_in_event(&self, t: u32) -> bool {
         self.tor_tracks

@@ -191,6 +191,8 @@ pub struct DevicePlane {
     /// The port table: present members' ports as they announced them, absent members'
     /// as last known.
     ports: Vec<Port>,
+    /// The switch names the engine's switch numbers last stood for.
+    switch_names: Vec<String>,
     engine: DeviceEngine,
     /// Pings in flight, with the round they belong to and the re-pings that were asked.
     batch: Option<(Batch, u64, Requests)>,
@@ -235,6 +237,7 @@ impl DevicePlane {
             engine: DeviceEngine::new(&[], s.engine.clone()),
             s,
             ports: Vec::new(),
+            switch_names: Vec::new(),
             batch: None,
             requests: Requests::default(),
             width: 0,
@@ -545,6 +548,11 @@ impl DevicePlane {
             let mut input = self.read_rows(&all, members, r, &asked);
             input.host_suspects = host_suspects.to_vec();
             let switches = Switches::of(&self.ports, topology, self.s.rails);
+            if switches.names != self.switch_names {
+                let map = switches::renumbering(&self.switch_names, &switches.names);
+                self.engine.renumber_switches(&map);
+                self.switch_names = switches.names.clone();
+            }
             input.tors = topology.tors.to_vec();
             input.port_tors = switches.port.clone();
             let out = self.engine.step(&input);

@@ -103,6 +103,14 @@ impl Switches {
     }
 }
 
+/// Each old switch number's new one, by name (None: the switch is gone): switches are
+/// numbered by their place among the names, so one that appears or goes shifts the others.
+pub(super) fn renumbering(old: &[String], new: &[String]) -> Vec<Option<u32>> {
+    old.iter()
+        .map(|name| new.iter().position(|x| x == name).map(|k| k as u32))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::Ipv4Addr;
@@ -186,5 +194,15 @@ mod tests {
             (v.tor_pairs, v.cross_share, v.name.as_str()),
             (3, 0.25, "unknown")
         );
+    }
+
+    /// A switch that appears shifts the numbers after it; one that goes has none.
+    #[test]
+    fn switches_keep_their_identity_across_numbers() {
+        let names = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let old = names(&["a/npu0", "a/npu1", "c/npu0"]);
+        let new = names(&["a/npu1", "b/npu0", "c/npu0"]);
+        assert_eq!(renumbering(&old, &new), [None, Some(0), Some(2)]);
+        assert!(renumbering(&[], &new).is_empty());
     }
 }
