@@ -39,6 +39,9 @@ pub enum Key {
     SteadySlowRounds,
     /// Host: of those, rounds without congestion on the node's uplink.
     UncongestedSlowRounds,
+    /// Host: the episode's slow rounds, steady or not, that its counters did not explain
+    /// (the persistence horizon's count for a straggler that varies round to round).
+    UnexplainedSlowRounds,
     /// Host: the hardware signs of the slow run, as their flags (0: none; see
     /// [`crate::health::hardware::Signs`]).
     HardwareSigns,
@@ -76,6 +79,7 @@ impl Key {
             Key::SecondConfirmationMinLogResidual => "second_confirmation_min_log_residual",
             Key::SteadySlowRounds => "steady_slow_rounds",
             Key::UncongestedSlowRounds => "uncongested_slow_rounds",
+            Key::UnexplainedSlowRounds => "unexplained_slow_rounds",
             Key::HardwareSigns => "hardware_signs",
             Key::RoundsWithoutHardFault => "rounds_without_hard_fault",
             Key::WindowLossRatio => "window_loss_ratio",
@@ -133,6 +137,8 @@ mod tests {
             SecondConfirmationMinLogResidual,
             SteadySlowRounds,
             UncongestedSlowRounds,
+            UnexplainedSlowRounds,
+            HardwareSigns,
             RoundsWithoutHardFault,
             WindowLossRatio,
             LossBinomialTail,

@@ -125,6 +125,9 @@ impl HealthEngine {
             data.persist = data
                 .persist
                 .saturating_add(usize::from(steady_now && !seen.congested));
+            data.unexplained = data
+                .unexplained
+                .saturating_add(usize::from(!seen.congested));
             data.slow_rounds = data.slow_rounds.saturating_add(1);
             data.sign_rounds = data
                 .sign_rounds
@@ -158,9 +161,7 @@ impl HealthEngine {
                 );
             }
             NodeState::Suspect => self.advance_suspect(i, &w, r, seen, out),
-            NodeState::Confirmed => {
-                self.advance_confirmed(i, &w, r, (seen.confirm, seen.bound), out)
-            }
+            NodeState::Confirmed => self.advance_confirmed(i, &w, r, seen, out),
             NodeState::QuarantineRecommended if self.nodes[i].counts.clean >= cfg.exit_rounds => {
                 self.set(
                     i,
@@ -216,14 +217,13 @@ impl HealthEngine {
         // the congestion as much as the node, however long it lasts (a round its counters
         // explain is never evidence against the node).
         let explained = seen.congested;
-        if r.partial.now
-            || r.crowded(i.0)
-            || reproduced && (explained || !steady_slowness(w, &c, r, false))
-        {
+        let unsteady = !steady_slowness(w, &c, r, false) && !self.varying_held(i);
+        if r.partial.now || r.crowded(i.0) || reproduced && (explained || unsteady) {
             // A share of the links slow (the re-pairings may cross them too), many nodes at
             // once (not this node's doing alone), congestion its own counters show, or slow
             // but not steadily (queueing behind other traffic scatters the residuals, see
-            // `STEADY_RATIO`): it stays a suspect (a ticket) and is re-paired again.
+            // `STEADY_RATIO`) and not yet for longer than congestion lasts: it stays a
+            // suspect (a ticket) and is re-paired again.
             self.nodes[i].data.confirm_pending = w.elevated;
             if w.elevated {
                 out.confirm_requests.push(i.0);
@@ -268,22 +268,28 @@ impl HealthEngine {
 
     /// A confirmed node is recommended for quarantine after its hold (see
     /// [`HealthEngine::held`]) and a second re-pairing that reproduces; a fabric-wide event,
-    /// or being bound to a dip that became the normal (`bound`), freezes it.
+    /// or being bound to a dip that became the normal (`bound`), freezes it. A node slow
+    /// but not steadily is recommended only with hardware evidence
+    /// ([`HealthEngine::varying_held`]), and a re-pairing that lands in one of its quicker
+    /// rounds then does not clear it.
     fn advance_confirmed(
         &mut self,
         i: NodeIx,
         w: &Window,
         r: &RoundStats,
-        (confirm, bound): (Option<Vec<f64>>, bool),
+        seen: Seen,
         out: &mut RoundOutput,
     ) {
         let cfg = self.cfg.clone();
-        let Some(c) = confirm else {
-            if r.partial_fabric || r.crowded(i.0) || bound {
+        // Held by hardware evidence while its slowness varies (a steady one waits for
+        // `held`, steady rounds in a row).
+        let varying = self.varying_held(i) && !seen.congested && !steady(w.spread, r.spread());
+        let Some(c) = seen.confirm else {
+            if r.partial_fabric || r.crowded(i.0) || seen.bound {
                 // Frozen: a share of the links slow (re-pairings may cross it), a crowd
                 // sharing this node's condition, or a dip that became the normal and
                 // slowed this node and its ToR's members alike, blocks its escalation.
-            } else if self.held(i) && w.elevated {
+            } else if (self.held(i) || varying) && w.elevated {
                 self.ask(i, out);
             } else if self.nodes[i].counts.clean >= cfg.exit_rounds {
                 self.set(
@@ -298,7 +304,7 @@ impl HealthEngine {
         };
         self.nodes[i].data.confirm_pending = false;
         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
-        if r.partial_fabric || r.crowded(i.0) || bound {
+        if r.partial_fabric || r.crowded(i.0) || seen.bound {
             // A share of the links slow, or many nodes sharing this node's condition at
             // once, blocks cordons: stay confirmed and ask again once it is over. A round
             // median above the baseline alone does not: residuals are relative to the
@@ -308,32 +314,22 @@ impl HealthEngine {
         let mut e = w.evidence();
         e.push(Key::SecondConfirmationMinLogResidual, cm);
         let reproduced = c.len() >= cfg.confirm_peers.max(MIN_REPORTERS) && cm > r.entry;
-        if reproduced && !steady_slowness(w, &c, r, true) {
+        let steady = steady_slowness(w, &c, r, true);
+        if !steady && varying && !reproduced && w.elevated {
+            // Held, slow by its window: a varying straggler's re-pairing
+            // that landed in one of its quicker rounds is no evidence it recovered.
+            return;
+        }
+        if reproduced && !steady && !varying {
             // Slow, but not steadily: the window's residuals scatter far more than healthy
             // probes do, as queueing behind other traffic (or an intermittent fault) makes
-            // them. A cordon waits for steady slowness; the node stays confirmed.
+            // them. A cordon waits for steady slowness, or for hardware evidence that
+            // congestion cannot give; the node stays confirmed.
             return;
         }
         if reproduced {
-            self.nodes[i].data.confirmations += 1;
-            let counts = self.nodes[i].counts;
-            let (above, quiet) = (counts.steady, counts.quiet);
-            e.push(Key::SteadySlowRounds, above as f64);
-            e.push(Key::UncongestedSlowRounds, quiet as f64);
-            let signs = self.nodes[i].data.signs;
-            e.push(Key::HardwareSigns, f64::from(signs.bits()));
-            self.set(
-                i,
-                NodeState::QuarantineRecommended,
-                format!(
-                    "confirmed straggler: still {:.1}% slower after {above} steady rounds ({quiet} without congestion on its uplink) and a second re-pairing with {} known-good peers; {}",
-                    (w.score.exp() - 1.0) * 100.0,
-                    c.len(),
-                    corroboration(signs, &self.nodes[i].data)
-                ),
-                e,
-                out,
-            );
+            let steady = steady && self.held(i);
+            self.recommend(i, (w, r), &c, steady, e, out);
         } else {
             self.set(
                 i,
@@ -343,6 +339,45 @@ impl HealthEngine {
                 out,
             );
         }
+    }
+
+    /// Recommends confirmed node `i` for quarantine, its re-pairings `c` having reproduced
+    /// its slowness: after its hold ([`HealthEngine::held`], `steady`), or slow steadily
+    /// or not for as long as [`HealthEngine::varying_held`] asks.
+    fn recommend(
+        &mut self,
+        i: NodeIx,
+        (w, r): (&Window, &RoundStats),
+        c: &[f64],
+        steady: bool,
+        mut e: Evidence,
+        out: &mut RoundOutput,
+    ) {
+        self.nodes[i].data.confirmations += 1;
+        let counts = self.nodes[i].counts;
+        let (above, quiet) = (counts.steady, counts.quiet);
+        let d = &self.nodes[i].data;
+        e.push(Key::SteadySlowRounds, above as f64);
+        e.push(Key::UncongestedSlowRounds, quiet as f64);
+        e.push(Key::UnexplainedSlowRounds, d.unexplained as f64);
+        e.push(Key::HardwareSigns, f64::from(d.signs.bits()));
+        let how = if steady {
+            format!("after {above} steady rounds ({quiet} without congestion on its uplink)")
+        } else {
+            format!(
+                "for {} slow rounds its counters did not explain, steadily or not (its residuals scatter {:.3} in log, the round's {:.3})",
+                d.unexplained,
+                w.spread,
+                r.spread()
+            )
+        };
+        let reason = format!(
+            "confirmed straggler: still {:.1}% slower {how} and a second re-pairing with {} known-good peers; {}",
+            (w.score.exp() - 1.0) * 100.0,
+            c.len(),
+            corroboration(d)
+        );
+        self.set(i, NodeState::QuarantineRecommended, reason, e, out);
     }
 
     /// Whether a confirmed node has been steadily slow long enough for a quarantine, by
@@ -367,16 +402,37 @@ impl HealthEngine {
         let corroborated = corroborates(d.sign_rounds, d.slow_rounds);
         c.quiet >= hold && (corroborated || d.persist >= self.cfg.uncorroborated_hold)
     }
+
+    /// Whether a node slow but not steadily has been so long enough for a quarantine:
+    /// hardware signs that corroborate its episode (evidence congestion cannot give), and
+    /// `confirm_hold` slow rounds in the episode that its counters did not explain (in a
+    /// row or not). A straggler whose slowdown varies from round to round scatters its
+    /// residuals as queueing does, so it never passes [`steady_slowness`]; without such
+    /// signs nothing tells it from congestion the counters miss, however long it lasts:
+    /// on the held-out batch a horizon for it (`uncorroborated_hold` such rounds) gained
+    /// 79 recommendations and made 92 false ones (docs/detection.md).
+    /// As for a steady one, the hold is `congested_hold` when its counters explained most
+    /// of the episode's slow rounds.
+    fn varying_held(&self, i: NodeIx) -> bool {
+        let d = &self.nodes[i].data;
+        let congested = d.slow_rounds - d.unexplained.min(d.slow_rounds);
+        let hold = if congested * 2 > d.slow_rounds {
+            self.cfg.congested_hold
+        } else {
+            self.cfg.confirm_hold
+        };
+        corroborates(d.sign_rounds, d.slow_rounds) && d.unexplained >= hold
+    }
 }
 
 /// What a quarantine rests on besides the probes, for its reason: the hardware signs
 /// that corroborate the episode, or the length of the run when none do.
-fn corroboration(signs: Signs, d: &super::NodeData) -> String {
+fn corroboration(d: &super::NodeData) -> String {
     if corroborates(d.sign_rounds, d.slow_rounds) {
         format!(
             "corroborated by its own hardware in {} of its slow rounds: {}",
             d.sign_rounds,
-            signs.names().join(", ")
+            d.signs.names().join(", ")
         )
     } else {
         format!(

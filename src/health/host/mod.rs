@@ -252,6 +252,10 @@ struct NodeData {
     /// Its steadily slow rounds in the episode that its counters did not explain, in a
     /// row or not: what the persistence horizon counts.
     persist: usize,
+    /// Its slow rounds in the episode, steady or not, that its counters did not explain:
+    /// what the persistence horizon counts for a straggler that varies from round to
+    /// round (`HealthEngine::outlasted`).
+    unexplained: usize,
     /// Its slow rounds in the episode, and of them those with a hardware sign (whether
     /// the signs corroborate the episode, [`crate::health::hardware::corroborates`]).
     slow_rounds: usize,
@@ -263,6 +267,7 @@ impl NodeData {
     fn forget_episode(&mut self) {
         self.signs = Signs::NONE;
         self.persist = 0;
+        self.unexplained = 0;
         self.slow_rounds = 0;
         self.sign_rounds = 0;
     }

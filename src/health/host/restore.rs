@@ -71,6 +71,9 @@ struct NodeWire {
     /// [`NodeData::persist`]; left out when 0, as `signs`.
     #[serde(default, skip_serializing_if = "is_zero_count")]
     persist: usize,
+    /// [`NodeData::unexplained`]; left out when 0, as `signs`.
+    #[serde(default, skip_serializing_if = "is_zero_count")]
+    unexplained: usize,
     /// The episode's slow rounds and those with a sign; left out when 0, as `signs`.
     #[serde(default, skip_serializing_if = "is_zero_count")]
     slow_rounds: usize,
@@ -105,6 +108,7 @@ impl NodeWire {
             reports: d.reports.clone(),
             signs: d.signs.bits(),
             persist: d.persist,
+            unexplained: d.unexplained,
             slow_rounds: d.slow_rounds,
             sign_rounds: d.sign_rounds,
         }
@@ -128,6 +132,7 @@ impl NodeWire {
                 reports: self.reports,
                 signs: Signs::from_bits(self.signs),
                 persist: self.persist,
+                unexplained: self.unexplained,
                 slow_rounds: self.slow_rounds,
                 sign_rounds: self.sign_rounds,
             },
@@ -222,6 +227,15 @@ impl NodeWire {
                 format!(
                     "node {i}: {} rounds with a sign of {} slow rounds in {round} rounds",
                     self.sign_rounds, self.slow_rounds
+                ),
+            );
+        }
+        if self.unexplained > self.slow_rounds {
+            return bad(
+                "nodes.unexplained",
+                format!(
+                    "node {i}: {} unexplained slow rounds of {} slow rounds",
+                    self.unexplained, self.slow_rounds
                 ),
             );
         }
