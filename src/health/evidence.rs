@@ -40,7 +40,7 @@ pub enum Key {
     /// Host: of those, rounds without congestion on the node's uplink.
     UncongestedSlowRounds,
     /// Host: the episode's slow rounds, steady or not, that its counters did not explain
-    /// (the persistence horizon's count for a straggler that varies round to round).
+    /// (what the hold of a straggler that varies round to round counts).
     UnexplainedSlowRounds,
     /// Host: the hardware signs of the slow run, as their flags (0: none; see
     /// [`crate::health::hardware::Signs`]).

@@ -217,13 +217,16 @@ impl HealthEngine {
         // the congestion as much as the node, however long it lasts (a round its counters
         // explain is never evidence against the node).
         let explained = seen.congested;
-        let unsteady = !steady_slowness(w, &c, r, false) && !self.varying_held(i);
+        // A window that varies from round to round is let through on hardware evidence
+        // alone (`varying_held`); a steady window whose re-pairings scatter is not.
+        let varying = self.varying_held(i) && !steady(w.spread, r.spread());
+        let unsteady = !steady_slowness(w, &c, r, false) && !varying;
         if r.partial.now || r.crowded(i.0) || reproduced && (explained || unsteady) {
             // A share of the links slow (the re-pairings may cross them too), many nodes at
             // once (not this node's doing alone), congestion its own counters show, or slow
             // but not steadily (queueing behind other traffic scatters the residuals, see
-            // `STEADY_RATIO`) and not yet for longer than congestion lasts: it stays a
-            // suspect (a ticket) and is re-paired again.
+            // `STEADY_RATIO`) without hardware evidence: it stays a suspect (a ticket) and
+            // is re-paired again.
             self.nodes[i].data.confirm_pending = w.elevated;
             if w.elevated {
                 out.confirm_requests.push(i.0);
@@ -283,14 +286,18 @@ impl HealthEngine {
         let cfg = self.cfg.clone();
         // Held by hardware evidence while its slowness varies (a steady one waits for
         // `held`, steady rounds in a row).
-        let varying = self.varying_held(i) && !seen.congested && !steady(w.spread, r.spread());
+        let varying = self.varying_held(i) && !seen.congested;
         let Some(c) = seen.confirm else {
             if r.partial_fabric || r.crowded(i.0) || seen.bound {
                 // Frozen: a share of the links slow (re-pairings may cross it), a crowd
                 // sharing this node's condition, or a dip that became the normal and
                 // slowed this node and its ToR's members alike, blocks its escalation.
-            } else if (self.held(i) || varying) && w.elevated {
+            } else if self.held(i) && w.elevated {
                 self.ask(i, out);
+                self.nodes[i].data.asked_varying = false;
+            } else if varying && w.elevated && !steady(w.spread, r.spread()) {
+                self.ask(i, out);
+                self.nodes[i].data.asked_varying = true;
             } else if self.nodes[i].counts.clean >= cfg.exit_rounds {
                 self.set(
                     i,
@@ -303,6 +310,7 @@ impl HealthEngine {
             return;
         };
         self.nodes[i].data.confirm_pending = false;
+        let asked_varying = std::mem::take(&mut self.nodes[i].data.asked_varying);
         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
         if r.partial_fabric || r.crowded(i.0) || seen.bound {
             // A share of the links slow, or many nodes sharing this node's condition at
@@ -314,13 +322,30 @@ impl HealthEngine {
         let mut e = w.evidence();
         e.push(Key::SecondConfirmationMinLogResidual, cm);
         let reproduced = c.len() >= cfg.confirm_peers.max(MIN_REPORTERS) && cm > r.entry;
-        let steady = steady_slowness(w, &c, r, true);
-        if !steady && varying && !reproduced && w.elevated {
-            // Held, slow by its window: a varying straggler's re-pairing
-            // that landed in one of its quicker rounds is no evidence it recovered.
+        if asked_varying {
+            // Asked on hardware evidence while its slowness varied (in a round its
+            // counters did not explain): recommended if the evidence still holds and the
+            // re-pairings reproduce. A re-pairing that lands in one of its quicker rounds
+            // while its window is still slow is no sign it recovered: it stays confirmed
+            // and is asked again at once.
+            let held = self.varying_held(i);
+            if reproduced && held {
+                self.recommend(i, (w, r), &c, false, e, out);
+            } else if !reproduced && w.elevated && held {
+                self.ask(i, out);
+                self.nodes[i].data.asked_varying = true;
+            } else if !reproduced && !w.elevated {
+                self.set(
+                    i,
+                    NodeState::Healthy,
+                    "second re-pairing did not reproduce".into(),
+                    e,
+                    out,
+                );
+            }
             return;
         }
-        if reproduced && !steady && !varying {
+        if reproduced && !steady_slowness(w, &c, r, true) {
             // Slow, but not steadily: the window's residuals scatter far more than healthy
             // probes do, as queueing behind other traffic (or an intermittent fault) makes
             // them. A cordon waits for steady slowness, or for hardware evidence that
@@ -328,8 +353,7 @@ impl HealthEngine {
             return;
         }
         if reproduced {
-            let steady = steady && self.held(i);
-            self.recommend(i, (w, r), &c, steady, e, out);
+            self.recommend(i, (w, r), &c, true, e, out);
         } else {
             self.set(
                 i,
@@ -342,8 +366,8 @@ impl HealthEngine {
     }
 
     /// Recommends confirmed node `i` for quarantine, its re-pairings `c` having reproduced
-    /// its slowness: after its hold ([`HealthEngine::held`], `steady`), or slow steadily
-    /// or not for as long as [`HealthEngine::varying_held`] asks.
+    /// its slowness: after its hold ([`HealthEngine::held`], `steady`), or varying from
+    /// round to round and held by hardware evidence ([`HealthEngine::varying_held`]).
     fn recommend(
         &mut self,
         i: NodeIx,
@@ -365,10 +389,10 @@ impl HealthEngine {
             format!("after {above} steady rounds ({quiet} without congestion on its uplink)")
         } else {
             format!(
-                "for {} slow rounds its counters did not explain, steadily or not (its residuals scatter {:.3} in log, the round's {:.3})",
-                d.unexplained,
+                "varying from round to round (residual scatter {:.3}, steady is at most {:.3}, {STEADY_RATIO}x the round's), slow in {} rounds its uplink's congestion counters did not explain (not necessarily in a row),",
                 w.spread,
-                r.spread()
+                STEADY_RATIO * r.spread(),
+                d.unexplained
             )
         };
         let reason = format!(
@@ -393,8 +417,8 @@ impl HealthEngine {
     fn held(&self, i: NodeIx) -> bool {
         let c = &self.nodes[i].counts;
         let d = &self.nodes[i].data;
-        let congested = c.steady - c.quiet;
-        let hold = if congested * 2 > c.steady {
+        let congested = c.steady.saturating_sub(c.quiet);
+        let hold = if congested > c.steady / 2 {
             self.cfg.congested_hold
         } else {
             self.cfg.confirm_hold
@@ -416,7 +440,7 @@ impl HealthEngine {
     fn varying_held(&self, i: NodeIx) -> bool {
         let d = &self.nodes[i].data;
         let congested = d.slow_rounds - d.unexplained.min(d.slow_rounds);
-        let hold = if congested * 2 > d.slow_rounds {
+        let hold = if congested > d.slow_rounds / 2 {
             self.cfg.congested_hold
         } else {
             self.cfg.confirm_hold

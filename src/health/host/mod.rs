@@ -16,6 +16,8 @@ mod tests;
 #[cfg(test)]
 mod tests_dips;
 #[cfg(test)]
+mod tests_varying;
+#[cfg(test)]
 mod wire;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -253,9 +255,13 @@ struct NodeData {
     /// row or not: what the persistence horizon counts.
     persist: usize,
     /// Its slow rounds in the episode, steady or not, that its counters did not explain:
-    /// what the persistence horizon counts for a straggler that varies from round to
-    /// round (`HealthEngine::outlasted`).
+    /// what the hold of a straggler that varies from round to round counts
+    /// (`HealthEngine::varying_held`).
     unexplained: usize,
+    /// The pending re-pairing of this confirmed node was asked on hardware evidence while
+    /// its slowness varied (`varying_held`), not after its steady hold: its answer is
+    /// judged on that evidence.
+    asked_varying: bool,
     /// Its slow rounds in the episode, and of them those with a hardware sign (whether
     /// the signs corroborate the episode, [`crate::health::hardware::corroborates`]).
     slow_rounds: usize,
@@ -450,6 +456,9 @@ impl HealthEngine {
         // one. A suspect cleared because one re-pairing did not reproduce, still slow, is
         // the same episode.
         let recovered = self.nodes[node].counts.clean >= self.cfg.exit_rounds;
+        // A pending re-pairing asked on a confirmed node's varying evidence is judged so
+        // only in that state.
+        self.nodes[node].data.asked_varying = false;
         if to == NodeState::Probation || (to == NodeState::Healthy && recovered) {
             self.nodes[node].data.forget_episode();
         }

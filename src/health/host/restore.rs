@@ -74,6 +74,9 @@ struct NodeWire {
     /// [`NodeData::unexplained`]; left out when 0, as `signs`.
     #[serde(default, skip_serializing_if = "is_zero_count")]
     unexplained: usize,
+    /// [`NodeData::asked_varying`]; left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    asked_varying: bool,
     /// The episode's slow rounds and those with a sign; left out when 0, as `signs`.
     #[serde(default, skip_serializing_if = "is_zero_count")]
     slow_rounds: usize,
@@ -109,6 +112,7 @@ impl NodeWire {
             signs: d.signs.bits(),
             persist: d.persist,
             unexplained: d.unexplained,
+            asked_varying: d.asked_varying,
             slow_rounds: d.slow_rounds,
             sign_rounds: d.sign_rounds,
         }
@@ -133,6 +137,7 @@ impl NodeWire {
                 signs: Signs::from_bits(self.signs),
                 persist: self.persist,
                 unexplained: self.unexplained,
+                asked_varying: self.asked_varying,
                 slow_rounds: self.slow_rounds,
                 sign_rounds: self.sign_rounds,
             },
