@@ -205,9 +205,12 @@ fn sliced_all_reduce_equals_one_pass() {
     }
 }
 
-/// On a link whose latency makes slices costly, the all-reduce keeps the buffer whole:
-/// with 5 ms added to every message (α ≈ 5 ms), a 64 MiB all-reduce is planned as one
-/// slice, while the same world without the delay uses the host-sized slice.
+/// On a link whose latency makes slices costly, the all-reduce cuts larger slices: with
+/// 5 ms added to every message (α ≈ 5 ms), a 64 MiB all-reduce is planned in slices at
+/// least four times the host-sized slice the same world uses without the delay. (How
+/// much larger depends on the bandwidth measured at start, which a loaded machine lowers:
+/// on an idle one the whole buffer is one slice, during the full test run on 2 cores 26 MB
+/// was measured once; four host slices need only about 160 MB/s on loopback.)
 #[test]
 fn slow_links_raise_the_slice_to_the_latency_floor() {
     let plan = |delay: Duration| {
@@ -243,7 +246,10 @@ fn slow_links_raise_the_slice_to_the_latency_floor() {
     assert!(host_slice < 64 << 20);
     let (slice, _, alpha) = plan(Duration::from_millis(5));
     assert!(alpha >= 5e-3, "the delay shows in α: {alpha}");
-    assert!(slice >= 64 << 20, "5 ms per message: slice {slice}");
+    assert!(
+        slice >= 4 * host_slice,
+        "5 ms per message: slice {slice}, host slice {host_slice}"
+    );
 }
 
 #[test]
