@@ -559,11 +559,22 @@ pub fn value(text: &str, name: &str, want: &[(&str, &str)]) -> Option<f64> {
 /// A loopback port that was free a moment ago (the listener is dropped, so a daemon can
 /// bind it; the race with other processes is acceptable in tests).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    // The kernel may hand the same ephemeral port out again once its listener is dropped,
+    // so two calls could return one port (a test then lists a peer twice): every port
+    // this test process handed out is remembered and never returned again.
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if given.insert(port) {
+            return port;
+        }
+    }
 }
 
 /// Writes a shared collective key (32 bytes) into `dir` as `name` and returns its path.
