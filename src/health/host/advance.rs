@@ -417,14 +417,20 @@ impl HealthEngine {
     fn held(&self, i: NodeIx) -> bool {
         let c = &self.nodes[i].counts;
         let d = &self.nodes[i].data;
-        let congested = c.steady.saturating_sub(c.quiet);
-        let hold = if congested > c.steady / 2 {
+        let hold = self.short_hold(c.quiet, c.steady);
+        let corroborated = corroborates(d.sign_rounds, d.slow_rounds);
+        c.quiet >= hold && (corroborated || d.persist >= self.cfg.uncorroborated_hold)
+    }
+
+    /// The short hold of a run of `slow` rounds of which `unexplained` its counters did not
+    /// explain: `congested_hold` when they explained most of them (congestion the counters
+    /// see most of the time is still there in the rounds they miss), else `confirm_hold`.
+    fn short_hold(&self, unexplained: usize, slow: usize) -> usize {
+        if slow.saturating_sub(unexplained) > slow / 2 {
             self.cfg.congested_hold
         } else {
             self.cfg.confirm_hold
-        };
-        let corroborated = corroborates(d.sign_rounds, d.slow_rounds);
-        c.quiet >= hold && (corroborated || d.persist >= self.cfg.uncorroborated_hold)
+        }
     }
 
     /// Whether a node slow but not steadily has been so long enough for a quarantine:
@@ -434,17 +440,12 @@ impl HealthEngine {
     /// residuals as queueing does, so it never passes [`steady_slowness`]; without such
     /// signs nothing tells it from congestion the counters miss, however long it lasts:
     /// on the held-out batch a horizon for it (`uncorroborated_hold` such rounds) gained
-    /// 79 recommendations and made 92 false ones (docs/detection.md).
-    /// As for a steady one, the hold is `congested_hold` when its counters explained most
-    /// of the episode's slow rounds.
+    /// 79 recommendations and made 92 false ones (docs/detection.md). As for a steady one,
+    /// the hold is `congested_hold` when its counters explained most of the episode's slow
+    /// rounds ([`HealthEngine::short_hold`]).
     fn varying_held(&self, i: NodeIx) -> bool {
         let d = &self.nodes[i].data;
-        let congested = d.slow_rounds - d.unexplained.min(d.slow_rounds);
-        let hold = if congested > d.slow_rounds / 2 {
-            self.cfg.congested_hold
-        } else {
-            self.cfg.confirm_hold
-        };
+        let hold = self.short_hold(d.unexplained, d.slow_rounds);
         corroborates(d.sign_rounds, d.slow_rounds) && d.unexplained >= hold
     }
 }
