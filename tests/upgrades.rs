@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::{
-    Daemon, Start, loopback_peers, parse_labels, probe_config, samples, value,
+    Daemon, Start, loopback_peers, node_state, parse_labels, probe_config, samples, value,
     with_loosened_health, write_key,
 };
 
@@ -219,16 +219,16 @@ fn check_group(
             "rank {r} of a group with old members {old:?}; its log:\n{}",
             daemons[r].log()
         );
+        // Every member judges every peer, and no peer is past suspicion (the verdict check
+        // above). A loopback group on a loaded machine may hold a peer in `suspect` for a
+        // round: that is the engine watching, not a verdict, and one release watches as
+        // the other does.
         for p in peers {
-            assert_eq!(
-                value(
-                    s,
-                    "hcclwatch_node_state",
-                    &[("node", p), ("state", "healthy")]
-                ),
-                Some(1.0),
-                "rank {r} judges {p}"
-            );
+            let on: Vec<&str> = ["healthy", "suspect"]
+                .into_iter()
+                .filter(|st| node_state(s, p, st) == Some(1.0))
+                .collect();
+            assert_eq!(on.len(), 1, "rank {r} judges {p}: {on:?}\n{s}");
         }
         let latency = value(s, "hcclwatch_probe_latency_seconds", &[]).expect("latency");
         // A sub-millisecond all-reduce on loopback; a second would be a misread row.
