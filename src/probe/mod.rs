@@ -71,6 +71,9 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("hcclwatch-probe".into())
         .spawn(move || {
+            if await_place(s.topology_wait, &store, &shutdown) == PlaceWait::Shutdown {
+                return;
+            }
             let Some(listener) = bind_with_retries(&s, &store, &shutdown) else {
                 return;
             };
@@ -99,6 +102,56 @@ pub fn spawn(
                 store.set_not_ready("probe", why);
             }
         })
+}
+
+/// How the wait for this node's place in the network ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PlaceWait {
+    /// Topology is off: there is nothing to wait for.
+    NotExpected,
+    /// The topology source published its first read (with or without a place).
+    Read,
+    /// The first read took longer than its bound; probing starts without it.
+    TimedOut,
+    /// The daemon is stopping.
+    Shutdown,
+}
+
+/// How often the wait looks at the store: the first read is a local file or a few API
+/// calls, so this costs at most this much of the startup.
+const PLACE_POLL: Duration = Duration::from_millis(50);
+
+/// Waits, at most `wait` (`None`: topology off), for the topology source's first read
+/// before the probe listener is bound. A member that formed its group before it knew its
+/// own place would be judged by every member without its ToR (its NPU ports one by one,
+/// its slowdowns against the whole group) until the read made the group re-form; and
+/// while it waits unbound, its peers see it as not yet started and form without it, as
+/// they do for a member that starts later, instead of failing a formation it would not
+/// answer.
+fn await_place(wait: Option<Duration>, store: &Store, shutdown: &Receiver<()>) -> PlaceWait {
+    let Some(wait) = wait else {
+        return PlaceWait::NotExpected;
+    };
+    let until = Instant::now() + wait;
+    let mut said = false;
+    loop {
+        if store.topology().is_some() {
+            return PlaceWait::Read;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            tracing::warn!(waited = ?wait, "probing starts before the topology's first read; the group re-forms when this node's place is read");
+            return PlaceWait::TimedOut;
+        }
+        if !said {
+            tracing::info!(at_most = ?wait, "probing waits for the topology's first read, so the group forms knowing this node's place");
+            said = true;
+        }
+        match shutdown.recv_timeout(left.min(PLACE_POLL)) {
+            Err(RecvTimeoutError::Timeout) => {}
+            _ => return PlaceWait::Shutdown,
+        }
+    }
 }
 
 /// Binds the probe listener, retrying with backoff until it succeeds or the daemon stops.
@@ -189,6 +242,42 @@ mod tests {
     use crate::health::{NodeState, Transition};
     use prober::renumber;
     use std::collections::VecDeque;
+
+    #[test]
+    fn probing_waits_for_the_topologys_first_read_and_no_longer() {
+        let (_tx, rx) = std::sync::mpsc::channel::<()>();
+        // Topology off: nothing to wait for.
+        let store = Store::new(false, false);
+        assert_eq!(await_place(None, &store, &rx), PlaceWait::NotExpected);
+        // Never read: the bound ends the wait (a bound of three polls).
+        assert_eq!(
+            await_place(Some(PLACE_POLL * 3), &store, &rx),
+            PlaceWait::TimedOut
+        );
+        // Read while waiting: the wait ends with the read (the bound is a minute, so an
+        // answer other than Read means it did not see the publication).
+        let store = Arc::new(Store::new(false, false));
+        let publisher = {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                store.publish_topology(crate::snapshot::topology::TopologySnapshot::default())
+            })
+        };
+        let minute = Some(Duration::from_secs(60));
+        assert_eq!(await_place(minute, &store, &rx), PlaceWait::Read);
+        publisher.join().unwrap();
+        // Already read: no wait at all, even with a zero bound.
+        assert_eq!(
+            await_place(Some(Duration::ZERO), &store, &rx),
+            PlaceWait::Read
+        );
+        // Stopping ends the wait.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        tx.send(()).unwrap();
+        let unread = Store::new(false, false);
+        assert_eq!(await_place(minute, &unread, &rx), PlaceWait::Shutdown);
+        drop(tx);
+    }
 
     #[test]
     fn jitter_stays_within_ten_percent_and_varies() {

@@ -84,6 +84,9 @@ pub struct ProbeSettings {
     pub device: Option<DeviceSettings>,
     /// Reading this node's own uplink congestion.
     pub congestion: CongestionSettings,
+    /// How long probing waits at startup for the topology source's first read (`None`:
+    /// topology off), so that the group forms knowing this node's place.
+    pub topology_wait: Option<Duration>,
 }
 
 /// Why the configuration does not give usable probing settings.
@@ -462,6 +465,12 @@ impl ProbeSettings {
             },
             device: None,
             congestion: congestion_settings(p),
+            // A topology pass is a file read and at most three API calls, each within the
+            // deadline.
+            topology_wait: config
+                .topology
+                .enabled
+                .then(|| config.topology.deadline * 4),
         })
     }
 }
