@@ -19,12 +19,11 @@
 //! pair leaves it with its last-but-one pair, so a dip that ends drains away and one that
 //! never ends stays the normal.
 //!
-//! Not in the engines' wire form: a member that takes over another's engine state (or
-//! restarts) starts with no normal, so in its view the dip is an event again, which
-//! freezes escalation, until it becomes the normal there too (`new_normal_rounds` later).
-//! Its verdicts differ from the others' mostly in that direction (more fabric verdicts,
-//! frozen nodes), not measured beyond that; carrying the normal in the wire form is left
-//! for a later wire version.
+//! The normal is part of the host engine's wire form ([`NormalWire`]): a member that takes
+//! over another's engine state (or restarts) takes the normal with it, so a lasting dip is
+//! not an event again in its view alone. The dip still on is not carried: such a member
+//! tallies it afresh, and makes it the normal up to `new_normal_rounds` after the others
+//! (until then it sees the dip as an event: more fabric verdicts, frozen escalation).
 
 use std::collections::BTreeMap;
 
@@ -362,6 +361,129 @@ impl DipPairs {
     }
 }
 
+/// One pair of the normal as the engine state carries it: lower index first (the normal
+/// holds both directions alike).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct NormalPairWire {
+    pair: (usize, usize),
+    /// [`Slowed::tors`].
+    tors: Option<TorPair>,
+    /// [`Slowed::shares`].
+    shares: Option<(f64, u32)>,
+}
+
+/// The normal as the host engine's state carries it; see the module. Lists in order, so
+/// members holding the same normal write the same bytes (their states' digests agree).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct NormalWire {
+    pairs: Vec<NormalPairWire>,
+    /// The normal's ToR pairs, each with its count of pairs (both directions).
+    tor_pairs: Vec<(TorPair, usize)>,
+    /// The ToR numbers (by node) the ToR pairs were counted under.
+    tors: Vec<Option<u32>>,
+}
+
+impl DipPairs {
+    /// The normal's wire form; `None` when there is none (the state then has the form it
+    /// had before the normal was carried).
+    pub(crate) fn normal_wire(&self) -> Option<NormalWire> {
+        if self.normal.pairs.is_empty() && self.normal.tors.is_empty() {
+            return None;
+        }
+        Some(NormalWire {
+            pairs: self
+                .normal
+                .pairs
+                .iter()
+                .filter(|((a, b), _)| a < b)
+                .map(|(&pair, s)| NormalPairWire {
+                    pair,
+                    tors: s.tors,
+                    shares: s.shares,
+                })
+                .collect(),
+            tor_pairs: self.normal.tors.iter().map(|(t, c)| (*t, *c)).collect(),
+            tors: self.tors.clone(),
+        })
+    }
+
+    /// The pairs of an engine over `n` nodes with the normal `w` and no dip on; or why no
+    /// such engine could have written `w` (a pair or ToR out of range, out of order or
+    /// twice, a share that is not finite or counts nothing, a count beyond its pairs).
+    pub(crate) fn with_normal(w: NormalWire, n: usize) -> Result<Self, String> {
+        if !w.tors.is_empty() && w.tors.len() != n {
+            return Err(format!("ToR numbers for {} nodes, not {n}", w.tors.len()));
+        }
+        // A ToR number is a position in the group's table of ToRs: fewer than its nodes.
+        let tor_ok = |t: u32| (t as usize) < n;
+        if let Some(t) = w.tors.iter().flatten().find(|t| !tor_ok(**t)) {
+            return Err(format!("ToR number {t} in a group of {n}"));
+        }
+        let pair_tors_ok = |(x, y): TorPair| x <= y && tor_ok(y);
+        let mut normal = Reach::default();
+        let mut last = None;
+        for p in &w.pairs {
+            let (a, b) = p.pair;
+            if a >= b || b >= n || last.is_some_and(|l| l >= p.pair) {
+                return Err(format!(
+                    "pair ({a}, {b}): out of range, not lower first, or out of order"
+                ));
+            }
+            last = Some(p.pair);
+            if p.tors.is_some_and(|t| !pair_tors_ok(t))
+                || p.shares.is_some_and(|(sum, k)| !sum.is_finite() || k == 0)
+            {
+                return Err(format!("pair ({a}, {b}): bad ToR pair or share"));
+            }
+            let s = Slowed {
+                tors: p.tors,
+                shares: p.shares,
+            };
+            normal.pairs.insert((a, b), s);
+            normal.pairs.insert((b, a), s);
+        }
+        let mut last = None;
+        for &(t, count) in &w.tor_pairs {
+            if !pair_tors_ok(t) || last.is_some_and(|l| l >= t) || count > normal.pairs.len() {
+                return Err(format!(
+                    "ToR pair {t:?} ({count} pairs): out of range, out of order, or more pairs than the normal holds"
+                ));
+            }
+            last = Some(t);
+            normal.tors.insert(t, count);
+        }
+        Ok(DipPairs {
+            normal,
+            tors: w.tors,
+            ..DipPairs::default()
+        })
+    }
+}
+
+/// The wire size of the largest normal an engine over `n` nodes can hold: every pair,
+/// each with a ToR pair of its own (as many as fit) and a share of full precision (for the
+/// hand-over's size bound, `probe::group`).
+#[cfg(test)]
+pub(crate) fn largest_normal_bytes(n: usize) -> usize {
+    let big = u32::try_from(n.saturating_sub(1)).unwrap_or(u32::MAX);
+    let pairs: Vec<NormalPairWire> = (0..n)
+        .flat_map(|a| (a + 1..n).map(move |b| (a, b)))
+        .map(|pair| NormalPairWire {
+            pair,
+            tors: Some((big, big)),
+            shares: Some((-0.123_456_789_012_345_67, u32::MAX)),
+        })
+        .collect();
+    let w = NormalWire {
+        tor_pairs: (0..pairs.len())
+            .map(|i| ((big, big), usize::MAX - i))
+            .collect(),
+        pairs,
+        tors: vec![Some(big); n],
+    };
+    serde_json::to_vec(&w).map_or(usize::MAX, |v| v.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -556,6 +678,96 @@ mod tests {
             !e.binds(0, &tors),
             "slow to its ToR's member too: a straggler"
         );
+    }
+
+    /// A normal written and read back is the normal it was: the same pairs both ways, the
+    /// same shares and ToR pairs, under the same ToR numbers; with no dip on and nothing
+    /// else, the whole `DipPairs` is equal. No normal writes nothing.
+    #[test]
+    fn the_normal_survives_its_wire_form() {
+        let mut d = DipPairs::default();
+        assert_eq!(d.normal_wire(), None);
+        let tors: Vec<Option<u32>> = (0..12).map(|i| Some(i / 4)).collect();
+        d.topology(&tors);
+        d.round((true, true), 1, 1);
+        // Two pairs between ToRs 0 and 2 (a ToR pair of the normal), one with unknown
+        // places, one whose end's own share was unknown (no share).
+        d.add((1, 9), (Some(0), Some(2)), Some(0.2));
+        d.add((2, 10), (Some(0), Some(2)), Some(0.3));
+        d.add((5, 6), (None, None), None);
+        assert!(d.round((true, true), 1, 1), "the dip becomes the normal");
+        let w = d.normal_wire().expect("a normal");
+        assert_eq!(w.pairs.len(), 3, "each pair once: {w:?}");
+        assert_eq!(w.tor_pairs, [((0, 2), 4)]);
+        let json = serde_json::to_vec(&w).unwrap();
+        let back: NormalWire = serde_json::from_slice(&json).unwrap();
+        let r = DipPairs::with_normal(back, 12).unwrap();
+        assert_eq!(r, d);
+        assert!(r.normal(9, 1) && r.normal(6, 5) && !r.normal(1, 10));
+        // The shares were capped at the median (0.2 and 0.3 of two: 0.3) when the dip
+        // became the normal.
+        assert!((r.excess(1, 9) - 0.2).abs() < 1e-12 && (r.excess(10, 2) - 0.3).abs() < 1e-12);
+        assert_eq!(r.excess(5, 6), 0.0);
+        // The ToR pair explains a pair the dip was never seen on.
+        assert!(r.explains((3, 11), (Some(0), Some(2))));
+    }
+
+    /// A normal no engine over the group could have written is refused, with why.
+    #[test]
+    fn a_normal_no_engine_could_write_is_refused() {
+        let pair = |a: usize, b: usize| NormalPairWire {
+            pair: (a, b),
+            tors: None,
+            shares: Some((0.2, 1)),
+        };
+        let good = NormalWire {
+            pairs: vec![pair(0, 1), pair(0, 2)],
+            tor_pairs: vec![],
+            tors: vec![],
+        };
+        assert!(DipPairs::with_normal(good.clone(), 4).is_ok());
+        let pairs = |pairs: Vec<NormalPairWire>| NormalWire {
+            pairs,
+            ..good.clone()
+        };
+        let tor_pairs = |tor_pairs: Vec<(TorPair, usize)>| NormalWire {
+            tor_pairs,
+            ..good.clone()
+        };
+        let tors = |tors: Vec<Option<u32>>| NormalWire {
+            tors,
+            ..good.clone()
+        };
+        let nan = NormalPairWire {
+            shares: Some((f64::NAN, 1)),
+            ..pair(0, 1)
+        };
+        let of_nothing = NormalPairWire {
+            shares: Some((0.2, 0)),
+            ..pair(0, 1)
+        };
+        let tor_higher_first = NormalPairWire {
+            tors: Some((2, 1)),
+            ..pair(0, 1)
+        };
+        let cases = [
+            ("beyond the group", pairs(vec![pair(0, 4)])),
+            ("higher first", pairs(vec![pair(2, 1)])),
+            ("a node with itself", pairs(vec![pair(1, 1)])),
+            ("twice", pairs(vec![pair(0, 1), pair(0, 1)])),
+            ("out of order", pairs(vec![pair(0, 2), pair(0, 1)])),
+            ("a share that is not finite", pairs(vec![nan])),
+            ("a share of no measurement", pairs(vec![of_nothing])),
+            ("a ToR pair higher first", pairs(vec![tor_higher_first])),
+            ("ToR numbers for another group", tors(vec![Some(0); 3])),
+            ("a ToR beyond the group", tors(vec![Some(4); 4])),
+            ("more pairs counted than held", tor_pairs(vec![((0, 1), 5)])),
+            ("ToR pairs twice", tor_pairs(vec![((0, 1), 2), ((0, 1), 2)])),
+        ];
+        for (what, w) in cases {
+            let err = DipPairs::with_normal(w, 4).expect_err(what);
+            assert!(!err.is_empty(), "{what}");
+        }
     }
 
     /// Renumbering keeps both the dip's and the normal's pairs, and drops a gone node's.

@@ -6,12 +6,13 @@
 //! same state, or a rolling upgrade leaves groups without a majority. So the form is kept
 //! here as its own types, field for field and in the order it has always had, apart from
 //! the engine's working types; a received state is checked field by field before anything
-//! of it is taken over.
+//! of it is taken over. The one part kept elsewhere is the dip normal's form
+//! (`health::dips::NormalWire`), next to the private fields it carries.
 
 use std::collections::VecDeque;
 
 use super::{HealthConfig, HealthEngine, NodeData, NodeTrack};
-use crate::health::dips::DipPairs;
+use crate::health::dips::{DipPairs, NormalWire};
 use crate::health::fabric::{BaseRate, Baseline, Normal, PARTIAL_ROUNDS, PartialFabric};
 use crate::health::hardware::Signs;
 use crate::health::lifecycle::{Counts, Lifecycle, Track};
@@ -159,6 +160,11 @@ struct Snapshot {
     partial_hist: VecDeque<(usize, usize)>,
     links: Vec<((usize, usize), VecDeque<f64>)>,
     held: Vec<(usize, usize)>,
+    /// The dips that became the normal; left out when there are none, so a state without
+    /// one keeps the form it had before the normal was carried (and a member of an older
+    /// release, which ignores the field, takes the rest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dip_normal: Option<NormalWire>,
 }
 
 /// An error naming the field and what is wrong with it.
@@ -290,6 +296,7 @@ impl HealthEngine {
                 .map(|(k, v)| (*k, v.clone()))
                 .collect(),
             held: self.links.held.iter().copied().collect(),
+            dip_normal: self.dip.normal_wire(),
         };
         serde_json::to_vec(&s).unwrap_or_default()
     }
@@ -310,6 +317,13 @@ impl HealthEngine {
             });
         }
         s.validate(&self.cfg)?;
+        let dip = match s.dip_normal {
+            None => DipPairs::default(),
+            Some(w) => DipPairs::with_normal(w, n).map_err(|reason| RestoreError::Invalid {
+                field: "dip_normal",
+                reason,
+            })?,
+        };
         self.nodes =
             Lifecycle::restored(s.round, s.nodes.into_iter().map(NodeWire::track).collect());
         self.baseline = Normal {
@@ -325,7 +339,7 @@ impl HealthEngine {
             watched: s.links.into_iter().collect(),
             held: s.held.into_iter().collect(),
         };
-        self.dip = DipPairs::default();
+        self.dip = dip;
         Ok(())
     }
 }

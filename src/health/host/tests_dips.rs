@@ -63,40 +63,7 @@ fn run_dips(
     let mut confirm: Vec<usize> = Vec::new();
     let mut run = DipRun::default();
     for r in 0..rounds {
-        let stride = 1 + r % (n - 1);
-        let confirmations = confirm
-            .iter()
-            .flat_map(|&s| [13, 29, 41].map(|k| (s, (s + k) % n)))
-            .map(|(a, b)| Probe {
-                src: a,
-                dst: b,
-                seconds: seconds(r, a, b).max(seconds(r, b, a)),
-            })
-            .collect();
-        let input = RoundInput {
-            confirmations,
-            probes: (0..n)
-                .map(|i| {
-                    let j = (i + stride) % n;
-                    Probe {
-                        src: i,
-                        dst: j,
-                        seconds: seconds(r, i, j),
-                    }
-                })
-                .collect(),
-            link_probes: requests
-                .iter()
-                .take(8)
-                .map(|&(a, b)| Probe {
-                    src: a,
-                    dst: b,
-                    seconds: seconds(r, a, b).max(seconds(r, b, a)),
-                })
-                .collect(),
-            tors: (0..n).map(|i| Some((i / 16) as u32)).collect(),
-            ..RoundInput::default()
-        };
+        let input = dip_round(n, r, &seconds, &requests, &confirm);
         let out = e.step(&input);
         run.links.extend(out.link_verdicts.iter().map(|&p| (r, p)));
         run.fabric.push(out.fabric_degraded);
@@ -116,6 +83,44 @@ fn run_dips(
         confirm = out.confirm_requests;
     }
     run
+}
+
+/// Round `r`'s input for `n` nodes on ToRs of 16 with the probe times `seconds`: a
+/// permutation, the link `requests` (8 at most) re-measured and every `confirm` suspect
+/// re-paired with peers on other ToRs.
+fn dip_round(
+    n: usize,
+    r: usize,
+    seconds: &impl Fn(usize, usize, usize) -> f64,
+    requests: &[(usize, usize)],
+    confirm: &[usize],
+) -> RoundInput {
+    let stride = 1 + r % (n - 1);
+    let both = |a: usize, b: usize| Probe {
+        src: a,
+        dst: b,
+        seconds: seconds(r, a, b).max(seconds(r, b, a)),
+    };
+    RoundInput {
+        confirmations: confirm
+            .iter()
+            .flat_map(|&s| [13, 29, 41].map(|k| (s, (s + k) % n)))
+            .map(|(a, b)| both(a, b))
+            .collect(),
+        probes: (0..n)
+            .map(|i| {
+                let j = (i + stride) % n;
+                Probe {
+                    src: i,
+                    dst: j,
+                    seconds: seconds(r, i, j),
+                }
+            })
+            .collect(),
+        link_probes: requests.iter().take(8).map(|&(a, b)| both(a, b)).collect(),
+        tors: (0..n).map(|i| Some((i / 16) as u32)).collect(),
+        ..RoundInput::default()
+    }
 }
 
 /// [`run_dips`] with the pairs `dipped` says slow from round 40 to `dip_end`: the link
@@ -477,4 +482,90 @@ fn a_dip_on_the_suspects_probes_is_still_a_partial_event() {
     }
     let r = e.score_round(&input);
     assert!(r.partial.now, "the dip on the suspects' probes is an event");
+}
+
+/// A member that takes over the group's engine state after a dip became the normal takes
+/// the normal with it: stepped through the same rounds, it reaches the holder's verdicts
+/// (no fabric event from the dip, no link verdict, the same transitions), where the same
+/// state without the normal (as a release before it was carried writes it) sees the dip
+/// as an event again.
+#[test]
+fn a_member_that_takes_over_the_state_takes_the_dip_normal_with_it() {
+    let n = 64;
+    let spine = spine_pairs(0);
+    let seconds = |r: usize, a: usize, b: usize| {
+        let f = 1.0 + jitter(r, a, b);
+        if r >= 40 && spine(a, b) { f * 1.25 } else { f }
+    };
+    let mut holder = HealthEngine::new(n, HealthConfig::default());
+    let (mut requests, mut confirm) = (Vec::new(), Vec::new());
+    let mut renewed = None;
+    let mut r = 0;
+    while renewed.is_none_or(|at| r < at + 20) {
+        assert!(r < 1000, "the dip never became the normal");
+        let out = holder.step(&dip_round(n, r, &seconds, &requests, &confirm));
+        if out.dip_new_normal {
+            renewed = Some(r);
+        }
+        requests = out.link_requests;
+        confirm = out.confirm_requests;
+        r += 1;
+    }
+    let state = holder.snapshot();
+    assert!(
+        String::from_utf8_lossy(&state).contains("\"dip_normal\""),
+        "the state carries the normal"
+    );
+    let mut joined = HealthEngine::new(n, HealthConfig::default());
+    joined.restore(&state).unwrap();
+    assert!(
+        joined.snapshot() == state,
+        "the state reads back as written"
+    );
+    let mut without: serde_json::Value = serde_json::from_slice(&state).unwrap();
+    without.as_object_mut().unwrap().remove("dip_normal");
+    // A normal no engine over these nodes could hold is refused, naming the field, and
+    // leaves the engine as it was.
+    let mut forged = without.clone();
+    forged["dip_normal"] = serde_json::json!({
+        "pairs": [{"pair": [3, n], "tors": null, "shares": [0.2, 1]}],
+        "tor_pairs": [],
+        "tors": []
+    });
+    let mut taker = HealthEngine::new(n, HealthConfig::default());
+    let before = taker.snapshot();
+    let err = taker
+        .restore(&serde_json::to_vec(&forged).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("dip_normal") && err.contains("(3, 64)"),
+        "{err}"
+    );
+    assert!(
+        taker.snapshot() == before,
+        "a refused state changes nothing"
+    );
+    let mut older = HealthEngine::new(n, HealthConfig::default());
+    older
+        .restore(&serde_json::to_vec(&without).unwrap())
+        .unwrap();
+    let (mut holder_fabric, mut older_fabric) = (0, 0);
+    for r in r..r + 200 {
+        let input = dip_round(n, r, &seconds, &requests, &confirm);
+        let out = holder.step(&input);
+        let j = joined.step(&input);
+        older_fabric += usize::from(older.step(&input).fabric_degraded);
+        holder_fabric += usize::from(out.fabric_degraded);
+        assert_eq!(j.fabric_degraded, out.fabric_degraded, "round {r}");
+        assert_eq!(j.link_verdicts, out.link_verdicts, "round {r}");
+        assert_eq!(j.transitions, out.transitions, "round {r}");
+        requests = out.link_requests;
+        confirm = out.confirm_requests;
+    }
+    assert_eq!(holder_fabric, 0, "the dip is the normal");
+    assert!(
+        older_fabric >= 20,
+        "without the normal the dip is an event again: {older_fabric} of 200 rounds"
+    );
 }
