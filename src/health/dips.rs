@@ -24,6 +24,10 @@
 //! not an event again in its view alone. The dip still on is not carried: such a member
 //! tallies it afresh, and makes it the normal up to `new_normal_rounds` after the others
 //! (until then it sees the dip as an event: more fabric verdicts, frozen escalation).
+//! Members pick the state to take by its digest, and a member of an older release writes
+//! neither; a field present whenever a dip is on (often) would split every mixed group's
+//! majority during a rolling upgrade, while a normal is rare. Carrying the dip on waits
+//! for a wire version that gates it.
 
 use std::collections::BTreeMap;
 
