@@ -360,7 +360,9 @@ impl DipPairs {
     pub fn remap(&mut self, map: &[Option<usize>]) {
         self.dip.remap(map);
         self.normal.remap(map);
-        // ToR numbers are made again at each formation.
+        // ToR numbers are made again at each formation: the old ones (by old index) name
+        // nothing now, and a state written before the next round must not carry them.
+        self.tors.clear();
         self.shape = Shape::default();
     }
 }
@@ -462,30 +464,6 @@ impl DipPairs {
             ..DipPairs::default()
         })
     }
-}
-
-/// The wire size of the largest normal an engine over `n` nodes can hold: every pair,
-/// each with a ToR pair of its own (as many as fit) and a share of full precision (for the
-/// hand-over's size bound, `probe::group`).
-#[cfg(test)]
-pub(crate) fn largest_normal_bytes(n: usize) -> usize {
-    let big = u32::try_from(n.saturating_sub(1)).unwrap_or(u32::MAX);
-    let pairs: Vec<NormalPairWire> = (0..n)
-        .flat_map(|a| (a + 1..n).map(move |b| (a, b)))
-        .map(|pair| NormalPairWire {
-            pair,
-            tors: Some((big, big)),
-            shares: Some((-0.123_456_789_012_345_67, u32::MAX)),
-        })
-        .collect();
-    let w = NormalWire {
-        tor_pairs: (0..pairs.len())
-            .map(|i| ((big, big), usize::MAX - i))
-            .collect(),
-        pairs,
-        tors: vec![Some(big); n],
-    };
-    serde_json::to_vec(&w).map_or(usize::MAX, |v| v.len())
 }
 
 #[cfg(test)]

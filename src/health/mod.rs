@@ -29,16 +29,13 @@ mod stats;
 mod tor;
 
 pub use crate::snapshot::probe::{NodeState, Transition};
-/// For the hand-over's size bound test (`probe::group`).
-#[cfg(test)]
-pub(crate) use dips::largest_normal_bytes;
 pub use evidence::{MIN_REPORTERS, STEADY_RATIO};
 pub use fabric::{
     CROWD_MIN, CROWD_SHARE, PARTIAL_ALPHA, PARTIAL_MIN_PROBES, PARTIAL_ROUNDS, SLOW_RATE_FLOOR,
 };
 pub use host::{
     CONTRADICTIONS, HealthConfig, HealthEngine, Probe, REPORT_WINDOW, Report, RestoreError,
-    RoundInput, RoundOutput,
+    RoundInput, RoundOutput, max_state_bytes,
 };
 pub use infer::{InferConfig, TorInference};
 pub use spine::SpineVerdict;

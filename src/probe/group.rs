@@ -21,18 +21,11 @@ use crate::snapshot::topology::{NodePlace, Place, TopologySource};
 /// Largest engine state a member accepts from the wire, for `candidates` nodes and a
 /// scoring window of `window` rounds: each node's two histories hold at most `window`
 /// (residual, z) pairs each, about 100 bytes of JSON apiece, plus fixed fields; links add a
-/// few per node; a dip that became the normal holds at most every pair once, with its ToR
-/// pair (under 100 bytes apiece, [`PER_NORMAL_PAIR`] allowed). A generous bound, checked
-/// before anything is allocated.
+/// few per node. A generous bound, checked before anything is allocated.
 pub fn max_snapshot_bytes(candidates: usize, window: usize) -> usize {
-    let per_node = 1024 + 4 * window.max(1) * 100;
-    let pairs = candidates * candidates.saturating_sub(1) / 2;
-    (64 * 1024 + candidates.max(1) * per_node + pairs * PER_NORMAL_PAIR).min(64 << 20)
+    // The engine keeps what it writes within this bound (`HealthEngine::snapshot`).
+    crate::health::max_state_bytes(candidates, window)
 }
-
-/// Bytes allowed per pair of the members for the engine's dip normal (see
-/// [`max_snapshot_bytes`]).
-const PER_NORMAL_PAIR: usize = 160;
 
 /// How the engine-state hand-over of a forming group ended for this member.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -265,24 +258,6 @@ fn decode_place(raw: &[u8]) -> Option<NodePlace> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The largest dip normal an engine can hold (every pair, each with a ToR pair of its
-    /// own and a share of full precision) fits in what the bound allows it per pair.
-    #[test]
-    fn the_largest_dip_normal_fits_the_handover_bound() {
-        for n in [2, 16, 64, 200] {
-            let pairs = n * (n - 1) / 2;
-            let bytes = crate::health::largest_normal_bytes(n);
-            assert!(
-                bytes <= pairs * PER_NORMAL_PAIR,
-                "{n} nodes: {bytes} bytes for {pairs} pairs"
-            );
-            assert!(
-                max_snapshot_bytes(n, 10) >= bytes + 64 * 1024 + n * (1024 + 4 * 10 * 100),
-                "{n} nodes: the bound does not add the normal's allowance"
-            );
-        }
-    }
 
     #[test]
     fn a_place_decodes_as_encoded_and_garbage_claims_nothing() {

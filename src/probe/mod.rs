@@ -249,23 +249,26 @@ mod tests {
         // Topology off: nothing to wait for.
         let store = Store::new(false, false);
         assert_eq!(await_place(None, &store, &rx), PlaceWait::NotExpected);
-        // Never read: the bound ends the wait (a bound of three polls).
-        assert_eq!(
-            await_place(Some(PLACE_POLL * 3), &store, &rx),
-            PlaceWait::TimedOut
-        );
-        // Read while waiting: the wait ends with the read (the bound is a minute, so an
-        // answer other than Read means it did not see the publication).
+        // Never read: the wait lasts its bound (three polls), then gives up.
+        let bound = PLACE_POLL * 3;
+        let started = Instant::now();
+        assert_eq!(await_place(Some(bound), &store, &rx), PlaceWait::TimedOut);
+        assert!(started.elapsed() >= bound, "gave up early");
+        // Read while waiting: the waiter (its own thread, a bound of a minute) says when it
+        // starts; the read is published after that, and ends the wait.
         let store = Arc::new(Store::new(false, false));
-        let publisher = {
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let waiter = {
             let store = store.clone();
             std::thread::spawn(move || {
-                store.publish_topology(crate::snapshot::topology::TopologySnapshot::default())
+                let (_tx, rx) = std::sync::mpsc::channel::<()>();
+                started_tx.send(()).unwrap();
+                await_place(Some(Duration::from_secs(60)), &store, &rx)
             })
         };
-        let minute = Some(Duration::from_secs(60));
-        assert_eq!(await_place(minute, &store, &rx), PlaceWait::Read);
-        publisher.join().unwrap();
+        started_rx.recv().unwrap();
+        store.publish_topology(crate::snapshot::topology::TopologySnapshot::default());
+        assert_eq!(waiter.join().unwrap(), PlaceWait::Read);
         // Already read: no wait at all, even with a zero bound.
         assert_eq!(
             await_place(Some(Duration::ZERO), &store, &rx),
@@ -275,6 +278,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         tx.send(()).unwrap();
         let unread = Store::new(false, false);
+        let minute = Some(Duration::from_secs(60));
         assert_eq!(await_place(minute, &unread, &rx), PlaceWait::Shutdown);
         drop(tx);
     }

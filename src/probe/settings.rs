@@ -465,12 +465,13 @@ impl ProbeSettings {
             },
             device: None,
             congestion: congestion_settings(p),
-            // A topology pass is a file read and at most three API calls, each within the
-            // deadline.
+            // A first topology read is normally a file read, the API client's configuration,
+            // a node read and a page or two of HyperNodes, each within the deadline; one
+            // slower than that (many pages, a failing API) lets probing start without it.
             topology_wait: config
                 .topology
                 .enabled
-                .then(|| config.topology.deadline * 4),
+                .then(|| config.topology.deadline * 5),
         })
     }
 }

@@ -36,7 +36,7 @@ pub use reports::{CONTRADICTIONS, REPORT_WINDOW};
 
 /// The shipped persistence horizon ([`HealthConfig::uncorroborated_hold`]), in rounds.
 pub const UNCORROBORATED_HOLD: usize = 180;
-pub use restore::RestoreError;
+pub use restore::{RestoreError, max_state_bytes};
 
 /// Thresholds; defaults chosen with `hcclwatch simulate` on the shipped scenarios (see
 /// `docs/detection.md`).

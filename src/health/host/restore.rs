@@ -45,6 +45,18 @@ pub enum RestoreError {
     },
 }
 
+/// The largest engine state a member takes from the wire, for `nodes` nodes and a scoring
+/// window of `window` rounds (`probe::group` checks the announced length against it
+/// before anything is allocated): each node's two histories hold at most `window`
+/// (residual, z) pairs, about 100 bytes of JSON apiece, plus fixed fields; links add a few
+/// per node. Releases before the dip normal was carried used the same bound, so
+/// [`HealthEngine::snapshot`] leaves the normal out of a state it would push past it: no
+/// member, of either release, refuses (and leaves out) a sender for its size.
+pub fn max_state_bytes(nodes: usize, window: usize) -> usize {
+    let per_node = 1024 + 4 * window.max(1) * 100;
+    (64 * 1024 + nodes.max(1) * per_node).min(64 << 20)
+}
+
 /// A node's track on the wire.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct NodeWire {
@@ -282,7 +294,7 @@ impl HealthEngine {
     /// thresholds), for a member that joins a group to take over from one that has been
     /// in it longer, so that every member computes the same verdicts.
     pub fn snapshot(&self) -> Vec<u8> {
-        let s = Snapshot {
+        let mut s = Snapshot {
             nodes: self.nodes.tracks().iter().map(NodeWire::of).collect(),
             round: self.nodes.round(),
             baseline: self.baseline.level(),
@@ -298,6 +310,14 @@ impl HealthEngine {
             held: self.links.held.iter().copied().collect(),
             dip_normal: self.dip.normal_wire(),
         };
+        let bytes = serde_json::to_vec(&s).unwrap_or_default();
+        if s.dip_normal.is_none()
+            || bytes.len() <= max_state_bytes(self.nodes.len(), self.cfg.window)
+        {
+            return bytes;
+        }
+        // Every member holding this state drops the normal alike, so digests still agree.
+        s.dip_normal = None;
         serde_json::to_vec(&s).unwrap_or_default()
     }
 

@@ -568,4 +568,60 @@ fn a_member_that_takes_over_the_state_takes_the_dip_normal_with_it() {
         older_fabric >= 20,
         "without the normal the dip is an event again: {older_fabric} of 200 rounds"
     );
+    // A member joins (DNS membership): the engine is renumbered and its state handed over
+    // before any round of the new group; the newcomer takes it, normal and all.
+    let same: Vec<Option<usize>> = (0..n).map(Some).collect();
+    holder.remap(&same, n + 1);
+    let grown = holder.snapshot();
+    assert!(String::from_utf8_lossy(&grown).contains("\"dip_normal\""));
+    let mut newcomer = HealthEngine::new(n + 1, HealthConfig::default());
+    newcomer.restore(&grown).unwrap();
+    assert!(
+        newcomer.snapshot() == grown,
+        "the grown state reads back as written"
+    );
+}
+
+/// A normal that would push the state past the hand-over's size bound (the bound of the
+/// releases before it was carried too) is left out of the state, so that no member refuses
+/// the sender; the rest of the state is written as without a normal.
+#[test]
+fn a_normal_too_large_for_the_handover_is_left_out() {
+    let n = 200;
+    let cfg = HealthConfig::default();
+    let bare = HealthEngine::new(n, cfg.clone()).snapshot();
+    let bound = max_state_bytes(n, cfg.window);
+    // Every pair of 200 nodes in the normal, between the same two ToRs: 19,900 pairs of
+    // about 75 bytes, past the bound.
+    let pairs: Vec<serde_json::Value> = (0..n)
+        .flat_map(|a| (a + 1..n).map(move |b| (a, b)))
+        .map(|(a, b)| {
+            serde_json::json!({"pair": [a, b], "tors": [198, 199], "shares": [0.123_456_789_012_3, 3]})
+        })
+        .collect();
+    let count = 2 * pairs.len();
+    let mut state: serde_json::Value = serde_json::from_slice(&bare).unwrap();
+    state["dip_normal"] = serde_json::json!({
+        "pairs": pairs,
+        "tor_pairs": [[[198, 199], count]],
+        "tors": []
+    });
+    let big = serde_json::to_vec(&state).unwrap();
+    assert!(big.len() > bound, "{} bytes against {bound}", big.len());
+    let mut e = HealthEngine::new(n, cfg.clone());
+    e.restore(&big).unwrap();
+    assert!(
+        e.snapshot() == bare,
+        "the normal is left out, the rest as it was"
+    );
+    // One pair's normal fits and is written.
+    state["dip_normal"]["pairs"] =
+        serde_json::json!([{"pair": [0, 1], "tors": [198, 199], "shares": [0.25, 3]}]);
+    state["dip_normal"]["tor_pairs"] = serde_json::json!([[[198, 199], 2]]);
+    let small = serde_json::to_vec(&state).unwrap();
+    let mut e = HealthEngine::new(n, cfg);
+    e.restore(&small).unwrap();
+    // (Compared as JSON values: a `Value` writes its keys in another order.)
+    let written: serde_json::Value = serde_json::from_slice(&e.snapshot()).unwrap();
+    assert_eq!(written, state, "a normal within the bound is written");
 }
