@@ -686,8 +686,8 @@ mod tests {
         let r = DipPairs::with_normal(back, 12).unwrap();
         assert_eq!(r, d);
         assert!(r.normal(9, 1) && r.normal(6, 5) && !r.normal(1, 10));
-        // The shares were capped at the median (0.2 and 0.3 of two: 0.3) when the dip
-        // became the normal.
+        // The shares as the dip left them: capped at the median of the four directions'
+        // shares (0.3) when it became the normal, which moves neither.
         assert!((r.excess(1, 9) - 0.2).abs() < 1e-12 && (r.excess(10, 2) - 0.3).abs() < 1e-12);
         assert_eq!(r.excess(5, 6), 0.0);
         // The ToR pair explains a pair the dip was never seen on.

@@ -18,15 +18,6 @@ use crate::collective::{CollResult, Communicator, DataType};
 use crate::health::HealthEngine;
 use crate::snapshot::topology::{NodePlace, Place, TopologySource};
 
-/// Largest engine state a member accepts from the wire, for `candidates` nodes and a
-/// scoring window of `window` rounds: each node's two histories hold at most `window`
-/// (residual, z) pairs each, about 100 bytes of JSON apiece, plus fixed fields; links add a
-/// few per node. A generous bound, checked before anything is allocated.
-pub fn max_snapshot_bytes(candidates: usize, window: usize) -> usize {
-    // The engine keeps what it writes within this bound (`HealthEngine::snapshot`).
-    crate::health::max_state_bytes(candidates, window)
-}
-
 /// How the engine-state hand-over of a forming group ended for this member.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Handover {

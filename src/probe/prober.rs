@@ -392,7 +392,7 @@ impl Prober {
         }
         // Every member takes over the engine of the one that has been probing longest, so
         // that a member that just (re)joined reaches the same verdicts as the others.
-        let max_len = group::max_snapshot_bytes(n, self.s.health.window);
+        let max_len = crate::health::max_state_bytes(n, self.s.health.window);
         let faults = group::HandoverFaults {
             lie: self.s.inject_lies,
             oversize: self.s.inject_oversize_handover,
