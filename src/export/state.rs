@@ -275,6 +275,9 @@ pub struct DeviceTor {
     pub loss_ratio: f64,
     /// Median window log RTT residual of its ports against the round.
     pub rtt_level: f64,
+    /// This round's loss ratio on the pings crossing it, when that loss, unlikely against
+    /// the group's other pings, made it an event on its own (null otherwise).
+    pub crossing_loss_ratio: Option<f64>,
     /// Device-plane rounds in a row.
     pub rounds: u64,
 }
@@ -322,6 +325,7 @@ impl Device {
                     elevated_ports: t.elevated,
                     loss_ratio: t.loss_ratio,
                     rtt_level: t.rtt_level,
+                    crossing_loss_ratio: t.crossing_loss_ratio,
                     rounds: t.rounds,
                 })
                 .collect(),

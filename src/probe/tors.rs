@@ -396,6 +396,7 @@ mod tests {
                     elevated: 6,
                     loss_ratio: 0.05,
                     rtt_level: 0.0,
+                    crossing_loss_ratio: None,
                     rounds: 3,
                 }],
                 spines: vec![spine],

@@ -160,6 +160,14 @@ fn tors(pr: &ProbeSnapshot, d: &DeviceView, f: &mut dyn Sink) -> fmt::Result {
             .collect(),
     )?;
     f.gauge(
+        "hcclwatch_device_tor_crossing_loss_ratio",
+        "A degraded ToR's loss on the last round's pings crossing it, when that loss, unlikely against the group's other pings, made it a verdict on its own (a ToR that began dropping before its ports' windows show it); absent otherwise.",
+        d.tor_verdicts
+            .iter()
+            .filter_map(|t| t.crossing_loss_ratio.map(|x| (tor(t), x)))
+            .collect(),
+    )?;
+    f.gauge(
         "hcclwatch_device_tor_member",
         "The members of a degraded ToR (1 per member, while the verdict holds).",
         d.tor_verdicts
@@ -374,15 +382,28 @@ mod tests {
             members: vec![member("n0"), member("n1"), member("n2")],
             device: Some(DeviceView {
                 me: Some(0),
-                tor_verdicts: vec![DeviceTorView {
-                    tor: "leaf-7".into(),
-                    members: vec![1, 2],
-                    ports: 16,
-                    elevated: 12,
-                    loss_ratio: 0.05,
-                    rtt_level: 0.0,
-                    rounds: 4,
-                }],
+                tor_verdicts: vec![
+                    DeviceTorView {
+                        tor: "leaf-7".into(),
+                        members: vec![1, 2],
+                        ports: 16,
+                        elevated: 12,
+                        loss_ratio: 0.05,
+                        rtt_level: 0.0,
+                        crossing_loss_ratio: None,
+                        rounds: 4,
+                    },
+                    DeviceTorView {
+                        tor: "leaf-8".into(),
+                        members: vec![0],
+                        ports: 8,
+                        elevated: 0,
+                        loss_ratio: 0.001,
+                        rtt_level: 0.0,
+                        crossing_loss_ratio: Some(0.0625),
+                        rounds: 2,
+                    },
+                ],
                 ..DeviceView::default()
             }),
             ..ProbeSnapshot::default()
@@ -390,21 +411,36 @@ mod tests {
         let text = encode(&registry(store, BuildInfo::current()), Format::Text004).unwrap();
         assert_eq!(
             lines(&text, "hcclwatch_device_tor_degraded"),
-            ["hcclwatch_device_tor_degraded{tor=\"leaf-7\"} 1.0"]
+            [
+                "hcclwatch_device_tor_degraded{tor=\"leaf-7\"} 1.0",
+                "hcclwatch_device_tor_degraded{tor=\"leaf-8\"} 1.0",
+            ]
         );
         assert_eq!(
             lines(&text, "hcclwatch_device_tor_bad_port_ratio"),
-            ["hcclwatch_device_tor_bad_port_ratio{tor=\"leaf-7\"} 0.75"]
+            [
+                "hcclwatch_device_tor_bad_port_ratio{tor=\"leaf-7\"} 0.75",
+                "hcclwatch_device_tor_bad_port_ratio{tor=\"leaf-8\"} 0.0",
+            ]
         );
         assert_eq!(
             lines(&text, "hcclwatch_device_tor_loss_ratio"),
-            ["hcclwatch_device_tor_loss_ratio{tor=\"leaf-7\"} 0.05"]
+            [
+                "hcclwatch_device_tor_loss_ratio{tor=\"leaf-7\"} 0.05",
+                "hcclwatch_device_tor_loss_ratio{tor=\"leaf-8\"} 0.001",
+            ]
+        );
+        // Only the ToR its crossing pings' loss made a verdict has that evidence.
+        assert_eq!(
+            lines(&text, "hcclwatch_device_tor_crossing_loss_ratio"),
+            ["hcclwatch_device_tor_crossing_loss_ratio{tor=\"leaf-8\"} 0.0625"]
         );
         assert_eq!(
             lines(&text, "hcclwatch_device_tor_member"),
             [
                 "hcclwatch_device_tor_member{tor=\"leaf-7\",node=\"n1\"} 1.0",
                 "hcclwatch_device_tor_member{tor=\"leaf-7\",node=\"n2\"} 1.0",
+                "hcclwatch_device_tor_member{tor=\"leaf-8\",node=\"n0\"} 1.0",
             ]
         );
     }

@@ -1,5 +1,5 @@
-//! Reading the round's elevated ports together: a large share of them, or many nodes at
-//! once, is the fabric; most ports of one ToR is that ToR (see `tor`: its ports are then
+//! Reading the round's elevated ports together: a large share of those outside ToR events,
+//! or many nodes at once, is the fabric; most ports of one ToR is that ToR (see `tor`: its ports are then
 //! judged against it); most ports of one node (or one port of a node the host
 //! plane holds bad) is that node; what is left is judged port by port. A uniformly bad
 //! fabric leaves no port standing out, so the fabric is also judged absolutely: loss no
@@ -47,7 +47,7 @@ impl DeviceEngine {
         self.last_elevated = elevated.clone();
         // Ports of a ToR in an event are judged against their ToR.
         let absent: BTreeSet<usize> = input.absent_nodes.iter().copied().collect();
-        let tors = self.tor_events(r, &absent, &first, &raw);
+        let tors = self.tor_events((input, r), &absent, &first, &raw);
         let elevations: Vec<Elevation> = (0..n)
             .map(|i| match tors.against[i] {
                 Some(a) => self.elevation_against(PortIx(i), r, &first, a),
@@ -124,8 +124,17 @@ impl DeviceEngine {
         tors: &TorEvents,
     ) -> bool {
         let n = self.ports.len();
-        // A large share of all ports elevated is the fabric, however it falls on ToRs.
-        let share = elevated.iter().filter(|e| **e).count() as f64 / n as f64;
+        // A large share of the ports outside ToR events elevated is the fabric, however it
+        // falls on ToRs; so are ToR events over most of the ports (too many switches at once
+        // to be switches). A ToR in its event is judged against itself: counting its ports
+        // here would call one ToR holding a quarter of the group the fabric.
+        let in_tor = (0..n).filter(|&i| tors.in_event(i)).count();
+        let outside_bad = (0..n).filter(|&i| elevated[i] && !tors.in_event(i)).count();
+        let share = if 2 * in_tor > n {
+            1.0
+        } else {
+            outside_bad as f64 / (n - in_tor) as f64
+        };
         let nodes: BTreeSet<NodeIx> = self.ports.tracks().iter().map(|p| p.data.node).collect();
         let many_nodes = crowd(node_bad.len(), nodes.len(), self.cfg.tor_nodes.max(1), 0.1);
         // Loss on pings between ports that nothing else (a port, a node, a ToR) accuses.

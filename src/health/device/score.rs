@@ -153,15 +153,19 @@ impl DeviceEngine {
         median(&mut ratios).max(self.cfg.loss_floor)
     }
 
-    /// Port `i`'s loss ratio over its window, leaving out pings with an accused peer (None
-    /// without a packet).
+    /// Port `i`'s loss ratio over its window, leaving out pings with an accused peer or a
+    /// peer behind another ToR in an event (None without a packet). Were a ToR's loss left
+    /// in its peers' ratios, a ToR holding a quarter of the group would raise the fabric's
+    /// rate, which its own ports would then not stand out from.
     pub(super) fn window_loss(&self, i: PortIx, accused: &[bool]) -> Option<f64> {
+        let mine = self.port_tor(i.0);
         let (sent, lost) = self.ports[i]
             .data
             .window
             .iter()
             .flat_map(|s| s.peers.iter())
             .filter(|(p, _, _)| !accused.get(p.0).copied().unwrap_or(false))
+            .filter(|(p, _, _)| !self.behind_another_event(p.0, mine))
             .fold((0u64, 0u64), |(s, l), (_, ps, pl)| {
                 (s + u64::from(*ps), l + u64::from(*pl))
             });
@@ -218,9 +222,7 @@ impl DeviceEngine {
         // A ping with a port behind another ToR in an event crossed that ToR: the ToR
         // explains it, as an accused peer does.
         let mine = self.port_tor(i.0);
-        let other_tor = |p: &PortIx| {
-            self.tor_explained.get(p.0).copied().unwrap_or(false) && self.port_tor(p.0) != mine
-        };
+        let other_tor = |p: &PortIx| self.behind_another_event(p.0, mine);
         // Loss on pings with a peer already accused is explained by that peer: a port
         // next to a bad one is not bad itself.
         let pings = || {
@@ -281,6 +283,12 @@ impl DeviceEngine {
             steady: loss || steady(rtt_spread, r.reference.spread),
             peers: peers.len(),
         }
+    }
+
+    /// Whether port `p` sits behind a switch other than `mine` that was in an event when
+    /// the round began: a ping with it crossed that switch, which explains it.
+    fn behind_another_event(&self, p: usize, mine: Option<u32>) -> bool {
+        self.tor_explained.get(p).copied().unwrap_or(false) && self.port_tor(p) != mine
     }
 
     /// The node that owns a port (a port outside the table belongs to no node).

@@ -12,7 +12,12 @@
 //! - its *share*: elevated ports ÷ judged ports, against the share it normally has (learned
 //!   slowly outside events, as the group's baseline is);
 //! - a share at least `node_share` above that normal, or most of its members (two or more)
-//!   with most of their ports elevated, is a ToR event. Its ports are then
+//!   with most of their ports elevated, is a ToR event. So is a ToR whose pings this round
+//!   (an end behind it) lose at least `loss_min` of their packets, unlikely under the loss
+//!   of the group's other pings, with most of its members and two or more nodes outside:
+//!   read from the round, not the windows, because a ToR holding a quarter of the group
+//!   that starts dropping otherwise looked like the fabric in its first round, and the
+//!   fabric event kept its ports' windows from ever showing it. Its ports are then
 //!   judged against the ToR instead of the fabric: a port is elevated only when its loss is
 //!   unlikely under the ToR's own loss rate (the median over its ports) or its RTT stands
 //!   out from the ToR's level. A port that does not is explained (its round counts neither
@@ -34,8 +39,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::DeviceEngine;
-use super::score::{Against, Elevation, RoundStats};
+use super::score::{Against, Elevation, RoundStats, loss_tail};
+use super::{DeviceEngine, DeviceInput};
 use crate::health::fabric::Baseline;
 use crate::health::lifecycle::PortIx;
 use crate::health::stats::median;
@@ -73,8 +78,31 @@ pub struct DeviceTorVerdict {
     /// The ToR's RTT level: median over its ports of their window median log RTT residual
     /// against the round (0 when not above it).
     pub rtt_level: f64,
+    /// This round's loss ratio on the pings crossing it, when that loss (against the
+    /// group's other pings) is unlikely enough to make it an event on its own (None when
+    /// not): the evidence of a ToR that began dropping before its ports' windows show it.
+    pub crossing_loss_ratio: Option<f64>,
     /// Event rounds in a row.
     pub rounds: u64,
+}
+
+/// One round's packets (sent, lost) of a switch: see `DeviceEngine::switch_loss`.
+#[derive(Debug, Clone, Default)]
+struct SwitchLoss {
+    /// Pings with an end behind the switch.
+    through: (u64, u64),
+    /// Per member (node): its pings with ports behind other switches.
+    members: BTreeMap<usize, (u64, u64)>,
+    /// The nodes outside whose pings with it lost packets.
+    lossy_peers: BTreeSet<usize>,
+    /// Every ping of the round.
+    all: (u64, u64),
+}
+
+/// Adds `packets` (sent, lost) to `to`.
+fn add(to: &mut (u64, u64), packets: (u64, u64)) {
+    to.0 += packets.0;
+    to.1 += packets.1;
 }
 
 /// This round's ToR events.
@@ -114,7 +142,7 @@ impl DeviceEngine {
     /// elevations, `elevations` those elevations.
     pub(super) fn tor_events(
         &mut self,
-        r: &RoundStats,
+        (input, r): (&DeviceInput, &RoundStats),
         absent: &BTreeSet<usize>,
         accused: &[bool],
         elevations: &[Elevation],
@@ -125,17 +153,25 @@ impl DeviceEngine {
             against: vec![None; self.ports.len()],
             verdicts: Vec::new(),
         };
-        for (tor, ports) in self.ports_by_tor(absent) {
-            let members: BTreeSet<usize> = ports.iter().map(|p| self.owner(*p).0).collect();
-            if members.len() < TOR_MIN_MEMBERS {
+        let by_tor = self.ports_by_tor(absent);
+        let members: BTreeMap<u32, BTreeSet<usize>> = by_tor
+            .iter()
+            .map(|(t, ports)| (*t, ports.iter().map(|p| self.owner(*p).0).collect()))
+            .filter(|(_, m): &(u32, BTreeSet<usize>)| m.len() >= TOR_MIN_MEMBERS)
+            .collect();
+        let lossy = self.lossy_switches(&members, input, accused);
+        for (tor, ports) in by_tor {
+            let Some(members) = members.get(&tor).cloned() else {
                 continue;
-            }
+            };
             let bad = ports.iter().filter(|p| elevations[p.0].any()).count();
             let share = bad as f64 / ports.len() as f64;
             let bad_nodes = self.bad_members(&ports, &members, elevations);
+            let crossing = lossy.get(&tor).copied();
             let track = self.tor_tracks.entry(tor).or_default();
             let normal = track.normal.0.unwrap_or(0.0);
-            let now = share - normal >= self.cfg.node_share
+            let now = crossing.is_some()
+                || share - normal >= self.cfg.node_share
                 || (bad_nodes >= 2
                     && bad_nodes as f64 / members.len() as f64 >= self.cfg.node_share);
             if now {
@@ -165,11 +201,106 @@ impl DeviceEngine {
                     normal_share: normal,
                     loss_ratio: against.loss,
                     rtt_level: against.rtt,
+                    crossing_loss_ratio: crossing,
                     rounds: track.run,
                 });
             }
         }
         out
+    }
+
+    /// The switches (with their pings' loss ratio) whose pings this round lose what the group's other pings make
+    /// unlikely (see the module), each with its members: read from the round, not the
+    /// ports' windows, so that a ToR that starts dropping is its own event from its first
+    /// round and the loss it causes is never the fabric's (a ToR holding a quarter of the
+    /// group's ports losing 5 % makes more than `loss_min` of all its pings lost before any
+    /// port's window shows it). The most unlikely switch is taken first and its pings are
+    /// then left out, so that its loss on the pings with another switch does not make that
+    /// one lossy too. Pings with an `accused` end are left out.
+    fn lossy_switches(
+        &self,
+        members: &BTreeMap<u32, BTreeSet<usize>>,
+        input: &DeviceInput,
+        accused: &[bool],
+    ) -> BTreeMap<u32, f64> {
+        let mut explained = accused.to_vec();
+        let mut found = BTreeMap::new();
+        loop {
+            let loss = self.switch_loss(input, &explained);
+            let next = members
+                .iter()
+                .filter(|(t, _)| !found.contains_key(*t))
+                .filter_map(|(t, m)| loss.get(t).and_then(|l| self.lossy(l, m)).map(|x| (x, *t)))
+                .min_by(|a, b| a.0.0.total_cmp(&b.0.0));
+            let Some(((_, ratio), tor)) = next else {
+                return found;
+            };
+            found.insert(tor, ratio);
+            for (i, e) in explained.iter_mut().enumerate() {
+                *e |= self.port_tor(i) == Some(tor);
+            }
+        }
+    }
+
+    /// This round's packets (sent, lost) per switch: through it (an end behind it),
+    /// per member with ports behind other switches, and over the whole round, leaving out
+    /// pings with an `explained` end.
+    fn switch_loss(&self, input: &DeviceInput, explained: &[bool]) -> BTreeMap<u32, SwitchLoss> {
+        let n = self.ports.len();
+        let mut out: BTreeMap<u32, SwitchLoss> = BTreeMap::new();
+        let mut all = (0u64, 0u64);
+        for p in input.probes.iter().filter(|p| p.usable(n)) {
+            if explained[p.src] || explained[p.dst] {
+                continue;
+            }
+            let packets = (u64::from(p.sent), u64::from(p.lost()));
+            add(&mut all, packets);
+            let (a, b) = (self.port_tor(p.src), self.port_tor(p.dst));
+            for (tor, end) in [(a, p.src), (b, p.dst)] {
+                let Some(tor) = tor else { continue };
+                let s = out.entry(tor).or_default();
+                if a != b {
+                    add(&mut s.through, packets);
+                    add(
+                        s.members.entry(self.owner(PortIx(end)).0).or_default(),
+                        packets,
+                    );
+                    let peer = if end == p.src { p.dst } else { p.src };
+                    if packets.1 > 0 {
+                        s.lossy_peers.insert(self.owner(PortIx(peer)).0);
+                    }
+                } else if end == p.src {
+                    add(&mut s.through, packets);
+                }
+            }
+        }
+        for s in out.values_mut() {
+            s.all = all;
+        }
+        out
+    }
+
+    /// The binomial tail and loss ratio of switch loss `l` when it is lossy (see the module): at least
+    /// `loss_min` of its packets, a tail below `loss_alpha` under the rest's loss rate
+    /// (floored at `loss_floor`), most of its `members` (two or more) each losing
+    /// `loss_min` of its packets with ports behind other switches, and lost packets with
+    /// two or more nodes outside: one bad node behind it is not its switch, nor is the
+    /// switch of the nodes that pinged that node.
+    fn lossy(&self, l: &SwitchLoss, members: &BTreeSet<usize>) -> Option<(f64, f64)> {
+        let ratio = |(sent, lost): (u64, u64)| (sent > 0).then(|| lost as f64 / sent as f64);
+        let loss = ratio(l.through)?;
+        let rest = (l.all.0 - l.through.0, l.all.1 - l.through.1);
+        let base = ratio(rest).unwrap_or(0.0).max(self.cfg.loss_floor);
+        let clamp = |x: u64| u32::try_from(x).unwrap_or(u32::MAX);
+        let tail = loss_tail(clamp(l.through.1), clamp(l.through.0), base);
+        let spread = l
+            .members
+            .values()
+            .filter(|m| ratio(**m).is_some_and(|x| x >= self.cfg.loss_min))
+            .count();
+        let needed = (self.cfg.node_share * members.len() as f64).ceil().max(2.0) as usize;
+        let spread = spread >= needed && l.lossy_peers.len() >= 2;
+        (loss >= self.cfg.loss_min && tail < self.cfg.loss_alpha && spread).then_some((tail, loss))
     }
 
     /// Members of a ToR (its `ports`) most of whose ports are elevated.

@@ -572,6 +572,7 @@ impl DevicePlane {
                     elevated: v.elevated,
                     loss_ratio: v.loss_ratio,
                     rtt_level: v.rtt_level,
+                    crossing_loss_ratio: v.crossing_loss_ratio,
                     rounds: v.rounds,
                 })
                 .filter(|v| !v.tor.is_empty())
