@@ -276,7 +276,7 @@ pub struct DeviceTor {
     /// Median window log RTT residual of its ports against the round.
     pub rtt_level: f64,
     /// This round's loss ratio on the pings crossing it, when that loss, unlikely against
-    /// the group's other pings, made it an event on its own (null otherwise).
+    /// the group's other pings, would make it an event on its own (null otherwise).
     pub crossing_loss_ratio: Option<f64>,
     /// Device-plane rounds in a row.
     pub rounds: u64,

@@ -506,7 +506,8 @@ pub struct DeviceTorView {
     pub loss_ratio: f64,
     /// The ToR's RTT level: median log RTT residual of its ports against the round.
     pub rtt_level: f64,
-    /// This round's loss ratio on the pings crossing it, when that alone made it an event.
+    /// This round's loss ratio on the pings crossing it, when that loss would make it an
+    /// event on its own.
     pub crossing_loss_ratio: Option<f64>,
     /// Device-plane rounds in a row.
     pub rounds: u64,

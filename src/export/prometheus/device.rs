@@ -139,7 +139,7 @@ fn tors(pr: &ProbeSnapshot, d: &DeviceView, f: &mut dyn Sink) -> fmt::Result {
     let tor = |t: &DeviceTorView| vec![("tor", t.tor.clone())];
     f.gauge(
         "hcclwatch_device_tor_degraded",
-        "ToRs (leaf switches) most of whose members' NPU ports are lossy or slow beyond the ToR's normal, on the device plane: a verdict on the switch, never on its ports or nodes.",
+        "ToRs (leaf switches) most of whose members' NPU ports are lossy or slow beyond the ToR's normal, or whose pings lose packets the group's other pings do not, on the device plane: a verdict on the switch, never on its ports or nodes.",
         d.tor_verdicts.iter().map(|t| (tor(t), 1.0)).collect(),
     )?;
     f.gauge(
@@ -161,7 +161,7 @@ fn tors(pr: &ProbeSnapshot, d: &DeviceView, f: &mut dyn Sink) -> fmt::Result {
     )?;
     f.gauge(
         "hcclwatch_device_tor_crossing_loss_ratio",
-        "A degraded ToR's loss on the last round's pings crossing it, when that loss, unlikely against the group's other pings, made it a verdict on its own (a ToR that began dropping before its ports' windows show it); absent otherwise.",
+        "A degraded ToR's loss on the last round's pings crossing it, when that loss, unlikely against the group's other pings, would make it a verdict on its own (a ToR that began dropping before its ports' windows show it); absent otherwise.",
         d.tor_verdicts
             .iter()
             .filter_map(|t| t.crossing_loss_ratio.map(|x| (tor(t), x)))

@@ -17,9 +17,10 @@
 //!   ln(`rtt_ratio`) with a robust z above `z`.
 //!
 //! **Localisation.** Each round the elevated ports are read together:
-//! - a large share of all ports elevated (`fabric_share`) is the fabric: no port or node
-//!   escalates while it lasts;
-//! - with topology, most ports of one ToR elevated (`node_share`, beyond the ToR's normal)
+//! - a large share of the ports outside ToR events elevated (`fabric_share`) is the
+//!   fabric: no port or node escalates while it lasts;
+//! - with topology, most ports of one ToR elevated (`node_share`, beyond the ToR's normal),
+//!   or the round's pings crossing it losing what the group's other pings make unlikely,
 //!   is that ToR: a ToR verdict; its ports are judged against the ToR's own loss rate and
 //!   RTT level, so a port bad among them still escalates and the others do not;
 //! - most ports of one node elevated (`node_share`) is that node: a node verdict, and its
@@ -119,7 +120,8 @@ pub struct DeviceConfig {
     pub exit_rounds: usize,
     /// Rounds of probation.
     pub probation_rounds: usize,
-    /// Share of all ports elevated that makes a fabric (or ToR) verdict.
+    /// Share of the ports outside ToR events elevated that makes a fabric verdict (ToR
+    /// events over more than half of all ports are one too).
     pub fabric_share: f64,
     /// Share of one node's ports elevated that makes a node verdict.
     pub node_share: f64,

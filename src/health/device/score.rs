@@ -144,7 +144,7 @@ impl DeviceEngine {
 
     /// The fabric's loss rate: the median over ports of each port's loss ratio over its
     /// window (each packet is charged to both ends), leaving out pings with an accused
-    /// peer. A median, so that a few lossy ports do not raise the rate they and their
+    /// peer or one behind another ToR in an event (see `window_loss`). A median, so that a few lossy ports do not raise the rate they and their
     /// peers are judged against; a loss most ports share moves it. Floored at `loss_floor`.
     pub(super) fn fabric_loss(&self, accused: &[bool]) -> f64 {
         let mut ratios: Vec<f64> = (0..self.ports.len())

@@ -86,17 +86,76 @@ pub struct DeviceTorVerdict {
     pub rounds: u64,
 }
 
-/// One round's packets (sent, lost) of a switch: see `DeviceEngine::switch_loss`.
+/// One round's packets (sent, lost) of a switch: see `DeviceEngine::crossing_pings`.
 #[derive(Debug, Clone, Default)]
-struct SwitchLoss {
+struct Tally {
     /// Pings with an end behind the switch.
     through: (u64, u64),
-    /// Per member (node): its pings with ports behind other switches.
+    /// Pings with both ends behind it.
+    inside: (u64, u64),
+    /// Per member (node): its pings with nodes outside.
     members: BTreeMap<usize, (u64, u64)>,
-    /// The nodes outside whose pings with it lost packets.
-    lossy_peers: BTreeSet<usize>,
+    /// The nodes outside with a bad ping with it.
+    bad_peers: BTreeSet<usize>,
+    /// The switches of those nodes' ports (None: unknown).
+    bad_switches: BTreeSet<Option<u32>>,
     /// Every ping of the round.
     all: (u64, u64),
+}
+
+impl Tally {
+    /// Counts a ping between `member`'s port behind the switch and a port behind another:
+    /// `peer` is that port's node and switch, when the node is no member.
+    fn cross(&mut self, member: usize, peer: Option<(usize, Option<u32>)>, x: (u64, u64)) {
+        add(&mut self.through, x);
+        let Some((node, switch)) = peer else { return };
+        add(self.members.entry(member).or_default(), x);
+        if x.1 > 0 {
+            self.bad_peers.insert(node);
+            self.bad_switches.insert(switch);
+        }
+    }
+
+    /// Counts a ping with both ends behind the switch.
+    fn within(&mut self, x: (u64, u64)) {
+        add(&mut self.through, x);
+        add(&mut self.inside, x);
+    }
+
+    /// The binomial tail and bad ratio of the pings through the switch when they are
+    /// unlikely: at least `least` of them bad, a tail below `loss_alpha` under the rest's
+    /// bad ratio (floored at `floor`), most of its `members` (two or more) each with
+    /// `least` of its pings with the outside bad, and bad pings with two or more nodes
+    /// outside: one bad node behind it is not its switch, nor is the switch of the nodes
+    /// that pinged that node. And the bad pings are its own, not those of one path out of
+    /// it: with two or more other switches, or on its pings within as well (with two ToRs
+    /// the pings between them are all the one's and all the other's).
+    fn unlikely(
+        &self,
+        least: f64,
+        floor: f64,
+        members: &BTreeSet<usize>,
+        cfg: &super::DeviceConfig,
+    ) -> Option<(f64, f64)> {
+        let ratio = |(n, bad): (u64, u64)| (n > 0).then(|| bad as f64 / n as f64);
+        let share = ratio(self.through)?;
+        let rest = (
+            self.all.0.saturating_sub(self.through.0),
+            self.all.1.saturating_sub(self.through.1),
+        );
+        let base = ratio(rest).unwrap_or(0.0).max(floor);
+        let clamp = |x: u64| u32::try_from(x).unwrap_or(u32::MAX);
+        let tail = loss_tail(clamp(self.through.1), clamp(self.through.0), base);
+        let spread = self
+            .members
+            .iter()
+            .filter(|(m, x)| members.contains(m) && ratio(**x).is_some_and(|x| x >= least))
+            .count();
+        let needed = (cfg.node_share * members.len() as f64).ceil().max(2.0) as usize;
+        let own = self.bad_switches.len() >= 2 || ratio(self.inside).is_some_and(|x| x >= least);
+        let spread = spread >= needed && self.bad_peers.len() >= 2 && own;
+        (share >= least && tail < cfg.loss_alpha && spread).then_some((tail, share))
+    }
 }
 
 /// Adds `packets` (sent, lost) to `to`.
@@ -138,8 +197,9 @@ impl DeviceEngine {
     }
 
     /// Judges every ToR's share of elevated ports (`elevated`, against the fabric) against
-    /// its normal: see the module. `accused` are the ports accused for this round's
-    /// elevations, `elevations` those elevations.
+    /// its normal, and its pings this round against the group's others: see the module.
+    /// `accused` are the ports accused for this round's elevations, `elevations` those
+    /// elevations.
     pub(super) fn tor_events(
         &mut self,
         (input, r): (&DeviceInput, &RoundStats),
@@ -159,7 +219,7 @@ impl DeviceEngine {
             .map(|(t, ports)| (*t, ports.iter().map(|p| self.owner(*p).0).collect()))
             .filter(|(_, m): &(u32, BTreeSet<usize>)| m.len() >= TOR_MIN_MEMBERS)
             .collect();
-        let lossy = self.lossy_switches(&members, input, accused);
+        let lossy = self.crossing_events(&members, input, accused);
         for (tor, ports) in by_tor {
             let Some(members) = members.get(&tor).cloned() else {
                 continue;
@@ -209,15 +269,15 @@ impl DeviceEngine {
         out
     }
 
-    /// The switches (with their pings' loss ratio) whose pings this round lose what the group's other pings make
-    /// unlikely (see the module), each with its members: read from the round, not the
-    /// ports' windows, so that a ToR that starts dropping is its own event from its first
-    /// round and the loss it causes is never the fabric's (a ToR holding a quarter of the
+    /// The switches whose pings this round lose packets beyond what the group's other pings
+    /// make likely (see the module), each with its crossing pings' loss ratio. Read from
+    /// the round, not the ports' windows, so that a ToR that starts dropping is its own
+    /// event from its first round and the loss it causes is never the fabric's (a ToR holding a quarter of the
     /// group's ports losing 5 % makes more than `loss_min` of all its pings lost before any
-    /// port's window shows it). The most unlikely switch is taken first and its pings are
-    /// then left out, so that its loss on the pings with another switch does not make that
-    /// one lossy too. Pings with an `accused` end are left out.
-    fn lossy_switches(
+    /// port's window shows it). The least likely switch is taken first and its pings are
+    /// then left out, so that its pings with another switch do not make that one bad too.
+    /// Pings with an `accused` end are left out.
+    fn crossing_events(
         &self,
         members: &BTreeMap<u32, BTreeSet<usize>>,
         input: &DeviceInput,
@@ -226,11 +286,16 @@ impl DeviceEngine {
         let mut explained = accused.to_vec();
         let mut found = BTreeMap::new();
         loop {
-            let loss = self.switch_loss(input, &explained);
+            let rounds = self.crossing_pings(members, input, &explained);
+            let judge = |t: &u32, m: &BTreeSet<usize>| {
+                rounds
+                    .get(t)?
+                    .unlikely(self.cfg.loss_min, self.cfg.loss_floor, m, &self.cfg)
+            };
             let next = members
                 .iter()
                 .filter(|(t, _)| !found.contains_key(*t))
-                .filter_map(|(t, m)| loss.get(t).and_then(|l| self.lossy(l, m)).map(|x| (x, *t)))
+                .filter_map(|(t, m)| judge(t, m).map(|x| (x, *t)))
                 .min_by(|a, b| a.0.0.total_cmp(&b.0.0));
             let Some(((_, ratio), tor)) = next else {
                 return found;
@@ -242,13 +307,21 @@ impl DeviceEngine {
         }
     }
 
-    /// This round's packets (sent, lost) per switch: through it (an end behind it),
-    /// per member with ports behind other switches, and over the whole round, leaving out
-    /// pings with an `explained` end.
-    fn switch_loss(&self, input: &DeviceInput, explained: &[bool]) -> BTreeMap<u32, SwitchLoss> {
+    /// This round's packets (sent, lost) per switch, leaving out pings with an `explained`
+    /// end: through it (an end behind it), within it, per member with nodes outside it,
+    /// and over the whole round. With
+    /// rails a member's ports hang off several switches: a ping between two of the ToR
+    /// group's `members` crosses a switch but is no member's with the outside (else one
+    /// lossy member would lend its loss to every member that pinged it).
+    fn crossing_pings(
+        &self,
+        members: &BTreeMap<u32, BTreeSet<usize>>,
+        input: &DeviceInput,
+        explained: &[bool],
+    ) -> BTreeMap<u32, Tally> {
         let n = self.ports.len();
-        let mut out: BTreeMap<u32, SwitchLoss> = BTreeMap::new();
-        let mut all = (0u64, 0u64);
+        let mut out: BTreeMap<u32, Tally> = BTreeMap::new();
+        let mut all = (0, 0);
         for p in input.probes.iter().filter(|p| p.usable(n)) {
             if explained[p.src] || explained[p.dst] {
                 continue;
@@ -258,49 +331,23 @@ impl DeviceEngine {
             let (a, b) = (self.port_tor(p.src), self.port_tor(p.dst));
             for (tor, end) in [(a, p.src), (b, p.dst)] {
                 let Some(tor) = tor else { continue };
-                let s = out.entry(tor).or_default();
+                let c = out.entry(tor).or_default();
                 if a != b {
-                    add(&mut s.through, packets);
-                    add(
-                        s.members.entry(self.owner(PortIx(end)).0).or_default(),
-                        packets,
-                    );
-                    let peer = if end == p.src { p.dst } else { p.src };
-                    if packets.1 > 0 {
-                        s.lossy_peers.insert(self.owner(PortIx(peer)).0);
-                    }
+                    let member = self.owner(PortIx(end)).0;
+                    let other = if end == p.src { p.dst } else { p.src };
+                    let peer = self.owner(PortIx(other)).0;
+                    let inside = members.get(&tor).is_some_and(|m| m.contains(&peer));
+                    let peer = (!inside).then_some((peer, self.port_tor(other)));
+                    c.cross(member, peer, packets);
                 } else if end == p.src {
-                    add(&mut s.through, packets);
+                    c.within(packets);
                 }
             }
         }
-        for s in out.values_mut() {
-            s.all = all;
+        for c in out.values_mut() {
+            c.all = all;
         }
         out
-    }
-
-    /// The binomial tail and loss ratio of switch loss `l` when it is lossy (see the module): at least
-    /// `loss_min` of its packets, a tail below `loss_alpha` under the rest's loss rate
-    /// (floored at `loss_floor`), most of its `members` (two or more) each losing
-    /// `loss_min` of its packets with ports behind other switches, and lost packets with
-    /// two or more nodes outside: one bad node behind it is not its switch, nor is the
-    /// switch of the nodes that pinged that node.
-    fn lossy(&self, l: &SwitchLoss, members: &BTreeSet<usize>) -> Option<(f64, f64)> {
-        let ratio = |(sent, lost): (u64, u64)| (sent > 0).then(|| lost as f64 / sent as f64);
-        let loss = ratio(l.through)?;
-        let rest = (l.all.0 - l.through.0, l.all.1 - l.through.1);
-        let base = ratio(rest).unwrap_or(0.0).max(self.cfg.loss_floor);
-        let clamp = |x: u64| u32::try_from(x).unwrap_or(u32::MAX);
-        let tail = loss_tail(clamp(l.through.1), clamp(l.through.0), base);
-        let spread = l
-            .members
-            .values()
-            .filter(|m| ratio(**m).is_some_and(|x| x >= self.cfg.loss_min))
-            .count();
-        let needed = (self.cfg.node_share * members.len() as f64).ceil().max(2.0) as usize;
-        let spread = spread >= needed && l.lossy_peers.len() >= 2;
-        (loss >= self.cfg.loss_min && tail < self.cfg.loss_alpha && spread).then_some((tail, loss))
     }
 
     /// Members of a ToR (its `ports`) most of whose ports are elevated.
@@ -386,5 +433,46 @@ impl DeviceEngine {
         }
         let node = self.owner(PortIx(i)).0;
         self.tor_of.get(node).copied().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::device::{DeviceConfig, PortProbe};
+
+    /// Rails: 8 nodes × 2 ports, ToR groups of 4 nodes, port k of group g on switch
+    /// 2g + k. Port 0 (node 0, switch 0) pings port 3 (node 1, same group, switch 1) and
+    /// loses a packet, and port 8 (node 4, group 1, switch 2) cleanly. The first ping
+    /// crosses switch 0 but is no member's ping with the outside (node 1 is a member of
+    /// switch 0 too): were it, one lossy member would lend its loss to every member that
+    /// pinged it. The second is node 0's with the outside, and node 4's on switch 2.
+    #[test]
+    fn a_ping_between_two_members_is_no_members_ping_with_the_outside() {
+        let nodes: Vec<usize> = (0..16).map(|p| p / 2).collect();
+        let mut e = DeviceEngine::new(&nodes, DeviceConfig::default());
+        e.port_tor_of = (0..16).map(|p| Some((p / 8 * 2 + p % 2) as u32)).collect();
+        let members: BTreeMap<u32, BTreeSet<usize>> = (0..4u32)
+            .map(|s| (s, (s as usize / 2 * 4..s as usize / 2 * 4 + 4).collect()))
+            .collect();
+        let ping = |dst, received| PortProbe {
+            src: 0,
+            dst,
+            sent: 3,
+            received,
+            rtt: Some(1e-4),
+        };
+        let input = DeviceInput {
+            probes: vec![ping(3, 2), ping(8, 3)],
+            ..DeviceInput::default()
+        };
+        let c = e.crossing_pings(&members, &input, &[false; 16]);
+        assert_eq!(c[&0].through, (6, 1));
+        assert_eq!(c[&0].members, BTreeMap::from([(0, (3, 0))]));
+        assert!(c[&0].bad_peers.is_empty() && c[&0].bad_switches.is_empty());
+        assert_eq!(c[&1].through, (3, 1));
+        assert!(c[&1].members.is_empty());
+        assert_eq!(c[&2].members, BTreeMap::from([(4, (3, 0))]));
+        assert_eq!(c[&2].all, (6, 1));
     }
 }
