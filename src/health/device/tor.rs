@@ -14,8 +14,10 @@
 //! - a share at least `node_share` above that normal, or most of its members (two or more)
 //!   with most of their ports elevated, is a ToR event. So is a ToR whose pings this round
 //!   (an end behind it) lose at least `loss_min` of their packets, unlikely under the loss
-//!   of the group's other pings, with most of its members and two or more nodes outside:
-//!   read from the round, not the windows, because a ToR holding a quarter of the group
+//!   of the group's other pings, with most of its members and two or more nodes outside,
+//!   behind two or more other switches unless its pings within lose too (loss on the path
+//!   between two ToRs is neither's), a ping between two members of a rail group being no
+//!   member's with the outside. This is read from the round, not the windows, because a ToR holding a quarter of the group
 //!   that starts dropping otherwise looked like the fabric in its first round, and the
 //!   fabric event kept its ports' windows from ever showing it. Its ports are then
 //!   judged against the ToR instead of the fabric: a port is elevated only when its loss is
@@ -45,6 +47,10 @@ use crate::health::fabric::Baseline;
 use crate::health::lifecycle::PortIx;
 use crate::health::stats::median;
 use crate::health::tor::TOR_MIN_MEMBERS;
+
+/// A ToR's pings within that lose fewer packets than its pings out of it make this
+/// unlikely (a lower binomial tail) are not its own loss: see `Tally::unlikely`.
+const WITHIN_ALPHA: f64 = 0.01;
 
 /// Rate at which a ToR's normal share of elevated ports is learned outside events.
 const NORMAL_RATE: f64 = 0.02;
@@ -97,8 +103,8 @@ struct Tally {
     members: BTreeMap<usize, (u64, u64)>,
     /// The nodes outside with a bad ping with it.
     bad_peers: BTreeSet<usize>,
-    /// The switches of those nodes' ports (None: unknown).
-    bad_switches: BTreeSet<Option<u32>>,
+    /// The switches of those nodes' ports, where known.
+    bad_switches: BTreeSet<u32>,
     /// Every ping of the round.
     all: (u64, u64),
 }
@@ -112,7 +118,7 @@ impl Tally {
         add(self.members.entry(member).or_default(), x);
         if x.1 > 0 {
             self.bad_peers.insert(node);
-            self.bad_switches.insert(switch);
+            self.bad_switches.extend(switch);
         }
     }
 
@@ -128,8 +134,10 @@ impl Tally {
     /// `least` of its pings with the outside bad, and bad pings with two or more nodes
     /// outside: one bad node behind it is not its switch, nor is the switch of the nodes
     /// that pinged that node. And the bad pings are its own, not those of one path out of
-    /// it: with two or more other switches, or on its pings within as well (with two ToRs
-    /// the pings between them are all the one's and all the other's).
+    /// it: with two or more other known switches, or on its pings within as well (one or
+    /// more lost, and not fewer than its pings out of it make likely: a lower binomial tail
+    /// of at least [`WITHIN_ALPHA`]): with two ToRs the pings between them are all the
+    /// one's and all the other's.
     fn unlikely(
         &self,
         least: f64,
@@ -152,7 +160,19 @@ impl Tally {
             .filter(|(m, x)| members.contains(m) && ratio(**x).is_some_and(|x| x >= least))
             .count();
         let needed = (cfg.node_share * members.len() as f64).ceil().max(2.0) as usize;
-        let own = self.bad_switches.len() >= 2 || ratio(self.inside).is_some_and(|x| x >= least);
+        // Its pings within lose too, as many as its pings out of it make likely (a lower
+        // tail above `WITHIN_ALPHA`): a ToR that drops loses on both alike, the path
+        // between two ToRs only on the pings between them.
+        let out = (
+            self.through.0 - self.inside.0,
+            self.through.1 - self.inside.1,
+        );
+        let within = self.inside.1 > 0
+            && ratio(out).is_some_and(|p| {
+                let fewer = loss_tail(clamp(self.inside.1 + 1), clamp(self.inside.0), p);
+                1.0 - fewer >= WITHIN_ALPHA
+            });
+        let own = self.bad_switches.len() >= 2 || within;
         let spread = spread >= needed && self.bad_peers.len() >= 2 && own;
         (share >= least && tail < cfg.loss_alpha && spread).then_some((tail, share))
     }
@@ -474,5 +494,32 @@ mod tests {
         assert!(c[&1].members.is_empty());
         assert_eq!(c[&2].members, BTreeMap::from([(4, (3, 0))]));
         assert_eq!(c[&2].all, (6, 1));
+    }
+
+    /// A tally of 6 lost packets of 60 through a switch (none of 540 elsewhere), lost by
+    /// members 0 and 9 with nodes 5 and 6 behind switches 1 and 2. With present members
+    /// {0, 1, 2}, node 9's pings do not count: one member of three loses, below the two
+    /// needed. With node 9 present, two do. A peer whose switch is unknown adds no switch.
+    #[test]
+    fn only_present_members_and_known_switches_count() {
+        let cfg = DeviceConfig::default();
+        let t = Tally {
+            through: (60, 6),
+            inside: (0, 0),
+            members: BTreeMap::from([(0, (30, 3)), (9, (30, 3))]),
+            bad_peers: BTreeSet::from([5, 6]),
+            bad_switches: BTreeSet::from([1, 2]),
+            all: (600, 6),
+        };
+        let judge = |present: [usize; 3]| {
+            t.unlikely(cfg.loss_min, cfg.loss_floor, &BTreeSet::from(present), &cfg)
+        };
+        assert_eq!(judge([0, 1, 2]), None);
+        assert_eq!(judge([0, 1, 9]).map(|(_, ratio)| ratio), Some(0.1));
+        let mut one = Tally::default();
+        one.cross(0, Some((5, None)), (3, 1));
+        one.cross(0, Some((6, Some(2))), (3, 1));
+        assert_eq!(one.bad_switches, BTreeSet::from([2]));
+        assert_eq!(one.bad_peers, BTreeSet::from([5, 6]));
     }
 }

@@ -119,3 +119,35 @@ fn loss_between_two_tors_is_neither_tor() {
     assert!(tors.is_empty(), "{tors:?}");
     assert!(outs[20..].iter().all(|o| o.fabric));
 }
+
+/// Two ToRs of 4 nodes, and ToR 1 loses 5 % from round 20: its pings with ToR 0 are its
+/// only ones with another switch, but its pings within lose too, so it is its own event:
+/// a verdict on ToR 1 (never ToR 0), no fabric event once it is one, no port beyond
+/// suspect.
+#[test]
+fn a_lossy_tor_of_two_is_its_own_event() {
+    let mut f = Fabric::new(8, 4);
+    f.tor_size = 4;
+    let (mut e, mut outs) = run(&mut f, 20);
+    f.lossy_tors = vec![(1, 0.05)];
+    go_on(&mut e, &mut f, 20..80, &[], &mut outs);
+    let first = outs[20..]
+        .iter()
+        .position(|o| !o.tor_verdicts.is_empty())
+        .map(|r| r + 20)
+        .expect("a ToR verdict");
+    assert!(first <= 25, "first ToR verdict in round {first}");
+    let tors: BTreeSet<u32> = outs
+        .iter()
+        .flat_map(|o| &o.tor_verdicts)
+        .map(|v| v.tor)
+        .collect();
+    assert_eq!(tors, BTreeSet::from([1]));
+    assert!(outs[first..].iter().all(|o| !o.fabric));
+    let moved: Vec<&PortTransition> = outs
+        .iter()
+        .flat_map(|o| &o.transitions)
+        .filter(|t| !matches!(t.to, NodeState::Healthy | NodeState::Suspect))
+        .collect();
+    assert!(moved.is_empty(), "{moved:?}");
+}
