@@ -17,9 +17,10 @@
 //!   of the group's other pings, with most of its members and two or more nodes outside,
 //!   behind two or more other switches unless its pings within lose too (loss on the path
 //!   between two ToRs is neither's), a ping between two members of a rail group being no
-//!   member's with the outside. This is read from the round, not the windows, because a ToR holding a quarter of the group
-//!   that starts dropping otherwise looked like the fabric in its first round, and the
-//!   fabric event kept its ports' windows from ever showing it. Its ports are then
+//!   member's with the outside. This is read from the round, not the windows, because a
+//!   ToR holding a quarter of the group that starts dropping otherwise looked like the
+//!   fabric in its first round, and the fabric event kept its ports' windows from ever
+//!   showing it. Its ports are then
 //!   judged against the ToR instead of the fabric: a port is elevated only when its loss is
 //!   unlikely under the ToR's own loss rate (the median over its ports) or its RTT stands
 //!   out from the ToR's level. A port that does not is explained (its round counts neither
@@ -128,30 +129,23 @@ impl Tally {
         add(&mut self.inside, x);
     }
 
-    /// The binomial tail and bad ratio of the pings through the switch when they are
-    /// unlikely: at least `least` of them bad, a tail below `loss_alpha` under the rest's
-    /// bad ratio (floored at `floor`), most of its `members` (two or more) each with
-    /// `least` of its pings with the outside bad, and bad pings with two or more nodes
-    /// outside: one bad node behind it is not its switch, nor is the switch of the nodes
+    /// The binomial tail and loss ratio of the packets through the switch when their loss
+    /// is unlikely: at least `loss_min` of them lost, a tail below `loss_alpha` under the
+    /// rest's loss ratio (floored at `loss_floor`), most of its `members` (two or more)
+    /// each losing `loss_min` of its packets with the outside, and lost packets with two
+    /// or more nodes outside: one bad node behind it is not its switch, nor is the switch of the nodes
     /// that pinged that node. And the bad pings are its own, not those of one path out of
     /// it: with two or more other known switches, or on its pings within as well (one or
     /// more lost, and not fewer than its pings out of it make likely: a lower binomial tail
     /// of at least [`WITHIN_ALPHA`]): with two ToRs the pings between them are all the
     /// one's and all the other's.
-    fn unlikely(
-        &self,
-        least: f64,
-        floor: f64,
-        members: &BTreeSet<usize>,
-        cfg: &super::DeviceConfig,
-    ) -> Option<(f64, f64)> {
+    fn unlikely(&self, members: &BTreeSet<usize>, cfg: &super::DeviceConfig) -> Option<(f64, f64)> {
+        let least = cfg.loss_min;
         let ratio = |(n, bad): (u64, u64)| (n > 0).then(|| bad as f64 / n as f64);
         let share = ratio(self.through)?;
-        let rest = (
-            self.all.0.saturating_sub(self.through.0),
-            self.all.1.saturating_sub(self.through.1),
-        );
-        let base = ratio(rest).unwrap_or(0.0).max(floor);
+        let base = ratio(minus(self.all, self.through))
+            .unwrap_or(0.0)
+            .max(cfg.loss_floor);
         let clamp = |x: u64| u32::try_from(x).unwrap_or(u32::MAX);
         let tail = loss_tail(clamp(self.through.1), clamp(self.through.0), base);
         let spread = self
@@ -163,12 +157,8 @@ impl Tally {
         // Its pings within lose too, as many as its pings out of it make likely (a lower
         // tail above `WITHIN_ALPHA`): a ToR that drops loses on both alike, the path
         // between two ToRs only on the pings between them.
-        let out = (
-            self.through.0 - self.inside.0,
-            self.through.1 - self.inside.1,
-        );
         let within = self.inside.1 > 0
-            && ratio(out).is_some_and(|p| {
+            && ratio(minus(self.through, self.inside)).is_some_and(|p| {
                 let fewer = loss_tail(clamp(self.inside.1 + 1), clamp(self.inside.0), p);
                 1.0 - fewer >= WITHIN_ALPHA
             });
@@ -182,6 +172,11 @@ impl Tally {
 fn add(to: &mut (u64, u64), packets: (u64, u64)) {
     to.0 += packets.0;
     to.1 += packets.1;
+}
+
+/// The packets (sent, lost) of `all` that are not in `part`, a share of them.
+fn minus(all: (u64, u64), part: (u64, u64)) -> (u64, u64) {
+    (all.0.saturating_sub(part.0), all.1.saturating_sub(part.1))
 }
 
 /// This round's ToR events.
@@ -241,12 +236,12 @@ impl DeviceEngine {
             .collect();
         let lossy = self.crossing_events(&members, input, accused);
         for (tor, ports) in by_tor {
-            let Some(members) = members.get(&tor).cloned() else {
+            let Some(members) = members.get(&tor) else {
                 continue;
             };
             let bad = ports.iter().filter(|p| elevations[p.0].any()).count();
             let share = bad as f64 / ports.len() as f64;
-            let bad_nodes = self.bad_members(&ports, &members, elevations);
+            let bad_nodes = self.bad_members(&ports, members, elevations);
             let crossing = lossy.get(&tor).copied();
             let track = self.tor_tracks.entry(tor).or_default();
             let normal = track.normal.0.unwrap_or(0.0);
@@ -275,7 +270,7 @@ impl DeviceEngine {
             if now && track.run >= 2 {
                 out.verdicts.push(DeviceTorVerdict {
                     tor,
-                    members: members.into_iter().collect(),
+                    members: members.iter().copied().collect(),
                     ports: ports.len(),
                     elevated: bad,
                     normal_share: normal,
@@ -292,9 +287,9 @@ impl DeviceEngine {
     /// The switches whose pings this round lose packets beyond what the group's other pings
     /// make likely (see the module), each with its crossing pings' loss ratio. Read from
     /// the round, not the ports' windows, so that a ToR that starts dropping is its own
-    /// event from its first round and the loss it causes is never the fabric's (a ToR holding a quarter of the
-    /// group's ports losing 5 % makes more than `loss_min` of all its pings lost before any
-    /// port's window shows it). The least likely switch is taken first and its pings are
+    /// event from its first round and the loss it causes is never the fabric's (a ToR
+    /// holding a quarter of the group's ports losing 5 % makes more than `loss_min` of all
+    /// its pings lost before any port's window shows it). The least likely switch is taken first and its pings are
     /// then left out, so that its pings with another switch do not make that one bad too.
     /// Pings with an `accused` end are left out.
     fn crossing_events(
@@ -307,11 +302,7 @@ impl DeviceEngine {
         let mut found = BTreeMap::new();
         loop {
             let rounds = self.crossing_pings(members, input, &explained);
-            let judge = |t: &u32, m: &BTreeSet<usize>| {
-                rounds
-                    .get(t)?
-                    .unlikely(self.cfg.loss_min, self.cfg.loss_floor, m, &self.cfg)
-            };
+            let judge = |t: &u32, m: &BTreeSet<usize>| rounds.get(t)?.unlikely(m, &self.cfg);
             let next = members
                 .iter()
                 .filter(|(t, _)| !found.contains_key(*t))
@@ -329,8 +320,7 @@ impl DeviceEngine {
 
     /// This round's packets (sent, lost) per switch, leaving out pings with an `explained`
     /// end: through it (an end behind it), within it, per member with nodes outside it,
-    /// and over the whole round. With
-    /// rails a member's ports hang off several switches: a ping between two of the ToR
+    /// and over the whole round. With rails a member's ports hang off several switches: a ping between two of the ToR
     /// group's `members` crosses a switch but is no member's with the outside (else one
     /// lossy member would lend its loss to every member that pinged it).
     fn crossing_pings(
@@ -511,9 +501,7 @@ mod tests {
             bad_switches: BTreeSet::from([1, 2]),
             all: (600, 6),
         };
-        let judge = |present: [usize; 3]| {
-            t.unlikely(cfg.loss_min, cfg.loss_floor, &BTreeSet::from(present), &cfg)
-        };
+        let judge = |present: [usize; 3]| t.unlikely(&BTreeSet::from(present), &cfg);
         assert_eq!(judge([0, 1, 2]), None);
         assert_eq!(judge([0, 1, 9]).map(|(_, ratio)| ratio), Some(0.1));
         let mut one = Tally::default();

@@ -4,6 +4,22 @@
 
 use super::*;
 
+/// Every ToR verdict of `outs`, with its round.
+fn tor_verdicts(outs: &[DeviceOutput]) -> Vec<(usize, &DeviceTorVerdict)> {
+    outs.iter()
+        .enumerate()
+        .flat_map(|(r, o)| o.tor_verdicts.iter().map(move |v| (r, v)))
+        .collect()
+}
+
+/// Every port transition of `outs` beyond suspect.
+fn beyond_suspect(outs: &[DeviceOutput]) -> Vec<&PortTransition> {
+    outs.iter()
+        .flat_map(|o| &o.transitions)
+        .filter(|t| !matches!(t.to, NodeState::Healthy | NodeState::Suspect))
+        .collect()
+}
+
 /// 16 nodes on 4 ToRs of 4, and ToR 1 loses 5 % from round 20: a quarter of the ports, so
 /// its first round loses more than `loss_min` of all the group's pings, before any port's
 /// window shows it. The ToR's own pings carry that loss and the rest do not, so it is a
@@ -26,11 +42,7 @@ fn a_tor_of_a_quarter_of_the_ports_losing_packets_is_its_own_event_from_its_firs
         assert_eq!(o.tor_verdicts[0].members, vec![4, 5, 6, 7]);
     }
     assert!(outs.iter().all(|o| o.node_verdicts.is_empty()));
-    let moved: Vec<&PortTransition> = outs
-        .iter()
-        .flat_map(|o| &o.transitions)
-        .filter(|t| !matches!(t.to, NodeState::Healthy | NodeState::Suspect))
-        .collect();
+    let moved = beyond_suspect(&outs);
     assert!(moved.is_empty(), "{moved:?}");
     f.lossy_tors.clear();
     go_on(&mut e, &mut f, 100..220, &[], &mut outs);
@@ -87,11 +99,7 @@ fn one_lossy_node_is_not_its_tor() {
     );
     let (mut e, mut outs) = run(&mut f, 20);
     go_on_with(&mut e, &mut f, 20..60, &[], &mut outs, edit);
-    let tors: Vec<(usize, &DeviceTorVerdict)> = outs
-        .iter()
-        .enumerate()
-        .flat_map(|(r, o)| o.tor_verdicts.iter().map(move |v| (r, v)))
-        .collect();
+    let tors = tor_verdicts(&outs);
     assert!(tors.is_empty(), "{tors:?}");
 }
 
@@ -111,11 +119,7 @@ fn loss_between_two_tors_is_neither_tor() {
     };
     let (mut e, mut outs) = run(&mut f, 20);
     go_on_with(&mut e, &mut f, 20..50, &[], &mut outs, across);
-    let tors: Vec<(usize, &DeviceTorVerdict)> = outs
-        .iter()
-        .enumerate()
-        .flat_map(|(r, o)| o.tor_verdicts.iter().map(move |v| (r, v)))
-        .collect();
+    let tors = tor_verdicts(&outs);
     assert!(tors.is_empty(), "{tors:?}");
     assert!(outs[20..].iter().all(|o| o.fabric));
 }
@@ -144,10 +148,6 @@ fn a_lossy_tor_of_two_is_its_own_event() {
         .collect();
     assert_eq!(tors, BTreeSet::from([1]));
     assert!(outs[first..].iter().all(|o| !o.fabric));
-    let moved: Vec<&PortTransition> = outs
-        .iter()
-        .flat_map(|o| &o.transitions)
-        .filter(|t| !matches!(t.to, NodeState::Healthy | NodeState::Suspect))
-        .collect();
+    let moved = beyond_suspect(&outs);
     assert!(moved.is_empty(), "{moved:?}");
 }
