@@ -278,6 +278,11 @@ pub struct DeviceTor {
     /// This round's loss ratio on the pings crossing it, when that loss, unlikely against
     /// the group's other pings, would make it an event on its own (null otherwise).
     pub crossing_loss_ratio: Option<f64>,
+    /// This round's share of slow pings among those crossing it (slow against the round,
+    /// or against the learned normal when the round itself is slower), when that share,
+    /// unlikely against the group's other pings and matched by its pings within, would
+    /// make it an event on its own (null otherwise).
+    pub crossing_slow_share: Option<f64>,
     /// Device-plane rounds in a row.
     pub rounds: u64,
 }
@@ -326,6 +331,7 @@ impl Device {
                     loss_ratio: t.loss_ratio,
                     rtt_level: t.rtt_level,
                     crossing_loss_ratio: t.crossing_loss_ratio,
+                    crossing_slow_share: t.crossing_slow_share,
                     rounds: t.rounds,
                 })
                 .collect(),

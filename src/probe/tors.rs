@@ -397,6 +397,7 @@ mod tests {
                     loss_ratio: 0.05,
                     rtt_level: 0.0,
                     crossing_loss_ratio: None,
+                    crossing_slow_share: None,
                     rounds: 3,
                 }],
                 spines: vec![spine],

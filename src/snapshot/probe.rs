@@ -509,6 +509,9 @@ pub struct DeviceTorView {
     /// This round's loss ratio on the pings crossing it, when that loss would make it an
     /// event on its own.
     pub crossing_loss_ratio: Option<f64>,
+    /// This round's share of slow pings among those crossing it, when that share would
+    /// make it an event on its own.
+    pub crossing_slow_share: Option<f64>,
     /// Device-plane rounds in a row.
     pub rounds: u64,
 }

@@ -168,6 +168,14 @@ fn tors(pr: &ProbeSnapshot, d: &DeviceView, f: &mut dyn Sink) -> fmt::Result {
             .collect(),
     )?;
     f.gauge(
+        "hcclwatch_device_tor_crossing_slow_share",
+        "A degraded ToR's share of slow pings among the last round's pings crossing it, when that share, unlikely against the group's other pings and matched by its pings within, would make it a verdict on its own (a ToR that began delaying before its ports' windows show it); absent otherwise.",
+        d.tor_verdicts
+            .iter()
+            .filter_map(|t| t.crossing_slow_share.map(|x| (tor(t), x)))
+            .collect(),
+    )?;
+    f.gauge(
         "hcclwatch_device_tor_member",
         "The members of a degraded ToR (1 per member, while the verdict holds).",
         d.tor_verdicts
@@ -372,7 +380,7 @@ mod tests {
     }
 
     /// A ToR verdict on leaf-7 (members 1 and 2 of n0–n2: 12 of their 16 ports bad, 5 %
-    /// loss) is one series per ToR for the verdict and each piece of evidence, and one per
+    /// loss, 7 in 8 of its crossing pings slow) is one series per ToR for the verdict and each piece of evidence, and one per
     /// member, named.
     #[test]
     fn a_tor_verdict_names_the_tor_its_members_and_evidence() {
@@ -391,6 +399,7 @@ mod tests {
                         loss_ratio: 0.05,
                         rtt_level: 0.0,
                         crossing_loss_ratio: None,
+                        crossing_slow_share: Some(0.875),
                         rounds: 4,
                     },
                     DeviceTorView {
@@ -401,6 +410,7 @@ mod tests {
                         loss_ratio: 0.001,
                         rtt_level: 0.0,
                         crossing_loss_ratio: Some(0.0625),
+                        crossing_slow_share: None,
                         rounds: 2,
                     },
                 ],
@@ -434,6 +444,11 @@ mod tests {
         assert_eq!(
             lines(&text, "hcclwatch_device_tor_crossing_loss_ratio"),
             ["hcclwatch_device_tor_crossing_loss_ratio{tor=\"leaf-8\"} 0.0625"]
+        );
+        // And only the one its crossing pings' slowness made a verdict has that.
+        assert_eq!(
+            lines(&text, "hcclwatch_device_tor_crossing_slow_share"),
+            ["hcclwatch_device_tor_crossing_slow_share{tor=\"leaf-7\"} 0.875"]
         );
         assert_eq!(
             lines(&text, "hcclwatch_device_tor_member"),

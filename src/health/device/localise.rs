@@ -4,7 +4,8 @@
 //! plane holds bad) is that node; what is left is judged port by port. A uniformly bad
 //! fabric leaves no port standing out, so the fabric is also judged absolutely: loss no
 //! elevated port explains, slow pings beyond the base rate, a round median far above the
-//! baseline.
+//! baseline, each over the pings no ToR event explains (a slow ToR holding a third of the
+//! group moves the whole round's median, and is its own event).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -13,6 +14,7 @@ use super::tor::TorEvents;
 use super::{DeviceEngine, DeviceInput, Localised, PortProbe};
 use crate::health::fabric::{PARTIAL_MIN_PROBES, SLOW_RATE_FLOOR, crowd};
 use crate::health::lifecycle::{NodeIx, PortIx};
+use crate::health::stats::median;
 
 impl DeviceEngine {
     /// Elevates ports (two passes: a port elevated only by its pings with bad ports is
@@ -125,12 +127,17 @@ impl DeviceEngine {
     ) -> bool {
         let n = self.ports.len();
         // A large share of the ports outside ToR events elevated is the fabric, however it
-        // falls on ToRs; so are ToR events over most of the ports (too many switches at once
-        // to be switches). A ToR in its event is judged against itself: counting its ports
+        // falls on ToRs; so are ToR events of two or more switches over most of the ports
+        // (too many switches at once to be switches; one switch holding most of the group
+        // is still that switch). A ToR in its event is judged against itself: counting its ports
         // here would call one ToR holding a quarter of the group the fabric.
         let in_tor = (0..n).filter(|&i| tors.in_event(i)).count();
         let outside_bad = (0..n).filter(|&i| elevated[i] && !tors.in_event(i)).count();
-        let share = if 2 * in_tor > n {
+        let switches: BTreeSet<u32> = (0..n)
+            .filter(|&i| tors.in_event(i))
+            .filter_map(|i| self.port_tor(i))
+            .collect();
+        let share = if 2 * in_tor > n && switches.len() >= 2 {
             1.0
         } else {
             outside_bad as f64 / (n - in_tor) as f64
@@ -150,7 +157,7 @@ impl DeviceEngine {
             });
         let unexplained_loss = sent > 0 && lost as f64 / sent as f64 >= self.cfg.loss_min;
         let partial = self.partial_fabric(input, r, &explained);
-        let slow = self.fabric_slow(r);
+        let slow = self.fabric_slow(input, r, tors);
         share >= self.cfg.fabric_share || many_nodes || unexplained_loss || slow || partial
     }
 
@@ -199,9 +206,28 @@ impl DeviceEngine {
     }
 
     /// Whether the round's median RTT is far above the learned baseline; learns the
-    /// baseline from rounds that are not.
-    fn fabric_slow(&mut self, r: &RoundStats) -> bool {
-        let m = r.reference.median_log;
+    /// baseline from rounds that are not. The median is over the pings no ToR event
+    /// explains (both ends outside them): a slow ToR holding a third of the group moves
+    /// the whole round's median beyond the threshold, and is its own event, not the
+    /// fabric's. With too few such pings (the ToRs in events hold nearly every port) the
+    /// round is not judged this way.
+    fn fabric_slow(&mut self, input: &DeviceInput, r: &RoundStats, tors: &TorEvents) -> bool {
+        let n = self.ports.len();
+        let m = if (0..n).any(|i| tors.in_event(i)) {
+            let mut logs: Vec<f64> = input
+                .probes
+                .iter()
+                .filter(|p| p.usable(n) && !tors.in_event(p.src) && !tors.in_event(p.dst))
+                .filter_map(|p| p.rtt.filter(|x| x.is_finite() && *x > 0.0))
+                .map(f64::ln)
+                .collect();
+            if logs.len() < PARTIAL_MIN_PROBES {
+                return false;
+            }
+            median(&mut logs)
+        } else {
+            r.reference.median_log
+        };
         if !m.is_finite() || m == 0.0 {
             return false;
         }

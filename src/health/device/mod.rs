@@ -538,7 +538,8 @@ impl DeviceEngine {
             let e = &l.elevations[i.0];
             self.advance(i, (own, explained), e, (confirm, seen[i.0]), &mut out);
         }
-        self.judge_pairs(input, &r, &l.elevated, out.fabric, &mut out);
+        let in_tor: Vec<bool> = l.against.iter().map(Option::is_some).collect();
+        self.judge_pairs(input, &r, (&l.elevated, &in_tor), out.fabric, &mut out);
         out
     }
 

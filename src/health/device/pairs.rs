@@ -1,6 +1,9 @@
 //! Pair verdicts: a ping with loss or a slow RTT between two ports that are otherwise fine
 //! is re-pinged; `pair_observations` bad observations in a row make a verdict (a cable or a
-//! switch path), held until a clean observation. A pair verdict never quarantines anything.
+//! switch path), held until a clean observation. A bad observation counts only between
+//! two ports that are otherwise fine, outside a fabric event and with neither behind a ToR
+//! in an event (which delays or drops every ping through it). A pair verdict never
+//! quarantines anything.
 
 use std::collections::BTreeMap;
 
@@ -9,17 +12,21 @@ use super::{DeviceEngine, DeviceInput, DeviceOutput, PortProbe};
 use crate::health::pairs::Pair;
 
 impl DeviceEngine {
-    /// Judges the round's pairs: see the module.
+    /// Judges the round's pairs: see the module. `elevated` are the ports elevated this
+    /// round, `in_tor` those whose ToR is in an event.
     pub(super) fn judge_pairs(
         &mut self,
         input: &DeviceInput,
         r: &RoundStats,
-        elevated: &[bool],
+        (elevated, in_tor): (&[bool], &[bool]),
         fabric: bool,
         out: &mut DeviceOutput,
     ) {
         for (pair, (was_bad, specific)) in self.pair_observations(input, r) {
-            let ends_fine = !elevated[pair.0] && !elevated[pair.1];
+            // An end behind a ToR in an event: the ToR explains a bad ping, as the fabric
+            // does in its event.
+            let ends_fine =
+                !elevated[pair.0] && !elevated[pair.1] && !in_tor[pair.0] && !in_tor[pair.1];
             if !was_bad {
                 self.pairs.clean(pair);
             } else if ends_fine && !fabric && specific {
@@ -71,5 +78,48 @@ impl DeviceEngine {
             e.1 &= !b || specific;
         }
         seen
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::device::DeviceConfig;
+
+    /// 8 nodes × 4 ports, every port pinging the port 4 on: all at 100 µs but port 0's
+    /// ping to port 4, three times as slow, three rounds running (`pair_observations`).
+    /// Bad with no other ping of either end, it is that pair's: a pair verdict. With port
+    /// 0 behind a ToR in an event, the ToR explains it: none.
+    #[test]
+    fn a_pair_with_an_end_behind_a_tor_in_an_event_is_no_pair_verdict() {
+        let cfg = DeviceConfig::default();
+        let nodes: Vec<usize> = (0..32).map(|p| p / 4).collect();
+        let input = DeviceInput {
+            probes: (0..32)
+                .map(|src| PortProbe {
+                    src,
+                    dst: (src + 4) % 32,
+                    sent: 3,
+                    received: 3,
+                    rtt: Some(if src == 0 { 300e-6 } else { 100e-6 }),
+                })
+                .collect(),
+            ..DeviceInput::default()
+        };
+        let verdicts = |in_tor: &[bool]| {
+            let mut e = DeviceEngine::new(&nodes, cfg.clone());
+            let r = e.stats(&input);
+            let mut last = Vec::new();
+            for _ in 0..cfg.pair_observations {
+                let mut out = DeviceOutput::default();
+                e.judge_pairs(&input, &r, (&[false; 32], in_tor), false, &mut out);
+                last = out.pair_verdicts;
+            }
+            last
+        };
+        assert_eq!(verdicts(&[false; 32]), vec![(0, 4)]);
+        let mut in_tor = [false; 32];
+        in_tor[0] = true;
+        assert_eq!(verdicts(&in_tor), vec![]);
     }
 }

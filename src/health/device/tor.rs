@@ -17,10 +17,16 @@
 //!   of the group's other pings, with most of its members and two or more nodes outside,
 //!   behind two or more other switches unless its pings within lose too (loss on the path
 //!   between two ToRs is neither's), a ping between two members of a rail group being no
-//!   member's with the outside. This is read from the round, not the windows, because a
-//!   ToR holding a quarter of the group that starts dropping otherwise looked like the
-//!   fabric in its first round, and the fabric event kept its ports' windows from ever
-//!   showing it. Its ports are then
+//!   member's with the outside. So is a ToR most of whose pings this round are slow,
+//!   unlikely under the slow share of the group's other pings, with most of its members
+//!   that pinged out and two or more nodes outside, and with its pings within slow as well
+//!   (a spine, or a dip over some ToR pairs, slows pings between ToRs, never within one).
+//!   Slow is judged against the round's median or, when the round itself is slower than
+//!   the learned normal, against that normal: a ToR holding most of the group moves the
+//!   round's median with it. This is read from the round, not the windows, because a
+//!   ToR holding a quarter of the group that starts dropping or delaying otherwise looked
+//!   like the fabric in its first round, and the fabric event kept its ports' windows
+//!   from ever showing it. Its ports are then
 //!   judged against the ToR instead of the fabric: a port is elevated only when its loss is
 //!   unlikely under the ToR's own loss rate (the median over its ports) or its RTT stands
 //!   out from the ToR's level. A port that does not is explained (its round counts neither
@@ -43,8 +49,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::score::{Against, Elevation, RoundStats, loss_tail};
-use super::{DeviceEngine, DeviceInput};
-use crate::health::fabric::Baseline;
+use super::{DeviceEngine, DeviceInput, PortProbe};
+use crate::health::fabric::{Baseline, SLOW_RATE_FLOOR};
 use crate::health::lifecycle::PortIx;
 use crate::health::stats::median;
 use crate::health::tor::TOR_MIN_MEMBERS;
@@ -89,11 +95,26 @@ pub struct DeviceTorVerdict {
     /// group's other pings) is unlikely enough to make it an event on its own (None when
     /// not): the evidence of a ToR that began dropping before its ports' windows show it.
     pub crossing_loss_ratio: Option<f64>,
+    /// This round's share of slow pings among those crossing it, when that share (against
+    /// the group's other pings, and with its pings within as slow) makes it an event on its
+    /// own (None when not): the evidence of a ToR that began delaying before its ports'
+    /// windows show it.
+    pub crossing_slow_share: Option<f64>,
     /// Event rounds in a row.
     pub rounds: u64,
 }
 
-/// One round's packets (sent, lost) of a switch: see `DeviceEngine::crossing_pings`.
+/// What a switch's crossing pings showed this round, where that makes it an event.
+#[derive(Debug, Clone, Copy, Default)]
+struct Crossing {
+    /// Their loss ratio, when unlikely.
+    loss_ratio: Option<f64>,
+    /// Their slow share, when unlikely.
+    slow_share: Option<f64>,
+}
+
+/// One round's (count, bad) of a switch, packets (sent, lost) or pings (all, slow): see
+/// `DeviceEngine::crossing_pings`.
 #[derive(Debug, Clone, Default)]
 struct Tally {
     /// Pings with an end behind the switch.
@@ -129,44 +150,101 @@ impl Tally {
         add(&mut self.inside, x);
     }
 
-    /// The binomial tail and loss ratio of the packets through the switch when their loss
-    /// is unlikely: at least `loss_min` of them lost, a tail below `loss_alpha` under the
-    /// rest's loss ratio (floored at `loss_floor`), most of its `members` (two or more)
-    /// each losing `loss_min` of its packets with the outside, and lost packets with two
-    /// or more nodes outside: one bad node behind it is not its switch, nor is the switch of the nodes
-    /// that pinged that node. And the bad pings are its own, not those of one path out of
-    /// it: with two or more other known switches, or on its pings within as well (one or
-    /// more lost, and not fewer than its pings out of it make likely: a lower binomial tail
-    /// of at least [`WITHIN_ALPHA`]): with two ToRs the pings between them are all the
-    /// one's and all the other's.
-    fn unlikely(&self, members: &BTreeSet<usize>, cfg: &super::DeviceConfig) -> Option<(f64, f64)> {
-        let least = cfg.loss_min;
+    /// The binomial tail and bad share of what went through the switch when it is unlikely
+    /// under `rule`: at least `rule.least` of it bad, a tail below `rule.alpha` under the
+    /// rest's bad share (floored at `rule.floor`), most of its `members` (two or more) each
+    /// with `rule.least` of theirs with the outside bad, and bad pings with two or more
+    /// nodes outside: one bad node behind it is not its switch, nor is the switch of the
+    /// nodes that pinged that node. And the bad pings are its own, not those of one path
+    /// out of it: with two or more other known switches (where `rule.within` does not
+    /// ask for more), or on its pings within as well (one or more bad, and not fewer than
+    /// its pings out of it make likely: a lower binomial tail of at least
+    /// [`WITHIN_ALPHA`]): with two ToRs the pings between them are all the one's and all
+    /// the other's, and a spine slows pings between ToRs, never within one.
+    fn unlikely(&self, members: &BTreeSet<usize>, rule: &Rule) -> Option<(f64, f64)> {
+        let least = rule.least;
         let ratio = |(n, bad): (u64, u64)| (n > 0).then(|| bad as f64 / n as f64);
         let share = ratio(self.through)?;
         let base = ratio(minus(self.all, self.through))
             .unwrap_or(0.0)
-            .max(cfg.loss_floor);
+            .max(rule.floor);
         let clamp = |x: u64| u32::try_from(x).unwrap_or(u32::MAX);
         let tail = loss_tail(clamp(self.through.1), clamp(self.through.0), base);
-        let spread = self
+        // Of its present members with pings out this round: on the rotating plan only the
+        // ports near the ends of its run of ports ping out of it in a round.
+        let out: Vec<f64> = self
             .members
             .iter()
-            .filter(|(m, x)| members.contains(m) && ratio(**x).is_some_and(|x| x >= least))
-            .count();
-        let needed = (cfg.node_share * members.len() as f64).ceil().max(2.0) as usize;
-        // Its pings within lose too, as many as its pings out of it make likely (a lower
-        // tail above `WITHIN_ALPHA`): a ToR that drops loses on both alike, the path
-        // between two ToRs only on the pings between them.
+            .filter(|(m, _)| members.contains(m))
+            .filter_map(|(_, x)| ratio(*x))
+            .collect();
+        let spread = out.iter().filter(|x| **x >= least).count();
+        let needed = (rule.node_share * out.len() as f64).ceil().max(2.0) as usize;
+        // Its pings within are bad too, as many as its pings out of it make likely (a
+        // lower tail above `WITHIN_ALPHA`): a ToR that drops or delays does so on both
+        // alike, the path between two ToRs only on the pings between them.
         let within = self.inside.1 > 0
             && ratio(minus(self.through, self.inside)).is_some_and(|p| {
                 let fewer = loss_tail(clamp(self.inside.1 + 1), clamp(self.inside.0), p);
                 1.0 - fewer >= WITHIN_ALPHA
             });
-        let own = self.bad_switches.len() >= 2 || within;
+        let own = within || !rule.within && self.bad_switches.len() >= 2;
         let spread = spread >= needed && self.bad_peers.len() >= 2 && own;
-        (share >= least && tail < cfg.loss_alpha && spread).then_some((tail, share))
+        (share >= least && tail < rule.alpha && spread).then_some((tail, share))
     }
 }
+
+/// What a switch's tally reads of one ping: (count, bad), as (sent, lost) packets or (1,
+/// slow) pings; None leaves the ping out.
+type Measure<'a> = &'a dyn Fn(&PortProbe) -> Option<(u64, u64)>;
+
+/// What makes a switch's crossing pings its own event (see `Tally::unlikely`).
+#[derive(Debug, Clone, Copy)]
+struct Rule {
+    /// The least bad share of its pings, and of each of enough members' pings out.
+    least: f64,
+    /// Floor on the rest's bad share it is judged against.
+    floor: f64,
+    /// The binomial tail below which it is unlikely.
+    alpha: f64,
+    /// Share of its members that must be bad with the outside.
+    node_share: f64,
+    /// Whether its pings within must be bad too, whatever the other switches: so for
+    /// slow pings, since a slow spine (or a dip over some ToR pairs) makes every ToR's
+    /// pings out slow, with many switches, and none within.
+    within: bool,
+}
+
+impl Rule {
+    /// Lost packets: at least `loss_min` of them, against the rest's loss floored at
+    /// `loss_floor`; two or more other switches or its pings within make them its own.
+    fn loss(cfg: &super::DeviceConfig) -> Self {
+        Self {
+            least: cfg.loss_min,
+            floor: cfg.loss_floor,
+            alpha: cfg.loss_alpha,
+            node_share: cfg.node_share,
+            within: false,
+        }
+    }
+
+    /// Slow pings: at least [`SLOW_SHARE_MIN`] of them, against the rest's slow share
+    /// floored at [`SLOW_RATE_FLOOR`], with its pings within slow too.
+    fn slow(cfg: &super::DeviceConfig) -> Self {
+        Self {
+            least: SLOW_SHARE_MIN,
+            floor: SLOW_RATE_FLOOR,
+            within: true,
+            ..Self::loss(cfg)
+        }
+    }
+}
+
+/// The least share of a switch's pings crossing it that must be slow, and of each of
+/// most of its members' pings with the outside, for slowness alone to make it an event:
+/// most of them. A slow ToR delays every ping through it; a spine or a partial dip only
+/// the pings on its paths.
+const SLOW_SHARE_MIN: f64 = 0.5;
 
 /// Adds `packets` (sent, lost) to `to`.
 fn add(to: &mut (u64, u64), packets: (u64, u64)) {
@@ -234,7 +312,7 @@ impl DeviceEngine {
             .map(|(t, ports)| (*t, ports.iter().map(|p| self.owner(*p).0).collect()))
             .filter(|(_, m): &(u32, BTreeSet<usize>)| m.len() >= TOR_MIN_MEMBERS)
             .collect();
-        let lossy = self.crossing_events(&members, input, accused);
+        let crossings = self.crossing_events(&members, (input, r), accused);
         for (tor, ports) in by_tor {
             let Some(members) = members.get(&tor) else {
                 continue;
@@ -242,7 +320,7 @@ impl DeviceEngine {
             let bad = ports.iter().filter(|p| elevations[p.0].any()).count();
             let share = bad as f64 / ports.len() as f64;
             let bad_nodes = self.bad_members(&ports, members, elevations);
-            let crossing = lossy.get(&tor).copied();
+            let crossing = crossings.get(&tor).copied();
             let track = self.tor_tracks.entry(tor).or_default();
             let normal = track.normal.0.unwrap_or(0.0);
             let now = crossing.is_some()
@@ -276,7 +354,8 @@ impl DeviceEngine {
                     normal_share: normal,
                     loss_ratio: against.loss,
                     rtt_level: against.rtt,
-                    crossing_loss_ratio: crossing,
+                    crossing_loss_ratio: crossing.and_then(|c| c.loss_ratio),
+                    crossing_slow_share: crossing.and_then(|c| c.slow_share),
                     rounds: track.run,
                 });
             }
@@ -284,50 +363,91 @@ impl DeviceEngine {
         out
     }
 
-    /// The switches whose pings this round lose packets beyond what the group's other pings
-    /// make likely (see the module), each with its crossing pings' loss ratio. Read from
-    /// the round, not the ports' windows, so that a ToR that starts dropping is its own
-    /// event from its first round and the loss it causes is never the fabric's (a ToR
-    /// holding a quarter of the group's ports losing 5 % makes more than `loss_min` of all
-    /// its pings lost before any port's window shows it). The least likely switch is taken first and its pings are
-    /// then left out, so that its pings with another switch do not make that one bad too.
-    /// Pings with an `accused` end are left out.
+    /// The switches whose pings this round lose packets, or are slow, beyond what the
+    /// group's other pings make likely (see the module), each with its crossing pings'
+    /// loss ratio or slow share. Read from the round, not the ports' windows, so that a
+    /// ToR that starts dropping or delaying is its own event from its first round and
+    /// what it causes is never the fabric's (a ToR holding a quarter of the group's ports
+    /// losing 5 % makes more than `loss_min` of all its pings lost, and one delaying makes
+    /// more of them slow than the fabric's base rate, before any port's window shows it).
+    /// Loss is judged first, then slowness on the pings no lossy switch explains; in each,
+    /// the least likely switch is taken first and its pings are then left out, so that
+    /// its pings with another switch do not make that one bad too. Pings with an
+    /// `accused` end are left out.
     fn crossing_events(
         &self,
         members: &BTreeMap<u32, BTreeSet<usize>>,
-        input: &DeviceInput,
+        (input, r): (&DeviceInput, &RoundStats),
         accused: &[bool],
-    ) -> BTreeMap<u32, f64> {
+    ) -> BTreeMap<u32, Crossing> {
+        let lost = |p: &PortProbe| Some((u64::from(p.sent), u64::from(p.lost())));
         let mut explained = accused.to_vec();
+        let rule = Rule::loss(&self.cfg);
+        let lossy = self.unlikely_switches(members, input, &mut explained, (&lost, &rule));
+        // Slow against the learned normal where the round itself is slower than it: a ToR
+        // holding most of the group moves the round's median with it, and its pings then
+        // stand out from nothing.
+        let median = r.reference.median_log;
+        let center = self.baseline.0.map_or(median, |b| b.min(median));
+        let slow = |p: &PortProbe| {
+            let d = p.rtt.filter(|x| x.is_finite() && *x > 0.0)?.ln() - center;
+            let slow = d > self.cfg.rtt_ratio.ln() && d / r.reference.spread > self.cfg.z;
+            Some((1, u64::from(slow)))
+        };
+        let rule = Rule::slow(&self.cfg);
+        let slow = self.unlikely_switches(members, input, &mut explained, (&slow, &rule));
+        let mut out: BTreeMap<u32, Crossing> = BTreeMap::new();
+        for (t, x) in lossy {
+            out.entry(t).or_default().loss_ratio = Some(x);
+        }
+        for (t, x) in slow {
+            out.entry(t).or_default().slow_share = Some(x);
+        }
+        out
+    }
+
+    /// The switches unlikely under `rule` by what `measure` reads of each ping (its
+    /// (count, bad), None to leave it out), the least likely first, each with its bad
+    /// share; their ports are then `explained`.
+    fn unlikely_switches(
+        &self,
+        members: &BTreeMap<u32, BTreeSet<usize>>,
+        input: &DeviceInput,
+        explained: &mut [bool],
+        (measure, rule): (Measure<'_>, &Rule),
+    ) -> BTreeMap<u32, f64> {
         let mut found = BTreeMap::new();
         loop {
-            let rounds = self.crossing_pings(members, input, &explained);
-            let judge = |t: &u32, m: &BTreeSet<usize>| rounds.get(t)?.unlikely(m, &self.cfg);
+            let rounds = self.crossing_pings(members, input, explained, measure);
+            let judge = |t: &u32, m: &BTreeSet<usize>| rounds.get(t)?.unlikely(m, rule);
             let next = members
                 .iter()
                 .filter(|(t, _)| !found.contains_key(*t))
                 .filter_map(|(t, m)| judge(t, m).map(|x| (x, *t)))
                 .min_by(|a, b| a.0.0.total_cmp(&b.0.0));
-            let Some(((_, ratio), tor)) = next else {
+            let Some(((_, share), tor)) = next else {
                 return found;
             };
-            found.insert(tor, ratio);
+            found.insert(tor, share);
             for (i, e) in explained.iter_mut().enumerate() {
                 *e |= self.port_tor(i) == Some(tor);
             }
         }
     }
 
-    /// This round's packets (sent, lost) per switch, leaving out pings with an `explained`
-    /// end: through it (an end behind it), within it, per member with nodes outside it,
-    /// and over the whole round. With rails a member's ports hang off several switches: a ping between two of the ToR
-    /// group's `members` crosses a switch but is no member's with the outside (else one
-    /// lossy member would lend its loss to every member that pinged it).
+    /// This round's (count, bad) per switch, as `measure` reads each ping ((sent, lost)
+    /// packets, or (1, slow) pings), leaving out pings with an `explained` end or that it
+    /// reads as None: through it (an end behind it), within it, per member with nodes
+    /// outside it, and over the whole round. With rails a member's ports hang off several
+    /// switches: a ping between two of the ToR group's `members` crosses a switch but is no
+    /// member's with the outside (else one lossy member would lend its loss to every member
+    /// that pinged it).
     fn crossing_pings(
         &self,
         members: &BTreeMap<u32, BTreeSet<usize>>,
         input: &DeviceInput,
         explained: &[bool],
+        measure: Measure<'_>,
     ) -> BTreeMap<u32, Tally> {
         let n = self.ports.len();
         let mut out: BTreeMap<u32, Tally> = BTreeMap::new();
@@ -336,7 +456,7 @@ impl DeviceEngine {
             if explained[p.src] || explained[p.dst] {
                 continue;
             }
-            let packets = (u64::from(p.sent), u64::from(p.lost()));
+            let Some(packets) = measure(p) else { continue };
             add(&mut all, packets);
             let (a, b) = (self.port_tor(p.src), self.port_tor(p.dst));
             for (tor, end) in [(a, p.src), (b, p.dst)] {
@@ -476,7 +596,8 @@ mod tests {
             probes: vec![ping(3, 2), ping(8, 3)],
             ..DeviceInput::default()
         };
-        let c = e.crossing_pings(&members, &input, &[false; 16]);
+        let lost = |p: &PortProbe| Some((u64::from(p.sent), u64::from(p.lost())));
+        let c = e.crossing_pings(&members, &input, &[false; 16], &lost);
         assert_eq!(c[&0].through, (6, 1));
         assert_eq!(c[&0].members, BTreeMap::from([(0, (3, 0))]));
         assert!(c[&0].bad_peers.is_empty() && c[&0].bad_switches.is_empty());
@@ -501,7 +622,8 @@ mod tests {
             bad_switches: BTreeSet::from([1, 2]),
             all: (600, 6),
         };
-        let judge = |present: [usize; 3]| t.unlikely(&BTreeSet::from(present), &cfg);
+        let rule = Rule::loss(&cfg);
+        let judge = |present: [usize; 3]| t.unlikely(&BTreeSet::from(present), &rule);
         assert_eq!(judge([0, 1, 2]), None);
         assert_eq!(judge([0, 1, 9]).map(|(_, ratio)| ratio), Some(0.1));
         let mut one = Tally::default();

@@ -573,6 +573,7 @@ impl DevicePlane {
                     loss_ratio: v.loss_ratio,
                     rtt_level: v.rtt_level,
                     crossing_loss_ratio: v.crossing_loss_ratio,
+                    crossing_slow_share: v.crossing_slow_share,
                     rounds: v.rounds,
                 })
                 .filter(|v| !v.tor.is_empty())

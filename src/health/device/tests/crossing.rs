@@ -1,6 +1,8 @@
 //! ToR events opened by the round's pings crossing a ToR: a ToR of a quarter of the group
-//! that starts dropping is its own event from its first round, and what is not a ToR's own
-//! loss (one node behind it, the path between two ToRs) opens none.
+//! that starts dropping or delaying is its own event from its first round (a delaying one
+//! once its pings within show it too), one holding most of the group is that ToR and not
+//! the fabric, and what is not a ToR's own loss or delay (one node behind it, the path
+//! between two ToRs, its pings out alone) opens none.
 
 use super::*;
 
@@ -150,4 +152,104 @@ fn a_lossy_tor_of_two_is_its_own_event() {
     assert!(outs[first..].iter().all(|o| !o.fabric));
     let moved = beyond_suspect(&outs);
     assert!(moved.is_empty(), "{moved:?}");
+}
+
+/// Every round of `outs[from..]` (numbered from `from`) whose ToR verdicts name exactly
+/// `tor`, and the rounds with a fabric event.
+fn tor_and_fabric_rounds(outs: &[DeviceOutput], from: usize, tor: u32) -> (usize, Vec<usize>) {
+    let named = outs[from..]
+        .iter()
+        .filter(|o| o.tor_verdicts.iter().map(|v| v.tor).eq([tor]))
+        .count();
+    let fabric = (from..outs.len()).filter(|&r| outs[r].fabric).collect();
+    (named, fabric)
+}
+
+/// 16 nodes on 4 ToRs of 4, and from round 20 every ping with an end behind ToR 1 (nodes
+/// 4–7) is twice as slow: a quarter of the ports, and up to half of a round's pings, so
+/// without the rule the group is a fabric event most of the time and ToR 1 never a
+/// verdict. Its pings out are slow and the rest are not, but that alone is also what a
+/// dip on its uplinks looks like: the event opens in the first round whose plan has pings
+/// within the ToR (computed here from the plan), slow too, and holds while its pings out
+/// stay slow. From then on: verdicts naming ToR 1 alone, the first with the crossing
+/// pings' slow share as its evidence; never a fabric event, no node or pair verdict, no
+/// port beyond suspect; healed, nothing is left.
+#[test]
+fn a_tor_of_a_quarter_of_the_ports_delaying_is_its_own_event_from_its_first_round() {
+    let behind = |port: usize| (16..32).contains(&port);
+    let mut plan = Fabric::new(16, 4);
+    let within = (20..100)
+        .find(|&r| {
+            let input = plan.round(r);
+            input.probes.iter().any(|p| behind(p.src) && behind(p.dst))
+        })
+        .expect("a round with pings within ToR 1");
+    let mut f = Fabric::new(16, 4);
+    f.tor_size = 4;
+    let (mut e, mut outs) = run(&mut f, 20);
+    f.slow_node_pairs = |a, b| (4..8).contains(&a) || (4..8).contains(&b);
+    go_on(&mut e, &mut f, 20..100, &[], &mut outs);
+    let fabric: Vec<usize> = (20..100).filter(|&r| outs[r].fabric).collect();
+    assert!(fabric.is_empty(), "fabric rounds: {fabric:?}");
+    let tors = tor_verdicts(&outs);
+    assert_eq!(tors.first().map(|(r, _)| *r), Some(within + 1), "{tors:?}");
+    assert!(
+        tors.iter()
+            .all(|(_, v)| v.tor == 1 && v.members == [4, 5, 6, 7])
+    );
+    // Every ping crossing ToR 1 is slow; none of the others is.
+    assert_eq!(tors[0].1.crossing_slow_share, Some(1.0));
+    assert_eq!(tors[0].1.crossing_loss_ratio, None);
+    assert!(outs.iter().all(|o| o.node_verdicts.is_empty()));
+    assert!(outs.iter().all(|o| o.pair_verdicts.is_empty()));
+    let moved = beyond_suspect(&outs);
+    assert!(moved.is_empty(), "{moved:?}");
+    f.slow_node_pairs = |_, _| false;
+    go_on(&mut e, &mut f, 100..220, &[], &mut outs);
+    assert!(
+        outs[120..]
+            .iter()
+            .all(|o| o.tor_verdicts.is_empty() && !o.fabric)
+    );
+    assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
+}
+
+/// 12 nodes, ToR 0 holding 8 of them and ToR 1 the other 4, and from round 20 every ping
+/// with an end behind ToR 0 is twice as slow: 8 in 9 of the group's pings, so the round's
+/// median is slow and nothing stands out from it. Against the learned normal ToR 0's
+/// pings are slow and ToR 1's within are not, so it is ToR 0's event; one switch holding
+/// most of the group is still that switch, and the pings it does not explain (within ToR
+/// 1) are at the normal. A verdict on ToR 0 from round 21, never the fabric.
+#[test]
+fn a_slow_tor_holding_most_of_the_group_is_that_tor_not_the_fabric() {
+    let mut f = Fabric::new(12, 4);
+    f.tor_size = 8;
+    let (mut e, mut outs) = run(&mut f, 20);
+    f.slow_node_pairs = |a, b| a < 8 || b < 8;
+    go_on(&mut e, &mut f, 20..60, &[], &mut outs);
+    let (named, fabric) = tor_and_fabric_rounds(&outs, 21, 0);
+    assert!(fabric.is_empty(), "fabric rounds: {fabric:?}");
+    assert_eq!(named, 39, "rounds 21–59 name ToR 0 alone");
+    assert!(outs[21].tor_verdicts[0].crossing_slow_share.is_some());
+    assert!(outs.iter().all(|o| o.node_verdicts.is_empty()));
+    let moved = beyond_suspect(&outs);
+    assert!(moved.is_empty(), "{moved:?}");
+}
+
+/// 16 nodes on 4 ToRs of 4, and from round 20 every ping between ToR 1 and another ToR is
+/// twice as slow, its pings within not: its uplinks or the spines' paths to it (a dip on
+/// its ToR pairs), which slow no ping through the ToR alone. No ToR verdict; it is a
+/// partial fabric event (from round 40 at the latest: in the plan's rounds where ToR 1
+/// holds half of the pings, the round's median sits between the slow and the rest, and no
+/// rule sees it).
+#[test]
+fn a_tor_slow_only_on_its_pings_out_is_no_tor_event() {
+    let mut f = Fabric::new(16, 4);
+    f.tor_size = 4;
+    let (mut e, mut outs) = run(&mut f, 20);
+    f.slow_node_pairs = |a, b| (a / 4 == 1) != (b / 4 == 1);
+    go_on(&mut e, &mut f, 20..60, &[], &mut outs);
+    let tors = tor_verdicts(&outs);
+    assert!(tors.is_empty(), "{tors:?}");
+    assert!(outs[40..].iter().all(|o| o.fabric));
 }
