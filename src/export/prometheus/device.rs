@@ -380,8 +380,8 @@ mod tests {
     }
 
     /// A ToR verdict on leaf-7 (members 1 and 2 of n0–n2: 12 of their 16 ports bad, 5 %
-    /// loss, 7 in 8 of its crossing pings slow) is one series per ToR for the verdict and each piece of evidence, and one per
-    /// member, named.
+    /// loss, 7 in 8 of its crossing pings slow) is one series per ToR for the verdict and
+    /// each piece of evidence, and one per member, named.
     #[test]
     fn a_tor_verdict_names_the_tor_its_members_and_evidence() {
         let store = Arc::new(Store::new(false, false));

@@ -20,8 +20,8 @@
 //! - a large share of the ports outside ToR events elevated (`fabric_share`) is the
 //!   fabric: no port or node escalates while it lasts;
 //! - with topology, most ports of one ToR elevated (`node_share`, beyond the ToR's normal),
-//!   or the round's pings crossing it losing what the group's other pings make unlikely,
-//!   is that ToR: a ToR verdict; its ports are judged against the ToR's own loss rate and
+//!   or the round's pings crossing it losing or slow where the group's other pings make
+//!   that unlikely (slow within it too), is that ToR: a ToR verdict; its ports are judged against the ToR's own loss rate and
 //!   RTT level, so a port bad among them still escalates and the others do not;
 //! - most ports of one node elevated (`node_share`) is that node: a node verdict, and its
 //!   ports do not escalate one by one;
@@ -31,7 +31,7 @@
 //!   `npu_port`;
 //! - a slow or lossy pair whose ends are otherwise fine is re-pinged, and after
 //!   `pair_observations` bad observations in a row is a pair verdict (a cable or a switch
-//!   path), which never quarantines anything.
+//!   path, never a ToR in an event), which never quarantines anything.
 //!
 //! A lost packet is charged to both ends, but a port's loss with peers already accused
 //! (elevated, or not healthy) is explained by them and not counted, and the fabric's loss
@@ -121,7 +121,8 @@ pub struct DeviceConfig {
     /// Rounds of probation.
     pub probation_rounds: usize,
     /// Share of the ports outside ToR events elevated that makes a fabric verdict (ToR
-    /// events over more than half of all ports are one too).
+    /// events of two or more switches over more than half of all ports, or over every
+    /// port, are one too).
     pub fabric_share: f64,
     /// Share of one node's ports elevated that makes a node verdict.
     pub node_share: f64,

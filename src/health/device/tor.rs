@@ -14,7 +14,8 @@
 //! - a share at least `node_share` above that normal, or most of its members (two or more)
 //!   with most of their ports elevated, is a ToR event. So is a ToR whose pings this round
 //!   (an end behind it) lose at least `loss_min` of their packets, unlikely under the loss
-//!   of the group's other pings, with most of its members and two or more nodes outside,
+//!   of the group's other pings, with most of its members that pinged out this round and
+//!   two or more nodes outside,
 //!   behind two or more other switches unless its pings within lose too (loss on the path
 //!   between two ToRs is neither's), a ping between two members of a rail group being no
 //!   member's with the outside. So is a ToR most of whose pings this round are slow,
@@ -152,8 +153,9 @@ impl Tally {
 
     /// The binomial tail and bad share of what went through the switch when it is unlikely
     /// under `rule`: at least `rule.least` of it bad, a tail below `rule.alpha` under the
-    /// rest's bad share (floored at `rule.floor`), most of its `members` (two or more) each
-    /// with `rule.least` of theirs with the outside bad, and bad pings with two or more
+    /// rest's bad share (floored at `rule.floor`), most of its present `members` that
+    /// pinged out this round (two or more) each with `rule.least` of theirs with the
+    /// outside bad, and bad pings with two or more
     /// nodes outside: one bad node behind it is not its switch, nor is the switch of the
     /// nodes that pinged that node. And the bad pings are its own, not those of one path
     /// out of it: with two or more other known switches (where `rule.within` does not
@@ -609,8 +611,9 @@ mod tests {
 
     /// A tally of 6 lost packets of 60 through a switch (none of 540 elsewhere), lost by
     /// members 0 and 9 with nodes 5 and 6 behind switches 1 and 2. With present members
-    /// {0, 1, 2}, node 9's pings do not count: one member of three loses, below the two
-    /// needed. With node 9 present, two do. A peer whose switch is unknown adds no switch.
+    /// {0, 1, 2}, node 9's pings do not count: one member with pings out loses, below the
+    /// two needed. With node 9 present, two do. Of eight present members only the two that
+    /// pinged out count: both lose, which is enough (half of all eight would need four). With node 9 present, two do. A peer whose switch is unknown adds no switch.
     #[test]
     fn only_present_members_and_known_switches_count() {
         let cfg = DeviceConfig::default();
@@ -626,6 +629,8 @@ mod tests {
         let judge = |present: [usize; 3]| t.unlikely(&BTreeSet::from(present), &rule);
         assert_eq!(judge([0, 1, 2]), None);
         assert_eq!(judge([0, 1, 9]).map(|(_, ratio)| ratio), Some(0.1));
+        let eight = BTreeSet::from([0, 9, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(t.unlikely(&eight, &rule).map(|(_, ratio)| ratio), Some(0.1));
         let mut one = Tally::default();
         one.cross(0, Some((5, None)), (3, 1));
         one.cross(0, Some((6, Some(2))), (3, 1));
