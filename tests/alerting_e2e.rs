@@ -16,7 +16,7 @@
 //!
 //! Every process (daemons, Prometheus, Alertmanager, the receiver) is killed on every exit
 //! path by drop guards; the temporary directories go with them. The whole test is bounded
-//! by the waits below (about two minutes at worst).
+//! by the waits below (about four minutes at worst).
 
 mod common;
 
@@ -28,6 +28,13 @@ use common::{Daemon, Start, fake_lib, http_get, loopback_peers, url_encode, writ
 
 const MEMBERS: usize = 6;
 const SLOW: usize = 2;
+/// node-2's send throttle, bytes a second: a quarter of the 20 MB/s other loopback tests
+/// use. Here six daemons share two cores with Prometheus, Alertmanager and the receiver,
+/// and when the machine is busier still (one core taken by another process, as on a
+/// loaded CI runner) the healthy probes' scheduler noise scatters node-2's residuals
+/// beyond the steadiness test: at 20 MB/s it then took 86 to 220 s to be recommended
+/// (the run CI failed on was still confirmed at 90 s), at 5 MB/s 11 to 27 s.
+const SLOW_THROTTLE: u64 = 5_000_000;
 
 /// The shared probing config (tests/common), reading the fake DCMI library at short
 /// intervals, with the members named node-0.. as the Prometheus targets are.
@@ -98,6 +105,31 @@ fn rules_with_short_holds() -> String {
     out.join("\n") + "\n"
 }
 
+/// What `daemon`'s state API says of node-2 (its member entry and its transitions, with
+/// their evidence) and whether it sees a fabric event or a crowd: why a failed wait failed.
+fn view_of_node_2(daemon: &Daemon) -> String {
+    let body = http_get(&daemon.addr, "/api/v1/state", None).body;
+    let Ok(st) = serde_json::from_str::<serde_json::Value>(&body) else {
+        return format!("no state: {body}");
+    };
+    let of_node_2 = |key: &str| -> Vec<serde_json::Value> {
+        st[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["node"] == "node-2")
+            .cloned()
+            .collect()
+    };
+    serde_json::json!({
+        "member": of_node_2("members"),
+        "transitions": of_node_2("transitions"),
+        "fabric_degraded": st["fabric_degraded"],
+        "crowd": st["crowd"],
+    })
+    .to_string()
+}
+
 fn query(prom: &str, q: &str) -> serde_json::Value {
     let r = http_get(
         prom,
@@ -115,7 +147,7 @@ fn quarantine_alert_reaches_the_receiver_and_only_for_the_slow_node() {
     let peers: Vec<String> = loopback_peers(MEMBERS);
     let scenarios: Vec<String> = (0..MEMBERS).map(scenario).collect();
     let configs: Vec<String> = (0..MEMBERS)
-        .map(|r| daemon_config(&peers, r, &key, if r == SLOW { 20_000_000 } else { 0 }))
+        .map(|r| daemon_config(&peers, r, &key, if r == SLOW { SLOW_THROTTLE } else { 0 }))
         .collect();
     let daemons: Vec<Daemon> = (0..MEMBERS)
         .map(|r| Daemon::start(Start::new(&configs[r]).scenario(&scenarios[r])))
@@ -149,7 +181,7 @@ fn quarantine_alert_reaches_the_receiver_and_only_for_the_slow_node() {
     // The quarantine alert for node-2 reaches the receiver, which cordons and taints it and
     // then records the applied cordon in its audit log. The node changes on the API server
     // before the receiver writes its audit line (seen in CI), so the wait is for both.
-    let deadline = Instant::now() + Duration::from_secs(90);
+    let deadline = Instant::now() + Duration::from_secs(180);
     let applied_cordon = || {
         k8s.audit()
             .into_iter()
@@ -158,14 +190,20 @@ fn quarantine_alert_reaches_the_receiver_and_only_for_the_slow_node() {
     while k8s.api.node("node-2")["spec"]["unschedulable"] != true || applied_cordon().is_none() {
         assert!(
             Instant::now() < deadline,
-            "node-2 not quarantined within 90 s; Prometheus alerts: {}\nreceiver log:\n{}\nnode-0 log tail:\n{}",
+            "node-2 not quarantined within 180 s; Prometheus alerts: {}\nnode-0's view of node-2: {}\nnode-0 log tail:\n{}\nreceiver log (debug lines left out):\n{}",
             http_get(&prom, "/api/v1/alerts", None).body,
-            receiver.log(),
+            view_of_node_2(&daemons[0]),
             daemons[0]
                 .log()
                 .lines()
                 .rev()
                 .take(20)
+                .collect::<Vec<_>>()
+                .join("\n"),
+            receiver
+                .log()
+                .lines()
+                .filter(|l| !l.contains("level=debug"))
                 .collect::<Vec<_>>()
                 .join("\n")
         );
