@@ -24,17 +24,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::receiver::Setup;
-use common::{Daemon, Start, fake_lib, http_get, loopback_peers, url_encode, write_key};
+use common::{
+    Daemon, SLOW_THROTTLE, Start, fake_lib, http_get, loopback_peers, url_encode, write_key,
+};
 
 const MEMBERS: usize = 6;
 const SLOW: usize = 2;
-/// node-2's send throttle, bytes a second: a quarter of the 20 MB/s other loopback tests
-/// use. Here six daemons share two cores with Prometheus, Alertmanager and the receiver,
-/// and when the machine is busier still (one core taken by another process, as on a
-/// loaded CI runner) the healthy probes' scheduler noise scatters node-2's residuals
-/// beyond the steadiness test: at 20 MB/s it then took 86 to 220 s to be recommended
-/// (the run CI failed on was still confirmed at 90 s), at 5 MB/s 11 to 27 s.
-const SLOW_THROTTLE: u64 = 5_000_000;
 
 /// The shared probing config (tests/common), reading the fake DCMI library at short
 /// intervals, with the members named node-0.. as the Prometheus targets are.

@@ -165,7 +165,7 @@ fn a_rejoining_member_takes_over_the_groups_verdicts() {
     let slow = 2;
     let peers: Vec<String> = loopback_peers(n);
     let config = |r: usize| {
-        let throttle = if r == slow { 20_000_000 } else { 0 };
+        let throttle = if r == slow { common::SLOW_THROTTLE } else { 0 };
         // The subject is the hand-over of verdicts, not detection: see `with_loosened_health`.
         with_loosened_health(probe_config(&peers, r, &key, throttle))
             .replace("[probe]\n", "[probe]\nmember_timeout = \"2s\"\n")

@@ -24,7 +24,7 @@ fn slowed_node_and_only_it_is_recommended_for_quarantine() {
     let slow = 2;
     let daemons: Vec<Daemon> = (0..members)
         .map(|r| {
-            let throttle = if r == slow { 20_000_000 } else { 0 };
+            let throttle = if r == slow { common::SLOW_THROTTLE } else { 0 };
             // On loopback the slow node's timings scatter with the scheduler, and the
             // shipped steadiness check then holds it at `confirmed` (seen on a quiet 2-core
             // CI machine); this test is about which node is recommended, so it takes the

@@ -699,6 +699,14 @@ pub fn toml_strings(items: &[String]) -> String {
         .join(", ")
 }
 
+/// The send throttle, bytes a second, that slows the straggler of the loopback tests. Six
+/// daemons share two cores there, and when the machine is busier still (a core taken by
+/// another process, as on a loaded CI runner) the healthy probes' scheduler noise scatters
+/// the straggler's residuals past the steadiness test: at 20 MB/s its recommendation then
+/// took 86 to 220 s in the alerting test and missed the 90 s waits of tests/probe.rs and
+/// tests/membership.rs; at 5 MB/s it took 11 to 27 s (docs/deployment.md, "The end-to-end test").
+pub const SLOW_THROTTLE: u64 = 5_000_000;
+
 /// A probing daemon config for loopback tests: fast rounds, the shipped detection
 /// thresholds, and an optional send throttle (the engine's fault injection). A throttled
 /// node stands for a slow component, so it also reports the hardware sign such a
