@@ -6,7 +6,8 @@
 //! rows were signed, every member downstream took the forged row as the victim's and
 //! recommended it for quarantine (`hard_fault`) in its first round.
 //!
-//! Here every honest member must keep the victim healthy for the whole run, and the
+//! Here no honest member may move the victim on the forged rows (a suspect that the
+//! scheduler's noise makes and its re-pairings clear is not the forgery's), and the
 //! members downstream of the forger must count the forged rows, naming the forger as
 //! the relay, in both modes: the shared key alone, and certificate mode (every member
 //! holding its own certificate from a test CA). Shipped `[health]` thresholds.
@@ -76,8 +77,14 @@ fn forging_relay(certificate_mode: bool) {
             Some(if certificate_mode { 1.0 } else { 0.0 }),
             "node {r}\n{s}"
         );
-        // No transition of the victim at all: it never left healthy in this member's
-        // view (the state API keeps every recent transition with its reason).
+        // Nothing forged moved the victim in this member's view (the state API keeps
+        // every recent transition with its reason and evidence). On a busy machine the
+        // scheduler alone makes any member of four a suspect now and then (seen with one
+        // core taken elsewhere: 111 % slower, not reproduced by its re-pairings, healthy
+        // the next round), so a suspect is allowed when its window is far from what the
+        // forged rows would give: 10 s timings against loopback's milliseconds are a
+        // window residual above ln(1000), where noise stays below ln(100). Anything past
+        // suspect (confirmed, a recommendation, the forged hard fault) fails.
         let api = d.get("/api/v1/state", None).body;
         let state: serde_json::Value = serde_json::from_str(&api).unwrap();
         let moved: Vec<&serde_json::Value> = state["transitions"]
@@ -85,6 +92,7 @@ fn forging_relay(certificate_mode: bool) {
             .unwrap()
             .iter()
             .filter(|t| t["node"] == peers[victim].as_str())
+            .filter(|t| !noise_suspect(t))
             .collect();
         assert!(
             moved.is_empty(),
@@ -125,5 +133,24 @@ fn forging_relay(certificate_mode: bool) {
                 d.log()
             );
         }
+    }
+}
+
+/// Whether a transition of the victim is one the scheduler's noise makes and forged rows
+/// cannot: into suspect with a window residual below ln(100), or out of suspect back to
+/// healthy because its re-pairings did not reproduce.
+fn noise_suspect(t: &serde_json::Value) -> bool {
+    let residual = t["evidence"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["what"] == "window_median_log_residual")
+        .and_then(|e| e["value"].as_f64());
+    match (t["from"].as_str(), t["to"].as_str()) {
+        (Some("healthy"), Some("suspect")) => residual.is_some_and(|x| x < 100f64.ln()),
+        (Some("suspect"), Some("healthy")) => t["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("not reproduced")),
+        _ => false,
     }
 }

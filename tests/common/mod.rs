@@ -557,24 +557,43 @@ pub fn value(text: &str, name: &str, want: &[(&str, &str)]) -> Option<f64> {
 }
 
 /// A loopback port that was free a moment ago (the listener is dropped, so a daemon can
-/// bind it; the race with other processes is acceptable in tests).
+/// bind it), taken below the kernel's ephemeral range. A port from that range (what
+/// binding port 0 gives) is handed out again as the source port of any outgoing
+/// connection: under load a daemon that starts late can find its listening port taken by
+/// another daemon's connection and wait out its bind backoff (the likely cause of a group
+/// that never formed in tests/upgrades.rs with a core busy elsewhere; that member's log
+/// was not kept). Below the range only a deliberate bind takes a port.
 pub fn free_port() -> u16 {
-    // The kernel may hand the same ephemeral port out again once its listener is dropped,
-    // so two calls could return one port (a test then lists a peer twice): every port
-    // this test process handed out is remembered and never returned again.
+    // Every port this test process handed out is remembered and never returned again (a
+    // test would otherwise list a peer twice).
     static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if given.insert(port) {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    // 10,000 ports under the range, starting where this process's id points, so that
+    // test processes running at once rarely try the same ports first.
+    let span: u32 = 10_000;
+    let floor = u32::from(ephemeral_low).saturating_sub(span).max(1024);
+    let width = u32::from(ephemeral_low) - floor;
+    assert!(
+        width > 0,
+        "no ports below the ephemeral range {ephemeral_low}"
+    );
+    let start = std::process::id().wrapping_mul(7919) % width;
+    for k in 0..width {
+        let port = u16::try_from(floor + (start + k) % width).expect("a port below 65536");
+        if given.contains(&port) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
             return port;
         }
     }
+    panic!("no free loopback port between {floor} and {ephemeral_low}");
 }
 
 /// Writes a shared collective key (32 bytes) into `dir` as `name` and returns its path.

@@ -212,9 +212,10 @@ impl DeviceEngine {
     /// fabric's. With too few such pings (the ToRs in events hold nearly every port) the
     /// round is not judged this way. Such a round still moves the baseline, as any round
     /// that is not fabric-slow does: its pings (often within one ToR) may be a little
-    /// faster than a whole round's, which lowers the baseline for a while, but by less than
-    /// the threshold, and the baseline follows the fabric's drift through a long event
-    /// (held out, not learning in such rounds cost 7 correct cordons).
+    /// faster than a whole round's, which lowers the baseline for a while, we expect by less
+    /// than the threshold (unconfirmed on hardware), and the baseline follows the fabric's
+    /// drift through a long event (held out, not learning in such rounds cost 7 correct
+    /// cordons).
     fn fabric_slow(&mut self, input: &DeviceInput, r: &RoundStats, tors: &TorEvents) -> bool {
         let n = self.ports.len();
         let m = if (0..n).any(|i| tors.in_event(i)) {
