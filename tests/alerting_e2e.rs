@@ -16,7 +16,8 @@
 //!
 //! Every process (daemons, Prometheus, Alertmanager, the receiver) is killed on every exit
 //! path by drop guards; the temporary directories go with them. The whole test is bounded
-//! by the waits below (about four minutes at worst).
+//! by the waits below (about seven minutes at worst: six group formations of up to a
+//! minute each, the servers' starts, then 180 s for the cordon).
 
 mod common;
 

@@ -79,12 +79,15 @@ fn forging_relay(certificate_mode: bool) {
         );
         // Nothing forged moved the victim in this member's view (the state API keeps
         // every recent transition with its reason and evidence). On a busy machine the
-        // scheduler alone makes any member of four a suspect now and then (seen with one
-        // core taken elsewhere: 111 % slower, not reproduced by its re-pairings, healthy
-        // the next round), so a suspect is allowed when its window is far from what the
-        // forged rows would give: 10 s timings against loopback's milliseconds are a
-        // window residual above ln(1000), where noise stays below ln(100). Anything past
-        // suspect (confirmed, a recommendation, the forged hard fault) fails.
+        // scheduler alone can make a member a suspect now and then (seen once, with one
+        // core taken elsewhere: 111 % slower, a window residual of 0.75, not reproduced
+        // by its re-pairings, healthy the next round), so a suspect is allowed when its
+        // window is far from what the forged rows would give. Forged 10 s timings against
+        // honest 256 KiB loopback links (0.2 to 1.3 ms at the 0.2 to 1.4 GB/s seen here
+        // under load) would be a window residual near ln(10 s / 1.3 ms), about 8.9; the
+        // bound is ln(100), about 4.6. Anything past suspect (confirmed, a
+        // recommendation, the forged hard fault) fails; forged re-pairings are 10 s too,
+        // so they would confirm the victim.
         let api = d.get("/api/v1/state", None).body;
         let state: serde_json::Value = serde_json::from_str(&api).unwrap();
         let moved: Vec<&serde_json::Value> = state["transitions"]
@@ -99,15 +102,16 @@ fn forging_relay(certificate_mode: bool) {
             "node {r} moved the victim {}: {moved:?}",
             peers[victim]
         );
-        assert_eq!(
+        // Healthy, or a suspect at the moment of the scrape, whose transitions all passed
+        // the check above.
+        let in_state = |st: &str| {
             value(
                 &s,
                 "hcclwatch_node_state",
-                &[("node", &peers[victim]), ("state", "healthy")]
-            ),
-            Some(1.0),
-            "node {r}\n{s}"
-        );
+                &[("node", &peers[victim]), ("state", st)],
+            ) == Some(1.0)
+        };
+        assert!(in_state("healthy") || in_state("suspect"), "node {r}\n{s}");
         // Downstream of the forger (3 and 0) the victim's rows failed their signature
         // every round, and the forger is the relay named; upstream (1, the victim itself)
         // nothing was forged.

@@ -577,7 +577,7 @@ pub fn free_port() -> u16 {
     // test processes running at once rarely try the same ports first.
     let span: u32 = 10_000;
     let floor = u32::from(ephemeral_low).saturating_sub(span).max(1024);
-    let width = u32::from(ephemeral_low) - floor;
+    let width = u32::from(ephemeral_low).saturating_sub(floor);
     assert!(
         width > 0,
         "no ports below the ephemeral range {ephemeral_low}"
@@ -719,11 +719,12 @@ pub fn toml_strings(items: &[String]) -> String {
 }
 
 /// The send throttle, bytes a second, that slows the straggler of the loopback tests. Six
-/// daemons share two cores there, and when the machine is busier still (a core taken by
-/// another process, as on a loaded CI runner) the healthy probes' scheduler noise scatters
-/// the straggler's residuals past the steadiness test: at 20 MB/s its recommendation then
-/// took 86 to 220 s in the alerting test and missed the 90 s waits of tests/probe.rs and
-/// tests/membership.rs; at 5 MB/s it took 11 to 27 s (docs/deployment.md, "The end-to-end test").
+/// daemons share two cores there. With one core taken by another process (as on a loaded
+/// CI runner), at 20 MB/s the alerting test's straggler took 86 to 220 s to be recommended
+/// (the healthy probes' scheduler noise scattered its residuals past the steadiness test),
+/// and tests/probe.rs and tests/membership.rs missed their 90 s waits (not diagnosed;
+/// likely the same); at 5 MB/s all three passed, the straggler recommended within 23 s
+/// (docs/deployment.md, "The end-to-end test").
 pub const SLOW_THROTTLE: u64 = 5_000_000;
 
 /// A probing daemon config for loopback tests: fast rounds, the shipped detection
