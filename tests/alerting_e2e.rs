@@ -104,7 +104,7 @@ fn rules_with_short_holds() -> String {
 /// What `daemon`'s state API says of node-2 (its member entry and its transitions, with
 /// their evidence) and whether it sees a fabric event or a crowd: why a failed wait failed.
 fn view_of_node_2(daemon: &Daemon) -> String {
-    let body = http_get(&daemon.addr, "/api/v1/state", None).body;
+    let body = daemon.get("/api/v1/state", None).body;
     let Ok(st) = serde_json::from_str::<serde_json::Value>(&body) else {
         return format!("no state: {body}");
     };

@@ -129,15 +129,16 @@ impl DeviceEngine {
         // A large share of the ports outside ToR events elevated is the fabric, however it
         // falls on ToRs; so are ToR events of two or more switches over most of the ports
         // (too many switches at once to be switches; one switch holding most of the group
-        // is still that switch), and ToR events over every port (nothing left to compare). A ToR in its event is judged against itself: counting its ports
-        // here would call one ToR holding a quarter of the group the fabric.
+        // is still that switch), and ToR events over every port (nothing left to compare).
+        // A ToR in its event is judged against itself: counting its ports here would call
+        // one ToR holding a quarter of the group the fabric.
         let in_tor = (0..n).filter(|&i| tors.in_event(i)).count();
         let outside_bad = (0..n).filter(|&i| elevated[i] && !tors.in_event(i)).count();
         let switches: BTreeSet<u32> = (0..n)
             .filter(|&i| tors.in_event(i))
             .filter_map(|i| self.port_tor(i))
             .collect();
-        let share = if in_tor == n || 2 * in_tor > n && switches.len() >= 2 {
+        let share = if in_tor == n || (2 * in_tor > n && switches.len() >= 2) {
             1.0
         } else {
             outside_bad as f64 / (n - in_tor) as f64

@@ -21,8 +21,9 @@
 //!   fabric: no port or node escalates while it lasts;
 //! - with topology, most ports of one ToR elevated (`node_share`, beyond the ToR's normal),
 //!   or the round's pings crossing it losing or slow where the group's other pings make
-//!   that unlikely (slow within it too), is that ToR: a ToR verdict; its ports are judged against the ToR's own loss rate and
-//!   RTT level, so a port bad among them still escalates and the others do not;
+//!   that unlikely (slow within it too), is that ToR: a ToR verdict; its ports are judged
+//!   against the ToR's own loss rate and RTT level, so a port bad among them still
+//!   escalates and the others do not;
 //! - most ports of one node elevated (`node_share`) is that node: a node verdict, and its
 //!   ports do not escalate one by one;
 //! - otherwise an elevated port is suspected on its own, and re-pinged from known-good

@@ -15,26 +15,25 @@
 //!   with most of their ports elevated, is a ToR event. So is a ToR whose pings this round
 //!   (an end behind it) lose at least `loss_min` of their packets, unlikely under the loss
 //!   of the group's other pings, with most of its members that pinged out this round and
-//!   two or more nodes outside,
-//!   behind two or more other switches unless its pings within lose too (loss on the path
-//!   between two ToRs is neither's), a ping between two members of a rail group being no
-//!   member's with the outside. So is a ToR most of whose pings this round are slow,
-//!   unlikely under the slow share of the group's other pings, with most of its members
-//!   that pinged out and two or more nodes outside, and with its pings within slow as well
-//!   (a spine, or a dip over some ToR pairs, slows pings between ToRs, never within one).
-//!   Slow is judged against the round's median or, when the round itself is slower than
-//!   the learned normal, against that normal: a ToR holding most of the group moves the
-//!   round's median with it. This is read from the round, not the windows, because a
-//!   ToR holding a quarter of the group that starts dropping or delaying otherwise looked
-//!   like the fabric in its first round, and the fabric event kept its ports' windows
-//!   from ever showing it. Its ports are then
-//!   judged against the ToR instead of the fabric: a port is elevated only when its loss is
-//!   unlikely under the ToR's own loss rate (the median over its ports) or its RTT stands
-//!   out from the ToR's level. A port that does not is explained (its round counts neither
-//!   clean nor bad, as in a fabric event); one that does is still judged, and its re-pings
-//!   are read against the ToR's level too. A ping between one of its ports and a port
-//!   behind another ToR is left out of the other port's window, as a ping with an accused
-//!   peer is (the ToR explains it);
+//!   two or more nodes outside, behind two or more other switches unless its pings within
+//!   lose too (loss on the path between two ToRs is neither's), a ping between two members
+//!   of a rail group being no member's with the outside. So is a ToR most of whose pings
+//!   this round are slow, unlikely under the slow share of the group's other pings, with
+//!   most of its members that pinged out and two or more nodes outside, and with its pings
+//!   within slow as well (a spine, or a dip over some ToR pairs, slows pings between ToRs,
+//!   never within one). Slow is judged against the round's median or, when the round itself
+//!   is slower than the learned normal, against that normal: a ToR holding most of the
+//!   group moves the round's median with it. This is read from the round, not the windows,
+//!   because a ToR holding a quarter of the group that starts dropping or delaying
+//!   otherwise looked like the fabric in its first round, and the fabric event kept its
+//!   ports' windows from ever showing it. Its ports are then judged against the ToR instead
+//!   of the fabric: a port is elevated only when its loss is unlikely under the ToR's own
+//!   loss rate (the median over its ports) or its RTT stands out from the ToR's level. A
+//!   port that does not is explained (its round counts neither clean nor bad, as in a
+//!   fabric event); one that does is still judged, and its re-pings are read against the
+//!   ToR's level too. A ping between one of its ports and a port behind another ToR is left
+//!   out of the other port's window, as a ping with an accused peer is (the ToR explains
+//!   it);
 //! - an event of two rounds or more holds for a window after its last round (the ports'
 //!   windows still carry its pings), and while it lasts (two rounds or more, and no fabric
 //!   event) it is a ToR verdict, for the network team, never a node's or a port's.
@@ -155,14 +154,14 @@ impl Tally {
     /// under `rule`: at least `rule.least` of it bad, a tail below `rule.alpha` under the
     /// rest's bad share (floored at `rule.floor`), most of its present `members` that
     /// pinged out this round (two or more) each with `rule.least` of theirs with the
-    /// outside bad, and bad pings with two or more
-    /// nodes outside: one bad node behind it is not its switch, nor is the switch of the
-    /// nodes that pinged that node. And the bad pings are its own, not those of one path
-    /// out of it: with two or more other known switches (where `rule.within` does not
-    /// ask for more), or on its pings within as well (one or more bad, and not fewer than
-    /// its pings out of it make likely: a lower binomial tail of at least
-    /// [`WITHIN_ALPHA`]): with two ToRs the pings between them are all the one's and all
-    /// the other's, and a spine slows pings between ToRs, never within one.
+    /// outside bad, and bad pings with two or more nodes outside: one bad node behind it is
+    /// not its switch, nor is the switch of the nodes that pinged that node. And the bad
+    /// pings are its own, not those of one path out of it: with two or more other known
+    /// switches (where `rule.within` does not ask for more), or on its pings within as well
+    /// (one or more bad, and not fewer than its pings out of it make likely: a lower
+    /// binomial tail of at least [`WITHIN_ALPHA`]): with two ToRs the pings between them
+    /// are all the one's and all the other's, and a spine slows pings between ToRs, never
+    /// within one.
     fn unlikely(&self, members: &BTreeSet<usize>, rule: &Rule) -> Option<(f64, f64)> {
         let least = rule.least;
         let ratio = |(n, bad): (u64, u64)| (n > 0).then(|| bad as f64 / n as f64);
@@ -613,7 +612,8 @@ mod tests {
     /// members 0 and 9 with nodes 5 and 6 behind switches 1 and 2. With present members
     /// {0, 1, 2}, node 9's pings do not count: one member with pings out loses, below the
     /// two needed. With node 9 present, two do. Of eight present members only the two that
-    /// pinged out count: both lose, which is enough (half of all eight would need four). With node 9 present, two do. A peer whose switch is unknown adds no switch.
+    /// pinged out count: both lose, which is enough (half of all eight would need four). A
+    /// peer whose switch is unknown adds no switch.
     #[test]
     fn only_present_members_and_known_switches_count() {
         let cfg = DeviceConfig::default();
