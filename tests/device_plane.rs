@@ -266,9 +266,12 @@ fn npu_port_quarantines(scrape: &str) -> Vec<f64> {
     )
 }
 
-/// No port is judged on its own in daemon `i`'s view: every port healthy, no port
-/// transition ever, no quarantine for a port.
-fn no_port_judged(i: usize, d: &Daemon, scrape: &str) {
+/// No port is judged on its own in daemon `i`'s view: every port healthy, no quarantine
+/// for a port, and no port transition ever, except on `node` (a node verdict's node): its
+/// ports may be suspected in the round or two before its verdict forms (they cross the
+/// significance thresholds a round apart, more so on a loaded machine), and are then
+/// withdrawn because the node is judged as a whole; nothing further.
+fn no_port_judged(i: usize, d: &Daemon, scrape: &str, node: Option<&str>) {
     let bad = not_healthy(scrape);
     assert!(bad.is_empty(), "daemon {i} judges ports: {bad:?}");
     assert!(
@@ -277,8 +280,19 @@ fn no_port_judged(i: usize, d: &Daemon, scrape: &str) {
     );
     let v = state(d);
     assert!(api_not_healthy(&v).is_empty(), "daemon {i}: {v:#}");
-    let t = &v["device"]["transitions"];
-    assert_eq!(t.as_array().map(Vec::len), Some(0), "daemon {i}: {t:#}");
+    let t = v["device"]["transitions"].as_array().unwrap();
+    let withdrawn = |t: &Value| match t["to"].as_str() {
+        Some("suspect") => true,
+        Some("healthy") => t["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("withdrawn: its node is judged as a whole")),
+        _ => false,
+    };
+    let other: Vec<&Value> = t
+        .iter()
+        .filter(|t| !(node.is_some_and(|n| t["node"] == n) && withdrawn(t)))
+        .collect();
+    assert!(other.is_empty(), "daemon {i}: {other:#?}");
 }
 
 const ELEVATED: [&str; 3] = ["suspect", "confirmed", "quarantine_recommended"];
@@ -466,7 +480,7 @@ fn every_port_of_one_node_lossy_is_a_node_verdict() {
             1,
             "daemon {i}: {s}"
         );
-        no_port_judged(i, d, &s);
+        no_port_judged(i, d, &s, Some(&node));
         assert_eq!(
             value(&s, "hcclwatch_device_fabric_degraded", &[]),
             Some(0.0)
@@ -509,7 +523,7 @@ fn every_port_lossy_is_a_fabric_verdict_and_nothing_is_quarantined() {
             common::samples(&s, "hcclwatch_device_node_degraded", &[]).is_empty(),
             "daemon {i}: {s}"
         );
-        no_port_judged(i, d, &s);
+        no_port_judged(i, d, &s, None);
         let v = state(d);
         assert_eq!(v["device"]["fabric_degraded"], true);
         assert!(v["device"]["node_verdicts"].as_array().unwrap().is_empty());

@@ -25,7 +25,9 @@
 //!   against the ToR's own loss rate and RTT level, so a port bad among them still
 //!   escalates and the others do not;
 //! - most ports of one node elevated (`node_share`) is that node: a node verdict, and its
-//!   ports do not escalate one by one;
+//!   ports do not escalate one by one: a port suspected before the verdict formed (a
+//!   node's ports cross the thresholds a round or two apart) is withdrawn, and a
+//!   confirmed one counts the node's rounds as clean (`exit_rounds` of them clear it);
 //! - otherwise an elevated port is suspected on its own, and re-pinged from known-good
 //!   ports on other nodes (`confirm_peers`); reproduced, it is confirmed, and after
 //!   `confirm_hold` more elevated rounds its node is recommended for quarantine with reason
@@ -522,7 +524,18 @@ impl DeviceEngine {
             // A port of a node verdict, or any port during a fabric event, is not judged on
             // its own: the cause is not the port. Nor is a port of a ToR in an event unless
             // it stands out from its ToR.
-            let own = l.own[i.0] && !out.fabric && !l.node_bad.contains(&node);
+            let node_event = !out.fabric && l.node_bad.contains(&node);
+            if node_event && self.ports[i].state == NodeState::Suspect {
+                // Suspected in the rounds before its node's verdict formed (the node's
+                // ports cross the significance thresholds a round or two apart): the node
+                // verdict names the cause, and re-pings would only reproduce the node's
+                // fault as the port's.
+                let e = &l.elevations[i.0];
+                let why = "withdrawn: its node is judged as a whole, not the port";
+                self.set(i, NodeState::Healthy, why.into(), e.evidence(), &mut out);
+                continue;
+            }
+            let own = l.own[i.0] && !out.fabric && !node_event;
             let explained = out.fabric || (l.against[i.0].is_some() && !l.own[i.0]);
             let fabric = Against {
                 loss: r.fabric_loss,
