@@ -268,9 +268,10 @@ fn npu_port_quarantines(scrape: &str) -> Vec<f64> {
 
 /// No port is judged on its own in daemon `i`'s view: every port healthy, no quarantine
 /// for a port, and no port transition ever, except on `node` (a node verdict's node): its
-/// ports may be suspected in the round or two before its verdict forms (they cross the
-/// significance thresholds a round apart, more so on a loaded machine), and are then
-/// withdrawn because the node is judged as a whole; nothing further.
+/// ports may be suspected, and confirmed by re-pings, in the rounds before its verdict
+/// forms (they cross the significance thresholds a round or two apart, more so on a loaded
+/// machine), and each is then withdrawn because the node is judged as a whole. Each port
+/// of it goes through that at most twice (the verdict lapsing once), and no further.
 fn no_port_judged(i: usize, d: &Daemon, scrape: &str, node: Option<&str>) {
     let bad = not_healthy(scrape);
     assert!(bad.is_empty(), "daemon {i} judges ports: {bad:?}");
@@ -281,18 +282,27 @@ fn no_port_judged(i: usize, d: &Daemon, scrape: &str, node: Option<&str>) {
     let v = state(d);
     assert!(api_not_healthy(&v).is_empty(), "daemon {i}: {v:#}");
     let t = v["device"]["transitions"].as_array().unwrap();
-    let withdrawn = |t: &Value| match t["to"].as_str() {
-        Some("suspect") => true,
-        Some("healthy") => t["reason"]
+    let allowed = |t: &Value| {
+        let withdrawn = t["reason"]
             .as_str()
-            .is_some_and(|r| r.starts_with("withdrawn: its node is judged as a whole")),
-        _ => false,
+            .is_some_and(|r| r.starts_with("withdrawn: its node is judged as a whole"));
+        match (t["from"].as_str(), t["to"].as_str()) {
+            (Some("healthy"), Some("suspect")) | (Some("suspect"), Some("confirmed")) => true,
+            (Some("suspect" | "confirmed"), Some("healthy")) => withdrawn,
+            _ => false,
+        }
     };
-    let other: Vec<&Value> = t
-        .iter()
-        .filter(|t| !(node.is_some_and(|n| t["node"] == n) && withdrawn(t)))
-        .collect();
+    let on_node = |t: &&Value| node.is_some_and(|n| t["node"] == n);
+    let other: Vec<&Value> = t.iter().filter(|t| !(on_node(t) && allowed(t))).collect();
     assert!(other.is_empty(), "daemon {i}: {other:#?}");
+    let mut withdrawals: BTreeMap<u64, usize> = BTreeMap::new();
+    for t in t.iter().filter(on_node).filter(|t| t["to"] == "healthy") {
+        *withdrawals.entry(t["npu"].as_u64().unwrap()).or_default() += 1;
+    }
+    assert!(
+        withdrawals.values().all(|n| *n <= 2),
+        "daemon {i}: ports withdrawn again and again {withdrawals:?}: {t:#?}"
+    );
 }
 
 const ELEVATED: [&str; 3] = ["suspect", "confirmed", "quarantine_recommended"];

@@ -25,9 +25,11 @@
 //!   against the ToR's own loss rate and RTT level, so a port bad among them still
 //!   escalates and the others do not;
 //! - most ports of one node elevated (`node_share`) is that node: a node verdict, and its
-//!   ports do not escalate one by one: a port suspected before the verdict formed (a
-//!   node's ports cross the thresholds a round or two apart) is withdrawn, and a
-//!   confirmed one counts the node's rounds as clean (`exit_rounds` of them clear it);
+//!   ports do not escalate one by one: a port suspected, or confirmed in the last few
+//!   rounds, before the verdict formed (a node's ports cross the thresholds a round or
+//!   two apart) is withdrawn, and one confirmed earlier counts the node's rounds as clean
+//!   (`exit_rounds` of them clear it). A node the host plane holds bad needs only one
+//!   elevated port for its verdict, so the same goes for its ports;
 //! - otherwise an elevated port is suspected on its own, and re-pinged from known-good
 //!   ports on other nodes (`confirm_peers`); reproduced, it is confirmed, and after
 //!   `confirm_hold` more elevated rounds its node is recommended for quarantine with reason
@@ -80,6 +82,11 @@ use confirm::{Confirmation, Reproduction};
 use score::{Against, Elevation, Sample};
 use spine::SpineTrack;
 use tor::TorTrack;
+
+/// Rounds before a node verdict in which a port's confirmation may be its node's fault:
+/// at a node fault's onset its ports cross the thresholds a round or two apart, and a
+/// suspect's re-pings answer in the next round.
+const NODE_ONSET_ROUNDS: u64 = 3;
 
 /// Thresholds of the device-plane engine.
 #[derive(Debug, Clone, PartialEq)]
@@ -525,11 +532,10 @@ impl DeviceEngine {
             // its own: the cause is not the port. Nor is a port of a ToR in an event unless
             // it stands out from its ToR.
             let node_event = !out.fabric && l.node_bad.contains(&node);
-            if node_event && self.ports[i].state == NodeState::Suspect {
-                // Suspected in the rounds before its node's verdict formed (the node's
-                // ports cross the significance thresholds a round or two apart): the node
-                // verdict names the cause, and re-pings would only reproduce the node's
-                // fault as the port's.
+            if node_event && self.judged_at_onset(i) {
+                // Suspected (or just confirmed) in the rounds before its node's verdict
+                // formed: the node verdict names the cause, and re-pings only reproduce
+                // the node's fault as the port's.
                 let e = &l.elevations[i.0];
                 let why = "withdrawn: its node is judged as a whole, not the port";
                 self.set(i, NodeState::Healthy, why.into(), e.evidence(), &mut out);
@@ -556,6 +562,17 @@ impl DeviceEngine {
         let in_tor: Vec<bool> = l.against.iter().map(Option::is_some).collect();
         self.judge_pairs(input, &r, (&l.elevated, &in_tor), out.fabric, &mut out);
         out
+    }
+
+    /// Whether `port`'s verdict may have come from its node's fault rather than its own:
+    /// a suspect, or confirmed within the last [`NODE_ONSET_ROUNDS`] rounds. (A port of a
+    /// node verdict is not suspected, so this is read at the verdict's first rounds.)
+    fn judged_at_onset(&self, port: PortIx) -> bool {
+        match self.ports[port].state {
+            NodeState::Suspect => true,
+            NodeState::Confirmed => self.ports.age(port) <= NODE_ONSET_ROUNDS,
+            _ => false,
+        }
     }
 
     /// Moves `port` to `to` and records the transition (nothing when it is there already).

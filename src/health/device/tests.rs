@@ -7,6 +7,7 @@ use super::*;
 use crate::health::hardware::Signs;
 
 mod crossing;
+mod node_onset;
 
 /// `nodes` nodes × `per` ports; each port pings `k` others on a rotating stride; port
 /// `bad` (if any) loses `loss` of its packets; every RTT is 100 µs, `slow` ports add
@@ -405,60 +406,6 @@ fn all_ports_of_one_node_make_a_node_verdict_not_port_verdicts() {
     f.lossy = (24..32).map(|p| (p, 0.2)).collect();
     let (e, outs) = run(&mut f, 30);
     assert!(outs.iter().skip(10).all(|o| o.node_verdicts == vec![3]));
-    assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
-}
-
-/// A node whose ports go bad a few rounds apart: the first two are suspected (and
-/// re-pinged) before most of the node is, then the node verdict forms. From that round the
-/// node is the cause: its suspects are withdrawn, saying why, and none of its ports is
-/// confirmed, however well their re-pings reproduce the node's loss.
-#[test]
-fn ports_suspected_before_their_nodes_verdict_are_withdrawn_not_confirmed() {
-    const LEAD: usize = 3;
-    let mut f = Fabric::new(8, 8);
-    f.lossy = vec![(24, 0.2), (25, 0.2)];
-    let mut e = DeviceEngine::new(&f.port_nodes(), DeviceConfig::default());
-    let mut outs = Vec::new();
-    go_on(&mut e, &mut f, 0..LEAD, &[], &mut outs);
-    let early: Vec<usize> = outs
-        .iter()
-        .flat_map(|o| &o.transitions)
-        .filter(|t| t.to == NodeState::Suspect)
-        .map(|t| t.port)
-        .collect();
-    assert!(
-        early.contains(&24) && early.contains(&25),
-        "the lead ports were not suspected first: {early:?}"
-    );
-    f.lossy = (24..32).map(|p| (p, 0.2)).collect();
-    go_on(&mut e, &mut f, LEAD..30, &[], &mut outs);
-    let first = outs
-        .iter()
-        .position(|o| o.node_verdicts == vec![3])
-        .expect("no node verdict");
-    assert!(outs[first..].iter().all(|o| o.node_verdicts == vec![3]));
-    for (r, o) in outs.iter().enumerate() {
-        for t in o.transitions.iter().filter(|t| t.port / 8 == 3) {
-            assert!(
-                !matches!(
-                    t.to,
-                    NodeState::Confirmed | NodeState::QuarantineRecommended
-                ),
-                "round {r}: port {} went to {:?}: {}",
-                t.port,
-                t.to,
-                t.reason
-            );
-            if t.to == NodeState::Healthy {
-                assert_eq!(r, first, "port {} cleared in round {r}", t.port);
-                assert!(
-                    t.reason.contains("node is judged as a whole"),
-                    "{}",
-                    t.reason
-                );
-            }
-        }
-    }
     assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
 }
 
