@@ -565,8 +565,9 @@ impl DeviceEngine {
     }
 
     /// Whether `port`'s verdict may have come from its node's fault rather than its own:
-    /// a suspect, or confirmed within the last [`NODE_ONSET_ROUNDS`] rounds. (A port of a
-    /// node verdict is not suspected, so this is read at the verdict's first rounds.)
+    /// a suspect, or confirmed within the last [`NODE_ONSET_ROUNDS`] rounds. (Read every
+    /// round of a node verdict; since a port of one is never suspected, it only finds
+    /// anything in the verdict's first round, or the first after a lapse.)
     fn judged_at_onset(&self, port: PortIx) -> bool {
         match self.ports[port].state {
             NodeState::Suspect => true,

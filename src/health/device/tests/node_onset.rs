@@ -68,6 +68,13 @@ fn ports_suspected_before_their_nodes_verdict_are_withdrawn_not_confirmed() {
         early.contains(&24) && early.contains(&25),
         "the lead ports were not suspected before the node verdict: {early:?}"
     );
+    // Still suspects when the verdict forms: this case is the suspects' withdrawal.
+    let ts = node_3_transitions(&outs);
+    assert!(
+        ts.iter()
+            .all(|(r, _, to, _)| *r >= first || *to == NodeState::Suspect),
+        "{ts:?}"
+    );
     assert_withdrawn_at_verdict(&outs, &e, first);
 }
 
@@ -99,5 +106,7 @@ fn ports_confirmed_just_before_their_nodes_verdict_are_withdrawn_older_ones_kept
                 assert_eq!(e.states()[port], NodeState::Confirmed);
             }
         }
+        // The node's other six ports are never judged on their own.
+        assert!(ts.iter().all(|(_, p, ..)| *p < 26), "lead {lead}: {ts:?}");
     }
 }
