@@ -281,7 +281,7 @@ fn no_port_judged(i: usize, d: &Daemon, scrape: &str, node: Option<&str>) {
     );
     let v = state(d);
     assert!(api_not_healthy(&v).is_empty(), "daemon {i}: {v:#}");
-    let t = v["device"]["transitions"].as_array().unwrap();
+    let transitions = v["device"]["transitions"].as_array().unwrap();
     let allowed = |t: &Value| {
         let withdrawn = t["reason"]
             .as_str()
@@ -293,15 +293,22 @@ fn no_port_judged(i: usize, d: &Daemon, scrape: &str, node: Option<&str>) {
         }
     };
     let on_node = |t: &&Value| node.is_some_and(|n| t["node"] == n);
-    let other: Vec<&Value> = t.iter().filter(|t| !(on_node(t) && allowed(t))).collect();
+    let other: Vec<&Value> = transitions
+        .iter()
+        .filter(|t| !(on_node(t) && allowed(t)))
+        .collect();
     assert!(other.is_empty(), "daemon {i}: {other:#?}");
     let mut withdrawals: BTreeMap<u64, usize> = BTreeMap::new();
-    for t in t.iter().filter(on_node).filter(|t| t["to"] == "healthy") {
+    for t in transitions
+        .iter()
+        .filter(on_node)
+        .filter(|t| t["to"] == "healthy")
+    {
         *withdrawals.entry(t["npu"].as_u64().unwrap()).or_default() += 1;
     }
     assert!(
         withdrawals.values().all(|n| *n <= 2),
-        "daemon {i}: ports withdrawn again and again {withdrawals:?}: {t:#?}"
+        "daemon {i}: ports withdrawn again and again {withdrawals:?}: {transitions:#?}"
     );
 }
 

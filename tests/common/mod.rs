@@ -568,11 +568,15 @@ pub fn free_port() -> u16 {
     // test would otherwise list a peer twice).
     static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
+    // The range's low end, read once per test process.
+    static EPHEMERAL_LOW: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32768);
+    let ephemeral_low = *EPHEMERAL_LOW.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+            .unwrap_or(32768)
+    });
     // 10,000 ports under the range, starting where this process's id points, so that
     // test processes running at once rarely try the same ports first.
     let span: u32 = 10_000;

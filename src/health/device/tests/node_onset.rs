@@ -59,17 +59,17 @@ fn assert_withdrawn_at_verdict(outs: &[DeviceOutput], e: &DeviceEngine, first: u
 #[test]
 fn ports_suspected_before_their_nodes_verdict_are_withdrawn_not_confirmed() {
     let (outs, e, first) = node_onset(3);
-    let early: Vec<usize> = node_3_transitions(&outs)
-        .into_iter()
+    let ts = node_3_transitions(&outs);
+    let early: Vec<usize> = ts
+        .iter()
         .filter(|(r, _, to, _)| *r < first && *to == NodeState::Suspect)
-        .map(|(_, port, _, _)| port)
+        .map(|(_, port, _, _)| *port)
         .collect();
     assert!(
         early.contains(&24) && early.contains(&25),
         "the lead ports were not suspected before the node verdict: {early:?}"
     );
     // Still suspects when the verdict forms: this case is the suspects' withdrawal.
-    let ts = node_3_transitions(&outs);
     assert!(
         ts.iter()
             .all(|(r, _, to, _)| *r >= first || *to == NodeState::Suspect),
