@@ -16,6 +16,8 @@ mod tests;
 #[cfg(test)]
 mod tests_dips;
 #[cfg(test)]
+mod tests_small_tors;
+#[cfg(test)]
 mod tests_varying;
 #[cfg(test)]
 mod wire;

@@ -403,6 +403,11 @@ impl HealthEngine {
     /// the group: a ToR's uplinks slow every probe to its members, so its event makes
     /// victims behind the other ToRs too, and they must not be escalated for it. The
     /// crowd's members are named either way.
+    ///
+    /// Before either, a ToR all of whose members in the group are slow at once is that
+    /// ToR's event, however small ([`whole_tor_slow`]): its members are crowded, and they
+    /// are left out of the count above, so that a few slow ToRs do not make a crowd of the
+    /// whole group and freeze a straggler behind another ToR.
     pub(super) fn crowded(
         &self,
         windows: &[Window],
@@ -411,28 +416,38 @@ impl HealthEngine {
         judged: &dyn Fn(&usize) -> bool,
     ) -> (Vec<bool>, Vec<usize>) {
         let n = self.nodes.len();
+        // A ToR all of whose members are slow is its own event first: its members are
+        // localised to it, and do not count towards a crowd of the group.
+        let whole: BTreeSet<usize> = whole_tor_slow(windows, places, &|i| judged(&i), r.entry);
         let slow = |i: usize| {
             judged(&i)
                 && self.nodes[NodeIx(i)].state != NodeState::QuarantineRecommended
                 && windows[i].large
                 && steady(windows[i].spread, r.spread())
+                && !whole.contains(&i)
         };
         let members: Vec<usize> = (0..n).filter(|&i| slow(i)).collect();
         let group = crowd(members.len(), n, CROWD_MIN, CROWD_SHARE);
-        if (0..n).any(|i| r.tors.tor(i).is_some()) {
-            return self.crowded_by_tor(r, &slow, group, members);
-        }
-        if !group {
-            return (vec![false; n], Vec::new());
-        }
-        // All of them behind one known ToR: that ToR's event.
-        let place = |i: usize| places.get(i).copied().flatten();
-        let one = place(members[0]).filter(|t| members.iter().all(|&i| place(i) == Some(*t)));
-        let crowded = match one {
-            Some(t) => (0..n).map(|i| place(i) == Some(t)).collect(),
-            None => vec![true; n],
+        let (mut crowded, mut named) = if (0..n).any(|i| r.tors.tor(i).is_some()) {
+            self.crowded_by_tor(r, &slow, group, members)
+        } else if !group {
+            (vec![false; n], Vec::new())
+        } else {
+            // All of them behind one known ToR: that ToR's event.
+            let place = |i: usize| places.get(i).copied().flatten();
+            let one = place(members[0]).filter(|t| members.iter().all(|&i| place(i) == Some(*t)));
+            let crowded = match one {
+                Some(t) => (0..n).map(|i| place(i) == Some(t)).collect(),
+                None => vec![true; n],
+            };
+            (crowded, members)
         };
-        (crowded, members)
+        for &i in &whole {
+            crowded[i] = true;
+        }
+        named.extend(whole);
+        named.sort_unstable();
+        (crowded, named)
     }
 
     /// [`HealthEngine::crowded`] when judging by ToR: the condition is the node's ToR, or
@@ -465,4 +480,50 @@ impl HealthEngine {
         let named = members.into_iter().filter(|&i| crowded[i]).collect();
         (crowded, named)
     }
+}
+
+/// The nodes of ToRs every one of whose members the group judges (`counted`, at least two
+/// of them) is slow at once (each window above the entry threshold by effect size): the
+/// ToR's event, not that many stragglers. It covers the ToRs too small for a crowd
+/// ([`CROWD_MIN`]) or a fitted level ([`crate::health::TOR_MIN_MEMBERS`]): held out, the
+/// two members of a slow ToR of two were cordoned together once their slowdown outlasted
+/// the persistence horizon. A member slower than its ToR's least slow member by more than
+/// the entry threshold (`entry`, log units) is judged on its own: a straggler inside the
+/// slow ToR, measured against the peer that shares its condition.
+///
+/// Members already recommended for quarantine are counted (unlike in a crowd): once a
+/// straggler inside a slow ToR of two is recommended, its partner still has a slow peer
+/// beside it, and is not left to look like a straggler alone.
+///
+/// The price: two stragglers of one ToR of two, slow at once by about as much, wait until
+/// one of them recovers (unlikely, and never a healthy node cordoned).
+fn whole_tor_slow(
+    windows: &[Window],
+    places: &[Option<u32>],
+    counted: &dyn Fn(usize) -> bool,
+    entry: f64,
+) -> BTreeSet<usize> {
+    let mut by_tor: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for (i, t) in places.iter().enumerate().take(windows.len()) {
+        if let (Some(t), true) = (t, counted(i)) {
+            by_tor.entry(*t).or_default().push(i);
+        }
+    }
+    let mut out = BTreeSet::new();
+    for nodes in by_tor.values().filter(|m| m.len() >= 2) {
+        if !nodes.iter().all(|&i| windows[i].large) {
+            continue;
+        }
+        let least = nodes
+            .iter()
+            .map(|&i| windows[i].score)
+            .fold(f64::INFINITY, f64::min);
+        out.extend(
+            nodes
+                .iter()
+                .copied()
+                .filter(|&i| windows[i].score - least <= entry),
+        );
+    }
+    out
 }

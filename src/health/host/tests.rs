@@ -29,6 +29,24 @@ pub(super) fn round(
     }
 }
 
+/// One probe from every node `stride` places on, each taking `seconds(src, dst)`.
+pub(super) fn stride_probes(
+    n: usize,
+    stride: usize,
+    seconds: impl Fn(usize, usize) -> f64,
+) -> Vec<Probe> {
+    (0..n)
+        .map(|i| {
+            let j = (i + stride) % n;
+            Probe {
+                src: i,
+                dst: j,
+                seconds: seconds(i, j),
+            }
+        })
+        .collect()
+}
+
 /// The scores after a quiet round that measures nobody (an empty round changes no
 /// window).
 fn scores(e: &HealthEngine) -> Vec<f64> {
@@ -748,16 +766,7 @@ fn slow_tor_with_a_straggler(topology: bool, rounds: usize) -> (Vec<NodeState>, 
     for r in 0..rounds {
         let stride = 1 + r % (n - 1);
         let mut input = RoundInput {
-            probes: (0..n)
-                .map(|i| {
-                    let j = (i + stride) % n;
-                    Probe {
-                        src: i,
-                        dst: j,
-                        seconds: seconds(r, i, j),
-                    }
-                })
-                .collect(),
+            probes: stride_probes(n, stride, |a, b| seconds(r, a, b)),
             tors: if topology {
                 (0..n).map(|i| Some(tor(i))).collect()
             } else {

@@ -107,16 +107,7 @@ fn dip_round(
             .flat_map(|&s| [13, 29, 41].map(|k| (s, (s + k) % n)))
             .map(|(a, b)| both(a, b))
             .collect(),
-        probes: (0..n)
-            .map(|i| {
-                let j = (i + stride) % n;
-                Probe {
-                    src: i,
-                    dst: j,
-                    seconds: seconds(r, i, j),
-                }
-            })
-            .collect(),
+        probes: super::tests::stride_probes(n, stride, |a, b| seconds(r, a, b)),
         link_probes: requests.iter().take(8).map(|&(a, b)| both(a, b)).collect(),
         tors: (0..n).map(|i| Some((i / 16) as u32)).collect(),
         ..RoundInput::default()
