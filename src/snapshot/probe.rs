@@ -275,8 +275,9 @@ pub struct ProbeSnapshot {
     pub membership_stale: bool,
     /// Fabric verdict.
     pub fabric_degraded: bool,
-    /// The members of the last round's crowd (many steadily slow at once: a shared cause,
-    /// not each member's doing), by candidate index; empty without one.
+    /// The members of the last round's crowd (many steadily slow at once, or every member
+    /// of a ToR: a shared cause, not each member's doing), by candidate index; empty
+    /// without one.
     pub crowd: Vec<usize>,
     /// Pairs the engine judged degraded links (src, dst) in the last round.
     pub link_degraded: Vec<(usize, usize)>,

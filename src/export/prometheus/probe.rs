@@ -255,7 +255,7 @@ fn verdicts(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     uplink(pr, f)?;
     f.gauge(
         "hcclwatch_fabric_degraded",
-        "Whether the whole probe group is slow against its baseline (blocks quarantine recommendations).",
+        "Whether the probe group's fabric is degraded: slow against its baseline, a partial event, or a crowd of slow nodes (blocks their quarantine recommendations).",
         one(flag(pr.fabric_degraded)),
     )?;
     tors(pr, f)?;

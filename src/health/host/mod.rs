@@ -197,7 +197,8 @@ pub struct RoundOutput {
     pub transitions: Vec<Transition>,
     /// Nodes to re-pair with known-good peers next round.
     pub confirm_requests: Vec<usize>,
-    /// Whether the fabric as a whole is slow (per-node escalation is frozen).
+    /// The fabric verdict: the group slow against its baseline, a partial event, or a
+    /// crowd (per-node escalation is frozen where it reaches).
     pub fabric_degraded: bool,
     /// Pairs judged degraded links this round (src, dst).
     pub link_verdicts: Vec<(usize, usize)>,
@@ -230,6 +231,8 @@ pub struct RoundOutput {
     /// The nodes of this round's crowd (many steadily slow at once: a shared cause, whose
     /// members are not escalated), empty without one. When the topology puts them all
     /// behind one ToR the crowd blocks only that ToR's members; otherwise the group's.
+    /// Also the members of a ToR all of whose members are slow at once, however small
+    /// the ToR (its event, not theirs; no fabric verdict on its own).
     pub crowd: Vec<usize>,
 }
 
@@ -411,8 +414,9 @@ impl HealthEngine {
         let windows: Vec<score::Window> = (0..n).map(|i| self.window(NodeIx(i), &r)).collect();
         let mut confirm = self.confirmations(input, &r);
         out.scores = windows.iter().map(|w| w.score).collect();
-        (r.crowded, out.crowd) = self.crowded(&windows, &r, &input.tors, &judged);
-        out.fabric_degraded = r.fabric || r.crowded.iter().any(|c| *c);
+        let crowd;
+        (r.crowded, out.crowd, crowd) = self.crowded(&windows, &r, &input.tors, &judged);
+        out.fabric_degraded = r.fabric || crowd;
         out.tor_verdicts = r.tor_judgement.verdicts.clone();
         out.tors_judged = r.tor_judgement.judged.clone();
         out.tor_new_normal = r.tor_judgement.renewed.clone();

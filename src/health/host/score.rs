@@ -38,7 +38,7 @@ pub(super) struct RoundStats {
     /// decisions wait).
     pub partial: Partial,
     /// Per node: many nodes that share its condition (its ToR, or the group when its ToR
-    /// is unknown) are elevated at once (set by `step`).
+    /// is unknown) are elevated at once, or every member of its ToR is (set by `step`).
     pub crowded: Vec<bool>,
     /// Permutation probes above the exit threshold touching each node this round.
     pub slow_count: Vec<u32>,
@@ -407,14 +407,15 @@ impl HealthEngine {
     /// Before either, a ToR all of whose members in the group are slow at once is that
     /// ToR's event, however small ([`whole_tor_slow`]): its members are crowded, and they
     /// are left out of the count above, so that a few slow ToRs do not make a crowd of the
-    /// whole group and freeze a straggler behind another ToR.
+    /// whole group and freeze a straggler behind another ToR. The last value says whether
+    /// there is a crowd besides such ToRs' events (what makes a fabric verdict).
     pub(super) fn crowded(
         &self,
         windows: &[Window],
         r: &RoundStats,
         places: &[Option<u32>],
         judged: &dyn Fn(&usize) -> bool,
-    ) -> (Vec<bool>, Vec<usize>) {
+    ) -> (Vec<bool>, Vec<usize>, bool) {
         let n = self.nodes.len();
         // A ToR all of whose members are slow is its own event first: its members are
         // localised to it, and do not count towards a crowd of the group.
@@ -442,12 +443,16 @@ impl HealthEngine {
             };
             (crowded, members)
         };
+        // A crowd of the group (or of one ToR, counted as above) is a fabric verdict; a
+        // whole ToR's event alone is not: that verdict holds back straggler alerts across
+        // the cluster, and a slow ToR of two must not silence them.
+        let crowd = crowded.iter().any(|c| *c);
         for &i in &whole {
             crowded[i] = true;
         }
         named.extend(whole);
         named.sort_unstable();
-        (crowded, named)
+        (crowded, named, crowd)
     }
 
     /// [`HealthEngine::crowded`] when judging by ToR: the condition is the node's ToR, or
@@ -483,21 +488,27 @@ impl HealthEngine {
 }
 
 /// The nodes of ToRs every one of whose members the group judges (`counted`, at least two
-/// of them) is slow at once (each window above the entry threshold by effect size): the
-/// ToR's event, not that many stragglers. It covers the ToRs too small for a crowd
-/// ([`CROWD_MIN`]) or a fitted level ([`crate::health::TOR_MIN_MEMBERS`]): held out, the
-/// two members of a slow ToR of two were cordoned together once their slowdown outlasted
-/// the persistence horizon. A member slower than its ToR's least slow member by more than
-/// the entry threshold (`entry`, log units) is judged on its own: a straggler inside the
-/// slow ToR, measured against the peer that shares its condition.
+/// of them) is slow at once (each window's score above its threshold, the entry threshold
+/// or probation's: [`Window::large`]): the ToR's event, not that many stragglers. It
+/// covers the ToRs too small for a crowd ([`CROWD_MIN`]) or a fitted level
+/// ([`crate::health::TOR_MIN_MEMBERS`]): held out, the two members of a slow ToR of two
+/// were cordoned together once their slowdown outlasted the persistence horizon.
+///
+/// A member slower than its ToR's typical member (the lower median of their scores: the
+/// less slow one of two) by more than the entry threshold (`entry`, log units) is judged on
+/// its own: a straggler inside the slow ToR, measured against the peers that share its
+/// condition. The lower median and not the least slow member, so that in a larger ToR
+/// one member the event spared a little does not expose the rest.
 ///
 /// Members already recommended for quarantine are counted (unlike in a crowd): once a
 /// straggler inside a slow ToR of two is recommended, its partner still has a slow peer
 /// beside it, and is not left to look like a straggler alone.
 ///
-/// The price: two stragglers of one ToR of two, slow at once by about as much, wait until
-/// one of them recovers (unlikely, and never a healthy node cordoned).
-fn whole_tor_slow(
+/// The price: two stragglers that are a ToR's only judged members, slow at once by about as
+/// much, wait until one of them recovers; and so does a member that turns as slow as a
+/// partner recommended earlier and not yet repaired (both unlikely, and neither cordons a
+/// healthy node).
+pub(super) fn whole_tor_slow(
     windows: &[Window],
     places: &[Option<u32>],
     counted: &dyn Fn(usize) -> bool,
@@ -505,7 +516,9 @@ fn whole_tor_slow(
 ) -> BTreeSet<usize> {
     let mut by_tor: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
     for (i, t) in places.iter().enumerate().take(windows.len()) {
-        if let (Some(t), true) = (t, counted(i)) {
+        if let Some(t) = t
+            && counted(i)
+        {
             by_tor.entry(*t).or_default().push(i);
         }
     }
@@ -514,15 +527,14 @@ fn whole_tor_slow(
         if !nodes.iter().all(|&i| windows[i].large) {
             continue;
         }
-        let least = nodes
-            .iter()
-            .map(|&i| windows[i].score)
-            .fold(f64::INFINITY, f64::min);
+        let mut scores: Vec<f64> = nodes.iter().map(|&i| windows[i].score).collect();
+        scores.sort_by(f64::total_cmp);
+        let typical = scores[(scores.len() - 1) / 2];
         out.extend(
             nodes
                 .iter()
                 .copied()
-                .filter(|&i| windows[i].score - least <= entry),
+                .filter(|&i| windows[i].score <= typical + entry),
         );
     }
     out

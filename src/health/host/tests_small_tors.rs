@@ -4,8 +4,12 @@
 //! ToRs of two (nodes 2k and 2k + 1), one probe per node per round on a stride drawn
 //! afresh each round (a stride that steps by one would pair each node with the same run
 //! of neighbours for a whole window), and re-pairings with three healthy peers whenever
-//! the engine asks. At the shipped settings.
+//! the engine asks. At the shipped settings, but for the tests that turn
+//! `health.tor_aware` on to show the rule holds there too.
 
+use std::collections::BTreeSet;
+
+use super::score::{Window, whole_tor_slow};
 use super::tests::{pcie, stride_probes};
 use super::*;
 
@@ -16,20 +20,41 @@ struct Run {
     recommended: Vec<Option<usize>>,
 }
 
-/// Runs `rounds` rounds of an `n`-node group in ToRs of two. From round 20 on, every probe
-/// touching a member of a ToR of `slow_tors` is that ToR's factor slower (it crosses a
-/// ToR once, also between its two members), and every probe touching a node of
+/// A world of `n` nodes in ToRs of two, run for `rounds` rounds. From round 20 on, every
+/// probe touching a member of a ToR of `slow_tors` is that ToR's factor slower (it crosses
+/// a ToR once, also between its two members), and every probe touching a node of
 /// `stragglers` its own factor slower on top. `signs` nodes show a PCIe sign in every
 /// round (evidence congestion cannot give, so that a straggler does not wait for the
-/// persistence horizon). `topology` gives the engine the ToRs.
-fn run(
+/// persistence horizon). `topology` gives the engine the ToRs; `tor_aware` turns
+/// `health.tor_aware` on.
+struct World<'a> {
     n: usize,
     rounds: usize,
-    slow_tors: &[(u32, f64)],
-    stragglers: &[(usize, f64)],
-    signs: &[usize],
+    slow_tors: &'a [(u32, f64)],
+    stragglers: &'a [(usize, f64)],
+    signs: &'a [usize],
     topology: bool,
-) -> Run {
+    tor_aware: bool,
+}
+
+impl Default for World<'_> {
+    fn default() -> Self {
+        Self {
+            n: 16,
+            rounds: 200,
+            slow_tors: &[],
+            stragglers: &[],
+            signs: &[],
+            topology: true,
+            tor_aware: false,
+        }
+    }
+}
+
+/// Runs `w`.
+fn run(w: &World) -> Run {
+    let n = w.n;
+    let (slow_tors, stragglers, topology) = (w.slow_tors, w.stragglers, w.topology);
     let tor = |i: usize| (i / 2) as u32;
     let seconds = |r: usize, a: usize, b: usize| {
         let mut f = 1.0 + (a % 3) as f64 * 0.002;
@@ -47,7 +72,11 @@ fn run(
         }
         f
     };
-    let mut e = HealthEngine::new(n, HealthConfig::default());
+    let cfg = HealthConfig {
+        tor_aware: w.tor_aware,
+        ..HealthConfig::default()
+    };
+    let mut e = HealthEngine::new(n, cfg);
     let mut confirm: Vec<usize> = Vec::new();
     let mut got = Run {
         highest: vec![NodeState::Healthy; n],
@@ -59,7 +88,7 @@ fn run(
         NodeState::Suspect => 1,
         _ => 0,
     };
-    for r in 0..rounds {
+    for r in 0..w.rounds {
         let stride = 1 + draw(r as u64) % (n - 1);
         let mut input = RoundInput {
             probes: stride_probes(n, stride, |a, b| seconds(r, a, b)),
@@ -70,7 +99,7 @@ fn run(
             },
             ..RoundInput::default()
         };
-        for &s in signs {
+        for &s in w.signs {
             pcie(&mut input, s);
         }
         // Re-pairing peers are known-good, as the daemon picks them: the first three
@@ -114,15 +143,27 @@ fn draw(seed: u64) -> usize {
 /// Rounds enough for the persistence horizon twice over after the slowdown starts.
 const LONG: usize = 20 + 2 * UNCORROBORATED_HOLD + 40;
 
+/// Whether `node` never went past suspect.
+fn kept(got: &Run, node: usize) -> bool {
+    matches!(got.highest[node], NodeState::Healthy | NodeState::Suspect)
+}
+
 #[test]
 fn both_members_of_a_slow_tor_of_two_are_never_recommended_however_long_it_lasts() {
-    let got = run(16, LONG, &[(3, 1.3)], &[], &[], true);
-    for i in 0..16 {
-        assert!(
-            matches!(got.highest[i], NodeState::Healthy | NodeState::Suspect),
-            "node {i} reached {:?}",
-            got.highest[i]
-        );
+    for tor_aware in [false, true] {
+        let got = run(&World {
+            rounds: LONG,
+            slow_tors: &[(3, 1.3)],
+            tor_aware,
+            ..World::default()
+        });
+        for i in 0..16 {
+            assert!(
+                kept(&got, i),
+                "tor_aware {tor_aware}: node {i} reached {:?}",
+                got.highest[i]
+            );
+        }
     }
 }
 
@@ -131,7 +172,12 @@ fn without_the_topology_the_same_slow_tor_costs_both_members_their_node() {
     // The control for the test above: the same world with the ToRs unknown. Two slow
     // nodes are too few for a crowd, so both are recommended once the slowdown outlasts
     // the persistence horizon; what keeps them in service above is their ToR.
-    let got = run(16, LONG, &[(3, 1.3)], &[], &[], false);
+    let got = run(&World {
+        rounds: LONG,
+        slow_tors: &[(3, 1.3)],
+        topology: false,
+        ..World::default()
+    });
     for i in [6, 7] {
         assert_eq!(got.highest[i], NodeState::QuarantineRecommended, "node {i}");
         assert!(got.recommended[i].unwrap() >= 20 + UNCORROBORATED_HOLD);
@@ -140,45 +186,98 @@ fn without_the_topology_the_same_slow_tor_costs_both_members_their_node() {
 
 #[test]
 fn a_straggler_inside_a_slow_tor_of_two_is_judged_against_its_partner() {
-    // ToR 3 is 20 % slow and node 6 a further 30 %: node 6 is 30 % slower than the
-    // member that shares its ToR, beyond the 8 % entry threshold, so it is its own.
-    let got = run(16, LONG, &[(3, 1.2)], &[(6, 1.3)], &[6], true);
-    assert_eq!(got.highest[6], NodeState::QuarantineRecommended);
-    assert!(
-        got.recommended[6].unwrap() < 20 + 40,
-        "{:?}",
-        got.recommended[6]
-    );
-    assert!(
-        matches!(got.highest[7], NodeState::Healthy | NodeState::Suspect),
-        "node 7 reached {:?}",
-        got.highest[7]
-    );
+    // ToR 3 is 20 % slow and node 6 a further 30 %: 30 % slower than the member that
+    // shares its ToR, beyond the 8 % entry threshold, so it is its own, and is recommended
+    // about as soon as the same straggler behind a ToR that is not slow.
+    let inside = World {
+        rounds: LONG,
+        slow_tors: &[(3, 1.2)],
+        stragglers: &[(6, 1.3)],
+        signs: &[6],
+        ..World::default()
+    };
+    let got = run(&inside);
+    let alone = run(&World {
+        slow_tors: &[],
+        ..inside
+    });
+    let (at, alone_at) = (got.recommended[6].unwrap(), alone.recommended[6].unwrap());
+    assert!(at <= alone_at + 5, "{at} against {alone_at} alone");
+    // Its partner, slow with the ToR, is never beyond suspect, also once node 6 is
+    // recommended (a recommended member still counts as a member of its ToR).
+    assert!(at < LONG - UNCORROBORATED_HOLD);
+    assert!(kept(&got, 7), "node 7 reached {:?}", got.highest[7]);
+    // The control: without the topology the partner is a lone slow node, recommended
+    // once its slowdown outlasts the persistence horizon.
+    let blind = run(&World {
+        topology: false,
+        ..inside
+    });
+    assert_eq!(blind.highest[7], NodeState::QuarantineRecommended);
+}
+
+#[test]
+fn a_member_within_the_entry_threshold_of_its_partner_is_the_tors_not_its_own() {
+    // ToR 3 20 % slow; node 6 a further 5 % (within the 8 % entry threshold of its
+    // partner) with a hardware sign in every round: its ToR's, never recommended. A
+    // further 12 % (beyond it) is its own, and is.
+    let near = World {
+        slow_tors: &[(3, 1.2)],
+        stragglers: &[(6, 1.05)],
+        signs: &[6],
+        ..World::default()
+    };
+    assert!(kept(&run(&near), 6));
+    let beyond = run(&World {
+        stragglers: &[(6, 1.12)],
+        ..near
+    });
+    assert_eq!(beyond.highest[6], NodeState::QuarantineRecommended);
+    // The control: without the topology the 5 % one is recommended on its sign.
+    let blind = run(&World {
+        topology: false,
+        ..near
+    });
+    assert_eq!(blind.highest[6], NodeState::QuarantineRecommended);
 }
 
 #[test]
 fn a_straggler_whose_partner_is_fine_is_recommended_as_without_topology() {
-    let with = run(16, 200, &[], &[(6, 1.3)], &[6], true);
-    let without = run(16, 200, &[], &[(6, 1.3)], &[6], false);
+    // A guard against the rule reaching too far (it passes without the rule too): a
+    // straggler whose partner is not slow is judged exactly as before.
+    let w = World {
+        stragglers: &[(6, 1.3)],
+        signs: &[6],
+        ..World::default()
+    };
+    let with = run(&w);
+    let without = run(&World {
+        topology: false,
+        ..w
+    });
     assert_eq!(with.highest[6], NodeState::QuarantineRecommended);
     assert_eq!(with.recommended[6], without.recommended[6]);
     assert_eq!(with.highest[7], NodeState::Healthy);
 }
 
 #[test]
-fn two_stragglers_of_one_tor_of_two_slow_by_as_much_wait_for_evidence_of_their_own() {
-    // The rule's documented price: with hardware signs on both, two equally slow members
-    // of one ToR of two look like their ToR and are not recommended while both are slow.
-    let got = run(16, 200, &[], &[(6, 1.3), (7, 1.3)], &[6, 7], true);
+fn two_stragglers_that_are_their_tors_only_members_wait_while_both_are_slow() {
+    // The rule's documented price: two equally slow members of one ToR of two look like
+    // their ToR and are not recommended while both are slow, hardware signs or not.
+    let w = World {
+        stragglers: &[(6, 1.3), (7, 1.3)],
+        signs: &[6, 7],
+        ..World::default()
+    };
+    let got = run(&w);
     for i in [6, 7] {
-        assert!(
-            got.recommended[i].is_none(),
-            "node {i}: {:?}",
-            got.recommended[i]
-        );
+        assert!(kept(&got, i), "node {i} reached {:?}", got.highest[i]);
     }
     // The ToRs unknown, both are recommended on their signs.
-    let without = run(16, 200, &[], &[(6, 1.3), (7, 1.3)], &[6, 7], false);
+    let without = run(&World {
+        topology: false,
+        ..w
+    });
     for i in [6, 7] {
         assert!(without.recommended[i].is_some(), "node {i}");
     }
@@ -190,25 +289,76 @@ fn slow_tors_of_two_do_not_make_a_crowd_that_hides_a_straggler_elsewhere() {
     // more than 5 % of the group and at least three) and a straggler behind a third, with
     // a hardware sign. The four are their ToRs' events, not a crowd of the group: the
     // straggler is recommended about as soon as without them.
-    let tors = [(1, 1.3), (4, 1.3)];
-    let got = run(64, 200, &tors, &[(10, 1.3)], &[10], true);
-    let alone = run(64, 200, &[], &[(10, 1.3)], &[10], true);
-    assert_eq!(got.highest[10], NodeState::QuarantineRecommended);
-    assert!(
-        got.recommended[10].unwrap() <= alone.recommended[10].unwrap() + 5,
-        "{:?} against {:?} alone",
-        got.recommended[10],
-        alone.recommended[10]
-    );
+    let w = World {
+        n: 64,
+        slow_tors: &[(1, 1.3), (4, 1.3)],
+        stragglers: &[(10, 1.3)],
+        signs: &[10],
+        ..World::default()
+    };
+    let got = run(&w);
+    let alone = run(&World {
+        slow_tors: &[],
+        ..w
+    });
+    let (at, alone_at) = (got.recommended[10].unwrap(), alone.recommended[10].unwrap());
+    assert!(at <= alone_at + 5, "{at} against {alone_at} alone");
     for i in [2, 3, 8, 9] {
-        assert!(
-            matches!(got.highest[i], NodeState::Healthy | NodeState::Suspect),
-            "node {i} reached {:?}",
-            got.highest[i]
-        );
+        assert!(kept(&got, i), "node {i} reached {:?}", got.highest[i]);
     }
     // Without the topology the five slow nodes are a crowd of the group, and the straggler
     // waits for it to end (here it never does).
-    let blind = run(64, 200, &tors, &[(10, 1.3)], &[10], false);
+    let blind = run(&World {
+        topology: false,
+        ..w
+    });
     assert_eq!(blind.recommended[10], None);
+}
+
+/// Windows of the given scores, full; each `large` when above `entry`.
+fn windows(scores: &[f64], entry: f64) -> Vec<Window> {
+    scores
+        .iter()
+        .map(|&score| Window {
+            score,
+            zmed: 10.0,
+            spread: 0.0,
+            elevated: score > entry,
+            large: score > entry,
+        })
+        .collect()
+}
+
+#[test]
+fn whole_tors_are_judged_against_their_typical_member_among_the_judged_ones() {
+    let entry = 1.08f64.ln();
+    let all = |_: usize| true;
+    // ToR 0: four members, the least slow spared a little by the event: against the
+    // lower median (0.25), all four are the ToR's (against the least slow, 0.10, the
+    // other three would be exposed).
+    let w = windows(&[0.10, 0.25, 0.27, 0.30], entry);
+    let places = [Some(0); 4];
+    assert_eq!(
+        whole_tor_slow(&w, &places, &all, entry),
+        (0..4).collect::<BTreeSet<_>>()
+    );
+    // A fifth member 0.45 slow, beyond the lower median (0.27) by more than the entry
+    // threshold: its own.
+    let w = windows(&[0.10, 0.25, 0.27, 0.30, 0.45], entry);
+    let got = whole_tor_slow(&w, &[Some(0); 5], &all, entry);
+    assert_eq!(got, (0..4).collect::<BTreeSet<_>>());
+    // One member not slow: no ToR event.
+    let w = windows(&[0.25, 0.02, 0.27], entry);
+    assert!(whole_tor_slow(&w, &[Some(0); 3], &all, entry).is_empty());
+    // A member not judged (absent, a hard fault) leaves one judged member: no ToR event;
+    // and nodes past the end of `places` have no ToR.
+    let w = windows(&[0.25, 0.30, 0.25, 0.30], entry);
+    let places = [Some(0), Some(0), Some(1)];
+    assert!(whole_tor_slow(&w, &places, &|i| i != 1, entry).is_empty());
+    // Two ToRs, both whole: each judged on its own members.
+    let places = [Some(0), Some(0), Some(1), Some(1)];
+    assert_eq!(
+        whole_tor_slow(&w, &places, &all, entry),
+        (0..4).collect::<BTreeSet<_>>()
+    );
 }
