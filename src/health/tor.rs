@@ -44,7 +44,7 @@ const FIT_PASSES: usize = 4;
 /// zero ToR levels are taken from. One slow ToR of two is the slow one; with more, a
 /// minority of slow ToRs moves it little, and it is not the minimum of a few noisy
 /// estimates (which sits below the normal ToRs' level and makes every ToR look slow).
-fn lower_median<'a>(v: impl Iterator<Item = &'a f64>) -> f64 {
+pub(crate) fn lower_median<'a>(v: impl Iterator<Item = &'a f64>) -> f64 {
     let mut all: Vec<f64> = v.copied().collect();
     all.sort_by(f64::total_cmp);
     all.get(all.len().saturating_sub(1) / 2)

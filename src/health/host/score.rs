@@ -11,7 +11,7 @@ use crate::health::evidence::{Evidence, Key};
 use crate::health::fabric::{CROWD_MIN, CROWD_SHARE, Partial, crowd};
 use crate::health::lifecycle::NodeIx;
 use crate::health::stats::{Reference, deviations, median, spread_of};
-use crate::health::tor::{TorJudgement, TorLevels, TorRule, Touch};
+use crate::health::tor::{TorJudgement, TorLevels, TorRule, Touch, lower_median};
 use crate::snapshot::probe::NodeState;
 
 use super::Probe;
@@ -527,9 +527,7 @@ pub(super) fn whole_tor_slow(
         if !nodes.iter().all(|&i| windows[i].large) {
             continue;
         }
-        let mut scores: Vec<f64> = nodes.iter().map(|&i| windows[i].score).collect();
-        scores.sort_by(f64::total_cmp);
-        let typical = scores[(scores.len() - 1) / 2];
+        let typical = lower_median(nodes.iter().map(|&i| &windows[i].score));
         out.extend(
             nodes
                 .iter()
