@@ -1,8 +1,10 @@
 //! Link verdicts: a pair slow in the regular round is re-measured; a link verdict needs
 //! `link_observations` slow, steady measurements in a row that are the pair's own, with
-//! both ends otherwise normal. A verdict is held until a measurement of the pair is normal.
+//! both ends otherwise normal, and no shared cause in sight: fewer than two other links
+//! slow on their own at the same time (see [`shared`]). A verdict is held until a
+//! measurement of the pair is normal.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::score::RoundStats;
 use super::{HealthEngine, Probe, RoundInput, RoundOutput};
@@ -11,6 +13,25 @@ use crate::health::fabric::SLOW_RATE_FLOOR;
 use crate::health::lifecycle::NodeIx;
 use crate::health::pairs::Pair;
 use crate::health::stats::{deviations, median, spread_of};
+
+/// Slow measurements of its own a pair needs, since it was last measured normal, to count
+/// as slow together with a candidate link ([`shared`]). Two: a healthy probe is slow on
+/// its own now and then, and a probe group of a hundred members measures a hundred pairs
+/// a round, so with one such measurement chance companions were always at hand there
+/// (held out, 11 fewer of 235 degraded links were found, most lost in groups of 96 and
+/// 128);
+/// a pair slow twice without a normal measurement between is seldom chance.
+const COHORT_OBSERVATIONS: usize = 2;
+
+/// Turns of the stride (a round per member) within which a companion's last slow
+/// measurement must fall: two, since a pair not re-measured is measured once a turn, and
+/// a measurement with a busy end neither counts for the pair nor clears it.
+const COHORT_TURNS: u64 = 2;
+
+/// Other links (a pair and its way back counted once), sharing no end with a candidate,
+/// slow on their own at the same time, that make its slowness shared rather than its own
+/// ([`shared`]): two, so that two degraded links in one group are still two links.
+const LINK_COHORT: usize = 2;
 
 impl HealthEngine {
     /// Judges the round's slow pairs: see the module.
@@ -143,14 +164,17 @@ impl HealthEngine {
             .chain(input.probes.iter().map(|p| (p, 2)));
         let tor = |x: usize| input.tors.get(x).copied().flatten();
         let explained = |p: &Probe| self.dip.explains((p.src, p.dst), (tor(p.src), tor(p.dst)));
+        let now = self.nodes.round();
         for (p, own) in measured.filter(|(p, _)| p.within(n) && !explained(p)) {
             match self.slow(p, r) {
-                Some(d) if specific(p, own) => self
-                    .links
-                    .watched
-                    .entry((p.src, p.dst))
-                    .or_default()
-                    .push_back(d),
+                Some(d) if specific(p, own) => {
+                    self.links
+                        .watched
+                        .entry((p.src, p.dst))
+                        .or_default()
+                        .push_back(d);
+                    self.link_seen.insert((p.src, p.dst), now);
+                }
                 // Not this pair's alone: this round does not count for the link, but a
                 // slow permutation probe is still re-measured (in the daemon a sender
                 // held up by a slow outgoing link also times its incoming probe late,
@@ -167,6 +191,7 @@ impl HealthEngine {
     /// The pairs to re-measure next round (most evidence first: the daemon re-measures only
     /// a few per round) and the pairs with a link verdict.
     fn link_decisions(&mut self, r: &RoundStats, scores: &[f64]) -> (Vec<Pair>, Vec<Pair>) {
+        let cohort = self.companions();
         let cfg = &self.cfg;
         let nodes = &self.nodes;
         // Both ends healthy and within the exit threshold.
@@ -189,7 +214,10 @@ impl HealthEngine {
             if r.fabric || !fine_ends(*a, *b) {
                 continue;
             }
-            if obs.len() >= cfg.link_observations && steady_shift(obs, r) {
+            if obs.len() >= cfg.link_observations
+                && steady_shift(obs, r)
+                && !shared(&cohort, (*a, *b))
+            {
                 verdicts.push((*a, *b));
                 links.held.insert((*a, *b));
             } else {
@@ -200,6 +228,75 @@ impl HealthEngine {
             .sort_by_key(|k| std::cmp::Reverse(self.links.watched.get(k).map_or(0, VecDeque::len)));
         (requests, verdicts)
     }
+}
+
+impl HealthEngine {
+    /// The pairs slow together with a candidate link this round ([`shared`]): slow on their
+    /// own within the last [`COHORT_TURNS`] turns of the stride (a pair seen slow long ago
+    /// and not measured since is no companion now), in at least [`COHORT_OBSERVATIONS`]
+    /// measurements, both ends healthy (a pair whose end is judged, a slow ToR's member
+    /// say, is that end's and no sign of a shared cause elsewhere).
+    pub(super) fn companions(&mut self) -> Vec<Pair> {
+        let nodes = &self.nodes;
+        let turn = nodes.len().max(self.cfg.window) as u64;
+        keep_recent(
+            &mut self.link_seen,
+            &self.links.watched,
+            nodes.round(),
+            turn,
+        );
+        let healthy = |a: usize, b: usize| {
+            [a, b]
+                .iter()
+                .all(|&x| nodes[NodeIx(x)].state == crate::snapshot::probe::NodeState::Healthy)
+        };
+        slow_together(&self.links.watched, &self.link_seen, healthy)
+    }
+}
+
+/// Forgets the last slow round of pairs no longer watched, and of pairs last slow on their
+/// own more than [`COHORT_TURNS`] turns of `turn` rounds before round `now`.
+pub(super) fn keep_recent(
+    seen: &mut BTreeMap<Pair, u64>,
+    watched: &BTreeMap<Pair, VecDeque<f64>>,
+    now: u64,
+    turn: u64,
+) {
+    let since = now.saturating_sub(COHORT_TURNS * turn);
+    seen.retain(|k, at| *at >= since && watched.contains_key(k));
+}
+
+/// Pairs slow on their own in at least [`COHORT_OBSERVATIONS`] measurements since they
+/// were last normal, the last of them recent (`seen` holds only recent ones), with both
+/// ends `fine`: the pairs a shared cause would be slowing at the same time as a candidate.
+pub(super) fn slow_together(
+    watched: &BTreeMap<Pair, VecDeque<f64>>,
+    seen: &BTreeMap<Pair, u64>,
+    fine: impl Fn(usize, usize) -> bool,
+) -> Vec<Pair> {
+    watched
+        .iter()
+        .filter(|(k, obs)| {
+            obs.len() >= COHORT_OBSERVATIONS && seen.contains_key(k) && fine(k.0, k.1)
+        })
+        .map(|(k, _)| *k)
+        .collect()
+}
+
+/// Whether pair `(a, b)`'s slowness is shared: at least [`LINK_COHORT`] other links (a
+/// pair and its way back are one) with no end in common with it are slow on their own at
+/// the same time. A degraded link is one pair, or two with its way back, which share its
+/// ends; a spine or a dip that the partial-fabric tally misses (a small share of the
+/// pairs, spread over the rounds of a stride) slows many pairs between different nodes at
+/// once, each of them steady and with both ends otherwise fine, exactly as a degraded
+/// link looks on its own.
+pub(super) fn shared(cohort: &[Pair], (a, b): Pair) -> bool {
+    let links: BTreeSet<Pair> = cohort
+        .iter()
+        .filter(|(x, y)| ![*x, *y].iter().any(|e| *e == a || *e == b))
+        .map(|&(x, y)| (x.min(y), x.max(y)))
+        .collect();
+    links.len() >= LINK_COHORT
 }
 
 /// Steady, as for nodes: congestion on a spine or an end scatters a pair's observations, a

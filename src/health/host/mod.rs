@@ -16,6 +16,8 @@ mod tests;
 #[cfg(test)]
 mod tests_dips;
 #[cfg(test)]
+mod tests_links;
+#[cfg(test)]
 mod tests_small_tors;
 #[cfg(test)]
 mod tests_varying;
@@ -29,7 +31,7 @@ use super::evidence::Evidence;
 use super::fabric::{Normal, PartialFabric};
 use super::hardware::Signs;
 use super::lifecycle::{Change, Lifecycle, NodeIx, Track};
-use super::pairs::Pairs;
+use super::pairs::{Pair, Pairs};
 use super::spine::SpineVerdict;
 use super::tor::{TorVerdict, TorWatch};
 use crate::snapshot::probe::{NodeState, Transition};
@@ -359,6 +361,11 @@ pub struct HealthEngine {
     /// until a measurement of the pair is normal again, so that the verdict does not
     /// flicker when an end's score moves (the slow link itself lifts its ends' scores).
     links: Pairs<VecDeque<f64>>,
+    /// The round each watched pair was last slow on its own: a pair counts as slow at the
+    /// same time as a candidate link only while this is recent (`links::slow_together`).
+    /// Not in the wire form: a restored or remapped engine starts it empty, so its watched
+    /// pairs count again from their next slow measurement.
+    link_seen: BTreeMap<Pair, u64>,
     /// The pairs a partial event explains while it lasts, and those of dips that lasted
     /// the horizon: they make no link verdict (not in the wire form: a restored engine
     /// learns a dip again from its next event round, and its normal only after the
@@ -379,6 +386,7 @@ impl HealthEngine {
             tor_shift: BTreeMap::new(),
             partial: PartialFabric::default(),
             links: Pairs::default(),
+            link_seen: BTreeMap::new(),
             dip: DipPairs::default(),
         }
     }

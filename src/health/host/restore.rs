@@ -287,6 +287,7 @@ impl HealthEngine {
         self.nodes
             .remap(map, vec![NodeData::default(); nodes], |_, t| t);
         self.links.remap(map);
+        self.link_seen.clear();
         self.dip.remap(map);
     }
 
@@ -360,6 +361,7 @@ impl HealthEngine {
             held: s.held.into_iter().collect(),
         };
         self.dip = dip;
+        self.link_seen.clear();
         Ok(())
     }
 }
