@@ -316,7 +316,8 @@ type NodeTrack = Track<NodeData>;
 /// - A link verdict needs `link_observations` slow, steady observations of one pair that
 ///   are the pair's own: nothing else at either end slow in the same round, no fabric
 ///   event. A congested uplink or a slow node slows every probe through it, a bad link
-///   only its own.
+///   only its own. A pair slow while two other links with no end in common are slow on
+///   their own too waits: a spine or a dip slows many pairs at once, a bad link one.
 ///
 /// ```
 /// use hcclwatch::health::{HealthConfig, HealthEngine, NodeState, Probe, RoundInput};

@@ -10,8 +10,9 @@ use crate::health::pairs::Pair;
 /// ways); from round 20 the ordered pairs in `slow` take 1.5 times as long, every time
 /// they are measured (their permutation probes and the re-measurements the engine asks
 /// for, at most four a round as the daemon makes). Returns every pair that had a link
-/// verdict, and whether any node left `Healthy`.
-fn run(slow: &[(usize, usize)], rounds: usize) -> (Vec<(usize, usize)>, bool) {
+/// verdict, whether any node left `Healthy`, and the most slow observations of its own
+/// any pair of `slow` had gathered at the end.
+fn run(slow: &[(usize, usize)], rounds: usize) -> (Vec<(usize, usize)>, bool, usize) {
     let n = 16;
     let seconds = |r: usize, a: usize, b: usize| {
         let base = 1.0 + (a % 2) as f64 * 0.003;
@@ -46,7 +47,12 @@ fn run(slow: &[(usize, usize)], rounds: usize) -> (Vec<(usize, usize)>, bool) {
         moved |= e.states().iter().any(|s| *s != NodeState::Healthy);
         requests = out.link_requests;
     }
-    (verdicts, moved)
+    let most = slow
+        .iter()
+        .filter_map(|k| e.links.watched.get(k).map(VecDeque::len))
+        .max()
+        .unwrap_or(0);
+    (verdicts, moved, most)
 }
 
 /// Four pairs with no end in common, one per stride of the cycle (so that no round has
@@ -56,16 +62,19 @@ const SPINE: [(usize, usize); 4] = [(0, 1), (2, 4), (5, 8), (9, 13)];
 
 #[test]
 fn four_pairs_slow_at_once_make_no_link_verdict() {
-    let (verdicts, moved) = run(&SPINE, 120);
+    let (verdicts, moved, most) = run(&SPINE, 120);
     assert!(verdicts.is_empty(), "{verdicts:?}");
     assert!(!moved, "no node is judged on a spine's pairs");
+    // They were candidates all the same: the rule held them back, not the tally.
+    let need = HealthConfig::default().link_observations;
+    assert!(most >= need, "{most} observations, {need} needed");
 }
 
 #[test]
 fn each_of_those_pairs_alone_is_a_link_verdict() {
     // The control: the same pair, the same world, nothing else slow.
     for pair in SPINE {
-        let (verdicts, _) = run(&[pair], 120);
+        let (verdicts, _, _) = run(&[pair], 120);
         assert_eq!(verdicts, vec![pair], "{pair:?} alone");
     }
 }
@@ -74,7 +83,7 @@ fn each_of_those_pairs_alone_is_a_link_verdict() {
 fn a_link_slow_both_ways_is_one_link_not_a_cohort() {
     // Its way back shares its ends: it is no companion, and both directions are found.
     let both = [(2, 4), (4, 2)];
-    let (mut verdicts, _) = run(&both, 120);
+    let (mut verdicts, _, _) = run(&both, 120);
     verdicts.sort_unstable();
     assert_eq!(verdicts, vec![(2, 4), (4, 2)]);
 }
@@ -82,7 +91,7 @@ fn a_link_slow_both_ways_is_one_link_not_a_cohort() {
 #[test]
 fn two_degraded_links_in_one_group_are_both_found() {
     // One companion is fewer than LINK_COHORT: two links at once are still two links.
-    let (mut verdicts, _) = run(&SPINE[..2], 120);
+    let (mut verdicts, _, _) = run(&SPINE[..2], 120);
     verdicts.sort_unstable();
     assert_eq!(verdicts, vec![(0, 1), (2, 4)]);
 }
@@ -150,7 +159,7 @@ fn a_pair_and_its_way_back_are_one_companion() {
 fn two_links_both_ways_in_one_group_are_both_found() {
     // The shipped `shapes` scenario has this: links both ways, several in a group of 64.
     let slow = [(0, 1), (1, 0), (2, 4), (4, 2)];
-    let (mut verdicts, _) = run(&slow, 160);
+    let (mut verdicts, _, _) = run(&slow, 160);
     verdicts.sort_unstable();
     assert_eq!(verdicts, vec![(0, 1), (1, 0), (2, 4), (4, 2)]);
 }
@@ -174,5 +183,43 @@ fn the_engine_takes_companions_with_healthy_ends_only() {
         String::new(),
         Evidence::default(),
     );
+    assert_eq!(e.companions(), vec![(0, 1), (2, 3)]);
+}
+
+#[test]
+fn held_verdicts_are_no_companions() {
+    // Two links found earlier and still degraded do not keep a third from its own.
+    let mut e = HealthEngine::new(8, HealthConfig::default());
+    for _ in 0..5 {
+        e.step(&round(8, 1, &[], |_| 0.0));
+    }
+    let now = e.rounds();
+    for k in [(0, 1), (2, 3), (4, 5)] {
+        e.links.watched.insert(k, [0.4, 0.4].into_iter().collect());
+        e.link_seen.insert(k, now);
+    }
+    e.links.held.insert((2, 3));
+    e.links.held.insert((4, 5));
+    assert_eq!(e.companions(), vec![(0, 1)]);
+}
+
+#[test]
+fn a_restored_engine_starts_its_companions_afresh() {
+    let mut e = HealthEngine::new(8, HealthConfig::default());
+    for _ in 0..5 {
+        e.step(&round(8, 1, &[], |_| 0.0));
+    }
+    let now = e.rounds();
+    for k in [(0, 1), (2, 3)] {
+        e.links.watched.insert(k, [0.4, 0.4].into_iter().collect());
+        e.link_seen.insert(k, now);
+    }
+    let mut restored = e.clone();
+    restored
+        .restore(&e.snapshot())
+        .expect("its own state is taken");
+    // The watched pairs come across (they are in the wire form), their slow rounds not.
+    assert_eq!(restored.links.watched.len(), 2);
+    assert!(restored.companions().is_empty());
     assert_eq!(e.companions(), vec![(0, 1), (2, 3)]);
 }
