@@ -164,17 +164,24 @@ fn two_links_both_ways_in_one_group_are_both_found() {
     assert_eq!(verdicts, vec![(0, 1), (1, 0), (2, 4), (4, 2)]);
 }
 
-#[test]
-fn the_engine_takes_companions_with_healthy_ends_only() {
+/// An engine of 8 nodes after 5 quiet rounds, watching `pairs`, each slow on its own twice
+/// and last this round.
+fn watching(pairs: &[Pair]) -> HealthEngine {
     let mut e = HealthEngine::new(8, HealthConfig::default());
     for _ in 0..5 {
         e.step(&round(8, 1, &[], |_| 0.0));
     }
     let now = e.rounds();
-    for k in [(0, 1), (2, 3), (4, 5)] {
+    for &k in pairs {
         e.links.watched.insert(k, [0.4, 0.4].into_iter().collect());
         e.link_seen.insert(k, now);
     }
+    e
+}
+
+#[test]
+fn the_engine_takes_companions_with_healthy_ends_only() {
+    let mut e = watching(&[(0, 1), (2, 3), (4, 5)]);
     assert_eq!(e.companions(), vec![(0, 1), (2, 3), (4, 5)]);
     // Node 4 judged: (4, 5) is its pair, not a companion.
     e.nodes.set(
@@ -189,15 +196,7 @@ fn the_engine_takes_companions_with_healthy_ends_only() {
 #[test]
 fn held_verdicts_are_no_companions() {
     // Two links found earlier and still degraded do not keep a third from its own.
-    let mut e = HealthEngine::new(8, HealthConfig::default());
-    for _ in 0..5 {
-        e.step(&round(8, 1, &[], |_| 0.0));
-    }
-    let now = e.rounds();
-    for k in [(0, 1), (2, 3), (4, 5)] {
-        e.links.watched.insert(k, [0.4, 0.4].into_iter().collect());
-        e.link_seen.insert(k, now);
-    }
+    let mut e = watching(&[(0, 1), (2, 3), (4, 5)]);
     e.links.held.insert((2, 3));
     e.links.held.insert((4, 5));
     assert_eq!(e.companions(), vec![(0, 1)]);
@@ -205,15 +204,7 @@ fn held_verdicts_are_no_companions() {
 
 #[test]
 fn a_restored_engine_starts_its_companions_afresh() {
-    let mut e = HealthEngine::new(8, HealthConfig::default());
-    for _ in 0..5 {
-        e.step(&round(8, 1, &[], |_| 0.0));
-    }
-    let now = e.rounds();
-    for k in [(0, 1), (2, 3)] {
-        e.links.watched.insert(k, [0.4, 0.4].into_iter().collect());
-        e.link_seen.insert(k, now);
-    }
+    let mut e = watching(&[(0, 1), (2, 3)]);
     let mut restored = e.clone();
     restored
         .restore(&e.snapshot())
