@@ -241,8 +241,13 @@ fn slow_links_raise_the_slice_to_the_latency_floor() {
             c.costs().alpha,
         )
     };
-    let (slice, host_slice, alpha) = plan(Duration::ZERO);
-    assert_eq!(slice, host_slice, "no delay: α = {alpha}");
+    // Without the delay, α is what the machine gives loopback: a loaded one (the whole
+    // suite on 2 cores) has measured 0.6 ms once, which raised the slice to the whole
+    // buffer. The control is the best of three fresh worlds, as a latency is measured.
+    let tries: Vec<(usize, usize, f64)> = (0..3).map(|_| plan(Duration::ZERO)).collect();
+    let Some(&(_, host_slice, _)) = tries.iter().find(|(s, h, _)| s == h) else {
+        panic!("no delay: a slice above the host slice in every try (slice, host, α): {tries:?}");
+    };
     assert!(host_slice < 64 << 20);
     let (slice, _, alpha) = plan(Duration::from_millis(5));
     assert!(alpha >= 5e-3, "the delay shows in α: {alpha}");
