@@ -167,11 +167,20 @@ impl PartialFabric {
     /// Judges a round of `slow` of `probes` measurements slow on their own, and learns the
     /// base rate from it unless it is a partial event or `fabric_slow` (a round with no
     /// measurement is skipped).
+    ///
+    /// Until there is a rate, the first round that is not `fabric_slow` sets it and is no
+    /// event, as the first round sets the fabric [`Baseline`]. Judged against the floor
+    /// instead, a group whose healthy probes are slow on their own more often than a few
+    /// in a hundred (heavy tails, spikes) was a partial event from its first round, and
+    /// since event rounds never teach the rate, for good: held out, one group of 128 was
+    /// under a fabric verdict from its third round to the end of its run, with no node
+    /// confirmed and no link watched.
     pub fn judge(&mut self, slow: usize, probes: usize, fabric_slow: bool) -> Partial {
         if probes == 0 {
             return Partial::default();
         }
-        let now = self.rate.exceeded(slow, probes);
+        let known = self.rate.0.is_some();
+        let now = known && self.rate.exceeded(slow, probes);
         self.recent.push_back((slow, probes));
         while self.recent.len() > PARTIAL_ROUNDS {
             self.recent.pop_front();
@@ -180,11 +189,11 @@ impl PartialFabric {
             .recent
             .iter()
             .fold((0, 0), |(s, n), (a, b)| (s + a, n + b));
-        let recent = now || self.rate.exceeded(s, n);
+        let recent = now || known && self.rate.exceeded(s, n);
         // Learn only from rounds the base rate comfortably explains: a lasting dip has
         // rounds just short of the event threshold, and learning from them would make the
         // dip the normal within minutes (its pairs then look like degraded links).
-        if !now && !fabric_slow && self.rate.tail(slow, probes) > LEARN_ALPHA {
+        if !now && !fabric_slow && (!known || self.rate.tail(slow, probes) > LEARN_ALPHA) {
             self.rate.learn(slow, probes);
         }
         Partial { now, recent }
@@ -206,28 +215,49 @@ mod tests {
         assert!(!rate.exceeded(7, 7));
     }
 
-    /// A slow round summed with the one before it: two rounds of 3 in 40 are each
-    /// explained at a 1 % base rate, together (6 in 80, P ≈ 1.6e-4) they are not.
+    /// A slow round summed with the ones before it. The first round (1 of 40) sets the
+    /// base rate, 2.5 %. Then 4 of 40 is no event (P(X ≥ 4) for Bin(40, 0.025) ≈ 0.017)
+    /// but not comfortably normal either (below `LEARN_ALPHA`): it teaches nothing. With
+    /// the first, two such rounds are still explained (9 of 120, P ≈ 0.0033); three of them
+    /// together are not (12 of 120, P ≈ 5.2e-5).
     #[test]
     fn a_lasting_event_shows_in_the_recent_sum() {
         let mut p = PartialFabric::default();
-        let first = p.judge(3, 40, false);
-        assert_eq!(first, Partial::default());
-        // 3 of 40 is no event at the 1 % floor (tail ≈ 0.0075), but not comfortably normal
-        // either (below `LEARN_ALPHA`): it teaches nothing.
-        assert_eq!(p.rate, BaseRate(None));
-        // 1 of 40 (tail ≈ 0.33) is: the first such round sets the base rate, 2.5 %.
-        p.judge(1, 40, false);
+        assert_eq!(p.judge(1, 40, false), Partial::default());
         assert_eq!(p.rate, BaseRate(Some(0.025)));
+        assert_eq!(p.judge(4, 40, false), Partial::default());
+        assert_eq!(p.rate, BaseRate(Some(0.025)), "a round below LEARN_ALPHA");
+        assert_eq!(p.judge(4, 40, false), Partial::default());
+        let third = p.judge(4, 40, false);
+        assert!(!third.now && third.recent);
+        // A fabric-slow round neither sets the rate nor teaches it.
         let mut q = PartialFabric::default();
         q.judge(3, 40, true);
-        assert_eq!(
-            q.rate,
-            BaseRate(None),
-            "a fabric-slow round teaches nothing"
-        );
-        let second = q.judge(3, 40, true);
-        assert!(!second.now && second.recent);
+        assert_eq!(q.rate, BaseRate(None));
+        q.judge(1, 40, false);
+        assert_eq!(q.rate, BaseRate(Some(0.025)));
+        q.judge(1, 40, true);
+        assert_eq!(q.rate, BaseRate(Some(0.025)));
+    }
+
+    /// A group whose healthy probes are slow on their own in about 20 of 128 a round (heavy
+    /// tails, spikes): the first round sets the base rate, and no round of the same world
+    /// (16 to 24 of 128) is an event, while 50 of 128 is (P ≈ 1.3e-10 at 20/128). Judged
+    /// against the floor instead, every one of those rounds would be an event (20 of 128 at
+    /// 1 %: P ≈ 4e-18), and an event round never teaches the rate.
+    #[test]
+    fn the_first_round_sets_the_base_rate() {
+        assert!(BaseRate(None).exceeded(20, 128), "the floor alone");
+        let mut p = PartialFabric::default();
+        assert_eq!(p.judge(20, 128, false), Partial::default());
+        assert_eq!(p.rate, BaseRate(Some(20.0 / 128.0)));
+        for slow in (0..100).map(|i| 16 + i % 9) {
+            let got = p.judge(slow, 128, false);
+            assert!(!got.now && !got.recent, "{slow} of 128");
+        }
+        let rate = p.rate.0.expect("learned");
+        assert!((0.12..0.20).contains(&rate), "{rate}");
+        assert!(p.judge(50, 128, false).now);
     }
 
     /// A step of 0.3 that stays: slow for `horizon` rounds, then the normal; the first

@@ -181,9 +181,13 @@ impl DeviceEngine {
             .collect();
         let slow: Vec<bool> = pings.iter().map(|p| self.slow_ping(p, r)).collect();
         let count = slow.iter().filter(|s| **s).count();
-        let partial =
-            pings.len() >= PARTIAL_MIN_PROBES && self.slow_rate.exceeded(count, pings.len());
-        if pings.len() >= PARTIAL_MIN_PROBES && !partial {
+        // Until there is a rate, the first round with enough pings sets it and is no event
+        // (as on the host plane, `PartialFabric::judge`: against the floor, pings slow on
+        // their own more often than that would be an event from the first round, for good).
+        let enough = pings.len() >= PARTIAL_MIN_PROBES;
+        let first = self.slow_rate.0.is_none();
+        let partial = enough && !first && self.slow_rate.exceeded(count, pings.len());
+        if enough && !partial {
             self.slow_rate.learn(count, pings.len());
         }
         // Where the event's pings ran, for its shape (whether it is a spine's).

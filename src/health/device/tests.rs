@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::score::loss_tail;
 use super::*;
+use crate::health::fabric::BaseRate;
 use crate::health::hardware::Signs;
 
 mod crossing;
@@ -25,6 +26,9 @@ struct Fabric {
     scattered: Vec<usize>,
     /// Node pairs whose pings are 2× slower (a partial fabric event).
     slow_node_pairs: fn(usize, usize) -> bool,
+    /// Share of all pings 2× slower, spread over them by a hash of the ping's number
+    /// (healthy noise with a heavy tail).
+    noisy: f64,
     counters: BTreeMap<usize, f64>,
     pings: usize,
     /// Nodes per ToR (consecutive nodes share one); 0: the topology is not given.
@@ -56,6 +60,7 @@ impl Fabric {
             bad_pairs: vec![],
             scattered: vec![],
             slow_node_pairs: |_, _| false,
+            noisy: 0.0,
             counters: BTreeMap::new(),
             pings: 0,
             tor_size: 0,
@@ -137,6 +142,10 @@ impl Fabric {
             extra += [20e-6, 400e-6, 60e-6, 250e-6, 120e-6, 500e-6][self.pings % 6];
         }
         if (self.slow_node_pairs)(src / self.per, dst / self.per) {
+            extra += 100e-6;
+        }
+        let h = (self.pings as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+        if ((h as f64) / (1u64 << 24) as f64) < self.noisy {
             extra += 100e-6;
         }
         PortProbe {
@@ -506,6 +515,33 @@ fn a_partial_dip_is_a_fabric_event_and_accuses_no_port() {
     let (e, outs) = run(&mut f, 30);
     assert!(outs.iter().skip(2).all(|o| o.fabric));
     assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
+}
+
+/// A tenth of all pings twice as slow from the first round on, for good (healthy noise
+/// with a heavy tail: how this fabric is, not an event): the first round sets the base
+/// rate of pings slow on their own, so no round is a fabric event, and a port that starts
+/// losing 20 % of its packets later (its frames corrupted) is found, alone. Judged
+/// against the floor (1 %) instead, every round would be a partial event, an event round
+/// never teaches the rate, and no port would ever be judged.
+#[test]
+fn pings_slow_on_their_own_from_the_start_are_the_base_rate() {
+    let mut f = Fabric::new(8, 8);
+    f.noisy = 0.1;
+    let (mut e, mut outs) = run(&mut f, 20);
+    f.lossy = vec![(21, 0.2)];
+    f.signs = vec![(21, Signs::FRAME_ERRORS)];
+    go_on(&mut e, &mut f, 20..80, &[], &mut outs);
+    let fabric: Vec<usize> = (0..80).filter(|&r| outs[r].fabric).collect();
+    assert!(fabric.is_empty(), "fabric events in rounds {fabric:?}");
+    let states = e.states();
+    let recommended = (0..states.len()).filter(|&i| states[i] == NodeState::QuarantineRecommended);
+    assert_eq!(recommended.collect::<Vec<_>>(), [21]);
+    // The world is what the test says: the noise alone is a partial event at the floor.
+    let mut g = Fabric::new(8, 8);
+    g.noisy = 0.1;
+    let first = g.round(0);
+    let slow = first.probes.iter().filter(|p| p.rtt > Some(150e-6)).count();
+    assert!(BaseRate(None).exceeded(slow, first.probes.len()), "{slow}");
 }
 
 /// 32 nodes × 4 ports on 8 ToRs of 4 nodes; ToR 2 (nodes 8–11, ports 32–47) starts losing
