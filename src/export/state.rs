@@ -26,6 +26,9 @@ pub struct State {
     pub crowd: Vec<String>,
     /// Pairs judged degraded links.
     pub link_degraded: Vec<Pair>,
+    /// Pairs whose evidence made a link verdict in the last round but which other links
+    /// were slow together with (a shared cause: no verdict while it lasts).
+    pub link_withheld: Vec<Pair>,
     /// The ToRs judged last round (enough members in the group), with their verdicts.
     pub tors: Vec<Tor>,
     /// The last round's spine verdict (a dip with a spine's shape); empty without one.
@@ -489,6 +492,7 @@ impl From<&ProbeSnapshot> for State {
             fabric_degraded: p.fabric_degraded,
             crowd: p.crowd.iter().map(|&i| p.name(i)).collect(),
             link_degraded: p.link_degraded.iter().map(|(a, b)| pair(*a, *b)).collect(),
+            link_withheld: p.link_withheld.iter().map(|(a, b)| pair(*a, *b)).collect(),
             tors: p
                 .tors
                 .iter()
@@ -577,5 +581,22 @@ mod tests {
         };
         assert_eq!(State::from(&p).crowd, ["c", "a"]);
         assert!(State::from(&ProbeSnapshot::default()).crowd.is_empty());
+    }
+
+    /// A withheld link is named by its ends, apart from the degraded ones.
+    #[test]
+    fn withheld_links_are_named_by_their_ends() {
+        let p = ProbeSnapshot {
+            members: ["a", "b", "c"].map(MemberView::new).to_vec(),
+            link_degraded: vec![(0, 1)],
+            link_withheld: vec![(2, 0)],
+            ..ProbeSnapshot::default()
+        };
+        let s = State::from(&p);
+        let ends = |v: &[Pair]| -> Vec<(String, String)> {
+            v.iter().map(|x| (x.src.clone(), x.dst.clone())).collect()
+        };
+        assert_eq!(ends(&s.link_withheld), [("c".into(), "a".into())]);
+        assert_eq!(ends(&s.link_degraded), [("a".into(), "b".into())]);
     }
 }

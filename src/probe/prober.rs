@@ -18,7 +18,7 @@ use super::hard_faults::{HardFaults, hard_fault_reason};
 use super::onsets::{Onsets, reason_of};
 use super::plan::Plan;
 use super::round::{
-    Contribution, RoundResult, group_latency, majority_over_budget, pair_seconds,
+    Contribution, RoundResult, group_latency, link_views, majority_over_budget, pair_seconds,
     permutation_probes, round_trip,
 };
 use super::tors::{self, record_tors, tor_table};
@@ -34,8 +34,7 @@ use crate::health::{
 use crate::snapshot::Store;
 use crate::snapshot::histogram::{EPISODE_BUCKETS, Histogram};
 use crate::snapshot::probe::{
-    CollectiveDurations, LinkView, MemberView, PauseReason, ProbeSnapshot, QuarantineReason,
-    RingResult,
+    CollectiveDurations, MemberView, PauseReason, ProbeSnapshot, QuarantineReason, RingResult,
 };
 use crate::snapshot::topology::NodePlace;
 
@@ -152,6 +151,7 @@ impl Prober {
             .collect();
         self.part.links.clear();
         self.part.link_degraded.clear();
+        self.part.link_withheld.clear();
         tors::forget(&mut self.part);
         self.tor_table = (Vec::new(), Vec::new());
     }
@@ -856,7 +856,7 @@ impl Prober {
                 own.ring,
             );
         }
-        part.links = links(&self.s, r, &g);
+        part.links = link_views(&self.s, r, &g);
         if let Some(ring) = &r.ring {
             let t = m.iter().map(|x| x.ring).fold(0.0, f64::max).max(1e-9);
             let factor = 2.0 * (m_size as f64 - 1.0) / m_size as f64;
@@ -879,6 +879,7 @@ impl Prober {
             }
         }
         part.link_degraded = out.link_verdicts.clone();
+        part.link_withheld = out.link_withheld.clone();
         record_tors(part, &out, &self.tor_table.1);
         self.record_transitions(out.transitions);
     }
@@ -965,23 +966,6 @@ pub fn renumber(transitions: &mut VecDeque<Transition>, map: &[Option<usize>]) {
             Some(t)
         })
         .collect();
-}
-
-/// The permutation round's links in candidate indices. A latency-sized exchange says
-/// nothing about a link's bandwidth, so a reduced round has none instead of a misleading
-/// dip.
-fn links(s: &ProbeSettings, r: &RoundResult, g: &[usize]) -> Vec<LinkView> {
-    if r.plan.limited {
-        return Vec::new();
-    }
-    permutation_probes(g, &r.measured, r.stride)
-        .into_iter()
-        .map(|p| LinkView {
-            src: p.src,
-            dst: p.dst,
-            bytes_per_second: s.link_bytes.max(1) as f64 / p.seconds.max(1e-9),
-        })
-        .collect()
 }
 
 fn observe_duration(h: &mut Vec<CollectiveDurations>, op: &str, bytes: usize, v: f64) {

@@ -18,6 +18,7 @@ use crate::collective::algo::select::allreduce_cost;
 use crate::collective::{CollResult, Communicator, DataType, ReduceOp};
 use crate::health::Probe;
 use crate::health::hardware::Signs;
+use crate::snapshot::probe::LinkView;
 
 /// One member's measurements of a round, as all-gathered.
 #[derive(Debug, Clone, PartialEq)]
@@ -114,6 +115,23 @@ pub fn permutation_probes(group: &[usize], m: &[Measured], stride: usize) -> Vec
             src: group[(k + n - stride) % n],
             dst: group[k],
             seconds: m[k].link,
+        })
+        .collect()
+}
+
+/// The permutation round's links in candidate indices. A latency-sized exchange says
+/// nothing about a link's bandwidth, so a reduced round has none instead of a misleading
+/// dip.
+pub(super) fn link_views(s: &ProbeSettings, r: &RoundResult, g: &[usize]) -> Vec<LinkView> {
+    if r.plan.limited {
+        return Vec::new();
+    }
+    permutation_probes(g, &r.measured, r.stride)
+        .into_iter()
+        .map(|p| LinkView {
+            src: p.src,
+            dst: p.dst,
+            bytes_per_second: s.link_bytes.max(1) as f64 / p.seconds.max(1e-9),
         })
         .collect()
 }

@@ -281,6 +281,10 @@ pub struct ProbeSnapshot {
     pub crowd: Vec<usize>,
     /// Pairs the engine judged degraded links (src, dst) in the last round.
     pub link_degraded: Vec<(usize, usize)>,
+    /// Pairs (src, dst) whose evidence made a link verdict in the last round but which
+    /// other links, sharing no end with them, were slow together with (a shared cause:
+    /// no verdict while it lasts).
+    pub link_withheld: Vec<(usize, usize)>,
     /// The ToRs the engine judged in the last round (those with enough members in the
     /// group), with their verdict: empty without topology.
     pub tors: Vec<TorView>,

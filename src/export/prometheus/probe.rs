@@ -267,6 +267,14 @@ fn verdicts(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
             .map(|(a, b)| (pair(pr, *a, *b), 1.0))
             .collect(),
     )?;
+    f.gauge(
+        "hcclwatch_link_withheld",
+        "Pairs slow enough and long enough for a link verdict that get none: other links, sharing no end with them, are slow together with them (a shared cause such as a spine or a dip; several at once point at a switch).",
+        pr.link_withheld
+            .iter()
+            .map(|(a, b)| (pair(pr, *a, *b), 1.0))
+            .collect(),
+    )?;
     Ok(())
 }
 
@@ -543,6 +551,33 @@ mod tests {
         assert_eq!(
             lines(&text, "hcclwatch_npu_isolation_recommended"),
             ["hcclwatch_npu_isolation_recommended{npu=\"5\",reason=\"health_critical\"} 1.0"]
+        );
+    }
+
+    /// A withheld pair is its own series, beside the verdicts and not among them: the
+    /// names are the members'.
+    #[test]
+    fn withheld_links_are_named_apart_from_degraded_ones() {
+        let text = render(ProbeSnapshot {
+            active: true,
+            rounds_ok: 1,
+            members: ["a", "b", "c", "d"]
+                .map(|n| member(n, true, false))
+                .to_vec(),
+            link_degraded: vec![(0, 1)],
+            link_withheld: vec![(2, 3), (3, 0)],
+            ..ProbeSnapshot::default()
+        });
+        assert_eq!(
+            lines(&text, "hcclwatch_link_withheld"),
+            [
+                "hcclwatch_link_withheld{src_node=\"c\",dst_node=\"d\"} 1.0",
+                "hcclwatch_link_withheld{src_node=\"d\",dst_node=\"a\"} 1.0",
+            ]
+        );
+        assert_eq!(
+            lines(&text, "hcclwatch_link_degraded"),
+            ["hcclwatch_link_degraded{src_node=\"a\",dst_node=\"b\"} 1.0"]
         );
     }
 

@@ -105,9 +105,10 @@ impl HealthEngine {
                 .retain(|k, _| held.contains(k) || !dip.explains(*k, places(k.0, k.1)));
         }
         self.observe_links(input, r);
-        let (requests, verdicts) = self.link_decisions(r, &out.scores);
-        out.link_verdicts = verdicts;
-        out.link_requests = requests;
+        let decided = self.link_decisions(r, &out.scores);
+        out.link_verdicts = decided.verdicts;
+        out.link_requests = decided.requests;
+        out.link_withheld = decided.withheld;
     }
 
     /// Forgets the slow rounds too old to matter, then returns the pairs slow together
@@ -221,8 +222,9 @@ impl HealthEngine {
     }
 
     /// The pairs to re-measure next round (most evidence first: the daemon re-measures only
-    /// a few per round) and the pairs with a link verdict.
-    fn link_decisions(&mut self, r: &RoundStats, scores: &[f64]) -> (Vec<Pair>, Vec<Pair>) {
+    /// a few per round), the pairs with a link verdict and those whose verdict waits for a
+    /// shared cause to pass.
+    fn link_decisions(&mut self, r: &RoundStats, scores: &[f64]) -> LinkDecisions {
         let cohort = self.companions();
         let cfg = &self.cfg;
         let nodes = &self.nodes;
@@ -233,7 +235,7 @@ impl HealthEngine {
                     && scores.get(x).is_some_and(|s| *s < r.exit)
             })
         };
-        let (mut requests, mut verdicts) = (Vec::new(), Vec::new());
+        let (mut requests, mut verdicts, mut withheld) = (Vec::new(), Vec::new(), Vec::new());
         let links = &mut self.links;
         for ((a, b), obs) in links.watched.iter_mut() {
             while obs.len() > cfg.link_observations.max(1) {
@@ -246,13 +248,14 @@ impl HealthEngine {
             if r.fabric || !fine_ends(*a, *b) {
                 continue;
             }
-            if obs.len() >= cfg.link_observations
-                && steady_shift(obs, r)
-                && !shared(&cohort, (*a, *b))
-            {
+            let earned = obs.len() >= cfg.link_observations && steady_shift(obs, r);
+            if earned && !shared(&cohort, (*a, *b)) {
                 verdicts.push((*a, *b));
                 links.held.insert((*a, *b));
             } else {
+                if earned {
+                    withheld.push((*a, *b));
+                }
                 requests.push((*a, *b));
             }
         }
@@ -262,8 +265,22 @@ impl HealthEngine {
         // against 135).
         requests
             .sort_by_key(|k| std::cmp::Reverse(self.links.watched.get(k).map_or(0, VecDeque::len)));
-        (requests, verdicts)
+        LinkDecisions {
+            requests,
+            verdicts,
+            withheld,
+        }
     }
+}
+
+/// What [`HealthEngine::link_decisions`] decided this round.
+struct LinkDecisions {
+    /// Pairs to re-measure next round, most evidence first.
+    requests: Vec<Pair>,
+    /// Pairs with a link verdict (held ones included).
+    verdicts: Vec<Pair>,
+    /// Pairs that earned a verdict this round but are slow together with other links.
+    withheld: Vec<Pair>,
 }
 
 /// Forgets the last slow round of pairs no longer watched, and of pairs last slow on their

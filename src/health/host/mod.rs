@@ -206,6 +206,12 @@ pub struct RoundOutput {
     pub link_verdicts: Vec<(usize, usize)>,
     /// Pairs to re-measure next round (one slow observation, endpoints healthy).
     pub link_requests: Vec<(usize, usize)>,
+    /// Pairs whose evidence would make a link verdict this round but which other links,
+    /// sharing no end with them, are slow together with: a shared cause (a spine, a dip
+    /// the partial-fabric tally misses), so no verdict while it lasts. For the operator
+    /// who sees a slow pair and no verdict, and for the network team (several at once
+    /// point at a switch).
+    pub link_withheld: Vec<(usize, usize)>,
     /// Window score per node (median log residual), for `hcclwatch_straggler_score`.
     pub scores: Vec<f64>,
     /// Members whose re-pairing reports the others consistently contradict.

@@ -2,6 +2,8 @@
 //! partial-fabric tally misses) is no link's, while one degraded link, its way back, or
 //! two of them in one group still are.
 
+use std::collections::BTreeSet;
+
 use super::tests::round;
 use super::*;
 use crate::health::pairs::Pair;
@@ -10,9 +12,9 @@ use crate::health::pairs::Pair;
 /// ways); from round 20 the ordered pairs in `slow` take 1.5 times as long, every time
 /// they are measured (their permutation probes and the re-measurements the engine asks
 /// for, at most four a round as the daemon makes). Returns every pair that had a link
-/// verdict, whether any node left `Healthy`, and the most slow observations of its own
-/// any pair of `slow` had gathered at the end.
-fn run(slow: &[(usize, usize)], rounds: usize) -> (Vec<(usize, usize)>, bool, usize) {
+/// verdict, whether any node left `Healthy`, the most slow observations of its own any
+/// pair of `slow` had gathered at the end, and every pair whose verdict was withheld.
+fn run(slow: &[(usize, usize)], rounds: usize) -> (Vec<Pair>, bool, usize, BTreeSet<Pair>) {
     let n = 16;
     let seconds = |r: usize, a: usize, b: usize| {
         let base = 1.0 + (a % 2) as f64 * 0.003;
@@ -24,6 +26,7 @@ fn run(slow: &[(usize, usize)], rounds: usize) -> (Vec<(usize, usize)>, bool, us
     };
     let mut e = HealthEngine::new(n, HealthConfig::default());
     let (mut requests, mut verdicts, mut moved) = (Vec::<(usize, usize)>::new(), Vec::new(), false);
+    let mut withheld = BTreeSet::new();
     for r in 0..rounds {
         let mut input = round(n, 1 + r % 15, &[], |_| 0.0);
         for p in &mut input.probes {
@@ -45,6 +48,7 @@ fn run(slow: &[(usize, usize)], rounds: usize) -> (Vec<(usize, usize)>, bool, us
             }
         }
         moved |= e.states().iter().any(|s| *s != NodeState::Healthy);
+        withheld.extend(out.link_withheld);
         requests = out.link_requests;
     }
     let most = slow
@@ -52,7 +56,7 @@ fn run(slow: &[(usize, usize)], rounds: usize) -> (Vec<(usize, usize)>, bool, us
         .filter_map(|k| e.links.watched.get(k).map(VecDeque::len))
         .max()
         .unwrap_or(0);
-    (verdicts, moved, most)
+    (verdicts, moved, most, withheld)
 }
 
 /// Four pairs with no end in common, one per stride of the cycle (so that no round has
@@ -62,20 +66,23 @@ const SPINE: [(usize, usize); 4] = [(0, 1), (2, 4), (5, 8), (9, 13)];
 
 #[test]
 fn four_pairs_slow_at_once_make_no_link_verdict() {
-    let (verdicts, moved, most) = run(&SPINE, 120);
+    let (verdicts, moved, most, withheld) = run(&SPINE, 120);
     assert!(verdicts.is_empty(), "{verdicts:?}");
     assert!(!moved, "no node is judged on a spine's pairs");
     // They were candidates all the same: the rule held them back, not the tally.
     let need = HealthConfig::default().link_observations;
     assert!(most >= need, "{most} observations, {need} needed");
+    // And the round says so, for each of them.
+    assert_eq!(withheld, SPINE.into_iter().collect(), "withheld");
 }
 
 #[test]
 fn each_of_those_pairs_alone_is_a_link_verdict() {
     // The control: the same pair, the same world, nothing else slow.
     for pair in SPINE {
-        let (verdicts, _, _) = run(&[pair], 120);
+        let (verdicts, _, _, withheld) = run(&[pair], 120);
         assert_eq!(verdicts, vec![pair], "{pair:?} alone");
+        assert!(withheld.is_empty(), "{pair:?} alone: {withheld:?}");
     }
 }
 
@@ -83,7 +90,7 @@ fn each_of_those_pairs_alone_is_a_link_verdict() {
 fn a_link_slow_both_ways_is_one_link_not_a_cohort() {
     // Its way back shares its ends: it is no companion, and both directions are found.
     let both = [(2, 4), (4, 2)];
-    let (mut verdicts, _, _) = run(&both, 120);
+    let (mut verdicts, _, _, _) = run(&both, 120);
     verdicts.sort_unstable();
     assert_eq!(verdicts, vec![(2, 4), (4, 2)]);
 }
@@ -91,7 +98,7 @@ fn a_link_slow_both_ways_is_one_link_not_a_cohort() {
 #[test]
 fn two_degraded_links_in_one_group_are_both_found() {
     // One companion is fewer than LINK_COHORT: two links at once are still two links.
-    let (mut verdicts, _, _) = run(&SPINE[..2], 120);
+    let (mut verdicts, _, _, _) = run(&SPINE[..2], 120);
     verdicts.sort_unstable();
     assert_eq!(verdicts, vec![(0, 1), (2, 4)]);
 }
@@ -159,7 +166,7 @@ fn a_pair_and_its_way_back_are_one_companion() {
 fn two_links_both_ways_in_one_group_are_both_found() {
     // The shipped `shapes` scenario has this: links both ways, several in a group of 64.
     let slow = [(0, 1), (1, 0), (2, 4), (4, 2)];
-    let (mut verdicts, _, _) = run(&slow, 160);
+    let (mut verdicts, _, _, _) = run(&slow, 160);
     verdicts.sort_unstable();
     assert_eq!(verdicts, vec![(0, 1), (1, 0), (2, 4), (4, 2)]);
 }
