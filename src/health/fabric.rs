@@ -24,6 +24,11 @@ pub const LEARN_ALPHA: f64 = 0.05;
 pub const PARTIAL_MIN_PROBES: usize = 8;
 /// Floor on the learned share of measurements slow on their own.
 pub const SLOW_RATE_FLOOR: f64 = 0.01;
+/// Rounds (each of at least [`PARTIAL_MIN_PROBES`] measurements, not fabric-slow) pooled
+/// to set the base rate before any round is judged: one round alone is a draw (a quiet
+/// first round of a noisy group set the rate low, and its usual rounds were events), and
+/// a fault or a dip under way at the start would be the rate.
+pub const RATE_WARMUP_ROUNDS: usize = 10;
 /// Nodes elevated at once (not counting those already recommended for quarantine) that
 /// make a crowd: with independent faults and the congestion of the noise model, three at
 /// once in one group happens in well under 0.1 % of rounds, so three or more (and at least
@@ -143,6 +148,71 @@ impl BaseRate {
     }
 }
 
+/// How the base rate is learnt around the gated updates of [`BaseRate::learn`]: a warm-up
+/// that sets it, and a renewal once events have lasted a horizon. Not in any wire form: a
+/// restored engine without a rate warms up again, and one with a rate counts its event
+/// rounds from zero (which only delays a renewal).
+///
+/// Judged against the floor until some round was comfortably normal (the rule before), a
+/// group whose healthy measurements are slow on their own more often than a few in a
+/// hundred (heavy tails, spikes) was a partial event from its first round, and since event
+/// rounds never teach the rate, for good: held out, one group of 128 was under a fabric
+/// verdict from its third round to the end of its run, with no node confirmed and no link
+/// watched.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct RateLearning {
+    /// (rounds, slow, measurements) pooled while there is no rate.
+    warmup: (usize, usize, usize),
+    /// Event rounds in a row.
+    events: usize,
+}
+
+impl RateLearning {
+    /// While `rate` is unknown: pools a round of `slow` of `probes` (one of at least
+    /// [`PARTIAL_MIN_PROBES`], not `fabric_slow`), and sets the rate to the pooled share
+    /// after [`RATE_WARMUP_ROUNDS`] such rounds. True while warming up: the round is
+    /// judged no event.
+    pub fn warming(
+        &mut self,
+        rate: &mut BaseRate,
+        (slow, probes): (usize, usize),
+        fabric_slow: bool,
+    ) -> bool {
+        if rate.0.is_some() {
+            return false;
+        }
+        if probes >= PARTIAL_MIN_PROBES && !fabric_slow {
+            let (rounds, s, n) = &mut self.warmup;
+            *rounds += 1;
+            *s += slow;
+            *n += probes;
+            if *rounds >= RATE_WARMUP_ROUNDS {
+                rate.0 = Some(*s as f64 / *n as f64);
+                self.warmup = (0, 0, 0);
+            }
+        }
+        true
+    }
+
+    /// After a judged round (`event` or not): once `horizon` event rounds have come in a
+    /// row the level they show is how things are now (the noise grew, or a dip lasted), as
+    /// for the [`Normal`]: the rate is forgotten and warms up again from the next round.
+    /// True when it was.
+    pub fn renewed(&mut self, rate: &mut BaseRate, event: bool, horizon: usize) -> bool {
+        if !event {
+            self.events = 0;
+            return false;
+        }
+        self.events += 1;
+        if self.events < horizon.max(1) {
+            return false;
+        }
+        self.events = 0;
+        *rate = BaseRate::default();
+        true
+    }
+}
+
 /// The host plane's partial-fabric detector: the base rate, and the (slow, judged)
 /// measurements of the last [`PARTIAL_ROUNDS`] rounds, so that an event that lasts shows in
 /// their sum before it shows in any one round.
@@ -152,6 +222,8 @@ pub(crate) struct PartialFabric {
     pub rate: BaseRate,
     /// (slow, judged) per recent round, oldest first.
     pub recent: VecDeque<(usize, usize)>,
+    /// The warm-up and renewal of the rate.
+    pub learning: RateLearning,
 }
 
 /// What [`PartialFabric::judge`] found.
@@ -166,36 +238,39 @@ pub(crate) struct Partial {
 impl PartialFabric {
     /// Judges a round of `slow` of `probes` measurements slow on their own, and learns the
     /// base rate from it unless it is a partial event or `fabric_slow` (a round with no
-    /// measurement is skipped).
-    ///
-    /// Until there is a rate, the first round that is not `fabric_slow` sets it and is no
-    /// event, as the first round sets the fabric [`Baseline`]. Judged against the floor
-    /// instead, a group whose healthy probes are slow on their own more often than a few
-    /// in a hundred (heavy tails, spikes) was a partial event from its first round, and
-    /// since event rounds never teach the rate, for good: held out, one group of 128 was
-    /// under a fabric verdict from its third round to the end of its run, with no node
-    /// confirmed and no link watched.
-    pub fn judge(&mut self, slow: usize, probes: usize, fabric_slow: bool) -> Partial {
+    /// measurement is skipped). No round is an event while the rate warms up, and
+    /// `horizon` event rounds in a row renew it ([`RateLearning`]).
+    pub fn judge(
+        &mut self,
+        slow: usize,
+        probes: usize,
+        fabric_slow: bool,
+        horizon: usize,
+    ) -> Partial {
         if probes == 0 {
             return Partial::default();
         }
-        let known = self.rate.0.is_some();
-        let now = known && self.rate.exceeded(slow, probes);
         self.recent.push_back((slow, probes));
         while self.recent.len() > PARTIAL_ROUNDS {
             self.recent.pop_front();
         }
+        let round = (slow, probes);
+        if self.learning.warming(&mut self.rate, round, fabric_slow) {
+            return Partial::default();
+        }
+        let now = self.rate.exceeded(slow, probes);
         let (s, n) = self
             .recent
             .iter()
             .fold((0, 0), |(s, n), (a, b)| (s + a, n + b));
-        let recent = now || known && self.rate.exceeded(s, n);
+        let recent = now || self.rate.exceeded(s, n);
         // Learn only from rounds the base rate comfortably explains: a lasting dip has
         // rounds just short of the event threshold, and learning from them would make the
         // dip the normal within minutes (its pairs then look like degraded links).
-        if !now && !fabric_slow && (!known || self.rate.tail(slow, probes) > LEARN_ALPHA) {
+        if !now && !fabric_slow && self.rate.tail(slow, probes) > LEARN_ALPHA {
             self.rate.learn(slow, probes);
         }
+        self.learning.renewed(&mut self.rate, now, horizon);
         Partial { now, recent }
     }
 }
@@ -215,49 +290,89 @@ mod tests {
         assert!(!rate.exceeded(7, 7));
     }
 
-    /// A slow round summed with the ones before it. The first round (1 of 40) sets the
-    /// base rate, 2.5 %. Then 4 of 40 is no event (P(X ≥ 4) for Bin(40, 0.025) ≈ 0.017)
-    /// but not comfortably normal either (below `LEARN_ALPHA`): it teaches nothing. With
-    /// the first, two such rounds are still explained (9 of 120, P ≈ 0.0033); three of them
-    /// together are not (12 of 120, P ≈ 5.2e-5).
+    /// A slow round summed with the ones before it. Ten rounds of 1 of 40 set the base
+    /// rate, 2.5 %. Then 4 of 40 is no event (P(X ≥ 4) for Bin(40, 0.025) ≈ 0.017) but
+    /// not comfortably normal either (below `LEARN_ALPHA`): it teaches nothing. With the
+    /// rounds before it, two such rounds are still explained (9 of 120, P ≈ 0.0033); three
+    /// of them together are not (12 of 120, P ≈ 5.2e-5).
     #[test]
     fn a_lasting_event_shows_in_the_recent_sum() {
         let mut p = PartialFabric::default();
-        assert_eq!(p.judge(1, 40, false), Partial::default());
+        for _ in 0..RATE_WARMUP_ROUNDS {
+            assert_eq!(p.judge(1, 40, false, 360), Partial::default());
+        }
         assert_eq!(p.rate, BaseRate(Some(0.025)));
-        assert_eq!(p.judge(4, 40, false), Partial::default());
+        assert_eq!(p.judge(4, 40, false, 360), Partial::default());
         assert_eq!(p.rate, BaseRate(Some(0.025)), "a round below LEARN_ALPHA");
-        assert_eq!(p.judge(4, 40, false), Partial::default());
-        let third = p.judge(4, 40, false);
+        assert_eq!(p.judge(4, 40, false, 360), Partial::default());
+        let third = p.judge(4, 40, false, 360);
         assert!(!third.now && third.recent);
-        // A fabric-slow round neither sets the rate nor teaches it.
-        let mut q = PartialFabric::default();
-        q.judge(3, 40, true);
-        assert_eq!(q.rate, BaseRate(None));
-        q.judge(1, 40, false);
-        assert_eq!(q.rate, BaseRate(Some(0.025)));
-        q.judge(1, 40, true);
-        assert_eq!(q.rate, BaseRate(Some(0.025)));
     }
 
     /// A group whose healthy probes are slow on their own in about 20 of 128 a round (heavy
-    /// tails, spikes): the first round sets the base rate, and no round of the same world
-    /// (16 to 24 of 128) is an event, while 50 of 128 is (P ≈ 1.3e-10 at 20/128). Judged
-    /// against the floor instead, every one of those rounds would be an event (20 of 128 at
-    /// 1 %: P ≈ 4e-18), and an event round never teaches the rate.
+    /// tails, spikes). The first ten rounds of at least `PARTIAL_MIN_PROBES` that are not
+    /// fabric-slow set the rate to their pooled share, however low the first of them is
+    /// (8 of 128, a one-in-a-thousand draw); no round of the same world (16 to 24 of 128)
+    /// is an event after them, while 50 of 128 is (P ≈ 1.3e-10 at 20/128). Judged against
+    /// the floor instead, every one of those rounds would be an event (20 of 128 at 1 %:
+    /// P ≈ 4e-18), and an event round never teaches the rate.
     #[test]
-    fn the_first_round_sets_the_base_rate() {
+    fn the_first_rounds_set_the_base_rate() {
         assert!(BaseRate(None).exceeded(20, 128), "the floor alone");
         let mut p = PartialFabric::default();
-        assert_eq!(p.judge(20, 128, false), Partial::default());
-        assert_eq!(p.rate, BaseRate(Some(20.0 / 128.0)));
+        // Too few measurements, and a fabric-slow round, do not count.
+        assert_eq!(
+            p.judge(3, PARTIAL_MIN_PROBES - 1, false, 360),
+            Partial::default()
+        );
+        assert_eq!(p.judge(60, 128, true, 360), Partial::default());
+        let warmup = [8, 20, 22, 19, 21, 20, 23, 18, 24, 20];
+        for slow in warmup {
+            assert_eq!(p.judge(slow, 128, false, 360), Partial::default());
+        }
+        let pooled = warmup.iter().sum::<usize>() as f64 / (128 * warmup.len()) as f64;
+        assert_eq!(p.rate, BaseRate(Some(pooled)));
         for slow in (0..100).map(|i| 16 + i % 9) {
-            let got = p.judge(slow, 128, false);
+            let got = p.judge(slow, 128, false, 360);
             assert!(!got.now && !got.recent, "{slow} of 128");
         }
         let rate = p.rate.0.expect("learned");
         assert!((0.12..0.20).contains(&rate), "{rate}");
-        assert!(p.judge(50, 128, false).now);
+        assert!(p.judge(50, 128, false, 360).now);
+    }
+
+    /// A rate learnt at about 1 of 40 a round, then the group's probes turn slow on their
+    /// own in 10 of 40 for good (the noise grew): every round is an event (P ≈ 4e-8 at
+    /// 2.5 %) until `horizon` of them have come in a row; the rate is then learnt again
+    /// over the warm-up, and the new level is no event. A round that is no event starts
+    /// the count again.
+    #[test]
+    fn events_that_last_the_horizon_renew_the_rate() {
+        let horizon = 30;
+        let mut p = PartialFabric::default();
+        for _ in 0..RATE_WARMUP_ROUNDS {
+            p.judge(1, 40, false, horizon);
+        }
+        assert_eq!(p.rate, BaseRate(Some(0.025)));
+        // 29 events, one quiet round, then the count starts again.
+        for _ in 0..horizon - 1 {
+            assert!(p.judge(10, 40, false, horizon).now);
+        }
+        assert!(!p.judge(1, 40, false, horizon).now);
+        for _ in 0..horizon - 1 {
+            assert!(p.judge(10, 40, false, horizon).now);
+        }
+        assert_eq!(p.rate, BaseRate(Some(0.025)), "not yet");
+        assert!(p.judge(10, 40, false, horizon).now);
+        assert_eq!(p.rate, BaseRate(None), "renewed");
+        for _ in 0..RATE_WARMUP_ROUNDS {
+            assert_eq!(p.judge(10, 40, false, horizon), Partial::default());
+        }
+        assert_eq!(p.rate, BaseRate(Some(0.25)));
+        for _ in 0..50 {
+            let got = p.judge(10, 40, false, horizon);
+            assert!(!got.now && !got.recent);
+        }
     }
 
     /// A step of 0.3 that stays: slow for `horizon` rounds, then the normal; the first

@@ -13,6 +13,11 @@ use super::score::{Elevation, RoundStats};
 use super::tor::TorEvents;
 use super::{DeviceEngine, DeviceInput, Localised, PortProbe};
 use crate::health::fabric::{PARTIAL_MIN_PROBES, SLOW_RATE_FLOOR, crowd};
+
+/// Partial fabric events in a row after which the device plane's base rate of slow pings
+/// is learnt again (an hour at the shipped 20 s device round): the level they show is how
+/// the fabric is now ([`crate::health::fabric::RateLearning`]).
+const RATE_RENEWAL_ROUNDS: usize = 180;
 use crate::health::lifecycle::{NodeIx, PortIx};
 use crate::health::stats::median;
 
@@ -181,15 +186,23 @@ impl DeviceEngine {
             .collect();
         let slow: Vec<bool> = pings.iter().map(|p| self.slow_ping(p, r)).collect();
         let count = slow.iter().filter(|s| **s).count();
-        // Until there is a rate, the first round with enough pings sets it and is no event
-        // (as on the host plane, `PartialFabric::judge`: against the floor, pings slow on
-        // their own more often than that would be an event from the first round, for good).
-        let enough = pings.len() >= PARTIAL_MIN_PROBES;
-        let first = self.slow_rate.0.is_none();
-        let partial = enough && !first && self.slow_rate.exceeded(count, pings.len());
-        if enough && !partial {
-            self.slow_rate.learn(count, pings.len());
-        }
+        // The rate warms up over the first rounds with enough pings, and event rounds that
+        // last an hour renew it, as on the host plane (`RateLearning`: against the floor,
+        // pings slow on their own more often than that were an event from the first round,
+        // for good).
+        let round = (count, pings.len());
+        let learning = &mut self.rate_learning;
+        let partial = if learning.warming(&mut self.slow_rate, round, false) {
+            false
+        } else {
+            let enough = pings.len() >= PARTIAL_MIN_PROBES;
+            let partial = enough && self.slow_rate.exceeded(count, pings.len());
+            if enough && !partial {
+                self.slow_rate.learn(count, pings.len());
+            }
+            learning.renewed(&mut self.slow_rate, partial, RATE_RENEWAL_ROUNDS);
+            partial
+        };
         // Where the event's pings ran, for its shape (whether it is a spine's).
         let switches: Vec<Option<u32>> = (0..n).map(|i| self.port_tor(i)).collect();
         self.spine.round(partial, &switches);

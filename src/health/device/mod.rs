@@ -71,7 +71,7 @@ pub use tor::DeviceTorVerdict;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::evidence::Evidence;
-use super::fabric::{BaseRate, Baseline};
+use super::fabric::{BaseRate, Baseline, RateLearning};
 use super::hardware::Signs;
 use super::lifecycle::{Change, Lifecycle, NodeIx, PortIx};
 use super::pairs::Pairs;
@@ -397,6 +397,8 @@ pub struct DeviceEngine {
     baseline: Baseline,
     /// Share of a normal round's pings (between ports nothing accuses) that are slow.
     slow_rate: BaseRate,
+    /// Its warm-up and renewal.
+    rate_learning: RateLearning,
     /// Last round of the current fabric event's hold.
     fabric_until: u64,
     /// Consecutive fabric rounds.
@@ -446,6 +448,7 @@ impl DeviceEngine {
             pairs: Pairs::default(),
             baseline: Baseline::default(),
             slow_rate: BaseRate::default(),
+            rate_learning: RateLearning::default(),
             fabric_until: 0,
             fabric_run: 0,
             last_elevated: Vec::new(),

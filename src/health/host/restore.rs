@@ -13,7 +13,9 @@ use std::collections::VecDeque;
 
 use super::{HealthConfig, HealthEngine, NodeData, NodeTrack};
 use crate::health::dips::{DipPairs, NormalWire};
-use crate::health::fabric::{BaseRate, Baseline, Normal, PARTIAL_ROUNDS, PartialFabric};
+use crate::health::fabric::{
+    BaseRate, Baseline, Normal, PARTIAL_ROUNDS, PartialFabric, RateLearning,
+};
 use crate::health::hardware::Signs;
 use crate::health::lifecycle::{Counts, Lifecycle, Track};
 use crate::health::pairs::Pairs;
@@ -355,6 +357,7 @@ impl HealthEngine {
         self.partial = PartialFabric {
             rate: BaseRate(s.slow_rate),
             recent: s.partial_hist,
+            learning: RateLearning::default(),
         };
         self.links = Pairs {
             watched: s.links.into_iter().collect(),

@@ -6,7 +6,7 @@ use super::*;
 /// Two nodes, one round of two 1 s probes, worked out by hand: residuals and z 0 (the
 /// round median is 1 s, the spread its floor), both nodes within bounds once, the
 /// baseline at ln 1, two probes judged and none slow (too few for a partial-fabric
-/// test, so the base rate learns 0).
+/// test, or for the base rate's warm-up: it stays unknown).
 #[test]
 fn one_quiet_round_has_this_wire_form() {
     let mut e = HealthEngine::new(2, HealthConfig::default());
@@ -27,7 +27,7 @@ fn one_quiet_round_has_this_wire_form() {
     });
     let node = r#"{"state":"Healthy","out_hist":[[0.0,0.0]],"in_hist":[[0.0,0.0]],"below":1,"above":0,"quiet":0,"since":0,"confirm_pending":false,"confirmations":0,"hard_clear":null,"reports":[]}"#;
     let want = format!(
-        r#"{{"nodes":[{node},{node}],"round":1,"baseline":0.0,"fabric_hist":[false],"slow_rate":0.0,"partial_hist":[[0,2]],"links":[],"held":[]}}"#
+        r#"{{"nodes":[{node},{node}],"round":1,"baseline":0.0,"fabric_hist":[false],"slow_rate":null,"partial_hist":[[0,2]],"links":[],"held":[]}}"#
     );
     assert_eq!(String::from_utf8(e.snapshot()).unwrap(), want);
 }
