@@ -149,9 +149,11 @@ impl BaseRate {
 }
 
 /// How the base rate is learnt around the gated updates of [`BaseRate::learn`]: a warm-up
-/// that sets it, and a renewal once events have lasted a horizon. Not in any wire form: a
-/// restored engine without a rate warms up again, and one with a rate counts its event
-/// rounds from zero (which only delays a renewal).
+/// that sets it, and (on the device plane, which tracks no dip) a renewal once events have
+/// lasted a horizon; the host plane learns it again when its dip becomes the normal
+/// ([`PartialFabric::relearn`]). Not in any wire form: a restored engine without a rate
+/// warms up again, and one with a rate counts its event rounds from zero (which only
+/// delays a renewal).
 ///
 /// Judged against the floor until some round was comfortably normal (the rule before), a
 /// group whose healthy measurements are slow on their own more often than a few in a
@@ -238,15 +240,11 @@ pub(crate) struct Partial {
 impl PartialFabric {
     /// Judges a round of `slow` of `probes` measurements slow on their own, and learns the
     /// base rate from it unless it is a partial event or `fabric_slow` (a round with no
-    /// measurement is skipped). No round is an event while the rate warms up, and
-    /// `horizon` event rounds in a row renew it ([`RateLearning`]).
-    pub fn judge(
-        &mut self,
-        slow: usize,
-        probes: usize,
-        fabric_slow: bool,
-        horizon: usize,
-    ) -> Partial {
+    /// measurement is skipped). No round is an event while the rate warms up
+    /// ([`RateLearning`]). Events that last are renewed by the dip they make
+    /// ([`PartialFabric::relearn`]), not by a count here: a count of the same horizon fired
+    /// a round before the dip's, so a dip slowing every round never became the normal.
+    pub fn judge(&mut self, slow: usize, probes: usize, fabric_slow: bool) -> Partial {
         if probes == 0 {
             return Partial::default();
         }
@@ -270,8 +268,17 @@ impl PartialFabric {
         if !now && !fabric_slow && self.rate.tail(slow, probes) > LEARN_ALPHA {
             self.rate.learn(slow, probes);
         }
-        self.learning.renewed(&mut self.rate, now, horizon);
         Partial { now, recent }
+    }
+
+    /// Learns the rate again, from the next round on, over the warm-up: called when a dip
+    /// that lasted `new_normal_rounds` became the normal. Its pairs then leave the tally,
+    /// and the rest are judged against what they show now (a dip of noise, where any pair
+    /// may be slow on its own more often than before, leaves them all).
+    pub fn relearn(&mut self) {
+        self.rate = BaseRate::default();
+        self.learning = RateLearning::default();
+        self.recent.clear();
     }
 }
 
@@ -299,13 +306,13 @@ mod tests {
     fn a_lasting_event_shows_in_the_recent_sum() {
         let mut p = PartialFabric::default();
         for _ in 0..RATE_WARMUP_ROUNDS {
-            assert_eq!(p.judge(1, 40, false, 360), Partial::default());
+            assert_eq!(p.judge(1, 40, false), Partial::default());
         }
         assert_eq!(p.rate, BaseRate(Some(0.025)));
-        assert_eq!(p.judge(4, 40, false, 360), Partial::default());
+        assert_eq!(p.judge(4, 40, false), Partial::default());
         assert_eq!(p.rate, BaseRate(Some(0.025)), "a round below LEARN_ALPHA");
-        assert_eq!(p.judge(4, 40, false, 360), Partial::default());
-        let third = p.judge(4, 40, false, 360);
+        assert_eq!(p.judge(4, 40, false), Partial::default());
+        let third = p.judge(4, 40, false);
         assert!(!third.now && third.recent);
     }
 
@@ -322,57 +329,75 @@ mod tests {
         let mut p = PartialFabric::default();
         // Too few measurements, and a fabric-slow round, do not count.
         assert_eq!(
-            p.judge(3, PARTIAL_MIN_PROBES - 1, false, 360),
+            p.judge(3, PARTIAL_MIN_PROBES - 1, false),
             Partial::default()
         );
-        assert_eq!(p.judge(60, 128, true, 360), Partial::default());
+        assert_eq!(p.judge(60, 128, true), Partial::default());
         let warmup = [8, 20, 22, 19, 21, 20, 23, 18, 24, 20];
         for slow in warmup {
-            assert_eq!(p.judge(slow, 128, false, 360), Partial::default());
+            assert_eq!(p.judge(slow, 128, false), Partial::default());
         }
         let pooled = warmup.iter().sum::<usize>() as f64 / (128 * warmup.len()) as f64;
         assert_eq!(p.rate, BaseRate(Some(pooled)));
         for slow in (0..100).map(|i| 16 + i % 9) {
-            let got = p.judge(slow, 128, false, 360);
+            let got = p.judge(slow, 128, false);
             assert!(!got.now && !got.recent, "{slow} of 128");
         }
         let rate = p.rate.0.expect("learned");
         assert!((0.12..0.20).contains(&rate), "{rate}");
-        assert!(p.judge(50, 128, false, 360).now);
+        assert!(p.judge(50, 128, false).now);
     }
 
-    /// A rate learnt at about 1 of 40 a round, then the group's probes turn slow on their
-    /// own in 10 of 40 for good (the noise grew): every round is an event (P ≈ 4e-8 at
-    /// 2.5 %) until `horizon` of them have come in a row; the rate is then learnt again
-    /// over the warm-up, and the new level is no event. A round that is no event starts
-    /// the count again.
+    /// The device plane's renewal: a rate learnt at 1 of 40 a round, then 10 of 40 for good
+    /// (the noise grew): every round is an event (P ≈ 4e-8 at 2.5 %) until `horizon` of
+    /// them have come in a row; the rate is then forgotten and warms up again. A round that
+    /// is no event starts the count again.
     #[test]
     fn events_that_last_the_horizon_renew_the_rate() {
         let horizon = 30;
+        let (mut rate, mut learning) = (BaseRate::default(), RateLearning::default());
+        for _ in 0..RATE_WARMUP_ROUNDS {
+            assert!(learning.warming(&mut rate, (1, 40), false));
+        }
+        assert_eq!(rate, BaseRate(Some(0.025)));
+        assert!(!learning.warming(&mut rate, (1, 40), false), "warm");
+        let event = |learning: &mut RateLearning, rate: &mut BaseRate, slow| {
+            let now = rate.exceeded(slow, 40);
+            (now, learning.renewed(rate, now, horizon))
+        };
+        for _ in 0..horizon - 1 {
+            assert_eq!(event(&mut learning, &mut rate, 10), (true, false));
+        }
+        assert_eq!(event(&mut learning, &mut rate, 1), (false, false));
+        for _ in 0..horizon - 1 {
+            assert_eq!(event(&mut learning, &mut rate, 10), (true, false));
+        }
+        assert_eq!(rate, BaseRate(Some(0.025)), "not yet");
+        assert_eq!(event(&mut learning, &mut rate, 10), (true, true));
+        assert_eq!(rate, BaseRate(None), "renewed");
+        for _ in 0..RATE_WARMUP_ROUNDS {
+            assert!(learning.warming(&mut rate, (10, 40), false));
+        }
+        assert_eq!(rate, BaseRate(Some(0.25)));
+        assert!(!rate.exceeded(10, 40));
+    }
+
+    /// The host plane learns the rate again when its dip becomes the normal: the rate, its
+    /// warm-up and the recent sum start afresh, and the next ten rounds set the new level.
+    #[test]
+    fn a_relearnt_rate_warms_up_again() {
         let mut p = PartialFabric::default();
         for _ in 0..RATE_WARMUP_ROUNDS {
-            p.judge(1, 40, false, horizon);
+            p.judge(1, 40, false);
         }
-        assert_eq!(p.rate, BaseRate(Some(0.025)));
-        // 29 events, one quiet round, then the count starts again.
-        for _ in 0..horizon - 1 {
-            assert!(p.judge(10, 40, false, horizon).now);
-        }
-        assert!(!p.judge(1, 40, false, horizon).now);
-        for _ in 0..horizon - 1 {
-            assert!(p.judge(10, 40, false, horizon).now);
-        }
-        assert_eq!(p.rate, BaseRate(Some(0.025)), "not yet");
-        assert!(p.judge(10, 40, false, horizon).now);
-        assert_eq!(p.rate, BaseRate(None), "renewed");
+        assert!(p.judge(10, 40, false).now);
+        p.relearn();
+        assert_eq!((p.rate, p.recent.len()), (BaseRate(None), 0));
         for _ in 0..RATE_WARMUP_ROUNDS {
-            assert_eq!(p.judge(10, 40, false, horizon), Partial::default());
+            assert_eq!(p.judge(10, 40, false), Partial::default());
         }
         assert_eq!(p.rate, BaseRate(Some(0.25)));
-        for _ in 0..50 {
-            let got = p.judge(10, 40, false, horizon);
-            assert!(!got.now && !got.recent);
-        }
+        assert_eq!(p.judge(10, 40, false), Partial::default());
     }
 
     /// A step of 0.3 that stays: slow for `horizon` rounds, then the normal; the first

@@ -59,8 +59,8 @@ section! {
         link_observations: u32 = 9, Spec::int(1, 100);
         /// Rounds after which a lasting change becomes the new normal and its verdict ends:
         /// slow rounds in a row of the group's round median or a ToR's level, rounds since
-        /// the first event of a partial fabric event (a dip: its pairs), partial events in
-        /// a row (the base rate of probes slow on their own is learnt again).
+        /// the first event of a partial fabric event (a dip: its pairs; the base rate of
+        /// probes slow on their own is then learnt again).
         new_normal_rounds: u32 = 360, Spec::int(10, 1_000_000);
         /// Judge each node against its ToR's members too, when the topology names its ToR
         /// (its ToR's level taken out of its score, crowds localised to a ToR). Off by

@@ -65,7 +65,10 @@ impl HealthEngine {
             // rather than a window later (a median step under way at the same moment
             // shows again within `fabric_rounds`).
             out.dip_new_normal = true;
-            self.partial.recent.clear();
+            // The base rate is learnt again over the rest of the pairs: a dip of noise
+            // (any pair slow on its own more often than before) is left by no set of
+            // pairs, and a group whose rate was never learnt is not stuck for good.
+            self.partial.relearn();
             self.partial_hist.clear();
             self.fabric_hist.clear();
         }

@@ -176,10 +176,7 @@ impl HealthEngine {
         let tally = self.tally(input, &r);
         // Partial fabric: more probes slow on their own than the learned base rate
         // explains (a share of the links, a spine), which moves no median.
-        let horizon = self.cfg.new_normal_rounds;
-        r.partial = self
-            .partial
-            .judge(tally.slow, tally.judged, fabric_slow, horizon);
+        r.partial = self.partial.judge(tally.slow, tally.judged, fabric_slow);
         r.slow_count = tally.slow_count;
         r.own = tally.own;
         let w = self.cfg.window;

@@ -267,6 +267,41 @@ fn a_dip_that_outlasts_the_horizon_becomes_the_normal_and_a_new_dip_still_shows(
     assert!(run.quarantines.is_empty(), "{:?}", run.quarantines);
 }
 
+/// A dip on about two pairs in seven (within ToRs as well as between them, in every
+/// stride), so that nearly every round of it is a partial event, lasting past the horizon: it becomes the normal once,
+/// and its fabric verdict ends while it goes on, with no link verdict and no node
+/// recommended. The partial-fabric base rate is learnt again then, over the rest of the
+/// pairs (from a review: a separate renewal of the rate after the same horizon of events
+/// in a row fired one round before the dip's, so the dip never became the normal and its
+/// pairs went back into the link watch).
+#[test]
+fn a_dip_on_every_round_becomes_the_normal_and_the_rate_is_learnt_again() {
+    // About two pairs in seven, in every stride (a third of each round's probes or so).
+    let dipped =
+        |r: usize, a: usize, b: usize| (40..900).contains(&r) && (a * 37 + b * 101) % 7 < 2;
+    let run = run_dips(1000, dipped, None, None);
+    let horizon = HealthConfig::default().new_normal_rounds;
+    assert_eq!(horizon, 360, "the shipped horizon this test is written for");
+    let during = run.fabric[100..400].iter().filter(|f| **f).count();
+    assert!(
+        during > 100,
+        "the dip is a fabric event before the horizon: {during} of 300"
+    );
+    assert_eq!(run.dip_normals.len(), 1, "{:?}", run.dip_normals);
+    let renewed = run.dip_normals[0];
+    assert!(
+        (40 + horizon..40 + horizon + 30).contains(&renewed),
+        "renewed in round {renewed}"
+    );
+    let after: Vec<usize> = (renewed + 1..1000).filter(|&r| run.fabric[r]).collect();
+    assert!(
+        after.is_empty(),
+        "fabric verdict after the normal changed: {after:?}"
+    );
+    assert!(run.links.is_empty(), "{:?}", run.links);
+    assert!(run.quarantines.is_empty(), "{:?}", run.quarantines);
+}
+
 /// Inside a dip that became the normal (a spine's quarter of the pairs between ToRs,
 /// slow from round 40 to the end), a 30 % straggler from round 600 (node 5, on ToR 0) is
 /// still recommended, and no other node is; the nodes the dip touched are judged against
