@@ -13,13 +13,13 @@ use super::score::{Elevation, RoundStats};
 use super::tor::TorEvents;
 use super::{DeviceEngine, DeviceInput, Localised, PortProbe};
 use crate::health::fabric::{PARTIAL_MIN_PROBES, SLOW_RATE_FLOOR, crowd};
+use crate::health::lifecycle::{NodeIx, PortIx};
+use crate::health::stats::median;
 
 /// Partial fabric events in a row after which the device plane's base rate of slow pings
 /// is learnt again (an hour at the shipped 20 s device round): the level they show is how
 /// the fabric is now ([`crate::health::fabric::RateLearning`]).
 const RATE_RENEWAL_ROUNDS: usize = 180;
-use crate::health::lifecycle::{NodeIx, PortIx};
-use crate::health::stats::median;
 
 impl DeviceEngine {
     /// Elevates ports (two passes: a port elevated only by its pings with bad ports is
