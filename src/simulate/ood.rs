@@ -99,9 +99,14 @@ pub fn generate(seed: u64) -> Result<Scenario, ScenarioError> {
 }
 
 /// Fewer faults where a small fleet cannot hold all the family's faults on distinct nodes
-/// (a device scenario of 24 nodes drew faults for 25, and its whole batch stopped): one
-/// fault fewer at a time, from the fault entry with the largest count. A scenario whose
-/// faults fit is left as drawn, so every other seed gives the scenario it gave before.
+/// (a device scenario of 24 nodes drew faults for 25, and its whole batch stopped), or
+/// where they do not find room as the run places them (seed 3000020: two slow ToRs as
+/// large as a probe group took two of its three groups, and a link between groups had
+/// nowhere to go). One change at a time: while the count is over, one fault fewer from
+/// the entry with the largest count; while placement fails, first a link or pair between
+/// groups becomes one within a group, then a slow ToR goes, then one fault fewer. A
+/// scenario whose faults fit is left as drawn, so every other seed gives the scenario it
+/// gave before.
 fn fit_fleet(s: &mut Scenario) {
     let too_many = |s: &Scenario| {
         super::validate::problems(s)
@@ -109,16 +114,34 @@ fn fit_fleet(s: &mut Scenario) {
             .any(|(key, _)| key == "fault")
     };
     while too_many(s) {
-        let Some(most) = s
-            .faults
-            .iter_mut()
-            .filter(|f| f.nodes.is_empty() && f.count > 1)
-            .max_by_key(|f| f.count)
-        else {
+        if !one_fewer(s) {
             return;
-        };
-        most.count -= 1;
+        }
     }
+    while super::world::placement(s).is_err() {
+        if let Some(far) = s.faults.iter_mut().find(|f| f.between_groups) {
+            far.between_groups = false;
+        } else if let Some(k) = s.faults.iter().rposition(|f| f.kind == FaultKind::SlowTor) {
+            s.faults.remove(k);
+        } else if !one_fewer(s) {
+            return;
+        }
+    }
+}
+
+/// One fault fewer, from the entry (of drawn targets) with the largest count above one;
+/// false when there is none.
+fn one_fewer(s: &mut Scenario) -> bool {
+    let Some(most) = s
+        .faults
+        .iter_mut()
+        .filter(|f| f.nodes.is_empty() && f.count > 1)
+        .max_by_key(|f| f.count)
+    else {
+        return false;
+    };
+    most.count -= 1;
+    true
 }
 
 /// Hardware signs, from a stream of their own (so that every other draw of a held-out
@@ -524,6 +547,27 @@ mod tests {
         // Every seed of the batch it was in gives a scenario.
         for seed in 3_000_000..3_000_100 {
             generate(seed).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        }
+    }
+
+    /// Seed 3000020 draws 96 nodes in three probe groups of 32, two slow ToRs of 32 and a
+    /// link between groups; seed 4000004 stopped its batch the same way. Every scenario of
+    /// both batches now places its faults as its run does.
+    #[test]
+    fn generated_faults_find_room_where_the_run_places_them() {
+        let s = generate(3_000_020).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (s.fleet.nodes, s.fleet.group_size, s.fleet.tor_size),
+            (96, 32, 32)
+        );
+        let slow_tors = s.faults.iter().filter(|f| f.kind == FaultKind::SlowTor);
+        assert_eq!(slow_tors.count(), 2, "the slow ToRs stay");
+        assert!(s.faults.iter().all(|f| !f.between_groups));
+        for seed in (3_000_000..3_000_100).chain(4_000_000..4_000_100) {
+            let s = generate(seed).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            if let Err(e) = crate::simulate::world::placement(&s) {
+                panic!("seed {seed}: {e:?}");
+            }
         }
     }
 

@@ -181,20 +181,33 @@ fn take_outside(t: &Topology, d: &mut Draw, free: &mut [bool], g: usize) -> Opti
     Some(x)
 }
 
-/// Two free nodes of one probe group (or, `between` groups, of two).
+/// Two free nodes of one probe group (or, `between` groups, of two). The first end is drawn
+/// among the free nodes that have a free partner, so that a node without one is neither
+/// taken nor lost to later faults (drawing it and then failing used to take it for good,
+/// and a fleet with room for the pair could run out); where every free node has a partner,
+/// the draws are the ones they always were.
 fn pair(t: &Topology, d: &mut Draw, free: &mut [bool], between: bool) -> Option<(usize, usize)> {
-    for _ in 0..64 {
-        let a = take(t, d, free, None)?;
-        let b = if between {
-            take_outside(t, d, free, t.group_of[a])
-        } else {
-            take(t, d, free, Some(t.group_of[a]))
-        };
-        if let Some(b) = b {
-            return Some((a, b));
-        }
+    let mut in_group = vec![0usize; t.groups.len()];
+    for i in (0..t.nodes).filter(|&i| free[i]) {
+        in_group[t.group_of[i]] += 1;
     }
-    None
+    let all: usize = in_group.iter().sum();
+    let has_partner = |i: usize| {
+        let own = in_group[t.group_of[i]];
+        if between { all > own } else { own > 1 }
+    };
+    let pool: Vec<usize> = (0..t.nodes)
+        .filter(|&i| free[i] && has_partner(i))
+        .collect();
+    let a = *pool.get(d.below(pool.len()))?;
+    free[a] = false;
+    let b = if between {
+        take_outside(t, d, free, t.group_of[a])
+    } else {
+        take(t, d, free, Some(t.group_of[a]))
+    };
+    // A partner exists by the pool's construction.
+    b.map(|b| (a, b))
 }
 
 /// The `j`-th target of a spec: listed, or drawn among free nodes.

@@ -71,10 +71,21 @@ const HARDWARE_FALSE_SEED: u64 = 0x6877_6661_6c73_0001;
 /// Salt of the stray hardware signs on NPU ports (a stream apart from the nodes').
 const PORT_HARDWARE_FALSE_SEED: u64 = 0x7068_7766_616c_0002;
 
-impl World {
-    /// Realises a checked scenario: places its faults and draws its episodes. Fails (with
-    /// `(key, reason)`) only when random placement cannot find room.
-    pub fn new(s: &Scenario) -> Result<World, Vec<(String, String)>> {
+/// A scenario's faults placed, with the draws that come before them in the world's stream
+/// (the noise's drift, the daily phases and the pair keys), so that a generator can check
+/// that a scenario's faults find room exactly as its run will place them.
+struct Placed {
+    topo: Topology,
+    rounds: u64,
+    d: Draw,
+    drift: Vec<f64>,
+    daily_phase: Vec<f64>,
+    keys: Vec<Vec<PairKey>>,
+    faults: Vec<Fault>,
+}
+
+impl Placed {
+    fn draw(s: &Scenario) -> Result<Placed, Vec<(String, String)>> {
         let topo = Topology::new(s);
         let rounds = s.rounds();
         let mut d = Draw::new(s.fleet.seed, s.noise.dof);
@@ -96,6 +107,37 @@ impl World {
             })
             .collect();
         let faults = super::place::faults(s, &topo, &mut d, rounds)?;
+        Ok(Placed {
+            topo,
+            rounds,
+            d,
+            drift,
+            daily_phase,
+            keys,
+            faults,
+        })
+    }
+}
+
+/// Whether `s`'s faults find room on its fleet, placed as its run will place them; the
+/// `(key, reason)` of the first that does not.
+pub fn placement(s: &Scenario) -> Result<(), Vec<(String, String)>> {
+    Placed::draw(s).map(|_| ())
+}
+
+impl World {
+    /// Realises a checked scenario: places its faults and draws its episodes. Fails (with
+    /// `(key, reason)`) only when random placement cannot find room.
+    pub fn new(s: &Scenario) -> Result<World, Vec<(String, String)>> {
+        let Placed {
+            topo,
+            rounds,
+            mut d,
+            drift,
+            daily_phase,
+            keys,
+            faults,
+        } = Placed::draw(s)?;
         let mut episodes = Vec::new();
         let mut signal = Draw::new(s.fleet.seed ^ SIGNAL_SEED, s.noise.dof);
         for c in &s.congestion {
