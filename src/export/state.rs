@@ -246,6 +246,9 @@ pub struct PortTransition {
 pub struct Device {
     /// Device-engine rounds.
     pub rounds: u64,
+    /// Times the share of NPU pings slow on their own (the partial-fabric base rate) was
+    /// learnt again since start, after an hour of partial fabric events in a row.
+    pub normal_changes: u64,
     /// A large share of the NPU fabric (or a ToR) is bad: no port or node verdict.
     pub fabric_degraded: bool,
     /// Members most of whose ports are bad.
@@ -308,6 +311,7 @@ impl Device {
         };
         Device {
             rounds: d.rounds,
+            normal_changes: d.normal_changes,
             fabric_degraded: d.fabric_degraded,
             node_verdicts: d.node_verdicts.iter().map(|n| p.name(*n)).collect(),
             pair_verdicts: d

@@ -167,6 +167,8 @@ pub(crate) struct RateLearning {
     warmup: (usize, usize, usize),
     /// Event rounds in a row.
     events: usize,
+    /// (slow, measurements) pooled over those event rounds.
+    event_share: (usize, usize),
 }
 
 impl RateLearning {
@@ -196,20 +198,44 @@ impl RateLearning {
         true
     }
 
-    /// After a judged round (`event` or not): once `horizon` event rounds have come in a
-    /// row the level they show is how things are now (the noise grew, or a dip lasted), as
-    /// for the [`Normal`]: the rate is forgotten and warms up again from the next round.
-    /// True when it was.
-    pub fn renewed(&mut self, rate: &mut BaseRate, event: bool, horizon: usize) -> bool {
+    /// After a judged round of `slow` of `probes` (`event` or not): once `horizon` event
+    /// rounds have come in a row the level they show is how things are now (the noise grew,
+    /// or a dip lasted), as for the [`Normal`]: the rate is forgotten and warms up again
+    /// from the next round. True when it was.
+    ///
+    /// A round that is no event but whose share is nearer the run's own (pooled over its
+    /// event rounds) than the rate neither counts nor ends the run: a round with fewer
+    /// measurements (ports under suspicion leave theirs out) lacks the power to call the
+    /// same level an event, and one such round an hour cut every run short, so a lasting
+    /// level was never renewed. A round near the rate ends it.
+    pub fn renewed(
+        &mut self,
+        rate: &mut BaseRate,
+        event: bool,
+        (slow, probes): (usize, usize),
+        horizon: usize,
+    ) -> bool {
         if !event {
-            self.events = 0;
+            let (s, n) = self.event_share;
+            let base = rate.0.unwrap_or(SLOW_RATE_FLOOR).max(SLOW_RATE_FLOOR);
+            let like_the_run = self.events > 0
+                && probes > 0
+                && n > 0
+                && slow as f64 / probes as f64 >= (base + s as f64 / n as f64) / 2.0;
+            if !like_the_run {
+                self.events = 0;
+                self.event_share = (0, 0);
+            }
             return false;
         }
         self.events += 1;
+        self.event_share.0 += slow;
+        self.event_share.1 += probes;
         if self.events < horizon.max(1) {
             return false;
         }
         self.events = 0;
+        self.event_share = (0, 0);
         *rate = BaseRate::default();
         true
     }
@@ -351,7 +377,8 @@ mod tests {
     /// The device plane's renewal: a rate learnt at 1 of 40 a round, then 10 of 40 for good
     /// (the noise grew): every round is an event (P ≈ 4e-8 at 2.5 %) until `horizon` of
     /// them have come in a row; the rate is then forgotten and warms up again. A round that
-    /// is no event starts the count again.
+    /// is no event at the old level starts the count again; one at the run's level does
+    /// not.
     #[test]
     fn events_that_last_the_horizon_renew_the_rate() {
         let horizon = 30;
@@ -363,12 +390,25 @@ mod tests {
         assert!(!learning.warming(&mut rate, (1, 40), false), "warm");
         let event = |learning: &mut RateLearning, rate: &mut BaseRate, slow| {
             let now = rate.exceeded(slow, 40);
-            (now, learning.renewed(rate, now, horizon))
+            (now, learning.renewed(rate, now, (slow, 40), horizon))
         };
         for _ in 0..horizon - 1 {
             assert_eq!(event(&mut learning, &mut rate, 10), (true, false));
         }
         assert_eq!(event(&mut learning, &mut rate, 1), (false, false));
+        for _ in 0..horizon - 1 {
+            assert_eq!(event(&mut learning, &mut rate, 10), (true, false));
+        }
+        // A round of few measurements, too few to call the run's level an event (2 of 8,
+        // the run's 25 %), neither counts nor ends the run; without that rule the next
+        // round would not renew.
+        assert!(!rate.exceeded(2, 8));
+        assert!(!learning.renewed(&mut rate, false, (2, 8), horizon));
+        assert_eq!(event(&mut learning, &mut rate, 10), (true, true));
+        assert_eq!(rate, BaseRate(None), "renewed across a weak round");
+        for _ in 0..RATE_WARMUP_ROUNDS {
+            assert!(learning.warming(&mut rate, (1, 40), false));
+        }
         for _ in 0..horizon - 1 {
             assert_eq!(event(&mut learning, &mut rate, 10), (true, false));
         }

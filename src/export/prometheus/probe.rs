@@ -429,12 +429,20 @@ fn tors(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     )?;
     f.counter(
         "hcclwatch_normal_changes",
-        "Lasting changes that became the new normal after health.new_normal_rounds rounds (their verdict ended), by scope: fabric (the group's round median), tor, or dip (a partial fabric event's pairs).",
+        "Lasting changes that became the new normal after health.new_normal_rounds rounds (their verdict ended), by scope: fabric (the group's round median), tor, or dip (a partial fabric event's pairs); with the device plane, device_partial (the share of NPU pings slow on their own, after an hour of partial events).",
         vec![
             (vec![("scope", "fabric".to_string())], pr.normal_changes.fabric),
             (vec![("scope", "tor".to_string())], pr.normal_changes.tor),
             (vec![("scope", "dip".to_string())], pr.normal_changes.dip),
-        ],
+        ]
+        .into_iter()
+        .chain(pr.device.as_ref().map(|d| {
+            (
+                vec![("scope", "device_partial".to_string())],
+                d.normal_changes,
+            )
+        }))
+        .collect(),
     )
 }
 
@@ -632,6 +640,33 @@ mod tests {
                 "hcclwatch_normal_changes_total{scope=\"dip\"} 1",
             ]
         );
+    }
+
+    /// The device plane's renewals of its base rate are a scope of their own, present only
+    /// where the node probes the device plane.
+    #[test]
+    fn device_renewals_are_a_scope_only_with_the_device_plane() {
+        let base = || ProbeSnapshot {
+            active: true,
+            rounds_ok: 1,
+            members: vec![member("a", true, false)],
+            ..ProbeSnapshot::default()
+        };
+        let device = ProbeSnapshot {
+            device: Some(crate::snapshot::probe::DeviceView {
+                normal_changes: 3,
+                ..Default::default()
+            }),
+            ..base()
+        };
+        let scope = "hcclwatch_normal_changes_total{scope=\"device_partial\"}";
+        let text = render(device);
+        let found = lines(&text, "hcclwatch_normal_changes_total");
+        assert!(found.contains(&format!("{scope} 3")), "{found:?}");
+        let text = render(base());
+        let found = lines(&text, "hcclwatch_normal_changes_total");
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert!(found.iter().all(|l| !l.starts_with(scope)), "{found:?}");
     }
 
     #[test]

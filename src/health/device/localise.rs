@@ -19,7 +19,7 @@ use crate::health::stats::median;
 /// Partial fabric events in a row after which the device plane's base rate of slow pings
 /// is learnt again (an hour at the shipped 20 s device round): the level they show is how
 /// the fabric is now ([`crate::health::fabric::RateLearning`]).
-const RATE_RENEWAL_ROUNDS: usize = 180;
+pub(super) const RATE_RENEWAL_ROUNDS: usize = 180;
 
 impl DeviceEngine {
     /// Elevates ports (two passes: a port elevated only by its pings with bad ports is
@@ -200,7 +200,8 @@ impl DeviceEngine {
             if enough && !partial {
                 self.slow_rate.learn(count, pings.len());
             }
-            learning.renewed(&mut self.slow_rate, partial, RATE_RENEWAL_ROUNDS);
+            self.rate_renewed =
+                learning.renewed(&mut self.slow_rate, partial, round, RATE_RENEWAL_ROUNDS);
             partial
         };
         // Where the event's pings ran, for its shape (whether it is a spine's).

@@ -312,6 +312,11 @@ pub struct DeviceOutput {
     pub spine_verdict: Option<SpineVerdict>,
     /// Per-port window numbers.
     pub scores: Vec<PortScore>,
+    /// The partial-fabric base rate (the share of pings slow on their own) was learnt
+    /// again this round: a higher share lasted an hour of partial events in a row and is
+    /// the new normal, so those rounds stop being fabric events. A change of the normal,
+    /// for the operator to know of (it is counted and logged where it is published).
+    pub rate_renewed: bool,
 }
 
 /// What the engine keeps about a port beside its lifecycle.
@@ -399,6 +404,9 @@ pub struct DeviceEngine {
     slow_rate: BaseRate,
     /// Its warm-up and renewal.
     rate_learning: RateLearning,
+    /// The base rate was learnt again in the current round (reported in
+    /// [`DeviceOutput::rate_renewed`]).
+    rate_renewed: bool,
     /// Last round of the current fabric event's hold.
     fabric_until: u64,
     /// Consecutive fabric rounds.
@@ -449,6 +457,7 @@ impl DeviceEngine {
             baseline: Baseline::default(),
             slow_rate: BaseRate::default(),
             rate_learning: RateLearning::default(),
+            rate_renewed: false,
             fabric_until: 0,
             fabric_run: 0,
             last_elevated: Vec::new(),
@@ -502,6 +511,7 @@ impl DeviceEngine {
     /// Processes one round.
     pub fn step(&mut self, input: &DeviceInput) -> DeviceOutput {
         self.ports.tick();
+        self.rate_renewed = false;
         let mut out = DeviceOutput::default();
         let mut r = self.stats(input);
         self.record(input, &r);
@@ -523,6 +533,7 @@ impl DeviceEngine {
         }
         out.tor_verdicts = l.tor_verdicts.clone();
         out.spine_verdict = l.spine_verdict.clone();
+        out.rate_renewed = self.rate_renewed;
         self.record_confirmations(input, &r);
         let absent: BTreeSet<usize> = input.absent_nodes.iter().copied().collect();
         let seen = advance::Seen::of(input, n);

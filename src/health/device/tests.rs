@@ -9,6 +9,7 @@ use crate::health::hardware::Signs;
 
 mod crossing;
 mod node_onset;
+mod renewal;
 
 /// `nodes` nodes × `per` ports; each port pings `k` others on a rotating stride; port
 /// `bad` (if any) loses `loss` of its packets; every RTT is 100 µs, `slow` ports add

@@ -693,6 +693,13 @@ impl DevicePlane {
             })
             .collect();
         self.view.fabric_degraded = out.fabric;
+        if out.rate_renewed {
+            self.view.normal_changes += 1;
+            tracing::info!(
+                round = self.view.rounds,
+                "device plane: NPU pings slow on their own stayed above the learnt share for an hour of partial fabric events; that share is the new normal and is learnt again"
+            );
+        }
         self.view.node_verdicts = out.node_verdicts.clone();
         self.view.pair_verdicts = out.pair_verdicts.clone();
         self.view.planned = input
