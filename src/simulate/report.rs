@@ -235,6 +235,8 @@ pub struct NormalCounts {
     pub tor: usize,
     /// Of a dip (a partial fabric event): its pairs became the normal.
     pub dip: usize,
+    /// Of the device plane's share of slow pings (`device_partial`).
+    pub device_partial: usize,
 }
 
 impl NormalCounts {
@@ -244,6 +246,7 @@ impl NormalCounts {
             fabric: t.new_normals.iter().filter(|x| x.2.is_none()).count(),
             tor: t.new_normals.iter().filter(|x| x.2.is_some()).count(),
             dip: t.dip_normals.len(),
+            device_partial: t.device_normals.len(),
         }
     }
 
@@ -253,6 +256,7 @@ impl NormalCounts {
             fabric: a.fabric + b.fabric,
             tor: a.tor + b.tor,
             dip: a.dip + b.dip,
+            device_partial: a.device_partial + b.device_partial,
         })
     }
 }
@@ -592,4 +596,32 @@ pub(crate) fn min_95(rows: &[MagnitudeRow], quarantine: bool) -> Option<f64> {
         }
     }
     best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each scope counts its own events: ToR and fabric changes apart by whether a ToR is
+    /// named, dips and the device plane's renewals from their own lists; runs sum.
+    #[test]
+    fn normal_changes_count_each_scope_from_its_own_events() {
+        let t = Trace {
+            new_normals: vec![(10, 0, None), (20, 0, Some(3)), (30, 1, Some(4))],
+            dip_normals: vec![(40, 1)],
+            device_normals: vec![(50, 0), (60, 1), (70, 1)],
+            ..Trace::default()
+        };
+        let one = NormalCounts::of(&t);
+        let want = NormalCounts {
+            fabric: 1,
+            tor: 2,
+            dip: 1,
+            device_partial: 3,
+        };
+        assert_eq!(one, want);
+        let two = NormalCounts::sum([one, one].iter());
+        assert_eq!(two.device_partial, 6);
+        assert_eq!(two.tor, 4);
+    }
 }
