@@ -247,7 +247,8 @@ pub struct Device {
     /// Device-engine rounds.
     pub rounds: u64,
     /// Times the share of NPU pings slow on their own (the partial-fabric base rate) was
-    /// learnt again since start, after an hour of partial fabric events in a row.
+    /// learnt again since start, after 180 partial fabric events with no quiet round
+    /// between (an hour at the shipped device interval).
     pub normal_changes: u64,
     /// A large share of the NPU fabric (or a ToR) is bad: no port or node verdict.
     pub fabric_degraded: bool,

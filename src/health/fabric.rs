@@ -169,6 +169,8 @@ pub(crate) struct RateLearning {
     events: usize,
     /// (slow, measurements) pooled over those event rounds.
     event_share: (usize, usize),
+    /// Weak rounds skipped in the run ([`RateLearning::weak`]).
+    skipped: usize,
 }
 
 impl RateLearning {
@@ -199,15 +201,11 @@ impl RateLearning {
     }
 
     /// After a judged round of `slow` of `probes` (`event` or not): once `horizon` event
-    /// rounds have come in a row the level they show is how things are now (the noise grew,
+    /// rounds have come in a run the level they show is how things are now (the noise grew,
     /// or a dip lasted), as for the [`Normal`]: the rate is forgotten and warms up again
-    /// from the next round. True when it was.
-    ///
-    /// A round that is no event but whose share is nearer the run's own (pooled over its
-    /// event rounds) than the rate neither counts nor ends the run: a round with fewer
-    /// measurements (ports under suspicion leave theirs out) lacks the power to call the
-    /// same level an event, and one such round an hour cut every run short, so a lasting
-    /// level was never renewed. A round near the rate ends it.
+    /// from the next round. True when it was. A round of fewer than [`PARTIAL_MIN_PROBES`]
+    /// (never an event) leaves the run as it is; a [`RateLearning::weak`] one neither
+    /// counts nor ends it; any other round that is no event ends it.
     pub fn renewed(
         &mut self,
         rate: &mut BaseRate,
@@ -215,16 +213,14 @@ impl RateLearning {
         (slow, probes): (usize, usize),
         horizon: usize,
     ) -> bool {
+        if probes < PARTIAL_MIN_PROBES {
+            return false;
+        }
         if !event {
-            let (s, n) = self.event_share;
-            let base = rate.0.unwrap_or(SLOW_RATE_FLOOR).max(SLOW_RATE_FLOOR);
-            let like_the_run = self.events > 0
-                && probes > 0
-                && n > 0
-                && slow as f64 / probes as f64 >= (base + s as f64 / n as f64) / 2.0;
-            if !like_the_run {
-                self.events = 0;
-                self.event_share = (0, 0);
+            if self.weak(rate, (slow, probes)) {
+                self.skipped += 1;
+            } else {
+                self.end_run();
             }
             return false;
         }
@@ -234,10 +230,35 @@ impl RateLearning {
         if self.events < horizon.max(1) {
             return false;
         }
-        self.events = 0;
-        self.event_share = (0, 0);
+        self.end_run();
         *rate = BaseRate::default();
         true
+    }
+
+    /// Whether a round that is no event is too weak to end the run: fewer measurements
+    /// than the run's rounds have on average (ports under suspicion leave theirs out), a
+    /// share nearer the run's own (pooled over its event rounds) than the rate, and no more
+    /// than one such round for every ten events. Such a round lacks the power to call the
+    /// run's level an event: in the device engine's test of a lasting tenth of slow pings,
+    /// rounds of 48 pings where 250 are usual (4 of them slow) cut every run short, and the
+    /// rate was never renewed. Nor does it teach the rate: it shows the run's level.
+    pub fn weak(&self, rate: &BaseRate, (slow, probes): (usize, usize)) -> bool {
+        let (s, n) = self.event_share;
+        if self.events == 0 || n == 0 || probes < PARTIAL_MIN_PROBES {
+            return false;
+        }
+        let base = rate.0.unwrap_or(SLOW_RATE_FLOOR).max(SLOW_RATE_FLOOR);
+        let midpoint = (base + s as f64 / n as f64) / 2.0;
+        probes * self.events < n
+            && slow as f64 / probes as f64 >= midpoint
+            && self.skipped * 10 < self.events
+    }
+
+    /// Ends the current run of event rounds.
+    fn end_run(&mut self) {
+        self.events = 0;
+        self.skipped = 0;
+        self.event_share = (0, 0);
     }
 }
 
@@ -401,9 +422,21 @@ mod tests {
         }
         // A round of few measurements, too few to call the run's level an event (2 of 8,
         // the run's 25 %), neither counts nor ends the run; without that rule the next
-        // round would not renew.
-        assert!(!rate.exceeded(2, 8));
+        // round would not renew. 1 of 8 (12.5 %) is nearer the old 2.5 % than the run's
+        // 25 % (the midpoint is 13.75 %): it would end the run (checked on a copy).
+        assert!(!rate.exceeded(2, 8) && !rate.exceeded(1, 8));
+        assert!(learning.weak(&rate, (2, 8)));
+        assert!(!learning.weak(&rate, (1, 8)), "below the midpoint");
+        assert!(
+            !learning.weak(&rate, (10, 40)),
+            "as many measurements as the run's"
+        );
+        let mut ended = learning.clone();
+        assert!(!ended.renewed(&mut rate.clone(), false, (1, 8), horizon));
+        assert_eq!(ended, RateLearning::default(), "the run ended");
         assert!(!learning.renewed(&mut rate, false, (2, 8), horizon));
+        // A round too small to judge at all (fewer than 8) leaves the run as it is.
+        assert!(!learning.renewed(&mut rate, false, (0, 4), horizon));
         assert_eq!(event(&mut learning, &mut rate, 10), (true, true));
         assert_eq!(rate, BaseRate(None), "renewed across a weak round");
         for _ in 0..RATE_WARMUP_ROUNDS {
@@ -420,6 +453,23 @@ mod tests {
         }
         assert_eq!(rate, BaseRate(Some(0.25)));
         assert!(!rate.exceeded(10, 40));
+    }
+
+    /// Weak rounds are skipped at most once for every ten events of the run: 20 events
+    /// allow two, and the third ends the run.
+    #[test]
+    fn a_run_skips_one_weak_round_in_ten_events() {
+        let (mut rate, mut learning) = (BaseRate(Some(0.025)), RateLearning::default());
+        for _ in 0..20 {
+            assert!(!learning.renewed(&mut rate, true, (10, 40), 100));
+        }
+        for k in 0..2 {
+            assert!(learning.weak(&rate, (2, 8)), "weak round {k}");
+            learning.renewed(&mut rate, false, (2, 8), 100);
+        }
+        assert!(!learning.weak(&rate, (2, 8)), "a third in 20 events");
+        learning.renewed(&mut rate, false, (2, 8), 100);
+        assert_eq!(learning, RateLearning::default(), "the run ended");
     }
 
     /// The host plane learns the rate again when its dip becomes the normal: the rate, its

@@ -493,8 +493,8 @@ pub struct DeviceView {
     /// Device-engine rounds.
     pub rounds: u64,
     /// Times the partial-fabric base rate (the share of NPU pings slow on their own) was
-    /// learnt again since start: a higher share lasted an hour of partial events in a row
-    /// and became the normal.
+    /// learnt again since start: a higher share lasted 180 partial fabric events with no
+    /// quiet round between (an hour at the shipped device interval) and became the normal.
     pub normal_changes: u64,
     /// The HCCS ping mesh (Atlas A3), when this node drives it or found it unavailable.
     pub hccs: Option<HccsView>,

@@ -197,7 +197,10 @@ impl DeviceEngine {
         } else {
             let enough = pings.len() >= PARTIAL_MIN_PROBES;
             let partial = enough && self.slow_rate.exceeded(count, pings.len());
-            if enough && !partial {
+            // A weak round of a run of events shows the run's level: it does not teach
+            // the rate (asked before `renewed` moves the run on).
+            let weak = learning.weak(&self.slow_rate, round);
+            if enough && !partial && !weak {
                 self.slow_rate.learn(count, pings.len());
             }
             self.rate_renewed =

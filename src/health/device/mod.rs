@@ -313,8 +313,9 @@ pub struct DeviceOutput {
     /// Per-port window numbers.
     pub scores: Vec<PortScore>,
     /// The partial-fabric base rate (the share of pings slow on their own) was learnt
-    /// again this round: a higher share lasted an hour of partial events in a row and is
-    /// the new normal, so those rounds stop being fabric events. A change of the normal,
+    /// again this round: a higher share lasted 180 partial events with no quiet round
+    /// between (`RateLearning::renewed`) and is the new normal, so such rounds stop being
+    /// fabric events (once the verdict's hold has passed). A change of the normal,
     /// for the operator to know of (it is counted and logged where it is published).
     pub rate_renewed: bool,
 }

@@ -696,8 +696,8 @@ impl DevicePlane {
         if out.rate_renewed {
             self.view.normal_changes += 1;
             tracing::info!(
-                round = self.view.rounds,
-                "device plane: NPU pings slow on their own stayed above the learnt share for an hour of partial fabric events; that share is the new normal and is learnt again"
+                round = self.engine.rounds(),
+                "device plane: NPU pings slow on their own stayed above the learnt share for 180 partial fabric events with no quiet round between; that share is the new normal and is learnt again"
             );
         }
         self.view.node_verdicts = out.node_verdicts.clone();
