@@ -148,6 +148,20 @@ impl BaseRate {
     }
 }
 
+/// What a round did to the run of event rounds ([`RateLearning::step`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RunStep {
+    /// No event: the run, if there was one, ended. The round may teach the rate.
+    Quiet,
+    /// Too weak to tell: the run goes on without it. It shows the run's level, so it does
+    /// not teach the rate.
+    Skipped,
+    /// An event, counted.
+    Event,
+    /// The event that completed the horizon: the rate was forgotten.
+    Renewed,
+}
+
 /// How the base rate is learnt around the gated updates of [`BaseRate::learn`]: a warm-up
 /// that sets it, and (on the device plane, which tracks no dip) a renewal once events have
 /// lasted a horizon; the host plane learns it again when its dip becomes the normal
@@ -169,7 +183,7 @@ pub(crate) struct RateLearning {
     events: usize,
     /// (slow, measurements) pooled over those event rounds.
     event_share: (usize, usize),
-    /// Weak rounds skipped in the run ([`RateLearning::weak`]).
+    /// Rounds skipped in the run ([`RateLearning::step`]).
     skipped: usize,
 }
 
@@ -200,58 +214,58 @@ impl RateLearning {
         true
     }
 
-    /// After a judged round of `slow` of `probes` (`event` or not): once `horizon` event
-    /// rounds have come in a run the level they show is how things are now (the noise grew,
-    /// or a dip lasted), as for the [`Normal`]: the rate is forgotten and warms up again
-    /// from the next round. True when it was. A round of fewer than [`PARTIAL_MIN_PROBES`]
-    /// (never an event) leaves the run as it is; a [`RateLearning::weak`] one neither
-    /// counts nor ends it; any other round that is no event ends it.
-    pub fn renewed(
+    /// Moves the run of event rounds on by a round of `slow` of `probes` (`event` or not):
+    /// once `horizon` event rounds have come in a run the level they show is how things
+    /// are now (the noise grew, or a dip lasted), as for the [`Normal`]: the rate is
+    /// forgotten and warms up again from the next round ([`RunStep::Renewed`]).
+    ///
+    /// A round that is no event ends the run, unless it is too weak to tell and the run
+    /// still has a skip left ([`RunStep::Skipped`]): fewer than [`PARTIAL_MIN_PROBES`]
+    /// measurements (never judged), or fewer measurements than the run's rounds have on
+    /// average (ports under suspicion leave theirs out) with a share nearer the run's own
+    /// (pooled over its event rounds) than the rate. A run has one skip for every ten of
+    /// its events. Such a round lacks the power to call the run's level an event: in the
+    /// device engine's test of a lasting tenth of slow pings, rounds of 48 pings where 256
+    /// are usual (4 of them slow) cut every run short, and the rate was never renewed.
+    pub fn step(
         &mut self,
         rate: &mut BaseRate,
         event: bool,
         (slow, probes): (usize, usize),
         horizon: usize,
-    ) -> bool {
-        if probes < PARTIAL_MIN_PROBES {
-            return false;
-        }
+    ) -> RunStep {
         if !event {
-            if self.weak(rate, (slow, probes)) {
+            let skip = self.events > 0
+                && (self.skipped + 1) * 10 <= self.events
+                && (probes < PARTIAL_MIN_PROBES || self.weak_share(rate, (slow, probes)));
+            if skip {
                 self.skipped += 1;
-            } else {
-                self.end_run();
+                return RunStep::Skipped;
             }
-            return false;
+            self.end_run();
+            return RunStep::Quiet;
         }
         self.events += 1;
         self.event_share.0 += slow;
         self.event_share.1 += probes;
         if self.events < horizon.max(1) {
-            return false;
+            return RunStep::Event;
         }
         self.end_run();
         *rate = BaseRate::default();
-        true
+        RunStep::Renewed
     }
 
-    /// Whether a round that is no event is too weak to end the run: fewer measurements
-    /// than the run's rounds have on average (ports under suspicion leave theirs out), a
-    /// share nearer the run's own (pooled over its event rounds) than the rate, and no more
-    /// than one such round for every ten events. Such a round lacks the power to call the
-    /// run's level an event: in the device engine's test of a lasting tenth of slow pings,
-    /// rounds of 48 pings where 250 are usual (4 of them slow) cut every run short, and the
-    /// rate was never renewed. Nor does it teach the rate: it shows the run's level.
-    pub fn weak(&self, rate: &BaseRate, (slow, probes): (usize, usize)) -> bool {
+    /// Whether a judged round has fewer measurements than the run's rounds on average and
+    /// a share of slow ones nearer the run's than the rate's.
+    fn weak_share(&self, rate: &BaseRate, (slow, probes): (usize, usize)) -> bool {
         let (s, n) = self.event_share;
-        if self.events == 0 || n == 0 || probes < PARTIAL_MIN_PROBES {
+        if self.events == 0 || n == 0 || probes == 0 {
             return false;
         }
         let base = rate.0.unwrap_or(SLOW_RATE_FLOOR).max(SLOW_RATE_FLOOR);
         let midpoint = (base + s as f64 / n as f64) / 2.0;
-        probes * self.events < n
-            && slow as f64 / probes as f64 >= midpoint
-            && self.skipped * 10 < self.events
+        probes.saturating_mul(self.events) < n && slow as f64 / probes as f64 >= midpoint
     }
 
     /// Ends the current run of event rounds.
@@ -397,9 +411,8 @@ mod tests {
 
     /// The device plane's renewal: a rate learnt at 1 of 40 a round, then 10 of 40 for good
     /// (the noise grew): every round is an event (P ≈ 4e-8 at 2.5 %) until `horizon` of
-    /// them have come in a row; the rate is then forgotten and warms up again. A round that
-    /// is no event at the old level starts the count again; one at the run's level does
-    /// not.
+    /// them have come in a run; the rate is then forgotten and warms up again. A round that
+    /// is no event at the old level ends the run; a weak one at the run's level does not.
     #[test]
     fn events_that_last_the_horizon_renew_the_rate() {
         let horizon = 30;
@@ -409,44 +422,42 @@ mod tests {
         }
         assert_eq!(rate, BaseRate(Some(0.025)));
         assert!(!learning.warming(&mut rate, (1, 40), false), "warm");
-        let event = |learning: &mut RateLearning, rate: &mut BaseRate, slow| {
-            let now = rate.exceeded(slow, 40);
-            (now, learning.renewed(rate, now, (slow, 40), horizon))
+        let round = |learning: &mut RateLearning, rate: &mut BaseRate, (slow, probes)| {
+            let now = rate.exceeded(slow, probes);
+            learning.step(rate, now, (slow, probes), horizon)
         };
         for _ in 0..horizon - 1 {
-            assert_eq!(event(&mut learning, &mut rate, 10), (true, false));
+            assert_eq!(round(&mut learning, &mut rate, (10, 40)), RunStep::Event);
         }
-        assert_eq!(event(&mut learning, &mut rate, 1), (false, false));
+        assert_eq!(round(&mut learning, &mut rate, (1, 40)), RunStep::Quiet);
+        assert_eq!(learning, RateLearning::default(), "the run ended");
         for _ in 0..horizon - 1 {
-            assert_eq!(event(&mut learning, &mut rate, 10), (true, false));
+            assert_eq!(round(&mut learning, &mut rate, (10, 40)), RunStep::Event);
         }
         // A round of few measurements, too few to call the run's level an event (2 of 8,
-        // the run's 25 %), neither counts nor ends the run; without that rule the next
-        // round would not renew. 1 of 8 (12.5 %) is nearer the old 2.5 % than the run's
-        // 25 % (the midpoint is 13.75 %): it would end the run (checked on a copy).
-        assert!(!rate.exceeded(2, 8) && !rate.exceeded(1, 8));
-        assert!(learning.weak(&rate, (2, 8)));
-        assert!(!learning.weak(&rate, (1, 8)), "below the midpoint");
-        assert!(
-            !learning.weak(&rate, (10, 40)),
-            "as many measurements as the run's"
-        );
-        let mut ended = learning.clone();
-        assert!(!ended.renewed(&mut rate.clone(), false, (1, 8), horizon));
-        assert_eq!(ended, RateLearning::default(), "the run ended");
-        assert!(!learning.renewed(&mut rate, false, (2, 8), horizon));
-        // A round too small to judge at all (fewer than 8) leaves the run as it is.
-        assert!(!learning.renewed(&mut rate, false, (0, 4), horizon));
-        assert_eq!(event(&mut learning, &mut rate, 10), (true, true));
-        assert_eq!(rate, BaseRate(None), "renewed across a weak round");
+        // the run's 25 %), is skipped; without that rule the next round would not renew.
+        // 1 of 8 (12.5 %) is nearer the old 2.5 % than the run's 25 % (the midpoint is
+        // 13.75 %), and 6 of 40 has as many measurements as the run's rounds: either
+        // ends the run (checked on copies).
+        assert!(!rate.exceeded(2, 8) && !rate.exceeded(1, 8) && !rate.exceeded(5, 40));
+        for quiet in [(1, 8), (5, 40)] {
+            let mut ended = learning.clone();
+            assert_eq!(round(&mut ended, &mut rate.clone(), quiet), RunStep::Quiet);
+            assert_eq!(ended, RateLearning::default(), "{quiet:?} ended the run");
+        }
+        assert_eq!(round(&mut learning, &mut rate, (2, 8)), RunStep::Skipped);
+        // So is a round too small to judge at all (fewer than 8): the run has a skip left.
+        assert_eq!(round(&mut learning, &mut rate, (0, 4)), RunStep::Skipped);
+        assert_eq!(round(&mut learning, &mut rate, (10, 40)), RunStep::Renewed);
+        assert_eq!(rate, BaseRate(None), "renewed across the skipped rounds");
         for _ in 0..RATE_WARMUP_ROUNDS {
             assert!(learning.warming(&mut rate, (1, 40), false));
         }
         for _ in 0..horizon - 1 {
-            assert_eq!(event(&mut learning, &mut rate, 10), (true, false));
+            assert_eq!(round(&mut learning, &mut rate, (10, 40)), RunStep::Event);
         }
         assert_eq!(rate, BaseRate(Some(0.025)), "not yet");
-        assert_eq!(event(&mut learning, &mut rate, 10), (true, true));
+        assert_eq!(round(&mut learning, &mut rate, (10, 40)), RunStep::Renewed);
         assert_eq!(rate, BaseRate(None), "renewed");
         for _ in 0..RATE_WARMUP_ROUNDS {
             assert!(learning.warming(&mut rate, (10, 40), false));
@@ -455,21 +466,34 @@ mod tests {
         assert!(!rate.exceeded(10, 40));
     }
 
-    /// Weak rounds are skipped at most once for every ten events of the run: 20 events
-    /// allow two, and the third ends the run.
+    /// A run has one skip for every ten of its events: none after 9 events, one after 10,
+    /// two after 20; the round past the skips ends the run. Unjudged rounds (fewer than 8
+    /// measurements) use the same skips, so a long gap ends a run.
     #[test]
-    fn a_run_skips_one_weak_round_in_ten_events() {
-        let (mut rate, mut learning) = (BaseRate(Some(0.025)), RateLearning::default());
-        for _ in 0..20 {
-            assert!(!learning.renewed(&mut rate, true, (10, 40), 100));
+    fn a_run_skips_one_weak_round_for_every_ten_events() {
+        let rate = BaseRate(Some(0.025));
+        let after = |events: usize, skips: usize, round: (usize, usize)| {
+            let (mut rate, mut learning) = (rate, RateLearning::default());
+            for _ in 0..events {
+                assert_eq!(
+                    learning.step(&mut rate, true, (10, 40), 100),
+                    RunStep::Event
+                );
+            }
+            let steps: Vec<RunStep> = (0..=skips)
+                .map(|_| learning.step(&mut rate, false, round, 100))
+                .collect();
+            (steps, learning)
+        };
+        for (events, skips) in [(9, 0), (10, 1), (19, 1), (20, 2)] {
+            for round in [(2, 8), (0, 0)] {
+                let (steps, learning) = after(events, skips, round);
+                let mut want = vec![RunStep::Skipped; skips];
+                want.push(RunStep::Quiet);
+                assert_eq!(steps, want, "{events} events, {round:?}");
+                assert_eq!(learning, RateLearning::default(), "{events} events: ended");
+            }
         }
-        for k in 0..2 {
-            assert!(learning.weak(&rate, (2, 8)), "weak round {k}");
-            learning.renewed(&mut rate, false, (2, 8), 100);
-        }
-        assert!(!learning.weak(&rate, (2, 8)), "a third in 20 events");
-        learning.renewed(&mut rate, false, (2, 8), 100);
-        assert_eq!(learning, RateLearning::default(), "the run ended");
     }
 
     /// The host plane learns the rate again when its dip becomes the normal: the rate, its

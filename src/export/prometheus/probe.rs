@@ -429,7 +429,7 @@ fn tors(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     )?;
     f.counter(
         "hcclwatch_normal_changes",
-        "Lasting changes that became the new normal after health.new_normal_rounds rounds (their verdict ended), by scope: fabric (the group's round median), tor, or dip (a partial fabric event's pairs); with the device plane, device_partial (the share of NPU pings slow on their own, after an hour of partial events).",
+        "Lasting changes that became the new normal after health.new_normal_rounds rounds (their verdict ended), by scope: fabric (the group's round median), tor, or dip (a partial fabric event's pairs); with the device plane, device_partial (the share of NPU pings slow on their own, after a run of 180 device rounds of partial events).",
         vec![
             (vec![("scope", "fabric".to_string())], pr.normal_changes.fabric),
             (vec![("scope", "tor".to_string())], pr.normal_changes.tor),

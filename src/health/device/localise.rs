@@ -12,13 +12,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::score::{Elevation, RoundStats};
 use super::tor::TorEvents;
 use super::{DeviceEngine, DeviceInput, Localised, PortProbe};
-use crate::health::fabric::{PARTIAL_MIN_PROBES, SLOW_RATE_FLOOR, crowd};
+use crate::health::fabric::{PARTIAL_MIN_PROBES, RunStep, SLOW_RATE_FLOOR, crowd};
 use crate::health::lifecycle::{NodeIx, PortIx};
 use crate::health::stats::median;
 
-/// Partial fabric events in a row after which the device plane's base rate of slow pings
+/// Partial fabric events in a run after which the device plane's base rate of slow pings
 /// is learnt again (an hour at the shipped 20 s device round): the level they show is how
-/// the fabric is now ([`crate::health::fabric::RateLearning`]).
+/// the fabric is now ([`crate::health::fabric::RateLearning::step`]).
 pub(super) const RATE_RENEWAL_ROUNDS: usize = 180;
 
 impl DeviceEngine {
@@ -197,14 +197,13 @@ impl DeviceEngine {
         } else {
             let enough = pings.len() >= PARTIAL_MIN_PROBES;
             let partial = enough && self.slow_rate.exceeded(count, pings.len());
-            // A weak round of a run of events shows the run's level: it does not teach
-            // the rate (asked before `renewed` moves the run on).
-            let weak = learning.weak(&self.slow_rate, round);
-            if enough && !partial && !weak {
+            let step = learning.step(&mut self.slow_rate, partial, round, RATE_RENEWAL_ROUNDS);
+            // A skipped round of a run of events shows the run's level: it does not teach
+            // the rate.
+            if enough && !partial && step != RunStep::Skipped {
                 self.slow_rate.learn(count, pings.len());
             }
-            self.rate_renewed =
-                learning.renewed(&mut self.slow_rate, partial, round, RATE_RENEWAL_ROUNDS);
+            self.rate_renewed = step == RunStep::Renewed;
             partial
         };
         // Where the event's pings ran, for its shape (whether it is a spine's).

@@ -1,5 +1,5 @@
 //! The device plane's partial-fabric base rate learnt again: a share of slow pings that
-//! lasts [`RATE_RENEWAL_ROUNDS`] partial events in a row becomes the normal, once, and the
+//! lasts a run of [`RATE_RENEWAL_ROUNDS`] partial events becomes the normal, once, and the
 //! round it does says so (`rate_renewed`, which the daemon logs and counts).
 
 use super::*;
@@ -7,7 +7,7 @@ use crate::health::device::localise::RATE_RENEWAL_ROUNDS;
 
 /// From round 30 a tenth of all pings (spread over every port by a hash) is twice as slow,
 /// for good. Against the quiet warm-up's rate those rounds are partial fabric events until
-/// the horizon's worth in a row renews the rate: `rate_renewed` in one round only, not
+/// a run of the horizon's worth renews the rate: `rate_renewed` in one round only, not
 /// before the horizon has passed, and once the rate has warmed up at the new level there
 /// is no fabric event. The quiet rounds before never report a renewal.
 #[test]
