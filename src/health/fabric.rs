@@ -148,7 +148,7 @@ impl BaseRate {
     }
 }
 
-/// What a round did to the run of event rounds ([`RateLearning::step`]).
+/// What a round did to the run of event rounds ([`EventRun::step`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RunStep {
     /// No event: the run, if there was one, ended. The round may teach the rate.
@@ -162,12 +162,11 @@ pub(crate) enum RunStep {
     Renewed,
 }
 
-/// How the base rate is learnt around the gated updates of [`BaseRate::learn`]: a warm-up
-/// that sets it, and (on the device plane, which tracks no dip) a renewal once events have
-/// lasted a horizon; the host plane learns it again when its dip becomes the normal
-/// ([`PartialFabric::relearn`]). Not in any wire form: a restored engine without a rate
-/// warms up again, and one with a rate counts its event rounds from zero (which only
-/// delays a renewal).
+/// The warm-up that sets the base rate before the gated updates of [`BaseRate::learn`]
+/// move it. It is learnt again after a renewal: on the device plane, which tracks no dip,
+/// once events have lasted a horizon ([`EventRun`]); on the host plane when its dip
+/// becomes the normal ([`PartialFabric::relearn`]). Not in any wire form: a restored
+/// engine without a rate warms up again.
 ///
 /// Judged against the floor until some round was comfortably normal (the rule before), a
 /// group whose healthy measurements are slow on their own more often than a few in a
@@ -179,12 +178,6 @@ pub(crate) enum RunStep {
 pub(crate) struct RateLearning {
     /// (rounds, slow, measurements) pooled while there is no rate.
     warmup: (usize, usize, usize),
-    /// Event rounds in a row.
-    events: usize,
-    /// (slow, measurements) pooled over those event rounds.
-    event_share: (usize, usize),
-    /// Rounds skipped in the run ([`RateLearning::step`]).
-    skipped: usize,
 }
 
 impl RateLearning {
@@ -213,7 +206,22 @@ impl RateLearning {
         }
         true
     }
+}
 
+/// The device plane's run of partial-event rounds, which renews the base rate once it has
+/// lasted a horizon. Not in any wire form: a restored engine counts its event rounds from
+/// zero, which only delays a renewal.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct EventRun {
+    /// Event rounds in the run.
+    events: usize,
+    /// (slow, measurements) pooled over those event rounds.
+    event_share: (usize, usize),
+    /// Rounds skipped in the run ([`EventRun::step`]).
+    skipped: usize,
+}
+
+impl EventRun {
     /// Moves the run of event rounds on by a round of `slow` of `probes` (`event` or not):
     /// once `horizon` event rounds have come in a run the level they show is how things
     /// are now (the noise grew, or a dip lasted), as for the [`Normal`]: the rate is
@@ -422,17 +430,18 @@ mod tests {
         }
         assert_eq!(rate, BaseRate(Some(0.025)));
         assert!(!learning.warming(&mut rate, (1, 40), false), "warm");
-        let round = |learning: &mut RateLearning, rate: &mut BaseRate, (slow, probes)| {
+        let mut run = EventRun::default();
+        let round = |run: &mut EventRun, rate: &mut BaseRate, (slow, probes)| {
             let now = rate.exceeded(slow, probes);
-            learning.step(rate, now, (slow, probes), horizon)
+            run.step(rate, now, (slow, probes), horizon)
         };
         for _ in 0..horizon - 1 {
-            assert_eq!(round(&mut learning, &mut rate, (10, 40)), RunStep::Event);
+            assert_eq!(round(&mut run, &mut rate, (10, 40)), RunStep::Event);
         }
-        assert_eq!(round(&mut learning, &mut rate, (1, 40)), RunStep::Quiet);
-        assert_eq!(learning, RateLearning::default(), "the run ended");
+        assert_eq!(round(&mut run, &mut rate, (1, 40)), RunStep::Quiet);
+        assert_eq!(run, EventRun::default(), "the run ended");
         for _ in 0..horizon - 1 {
-            assert_eq!(round(&mut learning, &mut rate, (10, 40)), RunStep::Event);
+            assert_eq!(round(&mut run, &mut rate, (10, 40)), RunStep::Event);
         }
         // A round of few measurements, too few to call the run's level an event (2 of 8,
         // the run's 25 %), is skipped; without that rule the next round would not renew.
@@ -441,23 +450,23 @@ mod tests {
         // ends the run (checked on copies).
         assert!(!rate.exceeded(2, 8) && !rate.exceeded(1, 8) && !rate.exceeded(5, 40));
         for quiet in [(1, 8), (5, 40)] {
-            let mut ended = learning.clone();
+            let mut ended = run.clone();
             assert_eq!(round(&mut ended, &mut rate.clone(), quiet), RunStep::Quiet);
-            assert_eq!(ended, RateLearning::default(), "{quiet:?} ended the run");
+            assert_eq!(ended, EventRun::default(), "{quiet:?} ended the run");
         }
-        assert_eq!(round(&mut learning, &mut rate, (2, 8)), RunStep::Skipped);
+        assert_eq!(round(&mut run, &mut rate, (2, 8)), RunStep::Skipped);
         // So is a round too small to judge at all (fewer than 8): the run has a skip left.
-        assert_eq!(round(&mut learning, &mut rate, (0, 4)), RunStep::Skipped);
-        assert_eq!(round(&mut learning, &mut rate, (10, 40)), RunStep::Renewed);
+        assert_eq!(round(&mut run, &mut rate, (0, 4)), RunStep::Skipped);
+        assert_eq!(round(&mut run, &mut rate, (10, 40)), RunStep::Renewed);
         assert_eq!(rate, BaseRate(None), "renewed across the skipped rounds");
         for _ in 0..RATE_WARMUP_ROUNDS {
             assert!(learning.warming(&mut rate, (1, 40), false));
         }
         for _ in 0..horizon - 1 {
-            assert_eq!(round(&mut learning, &mut rate, (10, 40)), RunStep::Event);
+            assert_eq!(round(&mut run, &mut rate, (10, 40)), RunStep::Event);
         }
         assert_eq!(rate, BaseRate(Some(0.025)), "not yet");
-        assert_eq!(round(&mut learning, &mut rate, (10, 40)), RunStep::Renewed);
+        assert_eq!(round(&mut run, &mut rate, (10, 40)), RunStep::Renewed);
         assert_eq!(rate, BaseRate(None), "renewed");
         for _ in 0..RATE_WARMUP_ROUNDS {
             assert!(learning.warming(&mut rate, (10, 40), false));
@@ -473,25 +482,22 @@ mod tests {
     fn a_run_skips_one_weak_round_for_every_ten_events() {
         let rate = BaseRate(Some(0.025));
         let after = |events: usize, skips: usize, round: (usize, usize)| {
-            let (mut rate, mut learning) = (rate, RateLearning::default());
+            let (mut rate, mut run) = (rate, EventRun::default());
             for _ in 0..events {
-                assert_eq!(
-                    learning.step(&mut rate, true, (10, 40), 100),
-                    RunStep::Event
-                );
+                assert_eq!(run.step(&mut rate, true, (10, 40), 100), RunStep::Event);
             }
             let steps: Vec<RunStep> = (0..=skips)
-                .map(|_| learning.step(&mut rate, false, round, 100))
+                .map(|_| run.step(&mut rate, false, round, 100))
                 .collect();
-            (steps, learning)
+            (steps, run)
         };
         for (events, skips) in [(9, 0), (10, 1), (19, 1), (20, 2)] {
             for round in [(2, 8), (0, 0)] {
-                let (steps, learning) = after(events, skips, round);
+                let (steps, run) = after(events, skips, round);
                 let mut want = vec![RunStep::Skipped; skips];
                 want.push(RunStep::Quiet);
                 assert_eq!(steps, want, "{events} events, {round:?}");
-                assert_eq!(learning, RateLearning::default(), "{events} events: ended");
+                assert_eq!(run, EventRun::default(), "{events} events: ended");
             }
         }
     }

@@ -18,7 +18,7 @@ use crate::health::stats::median;
 
 /// Partial fabric events in a run after which the device plane's base rate of slow pings
 /// is learnt again (an hour at the shipped 20 s device round): the level they show is how
-/// the fabric is now ([`crate::health::fabric::RateLearning::step`]).
+/// the fabric is now ([`crate::health::fabric::EventRun::step`]).
 pub(super) const RATE_RENEWAL_ROUNDS: usize = 180;
 
 impl DeviceEngine {
@@ -186,18 +186,21 @@ impl DeviceEngine {
             .collect();
         let slow: Vec<bool> = pings.iter().map(|p| self.slow_ping(p, r)).collect();
         let count = slow.iter().filter(|s| **s).count();
-        // The rate warms up over the first rounds with enough pings, and event rounds that
-        // last an hour renew it, as on the host plane (`RateLearning`: against the floor,
-        // pings slow on their own more often than that were an event from the first round,
-        // for good).
+        // The rate warms up over the first rounds with enough pings, as on the host plane
+        // (`RateLearning`: against the floor, pings slow on their own more often than that
+        // were an event from the first round, for good), and a run of event rounds that
+        // lasts an hour renews it (`EventRun`).
         let round = (count, pings.len());
-        let learning = &mut self.rate_learning;
-        let partial = if learning.warming(&mut self.slow_rate, round, false) {
+        let partial = if self
+            .rate_learning
+            .warming(&mut self.slow_rate, round, false)
+        {
             false
         } else {
             let enough = pings.len() >= PARTIAL_MIN_PROBES;
             let partial = enough && self.slow_rate.exceeded(count, pings.len());
-            let step = learning.step(&mut self.slow_rate, partial, round, RATE_RENEWAL_ROUNDS);
+            let run = &mut self.event_run;
+            let step = run.step(&mut self.slow_rate, partial, round, RATE_RENEWAL_ROUNDS);
             // A skipped round of a run of events shows the run's level: it does not teach
             // the rate.
             if enough && !partial && step != RunStep::Skipped {

@@ -71,7 +71,7 @@ pub use tor::DeviceTorVerdict;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::evidence::Evidence;
-use super::fabric::{BaseRate, Baseline, RateLearning};
+use super::fabric::{BaseRate, Baseline, EventRun, RateLearning};
 use super::hardware::Signs;
 use super::lifecycle::{Change, Lifecycle, NodeIx, PortIx};
 use super::pairs::Pairs;
@@ -314,7 +314,7 @@ pub struct DeviceOutput {
     pub scores: Vec<PortScore>,
     /// The partial-fabric base rate (the share of pings slow on their own) was learnt
     /// again this round: a higher share lasted 180 partial events with no quiet round
-    /// between (`RateLearning::renewed`) and is the new normal, so such rounds stop being
+    /// between (`EventRun::step`) and is the new normal, so such rounds stop being
     /// fabric events (once the verdict's hold has passed). A change of the normal,
     /// for the operator to know of (it is counted and logged where it is published).
     pub rate_renewed: bool,
@@ -403,8 +403,10 @@ pub struct DeviceEngine {
     baseline: Baseline,
     /// Share of a normal round's pings (between ports nothing accuses) that are slow.
     slow_rate: BaseRate,
-    /// Its warm-up and renewal.
+    /// Its warm-up.
     rate_learning: RateLearning,
+    /// The run of partial events that renews it.
+    event_run: EventRun,
     /// The base rate was learnt again in the current round (reported in
     /// [`DeviceOutput::rate_renewed`]).
     rate_renewed: bool,
@@ -458,6 +460,7 @@ impl DeviceEngine {
             baseline: Baseline::default(),
             slow_rate: BaseRate::default(),
             rate_learning: RateLearning::default(),
+            event_run: EventRun::default(),
             rate_renewed: false,
             fabric_until: 0,
             fabric_run: 0,
