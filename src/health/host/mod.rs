@@ -14,6 +14,8 @@ mod score;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_crowds;
+#[cfg(test)]
 mod tests_dips;
 #[cfg(test)]
 mod tests_links;

@@ -9,6 +9,7 @@ use super::{HealthEngine, RoundInput};
 use crate::health::evidence::steady;
 use crate::health::evidence::{Evidence, Key};
 use crate::health::fabric::{CROWD_MIN, CROWD_SHARE, Partial, crowd};
+use crate::health::hardware::corroborates;
 use crate::health::lifecycle::NodeIx;
 use crate::health::stats::{Reference, deviations, median, spread_of};
 use crate::health::tor::{TorJudgement, TorLevels, TorRule, Touch, lower_median};
@@ -409,6 +410,11 @@ impl HealthEngine {
     /// are left out of the count above, so that a few slow ToRs do not make a crowd of the
     /// whole group and freeze a straggler behind another ToR. The last value says whether
     /// there is a crowd besides such ToRs' events (what makes a fabric verdict).
+    ///
+    /// A crowded node far slower than its crowd's typical member ([`stand_out`]) whose own
+    /// hardware corroborates its episode (evidence congestion cannot give) is judged on its
+    /// own and not named: standing out alone is also what the most congested node of a
+    /// crowd that uplink congestion formed looks like.
     pub(super) fn crowded(
         &self,
         windows: &[Window],
@@ -447,6 +453,19 @@ impl HealthEngine {
         // whole ToR's event alone is not: that verdict holds back straggler alerts across
         // the cluster, and a slow ToR of two must not silence them.
         let crowd = crowded.iter().any(|c| *c);
+        let by_tor = (0..n).any(|i| r.tors.tor(i).is_some());
+        let condition = |i: usize| if by_tor { r.tors.tor(i) } else { None };
+        for i in stand_out(windows, &crowded, &named, &condition, r.entry) {
+            // Only on evidence congestion cannot give: held out, letting every outlier
+            // stand out made false cordons of the most congested node of a crowd that
+            // uplink congestion its counters missed had formed (40 -> 66, 86 -> 115).
+            let d = &self.nodes[NodeIx(i)].data;
+            if !corroborates(d.sign_rounds, d.slow_rounds) {
+                continue;
+            }
+            crowded[i] = false;
+            named.retain(|&m| m != i);
+        }
         for &i in &whole {
             crowded[i] = true;
         }
@@ -485,6 +504,46 @@ impl HealthEngine {
         let named = members.into_iter().filter(|&i| crowded[i]).collect();
         (crowded, named)
     }
+}
+
+/// The crowded nodes that stand out of their crowd: slower than the crowd's typical member
+/// (the median of the scores of its members that share the node's `condition`: its ToR
+/// when the engine judges by ToR, otherwise the one crowd of the group) by more than the
+/// entry threshold (`entry`, log units). [`HealthEngine::crowded`] judges those whose own
+/// hardware corroborates their episode on their own, against the peers that share their
+/// condition: a 30 % straggler among nodes a shared cause slowed by 5 to 10 % is still a
+/// straggler, and the crowd must not freeze it for as long as the cause lasts. The crowd
+/// stays a crowd (its fabric verdict and the block on its other members).
+///
+/// The median and not the least slow member, so that one member a shared cause spared a
+/// little does not expose the rest; by construction fewer than half of a crowd stand out,
+/// so a cause that slows its nodes unevenly does not release the majority it slowed most.
+fn stand_out(
+    windows: &[Window],
+    crowded: &[bool],
+    members: &[usize],
+    condition: &dyn Fn(usize) -> Option<u32>,
+    entry: f64,
+) -> Vec<usize> {
+    let mut typical: BTreeMap<Option<u32>, Vec<f64>> = BTreeMap::new();
+    for &m in members {
+        typical
+            .entry(condition(m))
+            .or_default()
+            .push(windows[m].score);
+    }
+    let typical: BTreeMap<Option<u32>, f64> = typical
+        .into_iter()
+        .map(|(c, mut scores)| (c, median(&mut scores)))
+        .collect();
+    (0..windows.len())
+        .filter(|&i| crowded.get(i).copied().unwrap_or(false))
+        .filter(|&i| {
+            typical
+                .get(&condition(i))
+                .is_some_and(|t| windows[i].score > t + entry)
+        })
+        .collect()
 }
 
 /// The nodes of ToRs every one of whose members the group judges (`counted`, at least two

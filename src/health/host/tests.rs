@@ -673,36 +673,6 @@ pub(super) fn repairings(
     }
 }
 
-/// Four of sixteen nodes slow at once (a ToR, say), their re-pairings reproducing:
-/// a crowd, reported as a fabric-level event, and none of them is confirmed or
-/// recommended for quarantine.
-#[test]
-fn many_nodes_slow_at_once_are_a_crowd_not_stragglers() {
-    let n = 16;
-    let mut e = HealthEngine::new(n, HealthConfig::default());
-    let slow: Vec<(usize, f64)> = (4..8).map(|i| (i, 1.3)).collect();
-    let (mut confirm, mut crowd) = (Vec::new(), false);
-    for r in 0..60 {
-        let mut input = round(n, 1 + r % 7, &slow, |i| (i % 3) as f64 * 0.002);
-        repairings(&mut input, &confirm, n, |s| {
-            if (4..8).contains(&s) { 1.3 } else { 1.0 }
-        });
-        let out = e.step(&input);
-        crowd |= out.fabric_degraded;
-        for t in &out.transitions {
-            assert!(
-                !matches!(
-                    t.to,
-                    NodeState::Confirmed | NodeState::QuarantineRecommended
-                ),
-                "round {r}: {t:?}"
-            );
-        }
-        confirm = out.confirm_requests;
-    }
-    assert!(crowd);
-}
-
 /// A node whose every probe is slow (a congested uplink) makes no link verdict on its
 /// pairs, however often they are re-measured slow: the slowness is not the pair's.
 #[test]
@@ -799,9 +769,8 @@ fn slow_tor_with_a_straggler(topology: bool, rounds: usize) -> (Vec<NodeState>, 
     (highest, tor_verdicts.into_iter().collect())
 }
 
-#[test]
-fn a_straggler_inside_a_slow_tor_is_recommended_and_its_healthy_neighbours_are_not() {
-    let (highest, tors) = slow_tor_with_a_straggler(true, 120);
+/// Node 2 reached a quarantine recommendation and no other node went past suspect.
+fn only_node_2_recommended(highest: &[NodeState]) {
     assert_eq!(highest[2], NodeState::QuarantineRecommended);
     for i in (0..16).filter(|&i| i != 2) {
         assert!(
@@ -810,16 +779,24 @@ fn a_straggler_inside_a_slow_tor_is_recommended_and_its_healthy_neighbours_are_n
             highest[i]
         );
     }
+}
+
+#[test]
+fn a_straggler_inside_a_slow_tor_is_recommended_and_its_healthy_neighbours_are_not() {
+    let (highest, tors) = slow_tor_with_a_straggler(true, 120);
+    only_node_2_recommended(&highest);
     // The switch gets the verdict, and only that switch.
     assert_eq!(tors, vec![0]);
 }
 
 #[test]
-fn without_topology_the_slow_tor_is_a_crowd_that_hides_its_straggler() {
+fn without_topology_the_slow_tor_is_a_crowd_and_its_straggler_stands_out() {
     // The same world with the ToRs unknown: the four slow members are a crowd that blocks
-    // the group's confirmations, so the straggler is never recommended and no ToR is named.
+    // the group's confirmations, and no ToR is named. Node 2 is ln 1.3 slower than the
+    // crowd's typical member (ln 1.2), beyond the entry threshold (ln 1.08): it stands out
+    // of the crowd and is judged on its own; its three ToR neighbours stay blocked.
     let (highest, tors) = slow_tor_with_a_straggler(false, 120);
-    assert_ne!(highest[2], NodeState::QuarantineRecommended);
+    only_node_2_recommended(&highest);
     assert!(tors.is_empty());
 }
 
