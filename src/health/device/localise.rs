@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::score::{Elevation, RoundStats};
 use super::tor::TorEvents;
-use super::{DeviceEngine, DeviceInput, Localised, PortProbe};
+use super::{DeviceEngine, DeviceInput, Localised, PortProbe, most_ports};
 use crate::health::fabric::{PARTIAL_MIN_PROBES, RunStep, SLOW_RATE_FLOOR, crowd};
 use crate::health::lifecycle::{NodeIx, PortIx};
 use crate::health::stats::median;
@@ -95,8 +95,9 @@ impl DeviceEngine {
         }
     }
 
-    /// Nodes most of whose ports are elevated, and nodes with an elevated port whose
-    /// host-plane probes are bad too (`host_suspects`).
+    /// Nodes most of whose ports are elevated ([`most_ports`]: at least `node_share` of
+    /// them, and at least two), and nodes with an elevated port whose host-plane probes
+    /// are bad too (`host_suspects`).
     fn nodes_elevated(&self, elevated: &[bool], host_suspects: &[usize]) -> BTreeSet<NodeIx> {
         // Per node: (ports, elevated ports).
         let mut by_node: BTreeMap<NodeIx, (usize, usize)> = BTreeMap::new();
@@ -109,7 +110,7 @@ impl DeviceEngine {
             .into_iter()
             .filter(|(node, (all, bad))| {
                 *all > 1
-                    && ((*bad as f64) / (*all as f64) >= self.cfg.node_share
+                    && (most_ports(*bad, *all, self.cfg.node_share)
                         || (*bad > 0 && host_suspects.contains(&node.0)))
             })
             .map(|(node, _)| node)

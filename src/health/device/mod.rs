@@ -24,7 +24,8 @@
 //!   that unlikely (slow within it too), is that ToR: a ToR verdict; its ports are judged
 //!   against the ToR's own loss rate and RTT level, so a port bad among them still
 //!   escalates and the others do not;
-//! - most ports of one node elevated (`node_share`) is that node: a node verdict, and its
+//! - most ports of one node elevated (`node_share`, and two or more: one port of a
+//!   two-NPU node is a port) is that node: a node verdict, and its
 //!   ports do not escalate one by one: a port suspected, or confirmed in the last few
 //!   rounds, before the verdict formed (a node's ports cross the thresholds a round or
 //!   two apart) is withdrawn, and one confirmed earlier counts the node's rounds as clean
@@ -611,6 +612,15 @@ impl DeviceEngine {
             out.transitions.push(transition(c));
         }
     }
+}
+
+/// Whether `bad` elevated ports of a node's `all` are most of them: at least `share` of
+/// them, and at least two. On a node of two NPUs one bad port is half its ports, and it
+/// is a port, not the node: held out, counting it as the node made node verdicts of single
+/// bad ports, ToR events of two such nodes behind one ToR, and, five or more such nodes at
+/// once, a fabric event that froze every port verdict for hours (docs/detection.md).
+pub(super) fn most_ports(bad: usize, all: usize, share: f64) -> bool {
+    bad >= 2 && bad as f64 >= share * all as f64
 }
 
 /// The output form of a port's change.

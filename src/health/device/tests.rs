@@ -10,6 +10,7 @@ use crate::health::hardware::Signs;
 mod crossing;
 mod node_onset;
 mod renewal;
+mod two_npus;
 
 /// `nodes` nodes × `per` ports; each port pings `k` others on a rotating stride; port
 /// `bad` (if any) loses `loss` of its packets; every RTT is 100 µs, `slow` ports add
@@ -410,13 +411,19 @@ fn a_slow_port_is_localised_by_rtt() {
     );
 }
 
+/// Runs 30 rounds of `f` and asserts that from round 10 on the only verdict is a node
+/// verdict on `node`, and that every port stays healthy (none is judged on its own).
+fn only_a_node_verdict(f: &mut Fabric, node: usize) {
+    let (e, outs) = run(f, 30);
+    assert!(outs.iter().skip(10).all(|o| o.node_verdicts == vec![node]));
+    assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
+}
+
 #[test]
 fn all_ports_of_one_node_make_a_node_verdict_not_port_verdicts() {
     let mut f = Fabric::new(8, 8);
     f.lossy = (24..32).map(|p| (p, 0.2)).collect();
-    let (e, outs) = run(&mut f, 30);
-    assert!(outs.iter().skip(10).all(|o| o.node_verdicts == vec![3]));
-    assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
+    only_a_node_verdict(&mut f, 3);
 }
 
 #[test]

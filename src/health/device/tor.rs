@@ -12,7 +12,7 @@
 //! - its *share*: elevated ports ÷ judged ports, against the share it normally has (learned
 //!   slowly outside events, as the group's baseline is);
 //! - a share at least `node_share` above that normal, or most of its members (two or more)
-//!   with most of their ports elevated, is a ToR event. So is a ToR whose pings this round
+//!   with most of their ports elevated (two or more each), is a ToR event. So is a ToR whose pings this round
 //!   (an end behind it) lose at least `loss_min` of their packets, unlikely under the loss
 //!   of the group's other pings, with most of its members that pinged out this round and
 //!   two or more nodes outside, behind two or more other switches unless its pings within
@@ -49,7 +49,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::score::{Against, Elevation, RoundStats, loss_tail};
-use super::{DeviceEngine, DeviceInput, PortProbe};
+use super::{DeviceEngine, DeviceInput, PortProbe, most_ports};
 use crate::health::fabric::{Baseline, SLOW_RATE_FLOOR};
 use crate::health::lifecycle::PortIx;
 use crate::health::stats::median;
@@ -481,7 +481,8 @@ impl DeviceEngine {
         out
     }
 
-    /// Members of a ToR (its `ports`) most of whose ports are elevated.
+    /// Members of a ToR (its `ports`) most of whose ports are elevated ([`most_ports`]: a
+    /// member of two NPUs with one bad port is that port's, not a bad member).
     fn bad_members(
         &self,
         ports: &[PortIx],
@@ -493,7 +494,7 @@ impl DeviceEngine {
             .filter(|&&m| {
                 let own: Vec<&PortIx> = ports.iter().filter(|p| self.owner(**p).0 == m).collect();
                 let bad = own.iter().filter(|p| elevations[p.0].any()).count();
-                bad as f64 >= self.cfg.node_share * own.len() as f64
+                most_ports(bad, own.len(), self.cfg.node_share)
             })
             .count()
     }
