@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::score::{Elevation, RoundStats};
 use super::tor::TorEvents;
-use super::{DeviceEngine, DeviceInput, Localised, PortProbe, most_ports};
+use super::{DeviceEngine, DeviceInput, Localised, PortProbe, most_of};
 use crate::health::fabric::{PARTIAL_MIN_PROBES, RunStep, SLOW_RATE_FLOOR, crowd};
 use crate::health::lifecycle::{NodeIx, PortIx};
 use crate::health::stats::median;
@@ -95,7 +95,7 @@ impl DeviceEngine {
         }
     }
 
-    /// Nodes most of whose ports are elevated ([`most_ports`]: at least `node_share` of
+    /// Nodes most of whose ports are elevated ([`most_of`]: at least `node_share` of
     /// them, and at least two), and nodes with an elevated port whose host-plane probes
     /// are bad too (`host_suspects`).
     fn nodes_elevated(&self, elevated: &[bool], host_suspects: &[usize]) -> BTreeSet<NodeIx> {
@@ -109,8 +109,10 @@ impl DeviceEngine {
         by_node
             .into_iter()
             .filter(|(node, (all, bad))| {
+                // A node of one port has no node verdict, host-plane suspect or not: its
+                // port is judged as a port.
                 *all > 1
-                    && (most_ports(*bad, *all, self.cfg.node_share)
+                    && (most_of(*bad, *all, self.cfg.node_share)
                         || (*bad > 0 && host_suspects.contains(&node.0)))
             })
             .map(|(node, _)| node)

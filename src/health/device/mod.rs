@@ -135,7 +135,8 @@ pub struct DeviceConfig {
     /// events of two or more switches over more than half of all ports, or over every
     /// port, are one too).
     pub fabric_share: f64,
-    /// Share of one node's ports elevated that makes a node verdict.
+    /// Share of one node's ports elevated that makes a node verdict (two ports at least:
+    /// one port of a two-NPU node is a port).
     pub node_share: f64,
     /// Nodes with a node verdict at once (and at least a tenth of the nodes) that make a
     /// ToR or fabric event instead.
@@ -614,16 +615,16 @@ impl DeviceEngine {
     }
 }
 
-/// Whether `bad` elevated ports of a node's `all` are most of them: at least `share` of
-/// them, and at least two. On a node of two NPUs one bad port is half its ports, and it
-/// is a port, not the node: held out, counting it as the node made node verdicts of single
-/// bad ports, ToR events of two such nodes behind one ToR, and, five or more such nodes at
-/// once, a fabric event that froze every port verdict for hours (docs/detection.md).
-pub(super) fn most_ports(bad: usize, all: usize, share: f64) -> bool {
-    bad >= 2 && bad as f64 >= share * all as f64
+/// Whether `bad` of `all` (a node's elevated ports, or a ToR's bad members) are most of
+/// them: at least `share` of them, and at least two (one when there is only one). On a
+/// node of two NPUs one bad port is half its ports, and it is a port, not the node: held
+/// out, counting it as the node made node verdicts of single bad ports, ToR events of two
+/// such nodes behind one ToR, and, five or more such nodes at once, a fabric event that
+/// froze every port verdict for hours (docs/detection.md).
+pub(super) fn most_of(bad: usize, all: usize, share: f64) -> bool {
+    all > 0 && bad >= all.min(2) && bad as f64 >= share * all as f64
 }
 
-/// The output form of a port's change.
 fn transition(c: Change<PortIx>) -> PortTransition {
     PortTransition {
         round: c.round,

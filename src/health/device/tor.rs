@@ -11,8 +11,10 @@
 //!
 //! - its *share*: elevated ports ÷ judged ports, against the share it normally has (learned
 //!   slowly outside events, as the group's baseline is);
-//! - a share at least `node_share` above that normal, or most of its members (two or more)
-//!   with most of their ports elevated (two or more each), is a ToR event. So is a ToR whose pings this round
+//! - a share at least `node_share` above that normal (single bad ports count here: three
+//!   members of two NPUs with one bad port each are half the ports), or most of its
+//!   members (two or more) with most of their ports elevated (two or more each, unless a
+//!   member has one), is a ToR event. So is a ToR whose pings this round
 //!   (an end behind it) lose at least `loss_min` of their packets, unlikely under the loss
 //!   of the group's other pings, with most of its members that pinged out this round and
 //!   two or more nodes outside, behind two or more other switches unless its pings within
@@ -49,7 +51,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::score::{Against, Elevation, RoundStats, loss_tail};
-use super::{DeviceEngine, DeviceInput, PortProbe, most_ports};
+use super::{DeviceEngine, DeviceInput, PortProbe, most_of};
 use crate::health::fabric::{Baseline, SLOW_RATE_FLOOR};
 use crate::health::lifecycle::PortIx;
 use crate::health::stats::median;
@@ -326,8 +328,7 @@ impl DeviceEngine {
             let normal = track.normal.0.unwrap_or(0.0);
             let now = crossing.is_some()
                 || share - normal >= self.cfg.node_share
-                || (bad_nodes >= 2
-                    && bad_nodes as f64 / members.len() as f64 >= self.cfg.node_share);
+                || most_of(bad_nodes, members.len(), self.cfg.node_share);
             if now {
                 track.run += 1;
                 if track.run >= 2 {
@@ -481,7 +482,7 @@ impl DeviceEngine {
         out
     }
 
-    /// Members of a ToR (its `ports`) most of whose ports are elevated ([`most_ports`]: a
+    /// Members of a ToR (its `ports`) most of whose ports are elevated ([`most_of`]: a
     /// member of two NPUs with one bad port is that port's, not a bad member).
     fn bad_members(
         &self,
@@ -494,7 +495,7 @@ impl DeviceEngine {
             .filter(|&&m| {
                 let own: Vec<&PortIx> = ports.iter().filter(|p| self.owner(**p).0 == m).collect();
                 let bad = own.iter().filter(|p| elevations[p.0].any()).count();
-                most_ports(bad, own.len(), self.cfg.node_share)
+                most_of(bad, own.len(), self.cfg.node_share)
             })
             .count()
     }

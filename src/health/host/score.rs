@@ -411,7 +411,7 @@ impl HealthEngine {
     /// whole group and freeze a straggler behind another ToR. The last value says whether
     /// there is a crowd besides such ToRs' events (what makes a fabric verdict).
     ///
-    /// A crowded node far slower than its crowd's typical member ([`stand_out`]) whose own
+    /// A crowd's member far slower than its typical member ([`stand_out`]) whose own
     /// hardware corroborates its episode (evidence congestion cannot give) is judged on its
     /// own and not named: standing out alone is also what the most congested node of a
     /// crowd that uplink congestion formed looks like.
@@ -435,7 +435,8 @@ impl HealthEngine {
         };
         let members: Vec<usize> = (0..n).filter(|&i| slow(i)).collect();
         let group = crowd(members.len(), n, CROWD_MIN, CROWD_SHARE);
-        let (mut crowded, mut named) = if (0..n).any(|i| r.tors.tor(i).is_some()) {
+        let by_tor = (0..n).any(|i| r.tors.tor(i).is_some());
+        let (mut crowded, mut named) = if by_tor {
             self.crowded_by_tor(r, &slow, group, members)
         } else if !group {
             (vec![false; n], Vec::new())
@@ -453,12 +454,13 @@ impl HealthEngine {
         // whole ToR's event alone is not: that verdict holds back straggler alerts across
         // the cluster, and a slow ToR of two must not silence them.
         let crowd = crowded.iter().any(|c| *c);
-        let by_tor = (0..n).any(|i| r.tors.tor(i).is_some());
         let condition = |i: usize| if by_tor { r.tors.tor(i) } else { None };
-        for i in stand_out(windows, &crowded, &named, &condition, r.entry) {
+        for i in stand_out(windows, &named, &condition, r.entry) {
             // Only on evidence congestion cannot give: held out, letting every outlier
             // stand out made false cordons of the most congested node of a crowd that
             // uplink congestion its counters missed had formed (40 -> 66, 86 -> 115).
+            // The signs are the episode's up to the last round (this round's are added
+            // when the node advances): one round later at most.
             let d = &self.nodes[NodeIx(i)].data;
             if !corroborates(d.sign_rounds, d.slow_rounds) {
                 continue;
@@ -506,43 +508,39 @@ impl HealthEngine {
     }
 }
 
-/// The crowded nodes that stand out of their crowd: slower than the crowd's typical member
-/// (the median of the scores of its members that share the node's `condition`: its ToR
-/// when the engine judges by ToR, otherwise the one crowd of the group) by more than the
-/// entry threshold (`entry`, log units). [`HealthEngine::crowded`] judges those whose own
-/// hardware corroborates their episode on their own, against the peers that share their
-/// condition: a 30 % straggler among nodes a shared cause slowed by 5 to 10 % is still a
-/// straggler, and the crowd must not freeze it for as long as the cause lasts. The crowd
-/// stays a crowd (its fabric verdict and the block on its other members).
+/// The crowd's members that stand out of it: slower than its typical member by more than
+/// the entry threshold (`entry`, log units). Each member's crowd is the one of its
+/// `condition`: its ToR when the engine judges by ToR, otherwise (or when its ToR is
+/// unknown) the group's, whose typical member is taken over every member.
+/// [`HealthEngine::crowded`] lets those whose own hardware corroborates their episode out
+/// of the crowd: they are escalated as any node is (re-paired with known-good peers), so
+/// a 30 % straggler among nodes a shared cause slowed by 5 to 10 % is still a straggler,
+/// and the crowd does not freeze it for as long as the cause lasts. The crowd stays a crowd
+/// (its fabric verdict and the block on its other members).
 ///
-/// The median and not the least slow member, so that one member a shared cause spared a
-/// little does not expose the rest; by construction fewer than half of a crowd stand out,
-/// so a cause that slows its nodes unevenly does not release the majority it slowed most.
+/// The typical member is the upper median of the members' scores (the slower middle one of
+/// an even count), so fewer than half of a crowd ever stand out: a cause that slows its
+/// nodes unevenly does not release the majority it slowed most, and one member it spared a
+/// little does not expose the rest.
 fn stand_out(
     windows: &[Window],
-    crowded: &[bool],
     members: &[usize],
     condition: &dyn Fn(usize) -> Option<u32>,
     entry: f64,
 ) -> Vec<usize> {
-    let mut typical: BTreeMap<Option<u32>, Vec<f64>> = BTreeMap::new();
-    for &m in members {
-        typical
-            .entry(condition(m))
-            .or_default()
-            .push(windows[m].score);
-    }
-    let typical: BTreeMap<Option<u32>, f64> = typical
-        .into_iter()
-        .map(|(c, mut scores)| (c, median(&mut scores)))
-        .collect();
-    (0..windows.len())
-        .filter(|&i| crowded.get(i).copied().unwrap_or(false))
-        .filter(|&i| {
-            typical
-                .get(&condition(i))
-                .is_some_and(|t| windows[i].score > t + entry)
-        })
+    let typical = |c: Option<u32>| {
+        let mut scores: Vec<f64> = members
+            .iter()
+            .filter(|&&m| c.is_none() || condition(m) == c)
+            .map(|&m| windows[m].score)
+            .collect();
+        scores.sort_by(f64::total_cmp);
+        scores.get(scores.len() / 2).copied()
+    };
+    members
+        .iter()
+        .copied()
+        .filter(|&i| typical(condition(i)).is_some_and(|t| windows[i].score > t + entry))
         .collect()
 }
 
