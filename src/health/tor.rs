@@ -217,7 +217,8 @@ struct TorTrack {
 pub struct TorVerdict {
     /// The ToR (the topology's number for it).
     pub tor: u32,
-    /// Its level this round above its learned normal (log units).
+    /// Its level this round above its learned normal (log units); for a ToR too small to
+    /// fit a level, its typical member's window score (relative to the round).
     pub excess: f64,
     /// Its members in the group.
     pub members: usize,
@@ -238,6 +239,16 @@ pub(crate) struct TorJudgement {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct TorWatch {
     tracks: BTreeMap<u32, TorTrack>,
+    /// Per ToR too small to fit: see [`TorWatch::judge_whole`].
+    whole: BTreeMap<u32, WholeTrack>,
+}
+
+/// A ToR too small to fit a level: its last `window` rounds (whether every member was slow
+/// at once), and whether its verdict holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct WholeTrack {
+    hist: VecDeque<bool>,
+    on: bool,
 }
 
 /// How the ToR verdict is judged (the group's fabric settings, applied per ToR).
@@ -254,6 +265,30 @@ pub(crate) struct TorRule {
 }
 
 impl TorWatch {
+    /// Judges a ToR too small to fit a level: `event`, every member it has in the group
+    /// slow at once this round (judged on their windows of `window` rounds). The verdict
+    /// starts when the event has held for `window` rounds in a row and lasts while it holds
+    /// in at least a third of the last `window` (one round in three, so that a slow ToR
+    /// whose members' windows dip under the threshold now and then stays one verdict).
+    /// Two members each slow on their own, or paired with the same slow peers, are slow
+    /// together now and then; held out, a verdict from 3 such rounds of 10 (as a fitted
+    /// ToR's) named ToRs of two that nothing slowed 2,456 times in one batch.
+    pub(crate) fn judge_whole(&mut self, tor: u32, event: bool, window: usize) -> bool {
+        let window = window.max(1);
+        let w = self.whole.entry(tor).or_default();
+        w.hist.push_back(event);
+        while w.hist.len() > window {
+            w.hist.pop_front();
+        }
+        let held = w.hist.iter().filter(|x| **x).count();
+        w.on = if w.on {
+            3 * held >= window
+        } else {
+            held == window
+        };
+        w.on
+    }
+
     /// The zero ToR levels are taken from: the lower median, over the ToRs, of each one's
     /// recent probes between its own members (the median of its last `window`), once two
     /// ToRs have some. Those probes cross no other switch, so the zero is what a ToR that
@@ -588,5 +623,27 @@ mod tests {
                 .iter()
                 .all(|j| j.verdicts.is_empty())
         );
+    }
+
+    /// A small ToR's verdict: none for 9 event rounds in a row, or for events in 9 of 10
+    /// with one gap; from the 10th in a row; it lasts through gaps while 4 of the last 10
+    /// rounds (a third, rounded up) were events, and ends at 3.
+    #[test]
+    fn a_small_tors_verdict_needs_a_full_window_and_lasts_while_a_third_holds() {
+        let mut w = TorWatch::default();
+        let run = |w: &mut TorWatch, events: &[bool]| -> Vec<bool> {
+            events.iter().map(|&e| w.judge_whole(7, e, 10)).collect()
+        };
+        let gap = [true, true, true, true, false, true, true, true, true, true];
+        assert!(run(&mut w, &gap).iter().all(|v| !v));
+        // Five more events: the gap leaves the window with the fifth, and the verdict
+        // starts with ten in a row.
+        let on = run(&mut w, &[true; 5]);
+        assert_eq!(on, vec![false, false, false, false, true]);
+        // Six quiet rounds: the window still has 4 events; the seventh leaves 3.
+        let off = run(&mut w, &[false; 7]);
+        assert_eq!(off, vec![true, true, true, true, true, true, false]);
+        // A single event does not bring it back.
+        assert_eq!(run(&mut w, &[true]), vec![false]);
     }
 }

@@ -431,11 +431,28 @@ impl HealthEngine {
         let windows: Vec<score::Window> = (0..n).map(|i| self.window(NodeIx(i), &r)).collect();
         let mut confirm = self.confirmations(input, &r);
         out.scores = windows.iter().map(|w| w.score).collect();
-        let crowd;
-        (r.crowded, out.crowd, crowd) = self.crowded(&windows, &r, &input.tors, &judged);
-        out.fabric_degraded = r.fabric || crowd;
+        let crowds = self.crowded(&windows, &r, &input.tors, &judged);
+        out.fabric_degraded = r.fabric || crowds.fabric;
+        // ToRs too small to fit are judged by whether every member is slow at once.
+        let small = score::small_tors(
+            &input.tors,
+            &|i| judged(&i),
+            &|i| input.congested.contains(&i),
+            &out.scores,
+            &crowds.whole,
+            &r.tor_judgement.judged,
+        );
+        (r.crowded, out.crowd) = (crowds.crowded, crowds.named);
         out.tor_verdicts = r.tor_judgement.verdicts.clone();
         out.tors_judged = r.tor_judgement.judged.clone();
+        let window = self.cfg.window;
+        for t in small {
+            out.tors_judged.push(t.verdict.tor);
+            if self.tors.judge_whole(t.verdict.tor, t.event, window) {
+                out.tor_verdicts.push(t.verdict);
+            }
+        }
+        out.tors_judged.sort_unstable();
         out.tor_new_normal = r.tor_judgement.renewed.clone();
         out.new_normal = r.new_normal;
         for (i, w) in windows.into_iter().enumerate() {

@@ -12,7 +12,7 @@ use crate::health::fabric::{CROWD_MIN, CROWD_SHARE, Partial, crowd};
 use crate::health::hardware::corroborates;
 use crate::health::lifecycle::NodeIx;
 use crate::health::stats::{Reference, deviations, median, spread_of};
-use crate::health::tor::{TorJudgement, TorLevels, TorRule, Touch, lower_median};
+use crate::health::tor::{TorJudgement, TorLevels, TorRule, TorVerdict, Touch, lower_median};
 use crate::snapshot::probe::NodeState;
 
 use super::Probe;
@@ -421,7 +421,7 @@ impl HealthEngine {
         r: &RoundStats,
         places: &[Option<u32>],
         judged: &dyn Fn(&usize) -> bool,
-    ) -> (Vec<bool>, Vec<usize>, bool) {
+    ) -> Crowds {
         let n = self.nodes.len();
         // A ToR all of whose members are slow is its own event first: its members are
         // localised to it, and do not count towards a crowd of the group.
@@ -471,9 +471,14 @@ impl HealthEngine {
         for &i in &whole {
             crowded[i] = true;
         }
-        named.extend(whole);
+        named.extend(whole.iter().copied());
         named.sort_unstable();
-        (crowded, named, crowd)
+        Crowds {
+            crowded,
+            named,
+            fabric: crowd,
+            whole,
+        }
     }
 
     /// [`HealthEngine::crowded`] when judging by ToR: the condition is the node's ToR, or
@@ -541,6 +546,73 @@ fn stand_out(
         .iter()
         .copied()
         .filter(|&i| typical(condition(i)).is_some_and(|t| windows[i].score > t + entry))
+        .collect()
+}
+
+/// What [`HealthEngine::crowded`] found this round.
+pub(super) struct Crowds {
+    /// Per node: held as a crowd's member (a crowd sharing its condition, or its whole ToR
+    /// slow at once).
+    pub crowded: Vec<bool>,
+    /// The nodes named in the round's `crowd`.
+    pub named: Vec<usize>,
+    /// A crowd besides whole ToRs' events: a fabric verdict.
+    pub fabric: bool,
+    /// The members of ToRs every judged member of which is slow at once
+    /// ([`whole_tor_slow`]), less the stragglers inside them.
+    pub whole: BTreeSet<usize>,
+}
+
+/// One ToR too small for the fitted ToR rule, this round (see [`small_tors`]).
+pub(super) struct SmallTor {
+    /// What its verdict would say: the ToR, the lower median of its members' window
+    /// scores (relative to the round, as the members were judged), its members.
+    pub verdict: TorVerdict,
+    /// Every member slow at once this round by about as much ([`whole_tor_slow`], and no
+    /// member slower than the others by the entry threshold), and none whose own counters
+    /// report congestion.
+    pub event: bool,
+}
+
+/// The ToRs too small for the fitted ToR rule (not in `fitted`, the ToRs it judged this
+/// round) with at least two members the group `counted`s: each one's verdict-to-be and
+/// whether this round is its event: every member in `whole` (slow at once, none a
+/// straggler inside the ToR) and none `congested` by its own counters. An event that lasts
+/// ([`crate::health::tor::TorWatch::judge_whole`]) is a ToR verdict. Without it a slow ToR
+/// of two was held as a crowd but never named: held out, most slow ToRs that were not
+/// localised were ToRs of two.
+///
+/// Stricter than what holds the members (any of them in `whole`): held out, most ToRs of
+/// two named when nothing slowed the switch had two causes at once, a straggler and a
+/// congested uplink, or two congested uplinks, one of them seen by its counters.
+pub(super) fn small_tors(
+    places: &[Option<u32>],
+    counted: &dyn Fn(usize) -> bool,
+    congested: &dyn Fn(usize) -> bool,
+    scores: &[f64],
+    whole: &BTreeSet<usize>,
+    fitted: &[u32],
+) -> Vec<SmallTor> {
+    let mut by_tor: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for (i, t) in places.iter().enumerate().take(scores.len()) {
+        if let Some(t) = t
+            && counted(i)
+            && !fitted.contains(t)
+        {
+            by_tor.entry(*t).or_default().push(i);
+        }
+    }
+    by_tor
+        .into_iter()
+        .filter(|(_, m)| m.len() >= 2)
+        .map(|(t, m)| SmallTor {
+            verdict: TorVerdict {
+                tor: t,
+                excess: lower_median(m.iter().map(|&i| &scores[i])),
+                members: m.len(),
+            },
+            event: m.iter().all(|i| whole.contains(i) && !congested(*i)),
+        })
         .collect()
 }
 

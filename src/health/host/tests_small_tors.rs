@@ -7,17 +7,20 @@
 //! the engine asks. At the shipped settings, but for the tests that turn
 //! `health.tor_aware` on to show the rule holds there too.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::score::{Window, whole_tor_slow};
 use super::tests::{pcie, stride_probes};
 use super::*;
 
-/// What one run gives: each node's highest state, and the round each node was first
-/// recommended for quarantine.
+/// What one run gives: each node's highest state, the round each node was first
+/// recommended for quarantine, the rounds each ToR had a verdict (and the last verdict's
+/// excess), and the ToRs judged in every round.
 struct Run {
     highest: Vec<NodeState>,
     recommended: Vec<Option<usize>>,
+    tor_verdicts: BTreeMap<u32, (usize, f64)>,
+    judged_always: Option<BTreeSet<u32>>,
 }
 
 /// A world of `n` nodes in ToRs of two, run for `rounds` rounds. From round 20 on, every
@@ -33,6 +36,8 @@ struct World<'a> {
     slow_tors: &'a [(u32, f64)],
     stragglers: &'a [(usize, f64)],
     signs: &'a [usize],
+    /// Nodes whose own counters report congestion in every round from round 20 on.
+    congested: &'a [usize],
     topology: bool,
     tor_aware: bool,
 }
@@ -45,6 +50,7 @@ impl Default for World<'_> {
             slow_tors: &[],
             stragglers: &[],
             signs: &[],
+            congested: &[],
             topology: true,
             tor_aware: false,
         }
@@ -81,6 +87,8 @@ fn run(w: &World) -> Run {
     let mut got = Run {
         highest: vec![NodeState::Healthy; n],
         recommended: vec![None; n],
+        tor_verdicts: BTreeMap::new(),
+        judged_always: None,
     };
     let rank = |s: NodeState| match s {
         NodeState::QuarantineRecommended => 3,
@@ -102,6 +110,9 @@ fn run(w: &World) -> Run {
         for &s in w.signs {
             pcie(&mut input, s);
         }
+        if r >= 20 {
+            input.congested.extend_from_slice(w.congested);
+        }
         // Re-pairing peers are known-good, as the daemon picks them: the first three
         // healthy nodes 4, 8, 12, … places on.
         let states = e.states();
@@ -120,6 +131,15 @@ fn run(w: &World) -> Run {
         }
         let out = e.step(&input);
         confirm = out.confirm_requests.clone();
+        for v in &out.tor_verdicts {
+            let t = got.tor_verdicts.entry(v.tor).or_default();
+            *t = (t.0 + 1, v.excess);
+        }
+        let judged: BTreeSet<u32> = out.tors_judged.iter().copied().collect();
+        got.judged_always = Some(match got.judged_always.take() {
+            Some(all) => all.intersection(&judged).copied().collect(),
+            None => judged,
+        });
         for (i, s) in e.states().into_iter().enumerate() {
             if rank(s) > rank(got.highest[i]) {
                 got.highest[i] = s;
@@ -165,6 +185,55 @@ fn both_members_of_a_slow_tor_of_two_are_never_recommended_however_long_it_lasts
             );
         }
     }
+}
+
+/// The slow ToR of two is named: a ToR verdict on ToR 3 in every round from 10 rounds of
+/// its event in a row (after its members' windows fill, 10 rounds after round 20) to the
+/// end, its excess the members' slowdown (ln 1.3), and no verdict on any other ToR. Every ToR of the group is judged in
+/// every round (its `hcclwatch_tor_degraded` series is always there), and without the
+/// topology no ToR is named.
+#[test]
+fn a_slow_tor_of_two_is_named() {
+    let got = run(&World {
+        slow_tors: &[(3, 1.3)],
+        ..World::default()
+    });
+    let (rounds, excess) = got.tor_verdicts[&3];
+    assert!(
+        rounds >= 200 - 20 - 10 - 10 - 2,
+        "ToR 3 named in {rounds} rounds"
+    );
+    assert!((excess - 1.3f64.ln()).abs() < 0.03, "excess {excess}");
+    assert_eq!(got.tor_verdicts.keys().collect::<Vec<_>>(), vec![&3]);
+    assert_eq!(got.judged_always, Some((0..8).collect()));
+    let blind = run(&World {
+        slow_tors: &[(3, 1.3)],
+        topology: false,
+        ..World::default()
+    });
+    assert!(blind.tor_verdicts.is_empty());
+}
+
+/// Two causes at once are not the ToR: its two members slow by 30 % and 60 % (a straggler
+/// and a congested uplink, say: they differ by more than the entry threshold), or slow
+/// alike while one's own counters report congestion, make no ToR verdict.
+#[test]
+fn two_members_slow_for_two_causes_are_not_their_tor() {
+    let apart = run(&World {
+        stragglers: &[(6, 1.3), (7, 1.6)],
+        ..World::default()
+    });
+    assert!(apart.tor_verdicts.is_empty(), "{:?}", apart.tor_verdicts);
+    let counted = run(&World {
+        slow_tors: &[(3, 1.3)],
+        congested: &[7],
+        ..World::default()
+    });
+    assert!(
+        counted.tor_verdicts.is_empty(),
+        "{:?}",
+        counted.tor_verdicts
+    );
 }
 
 #[test]
