@@ -28,7 +28,7 @@
 //!
 //! [`HealthConfig::new_normal_rounds`]: crate::health::HealthConfig::new_normal_rounds
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::fabric::{Baseline, Normal};
 use super::stats::median;
@@ -239,16 +239,20 @@ pub(crate) struct TorJudgement {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct TorWatch {
     tracks: BTreeMap<u32, TorTrack>,
-    /// Per ToR too small to fit: see [`TorWatch::judge_whole`].
+    /// Per ToR too small to fit: see [`TorWatch::judge_small`].
     whole: BTreeMap<u32, WholeTrack>,
 }
 
-/// A ToR too small to fit a level: its last `window` rounds (whether every member was slow
-/// at once), and whether its verdict holds.
+/// A ToR too small to fit a level, as [`TorWatch::judge_small`] keeps it.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct WholeTrack {
+    /// The members it was judged on: a change (a member gone or back, a renumbering)
+    /// starts its history afresh, as it is another set of nodes.
+    members: Vec<usize>,
+    /// Its last `window` rounds: whether every member was slow at once (an event).
     hist: VecDeque<bool>,
-    on: bool,
+    /// Its excess in its last event round: what its verdict reports in rounds between.
+    excess: f64,
 }
 
 /// How the ToR verdict is judged (the group's fabric settings, applied per ToR).
@@ -264,29 +268,75 @@ pub(crate) struct TorRule {
     pub horizon: usize,
 }
 
+/// Whether a small ToR's verdict holds, from its last `2 × window` rounds (`hist`, whether
+/// each was an event): a `window` of events in a row that ended within the last
+/// `window` rounds (the entry: [`SMALL_TOR_TENTHS`]), and a third of the last `window`
+/// events still (a
+/// hysteresis, so that a slow ToR whose members' windows dip under the threshold now and
+/// then stays one verdict). A function of those rounds alone, so that two members agree
+/// within `2 × window` rounds of taking over each other's state.
+fn small_tor_holds(hist: &VecDeque<bool>, window: usize) -> bool {
+    let events = |from: usize, to: usize| hist.range(from..to).filter(|x| **x).count();
+    let n = hist.len();
+    let entered = (0..=window)
+        .filter(|k| n >= window + k)
+        .any(|k| 10 * events(n - window - k, n - k) >= SMALL_TOR_TENTHS * window);
+    entered && 3 * events(n.saturating_sub(window), n) >= window
+}
+
+/// Event rounds of a `window` (tenths of it) that start a small ToR's verdict: all of
+/// them. Held out (batch `1000000`), 8 of 10 made 250 false ToR verdicts against 201.
+const SMALL_TOR_TENTHS: usize = 10;
+
 impl TorWatch {
-    /// Judges a ToR too small to fit a level: `event`, every member it has in the group
-    /// slow at once this round (judged on their windows of `window` rounds). The verdict
-    /// starts when the event has held for `window` rounds in a row and lasts while it holds
-    /// in at least a third of the last `window` (one round in three, so that a slow ToR
-    /// whose members' windows dip under the threshold now and then stays one verdict).
+    /// Judges the ToRs too small to fit a level (`small`: each one's verdict-to-be, its
+    /// members, and whether this round is its event: every member slow at once by about
+    /// as much) and returns their verdicts. A ToR's verdict starts from `window` event
+    /// rounds in a row and holds while a third of the last `window` are events, for up to
+    /// `window` rounds after the last such run ([`small_tor_holds`]; its excess the last
+    /// event round's): a function of its last `2 × window` rounds alone, so that a member
+    /// that takes over another's state (which does not carry this history) agrees with it
+    /// within `2 × window` rounds.
     /// Two members each slow on their own, or paired with the same slow peers, are slow
     /// together now and then; held out, a verdict from 3 such rounds of 10 (as a fitted
-    /// ToR's) named ToRs of two that nothing slowed 2,456 times in one batch.
-    pub(crate) fn judge_whole(&mut self, tor: u32, event: bool, window: usize) -> bool {
+    /// ToR's) named ToRs of two that nothing slowed 2,456 times in one batch. ToRs not
+    /// judged this round are forgotten.
+    pub(crate) fn judge_small(
+        &mut self,
+        small: Vec<(TorVerdict, Vec<usize>, bool)>,
+        window: usize,
+    ) -> Vec<TorVerdict> {
         let window = window.max(1);
-        let w = self.whole.entry(tor).or_default();
-        w.hist.push_back(event);
-        while w.hist.len() > window {
-            w.hist.pop_front();
+        let judged: BTreeSet<u32> = small.iter().map(|(v, _, _)| v.tor).collect();
+        self.whole.retain(|t, _| judged.contains(t));
+        let mut out = Vec::new();
+        for (mut verdict, members, event) in small {
+            let w = self.whole.entry(verdict.tor).or_default();
+            if w.members != members {
+                *w = WholeTrack {
+                    members,
+                    ..WholeTrack::default()
+                };
+            }
+            w.hist.push_back(event);
+            while w.hist.len() > 2 * window {
+                w.hist.pop_front();
+            }
+            if event {
+                w.excess = verdict.excess;
+            }
+            if small_tor_holds(&w.hist, window) {
+                verdict.excess = w.excess;
+                out.push(verdict);
+            }
         }
-        let held = w.hist.iter().filter(|x| **x).count();
-        w.on = if w.on {
-            3 * held >= window
-        } else {
-            held == window
-        };
-        w.on
+        out
+    }
+
+    /// Forgets the small ToRs' histories: after a remap or a restore the ToR numbers may
+    /// name other switches.
+    pub(crate) fn forget_small(&mut self) {
+        self.whole.clear();
     }
 
     /// The zero ToR levels are taken from: the lower median, over the ToRs, of each one's
@@ -625,25 +675,41 @@ mod tests {
         );
     }
 
-    /// A small ToR's verdict: none for 9 event rounds in a row, or for events in 9 of 10
-    /// with one gap; from the 10th in a row; it lasts through gaps while 4 of the last 10
-    /// rounds (a third, rounded up) were events, and ends at 3.
+    /// A small ToR's verdict: none before 10 rounds of history, from ten events in a row
+    /// (with the excess of its last event round); it holds through quiet
+    /// rounds while 4 of the last 10 (a third, rounded up) are events, so 6 of them, and
+    /// one event then does not bring it back; a change of its members starts its history
+    /// afresh; a ToR not judged in a round is forgotten.
     #[test]
-    fn a_small_tors_verdict_needs_a_full_window_and_lasts_while_a_third_holds() {
+    fn a_small_tors_verdict_needs_ten_rounds_and_its_own_members() {
         let mut w = TorWatch::default();
-        let run = |w: &mut TorWatch, events: &[bool]| -> Vec<bool> {
-            events.iter().map(|&e| w.judge_whole(7, e, 10)).collect()
+        let verdict = |excess: f64| TorVerdict {
+            tor: 7,
+            excess,
+            members: 2,
         };
-        let gap = [true, true, true, true, false, true, true, true, true, true];
-        assert!(run(&mut w, &gap).iter().all(|v| !v));
-        // Five more events: the gap leaves the window with the fifth, and the verdict
-        // starts with ten in a row.
-        let on = run(&mut w, &[true; 5]);
-        assert_eq!(on, vec![false, false, false, false, true]);
-        // Six quiet rounds: the window still has 4 events; the seventh leaves 3.
-        let off = run(&mut w, &[false; 7]);
-        assert_eq!(off, vec![true, true, true, true, true, true, false]);
-        // A single event does not bring it back.
-        assert_eq!(run(&mut w, &[true]), vec![false]);
+        let step = |w: &mut TorWatch, event: bool, members: &[usize]| -> Option<f64> {
+            let e = if event { 0.3 } else { -0.01 };
+            let got = w.judge_small(vec![(verdict(e), members.to_vec(), event)], 10);
+            got.first().map(|v| v.excess)
+        };
+        let (ab, ac) = ([3, 4], [3, 5]);
+        for members in [ab, ac] {
+            for _ in 0..9 {
+                assert_eq!(step(&mut w, true, &members), None);
+            }
+            assert_eq!(step(&mut w, true, &members), Some(0.3));
+        }
+        for q in 1..=6 {
+            assert_eq!(step(&mut w, false, &ac), Some(0.3), "quiet round {q}");
+        }
+        assert_eq!(step(&mut w, false, &ac), None);
+        assert_eq!(step(&mut w, true, &ac), None);
+        // Not judged for a round: forgotten, so ten more events are needed.
+        assert!(w.judge_small(Vec::new(), 10).is_empty());
+        for _ in 0..9 {
+            assert_eq!(step(&mut w, true, &ac), None);
+        }
+        assert_eq!(step(&mut w, true, &ac), Some(0.3));
     }
 }

@@ -218,11 +218,13 @@ pub struct RoundOutput {
     pub scores: Vec<f64>,
     /// Members whose re-pairing reports the others consistently contradict.
     pub inconsistent_reporters: Vec<usize>,
-    /// ToRs whose members are slow together, against the ToR's own learned normal: a
-    /// verdict on the switch (for the network team), never on its members.
+    /// ToRs whose members are slow together, against the ToR's own learned normal (a ToR
+    /// too small for a level: every member slow at once by about as much, against the
+    /// round): a verdict on the switch (for the network team), never on its members.
     pub tor_verdicts: Vec<TorVerdict>,
-    /// ToRs judged this round (at least [`TOR_MIN_MEMBERS`] members in the group): a ToR
-    /// not among them has no verdict either way.
+    /// ToRs judged this round (at least [`TOR_MIN_MEMBERS`] members in the group by their
+    /// fitted level, two or more by whether all are slow at once): a ToR not among them
+    /// has no verdict either way.
     ///
     /// [`TOR_MIN_MEMBERS`]: crate::health::TOR_MIN_MEMBERS
     pub tors_judged: Vec<u32>,
@@ -433,26 +435,26 @@ impl HealthEngine {
         out.scores = windows.iter().map(|w| w.score).collect();
         let crowds = self.crowded(&windows, &r, &input.tors, &judged);
         out.fabric_degraded = r.fabric || crowds.fabric;
-        // ToRs too small to fit are judged by whether every member is slow at once.
+        // A ToR too small for a fitted level has no level to judge: whether all its
+        // members are slow at once stands in for it, so that a slow ToR of two is named.
+        let counted = |i: usize| {
+            judged(&i) && self.nodes[NodeIx(i)].state != NodeState::QuarantineRecommended
+        };
         let small = score::small_tors(
             &input.tors,
-            &|i| judged(&i),
+            &counted,
             &|i| input.congested.contains(&i),
             &out.scores,
             &crowds.whole,
             &r.tor_judgement.judged,
         );
         (r.crowded, out.crowd) = (crowds.crowded, crowds.named);
-        out.tor_verdicts = r.tor_judgement.verdicts.clone();
         out.tors_judged = r.tor_judgement.judged.clone();
-        let window = self.cfg.window;
-        for t in small {
-            out.tors_judged.push(t.verdict.tor);
-            if self.tors.judge_whole(t.verdict.tor, t.event, window) {
-                out.tor_verdicts.push(t.verdict);
-            }
-        }
+        out.tors_judged.extend(small.iter().map(|(v, _, _)| v.tor));
         out.tors_judged.sort_unstable();
+        out.tor_verdicts = r.tor_judgement.verdicts.clone();
+        let small = self.tors.judge_small(small, self.cfg.window);
+        out.tor_verdicts.extend(small);
         out.tor_new_normal = r.tor_judgement.renewed.clone();
         out.new_normal = r.new_normal;
         for (i, w) in windows.into_iter().enumerate() {

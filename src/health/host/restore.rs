@@ -291,6 +291,7 @@ impl HealthEngine {
         self.links.remap(map);
         self.link_seen.clear();
         self.dip.remap(map);
+        self.tors.forget_small();
     }
 
     /// The engine's learned state (tracks, baseline, fabric and link histories; not the
@@ -365,6 +366,7 @@ impl HealthEngine {
         };
         self.dip = dip;
         self.link_seen.clear();
+        self.tors.forget_small();
         Ok(())
     }
 }

@@ -563,22 +563,13 @@ pub(super) struct Crowds {
     pub whole: BTreeSet<usize>,
 }
 
-/// One ToR too small for the fitted ToR rule, this round (see [`small_tors`]).
-pub(super) struct SmallTor {
-    /// What its verdict would say: the ToR, the lower median of its members' window
-    /// scores (relative to the round, as the members were judged), its members.
-    pub verdict: TorVerdict,
-    /// Every member slow at once this round by about as much ([`whole_tor_slow`], and no
-    /// member slower than the others by the entry threshold), and none whose own counters
-    /// report congestion.
-    pub event: bool,
-}
-
 /// The ToRs too small for the fitted ToR rule (not in `fitted`, the ToRs it judged this
-/// round) with at least two members the group `counted`s: each one's verdict-to-be and
-/// whether this round is its event: every member in `whole` (slow at once, none a
-/// straggler inside the ToR) and none `congested` by its own counters. An event that lasts
-/// ([`crate::health::tor::TorWatch::judge_whole`]) is a ToR verdict. Without it a slow ToR
+/// round) with at least two members the group `counted`s (as the fit counts them): each
+/// one's verdict-to-be (the lower median of its members' window `scores`, relative to the
+/// round as they were judged), its members, and whether this round is its event: every
+/// member in `whole` (slow at once, none a straggler inside the ToR) and none `congested`
+/// by its own counters. An event that lasts
+/// ([`crate::health::tor::TorWatch::judge_small`]) is a ToR verdict. Without it a slow ToR
 /// of two was held as a crowd but never named: held out, most slow ToRs that were not
 /// localised were ToRs of two.
 ///
@@ -592,7 +583,7 @@ pub(super) fn small_tors(
     scores: &[f64],
     whole: &BTreeSet<usize>,
     fitted: &[u32],
-) -> Vec<SmallTor> {
+) -> Vec<(TorVerdict, Vec<usize>, bool)> {
     let mut by_tor: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
     for (i, t) in places.iter().enumerate().take(scores.len()) {
         if let Some(t) = t
@@ -605,13 +596,14 @@ pub(super) fn small_tors(
     by_tor
         .into_iter()
         .filter(|(_, m)| m.len() >= 2)
-        .map(|(t, m)| SmallTor {
-            verdict: TorVerdict {
+        .map(|(t, m)| {
+            let verdict = TorVerdict {
                 tor: t,
                 excess: lower_median(m.iter().map(|&i| &scores[i])),
                 members: m.len(),
-            },
-            event: m.iter().all(|i| whole.contains(i) && !congested(*i)),
+            };
+            let event = m.iter().all(|i| whole.contains(i) && !congested(*i));
+            (verdict, m, event)
         })
         .collect()
 }
