@@ -249,7 +249,7 @@ struct WholeTrack {
     /// The members it was judged on: a change (a member gone or back, a renumbering)
     /// starts its history afresh, as it is another set of nodes.
     members: Vec<usize>,
-    /// Its last `window` rounds: whether every member was slow at once (an event).
+    /// Its last `2 × window` rounds: whether every member was slow at once (an event).
     hist: VecDeque<bool>,
     /// Its excess in its last event round: what its verdict reports in rounds between.
     excess: f64,
@@ -269,24 +269,20 @@ pub(crate) struct TorRule {
 }
 
 /// Whether a small ToR's verdict holds, from its last `2 × window` rounds (`hist`, whether
-/// each was an event): a `window` of events in a row that ended within the last
-/// `window` rounds (the entry: [`SMALL_TOR_TENTHS`]), and a third of the last `window`
-/// events still (a
-/// hysteresis, so that a slow ToR whose members' windows dip under the threshold now and
-/// then stays one verdict). A function of those rounds alone, so that two members agree
-/// within `2 × window` rounds of taking over each other's state.
+/// each was an event): `window` events in a row that ended within the last `window`
+/// rounds (the entry; held out, batch `1000000`, 8 of 10 made 250 false ToR verdicts
+/// against 201), and a third of the last `window` events still (a hysteresis, so that a
+/// slow ToR whose members' windows dip under the threshold now and then stays one
+/// verdict). A function of those rounds alone, so that two members agree within
+/// `2 × window` rounds of taking over each other's state.
 fn small_tor_holds(hist: &VecDeque<bool>, window: usize) -> bool {
     let events = |from: usize, to: usize| hist.range(from..to).filter(|x| **x).count();
     let n = hist.len();
     let entered = (0..=window)
         .filter(|k| n >= window + k)
-        .any(|k| 10 * events(n - window - k, n - k) >= SMALL_TOR_TENTHS * window);
+        .any(|k| events(n - window - k, n - k) == window);
     entered && 3 * events(n.saturating_sub(window), n) >= window
 }
-
-/// Event rounds of a `window` (tenths of it) that start a small ToR's verdict: all of
-/// them. Held out (batch `1000000`), 8 of 10 made 250 false ToR verdicts against 201.
-const SMALL_TOR_TENTHS: usize = 10;
 
 impl TorWatch {
     /// Judges the ToRs too small to fit a level (`small`: each one's verdict-to-be, its

@@ -437,12 +437,9 @@ impl HealthEngine {
         out.fabric_degraded = r.fabric || crowds.fabric;
         // A ToR too small for a fitted level has no level to judge: whether all its
         // members are slow at once stands in for it, so that a slow ToR of two is named.
-        let counted = |i: usize| {
-            judged(&i) && self.nodes[NodeIx(i)].state != NodeState::QuarantineRecommended
-        };
         let small = score::small_tors(
             &input.tors,
-            &counted,
+            &|i| self.tor_counts(i, &judged),
             &|i| input.congested.contains(&i),
             &out.scores,
             &crowds.whole,

@@ -211,9 +211,7 @@ impl HealthEngine {
             return (TorLevels::default(), TorJudgement::default());
         }
         let anchor = self.baseline.level().unwrap_or(r.reference.median_log);
-        let counted = |i: usize| {
-            judged(&i) && self.nodes[NodeIx(i)].state != NodeState::QuarantineRecommended
-        };
+        let counted = |i: usize| self.tor_counts(i, judged);
         let probes: Vec<Touch> = input
             .probes
             .iter()
@@ -228,6 +226,13 @@ impl HealthEngine {
         let fitted = TorLevels::fit(&input.tors, n, counted, &probes, zero);
         let rule = self.tor_rule();
         self.tors.judge(&fitted, &input.tors, n, rule, r.exit, zero)
+    }
+
+    /// Whether node `i` counts as a member of its ToR for the ToR verdicts: judged this
+    /// round and not recommended for quarantine (a recommended straggler would lend its
+    /// own slowness to its ToR).
+    pub(super) fn tor_counts(&self, i: usize, judged: &dyn Fn(&usize) -> bool) -> bool {
+        judged(&i) && self.nodes[NodeIx(i)].state != NodeState::QuarantineRecommended
     }
 
     /// The ToR verdict's rule: the group's fabric settings, per ToR.
@@ -533,19 +538,27 @@ fn stand_out(
     condition: &dyn Fn(usize) -> Option<u32>,
     entry: f64,
 ) -> Vec<usize> {
-    let typical = |c: Option<u32>| {
+    let upper_median = |c: Option<u32>| {
         let mut scores: Vec<f64> = members
             .iter()
             .filter(|&&m| c.is_none() || condition(m) == c)
             .map(|&m| windows[m].score)
             .collect();
         scores.sort_by(f64::total_cmp);
-        scores.get(scores.len() / 2).copied()
+        scores[scores.len() / 2]
     };
+    // Each condition's typical member once (every condition here has a member).
+    let typical: BTreeMap<Option<u32>, f64> = members
+        .iter()
+        .map(|&m| condition(m))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .map(|c| (c, upper_median(c)))
+        .collect();
     members
         .iter()
         .copied()
-        .filter(|&i| typical(condition(i)).is_some_and(|t| windows[i].score > t + entry))
+        .filter(|&i| windows[i].score > typical[&condition(i)] + entry)
         .collect()
 }
 
