@@ -10,6 +10,7 @@ use crate::health::hardware::Signs;
 mod crossing;
 mod node_onset;
 mod renewal;
+mod small_tors;
 mod two_npus;
 
 /// `nodes` nodes × `per` ports; each port pings `k` others on a rotating stride; port

@@ -7,7 +7,7 @@
 //! independent port faults whose re-pings, crossing the same ToR, reproduced them: healthy
 //! nodes were recommended through their NPU ports. With each node's ToR known
 //! ([`DeviceInput::tors`](super::DeviceInput::tors)), each round the engine reads every ToR
-//! with at least [`TOR_MIN_MEMBERS`] members present on its own:
+//! with at least [`MIN_MEMBERS`] members present on its own:
 //!
 //! - its *share*: elevated ports ÷ judged ports, against the share it normally has (learned
 //!   slowly outside events, as the group's baseline is);
@@ -55,11 +55,20 @@ use super::{DeviceEngine, DeviceInput, PortProbe, most_of};
 use crate::health::fabric::{Baseline, SLOW_RATE_FLOOR};
 use crate::health::lifecycle::PortIx;
 use crate::health::stats::median;
-use crate::health::tor::TOR_MIN_MEMBERS;
 
 /// A ToR's pings within that lose fewer packets than its pings out of it make this
 /// unlikely (a lower binomial tail) are not its own loss: see `Tally::unlikely`.
 const WITHIN_ALPHA: f64 = 0.01;
+
+/// Members of one switch among the round's present nodes needed to judge it: two. The
+/// host plane fits a ToR's level and needs three ([`TOR_MIN_MEMBERS`]); here a ToR is
+/// judged on its ports' share and on the round's pings through it, which a ToR of two
+/// has as many of as any member, and a slow or lossy ToR of two otherwise left its
+/// members to the node and port rules. One bad member of two is half the ToR's ports, so
+/// the share rule asks for elevated ports on two members or more.
+///
+/// [`TOR_MIN_MEMBERS`]: crate::health::TOR_MIN_MEMBERS
+const MIN_MEMBERS: usize = 2;
 
 /// Rate at which a ToR's normal share of elevated ports is learned outside events.
 const NORMAL_RATE: f64 = 0.02;
@@ -313,7 +322,7 @@ impl DeviceEngine {
         let members: BTreeMap<u32, BTreeSet<usize>> = by_tor
             .iter()
             .map(|(t, ports)| (*t, ports.iter().map(|p| self.owner(*p).0).collect()))
-            .filter(|(_, m): &(u32, BTreeSet<usize>)| m.len() >= TOR_MIN_MEMBERS)
+            .filter(|(_, m): &(u32, BTreeSet<usize>)| m.len() >= MIN_MEMBERS)
             .collect();
         let crossings = self.crossing_events(&members, (input, r), accused);
         for (tor, ports) in by_tor {
@@ -323,11 +332,12 @@ impl DeviceEngine {
             let bad = ports.iter().filter(|p| elevations[p.0].any()).count();
             let share = bad as f64 / ports.len() as f64;
             let bad_nodes = self.bad_members(&ports, members, elevations);
+            let spread = self.members_with_elevated(&ports, elevations) >= 2;
             let crossing = crossings.get(&tor).copied();
             let track = self.tor_tracks.entry(tor).or_default();
             let normal = track.normal.0.unwrap_or(0.0);
             let now = crossing.is_some()
-                || share - normal >= self.cfg.node_share
+                || spread && share - normal >= self.cfg.node_share
                 || most_of(bad_nodes, members.len(), self.cfg.node_share);
             if now {
                 track.run += 1;
@@ -498,6 +508,16 @@ impl DeviceEngine {
                 most_of(bad, own.len(), self.cfg.node_share)
             })
             .count()
+    }
+
+    /// Members of a ToR (its `ports`) with one elevated port or more.
+    fn members_with_elevated(&self, ports: &[PortIx], elevations: &[Elevation]) -> usize {
+        let nodes: BTreeSet<usize> = ports
+            .iter()
+            .filter(|p| elevations[p.0].any())
+            .map(|p| self.owner(*p).0)
+            .collect();
+        nodes.len()
     }
 
     /// A ToR's own level: the median over its ports of their window loss ratio (floored at

@@ -1,0 +1,62 @@
+//! ToRs of two on the device plane: a switch with two members behind it is judged as a
+//! ToR, and one bad member of the two is that member, not its switch.
+
+use super::*;
+
+/// Twelve ToRs of two four-NPU nodes; ToR 3 (nodes 6 and 7) loses 5 % of the packets
+/// that cross it from round 20 for 60 rounds. Before ToRs of two were judged, its eight
+/// ports were left to the node and port rules (its two members a node verdict each, or
+/// their ports accused one by one). Now it is a ToR verdict naming ToR 3 and both
+/// members, no node verdict forms, and no port goes beyond suspect.
+#[test]
+fn a_lossy_tor_of_two_is_a_tor_verdict() {
+    let mut f = Fabric::new(24, 4);
+    f.tor_size = 2;
+    let (mut e, mut outs) = run(&mut f, 20);
+    f.lossy_tors = vec![(3, 0.05)];
+    go_on(&mut e, &mut f, 20..80, &[], &mut outs);
+    let during = &outs[20..80];
+    let first = during
+        .iter()
+        .position(|o| !o.tor_verdicts.is_empty())
+        .expect("a ToR verdict");
+    // Two event rounds make a verdict; the windows need a few more to show the loss.
+    assert!(first <= 10, "first verdict at round {}", first + 20);
+    let v = &during[first].tor_verdicts[0];
+    assert_eq!((v.tor, v.members.clone(), v.ports), (3, vec![6, 7], 8));
+    assert!(
+        during
+            .iter()
+            .flat_map(|o| &o.tor_verdicts)
+            .all(|v| v.tor == 3),
+        "only ToR 3"
+    );
+    assert!(
+        outs.iter().all(|o| o.node_verdicts.is_empty() && !o.fabric),
+        "a node verdict or a fabric event"
+    );
+    let moved: Vec<&PortTransition> = outs
+        .iter()
+        .flat_map(|o| &o.transitions)
+        .filter(|t| !matches!(t.to, NodeState::Healthy | NodeState::Suspect))
+        .collect();
+    assert!(moved.is_empty(), "{moved:?}");
+}
+
+/// The same twelve ToRs of two; every port of node 7 (ToR 3) loses 20 %: half of its
+/// ToR's ports, but all on one member. That is the node's verdict, never its ToR's
+/// (which would explain the node's ports away and name a healthy switch to the network
+/// team).
+#[test]
+fn one_bad_member_of_a_tor_of_two_is_the_node_not_the_tor() {
+    let mut f = Fabric::new(24, 4);
+    f.tor_size = 2;
+    f.lossy = (28..32).map(|p| (p, 0.2)).collect();
+    let (e, outs) = run(&mut f, 30);
+    for (r, o) in outs.iter().enumerate() {
+        assert!(o.tor_verdicts.is_empty(), "round {r}: {:?}", o.tor_verdicts);
+        assert!(!o.fabric, "round {r}: a fabric event");
+    }
+    assert!(outs.iter().skip(10).all(|o| o.node_verdicts == vec![7]));
+    assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
+}
