@@ -89,8 +89,8 @@ pub(crate) struct TorLevels {
 
 impl TorLevels {
     /// Fits this round's level of every ToR with at least [`TOR_MIN_MEMBERS`] members
-    /// among the nodes `counted` (of the `n` in `tor_of`), from `probes` between counted
-    /// nodes, against `zero` (see [`TorWatch::zero`]; without one, this round's own ToRs'
+    /// among the nodes `counted` (of the `n` in `tor_of`; none when they are all behind
+    /// one ToR), from `probes` between counted nodes, against `zero` (see [`TorWatch::zero`]; without one, this round's own ToRs'
     /// probes give it): levels not yet smoothed.
     pub fn fit(
         tor_of: &[Option<u32>],
@@ -105,6 +105,12 @@ impl TorLevels {
             if let Some(t) = tor(i) {
                 *members.entry(t).or_default() += 1;
             }
+        }
+        // A ToR is judged against the other ToRs: in a group behind one ToR (no counted
+        // node behind another) its level is the group's, a fleet-wide drift or step, which
+        // is the fabric verdict's to name.
+        if members.len() < 2 {
+            return BTreeMap::new();
         }
         members.retain(|_, m| *m >= TOR_MIN_MEMBERS);
         let touches: Vec<(Option<u32>, Option<u32>, f64)> = probes
@@ -534,6 +540,21 @@ mod tests {
         let f = TorLevels::fit(&tors(), 6, |_| true, &p, None);
         assert!((f[&0].level - 0.5).abs() < 1e-9, "{f:?}");
         assert!(f[&1].level.abs() < 1e-9, "{f:?}");
+    }
+
+    /// A group behind one ToR (every counted node behind ToR 0) has no ToR level: all its
+    /// probes 30 % slower is the group's (a drift, a fleet-wide step), which the fabric
+    /// verdict names; no other ToR says whether it is the switch. Held out, ToR verdicts
+    /// in such groups were four in five false. One counted node behind another ToR (too
+    /// few to fit itself) is enough to judge ToR 0 against.
+    #[test]
+    fn a_group_behind_one_tor_has_no_tor_level() {
+        let p = probes(6, &[0.3, 0.0], &[]);
+        assert!(TorLevels::fit(&tors(), 3, |_| true, &p, None).is_empty());
+        assert!(TorLevels::fit(&tors(), 6, |i| i < 3, &p, None).is_empty());
+        let f = TorLevels::fit(&tors(), 6, |i| i < 4, &p, None);
+        assert_eq!(f.keys().copied().collect::<Vec<_>>(), vec![0]);
+        assert!((f[&0].level - 0.3).abs() < 1e-9, "{f:?}");
     }
 
     #[test]
