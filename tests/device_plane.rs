@@ -617,8 +617,9 @@ fn a_lossy_rail_leaf_is_a_switch_verdict_and_no_port_is_quarantined() {
             "daemon {i}: one port of each member"
         );
         // No port is recommended for quarantine. A port may be confirmed (a ticket): the
-        // daemons start one after another, and a group of fewer than 3 members has no ToR
-        // rule, so it judges the lossy ports one by one until the group grows (one
+        // daemons start one after another, and a group of one member with a port on the
+        // leaf has no ToR rule, nor two on a rail leaf (every ping with the leaf is
+        // between its members), so it judges the lossy ports one by one until the group grows (one
         // full-suite run, before probing waited for the topology's first read, confirmed
         // one such port on one daemon; seven runs since, four of them under load, none).
         let judged: Vec<_> = port_states(&s)

@@ -286,7 +286,8 @@ pub struct ProbeSnapshot {
     /// no verdict while it lasts).
     pub link_withheld: Vec<(usize, usize)>,
     /// The ToRs the engine judged in the last round (those with enough members in the
-    /// group), with their verdict: empty without topology.
+    /// group, and another ToR to judge them against), with their verdict: empty without
+    /// topology or in a group behind one ToR.
     pub tors: Vec<TorView>,
     /// The last round's spine verdict (a partial fabric event with a spine's shape):
     /// empty without one, or without topology.

@@ -405,7 +405,7 @@ fn tors(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     let tor = |t: &TorView| vec![("tor", t.name.clone())];
     f.gauge(
         "hcclwatch_tor_degraded",
-        "Whether the ToR's members are slow together against the ToR's own learned normal (a verdict on the switch, for the network team; never quarantines its members). Only ToRs with at least 2 members in the probe group are judged (a ToR of two by every member slow at once).",
+        "Whether the ToR's members are slow together against the ToR's own learned normal (a verdict on the switch, for the network team; never quarantines its members). Only ToRs with at least 2 members in the probe group are judged: with 3 or more, when another ToR has as many, by their fitted level; the others, when they hold at most half of the group, by every member slow at once. A group behind one ToR judges none.",
         pr.tors.iter().map(|t| (tor(t), flag(t.degraded))).collect(),
     )?;
     f.gauge(

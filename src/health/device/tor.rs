@@ -11,8 +11,10 @@
 //!
 //! - its *share*: elevated ports ÷ judged ports, against the share it normally has (learned
 //!   slowly outside events, as the group's baseline is);
-//! - a share at least `node_share` above that normal (single bad ports count here: three
-//!   members of two NPUs with one bad port each are half the ports), or most of its
+//! - a share at least `node_share` above that normal, with and without its member with
+//!   the most elevated ports (single bad ports count here: three members of two NPUs with
+//!   one bad port each are half the ports; one bad member of a ToR of two is half its
+//!   ports, but none of the rest), or most of its
 //!   members (two or more) with most of their ports elevated (two or more each, unless a
 //!   member has one), is a ToR event. So is a ToR whose pings this round
 //!   (an end behind it) lose at least `loss_min` of their packets, unlikely under the loss
@@ -324,6 +326,13 @@ impl DeviceEngine {
             .map(|(t, ports)| (*t, ports.iter().map(|p| self.owner(*p).0).collect()))
             .filter(|(_, m): &(u32, BTreeSet<usize>)| m.len() >= MIN_MEMBERS)
             .collect();
+        // A switch not judged this round (a member absent leaves a ToR of two with one) is
+        // in no event now: only the hold of an event it had still explains its ports.
+        for (t, track) in self.tor_tracks.iter_mut() {
+            if !members.contains_key(t) {
+                track.run = 0;
+            }
+        }
         let crossings = self.crossing_events(&members, (input, r), accused);
         for (tor, ports) in by_tor {
             let Some(members) = members.get(&tor) else {
@@ -332,12 +341,12 @@ impl DeviceEngine {
             let bad = ports.iter().filter(|p| elevations[p.0].any()).count();
             let share = bad as f64 / ports.len() as f64;
             let bad_nodes = self.bad_members(&ports, members, elevations);
-            let spread = self.members_with_elevated(&ports, elevations) >= 2;
+            let rest = self.share_without_worst(&ports, elevations);
             let crossing = crossings.get(&tor).copied();
             let track = self.tor_tracks.entry(tor).or_default();
             let normal = track.normal.0.unwrap_or(0.0);
             let now = crossing.is_some()
-                || spread && share - normal >= self.cfg.node_share
+                || share.min(rest) - normal >= self.cfg.node_share
                 || most_of(bad_nodes, members.len(), self.cfg.node_share);
             if now {
                 track.run += 1;
@@ -510,14 +519,29 @@ impl DeviceEngine {
             .count()
     }
 
-    /// Members of a ToR (its `ports`) with one elevated port or more.
-    fn members_with_elevated(&self, ports: &[PortIx], elevations: &[Elevation]) -> usize {
-        let nodes: BTreeSet<usize> = ports
-            .iter()
-            .filter(|p| elevations[p.0].any())
-            .map(|p| self.owner(*p).0)
-            .collect();
-        nodes.len()
+    /// The share of a ToR's `ports` elevated without its member with the most of them
+    /// (0 with no other member): a ToR's event is on its members alike, while one bad
+    /// member of a ToR of two is half its ports, and with one elevated port of its
+    /// partner more than half.
+    fn share_without_worst(&self, ports: &[PortIx], elevations: &[Elevation]) -> f64 {
+        // Per member: (ports, elevated).
+        let mut by_member: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
+        for p in ports {
+            let m = by_member.entry(self.owner(*p).0).or_default();
+            m.0 += 1;
+            m.1 += usize::from(elevations[p.0].any());
+        }
+        let worst = by_member.values().max_by_key(|(_, bad)| *bad).copied();
+        let (all, bad) = by_member
+            .values()
+            .fold((0, 0), |a, m| (a.0 + m.0, a.1 + m.1));
+        let (w_all, w_bad) = worst.unwrap_or_default();
+        let rest = all - w_all;
+        if rest == 0 {
+            0.0
+        } else {
+            (bad - w_bad) as f64 / rest as f64
+        }
     }
 
     /// A ToR's own level: the median over its ports of their window loss ratio (floored at

@@ -576,8 +576,10 @@ pub(super) struct Crowds {
     pub whole: BTreeSet<usize>,
 }
 
-/// The ToRs too small for the fitted ToR rule (not in `fitted`, the ToRs it judged this
-/// round) with at least two members the group `counted`s (as the fit counts them): each
+/// The ToRs not fitted this round (not in `fitted`, the ToRs the fit judged) with at least
+/// two members the group `counted`s (as the fit counts them) and at most half of all it
+/// counts (a ToR holding most of the group moves the round's median with it, and one
+/// holding all of it is the group, whose slowdown is the fabric verdict's): each
 /// one's verdict-to-be (the lower median of its members' window `scores`, relative to the
 /// round as they were judged), its members, and whether this round is its event: every
 /// member in `whole` (slow at once, none a straggler inside the ToR) and none `congested`
@@ -598,7 +600,9 @@ pub(super) fn small_tors(
     fitted: &[u32],
 ) -> Vec<(TorVerdict, Vec<usize>, bool)> {
     let mut by_tor: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    let mut all = 0;
     for (i, t) in places.iter().enumerate().take(scores.len()) {
+        all += usize::from(counted(i));
         if let Some(t) = t
             && counted(i)
             && !fitted.contains(t)
@@ -608,7 +612,7 @@ pub(super) fn small_tors(
     }
     by_tor
         .into_iter()
-        .filter(|(_, m)| m.len() >= 2)
+        .filter(|(_, m)| m.len() >= 2 && 2 * m.len() <= all)
         .map(|(t, m)| {
             let verdict = TorVerdict {
                 tor: t,

@@ -430,3 +430,24 @@ fn whole_tors_are_judged_against_their_typical_member_among_the_judged_ones() {
         (0..4).collect::<BTreeSet<_>>()
     );
 }
+
+/// A ToR holding more than half of the counted nodes is not judged as a small ToR: every
+/// member slow against the round is what it cannot be (the round's median is its own),
+/// and one holding the whole group is the group, whose slowdown is the fabric verdict's.
+/// Four counted nodes behind ToR 0 and every one slow: no ToR judged; with two more
+/// behind ToR 1, ToR 0 (four of six) still is not, and ToR 1 (two of six) is, its event
+/// this round (both members slow).
+#[test]
+fn a_tor_holding_most_of_the_group_is_no_small_tor() {
+    let slow: BTreeSet<usize> = (0..6).collect();
+    let scores = [0.3; 6];
+    let judge = |places: &[Option<u32>]| {
+        let got = super::score::small_tors(places, &|_| true, &|_| false, &scores, &slow, &[]);
+        got.into_iter()
+            .map(|(v, m, event)| (v.tor, m, event))
+            .collect::<Vec<_>>()
+    };
+    assert!(judge(&[Some(0); 4]).is_empty());
+    let two = [Some(0), Some(0), Some(0), Some(0), Some(1), Some(1)];
+    assert_eq!(judge(&two), vec![(1, vec![4, 5], true)]);
+}

@@ -60,3 +60,31 @@ fn one_bad_member_of_a_tor_of_two_is_the_node_not_the_tor() {
     assert!(outs.iter().skip(10).all(|o| o.node_verdicts == vec![7]));
     assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
 }
+
+/// Node 7's ports all lossy, and one port of node 6 (its partner behind ToR 3) lossy too,
+/// with a hardware sign: five of the ToR's eight ports, on both members, yet without
+/// node 7 one of four. Node 7 is a node verdict, port 25 (node 6's) is recommended on its
+/// own, and ToR 3 is no event (it would explain both away and name a healthy switch).
+#[test]
+fn a_bad_member_and_a_bad_port_of_its_partner_are_not_their_tor() {
+    let mut f = Fabric::new(24, 4);
+    f.tor_size = 2;
+    // Clean rounds first, so that the ToR's normal share is learnt at none.
+    let (mut e, mut outs) = run(&mut f, 20);
+    f.lossy = (28..32).map(|p| (p, 0.2)).chain([(25, 0.3)]).collect();
+    f.signs = vec![(25, Signs::FRAME_ERRORS)];
+    go_on(&mut e, &mut f, 20..80, &[], &mut outs);
+    for (r, o) in outs.iter().enumerate() {
+        assert!(o.tor_verdicts.is_empty(), "round {r}: {:?}", o.tor_verdicts);
+        assert!(!o.fabric, "round {r}: a fabric event");
+    }
+    assert!(outs[30..].iter().all(|o| o.node_verdicts == vec![7]));
+    for (i, s) in e.states().iter().enumerate() {
+        let want = if i == 25 {
+            NodeState::QuarantineRecommended
+        } else {
+            NodeState::Healthy
+        };
+        assert_eq!(*s, want, "port {i}");
+    }
+}
