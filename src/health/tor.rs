@@ -508,6 +508,17 @@ impl TorWatch {
 mod tests {
     use super::*;
 
+    /// The rule the tests judge by: a 10 % threshold, 3 slow rounds of 10, and a
+    /// `horizon` for the new normal.
+    fn test_rule(horizon: usize) -> TorRule {
+        TorRule {
+            threshold: 0.1,
+            window: 10,
+            rounds: 3,
+            horizon,
+        }
+    }
+
     /// Nine nodes: ToR 0 = nodes 0–2, ToR 1 = nodes 3–5, ToR 2 = nodes 6–8.
     fn tors() -> Vec<Option<u32>> {
         (0..9).map(|i| Some(i as u32 / 3)).collect()
@@ -644,12 +655,7 @@ mod tests {
     #[test]
     fn a_probe_crosses_its_distinct_tors_levels() {
         let mut w = TorWatch::default();
-        let rule = TorRule {
-            threshold: 0.1,
-            window: 10,
-            rounds: 3,
-            horizon: 20,
-        };
+        let rule = test_rule(20);
         let fitted = TorLevels::fit(
             &tors(),
             9,
@@ -703,12 +709,7 @@ mod tests {
     /// verdicts). The whole ToR 30 % slow is one, every member's own level 0.3.
     #[test]
     fn two_members_slow_on_their_own_are_not_their_tor() {
-        let rule = TorRule {
-            threshold: 0.1,
-            window: 10,
-            rounds: 3,
-            horizon: 1000,
-        };
+        let rule = test_rule(1000);
         let tors: Vec<Option<u32>> = (0..12).map(|i| Some(i as u32 / 4)).collect();
         let run = |p: &[Touch]| {
             let mut w = TorWatch::default();
@@ -739,12 +740,7 @@ mod tests {
 
     #[test]
     fn probes_slow_only_when_they_leave_a_tor_are_no_verdict_on_it() {
-        let rule = TorRule {
-            threshold: 0.1,
-            window: 10,
-            rounds: 3,
-            horizon: 1000,
-        };
+        let rule = test_rule(1000);
         // ToR 0's probes to the other ToRs 0.3 slower (its uplink or a spine), its own not.
         let leaving: Vec<Touch> = probes(9, &[0.0, 0.0, 0.0], &[])
             .into_iter()
@@ -791,12 +787,7 @@ mod tests {
 
     #[test]
     fn a_lasting_slow_tor_is_a_verdict_then_the_new_normal() {
-        let rule = TorRule {
-            threshold: 0.1,
-            window: 10,
-            rounds: 3,
-            horizon: 20,
-        };
+        let rule = test_rule(20);
         let mut w = TorWatch::default();
         let fit = |slow: f64| {
             TorLevels::fit(
