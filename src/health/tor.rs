@@ -55,7 +55,7 @@ pub(crate) fn lower_median<'a>(v: impl Iterator<Item = &'a f64>) -> f64 {
 /// Each fitted ToR's [`Level::broad`]: per member (a node behind a ToR in `level`), the
 /// median over its `probes` of the residual less `zero` and less the level of the other
 /// end's ToR when that is another (a probe inside the ToR crosses it once); then per ToR
-/// the lower median over its members.
+/// the lower quartile over its members (the lowest of four or fewer).
 fn member_levels<'a>(
     tor: &dyn Fn(usize) -> Option<u32>,
     probes: impl Iterator<Item = &'a Touch>,
@@ -84,7 +84,10 @@ fn member_levels<'a>(
     }
     by_tor
         .into_iter()
-        .map(|(t, v)| (t, lower_median(v.iter())))
+        .map(|(t, mut v)| {
+            v.sort_by(f64::total_cmp);
+            (t, v[(v.len() - 1) / 4])
+        })
         .collect()
 }
 
@@ -108,11 +111,13 @@ pub(crate) struct Level {
     /// no such probe). A spine or the links between ToRs slow the probes that leave the
     /// ToR, never these: the ToR itself does.
     pub inner: Option<f64>,
-    /// The lower median over its members of each one's own level (the median of its
-    /// probes' residuals less the other end's ToR level; None: no member probed). A slow
-    /// ToR slows every member's probes alike; two members of four slowed on their own
-    /// (congestion on their uplinks that their counters miss) move the ToR's median but
-    /// not this.
+    /// The lower quartile over its members (the lowest of four or fewer) of each one's
+    /// own level (the median of its probes' residuals less the other end's ToR level;
+    /// None: no member probed). A slow ToR slows every member's probes alike; two or
+    /// three members of four slowed on their own (congestion on their uplinks that their
+    /// counters miss) move the ToR's median but not this. (The lower median let a third
+    /// member congested for a few rounds through: held out, 464 false ToR verdicts against
+    /// 244.)
     pub broad: Option<f64>,
     /// Its members among the round's nodes.
     pub members: usize,
@@ -706,9 +711,11 @@ mod tests {
     /// their counters miss makes them: most of the probes touching the ToR touch one of
     /// them, so its level and its own probes' median are 0.5, but its other two members'
     /// probes are not slow, so it is no ToR verdict (held out such pairs were false ToR
-    /// verdicts). The whole ToR 30 % slow is one, every member's own level 0.3.
+    /// verdicts). Nor are three of them: the fourth's probes are not slow (held out, a
+    /// third member congested for a few rounds made the rest of the false verdicts). The
+    /// whole ToR 30 % slow is one, every member's own level 0.3.
     #[test]
-    fn two_members_slow_on_their_own_are_not_their_tor() {
+    fn members_slow_on_their_own_are_not_their_tor() {
         let rule = test_rule(1000);
         let tors: Vec<Option<u32>> = (0..12).map(|i| Some(i as u32 / 4)).collect();
         let run = |p: &[Touch]| {
@@ -732,6 +739,10 @@ mod tests {
         );
         assert!(f[&0].broad.unwrap().abs() < 1e-9, "{f:?}");
         assert_eq!(run(&two), 0);
+        let three = probes_of_fours(&[0.0; 3], &[(0, 0.5), (1, 0.5), (2, 0.5)]);
+        let f = TorLevels::fit(&tors, 12, |_| true, &three, None);
+        assert!(f[&0].broad.unwrap().abs() < 1e-9, "{f:?}");
+        assert_eq!(run(&three), 0);
         let tor = probes_of_fours(&[0.3, 0.0, 0.0], &[]);
         let f = TorLevels::fit(&tors, 12, |_| true, &tor, None);
         assert!((f[&0].broad.unwrap() - 0.3).abs() < 1e-9, "{f:?}");
