@@ -7,7 +7,8 @@ use super::*;
 /// that cross it from round 20 for 60 rounds. Before ToRs of two were judged, its eight
 /// ports were left to the node and port rules (its two members a node verdict each, or
 /// their ports accused one by one). Now it is a ToR verdict naming ToR 3 and both
-/// members, no node verdict forms, and no port goes beyond suspect.
+/// members, no node verdict forms, and no port goes beyond suspect; once it heals the
+/// verdict ends and every port is healthy.
 #[test]
 fn a_lossy_tor_of_two_is_a_tor_verdict() {
     let mut f = Fabric::new(24, 4);
@@ -41,6 +42,11 @@ fn a_lossy_tor_of_two_is_a_tor_verdict() {
         .filter(|t| !matches!(t.to, NodeState::Healthy | NodeState::Suspect))
         .collect();
     assert!(moved.is_empty(), "{moved:?}");
+    // The ToR heals: its verdict ends, and every port is healthy again.
+    f.lossy_tors.clear();
+    go_on(&mut e, &mut f, 80..200, &[], &mut outs);
+    assert!(outs[100..].iter().all(|o| o.tor_verdicts.is_empty()));
+    assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
 }
 
 /// The same twelve ToRs of two; every port of node 7 (ToR 3) loses 20 %: half of its
