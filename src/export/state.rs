@@ -250,6 +250,9 @@ pub struct Device {
     /// learnt again since start, after 180 partial fabric events with no quiet round
     /// between (an hour at the shipped device interval).
     pub normal_changes: u64,
+    /// Times the NPU pings' round median was learnt again since start, after 180 device
+    /// rounds in a row above its normal (the fabric event it made ends).
+    pub median_changes: u64,
     /// A large share of the NPU fabric (or a ToR) is bad: no port or node verdict.
     pub fabric_degraded: bool,
     /// Members most of whose ports are bad.
@@ -313,6 +316,7 @@ impl Device {
         Device {
             rounds: d.rounds,
             normal_changes: d.normal_changes,
+            median_changes: d.median_changes,
             fabric_degraded: d.fabric_degraded,
             node_verdicts: d.node_verdicts.iter().map(|n| p.name(*n)).collect(),
             pair_verdicts: d

@@ -92,7 +92,12 @@ impl Normal {
     /// Judges a round's `level` against the normal (learning it outside slow rounds, as
     /// [`Baseline::judge`] does at a 0.02 rate).
     pub fn judge(&mut self, level: f64, threshold: f64, horizon: usize) -> Judged {
-        let slow = self.baseline.judge(level, threshold, 0.02);
+        self.judge_at(level, threshold, horizon, 0.02)
+    }
+
+    /// [`Normal::judge`], learning at `rate`.
+    pub fn judge_at(&mut self, level: f64, threshold: f64, horizon: usize, rate: f64) -> Judged {
+        let slow = self.baseline.judge(level, threshold, rate);
         if !slow {
             self.run = 0;
             return Judged::default();

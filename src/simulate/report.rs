@@ -238,6 +238,8 @@ pub struct NormalCounts {
     pub dip: usize,
     /// Of the device plane's share of slow pings (`device_partial`).
     pub device_partial: usize,
+    /// Of the device plane's round median (`device_fabric`).
+    pub device_fabric: usize,
 }
 
 impl NormalCounts {
@@ -248,6 +250,7 @@ impl NormalCounts {
             tor: t.new_normals.iter().filter(|x| x.2.is_some()).count(),
             dip: t.dip_normals.len(),
             device_partial: t.device_normals.len(),
+            device_fabric: t.device_median_normals.len(),
         }
     }
 
@@ -258,6 +261,7 @@ impl NormalCounts {
             tor: a.tor + b.tor,
             dip: a.dip + b.dip,
             device_partial: a.device_partial + b.device_partial,
+            device_fabric: a.device_fabric + b.device_fabric,
         })
     }
 }
@@ -611,6 +615,7 @@ mod tests {
             new_normals: vec![(10, 0, None), (20, 0, Some(3)), (30, 1, Some(4))],
             dip_normals: vec![(40, 1)],
             device_normals: vec![(50, 0), (60, 1), (70, 1)],
+            device_median_normals: vec![(80, 2)],
             ..Trace::default()
         };
         let one = NormalCounts::of(&t);
@@ -619,6 +624,7 @@ mod tests {
             tor: 2,
             dip: 1,
             device_partial: 3,
+            device_fabric: 1,
         };
         assert_eq!(one, want);
         let two = NormalCounts::sum([one, one].iter());

@@ -98,6 +98,9 @@ pub struct Trace {
     /// Rounds in which a group's device plane learnt its share of slow pings again:
     /// (round, group).
     pub device_normals: Vec<(u64, usize)>,
+    /// Rounds in which a group's device plane learnt its round median's normal again:
+    /// (round, group).
+    pub device_median_normals: Vec<(u64, usize)>,
     /// Device-plane node verdicts.
     pub device_nodes: Intervals<usize>,
     /// Device-plane pair verdicts (global ports, lower first).
@@ -413,6 +416,9 @@ fn device_round(
         }
         if out.rate_renewed {
             t.device_normals.push((r, gi));
+        }
+        if out.median_renewed {
+            t.device_median_normals.push((r, gi));
         }
         // The engine's ToR numbers are the topology's (the group passes them).
         tors.extend(out.tor_verdicts.iter().map(|v| v.tor as usize));

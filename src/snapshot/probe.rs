@@ -497,6 +497,11 @@ pub struct DeviceView {
     /// learnt again since start: a higher share lasted 180 partial fabric events with no
     /// quiet round between (an hour at the shipped device interval) and became the normal.
     pub normal_changes: u64,
+    /// Times the round median's normal was learnt again since start: the NPU pings stayed
+    /// slower than it by the RTT ratio for 180 device rounds in a row (an hour at the
+    /// shipped device interval), and that level became the normal (the fabric event it
+    /// made ends).
+    pub median_changes: u64,
     /// The HCCS ping mesh (Atlas A3), when this node drives it or found it unavailable.
     pub hccs: Option<HccsView>,
 }

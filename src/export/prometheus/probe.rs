@@ -429,18 +429,24 @@ fn tors(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     )?;
     f.counter(
         "hcclwatch_normal_changes",
-        "Lasting changes that became the new normal after health.new_normal_rounds rounds (their verdict ended), by scope: fabric (the group's round median), tor, or dip (a partial fabric event's pairs); with the device plane, device_partial (the share of NPU pings slow on their own, after a run of 180 device rounds of partial events).",
+        "Lasting changes that became the new normal after health.new_normal_rounds rounds (their verdict ended), by scope: fabric (the group's round median), tor, or dip (a partial fabric event's pairs); with the device plane, device_partial (the share of NPU pings slow on their own, after a run of 180 device rounds of partial events) and device_fabric (the NPU pings' round median, after 180 device rounds in a row above it).",
         vec![
             (vec![("scope", "fabric".to_string())], pr.normal_changes.fabric),
             (vec![("scope", "tor".to_string())], pr.normal_changes.tor),
             (vec![("scope", "dip".to_string())], pr.normal_changes.dip),
         ]
         .into_iter()
-        .chain(pr.device.as_ref().map(|d| {
-            (
-                vec![("scope", "device_partial".to_string())],
-                d.normal_changes,
-            )
+        .chain(pr.device.iter().flat_map(|d| {
+            [
+                (
+                    vec![("scope", "device_partial".to_string())],
+                    d.normal_changes,
+                ),
+                (
+                    vec![("scope", "device_fabric".to_string())],
+                    d.median_changes,
+                ),
+            ]
         }))
         .collect(),
     )
@@ -655,6 +661,7 @@ mod tests {
         let device = ProbeSnapshot {
             device: Some(crate::snapshot::probe::DeviceView {
                 normal_changes: 3,
+                median_changes: 2,
                 ..Default::default()
             }),
             ..base()
@@ -663,6 +670,8 @@ mod tests {
         let text = render(device);
         let found = lines(&text, "hcclwatch_normal_changes_total");
         assert!(found.contains(&format!("{scope} 3")), "{found:?}");
+        let median = "hcclwatch_normal_changes_total{scope=\"device_fabric\"} 2";
+        assert!(found.iter().any(|l| l == median), "{found:?}");
         let text = render(base());
         let found = lines(&text, "hcclwatch_normal_changes_total");
         assert_eq!(found.len(), 3, "{found:?}");

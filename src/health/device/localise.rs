@@ -263,6 +263,10 @@ impl DeviceEngine {
         if !m.is_finite() || m == 0.0 {
             return false;
         }
-        self.baseline.judge(m, self.cfg.rtt_ratio.ln(), 0.05)
+        let judged = self
+            .baseline
+            .judge_at(m, self.cfg.rtt_ratio.ln(), RATE_RENEWAL_ROUNDS, 0.05);
+        self.median_renewed = judged.renewed;
+        judged.slow
     }
 }

@@ -72,7 +72,7 @@ pub use tor::DeviceTorVerdict;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::evidence::Evidence;
-use super::fabric::{BaseRate, Baseline, EventRun, RateLearning};
+use super::fabric::{BaseRate, EventRun, Normal, RateLearning};
 use super::hardware::Signs;
 use super::lifecycle::{Change, Lifecycle, NodeIx, PortIx};
 use super::pairs::Pairs;
@@ -320,6 +320,12 @@ pub struct DeviceOutput {
     /// fabric events (once the verdict's hold has passed). A change of the normal,
     /// for the operator to know of (it is counted and logged where it is published).
     pub rate_renewed: bool,
+    /// The round median's normal was learnt again this round: the fabric's pings stayed
+    /// slower than it by `rtt_ratio` for 180 rounds in a row (an hour at the shipped
+    /// 20 s device round), which is how the fabric is now, so the fabric event those
+    /// rounds made ends (once its hold has passed). A change of the normal, for the
+    /// operator to know of (counted and logged where it is published).
+    pub median_renewed: bool,
 }
 
 /// What the engine keeps about a port beside its lifecycle.
@@ -401,8 +407,12 @@ pub struct DeviceEngine {
     /// Pairs with consecutive bad observations (and their count), and pairs with a
     /// verdict, held until a clean observation.
     pairs: Pairs<usize>,
-    /// Median log RTT of a normal round, learned slowly outside fabric events.
-    baseline: Baseline,
+    /// Median log RTT of a normal round, learned slowly outside fabric events; a step
+    /// that stays [`localise::RATE_RENEWAL_ROUNDS`] rounds in a row is the new normal.
+    baseline: Normal,
+    /// That normal changed in the current round (reported in
+    /// [`DeviceOutput::median_renewed`]).
+    median_renewed: bool,
     /// Share of a normal round's pings (between ports nothing accuses) that are slow.
     slow_rate: BaseRate,
     /// Its warm-up.
@@ -459,7 +469,8 @@ impl DeviceEngine {
             ports: Lifecycle::new(port_nodes.iter().map(|&node| PortData::new(node))),
             cfg,
             pairs: Pairs::default(),
-            baseline: Baseline::default(),
+            baseline: Normal::default(),
+            median_renewed: false,
             slow_rate: BaseRate::default(),
             rate_learning: RateLearning::default(),
             event_run: EventRun::default(),
@@ -518,6 +529,7 @@ impl DeviceEngine {
     pub fn step(&mut self, input: &DeviceInput) -> DeviceOutput {
         self.ports.tick();
         self.rate_renewed = false;
+        self.median_renewed = false;
         let mut out = DeviceOutput::default();
         let mut r = self.stats(input);
         self.record(input, &r);
@@ -540,6 +552,7 @@ impl DeviceEngine {
         out.tor_verdicts = l.tor_verdicts.clone();
         out.spine_verdict = l.spine_verdict.clone();
         out.rate_renewed = self.rate_renewed;
+        out.median_renewed = self.median_renewed;
         self.record_confirmations(input, &r);
         let absent: BTreeSet<usize> = input.absent_nodes.iter().copied().collect();
         let seen = advance::Seen::of(input, n);

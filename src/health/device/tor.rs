@@ -409,7 +409,7 @@ impl DeviceEngine {
         // holding most of the group moves the round's median with it, and its pings then
         // stand out from nothing.
         let median = r.reference.median_log;
-        let center = self.baseline.0.map_or(median, |b| b.min(median));
+        let center = self.baseline.level().map_or(median, |b| b.min(median));
         let slow = |p: &PortProbe| {
             let d = p.rtt.filter(|x| x.is_finite() && *x > 0.0)?.ln() - center;
             let slow = d > self.cfg.rtt_ratio.ln() && d / r.reference.spread > self.cfg.z;

@@ -700,6 +700,13 @@ impl DevicePlane {
                 "device plane: NPU pings slow on their own stayed above the learnt share for 180 partial fabric events with no quiet round between; that share is the new normal and is learnt again"
             );
         }
+        if out.median_renewed {
+            self.view.median_changes += 1;
+            tracing::info!(
+                round = self.engine.rounds(),
+                "device plane: the NPU pings' round median stayed above its learnt normal for 180 device rounds in a row; that level is the new normal and the fabric event it made ends"
+            );
+        }
         self.view.node_verdicts = out.node_verdicts.clone();
         self.view.pair_verdicts = out.pair_verdicts.clone();
         self.view.planned = input
