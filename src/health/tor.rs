@@ -494,9 +494,10 @@ impl TorWatch {
             // The ToR's own probes must be slow too: what slows only the probes that leave
             // it (a spine, the links between ToRs) is not the ToR's.
             let inside = inner.is_some_and(|x| x > rule.threshold);
-            // And most of its members' own: two members slowed on their own (their uplinks
-            // congested) slow a ToR of four's median probe, not its typical member.
-            let broad = broad.is_none_or(|x| x > rule.threshold);
+            // And its typical member's own (the lower quartile): two or three members slowed
+            // on their own (their uplinks congested) slow a ToR of four's median probe, not
+            // its least slow member. A round with an inner probe always has a broad level.
+            let broad = broad.is_some_and(|x| x > rule.threshold);
             if judged.slow && slow >= rule.rounds && inside && broad {
                 out.verdicts.push(TorVerdict {
                     tor: t,

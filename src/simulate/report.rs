@@ -219,8 +219,8 @@ pub struct Report {
     /// daemon that no source gives ToRs would infer); absent when the fleet has no ToRs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub topology_inference: Option<InferenceAccuracy>,
-    /// Lasting changes the host engines (and the device plane's, `device_partial`) took as
-    /// the new normal, over the groups.
+    /// Lasting changes the host engines (and the device plane's, `device_partial` and
+    /// `device_fabric`) took as the new normal, over the groups.
     pub normal_changes: NormalCounts,
     /// Host engine throughput.
     pub node_rounds_per_second: f64,

@@ -18,7 +18,8 @@ use crate::health::stats::median;
 
 /// Partial fabric events in a run after which the device plane's base rate of slow pings
 /// is learnt again (an hour at the shipped 20 s device round): the level they show is how
-/// the fabric is now ([`crate::health::fabric::EventRun::step`]).
+/// the fabric is now ([`crate::health::fabric::EventRun::step`]). Also the rounds in a row
+/// (of those judged) a round median above its normal takes to become the normal.
 pub(super) const RATE_RENEWAL_ROUNDS: usize = 180;
 
 impl DeviceEngine {

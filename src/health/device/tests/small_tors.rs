@@ -46,6 +46,17 @@ fn a_lossy_tor_of_two_is_a_tor_verdict() {
     f.lossy_tors.clear();
     go_on(&mut e, &mut f, 80..200, &[], &mut outs);
     assert!(outs[100..].iter().all(|o| o.tor_verdicts.is_empty()));
+    assert!(
+        outs[80..]
+            .iter()
+            .all(|o| o.node_verdicts.is_empty() && !o.fabric)
+    );
+    let moved: Vec<&PortTransition> = outs[80..]
+        .iter()
+        .flat_map(|o| &o.transitions)
+        .filter(|t| !matches!(t.to, NodeState::Healthy | NodeState::Suspect))
+        .collect();
+    assert!(moved.is_empty(), "while it heals: {moved:?}");
     assert!(e.states().iter().all(|s| *s == NodeState::Healthy));
 }
 
@@ -93,4 +104,32 @@ fn a_bad_member_and_a_bad_port_of_its_partner_are_not_their_tor() {
         };
         assert_eq!(*s, want, "port {i}");
     }
+}
+
+/// The lossy ToR 3 of two again, a verdict; then node 7 is absent for 15 rounds (its
+/// pings gone): one member is no ToR to judge, so no verdict, and the switch keeps no
+/// event but its hold. When node 7 is back the event starts again: its first round back
+/// is one event round, no verdict yet (two make one), the second is a verdict. Were the
+/// run kept through the absence, the first round back would be a verdict on evidence
+/// from before it.
+#[test]
+fn a_tor_of_two_with_a_member_absent_keeps_no_event() {
+    let mut f = Fabric::new(24, 4);
+    f.tor_size = 2;
+    f.lossy_tors = vec![(3, 0.05)];
+    let (mut e, mut outs) = run(&mut f, 30);
+    assert!(outs[10..].iter().all(|o| o.tor_verdicts.len() == 1));
+    let away = |input: &mut DeviceInput| {
+        input.absent_nodes = vec![7];
+        input.probes.retain(|p| p.src / 4 != 7 && p.dst / 4 != 7);
+    };
+    go_on_with(&mut e, &mut f, 30..45, &[], &mut outs, away);
+    assert!(outs[30..45].iter().all(|o| o.tor_verdicts.is_empty()));
+    go_on(&mut e, &mut f, 45..47, &[], &mut outs);
+    assert!(
+        outs[45].tor_verdicts.is_empty(),
+        "{:?}",
+        outs[45].tor_verdicts
+    );
+    assert_eq!(outs[46].tor_verdicts.len(), 1, "{:?}", outs[46]);
 }
