@@ -161,12 +161,14 @@ impl TorLevels {
         if members.len() < 2 {
             return BTreeMap::new();
         }
-        let touches: Vec<(Option<u32>, Option<u32>, f64)> = probes
+        // The probes the fit reads: between two distinct counted nodes, with a residual.
+        let usable: Vec<&Touch> = probes
             .iter()
             .filter(|p| p.a < n && p.b < n && p.a != p.b && p.r.is_finite())
             .filter(|p| counted(p.a) && counted(p.b))
-            .map(|p| (tor(p.a), tor(p.b), p.r))
             .collect();
+        let touches: Vec<(Option<u32>, Option<u32>, f64)> =
+            usable.iter().map(|p| (tor(p.a), tor(p.b), p.r)).collect();
         // Each ToR's own probes (both ends its members) cross it alone.
         let mut inner: BTreeMap<u32, f64> = BTreeMap::new();
         for t in members.keys() {
@@ -207,15 +209,7 @@ impl TorLevels {
                 }
             }
         }
-        let broad = member_levels(
-            &tor,
-            probes
-                .iter()
-                .filter(|p| p.a < n && p.b < n && p.a != p.b && p.r.is_finite())
-                .filter(|p| counted(p.a) && counted(p.b)),
-            &level,
-            zero,
-        );
+        let broad = member_levels(&tor, usable.iter().copied(), &level, zero);
         level
             .into_iter()
             .map(|(t, l)| {
@@ -534,7 +528,17 @@ mod tests {
     /// the ToRs it crosses (`tor_slow`, once per distinct ToR) and of its two ends
     /// (`node_slow`): the model the fit assumes, written out here.
     fn probes(nodes: usize, tor_slow: &[f64], node_slow: &[(usize, f64)]) -> Vec<Touch> {
-        let tor = |i: usize| i / 3;
+        probes_in_tors_of(3, nodes, tor_slow, node_slow)
+    }
+
+    /// [`probes`], with ToRs of `size` consecutive nodes.
+    fn probes_in_tors_of(
+        size: usize,
+        nodes: usize,
+        tor_slow: &[f64],
+        node_slow: &[(usize, f64)],
+    ) -> Vec<Touch> {
+        let tor = |i: usize| i / size;
         let own = |i: usize| {
             node_slow
                 .iter()
@@ -682,30 +686,9 @@ mod tests {
         );
     }
 
-    /// Twelve nodes in ToRs of four; every pair probed both ways, each residual the
-    /// slowdown of the ToRs it crosses (`tor_slow`, once per distinct ToR) and of its ends
-    /// (`node_slow`).
+    /// Twelve nodes in ToRs of four: [`probes_in_tors_of`].
     fn probes_of_fours(tor_slow: &[f64], node_slow: &[(usize, f64)]) -> Vec<Touch> {
-        let own = |i: usize| {
-            node_slow
-                .iter()
-                .filter(|(n, _)| *n == i)
-                .map(|(_, s)| s)
-                .sum::<f64>()
-        };
-        let mut v = Vec::new();
-        for a in 0..12 {
-            for b in (0..12).filter(|&b| b != a) {
-                let (ta, tb) = (a / 4, b / 4);
-                let crossed = tor_slow[ta] + if ta != tb { tor_slow[tb] } else { 0.0 };
-                v.push(Touch {
-                    a,
-                    b,
-                    r: crossed + own(a) + own(b),
-                });
-            }
-        }
-        v
+        probes_in_tors_of(4, 12, tor_slow, node_slow)
     }
 
     /// Two members of ToR 0 (of four) each 50 % slow on their own, as uplink congestion
