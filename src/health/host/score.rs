@@ -222,8 +222,9 @@ impl HealthEngine {
                 r: p.seconds.ln() - anchor,
             })
             .collect();
+        let counted: Vec<bool> = (0..n).map(counted).collect();
         let zero = self.tors.zero();
-        let fitted = TorLevels::fit(&input.tors, n, counted, &probes, zero);
+        let fitted = self.tors.fit(&input.tors, n, |i| counted[i], &probes);
         let rule = self.tor_rule();
         self.tors.judge(&fitted, &input.tors, n, rule, r.exit, zero)
     }
