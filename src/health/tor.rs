@@ -19,11 +19,11 @@
 //! ToR), so that a change of the whole group (a fleet-wide step, a daily swing) is the
 //! fabric's and moves no ToR, while one slow ToR of two is still that ToR's. The stride
 //! pairs members of one ToR only in some rounds, and in the others the zero is that of
-//! rounds ago while the group drifts: what the round's levels then share is taken off
-//! them (their lower median). A group of exactly two ToRs measures its zero from its
-//! round (see [`PairZero`]): the lower of the two ToRs' own made one of two ToRs that
-//! swing apart over the day slow by their difference. Each ToR's level is the median of
-//! its last `window` fitted levels, against the round noise.
+//! rounds ago while the group drifts: so what a round's levels share is taken off them
+//! (their lower median), every round. A group of exactly two ToRs measures its zero from
+//! its round instead (see [`PairZero`]): the lower of the two ToRs' own made one of two
+//! ToRs that swing apart over the day slow by their difference. Each ToR's level is the
+//! median of its last `window` fitted levels, against the round noise.
 //!
 //! Each ToR has a learned normal level (the group's baseline rule): a ToR whose level
 //! stays above it is a *ToR verdict*, for the network team, never a node's. A change that
@@ -45,12 +45,13 @@ use super::stats::median;
 pub const TOR_MIN_MEMBERS: usize = 3;
 
 /// Passes of the fit ([`alternate`]): two ToRs that share most of the probes settle in two
-/// or three; a ring of ToR pairs (a round whose probes all leave their ToR) halves its
-/// error each pass.
+/// or three; an odd ring of ToR pairs (a round whose probes all leave their ToR, each ToR
+/// paired with the next) shrinks its error by half or more each pass.
 const FIT_PASSES: usize = 12;
 
 /// The lower median of `v` (the smaller middle value of an even count; 0 when empty): the
-/// zero ToR levels are taken from. One slow ToR of two is the slow one; with more, a
+/// zero ToR levels are taken from (over the ToRs' own probes), and the shift the fit takes
+/// off a round's levels (over the levels). One slow ToR of two is the slow one; with more, a
 /// minority of slow ToRs moves it little, and it is not the minimum of a few noisy
 /// estimates (which sits below the normal ToRs' level and makes every ToR look slow).
 pub(crate) fn lower_median<'a>(v: impl Iterator<Item = &'a f64>) -> f64 {
@@ -109,7 +110,10 @@ fn member_levels<'a>(
 /// first level where the round has some, and a ToR without them starts from its probes
 /// to those. The result is the mean of the last two passes: where the probes cannot
 /// place a shift (all between ToRs, which measure sums only), the passes swing it between
-/// the ToRs, and the mean shares it out evenly.
+/// the ToRs, and the mean shares it out evenly. On an even ring of ToR pairs the probes
+/// cannot tell one slow ToR from a pattern of the others either (only sums around the
+/// ring are measured): it gets about half its level, and the rounds with probes inside
+/// ToRs, in the median of the last `window` fits, give it the rest.
 fn alternate(
     tors: impl Iterator<Item = u32>,
     inner: &BTreeMap<u32, f64>,
@@ -198,8 +202,13 @@ impl PairZero {
     /// zero otherwise) made one of two ToRs slow by their difference: two ToRs that swing
     /// apart over the day (one faster than usual, one slower) were a verdict on the
     /// slower one.
+    ///
+    /// What slows only the probes between them (a spine, the links between the two ToRs)
+    /// lowers the measured zero, and would make both ToRs slow by it: the zero is never
+    /// taken below the lower of the two ToRs' own, the zero otherwise.
     fn measure(tors: (u32, u32), inner: &BTreeMap<u32, f64>, between: f64) -> Option<Self> {
-        let zero = inner.get(&tors.0)? + inner.get(&tors.1)? - between;
+        let (a, b) = (inner.get(&tors.0)?, inner.get(&tors.1)?);
+        let zero = (a + b - between).max(a.min(*b));
         Some(PairZero {
             tors,
             zero,
@@ -207,9 +216,34 @@ impl PairZero {
         })
     }
 
+    /// The zero of a round whose fitted ToRs are `members`: when they are exactly two
+    /// with probes between them, this round's measure ([`PairZero::measure`], also
+    /// returned) or else `last` carried ([`PairZero::carried`]); none otherwise.
+    fn of_round(
+        members: &BTreeMap<u32, usize>,
+        inner: &BTreeMap<u32, f64>,
+        touches: &[(Option<u32>, Option<u32>, f64)],
+        last: Option<PairZero>,
+    ) -> (Option<PairZero>, Option<f64>) {
+        let [a, b] = members.keys().copied().collect::<Vec<_>>()[..] else {
+            return (None, None);
+        };
+        let Some(x) = between_two((a, b), touches) else {
+            return (None, None);
+        };
+        let now = PairZero::measure((a, b), inner, x);
+        let zero = now.map(|p| p.zero);
+        (
+            now,
+            zero.or_else(|| last.and_then(|l| l.carried((a, b), x))),
+        )
+    }
+
     /// The zero of a round of the same two ToRs without probes inside one of them (the
     /// stride paired none): the measured zero moved as the probes between them moved
-    /// since (the group's drift moves both alike).
+    /// since (the group's drift moves both alike). Such a round cannot tell the drift
+    /// from a ToR that turned slow since, which it takes for the drift: that ToR is found
+    /// once the stride pairs members of both again (within a turn of the stride).
     fn carried(&self, tors: (u32, u32), between: f64) -> Option<f64> {
         (self.tors == tors).then_some(self.zero + between - self.between)
     }
@@ -239,7 +273,8 @@ pub(crate) struct Touch {
 /// One ToR's level this round.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Level {
-    /// Its fitted log level, relative to the round's other ToRs.
+    /// Its fitted log level, relative to the round's other ToRs (of two ToRs with their
+    /// own zero this round, relative to that zero: see [`PairZero`]).
     pub level: f64,
     /// The median residual of this round's probes between two of its own members (None:
     /// no such probe). A spine or the links between ToRs slow the probes that leave the
@@ -269,11 +304,7 @@ pub(crate) struct TorLevels {
 }
 
 impl TorLevels {
-    /// Fits this round's level of every ToR with at least [`TOR_MIN_MEMBERS`] members
-    /// among the nodes `counted` (of the `n` in `tor_of`; none unless two ToRs have
-    /// that many), from `probes` between counted nodes, against `zero` (see
-    /// [`TorWatch::zero`]; without one, this round's own ToRs' probes give it): levels
-    /// not yet smoothed. A group of two ToRs has [`TorLevels::fit_with`]'s zero.
+    /// [`TorLevels::fit_with`] with no zero measured before (the tests' fit).
     #[cfg(test)]
     pub fn fit(
         tor_of: &[Option<u32>],
@@ -285,8 +316,13 @@ impl TorLevels {
         Self::fit_with(tor_of, n, counted, probes, zero, None).0
     }
 
-    /// [`TorLevels::fit`], with what a group of two fitted ToRs last measured of its zero
-    /// (`last`); returns the levels and this round's measure of it, if any.
+    /// Fits this round's level of every ToR with at least [`TOR_MIN_MEMBERS`] members
+    /// among the nodes `counted` (of the `n` in `tor_of`; none unless two ToRs have
+    /// that many), from `probes` between counted nodes, against `zero` (see
+    /// [`TorWatch::zero`]; without one, this round's own ToRs' probes give it): levels
+    /// not yet smoothed. A group of exactly two fitted ToRs measures its own zero
+    /// ([`PairZero`]), or carries `last`, what it measured before; returns the levels and
+    /// this round's measure, if any.
     pub fn fit_with(
         tor_of: &[Option<u32>],
         n: usize,
@@ -338,35 +374,30 @@ impl TorLevels {
             0.0
         });
         // Two ToRs: their own zero, measured this round or carried from the last that could.
-        let (measured, pair) = match members.keys().copied().collect::<Vec<_>>()[..] {
-            [a, b] => match between_two((a, b), &touches) {
-                Some(x) => {
-                    let now = PairZero::measure((a, b), &inner, x);
-                    let zero = now.map(|p| p.zero);
-                    (
-                        now,
-                        zero.or_else(|| last.and_then(|l| l.carried((a, b), x))),
-                    )
-                }
-                None => (None, None),
-            },
-            _ => (None, None),
-        };
-        let mut zero = pair.unwrap_or(zero);
+        let (measured, pair) = PairZero::of_round(&members, &inner, &touches, last);
+        let zero = pair.unwrap_or(zero);
         let mut level = alternate(members.keys().copied(), &inner, &touches, zero);
         // The levels are relative to the round's other ToRs: a shift of them all (the
         // group's drift since its ToRs' own probes last gave the zero, in rounds whose
-        // stride pairs no two members of one ToR) is nobody's. A probe between two ToRs
-        // crosses both, so the zero moves by twice the shift taken off. (Two ToRs measured
-        // both ways have their own zero, and one is not the other's.)
-        if pair.is_none() {
-            let shift = lower_median(level.values());
-            for l in level.values_mut() {
-                *l -= shift;
-            }
-            zero += 2.0 * shift;
+        // stride pairs no two members of one ToR) is nobody's. (Of two ToRs with their
+        // own zero this round only a shift up: one faster than it is not the other's.)
+        // (Two ToRs with their own zero both slow by as much are what slows the probes
+        // between them, which the measured zero did not take: a spine, the links between.)
+        let shift = if pair.is_none() {
+            lower_median(level.values())
+        } else {
+            lower_median(level.values()).max(0.0)
+        };
+        // The members' own levels are read as fitted and the shift taken off them after:
+        // a median moves with its inputs, whichever probes (inside a ToR, between two, to
+        // a node of no fitted ToR) set it.
+        let broad: BTreeMap<u32, f64> = member_levels(&tor, usable.iter().copied(), &level, zero)
+            .into_iter()
+            .map(|(t, b)| (t, b - shift))
+            .collect();
+        for l in level.values_mut() {
+            *l -= shift;
         }
-        let broad = member_levels(&tor, usable.iter().copied(), &level, zero);
         let levels = level
             .into_iter()
             .map(|(t, l)| {
@@ -551,7 +582,7 @@ impl TorWatch {
 
     /// Forgets the small ToRs' histories and the zero a group of two ToRs last measured:
     /// after a remap or a restore the ToR numbers may name other switches.
-    pub(crate) fn forget_small(&mut self) {
+    pub(crate) fn forget_topology(&mut self) {
         self.whole.clear();
         self.pair = None;
     }
@@ -567,10 +598,11 @@ impl TorWatch {
     ) -> BTreeMap<u32, Level> {
         let (levels, measured) =
             TorLevels::fit_with(tor_of, n, counted, probes, self.zero(), self.pair);
-        if levels.len() != 2 {
-            self.pair = None;
-        } else if measured.is_some() {
+        let fitted: Vec<u32> = levels.keys().copied().collect();
+        if measured.is_some() {
             self.pair = measured;
+        } else if self.pair.is_some_and(|p| fitted != [p.tors.0, p.tors.1]) {
+            self.pair = None;
         }
         levels
     }

@@ -291,7 +291,7 @@ impl HealthEngine {
         self.links.remap(map);
         self.link_seen.clear();
         self.dip.remap(map);
-        self.tors.forget_small();
+        self.tors.forget_topology();
     }
 
     /// The engine's learned state (tracks, baseline, fabric and link histories; not the
@@ -366,7 +366,7 @@ impl HealthEngine {
         };
         self.dip = dip;
         self.link_seen.clear();
-        self.tors.forget_small();
+        self.tors.forget_topology();
         Ok(())
     }
 }
