@@ -20,9 +20,10 @@
 //! fabric's and moves no ToR, while one slow ToR of two is still that ToR's. The stride
 //! pairs members of one ToR only in some rounds, and in the others the zero is that of
 //! rounds ago while the group drifts: so what a round's levels share is taken off them
-//! (their lower median), every round. A group of exactly two ToRs measures its zero from
-//! its round instead (see [`PairZero`]): the lower of the two ToRs' own made one of two
-//! ToRs that swing apart over the day slow by their difference. Each ToR's level is the
+//! (their lower median), every round. A group of exactly two ToRs also measures its own
+//! zero from its round (see [`PairZero`]), and a ToR verdict there needs the ToR slow
+//! against both zeros: against the lower of the two ToRs' own alone, one of two ToRs
+//! that swing apart over the day was slow by their difference. Each ToR's level is the
 //! median of its last `window` fitted levels, against the round noise.
 //!
 //! Each ToR has a learned normal level (the group's baseline rule): a ToR whose level
@@ -198,10 +199,8 @@ impl PairZero {
     /// members (`inner`, their medians) and probes between the two (`between`, their
     /// median): a probe inside a ToR is the zero and that ToR's level, one between them
     /// the zero and both levels, so the zero is the sum of the two ToRs' own less the one
-    /// between them, whatever either ToR's level. The lower of the two ToRs' own (the
-    /// zero otherwise) made one of two ToRs slow by their difference: two ToRs that swing
-    /// apart over the day (one faster than usual, one slower) were a verdict on the
-    /// slower one.
+    /// between them, whatever either ToR's level (see [`paired_levels`] for what it
+    /// gates and why it is not the fit's zero).
     ///
     /// What slows only the probes between them (a spine, the links between the two ToRs)
     /// lowers the measured zero, and would make both ToRs slow by it: the zero is never
@@ -249,6 +248,28 @@ impl PairZero {
     }
 }
 
+/// The levels of two ToRs `tors` against the zero their own round measured (`zero`: see
+/// [`PairZero`]), less a shift up of both (what slows only the probes between them, which
+/// the measured zero did not take: a spine, the links between the two).
+///
+/// The fit's levels take the lower of the two ToRs' own probes as the zero, so one of
+/// two ToRs that swing apart over the day (one faster than usual, one slower) is slow by
+/// their difference; against their measured zero each is slow by its own swing. A
+/// verdict needs both. Both, because neither zero holds everywhere: the measured one
+/// assumes a probe between the ToRs crosses each as a probe inside it does, and a ToR
+/// whose downlinks to its members are congested slows the probes to them only (the
+/// probes between the two half as much as its own), which the measured zero halves.
+fn paired_levels(
+    tors: impl Iterator<Item = u32>,
+    inner: &BTreeMap<u32, f64>,
+    touches: &[(Option<u32>, Option<u32>, f64)],
+    zero: f64,
+) -> BTreeMap<u32, f64> {
+    let level = alternate(tors, inner, touches, zero);
+    let up = lower_median(level.values()).max(0.0);
+    level.into_iter().map(|(t, l)| (t, l - up)).collect()
+}
+
 /// The median residual of `touches` between ToRs `a` and `b` (None: no such probe).
 fn between_two((a, b): (u32, u32), touches: &[(Option<u32>, Option<u32>, f64)]) -> Option<f64> {
     let mut v: Vec<f64> = touches
@@ -273,8 +294,7 @@ pub(crate) struct Touch {
 /// One ToR's level this round.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Level {
-    /// Its fitted log level, relative to the round's other ToRs (of two ToRs with their
-    /// own zero this round, relative to that zero: see [`PairZero`]).
+    /// Its fitted log level, relative to the round's other ToRs.
     pub level: f64,
     /// The median residual of this round's probes between two of its own members (None:
     /// no such probe). A spine or the links between ToRs slow the probes that leave the
@@ -288,6 +308,9 @@ pub(crate) struct Level {
     /// member congested for a few rounds through: held out, 464 false ToR verdicts against
     /// 244.)
     pub broad: Option<f64>,
+    /// Of exactly two fitted ToRs, its level against the zero their own probes measure
+    /// ([`PairZero`]; None: not two, or not measured): a verdict's gate there.
+    pub paired: Option<f64>,
     /// Its members among the round's nodes.
     pub members: usize,
 }
@@ -320,9 +343,9 @@ impl TorLevels {
     /// among the nodes `counted` (of the `n` in `tor_of`; none unless two ToRs have
     /// that many), from `probes` between counted nodes, against `zero` (see
     /// [`TorWatch::zero`]; without one, this round's own ToRs' probes give it): levels
-    /// not yet smoothed. A group of exactly two fitted ToRs measures its own zero
-    /// ([`PairZero`]), or carries `last`, what it measured before; returns the levels and
-    /// this round's measure, if any.
+    /// not yet smoothed. A group of exactly two fitted ToRs also measures its own zero
+    /// ([`PairZero`]), or carries `last`, what it measured before, for each ToR's
+    /// [`Level::paired`]; returns the levels and this round's measure, if any.
     pub fn fit_with(
         tor_of: &[Option<u32>],
         n: usize,
@@ -375,19 +398,11 @@ impl TorLevels {
         });
         // Two ToRs: their own zero, measured this round or carried from the last that could.
         let (measured, pair) = PairZero::of_round(&members, &inner, &touches, last);
-        let zero = pair.unwrap_or(zero);
         let mut level = alternate(members.keys().copied(), &inner, &touches, zero);
         // The levels are relative to the round's other ToRs: a shift of them all (the
         // group's drift since its ToRs' own probes last gave the zero, in rounds whose
-        // stride pairs no two members of one ToR) is nobody's. (Of two ToRs with their
-        // own zero this round only a shift up: one faster than it is not the other's.)
-        // (Two ToRs with their own zero both slow by as much are what slows the probes
-        // between them, which the measured zero did not take: a spine, the links between.)
-        let shift = if pair.is_none() {
-            lower_median(level.values())
-        } else {
-            lower_median(level.values()).max(0.0)
-        };
+        // stride pairs no two members of one ToR) is nobody's.
+        let shift = lower_median(level.values());
         // The members' own levels are read as fitted and the shift taken off them after:
         // a median moves with its inputs, whichever probes (inside a ToR, between two, to
         // a node of no fitted ToR) set it.
@@ -398,6 +413,9 @@ impl TorLevels {
         for l in level.values_mut() {
             *l -= shift;
         }
+        let paired = pair.map_or_else(BTreeMap::new, |z| {
+            paired_levels(members.keys().copied(), &inner, &touches, z)
+        });
         let levels = level
             .into_iter()
             .map(|(t, l)| {
@@ -407,6 +425,7 @@ impl TorLevels {
                         level: l,
                         inner: inner.get(&t).copied(),
                         broad: broad.get(&t).copied(),
+                        paired: paired.get(&t).copied(),
                         members: members[&t],
                     },
                 )
@@ -459,6 +478,58 @@ struct TorTrack {
     inners: VecDeque<f64>,
     /// The last `window` rounds' broad levels that had one ([`Level::broad`]).
     broads: VecDeque<f64>,
+    /// The last `window` rounds' paired levels, in a row ([`Level::paired`]).
+    paireds: VecDeque<f64>,
+    /// The paired level's own learned normal, as `normal` is the level's.
+    paired_normal: Normal,
+}
+
+impl TorTrack {
+    /// Takes this round's fitted `fit` into the windows (of `window` rounds) and returns
+    /// the ToR's smoothed level: each part the median of its window (the own probes' less
+    /// `zero`).
+    fn smooth(&mut self, fit: &Level, window: usize, zero: Option<f64>) -> Level {
+        self.fits.push_back(fit.level);
+        while self.fits.len() > window {
+            self.fits.pop_front();
+        }
+        if let Some(x) = fit.inner {
+            self.inners.push_back(x);
+        }
+        while self.inners.len() > window {
+            self.inners.pop_front();
+        }
+        if let Some(x) = fit.broad {
+            self.broads.push_back(x);
+        }
+        while self.broads.len() > window {
+            self.broads.pop_front();
+        }
+        let mut recent: Vec<f64> = self.fits.iter().copied().collect();
+        let level = median(&mut recent);
+        let mut inner: Vec<f64> = self.inners.iter().copied().collect();
+        let inner = (!inner.is_empty()).then(|| median(&mut inner) - zero.unwrap_or(0.0));
+        let mut broad: Vec<f64> = self.broads.iter().copied().collect();
+        let broad = (!broad.is_empty()).then(|| median(&mut broad));
+        // Of two ToRs, the level against their own zero, smoothed as the level is (a
+        // round that did not measure it, the group no longer two, starts it afresh).
+        match fit.paired {
+            Some(x) => self.paireds.push_back(x),
+            None => self.paireds.clear(),
+        }
+        while self.paireds.len() > window {
+            self.paireds.pop_front();
+        }
+        let mut paired: Vec<f64> = self.paireds.iter().copied().collect();
+        let paired = (!paired.is_empty()).then(|| median(&mut paired));
+        Level {
+            level,
+            inner,
+            broad,
+            paired,
+            members: fit.members,
+        }
+    }
 }
 
 /// A ToR verdict: the ToR, its level against its normal, its members.
@@ -651,39 +722,21 @@ impl TorWatch {
                     baseline: Baseline(Some(0.0)),
                     run: 0,
                 },
+                paired_normal: Normal {
+                    baseline: Baseline(Some(0.0)),
+                    run: 0,
+                },
                 ..TorTrack::default()
             });
-            track.fits.push_back(fit.level);
-            while track.fits.len() > rule.window.max(1) {
-                track.fits.pop_front();
-            }
-            if let Some(x) = fit.inner {
-                track.inners.push_back(x);
-            }
-            while track.inners.len() > rule.window.max(1) {
-                track.inners.pop_front();
-            }
-            if let Some(x) = fit.broad {
-                track.broads.push_back(x);
-            }
-            while track.broads.len() > rule.window.max(1) {
-                track.broads.pop_front();
-            }
-            let mut recent: Vec<f64> = track.fits.iter().copied().collect();
-            let level = median(&mut recent);
-            let mut inner: Vec<f64> = track.inners.iter().copied().collect();
-            let inner = (!inner.is_empty()).then(|| median(&mut inner) - zero.unwrap_or(0.0));
-            let mut broad: Vec<f64> = track.broads.iter().copied().collect();
-            let broad = (!broad.is_empty()).then(|| median(&mut broad));
-            levels.measured.insert(
-                t,
-                Level {
-                    level,
-                    inner,
-                    broad,
-                    members: fit.members,
-                },
-            );
+            let smoothed = track.smooth(fit, rule.window.max(1), zero);
+            let Level {
+                level,
+                inner,
+                broad,
+                paired,
+                ..
+            } = smoothed;
+            levels.measured.insert(t, smoothed);
             if level.abs() > noise {
                 levels.shift.insert(t, level);
             }
@@ -704,7 +757,15 @@ impl TorWatch {
             // on their own (their uplinks congested) slow a ToR of four's median probe, not
             // its least slow member. A round with an inner probe always has a broad level.
             let broad = broad.is_some_and(|x| x > rule.threshold);
-            if judged.slow && slow >= rule.rounds && inside && broad {
+            // Of two ToRs, also against their own zero (and its own normal, learnt as the
+            // level's is): two that swing apart are not one slow ToR (see `paired_levels`).
+            let own = paired.is_none_or(|x| {
+                track
+                    .paired_normal
+                    .judge(x, rule.threshold, rule.horizon)
+                    .slow
+            });
+            if judged.slow && slow >= rule.rounds && inside && broad && own {
                 out.verdicts.push(TorVerdict {
                     tor: t,
                     excess: level - track.normal.level().unwrap_or(0.0),

@@ -157,11 +157,12 @@ fn swinging(
 }
 
 /// Two ToRs that swing apart (one 8 % faster than the group's normal, one 8 % slower)
-/// are not one ToR slow by their difference: their own probes and those between them
-/// measure the zero (with the lower of the two ToRs' own as the zero, ToR 0 was 16 %
-/// slow, a verdict at a 10 % threshold). Then, in a round whose stride pairs no two
-/// members of ToR 0 and the group drifted, the zero measured is carried by the probes
-/// between the two (with the ToRs' own probes of rounds ago instead, ToR 1 was).
+/// are not one ToR slow by their difference: against the lower of the two ToRs' own
+/// probes ToR 0 is 16 % slow, against the zero their own probes and those between them
+/// measure each is slow by its own swing (8 %, under a 10 % threshold), and a verdict
+/// needs both. Then, in a round whose stride pairs no two members of ToR 0 and the group
+/// drifted, the zero measured is carried by the probes between the two. And the verdict:
+/// none for the two that swing apart, one for a slow ToR of two.
 #[test]
 fn two_tors_that_swing_apart_are_not_one_slow_tor() {
     // ToR 0: nodes 0-2; ToR 1: nodes 3-8.
@@ -176,8 +177,9 @@ fn two_tors_that_swing_apart_are_not_one_slow_tor() {
         |_| true,
         &swinging(&tor_of, &all, &[0.08, -0.08], 0.0),
     );
-    assert!((f[&0].level - 0.08).abs() < 1e-9, "{f:?}");
-    assert!((f[&1].level + 0.08).abs() < 1e-9, "{f:?}");
+    assert!((f[&0].level - 0.16).abs() < 1e-9, "{f:?}");
+    assert!((f[&0].paired.unwrap() - 0.08).abs() < 1e-9, "{f:?}");
+    assert!((f[&1].paired.unwrap() + 0.08).abs() < 1e-9, "{f:?}");
     // Stride 3: ToR 0's members send to and hear from ToR 1 only.
     let stride: Vec<(usize, usize)> = (0..9).map(|a| (a, (a + 3) % 9)).collect();
     let f = w.fit(
@@ -186,8 +188,22 @@ fn two_tors_that_swing_apart_are_not_one_slow_tor() {
         |_| true,
         &swinging(&tor_of, &stride, &[0.08, -0.08], 0.2),
     );
-    assert!((f[&0].level - 0.08).abs() < 1e-9, "{f:?}");
-    assert!((f[&1].level + 0.08).abs() < 1e-9, "{f:?}");
+    assert!((f[&0].paired.unwrap() - 0.08).abs() < 1e-9, "{f:?}");
+    assert!((f[&1].paired.unwrap() + 0.08).abs() < 1e-9, "{f:?}");
+    // Twenty rounds of each: the swing is no verdict, a ToR slow by 30 % is one.
+    let verdicts = |swing: &[f64]| {
+        let mut w = TorWatch::default();
+        let mut named = Vec::new();
+        for _ in 0..20 {
+            let f = w.fit(&tor_of, 9, |_| true, &swinging(&tor_of, &all, swing, 0.0));
+            let zero = w.zero();
+            let (_, j) = w.judge(&f, &tor_of, 9, test_rule(1000), 0.04, zero);
+            named.extend(j.verdicts.iter().map(|v| v.tor));
+        }
+        named
+    };
+    assert!(verdicts(&[0.08, -0.08]).is_empty());
+    assert!(verdicts(&[0.6, 0.0]).contains(&0));
 }
 
 /// Of two ToRs, what slows only the probes between them (a spine, the links between the
