@@ -224,8 +224,8 @@ impl HealthEngine {
             .collect();
         // Read once, so that the closure's borrow of `self` ends before the ToRs' fit.
         let counted: Vec<bool> = (0..n).map(counted).collect();
-        // The verdicts' own-probes test is against the ToRs' own probes' lower median,
-        // whatever zero the fit took (of two ToRs, their own measure: see `PairZero`).
+        // The verdicts' own-probes test is against the zero the fit also takes (the ToRs'
+        // own probes' lower median, read again inside `TorWatch::fit`: a few medians).
         let zero = self.tors.zero();
         let fitted = self.tors.fit(&input.tors, n, |i| counted[i], &probes);
         let rule = self.tor_rule();
