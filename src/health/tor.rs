@@ -482,6 +482,8 @@ struct TorTrack {
     paireds: VecDeque<f64>,
     /// The paired level's own learned normal, as `normal` is the level's.
     paired_normal: Normal,
+    /// It had a verdict last round (its exit is then half the threshold).
+    held: bool,
 }
 
 impl TorTrack {
@@ -751,24 +753,37 @@ impl TorWatch {
             }
             let slow = track.hist.iter().filter(|x| **x).count();
             // The ToR's own probes must be slow too: what slows only the probes that leave
-            // it (a spine, the links between ToRs) is not the ToR's.
-            let inside = inner.is_some_and(|x| x > rule.threshold);
-            // And its typical member's own (the lower quartile): two or three members slowed
-            // on their own (their uplinks congested) slow a ToR of four's median probe, not
-            // its least slow member. A round with an inner probe always has a broad level.
-            let broad = broad.is_some_and(|x| x > rule.threshold);
+            // it (a spine, the links between ToRs) is not the ToR's. And its typical
+            // member's own (the lower quartile): two or three members slowed on their own
+            // (their uplinks congested) slow a ToR of four's median probe, not its least
+            // slow member. A round with an inner probe always has a broad level.
+            let above = |x: Option<f64>, t: f64| x.is_some_and(|x| x > t);
             // Of two ToRs, also against their own zero (and its own normal, learnt as the
             // level's is): two that swing apart are not one slow ToR (see `paired_levels`).
-            let own = paired.is_none_or(|x| {
-                track
-                    .paired_normal
-                    .judge(x, rule.threshold, rule.horizon)
-                    .slow
+            let own = paired.map(|x| {
+                let j = track.paired_normal.judge(x, rule.threshold, rule.horizon);
+                (j.slow, x - track.paired_normal.level().unwrap_or(0.0))
             });
-            if judged.slow && slow >= rule.rounds && inside && broad && own {
+            let excess = level - track.normal.level().unwrap_or(0.0);
+            let enters = judged.slow
+                && slow >= rule.rounds
+                && above(inner, rule.threshold)
+                && above(broad, rule.threshold)
+                && own.is_none_or(|(slow, _)| slow);
+            // A verdict holds while every part stays above half the threshold (the exit, as
+            // a node's): a ToR congested at about the threshold was a verdict in pieces.
+            let exit = rule.threshold / 2.0;
+            let holds = track.held
+                && !judged.renewed
+                && excess > exit
+                && above(inner, exit)
+                && above(broad, exit)
+                && own.is_none_or(|(_, x)| x > exit);
+            track.held = enters || holds;
+            if track.held {
                 out.verdicts.push(TorVerdict {
                     tor: t,
-                    excess: level - track.normal.level().unwrap_or(0.0),
+                    excess,
                     members: fit.members,
                 });
             }

@@ -206,6 +206,35 @@ fn two_tors_that_swing_apart_are_not_one_slow_tor() {
     assert!(verdicts(&[0.6, 0.0]).contains(&0));
 }
 
+/// Of two ToRs, a verdict also needs the ToR slow against the zero the two measure to
+/// hold: once they only swing apart (ToR 0 4.5 % slower than the group's normal, ToR 1
+/// 4.5 % faster), ToR 0 is 9 % slower than ToR 1's own probes, above the exit (5 %), but
+/// only 4.5 % against their own zero, under it, and its verdict ends.
+#[test]
+fn of_two_tors_a_verdict_ends_when_they_only_swing_apart() {
+    // ToR 0: nodes 0-2; ToR 1: nodes 3-8.
+    let tor_of: Vec<Option<u32>> = (0..9).map(|i| Some(u32::from(i >= 3))).collect();
+    let all: Vec<(usize, usize)> = (0..9)
+        .flat_map(|a| (0..9).filter(move |&b| b != a).map(move |b| (a, b)))
+        .collect();
+    let mut w = TorWatch::default();
+    let mut round = |swing: &[f64]| {
+        let f = w.fit(&tor_of, 9, |_| true, &swinging(&tor_of, &all, swing, 0.0));
+        let zero = w.zero();
+        let (_, j) = w.judge(&f, &tor_of, 9, test_rule(1000), 0.04, zero);
+        j.verdicts.iter().any(|v| v.tor == 0)
+    };
+    for _ in 0..19 {
+        round(&[0.3, 0.0]);
+    }
+    assert!(round(&[0.3, 0.0]));
+    // The window's median turns within six rounds; by the tenth the verdict is over.
+    for _ in 0..9 {
+        round(&[0.045, -0.045]);
+    }
+    assert!(!round(&[0.045, -0.045]));
+}
+
 /// Of two ToRs, what slows only the probes between them (a spine, the links between the
 /// two) is neither ToR's: it lowers the zero their own probes and those between measure,
 /// which would make both slow by it (and, before that, the fit in key order gave it to
@@ -311,6 +340,40 @@ fn small_tors_and_uncounted_nodes_are_not_fitted() {
     let f = TorLevels::fit(&tors(), 9, |i| i != 4, &p, None);
     assert_eq!(f.keys().copied().collect::<Vec<_>>(), vec![0, 2]);
     assert!(TorLevels::fit(&[], 9, |_| true, &p, None).is_empty());
+}
+
+/// A ToR's verdict holds while its level, its own probes and its typical member stay
+/// above half the threshold (its exit, as a node's): a ToR congested at about the
+/// threshold was a verdict in pieces (held out, four batches: correct ToR verdicts 2,797
+/// over 90,455 rounds, 1,937 over 99,155 with the exit).
+#[test]
+fn a_tor_verdict_holds_down_to_half_the_threshold() {
+    let mut w = TorWatch::default();
+    let rule = test_rule(1000);
+    let mut round = |slow: f64| {
+        let p = probes(9, &[slow, 0.0, 0.0], &[]);
+        let f = TorLevels::fit(&tors(), 9, |_| true, &p, None);
+        let zero = w.zero();
+        let (_, j) = w.judge(&f, &tors(), 9, rule, 0.04, zero);
+        j.verdicts.iter().any(|v| v.tor == 0)
+    };
+    for _ in 0..10 {
+        round(0.3);
+    }
+    assert!(round(0.3));
+    // 7.5 %: under the threshold (10 %), above the exit (5 %).
+    for k in 0..10 {
+        assert!(round(0.075), "round {k} at 7.5 %");
+    }
+    // 2 %: under the exit, once the level's window has turned.
+    for _ in 0..10 {
+        round(0.02);
+    }
+    assert!(!round(0.02));
+    // And 7.5 % from there is no verdict: under the entry.
+    for k in 0..10 {
+        assert!(!round(0.075), "round {k} at 7.5 % again");
+    }
 }
 
 #[test]
