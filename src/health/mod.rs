@@ -34,8 +34,8 @@ pub use fabric::{
     CROWD_MIN, CROWD_SHARE, PARTIAL_ALPHA, PARTIAL_MIN_PROBES, PARTIAL_ROUNDS, SLOW_RATE_FLOOR,
 };
 pub use host::{
-    CONTRADICTIONS, HealthConfig, HealthEngine, Probe, REPORT_WINDOW, Report, RestoreError,
-    RoundInput, RoundOutput, max_state_bytes,
+    CONTRADICTIONS, HealthConfig, HealthEngine, LINK_REMEASURES, Probe, REPORT_WINDOW, Report,
+    RestoreError, RoundInput, RoundOutput, max_state_bytes,
 };
 pub use infer::{InferConfig, TorInference};
 pub use spine::SpineVerdict;

@@ -38,8 +38,9 @@ use crate::snapshot::probe::{
 };
 use crate::snapshot::topology::NodePlace;
 
-/// Link re-measurements per round at most (each is one `link_bytes` exchange).
-const MAX_LINK_REMEASURES: usize = 4;
+/// Link re-measurements per round at most (each is one `link_bytes` exchange): as many as
+/// the engine orders its requests for.
+const MAX_LINK_REMEASURES: usize = crate::health::LINK_REMEASURES;
 
 /// Longest transition log kept for `/api/v1/state`.
 const TRANSITIONS_KEPT: usize = 100;

@@ -17,9 +17,9 @@ use crate::health::{
     HealthConfig, HealthEngine, InferConfig, NodeState, Probe, RoundInput, TorInference,
 };
 
-/// Link re-measurements the daemon's prober adds to a round at most
-/// (`probe::prober::MAX_LINK_REMEASURES`).
-const MAX_LINK_REMEASURES: usize = 4;
+/// Link re-measurements per round at most (each is one `link_bytes` exchange): as many as
+/// the engine orders its requests for.
+const MAX_LINK_REMEASURES: usize = crate::health::LINK_REMEASURES;
 /// Extra pairs a round's plan carries at most (`probe::plan::PLAN_PAIRS`).
 const PLAN_PAIRS: usize = 64;
 

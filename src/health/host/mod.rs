@@ -38,6 +38,7 @@ use super::spine::SpineVerdict;
 use super::tor::{TorVerdict, TorWatch};
 use crate::snapshot::probe::{NodeState, Transition};
 
+pub use links::LINK_REMEASURES;
 pub use reports::{CONTRADICTIONS, REPORT_WINDOW};
 
 /// The shipped persistence horizon ([`HealthConfig::uncorroborated_hold`]), in rounds.

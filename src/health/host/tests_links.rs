@@ -11,7 +11,7 @@ use crate::health::pairs::Pair;
 /// A 16-node group whose permutation probes cycle through strides 1–15 (every pair, both
 /// ways); from round 20 the ordered pairs in `slow` take 1.5 times as long, every time
 /// they are measured (their permutation probes and the re-measurements the engine asks
-/// for, at most four a round as the daemon makes). Returns every pair that had a link
+/// for, at most [`LINK_REMEASURES`] a round as the daemon makes, each both ways). Returns every pair that had a link
 /// verdict, whether any node left `Healthy`, the most slow observations of its own any
 /// pair of `slow` had gathered at the end, and every pair whose verdict was withheld.
 fn run(slow: &[(usize, usize)], rounds: usize) -> (Vec<Pair>, bool, usize, BTreeSet<Pair>) {
@@ -32,13 +32,14 @@ fn run(slow: &[(usize, usize)], rounds: usize) -> (Vec<Pair>, bool, usize, BTree
         for p in &mut input.probes {
             p.seconds = seconds(r, p.src, p.dst);
         }
+        // A re-measurement is one exchange both ways, timed by its slower end.
         input.link_probes = requests
             .iter()
-            .take(4)
+            .take(LINK_REMEASURES)
             .map(|&(a, b)| Probe {
                 src: a,
                 dst: b,
-                seconds: seconds(r, a, b),
+                seconds: seconds(r, a, b).max(seconds(r, b, a)),
             })
             .collect();
         let out = e.step(&input);
@@ -74,6 +75,53 @@ fn four_pairs_slow_at_once_make_no_link_verdict() {
     assert!(most >= need, "{most} observations, {need} needed");
     // And the round says so, for each of them.
     assert_eq!(withheld, SPINE.into_iter().collect(), "withheld");
+}
+
+/// Four links slow at once, two of them both ways: more pairs to re-measure than a
+/// round's re-measurements. The two links both ways took all four, while the other two,
+/// seen slow once and measured again only a turn later (15 rounds), did not count as slow
+/// together with them yet: the two were verdicts before the shared cause showed (fails
+/// without `give_a_slot_to_a_fresh_pair`).
+#[test]
+fn more_pairs_slow_at_once_than_re_measurements_make_no_link_verdict() {
+    let slow = [(0, 1), (1, 0), (2, 4), (4, 2), (5, 8), (9, 13)];
+    let (verdicts, moved, _, withheld) = run(&slow, 120);
+    assert!(verdicts.is_empty(), "{verdicts:?}");
+    assert!(!moved, "no node is judged on a shared cause's pairs");
+    assert!(withheld.contains(&(0, 1)), "{withheld:?}");
+}
+
+#[test]
+fn a_fresh_pair_gets_the_last_re_measurement() {
+    let evidence: BTreeMap<Pair, usize> = [
+        ((0, 1), 9),
+        ((2, 3), 7),
+        ((4, 5), 5),
+        ((6, 7), 3),
+        ((8, 9), 2),
+        ((10, 11), 1),
+        ((12, 13), 0),
+    ]
+    .into_iter()
+    .collect();
+    let ev = |k: &Pair| evidence[k];
+    let sorted: Vec<Pair> = evidence.keys().copied().collect();
+    // In turn, by round: the pairs seen slow fewer than twice.
+    for (round, fresh) in [(0, (10, 11)), (1, (12, 13)), (2, (10, 11))] {
+        let mut requests = sorted.clone();
+        super::links::give_a_slot_to_a_fresh_pair(&mut requests, &ev, round);
+        assert_eq!(requests[..3], sorted[..3], "round {round}");
+        assert_eq!(requests[LINK_REMEASURES - 1], fresh, "round {round}");
+        assert_eq!(requests.len(), sorted.len());
+    }
+    // Nothing moves when the slots are not all taken by pairs with more, or no pair is
+    // fresh.
+    let mut requests = vec![(0, 1), (2, 3), (4, 5), (10, 11), (12, 13)];
+    super::links::give_a_slot_to_a_fresh_pair(&mut requests, &ev, 1);
+    assert_eq!(requests, vec![(0, 1), (2, 3), (4, 5), (10, 11), (12, 13)]);
+    let mut requests = sorted[..5].to_vec();
+    super::links::give_a_slot_to_a_fresh_pair(&mut requests, &ev, 0);
+    assert_eq!(requests, sorted[..5].to_vec());
 }
 
 #[test]
