@@ -482,7 +482,8 @@ struct TorTrack {
     paireds: VecDeque<f64>,
     /// The paired level's own learned normal, as `normal` is the level's.
     paired_normal: Normal,
-    /// It had a verdict last round (its exit is then half the threshold).
+    /// It had a verdict the last round it was fitted (its exit is then half the
+    /// threshold). A ToR missing from one round's fit keeps it, as it keeps its history.
     held: bool,
 }
 
@@ -653,11 +654,16 @@ impl TorWatch {
         out
     }
 
-    /// Forgets the small ToRs' histories and the zero a group of two ToRs last measured:
-    /// after a remap or a restore the ToR numbers may name other switches.
+    /// Forgets the small ToRs' histories, the zero a group of two ToRs last measured and
+    /// which fitted ToRs had a verdict (another switch under the same number would keep
+    /// it through the exit alone): after a remap or a restore the ToR numbers may name
+    /// other switches.
     pub(crate) fn forget_topology(&mut self) {
         self.whole.clear();
         self.pair = None;
+        for track in self.tracks.values_mut() {
+            track.held = false;
+        }
     }
 
     /// Fits this round's ToR levels ([`TorLevels::fit_with`]) against the watch's zero
@@ -770,8 +776,9 @@ impl TorWatch {
                 && above(inner, rule.threshold)
                 && above(broad, rule.threshold)
                 && own.is_none_or(|(slow, _)| slow);
-            // A verdict holds while every part stays above half the threshold (the exit, as
-            // a node's): a ToR congested at about the threshold was a verdict in pieces.
+            // A verdict holds while every part stays above half the threshold (an exit under
+            // the entry, as a node has): a ToR congested at about the threshold was a
+            // verdict in pieces.
             let exit = rule.threshold / 2.0;
             let holds = track.held
                 && !judged.renewed

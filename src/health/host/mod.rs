@@ -207,7 +207,8 @@ pub struct RoundOutput {
     pub fabric_degraded: bool,
     /// Pairs judged degraded links this round (src, dst).
     pub link_verdicts: Vec<(usize, usize)>,
-    /// Pairs to re-measure next round (one slow observation, endpoints healthy).
+    /// Pairs to re-measure next round (seen slow, endpoints healthy), most evidence first
+    /// but for the last of [`LINK_REMEASURES`], kept for a pair seen slow once.
     pub link_requests: Vec<(usize, usize)>,
     /// Pairs whose evidence would make a link verdict this round but which other links,
     /// sharing no end with them, are slow together with: a shared cause (a spine, a dip

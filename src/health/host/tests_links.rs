@@ -11,9 +11,10 @@ use crate::health::pairs::Pair;
 /// A 16-node group whose permutation probes cycle through strides 1–15 (every pair, both
 /// ways); from round 20 the ordered pairs in `slow` take 1.5 times as long, every time
 /// they are measured (their permutation probes and the re-measurements the engine asks
-/// for, at most [`LINK_REMEASURES`] a round as the daemon makes, each both ways). Returns every pair that had a link
-/// verdict, whether any node left `Healthy`, the most slow observations of its own any
-/// pair of `slow` had gathered at the end, and every pair whose verdict was withheld.
+/// for, at most [`LINK_REMEASURES`] a round as the daemon makes, each both ways).
+/// Returns every pair that had a link verdict, whether any node left `Healthy`, the most
+/// slow observations of its own any pair of `slow` had gathered at the end, and every
+/// pair whose verdict was withheld.
 fn run(slow: &[(usize, usize)], rounds: usize) -> (Vec<Pair>, bool, usize, BTreeSet<Pair>) {
     let n = 16;
     let seconds = |r: usize, a: usize, b: usize| {

@@ -376,6 +376,32 @@ fn a_tor_verdict_holds_down_to_half_the_threshold() {
     }
 }
 
+/// After a remap or a restore a ToR number may name another switch: which ToRs had a
+/// verdict is forgotten with the topology, so a level between the exit and the entry
+/// makes no verdict there (it would hold a verdict through the exit alone).
+#[test]
+fn a_forgotten_topology_forgets_which_tors_had_a_verdict() {
+    let mut w = TorWatch::default();
+    let rule = test_rule(1000);
+    let round = |w: &mut TorWatch, slow: f64| {
+        let p = probes(9, &[slow, 0.0, 0.0], &[]);
+        let f = TorLevels::fit(&tors(), 9, |_| true, &p, None);
+        let zero = w.zero();
+        let (_, j) = w.judge(&f, &tors(), 9, rule, 0.04, zero);
+        j.verdicts.iter().any(|v| v.tor == 0)
+    };
+    for _ in 0..20 {
+        round(&mut w, 0.3);
+    }
+    for _ in 0..10 {
+        round(&mut w, 0.075);
+    }
+    // Held at 7.5 %, under the entry: then the topology is forgotten.
+    assert!(round(&mut w, 0.075));
+    w.forget_topology();
+    assert!(!round(&mut w, 0.075));
+}
+
 #[test]
 fn a_probe_crosses_its_distinct_tors_levels() {
     let mut w = TorWatch::default();
