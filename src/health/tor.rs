@@ -492,39 +492,15 @@ impl TorTrack {
     /// the ToR's smoothed level: each part the median of its window (the own probes' less
     /// `zero`).
     fn smooth(&mut self, fit: &Level, window: usize, zero: Option<f64>) -> Level {
-        self.fits.push_back(fit.level);
-        while self.fits.len() > window {
-            self.fits.pop_front();
-        }
-        if let Some(x) = fit.inner {
-            self.inners.push_back(x);
-        }
-        while self.inners.len() > window {
-            self.inners.pop_front();
-        }
-        if let Some(x) = fit.broad {
-            self.broads.push_back(x);
-        }
-        while self.broads.len() > window {
-            self.broads.pop_front();
-        }
-        let mut recent: Vec<f64> = self.fits.iter().copied().collect();
-        let level = median(&mut recent);
-        let mut inner: Vec<f64> = self.inners.iter().copied().collect();
-        let inner = (!inner.is_empty()).then(|| median(&mut inner) - zero.unwrap_or(0.0));
-        let mut broad: Vec<f64> = self.broads.iter().copied().collect();
-        let broad = (!broad.is_empty()).then(|| median(&mut broad));
+        let level = windowed(&mut self.fits, Some(fit.level), window).unwrap_or(fit.level);
+        let inner = windowed(&mut self.inners, fit.inner, window).map(|x| x - zero.unwrap_or(0.0));
+        let broad = windowed(&mut self.broads, fit.broad, window);
         // Of two ToRs, the level against their own zero, smoothed as the level is (a
         // round that did not measure it, the group no longer two, starts it afresh).
-        match fit.paired {
-            Some(x) => self.paireds.push_back(x),
-            None => self.paireds.clear(),
+        if fit.paired.is_none() {
+            self.paireds.clear();
         }
-        while self.paireds.len() > window {
-            self.paireds.pop_front();
-        }
-        let mut paired: Vec<f64> = self.paireds.iter().copied().collect();
-        let paired = (!paired.is_empty()).then(|| median(&mut paired));
+        let paired = windowed(&mut self.paireds, fit.paired, window);
         Level {
             level,
             inner,
@@ -533,6 +509,19 @@ impl TorTrack {
             members: fit.members,
         }
     }
+}
+
+/// Adds `x` (if any) to a window of the last `window` values and returns their median
+/// (None: the window is empty).
+fn windowed(values: &mut VecDeque<f64>, x: Option<f64>, window: usize) -> Option<f64> {
+    if let Some(x) = x {
+        values.push_back(x);
+    }
+    while values.len() > window {
+        values.pop_front();
+    }
+    let mut v: Vec<f64> = values.iter().copied().collect();
+    (!v.is_empty()).then(|| median(&mut v))
 }
 
 /// A ToR verdict: the ToR, its level against its normal, its members.

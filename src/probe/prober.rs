@@ -38,10 +38,6 @@ use crate::snapshot::probe::{
 };
 use crate::snapshot::topology::NodePlace;
 
-/// Link re-measurements per round at most (each is one `link_bytes` exchange): as many as
-/// the engine orders its requests for.
-const MAX_LINK_REMEASURES: usize = crate::health::LINK_REMEASURES;
-
 /// Longest transition log kept for `/api/v1/state`.
 const TRANSITIONS_KEPT: usize = 100;
 
@@ -506,7 +502,7 @@ impl Prober {
                     .filter(|(a, b)| {
                         a != b && present.get(*a) == Some(&true) && present.get(*b) == Some(&true)
                     })
-                    .take(MAX_LINK_REMEASURES),
+                    .take(crate::health::LINK_REMEASURES),
             );
         }
         let in_group = |(a, b): &(usize, usize)| Some((rank_of(*a)?, rank_of(*b)?));

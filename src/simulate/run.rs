@@ -17,9 +17,6 @@ use crate::health::{
     HealthConfig, HealthEngine, InferConfig, NodeState, Probe, RoundInput, TorInference,
 };
 
-/// Link re-measurements per round at most (each is one `link_bytes` exchange): as many as
-/// the engine orders its requests for.
-const MAX_LINK_REMEASURES: usize = crate::health::LINK_REMEASURES;
 /// Extra pairs a round's plan carries at most (`probe::plan::PLAN_PAIRS`).
 const PLAN_PAIRS: usize = 64;
 
@@ -190,7 +187,7 @@ impl HostGroup {
             self.link_requests
                 .iter()
                 .filter(|(a, b)| a != b)
-                .take(MAX_LINK_REMEASURES),
+                .take(crate::health::LINK_REMEASURES),
         );
         pairs.truncate(PLAN_PAIRS);
         let mut exchanges: Vec<Probe> = pairs
