@@ -12,6 +12,8 @@
 //! hold pair verdicts the same way (`pairs`); only what is measured and how an entity is
 //! elevated differ. `plan` holds the pure planning the daemon and the simulator share;
 //! `infer` groups nodes whose slowdowns move together when no source gives their ToRs;
+//! `horizon` learns how long the group's congestion lasts, which a straggler nothing
+//! corroborates must outlast;
 //! `spine` tells a dip on one spine's pairs from the other dips.
 
 pub mod device;
@@ -19,6 +21,7 @@ mod dips;
 mod evidence;
 mod fabric;
 pub mod hardware;
+mod horizon;
 mod host;
 mod infer;
 mod lifecycle;
@@ -32,6 +35,9 @@ pub use crate::snapshot::probe::{NodeState, Transition};
 pub use evidence::{MIN_REPORTERS, STEADY_RATIO};
 pub use fabric::{
     CROWD_MIN, CROWD_SHARE, PARTIAL_ALPHA, PARTIAL_MIN_PROBES, PARTIAL_ROUNDS, SLOW_RATE_FLOOR,
+};
+pub use horizon::{
+    HORIZON_BRIDGE, HORIZON_CAP, HORIZON_MARGIN, HORIZON_MIN_RUN, HORIZON_QUANTILE, HORIZON_RUNS,
 };
 pub use host::{
     CONTRADICTIONS, HealthConfig, HealthEngine, LINK_REMEASURES, Probe, REPORT_WINDOW, Report,

@@ -399,7 +399,7 @@ impl HealthEngine {
             "confirmed straggler: still {:.1}% slower {how} and a second re-pairing with {} known-good peers; {}",
             (w.score.exp() - 1.0) * 100.0,
             c.len(),
-            corroboration(d)
+            corroboration(d, self.horizon(i))
         );
         self.set(i, NodeState::QuarantineRecommended, reason, e, out);
     }
@@ -410,8 +410,8 @@ impl HealthEngine {
     /// - with hardware signs that corroborate the run (evidence congestion cannot give, in
     ///   enough of its slow rounds: [`corroborates`]), `confirm_hold` of them, or `congested_hold` when most rounds of the run were congested (a busy
     ///   moment now and then only delays a slow node by those rounds);
-    /// - without, that and the persistence horizon: `uncorroborated_hold` steadily slow
-    ///   rounds the counters did not explain since the episode began (in a row or not).
+    /// - without, that and the persistence horizon ([`HealthEngine::horizon`]): steadily
+    ///   slow rounds the counters did not explain since the episode began (in a row or not).
     ///   Steady congestion the counters miss looks exactly like a slow component until it
     ///   ends.
     fn held(&self, i: NodeIx) -> bool {
@@ -419,7 +419,14 @@ impl HealthEngine {
         let d = &self.nodes[i].data;
         let hold = self.short_hold(c.quiet, c.steady);
         let corroborated = corroborates(d.sign_rounds, d.slow_rounds);
-        c.quiet >= hold && (corroborated || d.persist >= self.cfg.uncorroborated_hold)
+        c.quiet >= hold && (corroborated || d.persist >= self.horizon(i))
+    }
+
+    /// Node `i`'s persistence horizon now: `uncorroborated_hold`, or longer when the
+    /// group's counters have reported longer congestion ([`crate::health::horizon`]).
+    pub(super) fn horizon(&self, i: NodeIx) -> usize {
+        self.congestion
+            .horizon(self.nodes.round(), self.cfg.uncorroborated_hold, i.0)
     }
 
     /// The short hold of a run of `slow` rounds of which `unexplained` its counters did not
@@ -452,7 +459,7 @@ impl HealthEngine {
 
 /// What a quarantine rests on besides the probes, for its reason: the hardware signs
 /// that corroborate the episode, or the length of the run when none do.
-fn corroboration(d: &super::NodeData) -> String {
+fn corroboration(d: &super::NodeData, horizon: usize) -> String {
     if corroborates(d.sign_rounds, d.slow_rounds) {
         format!(
             "corroborated by its own hardware in {} of its slow rounds: {}",
@@ -461,7 +468,7 @@ fn corroboration(d: &super::NodeData) -> String {
         )
     } else {
         format!(
-            "no hardware evidence: slow beyond the persistence horizon ({} steadily slow rounds its counters did not explain)",
+            "no hardware evidence: slow beyond the persistence horizon ({} steadily slow rounds its counters did not explain; the horizon is {horizon} rounds, at least as long as the group's congestion lasts)",
             d.persist
         )
     }

@@ -18,6 +18,8 @@ mod tests_crowds;
 #[cfg(test)]
 mod tests_dips;
 #[cfg(test)]
+mod tests_horizon;
+#[cfg(test)]
 mod tests_links;
 #[cfg(test)]
 mod tests_small_tors;
@@ -32,6 +34,7 @@ use super::dips::DipPairs;
 use super::evidence::Evidence;
 use super::fabric::{Normal, PartialFabric};
 use super::hardware::Signs;
+use super::horizon::CongestionHorizon;
 use super::lifecycle::{Change, Lifecycle, NodeIx, Track};
 use super::pairs::{Pair, Pairs};
 use super::spine::SpineVerdict;
@@ -384,6 +387,9 @@ pub struct HealthEngine {
     /// learns a dip again from its next event round, and its normal only after the
     /// horizon; see `crate::health::dips`).
     dip: DipPairs,
+    /// The runs of congestion the members' counters reported: how long the persistence
+    /// horizon is ([`crate::health::horizon`]).
+    congestion: CongestionHorizon,
 }
 
 impl HealthEngine {
@@ -401,6 +407,7 @@ impl HealthEngine {
             links: Pairs::default(),
             link_seen: BTreeMap::new(),
             dip: DipPairs::default(),
+            congestion: CongestionHorizon::default(),
         }
     }
 
@@ -435,6 +442,8 @@ impl HealthEngine {
         let windows: Vec<score::Window> = (0..n).map(|i| self.window(NodeIx(i), &r)).collect();
         let mut confirm = self.confirmations(input, &r);
         out.scores = windows.iter().map(|w| w.score).collect();
+        let now = self.nodes.round();
+        self.congestion.observe(now, &input.congested);
         let crowds = self.crowded(&windows, &r, &input.tors, &judged);
         out.fabric_degraded = r.fabric || crowds.fabric;
         // A ToR too small for a fitted level has no level to judge: whether all its

@@ -17,6 +17,7 @@ use crate::health::fabric::{
     BaseRate, Baseline, Normal, PARTIAL_ROUNDS, PartialFabric, RateLearning,
 };
 use crate::health::hardware::Signs;
+use crate::health::horizon::{CongestionHorizon, HORIZON_RUNS};
 use crate::health::lifecycle::{Counts, Lifecycle, Track};
 use crate::health::pairs::Pairs;
 use crate::snapshot::probe::NodeState;
@@ -179,6 +180,15 @@ struct Snapshot {
     /// release, which ignores the field, takes the rest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     dip_normal: Option<NormalWire>,
+    /// The congestion runs the counters reported ([`CongestionHorizon`]): those under way
+    /// (node, first and last round) and the lengths of those that ended. Left out when
+    /// empty, as `dip_normal`: a state without runs keeps the form it had before, a member
+    /// of an older release ignores them, and a state from one starts the horizon again
+    /// from the configured one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    congestion_open: Vec<(usize, u64, u64)>,
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    congestion_ended: VecDeque<u64>,
 }
 
 /// An error naming the field and what is wrong with it.
@@ -205,6 +215,32 @@ impl Snapshot {
         }
         if self.fabric_hist.len() > w || self.partial_hist.len() > w.max(PARTIAL_ROUNDS) {
             return bad("fabric_hist", "longer than the window".into());
+        }
+        if self.congestion_ended.len() > HORIZON_RUNS
+            || self
+                .congestion_ended
+                .iter()
+                .any(|&l| l == 0 || l > self.round + 1)
+        {
+            return bad(
+                "congestion_ended",
+                format!(
+                    "more than {HORIZON_RUNS} runs, or a run of no rounds or more than {}",
+                    self.round + 1
+                ),
+            );
+        }
+        let n = self.nodes.len();
+        for &(i, first, last) in &self.congestion_open {
+            if i >= n || first > last || last > self.round {
+                return bad(
+                    "congestion_open",
+                    format!(
+                        "node {i}: a run from round {first} to {last} in {} rounds of {n} nodes",
+                        self.round
+                    ),
+                );
+            }
         }
         let max_obs = cfg.link_observations.max(1);
         for ((a, b), obs) in &self.links {
@@ -291,6 +327,7 @@ impl HealthEngine {
         self.links.remap(map);
         self.link_seen.clear();
         self.dip.remap(map);
+        self.congestion.forget_nodes();
         self.tors.forget_topology();
     }
 
@@ -313,6 +350,13 @@ impl HealthEngine {
                 .collect(),
             held: self.links.held.iter().copied().collect(),
             dip_normal: self.dip.normal_wire(),
+            congestion_open: self
+                .congestion
+                .open
+                .iter()
+                .map(|(i, (first, last))| (*i, *first, *last))
+                .collect(),
+            congestion_ended: self.congestion.ended.clone(),
         };
         let bytes = serde_json::to_vec(&s).unwrap_or_default();
         if s.dip_normal.is_none()
@@ -365,6 +409,14 @@ impl HealthEngine {
             held: s.held.into_iter().collect(),
         };
         self.dip = dip;
+        self.congestion = CongestionHorizon {
+            open: s
+                .congestion_open
+                .into_iter()
+                .map(|(i, first, last)| (i, (first, last)))
+                .collect(),
+            ended: s.congestion_ended,
+        };
         self.link_seen.clear();
         self.tors.forget_topology();
         Ok(())

@@ -1,0 +1,185 @@
+//! The persistence horizon, learnt from the congestion the group's own counters report.
+//!
+//! A straggler that no hardware sign corroborates is recommended only after it has been
+//! steadily slow longer than congestion lasts: congestion its counters miss looks exactly
+//! like a slow component until it ends. How long congestion lasts is the fleet's, not
+//! ours: held out, uplink congestion episodes of 200 to 900 rounds went past the shipped
+//! `uncorroborated_hold` (180 rounds) in the worlds that have them, and each became a
+//! false cordon once nothing else held it back.
+//!
+//! The counters see some episodes and miss others of the same process, so the ones they
+//! see tell how long the ones they miss last. [`CongestionHorizon`] measures every run of
+//! rounds a node's counters report congestion (short gaps bridged), and the horizon is
+//! the configured one or [`HORIZON_MARGIN`] times a long run of this group's, whichever
+//! is longer. A group whose counters never report congestion keeps the configured horizon.
+
+use std::collections::{BTreeMap, VecDeque};
+
+/// Finished runs remembered, the newest kept: the horizon follows the fleet's congestion
+/// as its traffic changes, and the memory stays bounded.
+pub const HORIZON_RUNS: usize = 128;
+/// Rounds without a report that still continue a node's run: a counter read now and
+/// then misses a round of an episode that is still there.
+pub const HORIZON_BRIDGE: u64 = 3;
+/// Runs shorter than this are not remembered: the receiver of a flow that crossed a
+/// congested uplink, or a busy moment, reports a round or a few, hundreds of times a
+/// day, and counted they made every long run an outlier of the quantile (held out, a
+/// group's last 128 runs were all under 40 rounds beside an episode of 300 under way).
+pub const HORIZON_MIN_RUN: u64 = 30;
+/// The horizon is this many times the long run: congestion lasts about as long whether
+/// or not the counters see it, and the runs seen are only a sample of those to come.
+pub const HORIZON_MARGIN: f64 = 1.5;
+/// The learnt horizon is at most this many times the configured one: a group whose
+/// counters report congestion for hours (a PFC storm, a counter misread as congestion)
+/// holds a straggler nothing corroborates for that long at most, not for ever.
+pub const HORIZON_CAP: usize = 8;
+/// The long run is this quantile of the runs (the longest of fewer than twenty): one
+/// node busy for a day does not hold every straggler of its group for a day.
+pub const HORIZON_QUANTILE: f64 = 0.95;
+
+/// The runs of congestion the counters reported in one group: each node's run under way
+/// (first and last round), and the lengths of the last [`HORIZON_RUNS`] that ended of at
+/// least [`HORIZON_MIN_RUN`] rounds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct CongestionHorizon {
+    /// Per node, the run under way: its first and last reported round.
+    pub open: BTreeMap<usize, (u64, u64)>,
+    /// Lengths (rounds, first to last inclusive) of the runs that ended, oldest first.
+    pub ended: VecDeque<u64>,
+}
+
+impl CongestionHorizon {
+    /// Round `round`: the nodes whose own counters reported congestion.
+    pub fn observe(&mut self, round: u64, congested: &[usize]) {
+        // Close the runs whose gap is over first (rounds without a report since the last,
+        // this one included unless it reports): a node reported again after a longer gap
+        // starts a new run.
+        let reported: std::collections::BTreeSet<usize> = congested.iter().copied().collect();
+        let over: Vec<usize> = self
+            .open
+            .iter()
+            .filter(|(i, (_, last))| {
+                let missed = round
+                    .saturating_sub(*last)
+                    .saturating_sub(u64::from(reported.contains(i)));
+                missed > HORIZON_BRIDGE
+            })
+            .map(|(i, _)| *i)
+            .collect();
+        for i in over {
+            if let Some((first, last)) = self.open.remove(&i) {
+                let length = last.saturating_sub(first) + 1;
+                if length < HORIZON_MIN_RUN {
+                    continue;
+                }
+                self.ended.push_back(length);
+                if self.ended.len() > HORIZON_RUNS {
+                    self.ended.pop_front();
+                }
+            }
+        }
+        for &i in congested {
+            let run = self.open.entry(i).or_insert((round, round));
+            run.1 = run.1.max(round);
+        }
+    }
+
+    /// The long run at `round`: the [`HORIZON_QUANTILE`] of the ended runs and those under
+    /// way but `except`'s (a run still going is at least that long), or `None` without
+    /// any. A node's own run under way is its own doing as much as the fleet's: counted,
+    /// a node whose counters show congestion every other round would lengthen its own
+    /// horizon for as long as they did.
+    pub fn long_run(&self, round: u64, except: Option<usize>) -> Option<u64> {
+        let mut runs: Vec<u64> = self.ended.iter().copied().collect();
+        runs.extend(
+            self.open
+                .iter()
+                .filter(|(i, _)| Some(**i) != except)
+                .map(|(_, (first, _))| round.saturating_sub(*first) + 1)
+                .filter(|&length| length >= HORIZON_MIN_RUN),
+        );
+        if runs.is_empty() {
+            return None;
+        }
+        runs.sort_unstable();
+        let rank = ((runs.len() as f64) * HORIZON_QUANTILE).ceil() as usize;
+        Some(runs[rank.clamp(1, runs.len()) - 1])
+    }
+
+    /// The persistence horizon of node `node` at `round`: `floor` (the configured one),
+    /// or [`HORIZON_MARGIN`] times the long run when that is longer, at most
+    /// [`HORIZON_CAP`] times `floor`.
+    pub fn horizon(&self, round: u64, floor: usize, node: usize) -> usize {
+        let learnt = self
+            .long_run(round, Some(node))
+            .map_or(0, |r| (r as f64 * HORIZON_MARGIN).ceil() as usize);
+        floor.max(learnt.min(floor.saturating_mul(HORIZON_CAP)))
+    }
+
+    /// Drops the runs under way (their nodes' numbers change); the ended lengths stay, a
+    /// property of the fleet's traffic, not of a node.
+    pub fn forget_nodes(&mut self) {
+        self.open.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs close after more than [`HORIZON_BRIDGE`] quiet rounds, a gap up to it does not
+    /// end one, runs shorter than [`HORIZON_MIN_RUN`] are not counted, and the horizon is
+    /// the margin over the long run, never under the floor nor over [`HORIZON_CAP`] times it.
+    #[test]
+    fn runs_are_measured_and_the_horizon_follows_the_long_ones() {
+        let mut h = CongestionHorizon::default();
+        assert_eq!(h.horizon(0, 180, 0), 180);
+        // Node 1 reported in rounds 10..=209 with a gap of three rounds at 100..=102.
+        for r in 10..=215 {
+            let on = (10..=209).contains(&r) && !(100..=102).contains(&r);
+            h.observe(r, if on { &[1] } else { &[] });
+        }
+        assert_eq!(h.ended, VecDeque::from([200]));
+        assert_eq!(h.horizon(215, 180, 0), 300);
+        assert_eq!(h.horizon(215, 400, 0), 400);
+        assert_eq!(h.horizon(215, 20, 0), 20 * HORIZON_CAP);
+        // A gap of four rounds (40..=43) splits a run in two: 0..=39 is counted, 44..=60
+        // is too short; so is a run under way of 21 rounds.
+        let mut g = CongestionHorizon::default();
+        for r in 0..=70 {
+            let on = !(40..=43).contains(&r) && r <= 60;
+            g.observe(r, if on { &[3] } else { &[] });
+        }
+        assert_eq!(g.ended, VecDeque::from([40]));
+        g.observe(80, &[4]);
+        g.observe(100, &[4]);
+        assert_eq!(g.long_run(100, None), Some(40));
+    }
+
+    /// The long run is the 95th percentile of many: one node congested for 5,000 rounds
+    /// among forty runs of 50 does not set the horizon; a run under way counts at its
+    /// length so far, except for its own node; only the newest [`HORIZON_RUNS`] ended
+    /// runs are kept.
+    #[test]
+    fn one_long_run_among_many_does_not_set_the_horizon() {
+        let mut h = CongestionHorizon::default();
+        h.ended.extend(std::iter::repeat_n(50, 40));
+        h.ended.push_back(5000);
+        assert_eq!(h.long_run(0, None), Some(50));
+        h.open.insert(7, (1000, 1400));
+        h.open.insert(8, (1100, 1400));
+        h.open.insert(9, (1200, 1400));
+        // 44 runs: the 42nd shortest (ceil of 41.8) is the 301-round run under way; for
+        // node 8 itself, 43 (the 41st, ceil of 40.85): the 201-round one.
+        assert_eq!(h.long_run(1400, None), Some(301));
+        assert_eq!(h.long_run(1400, Some(8)), Some(201));
+        let mut g = CongestionHorizon::default();
+        for k in 0..HORIZON_RUNS as u64 + 50 {
+            for r in 0..HORIZON_MIN_RUN {
+                g.observe(100 * k + r, &[7]);
+            }
+        }
+        g.observe(1_000_000, &[]);
+        assert_eq!(g.ended.len(), HORIZON_RUNS);
+    }
+}

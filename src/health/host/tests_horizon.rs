@@ -1,0 +1,134 @@
+//! The persistence horizon learnt from the congestion the group's counters report: a
+//! straggler nothing corroborates waits longer in a group whose congestion lasts longer.
+
+use super::tests::{repairings, round};
+use super::*;
+
+/// A 16-node group: node 5 steadily 30 % slow from round 0, re-paired whenever the engine
+/// asks, no hardware sign and no congestion on its own counters; node 3's counters report
+/// congestion in the rounds `congested` says (its probes are not slowed: the run is all
+/// the engine learns from). Returns the round node 5 was recommended and the reason.
+fn recommended_beside(rounds: usize, congested: impl Fn(usize) -> bool) -> Option<(usize, String)> {
+    let n = 16;
+    let mut e = HealthEngine::new(n, HealthConfig::default());
+    let mut confirm: Vec<usize> = Vec::new();
+    for r in 0..rounds {
+        let mut input = round(n, 1 + r % 7, &[(5, 1.3)], |i| (i % 3) as f64 * 0.002);
+        repairings(&mut input, &confirm, n, |s| if s == 5 { 1.3 } else { 1.0 });
+        if congested(r) {
+            input.congested.push(3);
+        }
+        let out = e.step(&input);
+        confirm = out.confirm_requests.clone();
+        if let Some(t) = out
+            .transitions
+            .iter()
+            .find(|t| t.node == 5 && t.to == NodeState::QuarantineRecommended)
+        {
+            return Some((r, t.reason.clone()));
+        }
+    }
+    None
+}
+
+/// Node 3's counters reported congestion for 300 rounds (0 to 299): congestion in this
+/// group lasts that long, so node 5, slow from round 0 with nothing to corroborate it,
+/// waits 1.5 times that (450 steady rounds) instead of the configured 180; a run of 100
+/// rounds is shorter than the configured horizon and changes nothing. The reason names the
+/// horizon it waited.
+#[test]
+fn a_straggler_waits_longer_than_the_congestion_its_group_reported() {
+    let cfg = HealthConfig::default();
+    let (alone, why) = recommended_beside(1000, |_| false).expect("alone");
+    assert!(
+        why.contains(&format!(
+            "the horizon is {} rounds",
+            cfg.uncorroborated_hold
+        )),
+        "{why}"
+    );
+    let (short, _) = recommended_beside(1000, |r| r < 100).expect("short congestion");
+    assert_eq!(short, alone);
+    let (long, why) = recommended_beside(1000, |r| r < 300).expect("long congestion");
+    // Node 5's slow rounds count from round 0 (see the configured horizon's test): the
+    // 450th is round 449, and the window's warm-up and a re-pairing follow at most.
+    assert!(long + 1 >= 450 && long <= 450 + cfg.window + 2, "{long}");
+    assert!(why.contains("the horizon is 450 rounds"), "{why}");
+}
+
+/// Node 5's own counters report congestion every other round for as long as it is slow:
+/// its own run does not lengthen its own horizon (it waits about twice the configured one,
+/// the rounds its counters did not explain, as without the learnt horizon).
+#[test]
+fn a_node_own_congestion_does_not_lengthen_its_own_horizon() {
+    let n = 16;
+    let cfg = HealthConfig::default();
+    let mut e = HealthEngine::new(n, cfg.clone());
+    let mut confirm: Vec<usize> = Vec::new();
+    let mut at = None;
+    for r in 0..800 {
+        let mut input = round(n, 1 + r % 7, &[(5, 1.3)], |i| (i % 3) as f64 * 0.002);
+        repairings(&mut input, &confirm, n, |s| if s == 5 { 1.3 } else { 1.0 });
+        if r % 2 == 0 {
+            input.congested.push(5);
+        }
+        confirm = e.step(&input).confirm_requests;
+        if e.states()[5] == NodeState::QuarantineRecommended {
+            at = Some(r);
+            break;
+        }
+    }
+    let at = at.expect("recommended");
+    let h = cfg.uncorroborated_hold;
+    assert!(at + 1 >= 2 * h && at <= 2 * h + 2 * cfg.window + 4, "{at}");
+}
+
+/// The runs the counters reported are in the engine's state: an engine that takes over
+/// in the middle of node 3's 300-round run waits the same 450 rounds for node 5 as the
+/// engine that saw the whole run; a state with an impossible run is refused, naming it.
+#[test]
+fn a_restored_engine_keeps_the_runs_it_learnt_from() {
+    let n = 16;
+    let step = |e: &mut HealthEngine, r: usize, confirm: &[usize]| {
+        let mut input = round(n, 1 + r % 7, &[(5, 1.3)], |i| (i % 3) as f64 * 0.002);
+        repairings(&mut input, confirm, n, |s| if s == 5 { 1.3 } else { 1.0 });
+        if r < 300 {
+            input.congested.push(3);
+        }
+        e.step(&input)
+    };
+    let mut old = HealthEngine::new(n, HealthConfig::default());
+    let mut confirm = Vec::new();
+    for r in 0..200 {
+        confirm = step(&mut old, r, &confirm).confirm_requests;
+    }
+    let mut new = HealthEngine::new(n, HealthConfig::default());
+    new.restore(&old.snapshot()).unwrap();
+    let mut at = None;
+    for r in 200..600 {
+        let a = step(&mut old, r, &confirm);
+        let b = step(&mut new, r, &confirm);
+        assert_eq!(a, b, "round {r}");
+        confirm = a.confirm_requests;
+        if new.states()[5] == NodeState::QuarantineRecommended {
+            at.get_or_insert(r);
+        }
+    }
+    assert!(at.is_some_and(|r| r + 1 >= 450), "{at:?}");
+    for (field, bad) in [
+        ("congestion_ended", serde_json::json!([0])),
+        ("congestion_ended", serde_json::json!(vec![40; 200])),
+        ("congestion_open", serde_json::json!([[3, 50, 40]])),
+        ("congestion_open", serde_json::json!([[99, 1, 2]])),
+    ] {
+        let mut v: serde_json::Value = serde_json::from_slice(&old.snapshot()).unwrap();
+        v[field] = bad.clone();
+        let mut fresh = HealthEngine::new(n, HealthConfig::default());
+        let err = fresh
+            .restore(&serde_json::to_vec(&v).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(field), "{bad}: {err}");
+        assert_eq!(fresh.rounds(), 0);
+    }
+}
