@@ -11,9 +11,11 @@
 //! see tell how long the ones they miss last. [`CongestionHorizon`] measures every run of
 //! rounds a node's counters report congestion (short gaps bridged), and the horizon is
 //! the configured one or [`HORIZON_MARGIN`] times a long run of this group's, whichever
-//! is longer. A group whose counters never report congestion keeps the configured horizon.
+//! is longer, and at most [`HORIZON_CAP`] times the configured one. A group whose counters
+//! never report a long run (or fewer than [`HORIZON_MIN_RUNS`]) keeps the configured
+//! horizon.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Finished runs remembered, the newest kept: the horizon follows the fleet's congestion
 /// as its traffic changes, and the memory stays bounded.
@@ -34,8 +36,12 @@ pub const HORIZON_MARGIN: f64 = 1.5;
 /// holds a straggler nothing corroborates for that long at most, not for ever.
 pub const HORIZON_CAP: usize = 8;
 /// The long run is this quantile of the runs (the longest of fewer than twenty): one
-/// node busy for a day does not hold every straggler of its group for a day.
+/// node busy for a day among twenty runs or more does not hold every straggler of its
+/// group for a day.
 pub const HORIZON_QUANTILE: f64 = 0.95;
+/// Runs needed before the horizon is learnt at all: one counter stuck at congested (a PFC
+/// storm, a counter misread) is one run, and alone it sets nothing.
+pub const HORIZON_MIN_RUNS: usize = 3;
 
 /// The runs of congestion the counters reported in one group: each node's run under way
 /// (first and last round), and the lengths of the last [`HORIZON_RUNS`] that ended of at
@@ -54,7 +60,7 @@ impl CongestionHorizon {
         // Close the runs whose gap is over first (rounds without a report since the last,
         // this one included unless it reports): a node reported again after a longer gap
         // starts a new run.
-        let reported: std::collections::BTreeSet<usize> = congested.iter().copied().collect();
+        let reported: BTreeSet<usize> = congested.iter().copied().collect();
         let over: Vec<usize> = self
             .open
             .iter()
@@ -67,15 +73,8 @@ impl CongestionHorizon {
             .map(|(i, _)| *i)
             .collect();
         for i in over {
-            if let Some((first, last)) = self.open.remove(&i) {
-                let length = last.saturating_sub(first) + 1;
-                if length < HORIZON_MIN_RUN {
-                    continue;
-                }
-                self.ended.push_back(length);
-                if self.ended.len() > HORIZON_RUNS {
-                    self.ended.pop_front();
-                }
+            if let Some(run) = self.open.remove(&i) {
+                self.end(run);
             }
         }
         for &i in congested {
@@ -84,21 +83,34 @@ impl CongestionHorizon {
         }
     }
 
-    /// The long run at `round`: the [`HORIZON_QUANTILE`] of the ended runs and those under
-    /// way but `except`'s (a run still going is at least that long), or `None` without
-    /// any. A node's own run under way is its own doing as much as the fleet's: counted,
-    /// a node whose counters show congestion every other round would lengthen its own
-    /// horizon for as long as they did.
-    pub fn long_run(&self, round: u64, except: Option<usize>) -> Option<u64> {
+    /// Remembers a run that ended, if it is long enough to count.
+    fn end(&mut self, (first, last): (u64, u64)) {
+        let length = last.saturating_sub(first) + 1;
+        if length < HORIZON_MIN_RUN {
+            return;
+        }
+        self.ended.push_back(length);
+        if self.ended.len() > HORIZON_RUNS {
+            self.ended.pop_front();
+        }
+    }
+
+    /// The long run: the [`HORIZON_QUANTILE`] of the ended runs and those under way but
+    /// `except`'s (each so far, to its last report: a run still going is at least that
+    /// long), or `None` with fewer than [`HORIZON_MIN_RUNS`]. A node's own run under way
+    /// is its own doing as much as the fleet's: counted, a node whose counters show
+    /// congestion every other round would lengthen its own horizon for as long as they
+    /// did. (Its own runs that ended count, as anyone's.)
+    pub fn long_run(&self, except: Option<usize>) -> Option<u64> {
         let mut runs: Vec<u64> = self.ended.iter().copied().collect();
         runs.extend(
             self.open
                 .iter()
                 .filter(|(i, _)| Some(**i) != except)
-                .map(|(_, (first, _))| round.saturating_sub(*first) + 1)
+                .map(|(_, (first, last))| last.saturating_sub(*first) + 1)
                 .filter(|&length| length >= HORIZON_MIN_RUN),
         );
-        if runs.is_empty() {
+        if runs.len() < HORIZON_MIN_RUNS {
             return None;
         }
         runs.sort_unstable();
@@ -106,20 +118,29 @@ impl CongestionHorizon {
         Some(runs[rank.clamp(1, runs.len()) - 1])
     }
 
-    /// The persistence horizon of node `node` at `round`: `floor` (the configured one),
-    /// or [`HORIZON_MARGIN`] times the long run when that is longer, at most
-    /// [`HORIZON_CAP`] times `floor`.
-    pub fn horizon(&self, round: u64, floor: usize, node: usize) -> usize {
+    /// The persistence horizon of node `node`: `floor` (the configured one), or
+    /// [`HORIZON_MARGIN`] times the long run when that is longer, at most [`HORIZON_CAP`]
+    /// times `floor`.
+    pub fn horizon(&self, floor: usize, node: usize) -> usize {
         let learnt = self
-            .long_run(round, Some(node))
+            .long_run(Some(node))
             .map_or(0, |r| (r as f64 * HORIZON_MARGIN).ceil() as usize);
         floor.max(learnt.min(floor.saturating_mul(HORIZON_CAP)))
     }
 
-    /// Drops the runs under way (their nodes' numbers change); the ended lengths stay, a
-    /// property of the fleet's traffic, not of a node.
-    pub fn forget_nodes(&mut self) {
-        self.open.clear();
+    /// Carries the runs under way over to a new member list (`map[old]`: the old node's
+    /// new index, `None`: gone); a gone node's run ends where its last report was. The
+    /// ended lengths stay: they are the fleet's traffic, not a node's.
+    pub fn remap(&mut self, map: &[Option<usize>]) {
+        let open = std::mem::take(&mut self.open);
+        for (i, run) in open {
+            match map.get(i).copied().flatten() {
+                Some(j) => {
+                    self.open.insert(j, run);
+                }
+                None => self.end(run),
+            }
+        }
     }
 }
 
@@ -128,32 +149,49 @@ mod tests {
     use super::*;
 
     /// Runs close after more than [`HORIZON_BRIDGE`] quiet rounds, a gap up to it does not
-    /// end one, runs shorter than [`HORIZON_MIN_RUN`] are not counted, and the horizon is
-    /// the margin over the long run, never under the floor nor over [`HORIZON_CAP`] times it.
+    /// end one, runs shorter than [`HORIZON_MIN_RUN`] are not counted, nothing is learnt
+    /// from fewer than [`HORIZON_MIN_RUNS`], and the horizon is the margin over the long
+    /// run, never under the floor nor over [`HORIZON_CAP`] times it.
     #[test]
     fn runs_are_measured_and_the_horizon_follows_the_long_ones() {
         let mut h = CongestionHorizon::default();
-        assert_eq!(h.horizon(0, 180, 0), 180);
-        // Node 1 reported in rounds 10..=209 with a gap of three rounds at 100..=102.
+        assert_eq!(h.horizon(180, 0), 180);
+        // Nodes 1, 2 and 3 reported in rounds 10..=209, node 1 with a gap of three rounds
+        // at 100..=102.
         for r in 10..=215 {
-            let on = (10..=209).contains(&r) && !(100..=102).contains(&r);
-            h.observe(r, if on { &[1] } else { &[] });
+            let on = (10..=209).contains(&r);
+            let nodes: &[usize] = match (on, (100..=102).contains(&r)) {
+                (false, _) => &[],
+                (true, true) => &[2, 3],
+                (true, false) => &[1, 2, 3],
+            };
+            h.observe(r, nodes);
         }
-        assert_eq!(h.ended, VecDeque::from([200]));
-        assert_eq!(h.horizon(215, 180, 0), 300);
-        assert_eq!(h.horizon(215, 400, 0), 400);
-        assert_eq!(h.horizon(215, 20, 0), 20 * HORIZON_CAP);
+        assert_eq!(h.ended, VecDeque::from([200, 200, 200]));
+        assert_eq!(h.horizon(180, 0), 300);
+        assert_eq!(h.horizon(400, 0), 400);
+        assert_eq!(h.horizon(20, 0), 20 * HORIZON_CAP);
+        // Two runs are not enough, however long.
+        h.ended.pop_back();
+        assert_eq!((h.long_run(None), h.horizon(180, 0)), (None, 180));
         // A gap of four rounds (40..=43) splits a run in two: 0..=39 is counted, 44..=60
-        // is too short; so is a run under way of 21 rounds.
+        // is too short; so is node 4's run under way of 21 rounds (80..=100). With two
+        // more runs of 30, the long run is the longest of the three.
         let mut g = CongestionHorizon::default();
-        for r in 0..=70 {
-            let on = !(40..=43).contains(&r) && r <= 60;
-            g.observe(r, if on { &[3] } else { &[] });
+        for r in 0..=100 {
+            let mut nodes = Vec::new();
+            if !(40..=43).contains(&r) && r <= 60 {
+                nodes.push(3);
+            }
+            if (80..=100).contains(&r) {
+                nodes.push(4);
+            }
+            g.observe(r, &nodes);
         }
         assert_eq!(g.ended, VecDeque::from([40]));
-        g.observe(80, &[4]);
-        g.observe(100, &[4]);
-        assert_eq!(g.long_run(100, None), Some(40));
+        assert_eq!(g.open[&4], (80, 100));
+        g.ended.extend([30, 30]);
+        assert_eq!(g.long_run(None), Some(40));
     }
 
     /// The long run is the 95th percentile of many: one node congested for 5,000 rounds
@@ -165,21 +203,41 @@ mod tests {
         let mut h = CongestionHorizon::default();
         h.ended.extend(std::iter::repeat_n(50, 40));
         h.ended.push_back(5000);
-        assert_eq!(h.long_run(0, None), Some(50));
+        assert_eq!(h.long_run(None), Some(50));
         h.open.insert(7, (1000, 1400));
         h.open.insert(8, (1100, 1400));
         h.open.insert(9, (1200, 1400));
         // 44 runs: the 42nd shortest (ceil of 41.8) is the 301-round run under way; for
         // node 8 itself, 43 (the 41st, ceil of 40.85): the 201-round one.
-        assert_eq!(h.long_run(1400, None), Some(301));
-        assert_eq!(h.long_run(1400, Some(8)), Some(201));
+        assert_eq!(h.long_run(None), Some(301));
+        assert_eq!(h.long_run(Some(8)), Some(201));
+        // Runs of 30, 31, 32, ... one after another: the first 50 are dropped.
         let mut g = CongestionHorizon::default();
-        for k in 0..HORIZON_RUNS as u64 + 50 {
-            for r in 0..HORIZON_MIN_RUN {
-                g.observe(100 * k + r, &[7]);
+        let (mut round, runs) = (0, HORIZON_RUNS as u64 + 50);
+        for k in 0..runs {
+            for _ in 0..HORIZON_MIN_RUN + k {
+                round += 1;
+                g.observe(round, &[7]);
             }
+            round += 10;
         }
-        g.observe(1_000_000, &[]);
+        g.observe(round + 10, &[]);
         assert_eq!(g.ended.len(), HORIZON_RUNS);
+        assert_eq!(g.ended.front(), Some(&(HORIZON_MIN_RUN + 50)));
+        assert_eq!(g.ended.back(), Some(&(HORIZON_MIN_RUN + runs - 1)));
+    }
+
+    /// A remap moves each run under way to its node's new index; a gone node's run ends
+    /// (counted when long enough); the ended runs stay.
+    #[test]
+    fn a_remap_carries_the_runs_under_way() {
+        let mut h = CongestionHorizon::default();
+        h.ended.push_back(77);
+        h.open.insert(0, (1, 40));
+        h.open.insert(1, (1, 40));
+        h.open.insert(2, (30, 40));
+        h.remap(&[Some(5), None, None]);
+        assert_eq!(h.open, BTreeMap::from([(5, (1, 40))]));
+        assert_eq!(h.ended, VecDeque::from([77, 40]));
     }
 }

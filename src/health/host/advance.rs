@@ -399,7 +399,7 @@ impl HealthEngine {
             "confirmed straggler: still {:.1}% slower {how} and a second re-pairing with {} known-good peers; {}",
             (w.score.exp() - 1.0) * 100.0,
             c.len(),
-            corroboration(d, self.horizon(i))
+            corroboration(d, (self.horizon(i), self.cfg.uncorroborated_hold))
         );
         self.set(i, NodeState::QuarantineRecommended, reason, e, out);
     }
@@ -425,8 +425,7 @@ impl HealthEngine {
     /// Node `i`'s persistence horizon now: `uncorroborated_hold`, or longer when the
     /// group's counters have reported longer congestion ([`crate::health::horizon`]).
     pub(super) fn horizon(&self, i: NodeIx) -> usize {
-        self.congestion
-            .horizon(self.nodes.round(), self.cfg.uncorroborated_hold, i.0)
+        self.congestion.horizon(self.cfg.uncorroborated_hold, i.0)
     }
 
     /// The short hold of a run of `slow` rounds of which `unexplained` its counters did not
@@ -459,7 +458,7 @@ impl HealthEngine {
 
 /// What a quarantine rests on besides the probes, for its reason: the hardware signs
 /// that corroborate the episode, or the length of the run when none do.
-fn corroboration(d: &super::NodeData, horizon: usize) -> String {
+fn corroboration(d: &super::NodeData, (horizon, configured): (usize, usize)) -> String {
     if corroborates(d.sign_rounds, d.slow_rounds) {
         format!(
             "corroborated by its own hardware in {} of its slow rounds: {}",
@@ -468,8 +467,13 @@ fn corroboration(d: &super::NodeData, horizon: usize) -> String {
         )
     } else {
         format!(
-            "no hardware evidence: slow beyond the persistence horizon ({} steadily slow rounds its counters did not explain; the horizon is {horizon} rounds, at least as long as the group's congestion lasts)",
-            d.persist
+            "no hardware evidence: slow beyond the persistence horizon ({} steadily slow rounds its counters did not explain; the horizon is {horizon} rounds, {})",
+            d.persist,
+            if horizon > configured {
+                "learnt from the congestion its group's counters reported"
+            } else {
+                "as configured"
+            }
         )
     }
 }

@@ -442,8 +442,10 @@ impl HealthEngine {
         let windows: Vec<score::Window> = (0..n).map(|i| self.window(NodeIx(i), &r)).collect();
         let mut confirm = self.confirmations(input, &r);
         out.scores = windows.iter().map(|w| w.score).collect();
-        let now = self.nodes.round();
-        self.congestion.observe(now, &input.congested);
+        // Only the group's own members (as hard faults and reports): a state the engine
+        // writes must be one it takes back.
+        let congested: Vec<usize> = input.congested.iter().copied().filter(|&i| i < n).collect();
+        self.congestion.observe(self.nodes.round(), &congested);
         let crowds = self.crowded(&windows, &r, &input.tors, &judged);
         out.fabric_degraded = r.fabric || crowds.fabric;
         // A ToR too small for a fitted level has no level to judge: whether all its

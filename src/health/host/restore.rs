@@ -17,7 +17,7 @@ use crate::health::fabric::{
     BaseRate, Baseline, Normal, PARTIAL_ROUNDS, PartialFabric, RateLearning,
 };
 use crate::health::hardware::Signs;
-use crate::health::horizon::{CongestionHorizon, HORIZON_RUNS};
+use crate::health::horizon::{CongestionHorizon, HORIZON_MIN_RUN, HORIZON_RUNS};
 use crate::health::lifecycle::{Counts, Lifecycle, Track};
 use crate::health::pairs::Pairs;
 use crate::snapshot::probe::NodeState;
@@ -187,6 +187,7 @@ struct Snapshot {
     /// from the configured one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     congestion_open: Vec<(usize, u64, u64)>,
+    /// The lengths of the last runs that ended, oldest first (see `congestion_open`).
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     congestion_ended: VecDeque<u64>,
 }
@@ -220,23 +221,24 @@ impl Snapshot {
             || self
                 .congestion_ended
                 .iter()
-                .any(|&l| l == 0 || l > self.round + 1)
+                .any(|&l| l < HORIZON_MIN_RUN || l > self.round)
         {
             return bad(
                 "congestion_ended",
                 format!(
-                    "more than {HORIZON_RUNS} runs, or a run of no rounds or more than {}",
-                    self.round + 1
+                    "more than {HORIZON_RUNS} runs, or a run under {HORIZON_MIN_RUN} rounds or over {}",
+                    self.round
                 ),
             );
         }
         let n = self.nodes.len();
+        let mut seen = std::collections::BTreeSet::new();
         for &(i, first, last) in &self.congestion_open {
-            if i >= n || first > last || last > self.round {
+            if i >= n || first == 0 || first > last || last > self.round || !seen.insert(i) {
                 return bad(
                     "congestion_open",
                     format!(
-                        "node {i}: a run from round {first} to {last} in {} rounds of {n} nodes",
+                        "node {i}: a run from round {first} to {last} in {} rounds of {n} nodes, or a second run of the node",
                         self.round
                     ),
                 );
@@ -327,7 +329,7 @@ impl HealthEngine {
         self.links.remap(map);
         self.link_seen.clear();
         self.dip.remap(map);
-        self.congestion.forget_nodes();
+        self.congestion.remap(map);
         self.tors.forget_topology();
     }
 
