@@ -128,6 +128,50 @@ impl CongestionHorizon {
         floor.max(learnt.min(floor.saturating_mul(HORIZON_CAP)))
     }
 
+    /// The wire form: the runs under way as (node, first round, last round), and the
+    /// lengths of those that ended.
+    pub fn wire(&self) -> (Vec<(usize, u64, u64)>, VecDeque<u64>) {
+        let open = self
+            .open
+            .iter()
+            .map(|(i, (first, last))| (*i, *first, *last))
+            .collect();
+        (open, self.ended.clone())
+    }
+
+    /// The runs of a [`CongestionHorizon::wire`] form from an engine over `n` nodes at round
+    /// `round`; or the field and why no such engine could have written it (more than
+    /// [`HORIZON_RUNS`] ended runs, one shorter than [`HORIZON_MIN_RUN`] or longer than the
+    /// rounds so far; a run under way of a node out of range, twice, from round 0, ending
+    /// before it begins or after `round`).
+    pub fn from_wire(
+        (open, ended): (Vec<(usize, u64, u64)>, VecDeque<u64>),
+        n: usize,
+        round: u64,
+    ) -> Result<Self, (&'static str, String)> {
+        if ended.len() > HORIZON_RUNS || ended.iter().any(|&l| l < HORIZON_MIN_RUN || l > round) {
+            return Err((
+                "congestion_ended",
+                format!(
+                    "more than {HORIZON_RUNS} runs, or a run under {HORIZON_MIN_RUN} rounds or over {round}"
+                ),
+            ));
+        }
+        let mut runs = BTreeMap::new();
+        for (i, first, last) in open {
+            if i >= n || first == 0 || first > last || last > round || runs.contains_key(&i) {
+                return Err((
+                    "congestion_open",
+                    format!(
+                        "node {i}: a run from round {first} to {last} in {round} rounds of {n} nodes, or a second run of the node"
+                    ),
+                ));
+            }
+            runs.insert(i, (first, last));
+        }
+        Ok(Self { open: runs, ended })
+    }
+
     /// Carries the runs under way over to a new member list (`map[old]`: the old node's
     /// new index, `None`: gone); a gone node's run ends where its last report was. The
     /// ended lengths stay: they are the fleet's traffic, not a node's.

@@ -17,7 +17,7 @@ use crate::health::fabric::{
     BaseRate, Baseline, Normal, PARTIAL_ROUNDS, PartialFabric, RateLearning,
 };
 use crate::health::hardware::Signs;
-use crate::health::horizon::{CongestionHorizon, HORIZON_MIN_RUN, HORIZON_RUNS};
+use crate::health::horizon::CongestionHorizon;
 use crate::health::lifecycle::{Counts, Lifecycle, Track};
 use crate::health::pairs::Pairs;
 use crate::snapshot::probe::NodeState;
@@ -217,33 +217,6 @@ impl Snapshot {
         if self.fabric_hist.len() > w || self.partial_hist.len() > w.max(PARTIAL_ROUNDS) {
             return bad("fabric_hist", "longer than the window".into());
         }
-        if self.congestion_ended.len() > HORIZON_RUNS
-            || self
-                .congestion_ended
-                .iter()
-                .any(|&l| l < HORIZON_MIN_RUN || l > self.round)
-        {
-            return bad(
-                "congestion_ended",
-                format!(
-                    "more than {HORIZON_RUNS} runs, or a run under {HORIZON_MIN_RUN} rounds or over {}",
-                    self.round
-                ),
-            );
-        }
-        let n = self.nodes.len();
-        let mut seen = std::collections::BTreeSet::new();
-        for &(i, first, last) in &self.congestion_open {
-            if i >= n || first == 0 || first > last || last > self.round || !seen.insert(i) {
-                return bad(
-                    "congestion_open",
-                    format!(
-                        "node {i}: a run from round {first} to {last} in {} rounds of {n} nodes, or a second run of the node",
-                        self.round
-                    ),
-                );
-            }
-        }
         let max_obs = cfg.link_observations.max(1);
         for ((a, b), obs) in &self.links {
             if obs.len() > max_obs || obs.iter().any(|d| !d.is_finite()) || a == b {
@@ -337,6 +310,7 @@ impl HealthEngine {
     /// thresholds), for a member that joins a group to take over from one that has been
     /// in it longer, so that every member computes the same verdicts.
     pub fn snapshot(&self) -> Vec<u8> {
+        let (congestion_open, congestion_ended) = self.congestion.wire();
         let mut s = Snapshot {
             nodes: self.nodes.tracks().iter().map(NodeWire::of).collect(),
             round: self.nodes.round(),
@@ -352,13 +326,8 @@ impl HealthEngine {
                 .collect(),
             held: self.links.held.iter().copied().collect(),
             dip_normal: self.dip.normal_wire(),
-            congestion_open: self
-                .congestion
-                .open
-                .iter()
-                .map(|(i, (first, last))| (*i, *first, *last))
-                .collect(),
-            congestion_ended: self.congestion.ended.clone(),
+            congestion_open,
+            congestion_ended,
         };
         let bytes = serde_json::to_vec(&s).unwrap_or_default();
         if s.dip_normal.is_none()
@@ -394,6 +363,9 @@ impl HealthEngine {
                 reason,
             })?,
         };
+        let congestion =
+            CongestionHorizon::from_wire((s.congestion_open, s.congestion_ended), n, s.round)
+                .map_err(|(field, reason)| RestoreError::Invalid { field, reason })?;
         self.nodes =
             Lifecycle::restored(s.round, s.nodes.into_iter().map(NodeWire::track).collect());
         self.baseline = Normal {
@@ -411,14 +383,7 @@ impl HealthEngine {
             held: s.held.into_iter().collect(),
         };
         self.dip = dip;
-        self.congestion = CongestionHorizon {
-            open: s
-                .congestion_open
-                .into_iter()
-                .map(|(i, first, last)| (i, (first, last)))
-                .collect(),
-            ended: s.congestion_ended,
-        };
+        self.congestion = congestion;
         self.link_seen.clear();
         self.tors.forget_topology();
         Ok(())
