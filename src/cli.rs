@@ -150,6 +150,12 @@ pub struct SimulateArgs {
         conflicts_with = "scenario"
     )]
     pub generate_in_sample: Option<u64>,
+    /// With --generate: the NPU ports' own congestion counters see part of the device
+    /// plane's congestion too (each process's signal drawn from 0 to 1, from a stream of
+    /// its own: the same scenarios otherwise). Without it the generated ports' counters
+    /// see none of it.
+    #[arg(long = "device-counters", requires = "generate")]
+    pub device_counters: bool,
     /// Run N scenarios and pool them: N generated ones from the --generate (or
     /// --generate-in-sample) seed up, else
     /// the scenario with N seeds from its own (or --seed) up. Prints one line per run and

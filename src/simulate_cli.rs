@@ -126,6 +126,10 @@ fn scenarios(
     let n = a.batch.unwrap_or(1);
     let mut out = Vec::new();
     let generated = match (a.generate, a.generate_in_sample) {
+        (Some(seed), _) if a.device_counters => Some((
+            seed,
+            hcclwatch::simulate::ood::generate_with_device_counters as Generator,
+        )),
         (Some(seed), _) => Some((seed, hcclwatch::simulate::ood::generate as Generator)),
         (None, Some(seed)) => Some((seed, hcclwatch::simulate::generate::generate as Generator)),
         (None, None) => None,

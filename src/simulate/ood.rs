@@ -178,6 +178,25 @@ fn hardware(seed: u64, s: &mut Scenario) {
     }
 }
 
+/// The out-of-distribution scenario of `seed` ([`generate`]) with counters on its NPU
+/// ports too: each device-plane congestion process shows in the ports' pause-frame and CNP
+/// counters with a `signal` drawn from 0 to 1, as the host plane's does, from a stream of
+/// its own, so every other draw of the scenario is what [`generate`] gives. (The held-out
+/// scenarios themselves keep the ports' counters blind: the roughest world for the device
+/// plane; this is the world in which its counters can teach anything, compared on the
+/// same episodes.)
+pub fn generate_with_device_counters(seed: u64) -> Result<Scenario, ScenarioError> {
+    let mut s = generate(seed)?;
+    let mut d = Pick(ChaCha8Rng::seed_from_u64(seed ^ 0x6463_0000_0000_0027));
+    for c in &mut s.congestion {
+        if c.plane == Plane::Device {
+            c.signal = d.f(0.0, 1.0);
+        }
+    }
+    let name = s.name.clone();
+    s.check(&name)
+}
+
 fn fleet(p: &mut Pick, family: &str, seed: u64) -> Fleet {
     let device = family == "device";
     let nodes = if device {
@@ -546,6 +565,29 @@ fn crowd(p: &mut Pick, s: &mut Scenario) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With the ports' counters on, a generated scenario differs only in its device-plane
+    /// processes' signal, drawn in (0, 1): the same fleet, faults, noise and host processes.
+    #[test]
+    fn device_counters_change_only_the_device_planes_signal() {
+        let mut drawn = 0;
+        for seed in HELD_OUT_SEEDS..HELD_OUT_SEEDS + 12 {
+            let (plain, with) = (
+                generate(seed).expect("valid"),
+                generate_with_device_counters(seed).expect("valid"),
+            );
+            let mut blind = with.clone();
+            for c in &mut blind.congestion {
+                if c.plane == Plane::Device {
+                    assert!((0.0..1.0).contains(&c.signal), "{}", c.signal);
+                    drawn += usize::from(c.signal > 0.0);
+                    c.signal = 0.0;
+                }
+            }
+            assert_eq!(blind, plain, "seed {seed}");
+        }
+        assert!(drawn > 0, "no device-plane process in 12 scenarios");
+    }
 
     #[test]
     fn a_small_fleet_gets_fewer_faults_rather_than_no_scenario() {

@@ -214,12 +214,6 @@ fn congestion(s: &Scenario, c: &Congestion, k: &str, o: &mut Out) {
         1.0,
         "a probability: the share of episodes the nodes' counters show",
     );
-    if c.signal > 0.0 && c.plane == Plane::Device {
-        o.push(
-            key("signal"),
-            "the counters signal is read for the host plane's probes; this process is on the device plane",
-        );
-    }
     let npus = s.fleet.npus_per_node;
     if c.plane.device() && npus == 0 {
         o.push(

@@ -131,3 +131,22 @@ fn a_silent_hard_fault_and_tor_loss_drop_device_pings() {
         "lost {lost} through the lossy ToR"
     );
 }
+
+/// Device-plane congestion shows in the NPU ports' own counters as `signal` says: a port
+/// whose own link is congested by a visible episode is flagged, and with `signal = 0`
+/// no port is (the scenario's episodes are the same either way).
+#[test]
+fn device_congestion_shows_in_the_ports_counters_by_its_signal() {
+    let with = |signal: &str| {
+        world(
+            "nodes = 8\nnpus_per_node = 2\ntor_size = 4\nrounds = 400",
+            &format!(
+                "[[congestion]]\non = \"uplink\"\nplane = \"device\"\nat = [5]\nrate = 1\nmean_rounds = 100000\nmagnitude_sd = 0\nsignal = {signal}\n"
+            ),
+        )
+    };
+    let ports: Vec<usize> = (0..16).collect();
+    let flagged = |w: &World| w.device_congested(200, &ports, &[]);
+    assert_eq!(flagged(&with("1")).into_iter().collect::<Vec<_>>(), [5]);
+    assert!(flagged(&with("0")).is_empty());
+}
