@@ -8,7 +8,7 @@
 use serde::Serialize;
 
 use crate::snapshot::overrides::{Override, OverridesSnapshot};
-use crate::snapshot::probe::{DeviceView, ProbeSnapshot, SpineView, Transition};
+use crate::snapshot::probe::{DeviceView, Horizon, ProbeSnapshot, SpineView, Transition};
 
 /// The whole response.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -35,6 +35,8 @@ pub struct State {
     pub spines: Vec<Spine>,
     /// Lasting changes that became the new normal since start.
     pub normal_changes: NormalChanges,
+    /// The persistence horizon the engine applies now; null before its first round.
+    pub persistence_horizon: Option<PersistenceHorizon>,
     /// The group as formed.
     pub membership: Membership,
     /// Every candidate member, in candidate order.
@@ -253,6 +255,9 @@ pub struct Device {
     /// Times the NPU pings' round median was learnt again since start, after 180 device
     /// rounds in a row above its normal (the fabric event it made ends).
     pub median_changes: u64,
+    /// The persistence horizon the device engine applies now, in device rounds; null
+    /// before its first round.
+    pub persistence_horizon: Option<PersistenceHorizon>,
     /// A large share of the NPU fabric (or a ToR) is bad: no port or node verdict.
     pub fabric_degraded: bool,
     /// Members most of whose ports are bad.
@@ -268,6 +273,33 @@ pub struct Device {
     pub ports: Vec<Port>,
     /// The latest port state changes, oldest first.
     pub transitions: Vec<PortTransition>,
+}
+
+/// How long a straggler (or NPU port) that nothing corroborates must stay steadily slow
+/// before its quarantine is recommended, and what that rests on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PersistenceHorizon {
+    /// Rounds of the plane.
+    pub rounds: usize,
+    /// The configured horizon (`health.uncorroborated_hold` on the host plane).
+    pub configured_rounds: usize,
+    /// Whether it is learnt from the congestion the counters reported (longer than
+    /// configured).
+    pub learnt: bool,
+    /// The congestion runs it rests on (at least 30 rounds each; fewer than 3 teach
+    /// nothing).
+    pub congestion_runs: usize,
+}
+
+impl From<Horizon> for PersistenceHorizon {
+    fn from(h: Horizon) -> Self {
+        PersistenceHorizon {
+            rounds: h.rounds,
+            configured_rounds: h.configured,
+            learnt: h.rounds > h.configured,
+            congestion_runs: h.runs,
+        }
+    }
 }
 
 /// A device-plane ToR verdict, with its members and evidence.
@@ -317,6 +349,7 @@ impl Device {
             rounds: d.rounds,
             normal_changes: d.normal_changes,
             median_changes: d.median_changes,
+            persistence_horizon: d.horizon.map(PersistenceHorizon::from),
             fabric_degraded: d.fabric_degraded,
             node_verdicts: d.node_verdicts.iter().map(|n| p.name(*n)).collect(),
             pair_verdicts: d
@@ -518,6 +551,7 @@ impl From<&ProbeSnapshot> for State {
                 tor: p.normal_changes.tor,
                 dip: p.normal_changes.dip,
             },
+            persistence_horizon: p.horizon.map(PersistenceHorizon::from),
             membership: Membership {
                 group_members: p.group_members,
                 stale: p.membership_stale,
@@ -579,6 +613,50 @@ impl NotEnabled {
 mod tests {
     use super::*;
     use crate::snapshot::probe::MemberView;
+
+    /// The horizon is null before the first round, and says it is learnt only when it is
+    /// longer than configured.
+    #[test]
+    fn the_horizon_says_whether_it_is_learnt() {
+        assert_eq!(
+            State::from(&ProbeSnapshot::default()).persistence_horizon,
+            None
+        );
+        let state = |rounds| {
+            let p = ProbeSnapshot {
+                horizon: Some(Horizon {
+                    rounds,
+                    configured: 180,
+                    runs: 4,
+                }),
+                ..ProbeSnapshot::default()
+            };
+            State::from(&p).persistence_horizon.map(|h| h.learnt)
+        };
+        assert_eq!((state(180), state(181)), (Some(false), Some(true)));
+    }
+
+    /// The device plane's horizon is its own, beside the host plane's.
+    #[test]
+    fn the_device_planes_horizon_is_its_own() {
+        let h = |rounds| Horizon {
+            rounds,
+            configured: 180,
+            runs: 3,
+        };
+        let p = ProbeSnapshot {
+            horizon: Some(h(180)),
+            device: Some(DeviceView {
+                horizon: Some(h(450)),
+                ..DeviceView::default()
+            }),
+            ..ProbeSnapshot::default()
+        };
+        let s = State::from(&p);
+        let device = s.device.and_then(|d| d.persistence_horizon);
+        assert_eq!(s.persistence_horizon.map(|h| h.learnt), Some(false));
+        assert_eq!(device.map(|h| (h.rounds, h.learnt)), Some((450, true)));
+    }
 
     /// The crowd is named by its members' names, in the engine's order.
     #[test]

@@ -17,6 +17,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+pub use crate::snapshot::probe::Horizon;
+
 /// Finished runs remembered, the newest kept: the horizon follows the fleet's congestion
 /// as its traffic changes, and the memory stays bounded.
 pub const HORIZON_RUNS: usize = 128;
@@ -103,13 +105,7 @@ impl CongestionHorizon {
     /// did. (Its own runs that ended count, as anyone's.)
     pub fn long_run(&self, except: Option<usize>) -> Option<u64> {
         let mut runs: Vec<u64> = self.ended.iter().copied().collect();
-        runs.extend(
-            self.open
-                .iter()
-                .filter(|(i, _)| Some(**i) != except)
-                .map(|(_, (first, last))| last.saturating_sub(*first) + 1)
-                .filter(|&length| length >= HORIZON_MIN_RUN),
-        );
+        runs.extend(self.open_long(except));
         if runs.len() < HORIZON_MIN_RUNS {
             return None;
         }
@@ -118,14 +114,34 @@ impl CongestionHorizon {
         Some(runs[rank.clamp(1, runs.len()) - 1])
     }
 
-    /// The persistence horizon of node `node`: `floor` (the configured one), or
-    /// [`HORIZON_MARGIN`] times the long run when that is longer, at most [`HORIZON_CAP`]
-    /// times `floor`.
-    pub fn horizon(&self, floor: usize, node: usize) -> usize {
+    /// The persistence horizon of node `node` (None: of one with no run under way):
+    /// `floor` (the configured one), or [`HORIZON_MARGIN`] times the long run when that is
+    /// longer, at most [`HORIZON_CAP`] times `floor`.
+    pub fn horizon(&self, floor: usize, node: Option<usize>) -> usize {
         let learnt = self
-            .long_run(Some(node))
+            .long_run(node)
             .map_or(0, |r| (r as f64 * HORIZON_MARGIN).ceil() as usize);
         floor.max(learnt.min(floor.saturating_mul(HORIZON_CAP)))
+    }
+
+    /// The horizon of a member with no run of its own under way (what most stragglers
+    /// wait), over the configured `floor`.
+    pub fn group(&self, floor: usize) -> Horizon {
+        Horizon {
+            rounds: self.horizon(floor, None),
+            configured: floor,
+            runs: self.ended.len() + self.open_long(None).count(),
+        }
+    }
+
+    /// The lengths of the runs under way but `except`'s that are long enough to count
+    /// (each so far, to its last report).
+    fn open_long(&self, except: Option<usize>) -> impl Iterator<Item = u64> + '_ {
+        self.open
+            .iter()
+            .filter(move |(i, _)| Some(**i) != except)
+            .map(|(_, (first, last))| last.saturating_sub(*first) + 1)
+            .filter(|&length| length >= HORIZON_MIN_RUN)
     }
 
     /// The wire form: the runs under way as (node, first round, last round), and the
@@ -199,7 +215,7 @@ mod tests {
     #[test]
     fn runs_are_measured_and_the_horizon_follows_the_long_ones() {
         let mut h = CongestionHorizon::default();
-        assert_eq!(h.horizon(180, 0), 180);
+        assert_eq!(h.horizon(180, Some(0)), 180);
         // Nodes 1, 2 and 3 reported in rounds 10..=209, node 1 with a gap of three rounds
         // at 100..=102.
         for r in 10..=215 {
@@ -212,12 +228,12 @@ mod tests {
             h.observe(r, nodes);
         }
         assert_eq!(h.ended, VecDeque::from([200, 200, 200]));
-        assert_eq!(h.horizon(180, 0), 300);
-        assert_eq!(h.horizon(400, 0), 400);
-        assert_eq!(h.horizon(20, 0), 20 * HORIZON_CAP);
+        assert_eq!(h.horizon(180, Some(0)), 300);
+        assert_eq!(h.horizon(400, Some(0)), 400);
+        assert_eq!(h.horizon(20, Some(0)), 20 * HORIZON_CAP);
         // Two runs are not enough, however long.
         h.ended.pop_back();
-        assert_eq!((h.long_run(None), h.horizon(180, 0)), (None, 180));
+        assert_eq!((h.long_run(None), h.horizon(180, Some(0))), (None, 180));
         // A gap of four rounds (40..=43) splits a run in two: 0..=39 is counted, 44..=60
         // is too short; so is node 4's run under way of 21 rounds (80..=100). With two
         // more runs of 30, the long run is the longest of the three.

@@ -38,7 +38,7 @@ pub use fabric::{
 };
 pub use horizon::{
     HORIZON_BRIDGE, HORIZON_CAP, HORIZON_MARGIN, HORIZON_MIN_RUN, HORIZON_MIN_RUNS,
-    HORIZON_QUANTILE, HORIZON_RUNS,
+    HORIZON_QUANTILE, HORIZON_RUNS, Horizon,
 };
 pub use host::{
     CONTRADICTIONS, HealthConfig, HealthEngine, LINK_REMEASURES, Probe, REPORT_WINDOW, Report,

@@ -9,7 +9,8 @@
 //! - [`congestion`]: whether this node's own uplink was congested since the last round;
 //! - [`hardware`]: whether it shows a hardware sign that congestion cannot give;
 //! - `prober`: the state between rounds, the engine's input and the published snapshot;
-//! - `tors`: the members' ToRs as the engines number them, and the ToR verdicts by name.
+//! - `tors`: the members' ToRs as the engines number them, and the ToR verdicts by name;
+//! - `horizon`: when an engine's persistence horizon became learnt, in the log.
 //!
 //! The per-node timings of a round are all-gathered, so every member feeds identical input
 //! to its engine and reaches identical verdicts without a coordinator. Failure is
@@ -23,6 +24,7 @@ mod forgeries;
 pub(crate) mod group;
 pub(crate) mod hard_faults;
 pub(crate) mod hardware;
+mod horizon;
 pub(crate) mod membership;
 mod onsets;
 pub mod plan;

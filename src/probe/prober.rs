@@ -866,6 +866,8 @@ impl Prober {
             });
         }
         part.fabric_degraded = out.fabric_degraded;
+        super::horizon::log_horizon(part.horizon, out.horizon, "host");
+        part.horizon = Some(out.horizon);
         part.crowd = out.crowd.clone();
         for (i, v) in part.members.iter_mut().enumerate() {
             v.inconsistent_reports = out.inconsistent_reporters.contains(&i);

@@ -236,6 +236,21 @@ pub struct CollectiveDurations {
     pub seconds: Histogram,
 }
 
+/// The persistence horizon an engine applies now to a straggler (a port, on the device
+/// plane) that nothing corroborates and whose own counters report no run under way, with
+/// what it rests on: for the operator who sees a slow node wait longer than
+/// `uncorroborated_hold`, and wants to know why and for how long.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Horizon {
+    /// Rounds of the engine's plane.
+    pub rounds: usize,
+    /// The configured horizon (`uncorroborated_hold`): `rounds` is longer only when learnt.
+    pub configured: usize,
+    /// The congestion runs the horizon is learnt from: those of at least 30 rounds, the
+    /// ended ones remembered and those under way (fewer than three teach nothing).
+    pub runs: usize,
+}
+
 /// What probing exports.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProbeSnapshot {
@@ -294,6 +309,9 @@ pub struct ProbeSnapshot {
     pub spines: Vec<SpineView>,
     /// Lasting changes that became the normal since start (their verdicts ended).
     pub normal_changes: NormalChanges,
+    /// The persistence horizon the host-plane engine applies now (None before its first
+    /// round).
+    pub horizon: Option<Horizon>,
     /// Latest transitions (bounded), with reasons and evidence.
     pub transitions: VecDeque<Transition>,
     /// Why probing is inactive, if it is.
@@ -493,6 +511,9 @@ pub struct DeviceView {
     pub transitions: VecDeque<PortTransitionView>,
     /// Device-engine rounds.
     pub rounds: u64,
+    /// The persistence horizon the device-plane engine applies now, in device rounds (None
+    /// before its first round).
+    pub horizon: Option<Horizon>,
     /// Times the partial-fabric base rate (the share of NPU pings slow on their own) was
     /// learnt again since start: a higher share lasted 180 partial fabric events with no
     /// quiet round between (an hour at the shipped device interval) and became the normal.

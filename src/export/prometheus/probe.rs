@@ -6,7 +6,9 @@
 use super::family::{Labels, Render, Sink, flag};
 use crate::snapshot::View;
 use crate::snapshot::overrides::OverridesSnapshot;
-use crate::snapshot::probe::{HARDWARE_SIGNS, NodeState, ProbeSnapshot, SpineView, TorView};
+use crate::snapshot::probe::{
+    HARDWARE_SIGNS, Horizon, NodeState, ProbeSnapshot, SpineView, TorView,
+};
 use std::fmt;
 
 /// Renders the probing part of the snapshot, when probing is configured.
@@ -22,6 +24,7 @@ impl Render for ProbeCollector {
         if pr.active || pr.rounds_ok > 0 {
             verdicts(pr, f)?;
             quarantine(pr, view.overrides.as_deref(), f)?;
+            horizons(pr, f)?;
             timings(pr, f)?;
         }
         Ok(())
@@ -452,6 +455,42 @@ fn tors(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     )
 }
 
+/// The persistence horizon of each plane's engine, with what it rests on.
+fn horizons(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
+    let planes: Vec<(&str, Horizon)> = pr
+        .horizon
+        .map(|h| ("host", h))
+        .into_iter()
+        .chain(
+            pr.device
+                .as_ref()
+                .and_then(|d| d.horizon)
+                .map(|h| ("device", h)),
+        )
+        .collect();
+    let by = |v: fn(&Horizon) -> usize| -> Vec<(Labels, f64)> {
+        planes
+            .iter()
+            .map(|(plane, h)| (vec![("plane", plane.to_string())], v(h) as f64))
+            .collect()
+    };
+    f.gauge(
+        "hcclwatch_persistence_horizon_rounds",
+        "Rounds of its plane (probe.interval, or device_probe.interval on the device plane) a straggler or NPU port that nothing corroborates must stay steadily slow before its quarantine is recommended: the configured horizon (health.uncorroborated_hold on the host plane, 180 device rounds on the device plane), or 1.5 x the 95th percentile of the congestion runs the group's counters reported when that is longer (at most 8 x the configured one).",
+        by(|h| h.rounds),
+    )?;
+    f.gauge(
+        "hcclwatch_persistence_horizon_configured_rounds",
+        "The configured persistence horizon (health.uncorroborated_hold on the host plane; 180 device rounds on the device plane): hcclwatch_persistence_horizon_rounds above it is learnt.",
+        by(|h| h.configured),
+    )?;
+    f.gauge(
+        "hcclwatch_persistence_horizon_congestion_runs",
+        "Runs of at least 30 rounds in which a member's own counters (on the device plane, any of a node's NPU ports') reported congestion, remembered (the last 128 that ended, and those under way): what the learnt horizon rests on (fewer than 3 teach nothing).",
+        by(|h| h.runs),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -644,6 +683,55 @@ mod tests {
                 "hcclwatch_normal_changes_total{scope=\"fabric\"} 0",
                 "hcclwatch_normal_changes_total{scope=\"tor\"} 2",
                 "hcclwatch_normal_changes_total{scope=\"dip\"} 1",
+            ]
+        );
+    }
+
+    /// Each plane's persistence horizon is a series of its own, absent before its engine's
+    /// first round: here the host plane's learnt (450 of 180 configured, from 5 runs) and
+    /// the device plane's as configured.
+    #[test]
+    fn each_planes_persistence_horizon_is_exported_once_known() {
+        let h = |rounds, configured, runs| Horizon {
+            rounds,
+            configured,
+            runs,
+        };
+        let base = ProbeSnapshot {
+            active: true,
+            rounds_ok: 1,
+            members: vec![member("a", true, false)],
+            ..ProbeSnapshot::default()
+        };
+        let text = render(base.clone());
+        assert!(lines(&text, "hcclwatch_persistence_horizon_rounds").is_empty());
+        let text = render(ProbeSnapshot {
+            horizon: Some(h(450, 180, 5)),
+            device: Some(crate::snapshot::probe::DeviceView {
+                horizon: Some(h(180, 180, 2)),
+                ..Default::default()
+            }),
+            ..base
+        });
+        assert_eq!(
+            lines(&text, "hcclwatch_persistence_horizon_rounds"),
+            [
+                "hcclwatch_persistence_horizon_rounds{plane=\"host\"} 450.0",
+                "hcclwatch_persistence_horizon_rounds{plane=\"device\"} 180.0",
+            ]
+        );
+        assert_eq!(
+            lines(&text, "hcclwatch_persistence_horizon_configured_rounds"),
+            [
+                "hcclwatch_persistence_horizon_configured_rounds{plane=\"host\"} 180.0",
+                "hcclwatch_persistence_horizon_configured_rounds{plane=\"device\"} 180.0",
+            ]
+        );
+        assert_eq!(
+            lines(&text, "hcclwatch_persistence_horizon_congestion_runs"),
+            [
+                "hcclwatch_persistence_horizon_congestion_runs{plane=\"host\"} 5.0",
+                "hcclwatch_persistence_horizon_congestion_runs{plane=\"device\"} 2.0",
             ]
         );
     }

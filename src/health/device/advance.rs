@@ -201,8 +201,9 @@ impl DeviceEngine {
     /// - with its hardware corroborating the episode ([`PortData::corroborated`]),
     ///   `confirm_hold` of them, or `congested_hold` when most rounds of the run were
     ///   congested;
-    /// - without, that and the persistence horizon, `uncorroborated_hold` such rounds since
-    ///   the episode began.
+    /// - without, that and the persistence horizon such rounds since the episode began:
+    ///   `uncorroborated_hold`, or longer when the ports' own counters have reported longer
+    ///   congestion ([`crate::health::horizon`]; the same rule as the host plane's).
     fn held(&self, i: PortIx) -> bool {
         let (c, d) = (&self.ports[i].counts, &self.ports[i].data);
         let congested = c.steady - c.quiet;
@@ -211,7 +212,16 @@ impl DeviceEngine {
         } else {
             self.cfg.confirm_hold
         };
-        c.quiet >= hold && (d.corroborated() || d.persist >= self.cfg.uncorroborated_hold)
+        c.quiet >= hold && (d.corroborated() || d.persist >= self.horizon(i))
+    }
+
+    /// Port `i`'s persistence horizon: the configured one, or longer when the ports'
+    /// counters reported longer congestion (its node's run under way left out: its own
+    /// doing as much as the fabric's).
+    fn horizon(&self, i: PortIx) -> usize {
+        let node = self.ports[i].data.node.0;
+        self.congestion
+            .horizon(self.cfg.uncorroborated_hold, Some(node))
     }
 
     /// Recommends port `i`'s node for quarantine, saying what the verdict rests on.
@@ -224,8 +234,14 @@ impl DeviceEngine {
         ev.push(Key::UncongestedSlowRounds, c.quiet as f64);
         ev.push(Key::HardwareSigns, f64::from(signs.bits()));
         let basis = if !d.corroborated() {
+            let horizon = self.horizon(i);
+            let learnt = if horizon > self.cfg.uncorroborated_hold {
+                "learnt from the congestion the ports' counters reported"
+            } else {
+                "as configured"
+            };
             format!(
-                "no hardware evidence: elevated beyond the persistence horizon ({persist} steady rounds its counters did not explain)"
+                "no hardware evidence: elevated beyond the persistence horizon ({persist} steady rounds its counters did not explain; the horizon is {horizon} rounds, {learnt})"
             )
         } else {
             format!(

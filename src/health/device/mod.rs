@@ -74,6 +74,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use super::evidence::Evidence;
 use super::fabric::{BaseRate, EventRun, Normal, RateLearning};
 use super::hardware::Signs;
+use super::horizon::{CongestionHorizon, Horizon};
 use super::lifecycle::{Change, Lifecycle, NodeIx, PortIx};
 use super::pairs::Pairs;
 use super::spine::SpineVerdict;
@@ -326,6 +327,9 @@ pub struct DeviceOutput {
     /// rounds made ends (once its hold has passed). A change of the normal, for the
     /// operator to know of (counted and logged where it is published).
     pub median_renewed: bool,
+    /// The persistence horizon a port nothing corroborates waits now, and the congestion
+    /// runs it was learnt from.
+    pub horizon: Horizon,
 }
 
 /// What the engine keeps about a port beside its lifecycle.
@@ -439,6 +443,10 @@ pub struct DeviceEngine {
     tor_explained: Vec<bool>,
     /// The current partial fabric event's shape: whether it is a spine's.
     spine: SpineTrack,
+    /// The runs of congestion the ports' own counters reported, by node (any of its ports):
+    /// how long the persistence horizon of a port nothing corroborates is
+    /// ([`crate::health::horizon`]).
+    congestion: CongestionHorizon,
 }
 
 /// How the round's ports were judged together.
@@ -483,6 +491,7 @@ impl DeviceEngine {
             tor_tracks: BTreeMap::new(),
             tor_explained: Vec::new(),
             spine: SpineTrack::default(),
+            congestion: CongestionHorizon::default(),
         }
     }
 
@@ -490,6 +499,16 @@ impl DeviceEngine {
     /// (None: gone); new ports without an old one start healthy and empty; `port_nodes`
     /// gives each new port's node. Pair histories follow their ports.
     pub fn remap(&mut self, map: &[Option<usize>], port_nodes: &[usize]) {
+        // The congestion runs are the nodes': an old node's new number is that of any of
+        // its ports that stays (a node none of whose ports stays is gone).
+        let old_nodes = self.port_nodes();
+        let mut node_map = vec![None; old_nodes.iter().max().map_or(0, |m| m + 1)];
+        for (old, new) in map.iter().enumerate() {
+            if let (Some(&node), Some(&new)) = (old_nodes.get(old), new.as_ref()) {
+                node_map[node] = port_nodes.get(new).copied();
+            }
+        }
+        self.congestion.remap(&node_map);
         let fresh = port_nodes.iter().map(|&node| PortData::new(node)).collect();
         self.ports.remap(map, fresh, |new, mut t| {
             t.data.node = NodeIx(port_nodes[new]);
@@ -534,6 +553,17 @@ impl DeviceEngine {
         let mut r = self.stats(input);
         self.record(input, &r);
         let n = self.ports.len();
+        // Runs are a node's, not a port's: one node's pause storm or misread counters on
+        // its eight ports is one run, as on the host plane, or it alone would pass
+        // HORIZON_MIN_RUNS and outweigh the quantile.
+        let congested: BTreeSet<usize> = input
+            .congested_ports
+            .iter()
+            .filter(|&&p| p < n)
+            .map(|&p| self.ports[PortIx(p)].data.node.0)
+            .collect();
+        let congested: Vec<usize> = congested.into_iter().collect();
+        self.congestion.observe(self.ports.round(), &congested);
         let l = self.localise(input, &mut r);
         out.scores = (0..n)
             .map(|i| {
@@ -553,6 +583,7 @@ impl DeviceEngine {
         out.spine_verdict = l.spine_verdict.clone();
         out.rate_renewed = self.rate_renewed;
         out.median_renewed = self.median_renewed;
+        out.horizon = self.congestion.group(self.cfg.uncorroborated_hold);
         self.record_confirmations(input, &r);
         let absent: BTreeSet<usize> = input.absent_nodes.iter().copied().collect();
         let seen = advance::Seen::of(input, n);

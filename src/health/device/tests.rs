@@ -8,6 +8,7 @@ use crate::health::fabric::BaseRate;
 use crate::health::hardware::Signs;
 
 mod crossing;
+mod horizon;
 mod node_onset;
 mod renewal;
 mod small_tors;

@@ -425,7 +425,8 @@ impl HealthEngine {
     /// Node `i`'s persistence horizon now: `uncorroborated_hold`, or longer when the
     /// group's counters have reported longer congestion ([`crate::health::horizon`]).
     pub(super) fn horizon(&self, i: NodeIx) -> usize {
-        self.congestion.horizon(self.cfg.uncorroborated_hold, i.0)
+        self.congestion
+            .horizon(self.cfg.uncorroborated_hold, Some(i.0))
     }
 
     /// The short hold of a run of `slow` rounds of which `unexplained` its counters did not

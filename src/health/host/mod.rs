@@ -34,7 +34,7 @@ use super::dips::DipPairs;
 use super::evidence::Evidence;
 use super::fabric::{Normal, PartialFabric};
 use super::hardware::Signs;
-use super::horizon::CongestionHorizon;
+use super::horizon::{CongestionHorizon, Horizon};
 use super::lifecycle::{Change, Lifecycle, NodeIx, Track};
 use super::pairs::{Pair, Pairs};
 use super::spine::SpineVerdict;
@@ -251,6 +251,9 @@ pub struct RoundOutput {
     /// Also the members of a ToR all of whose members are slow at once, however small
     /// the ToR (its event, not theirs; no fabric verdict on its own).
     pub crowd: Vec<usize>,
+    /// The persistence horizon a straggler nothing corroborates waits now (one without a
+    /// congestion run of its own under way), and the runs it was learnt from.
+    pub horizon: Horizon,
 }
 
 /// What the engine keeps about a node beside its lifecycle.
@@ -446,6 +449,7 @@ impl HealthEngine {
         // writes must be one it takes back.
         let congested: Vec<usize> = input.congested.iter().copied().filter(|&i| i < n).collect();
         self.congestion.observe(self.nodes.round(), &congested);
+        out.horizon = self.congestion.group(self.cfg.uncorroborated_hold);
         let crowds = self.crowded(&windows, &r, &input.tors, &judged);
         out.fabric_degraded = r.fabric || crowds.fabric;
         // A ToR too small for a fitted level has no level to judge: whether all its

@@ -170,3 +170,30 @@ fn a_run_outside_the_group_is_not_remembered() {
         .restore(&e.snapshot())
         .unwrap();
 }
+
+/// Each round's output says the horizon a straggler without a run of its own waits, and
+/// how many runs it rests on: the configured one while the three runs are under 30
+/// rounds, then 1.5 times the longest run (300 rounds after the 300th round: 450), and
+/// still 450 after they ended.
+#[test]
+fn each_round_says_what_the_horizon_is() {
+    let (n, cfg) = (16, HealthConfig::default());
+    let mut e = HealthEngine::new(n, cfg.clone());
+    let mut outs = Vec::new();
+    for r in 0..320 {
+        let mut input = round(n, 1 + r % 7, &[], |i| (i % 3) as f64 * 0.002);
+        if r < 300 {
+            input.congested.extend([2, 3, 4]);
+        }
+        outs.push(e.step(&input).horizon);
+    }
+    let configured = cfg.uncorroborated_hold;
+    let h = |rounds, runs| crate::health::Horizon {
+        rounds,
+        configured,
+        runs,
+    };
+    assert_eq!(outs[20], h(configured, 0));
+    assert_eq!(outs[299], h(450, 3));
+    assert_eq!(outs[319], h(450, 3));
+}

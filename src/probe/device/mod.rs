@@ -693,6 +693,8 @@ impl DevicePlane {
             })
             .collect();
         self.view.fabric_degraded = out.fabric;
+        crate::probe::horizon::log_horizon(self.view.horizon, out.horizon, "device");
+        self.view.horizon = Some(out.horizon);
         if out.rate_renewed {
             self.view.normal_changes += 1;
             tracing::info!(
