@@ -66,7 +66,10 @@ alertname = "HcclwatchQuarantineRecommended"
         )
     }
 
-    /// Starts the receiver and waits until it has read the nodes once.
+    /// Starts the receiver and waits until it has read the nodes once and says so on
+    /// `/-/ready`: the flag its webhook checks. (The reconcile timestamp is set inside the
+    /// first read, just before that flag: waiting on it, a test's first alert could still
+    /// be answered 503.)
     pub fn start(&self, config: &str) -> Receiver {
         let r = self.spawn(config);
         r.wait_metric("ready (nodes read)", |m| {
@@ -77,6 +80,15 @@ alertname = "HcclwatchQuarantineRecommended"
             )
             .is_some_and(|v| v > 0.0)
         });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while http_get(&r.addr, "/-/ready", None).status != 200 {
+            assert!(
+                Instant::now() < deadline,
+                "the receiver read the nodes but is not ready:\n{}",
+                r.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         r
     }
 
