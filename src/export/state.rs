@@ -296,7 +296,7 @@ impl From<Horizon> for PersistenceHorizon {
         PersistenceHorizon {
             rounds: h.rounds,
             configured_rounds: h.configured,
-            learnt: h.rounds > h.configured,
+            learnt: h.learnt(),
             congestion_runs: h.runs,
         }
     }

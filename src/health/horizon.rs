@@ -57,7 +57,8 @@ pub(crate) struct CongestionHorizon {
 }
 
 impl CongestionHorizon {
-    /// Round `round`: the nodes whose own counters reported congestion.
+    /// Round `round`: the nodes whose own counters reported congestion (a node named more
+    /// than once is one report).
     pub fn observe(&mut self, round: u64, congested: &[usize]) {
         // Close the runs whose gap is over first (rounds without a report since the last,
         // this one included unless it reports): a node reported again after a longer gap

@@ -9,8 +9,7 @@ use crate::snapshot::probe::Horizon;
 /// Logs a persistence horizon that became learnt, or configured again (not each change
 /// of a learnt one: it moves as the runs under way grow).
 pub(super) fn log_horizon(was: Option<Horizon>, now: Horizon, plane: &'static str) {
-    let learnt = |h: &Horizon| h.rounds > h.configured;
-    match (was.as_ref().is_some_and(learnt), learnt(&now)) {
+    match (was.as_ref().is_some_and(Horizon::learnt), now.learnt()) {
         (false, true) => tracing::info!(
             plane,
             rounds = now.rounds,

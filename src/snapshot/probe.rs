@@ -251,6 +251,13 @@ pub struct Horizon {
     pub runs: usize,
 }
 
+impl Horizon {
+    /// Whether the horizon is learnt: longer than configured.
+    pub fn learnt(&self) -> bool {
+        self.rounds > self.configured
+    }
+}
+
 /// What probing exports.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProbeSnapshot {

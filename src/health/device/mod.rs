@@ -555,14 +555,13 @@ impl DeviceEngine {
         let n = self.ports.len();
         // Runs are a node's, not a port's: one node's pause storm or misread counters on
         // its eight ports is one run, as on the host plane, or it alone would pass
-        // HORIZON_MIN_RUNS and outweigh the quantile.
-        let congested: BTreeSet<usize> = input
+        // HORIZON_MIN_RUNS and outweigh the quantile. (A node named twice is one report.)
+        let congested: Vec<usize> = input
             .congested_ports
             .iter()
             .filter(|&&p| p < n)
             .map(|&p| self.ports[PortIx(p)].data.node.0)
             .collect();
-        let congested: Vec<usize> = congested.into_iter().collect();
         self.congestion.observe(self.ports.round(), &congested);
         let l = self.localise(input, &mut r);
         out.scores = (0..n)
