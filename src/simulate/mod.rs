@@ -268,6 +268,17 @@ mod tests {
     /// sweep's p95 is about 200 rounds against 20. `docs/detection.md` records it.
     const MISSED_SHIPPED: &[&str] = &["slow nodes ≥ 20 % (step) recommended within 20 rounds"];
 
+    /// The reduced `shapes` (192 nodes, 3 hours, its shipped seed) misses one degraded
+    /// link of six since varying stragglers that move as one are recommended (issue 26):
+    /// more nodes re-paired change the simulator's later draws, node 138 becomes a
+    /// suspect by chance 28 rounds before its link to node 136 degrades, and the link's
+    /// slow probes keep it from the 60 clean rounds it needs to leave suspect until the
+    /// run ends, so the pair never has two healthy ends for its verdict. The same world
+    /// with seeds 1 to 8 finds 6/6 links before and after, and the full-size `shapes`
+    /// 12 of 12. `docs/detection.md` records it; a test that still lists it once it is
+    /// met fails, so that the list stays true.
+    const MISSED_SHAPES: &[&str] = &["recall ≥ 0.95, degraded links ≥ 20 % (step, ramp)"];
+
     /// The pooled misses, by target, must be exactly `known`.
     fn pooled_misses_are(r: &Report, known: &[&str]) {
         let missed = not_met(r);
@@ -297,12 +308,17 @@ mod tests {
             };
             let s = o.apply(shipped(name), name).unwrap();
             let r = simulate(&s, &Engines::default()).unwrap();
-            let known: &[&str] = if name == "sweep" { MISSED_SHIPPED } else { &[] };
+            let known: &[&str] = match name {
+                "sweep" => MISSED_SHIPPED,
+                "shapes" => MISSED_SHAPES,
+                _ => &[],
+            };
             pooled_misses_are(&r, known);
             runs.push(r);
         }
         let pooled = batch::pool(&runs);
-        pooled_misses_are(&pooled, MISSED_SHIPPED);
+        // The pool's degraded links are 14, so shapes' one missed link is a pooled miss too.
+        pooled_misses_are(&pooled, &[MISSED_SHIPPED, MISSED_SHAPES].concat());
         // Every kind of fault and every shape is exercised by the shipped set.
         let kinds: std::collections::BTreeSet<_> = pooled.rows.iter().map(|r| r.kind).collect();
         let shapes: std::collections::BTreeSet<_> = pooled.rows.iter().map(|r| r.shape).collect();

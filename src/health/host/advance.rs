@@ -128,6 +128,9 @@ impl HealthEngine {
             data.unexplained = data
                 .unexplained
                 .saturating_add(usize::from(!seen.congested));
+            data.agreeing = data
+                .agreeing
+                .saturating_add(usize::from(!seen.congested && w.agrees));
             data.slow_rounds = data.slow_rounds.saturating_add(1);
             data.sign_rounds = data
                 .sign_rounds
@@ -334,15 +337,11 @@ impl HealthEngine {
             } else if !reproduced && w.elevated && held {
                 self.ask(i, out);
                 self.nodes[i].data.asked_varying = true;
-            } else if !reproduced && !w.elevated {
-                self.set(
-                    i,
-                    NodeState::Healthy,
-                    "second re-pairing did not reproduce".into(),
-                    e,
-                    out,
-                );
             }
+            // A re-pairing that lands in a quick moment once its window has turned (an
+            // intermittent straggler's pause) does not clear it either: its clean rounds
+            // do (`exit_rounds`), as for any confirmed node. Clearing it here threw away
+            // an intermittent straggler's episode at each pause.
             return;
         }
         if reproduced && !steady_slowness(w, &c, r, true) {
@@ -395,11 +394,12 @@ impl HealthEngine {
                 d.unexplained
             )
         };
+        e.push(Key::AgreeingSlowRounds, d.agreeing as f64);
         let reason = format!(
             "confirmed straggler: still {:.1}% slower {how} and a second re-pairing with {} known-good peers; {}",
             (w.score.exp() - 1.0) * 100.0,
             c.len(),
-            corroboration(d, (self.horizon(i), self.cfg.uncorroborated_hold))
+            corroboration(d, steady, (self.horizon(i), self.cfg.uncorroborated_hold))
         );
         self.set(i, NodeState::QuarantineRecommended, reason, e, out);
     }
@@ -441,42 +441,60 @@ impl HealthEngine {
     }
 
     /// Whether a node slow but not steadily has been so long enough for a quarantine:
-    /// hardware signs that corroborate its episode (evidence congestion cannot give), and
     /// `confirm_hold` slow rounds in the episode that its counters did not explain (in a
-    /// row or not). A straggler whose slowdown varies from round to round scatters its
-    /// residuals as queueing does, so it never passes [`steady_slowness`]; without such
-    /// signs nothing tells it from congestion the counters miss, however long it lasts:
-    /// on the held-out batch a horizon for it (`uncorroborated_hold` such rounds) gained
-    /// 79 recommendations and made 92 false ones (docs/detection.md). As for a steady one,
-    /// the hold is `congested_hold` when its counters explained most of the episode's slow
-    /// rounds ([`HealthEngine::short_hold`]).
+    /// row or not), and either hardware signs that corroborate its episode (evidence
+    /// congestion cannot give) or the persistence horizon ([`HealthEngine::horizon`]) of
+    /// such rounds in which its sending and receiving probes moved as one. A straggler
+    /// whose slowdown varies from round to round scatters its residuals as queueing does,
+    /// so it never passes [`steady_slowness`]; what still tells it from congestion the
+    /// counters miss is that a component slows the probes of one round alike, and queueing
+    /// does not ([`crate::health::evidence::moves_as_one`]). Without that test, a horizon
+    /// for every such node gained 79 recommendations and made 92 false ones on the
+    /// held-out batch (docs/detection.md). As for a steady one, the hold is
+    /// `congested_hold` when its counters explained most of the episode's slow rounds
+    /// ([`HealthEngine::short_hold`]).
     fn varying_held(&self, i: NodeIx) -> bool {
         let d = &self.nodes[i].data;
         let hold = self.short_hold(d.unexplained, d.slow_rounds);
-        corroborates(d.sign_rounds, d.slow_rounds) && d.unexplained >= hold
+        d.unexplained >= hold
+            && (corroborates(d.sign_rounds, d.slow_rounds) || d.agreeing >= self.horizon(i))
     }
 }
 
 /// What a quarantine rests on besides the probes, for its reason: the hardware signs
-/// that corroborate the episode, or the length of the run when none do.
-fn corroboration(d: &super::NodeData, (horizon, configured): (usize, usize)) -> String {
+/// that corroborate the episode, or the length of the run when none do (its steadily slow
+/// rounds, or for a node whose slowness varies, its rounds that moved as one).
+fn corroboration(
+    d: &super::NodeData,
+    steady: bool,
+    (horizon, configured): (usize, usize),
+) -> String {
     if corroborates(d.sign_rounds, d.slow_rounds) {
-        format!(
+        return format!(
             "corroborated by its own hardware in {} of its slow rounds: {}",
             d.sign_rounds,
             d.signs.names().join(", ")
+        );
+    }
+    let rounds = if steady {
+        format!(
+            "{} steadily slow rounds its counters did not explain",
+            d.persist
         )
     } else {
         format!(
-            "no hardware evidence: slow beyond the persistence horizon ({} steadily slow rounds its counters did not explain; the horizon is {horizon} rounds, {})",
-            d.persist,
-            if horizon > configured {
-                "learnt from the congestion its group's counters reported"
-            } else {
-                "as configured"
-            }
+            "{} slow rounds its counters did not explain in which its sending and receiving probes moved as one, as a component's slowdown does and queueing does not",
+            d.agreeing
         )
-    }
+    };
+    format!(
+        "no hardware evidence: slow beyond the persistence horizon ({rounds}; the horizon is {horizon} rounds, {})",
+        if horizon > configured {
+            "learnt from the congestion its group's counters reported"
+        } else {
+            "as configured"
+        }
+    )
 }
 
 /// Whether a node's slowness is steady: its window's residuals, and this round's

@@ -263,6 +263,10 @@ struct NodeData {
     out_hist: VecDeque<(f64, f64)>,
     /// (log residual, robust z) of the probes the node received (its column).
     in_hist: VecDeque<(f64, f64)>,
+    /// Per round in which it both sent and received a probe, the gap between the two
+    /// (absolute, log units), the last `window` of them: whether its slowness moves as
+    /// one ([`crate::health::evidence::moves_as_one`]).
+    gaps: VecDeque<f64>,
     /// Re-pairings were asked for last round; this round's are the node's.
     confirm_pending: bool,
     /// Rounds whose re-pairings all reproduced since the node became suspect.
@@ -283,6 +287,10 @@ struct NodeData {
     /// what the hold of a straggler that varies from round to round counts
     /// (`HealthEngine::varying_held`).
     unexplained: usize,
+    /// Of those, the rounds in which its sending and receiving probes moved as one: what
+    /// the persistence horizon of a straggler that varies round to round counts
+    /// (`HealthEngine::varying_held`).
+    agreeing: usize,
     /// The pending re-pairing of this confirmed node was asked on hardware evidence while
     /// its slowness varied (`varying_held`), not after its steady hold: its answer is
     /// judged on that evidence.
@@ -299,6 +307,7 @@ impl NodeData {
         self.signs = Signs::NONE;
         self.persist = 0;
         self.unexplained = 0;
+        self.agreeing = 0;
         self.slow_rounds = 0;
         self.sign_rounds = 0;
     }

@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::{HealthEngine, RoundInput};
-use crate::health::evidence::steady;
 use crate::health::evidence::{Evidence, Key};
+use crate::health::evidence::{moves_as_one, steady};
 use crate::health::fabric::{CROWD_MIN, CROWD_SHARE, Partial, crowd};
 use crate::health::hardware::corroborates;
 use crate::health::lifecycle::NodeIx;
@@ -88,6 +88,10 @@ pub(super) struct Window {
     /// Above it by effect size alone (no z): what a crowd is counted by, since many
     /// slow nodes inflate the round's spread and so hide each other's z.
     pub large: bool,
+    /// Its sending and receiving probes agreed round by round over the window
+    /// ([`crate::health::evidence::moves_as_one`]): a slowness that varies between rounds
+    /// but not between the probes of one round is a component's, not queueing's.
+    pub agrees: bool,
 }
 
 impl Window {
@@ -316,18 +320,35 @@ impl HealthEngine {
         // the engine judges by ToR): a node's window then holds what is its own, also when
         // most of its probes go to a slow ToR it is not behind. A pair a lasting dip made
         // the normal is judged against that normal: less the dip's own share of it.
+        // Each node's sums of what it sent and received this round, for the gap between
+        // the two (of each side's mean when a plan gives it several): whether its slowness
+        // moves as one.
+        let mut sides = vec![[(0.0_f64, 0_u32); 2]; n];
         for p in input.probes.iter().filter(|p| p.within(n)) {
             let d = r.adjusted(p) - self.dip.excess(p.src, p.dst);
             let z = d / r.spread();
             self.nodes[NodeIx(p.src)].data.out_hist.push_back((d, z));
             self.nodes[NodeIx(p.dst)].data.in_hist.push_back((d, z));
+            sides[p.src][0].0 += d;
+            sides[p.src][0].1 += 1;
+            sides[p.dst][1].0 += d;
+            sides[p.dst][1].1 += 1;
         }
         let w = self.cfg.window;
+        for (i, [(out, no), (inn, ni)]) in sides.into_iter().enumerate() {
+            if no > 0 && ni > 0 {
+                let gap = (out / f64::from(no) - inn / f64::from(ni)).abs();
+                self.nodes[NodeIx(i)].data.gaps.push_back(gap);
+            }
+        }
         for track in self.nodes.tracks_mut() {
             for h in [&mut track.data.out_hist, &mut track.data.in_hist] {
                 while h.len() > w {
                     h.pop_front();
                 }
+            }
+            while track.data.gaps.len() > w {
+                track.data.gaps.pop_front();
             }
         }
     }
@@ -380,12 +401,14 @@ impl HealthEngine {
         } else {
             r.entry
         };
+        let gaps: Vec<f64> = track.data.gaps.iter().copied().collect();
         Window {
             score,
             zmed,
             spread,
             elevated: full && score > threshold && zmed > self.cfg.z,
             large: full && score > threshold,
+            agrees: moves_as_one(&gaps, self.cfg.window.div_ceil(2), r.spread()),
         }
     }
 

@@ -591,6 +591,7 @@ fn a_state_from_before_the_varying_hold_is_taken() {
     let obj = node.as_object_mut().unwrap();
     obj.remove("unexplained");
     obj.remove("asked_varying");
+    obj.remove("agreeing");
     let mut dst = HealthEngine::new(n, HealthConfig::default());
     dst.restore(&serde_json::to_vec(&v).unwrap())
         .expect("an older state is taken");

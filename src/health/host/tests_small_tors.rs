@@ -393,6 +393,7 @@ fn windows(scores: &[f64], entry: f64) -> Vec<Window> {
             spread: 0.0,
             elevated: score > entry,
             large: score > entry,
+            agrees: false,
         })
         .collect()
 }
