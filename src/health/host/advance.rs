@@ -220,16 +220,17 @@ impl HealthEngine {
         // the congestion as much as the node, however long it lasts (a round its counters
         // explain is never evidence against the node).
         let explained = seen.congested;
-        // A window that varies from round to round is let through on hardware evidence
-        // alone (`varying_held`); a steady window whose re-pairings scatter is not.
+        // A window that varies from round to round is let through when `varying_held`
+        // (hardware evidence, or the horizon of rounds that moved as one); a steady
+        // window whose re-pairings scatter is not.
         let varying = self.varying_held(i) && !steady(w.spread, r.spread());
         let unsteady = !steady_slowness(w, &c, r, false) && !varying;
         if r.partial.now || r.crowded(i.0) || reproduced && (explained || unsteady) {
             // A share of the links slow (the re-pairings may cross them too), many nodes at
             // once (not this node's doing alone), congestion its own counters show, or slow
             // but not steadily (queueing behind other traffic scatters the residuals, see
-            // `STEADY_RATIO`) without hardware evidence: it stays a suspect (a ticket) and
-            // is re-paired again.
+            // `STEADY_RATIO`) and not held by `varying_held`: it stays a suspect (a
+            // ticket) and is re-paired again.
             self.nodes[i].data.confirm_pending = w.elevated;
             if w.elevated {
                 out.confirm_requests.push(i.0);
@@ -275,9 +276,9 @@ impl HealthEngine {
     /// A confirmed node is recommended for quarantine after its hold (see
     /// [`HealthEngine::held`]) and a second re-pairing that reproduces; a fabric-wide event,
     /// or being bound to a dip that became the normal (`bound`), freezes it. A node slow
-    /// but not steadily is recommended only with hardware evidence
-    /// ([`HealthEngine::varying_held`]), and a re-pairing that lands in one of its quicker
-    /// rounds then does not clear it.
+    /// but not steadily is recommended only when [`HealthEngine::varying_held`] (hardware
+    /// evidence, or the horizon of rounds that moved as one), and a re-pairing that lands
+    /// in one of its quicker rounds then does not clear it.
     fn advance_confirmed(
         &mut self,
         i: NodeIx,
@@ -287,8 +288,8 @@ impl HealthEngine {
         out: &mut RoundOutput,
     ) {
         let cfg = self.cfg.clone();
-        // Held by hardware evidence while its slowness varies (a steady one waits for
-        // `held`, steady rounds in a row).
+        // Held while its slowness varies (`varying_held`: hardware evidence, or the
+        // horizon of rounds that moved as one; a steady one waits for `held`).
         let varying = self.varying_held(i) && !seen.congested;
         let Some(c) = seen.confirm else {
             if r.partial_fabric || r.crowded(i.0) || seen.bound {
@@ -326,22 +327,33 @@ impl HealthEngine {
         e.push(Key::SecondConfirmationMinLogResidual, cm);
         let reproduced = c.len() >= cfg.confirm_peers.max(MIN_REPORTERS) && cm > r.entry;
         if asked_varying {
-            // Asked on hardware evidence while its slowness varied (in a round its
-            // counters did not explain): recommended if the evidence still holds and the
-            // re-pairings reproduce. A re-pairing that lands in one of its quicker rounds
+            // Asked on `varying_held` while its slowness varied (in a round its counters
+            // did not explain): recommended if that still holds and the re-pairings
+            // reproduce. A re-pairing that lands in one of its quicker rounds
             // while its window is still slow is no sign it recovered: it stays confirmed
             // and is asked again at once.
             let held = self.varying_held(i);
+            let d = &self.nodes[i].data;
+            let d_signs = (d.sign_rounds, d.slow_rounds);
             if reproduced && held {
                 self.recommend(i, (w, r), &c, false, e, out);
             } else if !reproduced && w.elevated && held {
                 self.ask(i, out);
                 self.nodes[i].data.asked_varying = true;
+            } else if !reproduced && !w.elevated && corroborates(d_signs.0, d_signs.1) {
+                self.set(
+                    i,
+                    NodeState::Healthy,
+                    "second re-pairing did not reproduce".into(),
+                    e,
+                    out,
+                );
             }
-            // A re-pairing that lands in a quick moment once its window has turned (an
-            // intermittent straggler's pause) does not clear it either: its clean rounds
-            // do (`exit_rounds`), as for any confirmed node. Clearing it here threw away
-            // an intermittent straggler's episode at each pause.
+            // Asked on the horizon of rounds that moved as one (no sign), an answer that
+            // lands in a quick moment once its window has turned does not clear it: its
+            // clean rounds do (`exit_rounds`), as for any confirmed node. Clearing it
+            // here threw an intermittent straggler's episode away at each pause, before
+            // its steady rounds reached the horizon.
             return;
         }
         if reproduced && !steady_slowness(w, &c, r, true) {
@@ -366,7 +378,7 @@ impl HealthEngine {
 
     /// Recommends confirmed node `i` for quarantine, its re-pairings `c` having reproduced
     /// its slowness: after its hold ([`HealthEngine::held`], `steady`), or varying from
-    /// round to round and held by hardware evidence ([`HealthEngine::varying_held`]).
+    /// round to round and held by [`HealthEngine::varying_held`].
     fn recommend(
         &mut self,
         i: NodeIx,

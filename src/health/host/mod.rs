@@ -263,10 +263,6 @@ struct NodeData {
     out_hist: VecDeque<(f64, f64)>,
     /// (log residual, robust z) of the probes the node received (its column).
     in_hist: VecDeque<(f64, f64)>,
-    /// Per round in which it both sent and received a probe, the gap between the two
-    /// (absolute, log units), the last `window` of them: whether its slowness moves as
-    /// one ([`crate::health::evidence::moves_as_one`]).
-    gaps: VecDeque<f64>,
     /// Re-pairings were asked for last round; this round's are the node's.
     confirm_pending: bool,
     /// Rounds whose re-pairings all reproduced since the node became suspect.
@@ -291,9 +287,9 @@ struct NodeData {
     /// the persistence horizon of a straggler that varies round to round counts
     /// (`HealthEngine::varying_held`).
     agreeing: usize,
-    /// The pending re-pairing of this confirmed node was asked on hardware evidence while
-    /// its slowness varied (`varying_held`), not after its steady hold: its answer is
-    /// judged on that evidence.
+    /// The pending re-pairing of this confirmed node was asked while its slowness varied
+    /// (`varying_held`: hardware evidence, or the horizon of rounds that moved as one),
+    /// not after its steady hold: its answer is judged on that evidence.
     asked_varying: bool,
     /// Its slow rounds in the episode, and of them those with a hardware sign (whether
     /// the signs corroborate the episode, [`crate::health::hardware::corroborates`]).

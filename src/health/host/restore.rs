@@ -51,8 +51,8 @@ pub enum RestoreError {
 /// The largest engine state a member takes from the wire, for `nodes` nodes and a scoring
 /// window of `window` rounds (`probe::group` checks the announced length against it
 /// before anything is allocated): each node's two histories hold at most `window`
-/// (residual, z) pairs, about 100 bytes of JSON apiece, and its gaps at most `window`
-/// numbers of about 20 bytes, plus fixed fields; links add a few per node. Releases before the dip normal was carried used the same bound, so
+/// (residual, z) pairs, about 100 bytes of JSON apiece, plus fixed fields; links add a few
+/// per node. Releases before the dip normal was carried used the same bound, so
 /// [`HealthEngine::snapshot`] leaves the normal out of a state it would push past it: no
 /// member, of either release, refuses (and leaves out) a sender for its size.
 pub fn max_state_bytes(nodes: usize, window: usize) -> usize {
@@ -90,10 +90,6 @@ struct NodeWire {
     /// [`NodeData::unexplained`]; left out when 0, as `signs`.
     #[serde(default, skip_serializing_if = "is_zero_count")]
     unexplained: usize,
-    /// [`NodeData::gaps`]; left out when empty, so a state without them keeps the form
-    /// it had before they existed.
-    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
-    gaps: VecDeque<f64>,
     /// [`NodeData::agreeing`]; left out when 0, as `signs`.
     #[serde(default, skip_serializing_if = "is_zero_count")]
     agreeing: usize,
@@ -135,7 +131,6 @@ impl NodeWire {
             signs: d.signs.bits(),
             persist: d.persist,
             unexplained: d.unexplained,
-            gaps: d.gaps.clone(),
             agreeing: d.agreeing,
             asked_varying: d.asked_varying,
             slow_rounds: d.slow_rounds,
@@ -155,7 +150,6 @@ impl NodeWire {
             data: NodeData {
                 out_hist: self.out_hist,
                 in_hist: self.in_hist,
-                gaps: self.gaps,
                 confirm_pending: self.confirm_pending,
                 confirmations: self.confirmations,
                 hard_clear: self.hard_clear,
@@ -255,15 +249,6 @@ impl NodeWire {
             if h.iter().any(|(d, z)| !d.is_finite() || !z.is_finite()) {
                 return bad(field, format!("node {i}: a value is not finite"));
             }
-        }
-        if self.gaps.len() > w || self.gaps.iter().any(|g| !g.is_finite() || *g < 0.0) {
-            return bad(
-                "nodes.gaps",
-                format!(
-                    "node {i}: {} gaps (window is {w}), each finite and not negative",
-                    self.gaps.len()
-                ),
-            );
         }
         if self.reports.len() > REPORT_WINDOW {
             return bad(

@@ -320,35 +320,18 @@ impl HealthEngine {
         // the engine judges by ToR): a node's window then holds what is its own, also when
         // most of its probes go to a slow ToR it is not behind. A pair a lasting dip made
         // the normal is judged against that normal: less the dip's own share of it.
-        // Each node's sums of what it sent and received this round, for the gap between
-        // the two (of each side's mean when a plan gives it several): whether its slowness
-        // moves as one.
-        let mut sides = vec![[(0.0_f64, 0_u32); 2]; n];
         for p in input.probes.iter().filter(|p| p.within(n)) {
             let d = r.adjusted(p) - self.dip.excess(p.src, p.dst);
             let z = d / r.spread();
             self.nodes[NodeIx(p.src)].data.out_hist.push_back((d, z));
             self.nodes[NodeIx(p.dst)].data.in_hist.push_back((d, z));
-            sides[p.src][0].0 += d;
-            sides[p.src][0].1 += 1;
-            sides[p.dst][1].0 += d;
-            sides[p.dst][1].1 += 1;
         }
         let w = self.cfg.window;
-        for (i, [(out, no), (inn, ni)]) in sides.into_iter().enumerate() {
-            if no > 0 && ni > 0 {
-                let gap = (out / f64::from(no) - inn / f64::from(ni)).abs();
-                self.nodes[NodeIx(i)].data.gaps.push_back(gap);
-            }
-        }
         for track in self.nodes.tracks_mut() {
             for h in [&mut track.data.out_hist, &mut track.data.in_hist] {
                 while h.len() > w {
                     h.pop_front();
                 }
-            }
-            while track.data.gaps.len() > w {
-                track.data.gaps.pop_front();
             }
         }
     }
@@ -401,7 +384,15 @@ impl HealthEngine {
         } else {
             r.entry
         };
-        let gaps: Vec<f64> = track.data.gaps.iter().copied().collect();
+        // The gap between what it sent and what it received, paired by position, newest
+        // first: the permutation plan gives each node one probe each way a round, so the
+        // k-th newest of each is the same round's. A lost probe shifts the older pairs
+        // until the window has turned; the median takes a few such gaps in its stride.
+        // Both histories are in the wire form, so a restored engine decides the same.
+        let gaps: Vec<f64> = (track.data.out_hist.iter().rev())
+            .zip(track.data.in_hist.iter().rev())
+            .map(|(o, i)| (o.0 - i.0).abs())
+            .collect();
         Window {
             score,
             zmed,

@@ -189,12 +189,11 @@ fn the_agreeing_count_travels_and_is_checked() {
     let mut v: serde_json::Value = serde_json::from_slice(&src.snapshot()).unwrap();
     let agreeing = v["nodes"][5]["agreeing"].as_u64().expect("counted");
     let unexplained = v["nodes"][5]["unexplained"].as_u64().unwrap();
-    // Slow from round 0, full window at 10, gaps for half a window from round 5: every
-    // slow round from the first agrees, none explained by counters.
-    assert!(
-        agreeing > 0 && agreeing <= unexplained,
-        "{agreeing} of {unexplained}"
-    );
+    // Slow from round 0, its window full (and so slow) from round 10, when half a window
+    // of gaps is long there: both its probes of a round slowed alike, every slow round
+    // agrees, and none is explained by counters.
+    assert!(agreeing > 20, "{agreeing}");
+    assert_eq!(agreeing, unexplained);
     assert!(
         v["nodes"][0].get("agreeing").is_none(),
         "a healthy node's is left out"

@@ -25,7 +25,7 @@ fn one_quiet_round_has_this_wire_form() {
         ],
         ..RoundInput::default()
     });
-    let node = r#"{"state":"Healthy","out_hist":[[0.0,0.0]],"in_hist":[[0.0,0.0]],"below":1,"above":0,"quiet":0,"since":0,"confirm_pending":false,"confirmations":0,"hard_clear":null,"reports":[],"gaps":[0.0]}"#;
+    let node = r#"{"state":"Healthy","out_hist":[[0.0,0.0]],"in_hist":[[0.0,0.0]],"below":1,"above":0,"quiet":0,"since":0,"confirm_pending":false,"confirmations":0,"hard_clear":null,"reports":[]}"#;
     let want = format!(
         r#"{{"nodes":[{node},{node}],"round":1,"baseline":0.0,"fabric_hist":[false],"slow_rate":null,"partial_hist":[[0,2]],"links":[],"held":[]}}"#
     );
