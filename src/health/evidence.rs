@@ -32,14 +32,13 @@ pub(crate) fn steady(spread: f64, round_spread: f64) -> bool {
 pub const AGREEMENT_RATIO: f64 = 2.0;
 
 /// Whether a node's per-round gaps between its sending and receiving probes (`gaps`, log
-/// units) agree against the round's spread: at least half a window of them
-/// (`min_rounds`), their median within [`AGREEMENT_RATIO`] spreads.
-pub(crate) fn moves_as_one(gaps: &[f64], min_rounds: usize, round_spread: f64) -> bool {
+/// units; reordered in place) agree against the round's spread: at least half a window of
+/// them (`min_rounds`), their median within [`AGREEMENT_RATIO`] spreads.
+pub(crate) fn moves_as_one(gaps: &mut [f64], min_rounds: usize, round_spread: f64) -> bool {
     if gaps.len() < min_rounds.max(1) {
         return false;
     }
-    let mut g = gaps.to_vec();
-    crate::health::stats::median(&mut g) <= AGREEMENT_RATIO * round_spread
+    crate::health::stats::median(gaps) <= AGREEMENT_RATIO * round_spread
 }
 
 /// One number behind a transition.
@@ -155,10 +154,14 @@ mod tests {
     #[test]
     fn a_slowness_moves_as_one_by_its_median_gap() {
         let spread = 0.01;
-        assert!(!moves_as_one(&[0.0; 4], 5, spread));
-        assert!(moves_as_one(&[0.0, 0.019, 0.5, 0.01, 0.015], 5, spread));
-        assert!(!moves_as_one(&[0.0, 0.021, 0.5, 0.03, 0.025], 5, spread));
-        assert!(!moves_as_one(&[], 0, spread));
+        assert!(!moves_as_one(&mut [0.0; 4], 5, spread));
+        assert!(moves_as_one(&mut [0.0, 0.019, 0.5, 0.01, 0.015], 5, spread));
+        assert!(!moves_as_one(
+            &mut [0.0, 0.021, 0.5, 0.03, 0.025],
+            5,
+            spread
+        ));
+        assert!(!moves_as_one(&mut [], 0, spread));
     }
 
     /// The names are part of the exported state and the simulator's report: each is the

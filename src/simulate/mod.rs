@@ -276,8 +276,8 @@ mod tests {
     /// run ends, so the pair never has two healthy ends for its verdict. The same world
     /// with seeds 1 to 8 finds 6/6 links before and after, and the full-size `shapes`
     /// 12 of 12. `docs/detection.md` records it; a test that still lists it once it is
-    /// met fails, so that the list stays true.
-    /// Pinned to its count, so that another link lost there still fails.
+    /// met fails, so that the list stays true. Pinned to its count, so that another link
+    /// lost there still fails.
     const MISSED_SHAPES: &[&str] =
         &["recall ≥ 0.95, degraded links ≥ 20 % (step, ramp): link verdict: 5/6 ="];
 

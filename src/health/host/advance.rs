@@ -5,7 +5,7 @@
 use super::score::{RoundStats, Window};
 use super::{HealthEngine, RoundInput, RoundOutput};
 use crate::health::evidence::{Evidence, Key, MIN_REPORTERS, STEADY_RATIO, steady};
-use crate::health::hardware::{Signs, corroborates};
+use crate::health::hardware::Signs;
 use crate::health::lifecycle::NodeIx;
 use crate::health::stats::robust_spread;
 use crate::snapshot::probe::NodeState;
@@ -333,14 +333,13 @@ impl HealthEngine {
             // while its window is still slow is no sign it recovered: it stays confirmed
             // and is asked again at once.
             let held = self.varying_held(i);
-            let d = &self.nodes[i].data;
-            let d_signs = (d.sign_rounds, d.slow_rounds);
+            let signed = self.nodes[i].data.corroborated();
             if reproduced && held {
                 self.recommend(i, (w, r), &c, false, e, out);
             } else if !reproduced && w.elevated && held {
                 self.ask(i, out);
                 self.nodes[i].data.asked_varying = true;
-            } else if !reproduced && !w.elevated && corroborates(d_signs.0, d_signs.1) {
+            } else if !reproduced && !w.elevated && signed {
                 self.set(
                     i,
                     NodeState::Healthy,
@@ -430,7 +429,7 @@ impl HealthEngine {
         let c = &self.nodes[i].counts;
         let d = &self.nodes[i].data;
         let hold = self.short_hold(c.quiet, c.steady);
-        let corroborated = corroborates(d.sign_rounds, d.slow_rounds);
+        let corroborated = d.corroborated();
         c.quiet >= hold && (corroborated || d.persist >= self.horizon(i))
     }
 
@@ -468,8 +467,7 @@ impl HealthEngine {
     fn varying_held(&self, i: NodeIx) -> bool {
         let d = &self.nodes[i].data;
         let hold = self.short_hold(d.unexplained, d.slow_rounds);
-        d.unexplained >= hold
-            && (corroborates(d.sign_rounds, d.slow_rounds) || d.agreeing >= self.horizon(i))
+        d.unexplained >= hold && (d.corroborated() || d.agreeing >= self.horizon(i))
     }
 }
 
@@ -481,7 +479,7 @@ fn corroboration(
     steady: bool,
     (horizon, configured): (usize, usize),
 ) -> String {
-    if corroborates(d.sign_rounds, d.slow_rounds) {
+    if d.corroborated() {
         return format!(
             "corroborated by its own hardware in {} of its slow rounds: {}",
             d.sign_rounds,

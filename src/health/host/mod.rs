@@ -298,6 +298,12 @@ struct NodeData {
 }
 
 impl NodeData {
+    /// Whether the episode's hardware signs corroborate it (evidence congestion cannot
+    /// give, [`crate::health::hardware::corroborates`]).
+    fn corroborated(&self) -> bool {
+        crate::health::hardware::corroborates(self.sign_rounds, self.slow_rounds)
+    }
+
     /// Drops the current episode's evidence.
     fn forget_episode(&mut self) {
         self.signs = Signs::NONE;

@@ -9,7 +9,6 @@ use super::{HealthEngine, RoundInput};
 use crate::health::evidence::{Evidence, Key};
 use crate::health::evidence::{moves_as_one, steady};
 use crate::health::fabric::{CROWD_MIN, CROWD_SHARE, Partial, crowd};
-use crate::health::hardware::corroborates;
 use crate::health::lifecycle::NodeIx;
 use crate::health::stats::{Reference, deviations, median, spread_of};
 use crate::health::tor::{TorJudgement, TorLevels, TorRule, TorVerdict, Touch, lower_median};
@@ -88,9 +87,10 @@ pub(super) struct Window {
     /// Above it by effect size alone (no z): what a crowd is counted by, since many
     /// slow nodes inflate the round's spread and so hide each other's z.
     pub large: bool,
-    /// Its sending and receiving probes agreed round by round over the window
-    /// ([`crate::health::evidence::moves_as_one`]): a slowness that varies between rounds
-    /// but not between the probes of one round is a component's, not queueing's.
+    /// Slow (`large`), and its sending and receiving probes agreed round by round over
+    /// the window ([`crate::health::evidence::moves_as_one`]): a slowness that varies
+    /// between rounds but not between the probes of one round is a component's, not
+    /// queueing's. Only a slow window's count reads it, so a clear one is not measured.
     pub agrees: bool,
 }
 
@@ -389,17 +389,21 @@ impl HealthEngine {
         // k-th newest of each is the same round's. A lost probe shifts the older pairs
         // until the window has turned; the median takes a few such gaps in its stride.
         // Both histories are in the wire form, so a restored engine decides the same.
-        let gaps: Vec<f64> = (track.data.out_hist.iter().rev())
-            .zip(track.data.in_hist.iter().rev())
-            .map(|(o, i)| (o.0 - i.0).abs())
-            .collect();
+        let large = full && score > threshold;
+        let agrees = large && {
+            let mut gaps: Vec<f64> = (track.data.out_hist.iter().rev())
+                .zip(track.data.in_hist.iter().rev())
+                .map(|(o, i)| (o.0 - i.0).abs())
+                .collect();
+            moves_as_one(&mut gaps, self.cfg.window.div_ceil(2), r.spread())
+        };
         Window {
             score,
             zmed,
             spread,
-            elevated: full && score > threshold && zmed > self.cfg.z,
-            large: full && score > threshold,
-            agrees: moves_as_one(&gaps, self.cfg.window.div_ceil(2), r.spread()),
+            elevated: large && zmed > self.cfg.z,
+            large,
+            agrees,
         }
     }
 
@@ -484,8 +488,7 @@ impl HealthEngine {
             // uplink congestion its counters missed had formed (40 -> 66, 86 -> 115).
             // The signs are the episode's up to the last round (this round's are added
             // when the node advances): one round later at most.
-            let d = &self.nodes[NodeIx(i)].data;
-            if !corroborates(d.sign_rounds, d.slow_rounds) {
+            if !self.nodes[NodeIx(i)].data.corroborated() {
                 continue;
             }
             crowded[i] = false;
