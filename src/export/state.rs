@@ -283,11 +283,11 @@ pub struct PersistenceHorizon {
     pub rounds: usize,
     /// The configured horizon (`health.uncorroborated_hold` on the host plane).
     pub configured_rounds: usize,
-    /// Whether it is learnt from the congestion the counters reported (longer than
-    /// configured).
+    /// Whether it is learnt from the congestion the counters reported and the slow
+    /// episodes that ended by themselves (longer than configured).
     pub learnt: bool,
-    /// The congestion runs it rests on (at least 30 rounds each; fewer than 3 teach
-    /// nothing).
+    /// The congestion runs and self-ended slow episodes it rests on (at least 30 rounds
+    /// each; fewer than 3 of either kind teach nothing).
     pub congestion_runs: usize,
 }
 

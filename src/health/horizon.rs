@@ -1,4 +1,5 @@
-//! The persistence horizon, learnt from the congestion the group's own counters report.
+//! The persistence horizon, learnt from the congestion the group's own counters report
+//! and from the slow episodes that ended by themselves.
 //!
 //! A straggler that no hardware sign corroborates is recommended only after it has been
 //! steadily slow longer than congestion lasts: congestion its counters miss looks exactly
@@ -14,6 +15,18 @@
 //! is longer, and at most [`HORIZON_CAP`] times the configured one. A group whose counters
 //! never report a long run (or fewer than [`HORIZON_MIN_RUNS`]) keeps the configured
 //! horizon.
+//!
+//! Where the counters are blind (an NPU port's pause-frame and CNP counters not read, a
+//! NIC that exports none), they report nothing, and congestion would only ever show as
+//! stragglers. So the episodes that ended by themselves are measured too
+//! ([`CongestionHorizon::episode_ended`]): a member (node or port) slow with nothing to
+//! corroborate it (no hardware sign) that went back within bounds on its own, its length
+//! the slow rounds its counters did not explain. Whatever slowed it ended, so a straggler
+//! that has lasted no longer may end too. A persistent straggler never ends, so it
+//! teaches nothing; a transient fault that ends teaches caution, never haste. They are
+//! kept apart from the counters' runs, and the long run is the longer of the two
+//! sources' (each needing [`HORIZON_MIN_RUNS`]): pooled, many short episodes would lower
+//! the quantile of a group whose counters report long runs, and so shorten its horizon.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -45,15 +58,46 @@ pub const HORIZON_QUANTILE: f64 = 0.95;
 /// storm, a counter misread) is one run, and alone it sets nothing.
 pub const HORIZON_MIN_RUNS: usize = 3;
 
+/// The wire form of a [`CongestionHorizon`]: the runs under way as (node, first round,
+/// last round), the lengths of the runs that ended, and of the episodes that ended.
+pub(crate) type HorizonWire = (Vec<(usize, u64, u64)>, VecDeque<u64>, VecDeque<u64>);
+
+/// Remembers a length in `lengths` if it is at least [`HORIZON_MIN_RUN`], keeping the
+/// newest [`HORIZON_RUNS`].
+fn remember(lengths: &mut VecDeque<u64>, length: u64) {
+    if length < HORIZON_MIN_RUN {
+        return;
+    }
+    lengths.push_back(length);
+    if lengths.len() > HORIZON_RUNS {
+        lengths.pop_front();
+    }
+}
+
+/// The [`HORIZON_QUANTILE`] of `lengths` (the longest of fewer than twenty), or `None`
+/// with fewer than [`HORIZON_MIN_RUNS`].
+fn quantile(mut lengths: Vec<u64>) -> Option<u64> {
+    if lengths.len() < HORIZON_MIN_RUNS {
+        return None;
+    }
+    lengths.sort_unstable();
+    let rank = ((lengths.len() as f64) * HORIZON_QUANTILE).ceil() as usize;
+    Some(lengths[rank.clamp(1, lengths.len()) - 1])
+}
+
 /// The runs of congestion the counters reported in one group: each node's run under way
 /// (first and last round), and the lengths of the last [`HORIZON_RUNS`] that ended of at
-/// least [`HORIZON_MIN_RUN`] rounds.
+/// least [`HORIZON_MIN_RUN`] rounds; and, apart, those of the slow episodes that ended by
+/// themselves.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct CongestionHorizon {
     /// Per node, the run under way: its first and last reported round.
     pub open: BTreeMap<usize, (u64, u64)>,
     /// Lengths (rounds, first to last inclusive) of the runs that ended, oldest first.
     pub ended: VecDeque<u64>,
+    /// Lengths (slow rounds nothing explained) of the last [`HORIZON_RUNS`] slow episodes
+    /// of at least [`HORIZON_MIN_RUN`] that ended by themselves, oldest first.
+    pub episodes: VecDeque<u64>,
 }
 
 impl CongestionHorizon {
@@ -86,33 +130,46 @@ impl CongestionHorizon {
         }
     }
 
+    /// Remembers a slow episode that ended by itself after `rounds` slow rounds nothing
+    /// explained or corroborated (a straggler back within bounds with no hardware sign,
+    /// never recommended), apart from the counters' runs: whatever it was, it ended, so a
+    /// straggler that has lasted no longer may end too. Congestion the counters miss shows
+    /// here only.
+    pub fn episode_ended(&mut self, rounds: u64) {
+        remember(&mut self.episodes, rounds);
+    }
+
     /// Remembers a run that ended, if it is long enough to count.
     fn end(&mut self, (first, last): (u64, u64)) {
-        let length = last.saturating_sub(first) + 1;
-        if length < HORIZON_MIN_RUN {
-            return;
-        }
-        self.ended.push_back(length);
-        if self.ended.len() > HORIZON_RUNS {
-            self.ended.pop_front();
-        }
+        remember(&mut self.ended, last.saturating_sub(first) + 1);
     }
 
     /// The long run: the [`HORIZON_QUANTILE`] of the ended runs and those under way but
     /// `except`'s (each so far, to its last report: a run still going is at least that
-    /// long), or `None` with fewer than [`HORIZON_MIN_RUNS`]. A node's own run under way
-    /// is its own doing as much as the fleet's: counted, a node whose counters show
-    /// congestion every other round would lengthen its own horizon for as long as they
-    /// did. (Its own runs that ended count, as anyone's.)
+    /// long), or of the episodes that ended by themselves, whichever is longer; `None`
+    /// when neither source has [`HORIZON_MIN_RUNS`]. A node's own run under way is its own
+    /// doing as much as the fleet's: counted, a node whose counters show congestion every
+    /// other round would lengthen its own horizon for as long as they did. (Its own runs
+    /// that ended count, as anyone's.)
     pub fn long_run(&self, except: Option<usize>) -> Option<u64> {
+        let (runs, episodes) = self.long_runs(except);
+        runs.max(episodes)
+    }
+
+    /// Whether the long run of `except`'s horizon is the episodes' rather than the
+    /// counters' runs' (what a reason names as where a learnt horizon came from).
+    pub fn taught_by_episodes(&self, except: Option<usize>) -> bool {
+        let (runs, episodes) = self.long_runs(except);
+        episodes > runs
+    }
+
+    /// The long run of each source: the counters' runs (those under way but `except`'s
+    /// included) and the episodes that ended.
+    fn long_runs(&self, except: Option<usize>) -> (Option<u64>, Option<u64>) {
         let mut runs: Vec<u64> = self.ended.iter().copied().collect();
         runs.extend(self.open_long(except));
-        if runs.len() < HORIZON_MIN_RUNS {
-            return None;
-        }
-        runs.sort_unstable();
-        let rank = ((runs.len() as f64) * HORIZON_QUANTILE).ceil() as usize;
-        Some(runs[rank.clamp(1, runs.len()) - 1])
+        let episodes: Vec<u64> = self.episodes.iter().copied().collect();
+        (quantile(runs), quantile(episodes))
     }
 
     /// The persistence horizon of node `node` (None: of one with no run under way):
@@ -131,7 +188,7 @@ impl CongestionHorizon {
         Horizon {
             rounds: self.horizon(floor, None),
             configured: floor,
-            runs: self.ended.len() + self.open_long(None).count(),
+            runs: self.ended.len() + self.open_long(None).count() + self.episodes.len(),
         }
     }
 
@@ -145,34 +202,38 @@ impl CongestionHorizon {
             .filter(|&length| length >= HORIZON_MIN_RUN)
     }
 
-    /// The wire form: the runs under way as (node, first round, last round), and the
-    /// lengths of those that ended.
-    pub fn wire(&self) -> (Vec<(usize, u64, u64)>, VecDeque<u64>) {
+    /// The wire form: the runs under way as (node, first round, last round), the
+    /// lengths of those that ended, and those of the episodes that ended by themselves.
+    pub fn wire(&self) -> HorizonWire {
         let open = self
             .open
             .iter()
             .map(|(i, (first, last))| (*i, *first, *last))
             .collect();
-        (open, self.ended.clone())
+        (open, self.ended.clone(), self.episodes.clone())
     }
 
     /// The runs of a [`CongestionHorizon::wire`] form from an engine over `n` nodes at round
     /// `round`; or the field and why no such engine could have written it (more than
     /// [`HORIZON_RUNS`] ended runs, one shorter than [`HORIZON_MIN_RUN`] or longer than the
     /// rounds so far; a run under way of a node out of range, twice, from round 0, ending
-    /// before it begins or after `round`).
+    /// before it begins or after `round`; the same for the episodes as for the ended runs).
     pub fn from_wire(
-        (open, ended): (Vec<(usize, u64, u64)>, VecDeque<u64>),
+        (open, ended, episodes): HorizonWire,
         n: usize,
         round: u64,
     ) -> Result<Self, (&'static str, String)> {
-        if ended.len() > HORIZON_RUNS || ended.iter().any(|&l| l < HORIZON_MIN_RUN || l > round) {
-            return Err((
-                "congestion_ended",
-                format!(
-                    "more than {HORIZON_RUNS} runs, or a run under {HORIZON_MIN_RUN} rounds or over {round}"
-                ),
-            ));
+        for (field, lengths) in [("congestion_ended", &ended), ("episodes_ended", &episodes)] {
+            if lengths.len() > HORIZON_RUNS
+                || lengths.iter().any(|&l| l < HORIZON_MIN_RUN || l > round)
+            {
+                return Err((
+                    field,
+                    format!(
+                        "more than {HORIZON_RUNS} runs, or a run under {HORIZON_MIN_RUN} rounds or over {round}"
+                    ),
+                ));
+            }
         }
         let mut runs = BTreeMap::new();
         for (i, first, last) in open {
@@ -186,7 +247,11 @@ impl CongestionHorizon {
             }
             runs.insert(i, (first, last));
         }
-        Ok(Self { open: runs, ended })
+        Ok(Self {
+            open: runs,
+            ended,
+            episodes,
+        })
     }
 
     /// Carries the runs under way over to a new member list (`map[old]`: the old node's
@@ -208,6 +273,36 @@ impl CongestionHorizon {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A slow episode that ended by itself is remembered by its length: under
+    /// [`HORIZON_MIN_RUN`] it is not, two teach nothing, three of 100 rounds set a horizon
+    /// of 150 over a floor of 60 (as three reported runs of 100 rounds would). The two
+    /// sources are not pooled: beside three reported runs of 200, two hundred episodes of 40
+    /// leave the horizon at 300, the runs' (pooled, the quantile would be 40 and the
+    /// horizon the floor), and only the last [`HORIZON_RUNS`] are kept.
+    #[test]
+    fn an_episode_that_ended_is_remembered_apart_from_the_runs() {
+        let mut h = CongestionHorizon::default();
+        h.episode_ended(0);
+        h.episode_ended(HORIZON_MIN_RUN - 1);
+        assert!(h.episodes.is_empty());
+        for _ in 0..2 {
+            h.episode_ended(100);
+        }
+        assert_eq!(h.horizon(60, None), 60, "two episodes teach nothing");
+        h.episode_ended(100);
+        assert_eq!(h.episodes, VecDeque::from([100, 100, 100]));
+        assert!(h.ended.is_empty());
+        assert_eq!(h.horizon(60, None), 150);
+        assert_eq!(h.group(60).runs, 3);
+        h.ended.extend([200, 200, 200]);
+        for _ in 0..200 {
+            h.episode_ended(40);
+        }
+        assert_eq!(h.horizon(60, None), 300);
+        assert_eq!(h.episodes.len(), HORIZON_RUNS);
+        assert_eq!(h.group(60).runs, 3 + HORIZON_RUNS);
+    }
 
     /// Runs close after more than [`HORIZON_BRIDGE`] quiet rounds, a gap up to it does not
     /// end one, runs shorter than [`HORIZON_MIN_RUN`] are not counted, nothing is learnt

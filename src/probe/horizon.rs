@@ -1,6 +1,6 @@
 //! The persistence horizon as the operator hears of it: a log line when an engine's
 //! horizon becomes learnt (longer than `uncorroborated_hold`, from the congestion the
-//! counters reported) or configured again. Its value is in the snapshot and exported every
+//! counters reported or the slow episodes that ended by themselves) or configured again. Its value is in the snapshot and exported every
 //! round; the log says when a slow node starts waiting longer than the configuration says,
 //! and why.
 
@@ -15,7 +15,7 @@ pub(super) fn log_horizon(was: Option<Horizon>, now: Horizon, plane: &'static st
             rounds = now.rounds,
             configured = now.configured,
             runs = now.runs,
-            "the persistence horizon is learnt from the congestion the counters reported: a straggler nothing corroborates waits longer than configured"
+            "the persistence horizon is learnt from the congestion the counters reported or the slow episodes that ended by themselves: a straggler nothing corroborates waits longer than configured"
         ),
         (true, false) => tracing::info!(
             plane,

@@ -246,8 +246,9 @@ pub struct Horizon {
     pub rounds: usize,
     /// The configured horizon (`uncorroborated_hold`): `rounds` is longer only when learnt.
     pub configured: usize,
-    /// The congestion runs the horizon is learnt from: those of at least 30 rounds, the
-    /// ended ones remembered and those under way (fewer than three teach nothing).
+    /// The congestion runs and the slow episodes that ended by themselves the horizon is
+    /// learnt from: those of at least 30 rounds, the ended ones remembered and the runs
+    /// under way (fewer than three of either kind teach nothing).
     pub runs: usize,
 }
 

@@ -476,7 +476,7 @@ fn horizons(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     };
     f.gauge(
         "hcclwatch_persistence_horizon_rounds",
-        "Rounds of its plane (probe.interval, or device_probe.interval on the device plane) a straggler or NPU port that nothing corroborates must stay steadily slow before its quarantine is recommended: the configured horizon (health.uncorroborated_hold on the host plane, 180 device rounds on the device plane), or 1.5 x the 95th percentile of the congestion runs the group's counters reported when that is longer (at most 8 x the configured one).",
+        "Rounds of its plane (probe.interval, or device_probe.interval on the device plane) a straggler or NPU port that nothing corroborates must stay steadily slow before its quarantine is recommended: the configured horizon (health.uncorroborated_hold on the host plane, 180 device rounds on the device plane), or 1.5 x the longer of two 95th percentiles, of the congestion runs the group's counters reported and of the slow episodes nothing corroborated that ended by themselves, when that is longer (at most 8 x the configured one).",
         by(|h| h.rounds),
     )?;
     f.gauge(
@@ -486,7 +486,7 @@ fn horizons(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     )?;
     f.gauge(
         "hcclwatch_persistence_horizon_congestion_runs",
-        "Runs of at least 30 rounds in which a member's own counters (on the device plane, any of a node's NPU ports') reported congestion, remembered (the last 128 that ended, and those under way): what the learnt horizon rests on (fewer than 3 teach nothing).",
+        "Runs of at least 30 rounds in which a member's own counters (on the device plane, any of a node's NPU ports') reported congestion, and slow episodes of at least 30 unexplained rounds that nothing corroborated and that ended by themselves, remembered (the last 128 of each kind that ended, and the runs under way): what the learnt horizon rests on (fewer than 3 of either kind teach nothing).",
         by(|h| h.runs),
     )
 }

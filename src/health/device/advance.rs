@@ -203,7 +203,8 @@ impl DeviceEngine {
     ///   congested;
     /// - without, that and the persistence horizon such rounds since the episode began:
     ///   `uncorroborated_hold`, or longer when the ports' own counters have reported longer
-    ///   congestion ([`crate::health::horizon`]; the same rule as the host plane's).
+    ///   congestion or their slow episodes that ended by themselves lasted longer
+    ///   ([`crate::health::horizon`]; the same rule as the host plane's).
     fn held(&self, i: PortIx) -> bool {
         let (c, d) = (&self.ports[i].counts, &self.ports[i].data);
         let congested = c.steady - c.quiet;
@@ -217,7 +218,7 @@ impl DeviceEngine {
 
     /// Port `i`'s persistence horizon: the configured one, or longer when the ports'
     /// counters reported longer congestion (its node's run under way left out: its own
-    /// doing as much as the fabric's).
+    /// doing as much as the fabric's) or their slow episodes that ended lasted longer.
     fn horizon(&self, i: PortIx) -> usize {
         let node = self.ports[i].data.node.0;
         self.congestion
@@ -226,6 +227,7 @@ impl DeviceEngine {
 
     /// Recommends port `i`'s node for quarantine, saying what the verdict rests on.
     fn recommend(&mut self, i: PortIx, e: &Elevation, out: &mut DeviceOutput) {
+        self.ports[i].data.recommended = true;
         let (c, d) = (self.ports[i].counts, &self.ports[i].data);
         let (signs, persist) = (d.signs, d.persist);
         let sign_rounds = d.sign_rounds;
@@ -235,10 +237,13 @@ impl DeviceEngine {
         ev.push(Key::HardwareSigns, f64::from(signs.bits()));
         let basis = if !d.corroborated() {
             let horizon = self.horizon(i);
-            let learnt = if horizon > self.cfg.uncorroborated_hold {
-                "learnt from the congestion the ports' counters reported"
-            } else {
+            let node = Some(self.ports[i].data.node.0);
+            let learnt = if horizon <= self.cfg.uncorroborated_hold {
                 "as configured"
+            } else if self.congestion.taught_by_episodes(node) {
+                "learnt from the ports' slow episodes that ended by themselves"
+            } else {
+                "learnt from the congestion the ports' counters reported"
             };
             format!(
                 "no hardware evidence: elevated beyond the persistence horizon ({persist} steady rounds its counters did not explain; the horizon is {horizon} rounds, {learnt})"

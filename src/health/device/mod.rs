@@ -328,7 +328,7 @@ pub struct DeviceOutput {
     /// operator to know of (counted and logged where it is published).
     pub median_renewed: bool,
     /// The persistence horizon a port nothing corroborates waits now, and the congestion
-    /// runs it was learnt from.
+    /// runs and slow episodes that ended by themselves it was learnt from.
     pub horizon: Horizon,
 }
 
@@ -349,6 +349,8 @@ struct PortData {
     /// The episode's elevated rounds, and of them those with a hardware sign.
     elevated_rounds: usize,
     sign_rounds: usize,
+    /// The episode reached a recommendation (its end may be a repair's).
+    recommended: bool,
 }
 
 impl PortData {
@@ -358,6 +360,7 @@ impl PortData {
         self.persist = 0;
         self.elevated_rounds = 0;
         self.sign_rounds = 0;
+        self.recommended = false;
     }
 
     fn new(node: usize) -> Self {
@@ -369,6 +372,7 @@ impl PortData {
             persist: 0,
             elevated_rounds: 0,
             sign_rounds: 0,
+            recommended: false,
         }
     }
 }
@@ -443,8 +447,9 @@ pub struct DeviceEngine {
     tor_explained: Vec<bool>,
     /// The current partial fabric event's shape: whether it is a spine's.
     spine: SpineTrack,
-    /// The runs of congestion the ports' own counters reported, by node (any of its ports):
-    /// how long the persistence horizon of a port nothing corroborates is
+    /// The runs of congestion the ports' own counters reported, by node (any of its ports),
+    /// and the ports' slow episodes that ended by themselves: how long the persistence
+    /// horizon of a port nothing corroborates is
     /// ([`crate::health::horizon`]).
     congestion: CongestionHorizon,
 }
@@ -648,7 +653,22 @@ impl DeviceEngine {
         evidence: Evidence,
         out: &mut DeviceOutput,
     ) {
+        // An episode nothing corroborated that ended by itself (back within bounds for
+        // `exit_rounds` from suspect or confirmed, never recommended) tells how long such
+        // slowness lasts (see `CongestionHorizon::episode_ended`). Not one withdrawn for
+        // its node's verdict or not reproduced (its next rounds are the same slowness),
+        // nor one that was recommended (it may have ended by a repair; a port elevated
+        // again in probation carries that episode on).
+        let (t, d) = (&self.ports[port], &self.ports[port].data);
+        let by_itself = to == NodeState::Healthy
+            && matches!(t.state, NodeState::Suspect | NodeState::Confirmed)
+            && t.counts.clean >= self.cfg.exit_rounds
+            && !d.recommended;
+        let ended = (by_itself && !d.corroborated()).then_some(d.persist);
         if let Some(c) = self.ports.set(port, to, reason, evidence) {
+            if let Some(rounds) = ended {
+                self.congestion.episode_ended(rounds as u64);
+            }
             if to == NodeState::Healthy {
                 // The episode is over: its evidence goes with it.
                 self.ports[port].data.forget_episode();

@@ -410,7 +410,7 @@ impl HealthEngine {
             "confirmed straggler: still {:.1}% slower {how} and a second re-pairing with {} known-good peers; {}",
             (w.score.exp() - 1.0) * 100.0,
             c.len(),
-            corroboration(d, steady, (self.horizon(i), self.cfg.uncorroborated_hold))
+            corroboration(d, steady, self.horizon_said(i))
         );
         self.set(i, NodeState::QuarantineRecommended, reason, e, out);
     }
@@ -434,10 +434,26 @@ impl HealthEngine {
     }
 
     /// Node `i`'s persistence horizon now: `uncorroborated_hold`, or longer when the
-    /// group's counters have reported longer congestion ([`crate::health::horizon`]).
+    /// group's counters have reported longer congestion or its slow episodes that ended by
+    /// themselves lasted longer ([`crate::health::horizon`]).
     pub(super) fn horizon(&self, i: NodeIx) -> usize {
         self.congestion
             .horizon(self.cfg.uncorroborated_hold, Some(i.0))
+    }
+
+    /// Node `i`'s horizon and where it came from, in words for a reason: as configured,
+    /// or learnt from the counters' runs or from the slow episodes that ended by
+    /// themselves (whichever set it).
+    fn horizon_said(&self, i: NodeIx) -> (usize, &'static str) {
+        let horizon = self.horizon(i);
+        let whence = if horizon <= self.cfg.uncorroborated_hold {
+            "as configured"
+        } else if self.congestion.taught_by_episodes(Some(i.0)) {
+            "learnt from the group's slow episodes that ended by themselves"
+        } else {
+            "learnt from the congestion its group's counters reported"
+        };
+        (horizon, whence)
     }
 
     /// The short hold of a run of `slow` rounds of which `unexplained` its counters did not
@@ -473,12 +489,9 @@ impl HealthEngine {
 
 /// What a quarantine rests on besides the probes, for its reason: the hardware signs
 /// that corroborate the episode, or the length of the run when none do (its steadily slow
-/// rounds, or for a node whose slowness varies, its rounds that moved as one).
-fn corroboration(
-    d: &super::NodeData,
-    steady: bool,
-    (horizon, configured): (usize, usize),
-) -> String {
+/// rounds, or for a node whose slowness varies, its rounds that moved as one) and the
+/// horizon it passed (`horizon`: see [`HealthEngine::horizon_said`]).
+fn corroboration(d: &super::NodeData, steady: bool, horizon: (usize, &'static str)) -> String {
     if d.corroborated() {
         return format!(
             "corroborated by its own hardware in {} of its slow rounds: {}",
@@ -497,13 +510,9 @@ fn corroboration(
             d.agreeing
         )
     };
+    let (horizon, whence) = horizon;
     format!(
-        "no hardware evidence: slow beyond the persistence horizon ({rounds}; the horizon is {horizon} rounds, {})",
-        if horizon > configured {
-            "learnt from the congestion its group's counters reported"
-        } else {
-            "as configured"
-        }
+        "no hardware evidence: slow beyond the persistence horizon ({rounds}; the horizon is {horizon} rounds, {whence})"
     )
 }
 

@@ -401,8 +401,9 @@ pub struct HealthEngine {
     /// learns a dip again from its next event round, and its normal only after the
     /// horizon; see `crate::health::dips`).
     dip: DipPairs,
-    /// The runs of congestion the members' counters reported: how long the persistence
-    /// horizon is ([`crate::health::horizon`]).
+    /// The runs of congestion the members' counters reported, and the slow episodes that
+    /// ended by themselves: how long the persistence horizon is
+    /// ([`crate::health::horizon`]).
     congestion: CongestionHorizon,
 }
 
@@ -526,10 +527,26 @@ impl HealthEngine {
         // A pending re-pairing asked on a confirmed node's varying evidence is judged so
         // only in that state.
         self.nodes[node].data.asked_varying = false;
+        let mut ended = None;
         if to == NodeState::Probation || (to == NodeState::Healthy && recovered) {
+            // An episode nothing corroborated that ended by itself (back within bounds
+            // from suspect or confirmed, never recommended) tells how long such slowness
+            // lasts (see `CongestionHorizon::episode_ended`). One that was recommended
+            // may have ended by a repair, and the end of a hard fault's hold-down is no
+            // end of a slowness.
+            let d = &self.nodes[node].data;
+            let by_itself = to == NodeState::Healthy
+                && matches!(
+                    self.nodes[node].state,
+                    NodeState::Suspect | NodeState::Confirmed
+                );
+            ended = (by_itself && !d.corroborated()).then_some(d.persist.max(d.agreeing));
             self.nodes[node].data.forget_episode();
         }
         if let Some(c) = self.nodes.set(node, to, reason, evidence) {
+            if let Some(rounds) = ended {
+                self.congestion.episode_ended(rounds as u64);
+            }
             out.transitions.push(transition(c));
         }
     }

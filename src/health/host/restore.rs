@@ -195,6 +195,14 @@ struct Snapshot {
     /// The lengths of the last runs that ended, oldest first (see `congestion_open`).
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     congestion_ended: VecDeque<u64>,
+    /// The lengths of the last slow episodes nothing corroborated that ended by
+    /// themselves, oldest first (see `CongestionHorizon::episode_ended`). Left out when
+    /// empty, as `congestion_ended`: a member of an older release ignores them, and a
+    /// state from one has none, so its horizon rests on the counters' runs alone (as an
+    /// older member's does) until episodes end again, and it may recommend a straggler
+    /// sooner than a member that kept them.
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    episodes_ended: VecDeque<u64>,
 }
 
 /// An error naming the field and what is wrong with it.
@@ -324,7 +332,7 @@ impl HealthEngine {
     /// thresholds), for a member that joins a group to take over from one that has been
     /// in it longer, so that every member computes the same verdicts.
     pub fn snapshot(&self) -> Vec<u8> {
-        let (congestion_open, congestion_ended) = self.congestion.wire();
+        let (congestion_open, congestion_ended, episodes_ended) = self.congestion.wire();
         let mut s = Snapshot {
             nodes: self.nodes.tracks().iter().map(NodeWire::of).collect(),
             round: self.nodes.round(),
@@ -342,6 +350,7 @@ impl HealthEngine {
             dip_normal: self.dip.normal_wire(),
             congestion_open,
             congestion_ended,
+            episodes_ended,
         };
         let bytes = serde_json::to_vec(&s).unwrap_or_default();
         if s.dip_normal.is_none()
@@ -377,9 +386,12 @@ impl HealthEngine {
                 reason,
             })?,
         };
-        let congestion =
-            CongestionHorizon::from_wire((s.congestion_open, s.congestion_ended), n, s.round)
-                .map_err(|(field, reason)| RestoreError::Invalid { field, reason })?;
+        let congestion = CongestionHorizon::from_wire(
+            (s.congestion_open, s.congestion_ended, s.episodes_ended),
+            n,
+            s.round,
+        )
+        .map_err(|(field, reason)| RestoreError::Invalid { field, reason })?;
         self.nodes =
             Lifecycle::restored(s.round, s.nodes.into_iter().map(NodeWire::track).collect());
         self.baseline = Normal {

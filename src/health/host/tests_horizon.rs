@@ -1,7 +1,7 @@
 //! The persistence horizon learnt from the congestion the group's counters report: a
 //! straggler nothing corroborates waits longer in a group whose congestion lasts longer.
 
-use super::tests::{repairings, round};
+use super::tests::{pcie, repairings, round};
 use super::*;
 
 /// A 16-node group: node 5 steadily 30 % slow from round 0, re-paired whenever the engine
@@ -129,6 +129,9 @@ fn a_restored_engine_keeps_the_runs_it_learnt_from() {
     );
     let round = old.rounds();
     for (field, bad) in [
+        ("episodes_ended", serde_json::json!([10])),
+        ("episodes_ended", serde_json::json!([round + 1])),
+        ("episodes_ended", serde_json::json!(vec![40; 200])),
         ("congestion_ended", serde_json::json!([0])),
         ("congestion_ended", serde_json::json!([10])),
         ("congestion_ended", serde_json::json!([round + 1])),
@@ -196,4 +199,159 @@ fn each_round_says_what_the_horizon_is() {
     assert_eq!(outs[20], h(configured, 0));
     assert_eq!(outs[299], h(450, 3));
     assert_eq!(outs[319], h(450, 3));
+}
+
+/// A 16-node group in which nodes 2, 3 and 4 are each steadily 30 % slow for `episode`
+/// rounds, one after another from round 0 (gaps of 20 rounds), with nothing on their
+/// counters and, when `signs`, a trained-down PCIe link in every slow round; then node 5
+/// is slow from round [`ONSET`] (each episode over by then, its node cleared after
+/// `exit_rounds`) as in [`recommended_beside`]. Returns the round node 5 was recommended,
+/// its reason, and the horizon the group reported before node 5 slowed.
+fn after_episodes(
+    episode: usize,
+    signs: bool,
+) -> (Option<(usize, String)>, crate::health::Horizon) {
+    let n = 16;
+    let onset = ONSET;
+    let mut e = HealthEngine::new(n, HealthConfig::default());
+    let mut confirm: Vec<usize> = Vec::new();
+    let mut before = None;
+    for r in 0..onset + 400 {
+        let mut slow: Vec<(usize, f64)> = (0..3)
+            .filter(|k| (k * (episode + 20)..k * (episode + 20) + episode).contains(&r))
+            .map(|k| (2 + k, 1.3))
+            .collect();
+        if r >= onset {
+            slow.push((5, 1.3));
+        }
+        let mut input = round(n, 1 + r % 7, &slow, |i| (i % 3) as f64 * 0.002);
+        if signs {
+            for &(node, _) in slow.iter().filter(|(x, _)| *x != 5) {
+                pcie(&mut input, node);
+            }
+        }
+        repairings(&mut input, &confirm, n, |s| {
+            slow.iter().find(|(x, _)| *x == s).map_or(1.0, |(_, f)| *f)
+        });
+        let out = e.step(&input);
+        if r + 1 == onset {
+            before = Some(out.horizon);
+        }
+
+        confirm = out.confirm_requests.clone();
+        if let Some(t) = out
+            .transitions
+            .iter()
+            .find(|t| t.node == 5 && t.to == NodeState::QuarantineRecommended)
+        {
+            return (Some((r, t.reason.clone())), before.expect("reported"));
+        }
+    }
+    (None, before.expect("reported"))
+}
+
+/// Round node 5 slows in [`after_episodes`].
+const ONSET: usize = 700;
+
+/// Slow episodes that nothing explained or corroborated and that ended by themselves
+/// teach the horizon as the counters' runs do: after three of 150 rounds (each shorter
+/// than the configured horizon, so none was recommended), node 5 waits 1.5 times their
+/// slow rounds (150, and the few a window's median stays up after: 225 to 1.5 × (150 +
+/// window)), not the configured 180, and the reason says the horizon was learnt from them.
+/// The same episodes with a hardware sign were faults, not congestion: they teach nothing,
+/// and node 5 waits the configured horizon. Episodes of 250 rounds, each recommended at
+/// the configured horizon before it ended, teach nothing either (a recommended node may
+/// recover by a repair).
+#[test]
+fn slow_episodes_that_ended_by_themselves_teach_the_horizon() {
+    let cfg = HealthConfig::default();
+    assert!(150 < cfg.uncorroborated_hold && 225 > cfg.uncorroborated_hold);
+    let (at, horizon) = after_episodes(150, false);
+    let most = (1.5 * (150 + cfg.window) as f64).ceil() as usize;
+    assert!(
+        (225..=most).contains(&horizon.rounds) && horizon.runs == 3,
+        "{horizon:?}"
+    );
+    let h = horizon.rounds;
+    let (at, why) = at.expect("recommended after the learnt horizon");
+    assert!(
+        at + 1 >= ONSET + h && at <= ONSET + h + cfg.window + 2,
+        "{at}"
+    );
+    assert!(
+        why.contains(&format!(
+            "the horizon is {h} rounds, learnt from the group's slow episodes that ended by themselves"
+        )),
+        "{why}"
+    );
+
+    let (at, horizon) = after_episodes(150, true);
+    assert_eq!((horizon.rounds, horizon.runs), (cfg.uncorroborated_hold, 0));
+    let (at, why) = at.expect("recommended after the configured horizon");
+    let h = cfg.uncorroborated_hold;
+    assert!(
+        at + 1 >= ONSET + h && at <= ONSET + h + cfg.window + 2,
+        "{at}"
+    );
+    assert!(why.contains("as configured"), "{why}");
+
+    assert!(250 > cfg.uncorroborated_hold + cfg.window);
+    let (_, horizon) = after_episodes(250, false);
+    assert_eq!((horizon.rounds, horizon.runs), (h, 0), "recommended first");
+}
+
+/// The episodes that ended are in the engine's state: node 2 slow for 150 rounds, nothing
+/// on its counters, then back within bounds until it is healthy; the state carries its
+/// episode, and an engine that takes over gives the same outputs round by round, its
+/// horizon included, while nodes 3 and 4 go through episodes of their own.
+#[test]
+fn a_restored_engine_keeps_the_episodes_it_learnt_from() {
+    let n = 16;
+    let slow_in = |r: usize| -> Vec<(usize, f64)> {
+        [(2, 0..150), (3, 400..550), (4, 570..720)]
+            .into_iter()
+            .filter(|(_, span)| span.contains(&r))
+            .map(|(node, _)| (node, 1.3))
+            .collect()
+    };
+    let step = |e: &mut HealthEngine, r: usize, confirm: &[usize]| {
+        let slow = slow_in(r);
+        let mut input = round(n, 1 + r % 7, &slow, |i| (i % 3) as f64 * 0.002);
+        repairings(&mut input, confirm, n, |s| {
+            slow.iter().find(|(x, _)| *x == s).map_or(1.0, |(_, f)| *f)
+        });
+        e.step(&input)
+    };
+    let mut old = HealthEngine::new(n, HealthConfig::default());
+    let mut confirm = Vec::new();
+    for r in 0..380 {
+        confirm = step(&mut old, r, &confirm).confirm_requests;
+    }
+    assert_eq!(old.states()[2], NodeState::Healthy);
+    let wire: serde_json::Value = serde_json::from_slice(&old.snapshot()).unwrap();
+    let episodes = wire["episodes_ended"]
+        .as_array()
+        .expect("episodes in the state");
+    assert_eq!(episodes.len(), 1, "{episodes:?}");
+    assert!(
+        // Its steadily slow rounds: the 150, less those before its window called it slow
+        // (it slowed in the engine's first rounds), plus those after, until it did not.
+        episodes[0]
+            .as_u64()
+            .is_some_and(|l| (130..=160).contains(&l)),
+        "{episodes:?}"
+    );
+    let mut new = HealthEngine::new(n, HealthConfig::default());
+    new.restore(&old.snapshot()).unwrap();
+    let mut last = None;
+    for r in 380..1000 {
+        let a = step(&mut old, r, &confirm);
+        let b = step(&mut new, r, &confirm);
+        assert_eq!(a, b, "round {r}");
+        confirm = a.confirm_requests.clone();
+        last = Some(a.horizon);
+    }
+    let h = last.expect("rounds ran");
+    assert_eq!(h.runs, 3, "{h:?}");
+    assert!(h.learnt(), "{h:?}");
 }

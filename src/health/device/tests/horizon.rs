@@ -132,3 +132,96 @@ fn a_new_port_table_carries_the_runs() {
     let h = outs.last().expect("rounds ran").horizon;
     assert_eq!((h.rounds, h.runs), (750, 3));
 }
+
+/// Ports of three nodes (12, 30 and 52) each steadily 2.5× slow for `episode` rounds, one
+/// after another from round 0 (gaps of 20 rounds), their counters silent and, when
+/// `signs`, a link below its speed in every slow round; port 44 slow from round
+/// [`ONSET`] (each episode over by then, its port cleared after `exit_rounds`). Returns
+/// the round port 44 was recommended, its reason, and the horizon before it slowed.
+fn after_episodes(
+    episode: usize,
+    signs: bool,
+) -> (Option<(usize, String)>, crate::health::Horizon) {
+    let mut f = Fabric::new(8, 8);
+    let mut e = DeviceEngine::new(&f.port_nodes(), DeviceConfig::default());
+    let mut outs = Vec::new();
+    let mut before = None;
+    for r in 0..ONSET + 400 {
+        f.slow = [12, 30, 52]
+            .into_iter()
+            .enumerate()
+            .filter(|(k, _)| (k * (episode + 20)..k * (episode + 20) + episode).contains(&r))
+            .map(|(_, p)| (p, 150e-6))
+            .collect();
+        f.signs = if signs {
+            f.slow
+                .iter()
+                .map(|&(p, _)| (p, Signs::LINK_SPEED))
+                .collect()
+        } else {
+            vec![]
+        };
+        if r >= ONSET {
+            f.slow.push((44, 150e-6));
+        }
+        go_on(&mut e, &mut f, r..r + 1, &[], &mut outs);
+        if r + 1 == ONSET {
+            before = outs.last().map(|o| o.horizon);
+        }
+    }
+    let at = recommended(&outs, 44).map(|(r, t)| (r, t.reason.clone()));
+    (at, before.expect("reported"))
+}
+
+/// Round port 44 slows in [`after_episodes`].
+const ONSET: usize = 800;
+
+/// Slow episodes that nothing explained or corroborated and that ended by themselves
+/// teach the device plane's horizon as its counters' runs do: after three of 150 rounds
+/// (none recommended: each shorter than the configured 180), port 44 waits 1.5 times
+/// their steady rounds (225 to 1.5 × (150 + window)), and its reason says the horizon was
+/// learnt from them. With a hardware sign the episodes were faults: they teach nothing,
+/// and port 44 waits the configured horizon. Episodes of 250 rounds, each recommended at
+/// the configured horizon before it ended, teach nothing either (a recommended port may
+/// recover by a repair).
+#[test]
+fn slow_episodes_that_ended_by_themselves_teach_the_horizon() {
+    let cfg = DeviceConfig::default();
+    assert!(150 < cfg.uncorroborated_hold && 225 > cfg.uncorroborated_hold);
+    let (at, horizon) = after_episodes(150, false);
+    let most = (1.5 * (150 + cfg.window) as f64).ceil() as usize;
+    assert!(
+        (225..=most).contains(&horizon.rounds) && horizon.runs == 3,
+        "{horizon:?}"
+    );
+    let h = horizon.rounds;
+    let (at, why) = at.expect("recommended after the learnt horizon");
+    assert!(
+        at + 1 >= ONSET + h && at <= ONSET + h + cfg.window + 10,
+        "{at}"
+    );
+    assert!(
+        why.contains(&format!(
+            "the horizon is {h} rounds, learnt from the ports' slow episodes that ended by themselves"
+        )),
+        "{why}"
+    );
+
+    let (at, horizon) = after_episodes(150, true);
+    let configured = cfg.uncorroborated_hold;
+    assert_eq!((horizon.rounds, horizon.runs), (configured, 0));
+    let (at, why) = at.expect("recommended after the configured horizon");
+    assert!(
+        at + 1 >= ONSET + configured && at <= ONSET + configured + cfg.window + 10,
+        "{at}"
+    );
+    assert!(why.contains("as configured"), "{why}");
+
+    assert!(250 > configured + cfg.window);
+    let (_, horizon) = after_episodes(250, false);
+    assert_eq!(
+        (horizon.rounds, horizon.runs),
+        (configured, 0),
+        "recommended first"
+    );
+}
