@@ -58,6 +58,17 @@ pub const HORIZON_QUANTILE: f64 = 0.95;
 /// storm, a counter misread) is one run, and alone it sets nothing.
 pub const HORIZON_MIN_RUNS: usize = 3;
 
+/// What set a persistence horizon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Taught {
+    /// The configured one: nothing taught a longer one.
+    Configured,
+    /// The runs of congestion the counters reported.
+    Runs,
+    /// The slow episodes that ended by themselves.
+    Episodes,
+}
+
 /// The wire form of a [`CongestionHorizon`]: the runs under way as (node, first round,
 /// last round), the lengths of the runs that ended, and of the episodes that ended.
 pub(crate) type HorizonWire = (Vec<(usize, u64, u64)>, VecDeque<u64>, VecDeque<u64>);
@@ -150,17 +161,12 @@ impl CongestionHorizon {
     /// when neither source has [`HORIZON_MIN_RUNS`]. A node's own run under way is its own
     /// doing as much as the fleet's: counted, a node whose counters show congestion every
     /// other round would lengthen its own horizon for as long as they did. (Its own runs
-    /// that ended count, as anyone's.)
+    /// that ended count, as anyone's.) The engines read it through [`Self::taught`],
+    /// which needs each source's apart; the tests read it whole.
+    #[cfg(test)]
     pub fn long_run(&self, except: Option<usize>) -> Option<u64> {
         let (runs, episodes) = self.long_runs(except);
         runs.max(episodes)
-    }
-
-    /// Whether the long run of `except`'s horizon is the episodes' rather than the
-    /// counters' runs' (what a reason names as where a learnt horizon came from).
-    pub fn taught_by_episodes(&self, except: Option<usize>) -> bool {
-        let (runs, episodes) = self.long_runs(except);
-        episodes > runs
     }
 
     /// The long run of each source: the counters' runs (those under way but `except`'s
@@ -176,10 +182,24 @@ impl CongestionHorizon {
     /// `floor` (the configured one), or [`HORIZON_MARGIN`] times the long run when that is
     /// longer, at most [`HORIZON_CAP`] times `floor`.
     pub fn horizon(&self, floor: usize, node: Option<usize>) -> usize {
-        let learnt = self
-            .long_run(node)
+        self.taught(floor, node).0
+    }
+
+    /// [`Self::horizon`], and what set it (what a reason names).
+    pub fn taught(&self, floor: usize, node: Option<usize>) -> (usize, Taught) {
+        let (runs, episodes) = self.long_runs(node);
+        let learnt = runs
+            .max(episodes)
             .map_or(0, |r| (r as f64 * HORIZON_MARGIN).ceil() as usize);
-        floor.max(learnt.min(floor.saturating_mul(HORIZON_CAP)))
+        let horizon = floor.max(learnt.min(floor.saturating_mul(HORIZON_CAP)));
+        let taught = if horizon <= floor {
+            Taught::Configured
+        } else if episodes > runs {
+            Taught::Episodes
+        } else {
+            Taught::Runs
+        };
+        (horizon, taught)
     }
 
     /// The horizon of a member with no run of its own under way (what most stragglers

@@ -14,6 +14,7 @@ use super::score::Elevation;
 use super::{DeviceEngine, DeviceInput, DeviceOutput};
 use crate::health::evidence::Key;
 use crate::health::hardware::{Signs, corroborates};
+use crate::health::horizon::Taught;
 use crate::health::lifecycle::PortIx;
 use crate::snapshot::probe::NodeState;
 
@@ -236,14 +237,12 @@ impl DeviceEngine {
         ev.push(Key::UncongestedSlowRounds, c.quiet as f64);
         ev.push(Key::HardwareSigns, f64::from(signs.bits()));
         let basis = if !d.corroborated() {
-            let horizon = self.horizon(i);
             let node = Some(self.ports[i].data.node.0);
-            let learnt = if horizon <= self.cfg.uncorroborated_hold {
-                "as configured"
-            } else if self.congestion.taught_by_episodes(node) {
-                "learnt from the ports' slow episodes that ended by themselves"
-            } else {
-                "learnt from the congestion the ports' counters reported"
+            let (horizon, taught) = self.congestion.taught(self.cfg.uncorroborated_hold, node);
+            let learnt = match taught {
+                Taught::Configured => "as configured",
+                Taught::Episodes => "learnt from the ports' slow episodes that ended by themselves",
+                Taught::Runs => "learnt from the congestion the ports' counters reported",
             };
             format!(
                 "no hardware evidence: elevated beyond the persistence horizon ({persist} steady rounds its counters did not explain; the horizon is {horizon} rounds, {learnt})"

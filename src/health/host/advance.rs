@@ -6,6 +6,7 @@ use super::score::{RoundStats, Window};
 use super::{HealthEngine, RoundInput, RoundOutput};
 use crate::health::evidence::{Evidence, Key, MIN_REPORTERS, STEADY_RATIO, steady};
 use crate::health::hardware::Signs;
+use crate::health::horizon::Taught;
 use crate::health::lifecycle::NodeIx;
 use crate::health::stats::robust_spread;
 use crate::snapshot::probe::NodeState;
@@ -445,13 +446,13 @@ impl HealthEngine {
     /// or learnt from the counters' runs or from the slow episodes that ended by
     /// themselves (whichever set it).
     fn horizon_said(&self, i: NodeIx) -> (usize, &'static str) {
-        let horizon = self.horizon(i);
-        let whence = if horizon <= self.cfg.uncorroborated_hold {
-            "as configured"
-        } else if self.congestion.taught_by_episodes(Some(i.0)) {
-            "learnt from the group's slow episodes that ended by themselves"
-        } else {
-            "learnt from the congestion its group's counters reported"
+        let (horizon, taught) = self
+            .congestion
+            .taught(self.cfg.uncorroborated_hold, Some(i.0));
+        let whence = match taught {
+            Taught::Configured => "as configured",
+            Taught::Episodes => "learnt from the group's slow episodes that ended by themselves",
+            Taught::Runs => "learnt from the congestion its group's counters reported",
         };
         (horizon, whence)
     }
