@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{Daemon, FakeHccn, Start, hccn_config, value};
+use common::{Daemon, FakeHccn, Signal, Start, hccn_config, value};
 use serde_json::json;
 
 fn collector_ok(s: &str, c: &str) -> Option<f64> {
@@ -336,9 +336,62 @@ fn a_hung_tool_is_killed_at_its_deadline_while_scrapes_stay_fast() {
         value(&s, "hcclwatch_npu_optical_present", &[("npu", "0")]),
         None
     );
-    // Stopping the daemon kills what still runs: nothing of this test is left.
+    // Stopping the daemon kills what still runs: nothing of this test is left. A SIGKILL
+    // takes effect asynchronously, so a run killed at the daemon's exit may take a moment
+    // to die; a run that was never killed sleeps for minutes and is still there after 3 s.
     d.stop();
-    assert_eq!(tool_processes(&hccn.scenario, "-i "), Vec::<u32>::new());
+    assert_eq!(
+        left_after(&hccn.scenario, Duration::from_secs(3)),
+        Vec::<u32>::new()
+    );
+}
+
+/// The tool processes of `scenario` still alive (not zombies) once `within` has passed,
+/// returning as soon as there are none.
+fn left_after(scenario: &std::path::Path, within: Duration) -> Vec<u32> {
+    let until = Instant::now() + within;
+    loop {
+        let left = tool_processes(scenario, "-i ");
+        if left.is_empty() || Instant::now() > until {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A daemon that is killed outright (SIGKILL, as the OOM killer does) runs no shutdown
+/// code, yet its hung tool runs die with it instead of sleeping on for ten minutes.
+#[test]
+fn a_killed_daemon_leaves_no_hung_tool_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut npu = npu0();
+    npu["behaviours"] = json!({"optical": {"mode": "hang", "hang_ms": 600000}});
+    let hccn = FakeHccn::new(dir.path(), &json!({"npus": [npu]}).to_string(), None);
+    std::fs::write(&hccn.conf, "address_0=10.20.0.1\n").unwrap();
+    // A deadline far past the test's length, so only the daemon's death can end the run.
+    let mut d = Daemon::start(Start::new(&hccn_config(
+        &hccn,
+        "hccn_call_deadline = \"5m\"",
+        "",
+    )));
+    let until = Instant::now() + Duration::from_secs(20);
+    while tool_processes(&hccn.scenario, "-i 0 -optical").is_empty() {
+        assert!(
+            Instant::now() < until,
+            "the hung -optical run never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    d.signal(Signal::KILL);
+    let until = Instant::now() + Duration::from_secs(10);
+    while !d.try_wait() {
+        assert!(Instant::now() < until, "the daemon outlived SIGKILL");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        left_after(&hccn.scenario, Duration::from_secs(3)),
+        Vec::<u32>::new()
+    );
 }
 
 /// Busy answers are retried within the call and each run is counted; the reading

@@ -1,13 +1,13 @@
 //! The raw DCMI ABI: the symbol table and safe wrappers around each call (the `repr(C)`
 //! layouts they fill are in `layout.rs`, the values they return in `types.rs`).
 //!
-//! This file is the only place in hcclwatch with `unsafe` code. Every DCMI function is
-//! resolved on its own and kept as an `Option`: an older driver that lacks a function
-//! makes that one reading unsupported instead of failing the load (npu-exporter's
-//! `-99998` rule). The wrappers take and return plain Rust values; no raw pointer leaves
-//! this module. Struct layouts are the x86_64/LP64 layouts from the DCMI header and are
-//! pinned by `size_of` assertions, because a layout mistake here is memory corruption,
-//! not a compile error.
+//! This file is the only place in hcclwatch with `unsafe` code, so it also holds the one
+//! `pre_exec` hook the `hccn_tool` runs need. Every DCMI function is resolved on its own
+//! and kept as an `Option`: an older driver that lacks a function makes that one reading
+//! unsupported instead of failing the load (npu-exporter's `-99998` rule). The wrappers
+//! take and return plain Rust values; no raw pointer leaves this module. Struct layouts
+//! are the x86_64/LP64 layouts from the DCMI header and are pinned by `size_of`
+//! assertions, because a layout mistake here is memory corruption, not a compile error.
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::path::Path;
@@ -792,6 +792,39 @@ fn deliver(event: *mut EventC) -> bool {
             true
         }
         Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
+    }
+}
+
+/// Arranges for a child started from `cmd` to be killed (SIGKILL) when the thread that
+/// starts it ends, which includes the daemon exiting or being killed. The `hccn_tool`
+/// runs need it: a tool stuck on a device that is not ready waits for minutes, and the
+/// orderly shutdown, which kills every registered run, cannot see a run whose spawn was
+/// still returning when the process exited, nor any run when the daemon is OOM-killed.
+/// The caller must start the child from a thread that outlives it (the runner waits for
+/// its child on the thread that spawned it), because Linux ties the signal to that thread.
+///
+/// It lives here because it is the one `unsafe` call outside DCMI (`pre_exec`), and this
+/// file is the project's only place for `unsafe` code.
+pub fn kill_when_parent_exits(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = rustix::process::getpid();
+    // SAFETY: the closure runs in the forked child before exec, where only
+    // async-signal-safe work is allowed. It makes two raw system calls through rustix
+    // (prctl and getppid), which neither allocate nor take locks, and builds an
+    // `io::Error` from a raw OS code, which does not allocate either.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)?;
+            // The parent may have gone between the fork and the prctl, in which case no
+            // signal will ever come: refuse to start then.
+            if rustix::process::getppid() != Some(parent) {
+                return Err(std::io::Error::from_raw_os_error(
+                    rustix::io::Errno::SRCH.raw_os_error(),
+                ));
+            }
+            Ok(())
+        });
     }
 }
 

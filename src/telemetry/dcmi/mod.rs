@@ -41,6 +41,7 @@ use super::faults::SharedFaultTable;
 use super::{DeviceSource, Group, GroupReport, NpuState, SourceStats, Waker};
 use crate::snapshot::npu::{self as model, ChipReadings, Scope, Unsupported};
 
+pub use self::ffi::kill_when_parent_exits;
 pub use self::pingmesh::PingMesh;
 
 /// Fault events queued between the library's callback and the poller; more are dropped

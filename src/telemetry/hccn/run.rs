@@ -4,8 +4,11 @@
 //! The tool can block for about five minutes on a device that is not ready, and it may
 //! start helpers of its own, so the child gets a process group of its own and the whole
 //! group is killed when the deadline passes (and after every run, so no helper outlives
-//! it). Each stream is read on its own thread; past the cap the reader stops and closes
-//! its end of the pipe, which makes the tool's next write fail, and the run reports the
+//! it). The tool itself is also killed when the daemon exits, however it exits (Linux's
+//! parent-death signal), since a shutdown that never runs cannot kill the group.
+//!
+//! Each stream is read on its own thread; past the cap the reader stops and closes its
+//! end of the pipe, which makes the tool's next write fail, and the run reports the
 //! overflow instead of parsing half an answer.
 
 use std::collections::HashSet;
@@ -187,6 +190,7 @@ pub fn run(inv: &Invocation<'_>) -> Result<Finished, RunError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    crate::telemetry::dcmi::kill_when_parent_exits(&mut cmd);
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(RunError::Spawn)?;
     let pid = child.id();
