@@ -206,11 +206,6 @@ impl HealthEngine {
         let tor = |x: usize| input.tors.get(x).copied().flatten();
         let explained = |p: &Probe| self.dip.explains((p.src, p.dst), (tor(p.src), tor(p.dst)));
         let now = self.nodes.round();
-        // Runs whose last sighting is more than ONSET_TURNS turns back are over, before
-        // this round's sightings extend the others.
-        let turn = n.max(self.cfg.window) as u64;
-        let since = now.saturating_sub(ONSET_TURNS * turn);
-        self.link_onset.retain(|_, o| o.last >= since);
         for (p, own) in measured.filter(|(p, _)| p.within(n) && !explained(p)) {
             match self.slow(p, r) {
                 Some(d) if specific(p, own) => {
@@ -223,7 +218,7 @@ impl HealthEngine {
                     self.link_onset
                         .entry((p.src, p.dst))
                         .or_insert(Onset {
-                            first: Some(now),
+                            first: now,
                             last: now,
                         })
                         .last = now;
@@ -248,14 +243,11 @@ impl HealthEngine {
     fn link_decisions(&mut self, r: &RoundStats, scores: &[f64]) -> LinkDecisions {
         let cohort = self.companions();
         let turn = self.nodes.len().max(self.cfg.window) as u64;
+        let since = self.nodes.round().saturating_sub(ONSET_TURNS * turn);
+        self.link_onset.retain(|_, o| o.last >= since);
         let onset = &self.link_onset;
         let cfg = &self.cfg;
         let nodes = &self.nodes;
-        let healthy = |a: usize, b: usize| {
-            [a, b]
-                .iter()
-                .all(|&x| nodes[NodeIx(x)].state == NodeState::Healthy)
-        };
         // Both ends healthy and within the exit threshold.
         let fine_ends = |a: usize, b: usize| {
             [a, b].iter().all(|&x| {
@@ -277,18 +269,12 @@ impl HealthEngine {
                 continue;
             }
             let earned = obs.len() >= cfg.link_observations && steady_shift(obs, r);
-            // Held links are companions too when their slowness began with this one's
-            // (with both ends healthy, as for the others).
-            let alone = earned && {
-                let mut with = cohort.clone();
-                with.extend(
-                    began_together(onset, &links.held, (*a, *b), turn)
-                        .into_iter()
-                        .filter(|&(x, y)| healthy(x, y)),
-                );
-                !shared(&with, (*a, *b))
-            };
-            if alone {
+            // Held links are companions too when their slowness began with this one's.
+            let mut with = cohort.clone();
+            if earned {
+                with.extend(began_together(onset, &links.held, (*a, *b), turn));
+            }
+            if earned && !shared(&with, (*a, *b)) {
                 verdicts.push((*a, *b));
                 links.held.insert((*a, *b));
             } else {
@@ -389,44 +375,18 @@ pub(super) fn slow_together(
 /// sightings of its own no more than [`ONSET_TURNS`] turns apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Onset {
-    /// The round of the run's first sighting; `None` for a held link whose run the engine
-    /// lost in a restore or a remap: it began before, so it began with no later candidate
-    /// (restarted at its next sighting instead, every held link would seem to have begun
-    /// with the candidates of that moment and keep them from their verdicts).
-    pub first: Option<u64>,
+    /// The round of the run's first sighting.
+    pub first: u64,
     /// The round of its latest.
     pub last: u64,
-}
-
-impl HealthEngine {
-    /// After a restore or a remap: the runs are gone, and each held link gets one begun
-    /// at an unknown round ([`Onset::first`]), ending as any run does if the link is not
-    /// seen slow again within [`ONSET_TURNS`] turns.
-    pub(super) fn held_links_began_before(&mut self) {
-        let now = self.nodes.round();
-        self.link_onset = self
-            .links
-            .held
-            .iter()
-            .map(|&k| {
-                (
-                    k,
-                    Onset {
-                        first: None,
-                        last: now,
-                    },
-                )
-            })
-            .collect();
-    }
 }
 
 /// Turns of the stride within which two links' slowness must begin to count as begun
 /// together ([`began_together`]), and the most a run of a pair's slow sightings may go
 /// without one ([`Onset`]): four. A spine's pairs are seen slow on their own only now and
 /// then (not in a partial event's rounds, nor while an end is slow), so their runs start
-/// apart and break; held out, four batches: with two (in the rule's first form), false
-/// link verdicts 313 -> 265 and links found 216 -> 215; with four, 241 and 216.
+/// apart and break; held out, four batches: with two, false link verdicts 313 -> 265 and
+/// links found 216 -> 215; with four, 235 and 214.
 const ONSET_TURNS: u64 = 4;
 
 /// Held links whose slowness began within [`ONSET_TURNS`] turns of `pair`'s and is still
@@ -446,7 +406,7 @@ pub(super) fn began_together(
     pair: Pair,
     turn: u64,
 ) -> Vec<Pair> {
-    let Some(at) = onset.get(&pair).and_then(|o| o.first) else {
+    let Some(at) = onset.get(&pair).map(|o| o.first) else {
         return Vec::new();
     };
     held.iter()
@@ -454,8 +414,7 @@ pub(super) fn began_together(
         .filter(|k| {
             onset
                 .get(k)
-                .and_then(|o| o.first)
-                .is_some_and(|first| first.abs_diff(at) <= ONSET_TURNS * turn)
+                .is_some_and(|o| o.first.abs_diff(at) <= ONSET_TURNS * turn)
         })
         .copied()
         .collect()

@@ -401,8 +401,7 @@ pub struct HealthEngine {
     /// sightings no more than `links::ONSET_TURNS` turns apart (a normal measurement
     /// between does not end it, so a noisy measurement does not move the start). Held
     /// links that began with a candidate are its companions (`links::began_together`).
-    /// Not in the wire form, like `link_seen`: a restored or remapped engine keeps only
-    /// its held links' runs, begun at an unknown round (`held_links_began_before`).
+    /// Not in the wire form, like `link_seen`.
     link_onset: BTreeMap<Pair, Onset>,
     /// The pairs a partial event explains while it lasts, and those of dips that lasted
     /// the horizon: they make no link verdict (not in the wire form: a restored engine

@@ -202,10 +202,7 @@ fn a_link_found_long_before_keeps_no_later_link_from_its_own() {
 #[test]
 fn began_together_takes_held_links_whose_slowness_began_within_four_turns() {
     let turn = 16;
-    let at = |first: u64, last: u64| Onset {
-        first: Some(first),
-        last,
-    };
+    let at = |first: u64, last: u64| Onset { first, last };
     let onset: BTreeMap<Pair, Onset> = [
         ((0, 1), at(100, 140)),
         // Began 64 rounds earlier: four turns, still together.
@@ -330,43 +327,6 @@ fn held_verdicts_are_no_companions() {
     e.links.held.insert((2, 3));
     e.links.held.insert((4, 5));
     assert_eq!(e.companions(), vec![(0, 1)]);
-}
-
-#[test]
-fn held_links_restored_or_remapped_began_before_any_later_candidate() {
-    let mut e = watching(&[(0, 1), (2, 3), (4, 5)]);
-    e.links.held.insert((2, 3));
-    e.links.held.insert((4, 5));
-    let mut restored = e.clone();
-    restored
-        .restore(&e.snapshot())
-        .expect("its own state is taken");
-    let mut remapped = e.clone();
-    remapped.remap(&(0..8).map(Some).collect::<Vec<_>>(), 8);
-    for engine in [&mut restored, &mut remapped] {
-        let now = engine.rounds();
-        let before = Onset {
-            first: None,
-            last: now,
-        };
-        let runs: BTreeMap<Pair, Onset> =
-            [((2, 3), before), ((4, 5), before)].into_iter().collect();
-        assert_eq!(engine.link_onset, runs);
-        // A link whose slowness begins now did not begin with them.
-        engine.link_onset.insert(
-            (0, 1),
-            Onset {
-                first: Some(now),
-                last: now,
-            },
-        );
-        let held = engine.links.held.clone();
-        assert!(
-            super::links::began_together(&engine.link_onset, &held, (0, 1), 16).is_empty(),
-            "{:?}",
-            engine.link_onset
-        );
-    }
 }
 
 #[test]
