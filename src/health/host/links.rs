@@ -1,8 +1,7 @@
 //! Link verdicts: a pair slow in the regular round is re-measured; a link verdict needs
 //! `link_observations` slow, steady measurements in a row that are the pair's own, with
 //! both ends otherwise normal, and no shared cause in sight: fewer than two other links
-//! slow on their own at the same time (see [`shared`]), counting held links whose
-//! slowness began with its own ([`began_together`]). A verdict is held until a
+//! slow on their own at the same time (see [`shared`]). A verdict is held until a
 //! measurement of the pair is normal.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -215,13 +214,6 @@ impl HealthEngine {
                         .or_default()
                         .push_back(d);
                     self.link_seen.insert((p.src, p.dst), now);
-                    self.link_onset
-                        .entry((p.src, p.dst))
-                        .or_insert(Onset {
-                            first: now,
-                            last: now,
-                        })
-                        .last = now;
                 }
                 // Not this pair's alone: this round does not count for the link, but a
                 // slow permutation probe is still re-measured (in the daemon a sender
@@ -242,10 +234,6 @@ impl HealthEngine {
     /// verdict waits for a shared cause to pass.
     fn link_decisions(&mut self, r: &RoundStats, scores: &[f64]) -> LinkDecisions {
         let cohort = self.companions();
-        let turn = self.nodes.len().max(self.cfg.window) as u64;
-        let since = self.nodes.round().saturating_sub(ONSET_TURNS * turn);
-        self.link_onset.retain(|_, o| o.last >= since);
-        let onset = &self.link_onset;
         let cfg = &self.cfg;
         let nodes = &self.nodes;
         // Both ends healthy and within the exit threshold.
@@ -269,12 +257,7 @@ impl HealthEngine {
                 continue;
             }
             let earned = obs.len() >= cfg.link_observations && steady_shift(obs, r);
-            // Held links are companions too when their slowness began with this one's.
-            let mut with = cohort.clone();
-            if earned {
-                with.extend(began_together(onset, &links.held, (*a, *b), turn));
-            }
-            if earned && !shared(&with, (*a, *b)) {
+            if earned && !shared(&cohort, (*a, *b)) {
                 verdicts.push((*a, *b));
                 links.held.insert((*a, *b));
             } else {
@@ -368,55 +351,6 @@ pub(super) fn slow_together(
             obs.len() >= COHORT_OBSERVATIONS && seen.contains_key(k) && fine(k.0, k.1)
         })
         .map(|(k, _)| *k)
-        .collect()
-}
-
-/// When a pair's slowness began and when it was last slow on its own: a run of slow
-/// sightings of its own no more than [`ONSET_TURNS`] turns apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Onset {
-    /// The round of the run's first sighting.
-    pub first: u64,
-    /// The round of its latest.
-    pub last: u64,
-}
-
-/// Turns of the stride within which two links' slowness must begin to count as begun
-/// together ([`began_together`]), and the most a run of a pair's slow sightings may go
-/// without one ([`Onset`]): four. A spine's pairs are seen slow on their own only now and
-/// then (not in a partial event's rounds, nor while an end is slow), so their runs start
-/// apart and break; held out, four batches: with two, false link verdicts 313 -> 265 and
-/// links found 216 -> 215; with four, 235 and 214.
-const ONSET_TURNS: u64 = 4;
-
-/// Held links whose slowness began within [`ONSET_TURNS`] turns of `pair`'s and is still
-/// on (their run of sightings not over): companions of `pair` as much as the pairs still
-/// watched ([`shared`]).
-///
-/// A spine or a dip slows its pairs from one moment on, but a group sees them one at a
-/// time: the first, re-measured every round, earns its verdict before the others have
-/// been measured twice, and a verdict held kept it from counting as their companion, so
-/// a spine's few pairs in a group became links one after another (held out, spine
-/// congestion the counters did not show made 105 link verdicts in one world of groups of
-/// 16). Links that degraded on their own began apart, and a link found earlier still
-/// keeps no later one from its own.
-pub(super) fn began_together(
-    onset: &BTreeMap<Pair, Onset>,
-    held: &BTreeSet<Pair>,
-    pair: Pair,
-    turn: u64,
-) -> Vec<Pair> {
-    let Some(at) = onset.get(&pair).map(|o| o.first) else {
-        return Vec::new();
-    };
-    held.iter()
-        .filter(|k| **k != pair)
-        .filter(|k| {
-            onset
-                .get(k)
-                .is_some_and(|o| o.first.abs_diff(at) <= ONSET_TURNS * turn)
-        })
-        .copied()
         .collect()
 }
 

@@ -323,7 +323,6 @@ impl HealthEngine {
             .remap(map, vec![NodeData::default(); nodes], |_, t| t);
         self.links.remap(map);
         self.link_seen.clear();
-        self.link_onset.clear();
         self.dip.remap(map);
         self.congestion.remap(map);
         self.tors.forget_topology();
@@ -412,7 +411,6 @@ impl HealthEngine {
         self.dip = dip;
         self.congestion = congestion;
         self.link_seen.clear();
-        self.link_onset.clear();
         self.tors.forget_topology();
         Ok(())
     }
