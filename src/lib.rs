@@ -23,7 +23,8 @@
 //! - [`app`]: the composition root; [`shutdown`]: the shared shutdown signal;
 //! - [`logging`]: logfmt/JSON structured logs.
 //!
-//! All FFI lives in `telemetry::dcmi::ffi`; the rest of the crate denies `unsafe`.
+//! All FFI and `unsafe` code lives in `telemetry::dcmi::ffi` (DCMI, and the one
+//! `pre_exec` hook the `hccn_tool` runs need); the rest of the crate denies `unsafe`.
 //! `tests/layering.rs` checks the allowed imports between these modules.
 
 #![deny(unsafe_code)]
