@@ -42,6 +42,7 @@ use super::tor::{TorVerdict, TorWatch};
 use crate::snapshot::probe::{NodeState, Transition};
 
 pub use links::LINK_REMEASURES;
+use links::Onset;
 pub use reports::{CONTRADICTIONS, REPORT_WINDOW};
 
 /// The shipped persistence horizon ([`HealthConfig::uncorroborated_hold`]), in rounds.
@@ -396,6 +397,18 @@ pub struct HealthEngine {
     /// Not in the wire form: a restored or remapped engine starts it empty, so its watched
     /// pairs count again from their next slow measurement.
     link_seen: BTreeMap<Pair, u64>,
+    /// When each pair's slowness began and when it was last slow on its own: a run of
+    /// sightings no more than `links::ONSET_TURNS` turns apart, lasting while the pair is
+    /// held (a normal measurement between does not end it, so a noisy measurement does
+    /// not move the start). Held links that began with a candidate are its companions
+    /// (`links::began_together`). Not in the wire form, like `link_seen`: a restored or
+    /// remapped engine keeps only its held links' runs, begun at an unknown round
+    /// (`held_links_began_before`).
+    link_onset: BTreeMap<Pair, Onset>,
+    /// The links held within the last `links::FOUND_TURNS` turns, with the round each was
+    /// last held: a run such a link starts began at an unknown round, before any later
+    /// candidate's. Not in the wire form, like `link_onset`.
+    link_found: BTreeMap<Pair, u64>,
     /// The pairs a partial event explains while it lasts, and those of dips that lasted
     /// the horizon: they make no link verdict (not in the wire form: a restored engine
     /// learns a dip again from its next event round, and its normal only after the
@@ -421,6 +434,8 @@ impl HealthEngine {
             partial: PartialFabric::default(),
             links: Pairs::default(),
             link_seen: BTreeMap::new(),
+            link_onset: BTreeMap::new(),
+            link_found: BTreeMap::new(),
             dip: DipPairs::default(),
             congestion: CongestionHorizon::default(),
         }

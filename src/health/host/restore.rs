@@ -323,6 +323,7 @@ impl HealthEngine {
             .remap(map, vec![NodeData::default(); nodes], |_, t| t);
         self.links.remap(map);
         self.link_seen.clear();
+        self.held_links_began_before();
         self.dip.remap(map);
         self.congestion.remap(map);
         self.tors.forget_topology();
@@ -411,6 +412,7 @@ impl HealthEngine {
         self.dip = dip;
         self.congestion = congestion;
         self.link_seen.clear();
+        self.held_links_began_before();
         self.tors.forget_topology();
         Ok(())
     }

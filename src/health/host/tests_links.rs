@@ -3,7 +3,9 @@
 //! two of them in one group still are.
 
 use std::collections::BTreeSet;
+use std::ops::Range;
 
+use super::links::Onset;
 use super::tests::round;
 use super::*;
 use crate::health::pairs::Pair;
@@ -16,10 +18,29 @@ use crate::health::pairs::Pair;
 /// slow observations of its own any pair of `slow` had gathered at the end, and every
 /// pair whose verdict was withheld.
 fn run(slow: &[(usize, usize)], rounds: usize) -> (Vec<Pair>, bool, usize, BTreeSet<Pair>) {
+    let from: Vec<(Pair, usize)> = slow.iter().map(|&k| (k, 20)).collect();
+    run_from(&from, rounds)
+}
+
+/// [`run`], each ordered pair slow from its own round on.
+fn run_from(slow: &[(Pair, usize)], rounds: usize) -> (Vec<Pair>, bool, usize, BTreeSet<Pair>) {
+    let during: Vec<(Pair, Range<usize>)> =
+        slow.iter().map(|&(k, at)| (k, at..usize::MAX)).collect();
+    run_during(&during, rounds)
+}
+
+/// [`run`], each ordered pair slow in its own rounds (a pair may be listed more than once).
+fn run_during(
+    slow: &[(Pair, Range<usize>)],
+    rounds: usize,
+) -> (Vec<Pair>, bool, usize, BTreeSet<Pair>) {
     let n = 16;
     let seconds = |r: usize, a: usize, b: usize| {
         let base = 1.0 + (a % 2) as f64 * 0.003;
-        if r >= 20 && slow.contains(&(a, b)) {
+        if slow
+            .iter()
+            .any(|(k, when)| *k == (a, b) && when.contains(&r))
+        {
             base * 1.5
         } else {
             base
@@ -55,7 +76,7 @@ fn run(slow: &[(usize, usize)], rounds: usize) -> (Vec<Pair>, bool, usize, BTree
     }
     let most = slow
         .iter()
-        .filter_map(|k| e.links.watched.get(k).map(VecDeque::len))
+        .filter_map(|(k, _)| e.links.watched.get(k).map(VecDeque::len))
         .max()
         .unwrap_or(0);
     (verdicts, moved, most, withheld)
@@ -150,6 +171,107 @@ fn two_degraded_links_in_one_group_are_both_found() {
     let (mut verdicts, _, _, _) = run(&SPINE[..2], 120);
     verdicts.sort_unstable();
     assert_eq!(verdicts, vec![(0, 1), (2, 4)]);
+}
+
+/// Three links with no end in common, on strides 1, 11 and 15 of the cycle.
+const STAGGERED: [Pair; 3] = [(0, 1), (2, 13), (5, 4)];
+
+/// A spine seen one pair at a time: the first pair slow from round 20, the other two
+/// from round 45, so that they are first seen 25 rounds after it (a group of a hundred
+/// measures a pair once in a hundred rounds, so a spine's pairs are first seen that far
+/// apart and more). The first, re-measured every round from its first sighting, earns
+/// its verdict before the others are slow at all.
+#[test]
+fn a_spine_seen_one_pair_at_a_time_makes_no_more_links_after_the_first() {
+    let from = [(STAGGERED[0], 20), (STAGGERED[1], 45), (STAGGERED[2], 45)];
+    let (verdicts, moved, _, withheld) = run_from(&from, 120);
+    // The first had no companion when it earned its verdict: a limit of judging inside
+    // one group, kept in view here.
+    assert_eq!(verdicts, vec![(0, 1)]);
+    assert!(!moved);
+    // The other two began with it (within four turns) and are each other's companions and
+    // its: two each, a shared cause (fails with `began_together` finding none: all three
+    // are verdicts).
+    assert_eq!(
+        withheld,
+        [(2, 13), (5, 4)].into_iter().collect(),
+        "withheld"
+    );
+}
+
+#[test]
+fn a_link_found_long_before_keeps_no_later_link_from_its_own() {
+    // The same three links, the first slow from round 20, the other two from round 120:
+    // they began apart from it, so it is no companion of theirs and, with one companion
+    // each, both are links as well.
+    let from = [(STAGGERED[0], 20), (STAGGERED[1], 120), (STAGGERED[2], 120)];
+    let (mut verdicts, _, _, withheld) = run_from(&from, 240);
+    verdicts.sort_unstable();
+    let mut all = STAGGERED.to_vec();
+    all.sort_unstable();
+    assert_eq!(verdicts, all);
+    assert!(withheld.is_empty(), "{withheld:?}");
+}
+
+/// A link found before, its verdict lifted and its run of sightings over, slow again and
+/// held again when two new links turn slow: its new run began then, 40 rounds before
+/// theirs (within four turns), but its slowness began long before, so it keeps neither
+/// from its own. Sixteen turns after it was last held it is forgotten, and the same
+/// moments look like one cause's pairs seen one at a time.
+#[test]
+fn a_link_found_before_that_is_slow_again_began_before() {
+    let again = |at: usize| {
+        [
+            (STAGGERED[0], 20..60),
+            (STAGGERED[0], at..usize::MAX),
+            (STAGGERED[1], at + 40..usize::MAX),
+            (STAGGERED[2], at + 40..usize::MAX),
+        ]
+    };
+    // Lifted at its first normal measurement (by round 75), its run over four turns after
+    // (64 rounds), slow again at 200: remembered (256 rounds). Fails without the memory:
+    // the two new links are withheld.
+    let (mut verdicts, _, _, withheld) = run_during(&again(200), 360);
+    verdicts.sort_unstable();
+    let mut all = STAGGERED.to_vec();
+    all.sort_unstable();
+    assert_eq!(verdicts, all);
+    assert!(withheld.is_empty(), "{withheld:?}");
+    // Slow again at 400: forgotten, so the three began together.
+    let (verdicts, _, _, withheld) = run_during(&again(400), 560);
+    assert_eq!(verdicts, vec![STAGGERED[0]]);
+    assert_eq!(
+        withheld,
+        STAGGERED[1..].iter().copied().collect(),
+        "withheld"
+    );
+}
+
+#[test]
+fn began_together_takes_held_links_whose_slowness_began_within_four_turns() {
+    let turn = 16;
+    let at = |first: u64, last: u64| Onset {
+        first: Some(first),
+        last,
+    };
+    let onset: BTreeMap<Pair, Onset> = [
+        ((0, 1), at(100, 140)),
+        // Began 64 rounds earlier: four turns, still together.
+        ((2, 3), at(36, 140)),
+        // 65 rounds later: apart.
+        ((4, 5), at(165, 170)),
+        // Together, but not held.
+        ((6, 7), at(101, 140)),
+    ]
+    .into_iter()
+    .collect();
+    let held: BTreeSet<Pair> = [(2, 3), (4, 5), (8, 9)].into_iter().collect();
+    assert_eq!(
+        super::links::began_together(&onset, &held, (0, 1), turn),
+        vec![(2, 3)]
+    );
+    // A pair with no run of sightings has no companions this way.
+    assert!(super::links::began_together(&onset, &held, (10, 11), turn).is_empty());
 }
 
 #[test]
@@ -259,6 +381,75 @@ fn held_verdicts_are_no_companions() {
 }
 
 #[test]
+fn after_a_restore_or_a_remap_only_the_held_links_have_runs_begun_at_an_unknown_round() {
+    let mut e = watching(&[(0, 1), (2, 3), (4, 5)]);
+    e.links.held.insert((2, 3));
+    e.links.held.insert((4, 5));
+    // A link found before but no longer held, and a run of a pair not held: both gone
+    // after a restore or a remap (their indices may name other nodes after a remap).
+    e.link_found.insert((0, 7), 1);
+    e.link_onset.insert(
+        (0, 1),
+        Onset {
+            first: Some(1),
+            last: 1,
+        },
+    );
+    let mut restored = e.clone();
+    restored
+        .restore(&e.snapshot())
+        .expect("its own state is taken");
+    // Nodes 2 and 6 swap places: the held (2, 3) is (6, 3) after it.
+    let mut map: Vec<Option<usize>> = (0..8).map(Some).collect();
+    map.swap(2, 6);
+    let mut remapped = e.clone();
+    remapped.remap(&map, 8);
+    for (engine, held) in [
+        (&mut restored, [(2, 3), (4, 5)]),
+        (&mut remapped, [(6, 3), (4, 5)]),
+    ] {
+        let now = engine.rounds();
+        let before = Onset {
+            first: None,
+            last: now,
+        };
+        let runs: BTreeMap<Pair, Onset> = held.iter().map(|&k| (k, before)).collect();
+        assert_eq!(engine.link_onset, runs);
+        let found: BTreeMap<Pair, u64> = held.iter().map(|&k| (k, now)).collect();
+        assert_eq!(engine.link_found, found);
+    }
+}
+
+/// Node 0's link to node 1, held, is not measured for five turns of a group of 8 (the
+/// rounds' stride of 2 never crosses it): its run of sightings stays on, begun where it
+/// began, and it is remembered as found. Fails without the refresh: a run ends four turns
+/// after its last sighting of its own.
+#[test]
+fn a_held_links_run_lasts_while_it_is_held() {
+    let mut e = watching(&[]);
+    e.links.held.insert((0, 1));
+    let start = e.rounds();
+    e.link_onset.insert(
+        (0, 1),
+        Onset {
+            first: Some(start),
+            last: start,
+        },
+    );
+    // A turn is max(8 members, the window of 10) rounds.
+    for _ in 0..5 * 10 {
+        e.step(&round(8, 2, &[], |_| 0.0));
+    }
+    assert!(e.links.held.contains(&(0, 1)), "still held");
+    let now = e.rounds();
+    let run = e.link_onset.get(&(0, 1)).copied().expect("the run is on");
+    assert_eq!(run.first, Some(start));
+    assert!(run.last + 1 >= now, "last {} at round {now}", run.last);
+    let found = e.link_found.get(&(0, 1)).copied().expect("remembered");
+    assert!(found + 1 >= now, "found {found} at round {now}");
+}
+
+#[test]
 fn a_restored_engine_starts_its_companions_afresh() {
     let mut e = watching(&[(0, 1), (2, 3)]);
     let mut restored = e.clone();
@@ -269,4 +460,21 @@ fn a_restored_engine_starts_its_companions_afresh() {
     assert_eq!(restored.links.watched.len(), 2);
     assert!(restored.companions().is_empty());
     assert_eq!(e.companions(), vec![(0, 1), (2, 3)]);
+}
+
+/// A link is remembered as found from the round of its verdict, not from the next round
+/// it is seen held: a verdict lifted at the next round's normal measurement is never seen
+/// held, and its return would otherwise seem to begin with whatever turned slow then.
+#[test]
+fn a_link_is_remembered_from_the_round_of_its_verdict() {
+    let mut e = watching(&[]);
+    let k = (0, 1);
+    e.links
+        .watched
+        .insert(k, std::iter::repeat_n(0.4, 9).collect());
+    e.link_seen.insert(k, e.rounds());
+    // Stride 2 does not measure the pair: its nine slow, steady observations decide.
+    let out = e.step(&round(8, 2, &[], |_| 0.0));
+    assert_eq!(out.link_verdicts, vec![k]);
+    assert!(e.link_found.contains_key(&k), "{:?}", e.link_found);
 }
