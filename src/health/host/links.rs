@@ -8,10 +8,10 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::score::RoundStats;
-use super::{HealthEngine, Probe, RoundInput, RoundOutput};
+use super::{HealthEngine, NodeData, Probe, RoundInput, RoundOutput};
 use crate::health::evidence::steady;
 use crate::health::fabric::SLOW_RATE_FLOOR;
-use crate::health::lifecycle::NodeIx;
+use crate::health::lifecycle::{Lifecycle, NodeIx};
 use crate::health::pairs::Pair;
 use crate::health::stats::{deviations, median, spread_of};
 use crate::snapshot::probe::NodeState;
@@ -137,14 +137,10 @@ impl HealthEngine {
             turn,
         );
         let held = &self.links.held;
-        // `link_seen` holds only pairs of this engine's nodes (it is cleared on a remap
-        // and a restore), and `slow_together` asks it before this: the index is in range.
-        let fine = |a: usize, b: usize| {
-            !held.contains(&(a, b))
-                && [a, b]
-                    .iter()
-                    .all(|&x| nodes[NodeIx(x)].state == NodeState::Healthy)
-        };
+        // `link_seen` holds only pairs of this engine's nodes (it is cleared on a remap,
+        // and a restore takes only pairs of its nodes), and `slow_together` asks it before
+        // this: the index is in range.
+        let fine = |a: usize, b: usize| !held.contains(&(a, b)) && ends_healthy(nodes, a, b);
         slow_together(&self.links.watched, &self.link_seen, fine)
     }
 
@@ -267,17 +263,12 @@ impl HealthEngine {
         let now = self.nodes.round();
         let cfg = &self.cfg;
         let nodes = &self.nodes;
-        let healthy = |a: usize, b: usize| {
-            [a, b]
-                .iter()
-                .all(|&x| nodes[NodeIx(x)].state == NodeState::Healthy)
-        };
         // Both ends healthy and within the exit threshold.
         let fine_ends = |a: usize, b: usize| {
-            [a, b].iter().all(|&x| {
-                nodes[NodeIx(x)].state == NodeState::Healthy
-                    && scores.get(x).is_some_and(|s| *s < r.exit)
-            })
+            ends_healthy(nodes, a, b)
+                && [a, b]
+                    .iter()
+                    .all(|&x| scores.get(x).is_some_and(|s| *s < r.exit))
         };
         let (mut requests, mut verdicts, mut withheld) = (Vec::new(), Vec::new(), Vec::new());
         let links = &mut self.links;
@@ -300,7 +291,7 @@ impl HealthEngine {
                 with.extend(
                     began_together(onset, &links.held, (*a, *b), turn)
                         .into_iter()
-                        .filter(|&(x, y)| healthy(x, y)),
+                        .filter(|&(x, y)| ends_healthy(nodes, x, y)),
                 );
                 !shared(&with, (*a, *b))
             };
@@ -404,13 +395,21 @@ pub(super) fn slow_together(
         .collect()
 }
 
+/// Whether both ends of a pair are healthy: a pair with a judged end (a slow ToR's
+/// member, say) is that end's, and no sign of a shared cause elsewhere.
+fn ends_healthy(nodes: &Lifecycle<NodeIx, NodeData>, a: usize, b: usize) -> bool {
+    [a, b]
+        .iter()
+        .all(|&x| nodes[NodeIx(x)].state == NodeState::Healthy)
+}
+
 /// When a pair's slowness began and when it was last slow on its own: a run of slow
 /// sightings of its own no more than [`ONSET_TURNS`] turns apart, which lasts while the
 /// pair is a held link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Onset {
     /// The round of the run's first sighting; `None` for a held link whose run the engine
-    /// lost in a restore or a remap, and for a run of a link found within the last
+    /// lost in a remap (or a restore of a state that carried none), and for a run of a link found within the last
     /// [`FOUND_TURNS`] turns: its slowness began before, so it began with no later
     /// candidate (restarted at its next sighting instead, it would seem to have begun
     /// with the candidates of that moment and keep them from their verdicts).
@@ -420,27 +419,22 @@ pub(super) struct Onset {
 }
 
 impl HealthEngine {
-    /// After a restore or a remap: the runs are gone, and each held link gets one begun
-    /// at an unknown round ([`Onset::first`]), ending as any run does if the link is not
-    /// seen slow again within [`ONSET_TURNS`] turns. The links found before are only the
-    /// held ones then (the others' indices may name other nodes after a remap).
+    /// After a remap (whose runs are dropped), or a restore of a state that carried no
+    /// run for a held link (one from an older release, or too large to carry them): each
+    /// such held link gets a run begun at an unknown round ([`Onset::first`]), ending as
+    /// any run does if the link is not seen slow again within [`ONSET_TURNS`] turns, and
+    /// is remembered as found this round. A held link's run and memory that came across
+    /// are kept as they were, so a member that took a group's state over decides as the
+    /// members that held it.
     pub(super) fn held_links_began_before(&mut self) {
         let now = self.nodes.round();
-        self.link_found = self.links.held.iter().map(|&k| (k, now)).collect();
-        self.link_onset = self
-            .links
-            .held
-            .iter()
-            .map(|&k| {
-                (
-                    k,
-                    Onset {
-                        first: None,
-                        last: now,
-                    },
-                )
-            })
-            .collect();
+        for &k in &self.links.held {
+            self.link_found.entry(k).or_insert(now);
+            self.link_onset.entry(k).or_insert(Onset {
+                first: None,
+                last: now,
+            });
+        }
     }
 }
 

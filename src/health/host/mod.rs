@@ -394,20 +394,21 @@ pub struct HealthEngine {
     links: Pairs<VecDeque<f64>>,
     /// The round each watched pair was last slow on its own: a pair counts as slow at the
     /// same time as a candidate link only while this is recent (`links::slow_together`).
-    /// Not in the wire form: a restored or remapped engine starts it empty, so its watched
-    /// pairs count again from their next slow measurement.
+    /// In the wire form (a member that takes a group's state over decides as the members
+    /// that held it); a remapped engine starts it empty, so its watched pairs count again
+    /// from their next slow measurement.
     link_seen: BTreeMap<Pair, u64>,
     /// When each pair's slowness began and when it was last slow on its own: a run of
     /// sightings no more than `links::ONSET_TURNS` turns apart, lasting while the pair is
     /// held (a normal measurement between does not end it, so a noisy measurement does
     /// not move the start). Held links that began with a candidate are its companions
-    /// (`links::began_together`). Not in the wire form, like `link_seen`: a restored or
-    /// remapped engine keeps only its held links' runs, begun at an unknown round
-    /// (`held_links_began_before`).
+    /// (`links::began_together`). In the wire form, like `link_seen`; a remapped engine,
+    /// or one restored from a state without runs (an older release's), keeps only its
+    /// held links' runs, begun at an unknown round (`held_links_began_before`).
     link_onset: BTreeMap<Pair, Onset>,
     /// The links held within the last `links::FOUND_TURNS` turns, with the round each was
     /// last held: a run such a link starts began at an unknown round, before any later
-    /// candidate's. Not in the wire form, like `link_onset`.
+    /// candidate's. In the wire form, like `link_onset`.
     link_found: BTreeMap<Pair, u64>,
     /// The pairs a partial event explains while it lasts, and those of dips that lasted
     /// the horizon: they make no link verdict (not in the wire form: a restored engine

@@ -11,6 +11,7 @@
 
 use std::collections::VecDeque;
 
+use super::links::Onset;
 use super::{HealthConfig, HealthEngine, NodeData, NodeTrack};
 use crate::health::dips::{DipPairs, NormalWire};
 use crate::health::fabric::{
@@ -203,6 +204,26 @@ struct Snapshot {
     /// sooner than a member that kept them.
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     episodes_ended: VecDeque<u64>,
+    /// The fabric baseline's slow rounds in a row ([`Normal::run`]). Left out at 0, so a
+    /// state without a run keeps the form it had before; a state from an older release
+    /// starts the run again.
+    #[serde(default, skip_serializing_if = "is_zero_count")]
+    baseline_run: usize,
+    /// The round each watched pair was last slow on its own (`HealthEngine::link_seen`).
+    /// This and the two link fields after it are left out when empty, as
+    /// `congestion_ended`, and when a state would pass [`max_state_bytes`] with them: a
+    /// state without them gives its held links runs begun at an unknown round, as an
+    /// older release's state does (`HealthEngine::held_links_began_before`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    link_seen: Vec<((usize, usize), u64)>,
+    /// Each pair's run of slow sightings (`HealthEngine::link_onset`): the pair, the
+    /// round of the run's first sighting (none: it began before) and of its latest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    link_runs: Vec<((usize, usize), Option<u64>, u64)>,
+    /// The links found within the last sixteen turns, with the round each was last held
+    /// (`HealthEngine::link_found`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    link_found: Vec<((usize, usize), u64)>,
 }
 
 /// An error naming the field and what is wrong with it.
@@ -235,6 +256,48 @@ impl Snapshot {
             if obs.len() > max_obs || obs.iter().any(|d| !d.is_finite()) || a == b {
                 return bad("links", format!("pair ({a}, {b}): bad observations"));
             }
+        }
+        if self.baseline_run as u64 > self.round {
+            return bad(
+                "baseline_run",
+                format!("{} slow rounds in {} rounds", self.baseline_run, self.round),
+            );
+        }
+        self.validate_link_memory()
+    }
+
+    /// Checks the links' runs and memory: pairs of two of the state's nodes, rounds no
+    /// later than the state's, a run's first sighting no later than its latest.
+    fn validate_link_memory(&self) -> Result<(), RestoreError> {
+        let (n, round) = (self.nodes.len(), self.round);
+        let pair_ok = |&(a, b): &(usize, usize)| a < n && b < n && a != b;
+        let seen = self.link_seen.iter().map(|(k, at)| ("link_seen", k, *at));
+        let found = self.link_found.iter().map(|(k, at)| ("link_found", k, *at));
+        let runs = self
+            .link_runs
+            .iter()
+            .map(|(k, _, last)| ("link_runs", k, *last));
+        for (field, k, at) in seen.chain(found).chain(runs) {
+            if !pair_ok(k) || at > round {
+                return bad(
+                    field,
+                    format!(
+                        "pair {k:?} at round {at}: not a pair of the state's {n} nodes by its round {round}"
+                    ),
+                );
+            }
+        }
+        if let Some((k, first, last)) = self
+            .link_runs
+            .iter()
+            .find(|(_, first, last)| first.is_some_and(|f| f > *last))
+        {
+            return bad(
+                "link_runs",
+                format!(
+                    "pair {k:?}: its run begins at {first:?}, after its latest sighting {last}"
+                ),
+            );
         }
         Ok(())
     }
@@ -322,7 +385,11 @@ impl HealthEngine {
         self.nodes
             .remap(map, vec![NodeData::default(); nodes], |_, t| t);
         self.links.remap(map);
+        // The links' runs and memory are dropped (their indices may name other nodes now);
+        // the held links keep theirs, begun at an unknown round.
         self.link_seen.clear();
+        self.link_onset.clear();
+        self.link_found.clear();
         self.held_links_began_before();
         self.dip.remap(map);
         self.congestion.remap(map);
@@ -352,15 +419,30 @@ impl HealthEngine {
             congestion_open,
             congestion_ended,
             episodes_ended,
+            baseline_run: self.baseline.run,
+            link_seen: self.link_seen.iter().map(|(k, at)| (*k, *at)).collect(),
+            link_runs: self
+                .link_onset
+                .iter()
+                .map(|(k, o)| (*k, o.first, o.last))
+                .collect(),
+            link_found: self.link_found.iter().map(|(k, at)| (*k, *at)).collect(),
         };
+        let max = max_state_bytes(self.nodes.len(), self.cfg.window);
         let bytes = serde_json::to_vec(&s).unwrap_or_default();
-        if s.dip_normal.is_none()
-            || bytes.len() <= max_state_bytes(self.nodes.len(), self.cfg.window)
-        {
+        if bytes.len() <= max {
             return bytes;
         }
-        // Every member holding this state drops the normal alike, so digests still agree.
+        // Every member holding this state drops the same parts alike, so digests still
+        // agree: first the dip normal, then the links' runs and memory.
         s.dip_normal = None;
+        let bytes = serde_json::to_vec(&s).unwrap_or_default();
+        if bytes.len() <= max {
+            return bytes;
+        }
+        s.link_seen.clear();
+        s.link_runs.clear();
+        s.link_found.clear();
         serde_json::to_vec(&s).unwrap_or_default()
     }
 
@@ -397,7 +479,7 @@ impl HealthEngine {
             Lifecycle::restored(s.round, s.nodes.into_iter().map(NodeWire::track).collect());
         self.baseline = Normal {
             baseline: Baseline(s.baseline),
-            run: 0,
+            run: s.baseline_run,
         };
         self.fabric_hist = s.fabric_hist;
         self.partial = PartialFabric {
@@ -411,7 +493,13 @@ impl HealthEngine {
         };
         self.dip = dip;
         self.congestion = congestion;
-        self.link_seen.clear();
+        self.link_seen = s.link_seen.into_iter().collect();
+        self.link_onset = s
+            .link_runs
+            .into_iter()
+            .map(|(k, first, last)| (k, Onset { first, last }))
+            .collect();
+        self.link_found = s.link_found.into_iter().collect();
         self.held_links_began_before();
         self.tors.forget_topology();
         Ok(())

@@ -34,6 +34,41 @@ fn run_during(
     slow: &[(Pair, Range<usize>)],
     rounds: usize,
 ) -> (Vec<Pair>, bool, usize, BTreeSet<Pair>) {
+    let [(e, d)]: [(HealthEngine, Decided); 1] = drive(slow, rounds, None)
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("one engine without a hand-over"));
+    let most = slow
+        .iter()
+        .filter_map(|(k, _)| e.links.watched.get(k).map(VecDeque::len))
+        .max()
+        .unwrap_or(0);
+    let mut verdicts = Vec::new();
+    for (_, v) in d.verdicts {
+        if !verdicts.contains(&v) {
+            verdicts.push(v);
+        }
+    }
+    (verdicts, d.moved, most, d.withheld)
+}
+
+/// What one engine decided in [`drive`]: each link verdict with its first round, whether any
+/// node left `Healthy`, and every pair whose verdict was withheld.
+#[derive(Default)]
+struct Decided {
+    verdicts: Vec<(usize, Pair)>,
+    moved: bool,
+    withheld: BTreeSet<Pair>,
+}
+
+/// The world of [`run`], each ordered pair slow in its own rounds. With `handover`, a
+/// second engine, new, takes the first's state over before that round (as a member that
+/// joins a group does) and from then on steps on the same rounds: returns both, each with
+/// what it decided (the second from the hand-over on).
+fn drive(
+    slow: &[(Pair, Range<usize>)],
+    rounds: usize,
+    handover: Option<usize>,
+) -> Vec<(HealthEngine, Decided)> {
     let n = 16;
     let seconds = |r: usize, a: usize, b: usize| {
         let base = 1.0 + (a % 2) as f64 * 0.003;
@@ -46,10 +81,19 @@ fn run_during(
             base
         }
     };
-    let mut e = HealthEngine::new(n, HealthConfig::default());
-    let (mut requests, mut verdicts, mut moved) = (Vec::<(usize, usize)>::new(), Vec::new(), false);
-    let mut withheld = BTreeSet::new();
+    let mut engines = vec![(
+        HealthEngine::new(n, HealthConfig::default()),
+        Decided::default(),
+    )];
+    let mut requests = Vec::<(usize, usize)>::new();
     for r in 0..rounds {
+        if handover == Some(r) {
+            let mut joined = HealthEngine::new(n, HealthConfig::default());
+            joined
+                .restore(&engines[0].0.snapshot())
+                .expect("the group's state is taken");
+            engines.push((joined, Decided::default()));
+        }
         let mut input = round(n, 1 + r % 15, &[], |_| 0.0);
         for p in &mut input.probes {
             p.seconds = seconds(r, p.src, p.dst);
@@ -64,22 +108,23 @@ fn run_during(
                 seconds: seconds(r, a, b).max(seconds(r, b, a)),
             })
             .collect();
-        let out = e.step(&input);
-        for v in out.link_verdicts {
-            if !verdicts.contains(&v) {
-                verdicts.push(v);
+        for (i, (e, d)) in engines.iter_mut().enumerate() {
+            let out = e.step(&input);
+            // A held link is a verdict every round: its first is the one recorded.
+            for v in out.link_verdicts {
+                if !d.verdicts.iter().any(|(_, w)| *w == v) {
+                    d.verdicts.push((r, v));
+                }
+            }
+            d.moved |= e.states().iter().any(|s| *s != NodeState::Healthy);
+            d.withheld.extend(out.link_withheld);
+            // The group's plan follows the member that probed longest.
+            if i == 0 {
+                requests = out.link_requests;
             }
         }
-        moved |= e.states().iter().any(|s| *s != NodeState::Healthy);
-        withheld.extend(out.link_withheld);
-        requests = out.link_requests;
     }
-    let most = slow
-        .iter()
-        .filter_map(|(k, _)| e.links.watched.get(k).map(VecDeque::len))
-        .max()
-        .unwrap_or(0);
-    (verdicts, moved, most, withheld)
+    engines
 }
 
 /// Four pairs with no end in common, one per stride of the cycle (so that no round has
@@ -380,43 +425,111 @@ fn held_verdicts_are_no_companions() {
     assert_eq!(e.companions(), vec![(0, 1)]);
 }
 
-#[test]
-fn after_a_restore_or_a_remap_only_the_held_links_have_runs_begun_at_an_unknown_round() {
+/// An engine of 8 nodes holding links (2, 3) and (4, 5), with a run for (2, 3) begun at
+/// round 2, a run of a pair not held, (0, 1), and a link found before and no longer held,
+/// (0, 7).
+fn holding_links() -> HealthEngine {
     let mut e = watching(&[(0, 1), (2, 3), (4, 5)]);
     e.links.held.insert((2, 3));
     e.links.held.insert((4, 5));
-    // A link found before but no longer held, and a run of a pair not held: both gone
-    // after a restore or a remap (their indices may name other nodes after a remap).
+    let run = |first, last| Onset {
+        first: Some(first),
+        last,
+    };
+    e.link_onset.insert((0, 1), run(1, 1));
+    e.link_onset.insert((2, 3), run(2, 4));
     e.link_found.insert((0, 7), 1);
-    e.link_onset.insert(
-        (0, 1),
-        Onset {
-            first: Some(1),
-            last: 1,
-        },
-    );
-    let mut restored = e.clone();
-    restored
-        .restore(&e.snapshot())
-        .expect("its own state is taken");
-    // Nodes 2 and 6 swap places: the held (2, 3) is (6, 3) after it.
+    e.link_found.insert((2, 3), 4);
+    e
+}
+
+/// A held link with no run, as the engine holds it after a remap, or after a restore of
+/// a state that carried none: begun at an unknown round, found at `now`.
+fn began_before(now: u64) -> Onset {
+    Onset {
+        first: None,
+        last: now,
+    }
+}
+
+#[test]
+fn after_a_remap_only_the_held_links_have_runs_begun_at_an_unknown_round() {
+    let e = holding_links();
+    // Nodes 2 and 6 swap places: the held (2, 3) is (6, 3) after it. Every run and every
+    // memory is dropped (their indices may name other nodes now).
     let mut map: Vec<Option<usize>> = (0..8).map(Some).collect();
     map.swap(2, 6);
     let mut remapped = e.clone();
     remapped.remap(&map, 8);
-    for (engine, held) in [
-        (&mut restored, [(2, 3), (4, 5)]),
-        (&mut remapped, [(6, 3), (4, 5)]),
-    ] {
-        let now = engine.rounds();
-        let before = Onset {
-            first: None,
-            last: now,
-        };
-        let runs: BTreeMap<Pair, Onset> = held.iter().map(|&k| (k, before)).collect();
-        assert_eq!(engine.link_onset, runs);
-        let found: BTreeMap<Pair, u64> = held.iter().map(|&k| (k, now)).collect();
-        assert_eq!(engine.link_found, found);
+    let now = remapped.rounds();
+    let held = [(6, 3), (4, 5)];
+    let runs: BTreeMap<Pair, Onset> = held.iter().map(|&k| (k, began_before(now))).collect();
+    assert_eq!(remapped.link_onset, runs);
+    let found: BTreeMap<Pair, u64> = held.iter().map(|&k| (k, now)).collect();
+    assert_eq!(remapped.link_found, found);
+    assert!(remapped.link_seen.is_empty());
+}
+
+#[test]
+fn a_restore_takes_the_runs_and_the_memory_as_they_were() {
+    let e = holding_links();
+    let now = e.rounds();
+    let mut restored = HealthEngine::new(8, HealthConfig::default());
+    restored
+        .restore(&e.snapshot())
+        .expect("the group's state is taken");
+    // Everything comes across; the held (4, 5), which had no run, gets one begun at an
+    // unknown round.
+    let mut runs = e.link_onset.clone();
+    runs.insert((4, 5), began_before(now));
+    assert_eq!(restored.link_onset, runs);
+    let mut found = e.link_found.clone();
+    found.insert((4, 5), now);
+    assert_eq!(restored.link_found, found);
+    assert_eq!(restored.link_seen, e.link_seen);
+    // A state from an older release carries none of them: only the held links have runs,
+    // begun at an unknown round.
+    let mut v: serde_json::Value = serde_json::from_slice(&e.snapshot()).unwrap();
+    for field in ["link_seen", "link_runs", "link_found"] {
+        assert!(
+            v.as_object_mut().unwrap().remove(field).is_some(),
+            "{field}"
+        );
+    }
+    let mut older = HealthEngine::new(8, HealthConfig::default());
+    older.restore(&serde_json::to_vec(&v).unwrap()).unwrap();
+    let held = [(2, 3), (4, 5)];
+    let runs: BTreeMap<Pair, Onset> = held.iter().map(|&k| (k, began_before(now))).collect();
+    assert_eq!(older.link_onset, runs);
+    let found: BTreeMap<Pair, u64> = held.iter().map(|&k| (k, now)).collect();
+    assert_eq!(older.link_found, found);
+}
+
+#[test]
+fn a_state_whose_link_memory_could_not_be_this_engines_is_refused() {
+    let e = holding_links();
+    let round = e.rounds();
+    let cases = [
+        ("link_seen", serde_json::json!([[[0, 8], 1]])),
+        ("link_seen", serde_json::json!([[[3, 3], 1]])),
+        ("link_found", serde_json::json!([[[0, 1], round + 1]])),
+        ("link_runs", serde_json::json!([[[0, 1], null, round + 1]])),
+        ("link_runs", serde_json::json!([[[0, 1], 3, 2]])),
+        ("baseline_run", serde_json::json!(round + 1)),
+    ];
+    for (field, value) in cases {
+        let mut v: serde_json::Value = serde_json::from_slice(&e.snapshot()).unwrap();
+        v[field] = value.clone();
+        let mut taker = holding_links();
+        let before = taker.snapshot();
+        let err = taker
+            .restore(&serde_json::to_vec(&v).unwrap())
+            .expect_err(&format!("{field} = {value}"));
+        assert!(
+            matches!(&err, RestoreError::Invalid { field: f, .. } if *f == field),
+            "{field} = {value}: {err}"
+        );
+        assert!(taker.snapshot() == before, "{field}: left as it was");
     }
 }
 
@@ -450,16 +563,55 @@ fn a_held_links_run_lasts_while_it_is_held() {
 }
 
 #[test]
-fn a_restored_engine_starts_its_companions_afresh() {
+fn a_restored_engine_keeps_its_companions() {
     let mut e = watching(&[(0, 1), (2, 3)]);
-    let mut restored = e.clone();
+    let mut restored = HealthEngine::new(8, HealthConfig::default());
     restored
         .restore(&e.snapshot())
-        .expect("its own state is taken");
-    // The watched pairs come across (they are in the wire form), their slow rounds not.
-    assert_eq!(restored.links.watched.len(), 2);
-    assert!(restored.companions().is_empty());
+        .expect("the group's state is taken");
+    // The watched pairs come across, and the rounds they were last slow with them.
+    assert_eq!(restored.companions(), vec![(0, 1), (2, 3)]);
     assert_eq!(e.companions(), vec![(0, 1), (2, 3)]);
+    // A state from an older release carries no such rounds: its pairs count again from
+    // their next slow measurement.
+    let mut v: serde_json::Value = serde_json::from_slice(&e.snapshot()).unwrap();
+    assert!(v.as_object_mut().unwrap().remove("link_seen").is_some());
+    let mut older = HealthEngine::new(8, HealthConfig::default());
+    older.restore(&serde_json::to_vec(&v).unwrap()).unwrap();
+    assert_eq!(older.links.watched.len(), 2);
+    assert!(older.companions().is_empty());
+}
+
+/// A member that takes the group's state over while a spine's first pair is a held
+/// link and its other pairs have yet to turn slow (the world of
+/// `a_spine_seen_one_pair_at_a_time_makes_no_more_links_after_the_first`) decides as the
+/// member it took over from: the held link's run comes across, so the later pairs began
+/// with it and are withheld in both. Fails with the runs out of the wire form: the new
+/// member's held link began at an unknown round, so the later pairs each had one
+/// companion, and were links.
+#[test]
+fn a_member_that_takes_the_state_over_decides_as_the_one_it_took_over_from() {
+    let slow = [
+        (STAGGERED[0], 20..usize::MAX),
+        (STAGGERED[1], 45..usize::MAX),
+        (STAGGERED[2], 45..usize::MAX),
+    ];
+    let at = 44;
+    let [(first, a), (second, b)]: [(HealthEngine, Decided); 2] = drive(&slow, 120, Some(at))
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("two engines after a hand-over"));
+    // The first pair was held before the hand-over, and nothing after it was a verdict:
+    // the new member holds it from its first round.
+    assert!(
+        matches!(a.verdicts[..], [(r, k)] if r < at && k == STAGGERED[0]),
+        "{:?}",
+        a.verdicts
+    );
+    assert_eq!(b.verdicts, vec![(at, STAGGERED[0])]);
+    let later: BTreeSet<Pair> = STAGGERED[1..].iter().copied().collect();
+    assert_eq!(a.withheld, later);
+    assert_eq!(b.withheld, later);
+    assert!(first.snapshot() == second.snapshot(), "the states differ");
 }
 
 /// A link is remembered as found from the round of its verdict, not from the next round
@@ -477,4 +629,26 @@ fn a_link_is_remembered_from_the_round_of_its_verdict() {
     let out = e.step(&round(8, 2, &[], |_| 0.0));
     assert_eq!(out.link_verdicts, vec![k]);
     assert!(e.link_found.contains_key(&k), "{:?}", e.link_found);
+}
+
+/// A link is remembered for sixteen turns after it was last held, and no longer: with 8
+/// nodes and the window of 10, a turn is 10 rounds, so a link last held at round `f` is
+/// still remembered at round `f + 160` and forgotten at the next.
+#[test]
+fn a_link_is_remembered_for_sixteen_turns_exactly() {
+    let mut e = watching(&[]);
+    let k = (0, 7);
+    let f = e.rounds();
+    e.link_found.insert(k, f);
+    let last = f + 16 * 10;
+    while e.rounds() < last {
+        e.step(&round(8, 1, &[], |_| 0.0));
+    }
+    assert!(e.link_found.contains_key(&k), "forgotten by round {last}");
+    e.step(&round(8, 1, &[], |_| 0.0));
+    assert!(
+        !e.link_found.contains_key(&k),
+        "still remembered at round {}",
+        last + 1
+    );
 }
