@@ -69,8 +69,9 @@ impl Baseline {
 /// A learned normal level that accepts a lasting change: the [`Baseline`] and the run of
 /// slow rounds in a row. After `horizon` of them the level is the new normal (a step that
 /// stays is how things are now, not an event: the verdict it made ends, and the round
-/// says the normal changed). Not part of the engines' wire form: a restored engine counts
-/// the run again from zero, which only delays a new normal.
+/// says the normal changed). The host engine's fabric normal carries its run in its wire
+/// form (`baseline_run`); the others (a ToR's, the device plane's) are in none: a
+/// restored engine counts the run again from zero, which only delays a new normal.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct Normal {
     /// The learned level.

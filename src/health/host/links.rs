@@ -271,6 +271,7 @@ impl HealthEngine {
                     .all(|&x| scores.get(x).is_some_and(|s| *s < r.exit))
         };
         let (mut requests, mut verdicts, mut withheld) = (Vec::new(), Vec::new(), Vec::new());
+        let mut new_links = Vec::new();
         let links = &mut self.links;
         for ((a, b), obs) in links.watched.iter_mut() {
             while obs.len() > cfg.link_observations.max(1) {
@@ -301,6 +302,7 @@ impl HealthEngine {
                 // Remembered from the round of its verdict: a verdict lifted the next
                 // round is never seen held by `observe_links`.
                 found.insert((*a, *b), now);
+                new_links.push((*a, *b));
             } else {
                 if earned {
                     withheld.push((*a, *b));
@@ -315,6 +317,16 @@ impl HealthEngine {
         let evidence = |k: &Pair| self.links.watched.get(k).map_or(0, VecDeque::len);
         requests.sort_by_key(|k| std::cmp::Reverse(evidence(k)));
         give_a_slot_to_a_fresh_pair(&mut requests, &evidence, self.nodes.round());
+        // A link can earn its verdict on observations older than its run (a run ends four
+        // turns after its last sighting, a fabric event's rounds show none): such a link
+        // began at an unknown round. So every held link has a run, as a restored one does,
+        // and a member that takes the state over holds the same runs.
+        for k in new_links {
+            self.link_onset.entry(k).or_insert(Onset {
+                first: None,
+                last: now,
+            });
+        }
         LinkDecisions {
             requests,
             verdicts,
@@ -420,12 +432,13 @@ pub(super) struct Onset {
 
 impl HealthEngine {
     /// After a remap (whose runs are dropped), or a restore of a state that carried no
-    /// run for a held link (one from an older release, or too large to carry them): each
-    /// such held link gets a run begun at an unknown round ([`Onset::first`]), ending as
-    /// any run does if the link is not seen slow again within [`ONSET_TURNS`] turns, and
-    /// is remembered as found this round. A held link's run and memory that came across
-    /// are kept as they were, so a member that took a group's state over decides as the
-    /// members that held it.
+    /// runs (one from an older release, or too large to carry them): each held link gets
+    /// a run begun at an unknown round ([`Onset::first`]), ending as any run does if the
+    /// link is not seen slow again within [`ONSET_TURNS`] turns once it lifts, and is
+    /// remembered as found this round. A state of this release holds both for every held
+    /// link (`link_decisions` gives a link that earned its verdict without a run one begun
+    /// at an unknown round), so for it this changes nothing, and a member that took a
+    /// group's state over holds the same runs and memory as the members that held it.
     pub(super) fn held_links_began_before(&mut self) {
         let now = self.nodes.round();
         for &k in &self.links.held {

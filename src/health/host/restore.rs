@@ -257,10 +257,19 @@ impl Snapshot {
                 return bad("links", format!("pair ({a}, {b}): bad observations"));
             }
         }
-        if self.baseline_run as u64 > self.round {
+        // The run counts slow rounds against a learned baseline, up to the horizon at which
+        // the level becomes the normal and the run starts again.
+        if self.baseline_run > 0
+            && (self.baseline.is_none()
+                || self.baseline_run > cfg.new_normal_rounds
+                || self.baseline_run as u64 > self.round)
+        {
             return bad(
                 "baseline_run",
-                format!("{} slow rounds in {} rounds", self.baseline_run, self.round),
+                format!(
+                    "{} slow rounds in a row in {} rounds (horizon {}, baseline {:?})",
+                    self.baseline_run, self.round, cfg.new_normal_rounds, self.baseline
+                ),
             );
         }
         self.validate_link_memory()
@@ -271,6 +280,30 @@ impl Snapshot {
     fn validate_link_memory(&self) -> Result<(), RestoreError> {
         let (n, round) = (self.nodes.len(), self.round);
         let pair_ok = |&(a, b): &(usize, usize)| a < n && b < n && a != b;
+        // Written from ordered maps: a list out of order, or with a pair twice, is not a
+        // state this engine wrote (taken into a map, it would write other bytes back).
+        let ascending = |keys: &mut dyn Iterator<Item = (usize, usize)>| {
+            let keys: Vec<_> = keys.collect();
+            keys.windows(2).all(|w| w[0] < w[1])
+        };
+        for (field, ok) in [
+            (
+                "link_seen",
+                ascending(&mut self.link_seen.iter().map(|e| e.0)),
+            ),
+            (
+                "link_runs",
+                ascending(&mut self.link_runs.iter().map(|e| e.0)),
+            ),
+            (
+                "link_found",
+                ascending(&mut self.link_found.iter().map(|e| e.0)),
+            ),
+        ] {
+            if !ok {
+                return bad(field, "pairs out of order or repeated".into());
+            }
+        }
         let seen = self.link_seen.iter().map(|(k, at)| ("link_seen", k, *at));
         let found = self.link_found.iter().map(|(k, at)| ("link_found", k, *at));
         let runs = self
@@ -297,6 +330,20 @@ impl Snapshot {
                 format!(
                     "pair {k:?}: its run begins at {first:?}, after its latest sighting {last}"
                 ),
+            );
+        }
+        // A run begun at an unknown round is a held link's or a link found before.
+        let known = |k: &(usize, usize)| {
+            self.held.contains(k) || self.link_found.binary_search_by_key(k, |e| e.0).is_ok()
+        };
+        if let Some((k, _, _)) = self
+            .link_runs
+            .iter()
+            .find(|(k, first, _)| first.is_none() && !known(k))
+        {
+            return bad(
+                "link_runs",
+                format!("pair {k:?}: a run begun before, of a pair neither held nor found"),
             );
         }
         Ok(())
@@ -434,15 +481,17 @@ impl HealthEngine {
             return bytes;
         }
         // Every member holding this state drops the same parts alike, so digests still
-        // agree: first the dip normal, then the links' runs and memory.
-        s.dip_normal = None;
+        // agree: first the links' runs and memory (learnt again within a few turns; the
+        // state is then the one an older release writes), then the dip normal (a horizon
+        // to learn again).
+        s.link_seen.clear();
+        s.link_runs.clear();
+        s.link_found.clear();
         let bytes = serde_json::to_vec(&s).unwrap_or_default();
         if bytes.len() <= max {
             return bytes;
         }
-        s.link_seen.clear();
-        s.link_runs.clear();
-        s.link_found.clear();
+        s.dip_normal = None;
         serde_json::to_vec(&s).unwrap_or_default()
     }
 
@@ -502,6 +551,10 @@ impl HealthEngine {
         self.link_found = s.link_found.into_iter().collect();
         self.held_links_began_before();
         self.tors.forget_topology();
+        // Not in the wire form, and learnt within a window: started afresh, so that the
+        // member that took the state over does not judge with its own old rounds.
+        self.partial_hist.clear();
+        self.tor_shift.clear();
         Ok(())
     }
 }

@@ -88,7 +88,15 @@ fn drive(
     let mut requests = Vec::<(usize, usize)>::new();
     for r in 0..rounds {
         if handover == Some(r) {
+            // A member that probed on its own before: its own history must not count.
             let mut joined = HealthEngine::new(n, HealthConfig::default());
+            for q in 0..30 {
+                let mut own = round(n, 1 + q % 15, &[], |_| 0.0);
+                for p in own.probes.iter_mut().filter(|p| (p.src, p.dst) == (3, 7)) {
+                    p.seconds = 1.5;
+                }
+                joined.step(&own);
+            }
             joined
                 .restore(&engines[0].0.snapshot())
                 .expect("the group's state is taken");
@@ -509,18 +517,27 @@ fn a_restore_takes_the_runs_and_the_memory_as_they_were() {
 fn a_state_whose_link_memory_could_not_be_this_engines_is_refused() {
     let e = holding_links();
     let round = e.rounds();
+    let horizon = HealthConfig::default().new_normal_rounds;
     let cases = [
         ("link_seen", serde_json::json!([[[0, 8], 1]])),
         ("link_seen", serde_json::json!([[[3, 3], 1]])),
+        ("link_seen", serde_json::json!([[[2, 3], 1], [[0, 1], 1]])),
+        ("link_seen", serde_json::json!([[[0, 1], 1], [[0, 1], 2]])),
         ("link_found", serde_json::json!([[[0, 1], round + 1]])),
+        ("link_found", serde_json::json!([[[9, 1], 1]])),
         ("link_runs", serde_json::json!([[[0, 1], null, round + 1]])),
+        ("link_runs", serde_json::json!([[[1, 1], 1, 2]])),
         ("link_runs", serde_json::json!([[[0, 1], 3, 2]])),
-        ("baseline_run", serde_json::json!(round + 1)),
+        // Begun before, but neither held nor found: (0, 1) is neither in this state.
+        ("link_runs", serde_json::json!([[[0, 1], null, 2]])),
+        ("baseline_run", serde_json::json!(horizon + 1)),
     ];
     for (field, value) in cases {
         let mut v: serde_json::Value = serde_json::from_slice(&e.snapshot()).unwrap();
         v[field] = value.clone();
-        let mut taker = holding_links();
+        // A member with a state of its own, unlike the sender's.
+        let mut taker = watching(&[(1, 2)]);
+        taker.links.held.insert((1, 2));
         let before = taker.snapshot();
         let err = taker
             .restore(&serde_json::to_vec(&v).unwrap())
@@ -531,6 +548,63 @@ fn a_state_whose_link_memory_could_not_be_this_engines_is_refused() {
         );
         assert!(taker.snapshot() == before, "{field}: left as it was");
     }
+    // A run of slow rounds with no baseline to be slow against.
+    let mut v: serde_json::Value = serde_json::from_slice(&e.snapshot()).unwrap();
+    v["baseline"] = serde_json::Value::Null;
+    v["baseline_run"] = serde_json::json!(1);
+    let err = HealthEngine::new(8, HealthConfig::default())
+        .restore(&serde_json::to_vec(&v).unwrap())
+        .expect_err("a run with no baseline");
+    assert!(
+        matches!(
+            &err,
+            RestoreError::Invalid {
+                field: "baseline_run",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+/// A state that would pass the hand-over's size bound drops the links' runs and memory
+/// (every member alike): a group of 160 with every ordered pair seen slow, run and found
+/// holds 25,440 entries of each, more than the bound of about 870 kB alone.
+#[test]
+fn a_state_too_large_drops_the_links_memory() {
+    let n = 160;
+    let mut e = HealthEngine::new(n, HealthConfig::default());
+    e.step(&round(n, 1, &[], |_| 0.0));
+    let now = e.rounds();
+    for a in 0..n {
+        for b in (0..n).filter(|&b| b != a) {
+            e.link_seen.insert((a, b), now);
+            e.link_found.insert((a, b), now);
+            e.link_onset.insert(
+                (a, b),
+                Onset {
+                    first: Some(now),
+                    last: now,
+                },
+            );
+        }
+    }
+    let bound = 64 * 1024 + n * (1024 + 4 * HealthConfig::default().window * 100);
+    let pairs: Vec<(Pair, u64)> = e.link_seen.iter().map(|(k, at)| (*k, *at)).collect();
+    let one_list = serde_json::to_vec(&pairs).unwrap().len();
+    assert!(
+        3 * one_list > bound,
+        "{one_list} bytes a list: not past {bound}"
+    );
+    let state = e.snapshot();
+    assert!(state.len() <= bound, "{} bytes, bound {bound}", state.len());
+    let v: serde_json::Value = serde_json::from_slice(&state).unwrap();
+    for field in ["link_seen", "link_runs", "link_found"] {
+        assert!(v.get(field).is_none(), "{field} kept");
+    }
+    let mut taker = HealthEngine::new(n, HealthConfig::default());
+    taker.restore(&state).expect("a state within the bound");
+    assert!(taker.link_onset.is_empty() && taker.link_found.is_empty());
 }
 
 /// Node 0's link to node 1, held, is not measured for five turns of a group of 8 (the
@@ -629,6 +703,30 @@ fn a_link_is_remembered_from_the_round_of_its_verdict() {
     let out = e.step(&round(8, 2, &[], |_| 0.0));
     assert_eq!(out.link_verdicts, vec![k]);
     assert!(e.link_found.contains_key(&k), "{:?}", e.link_found);
+    // It earned its verdict with no run of sightings (none this round): it gets one begun
+    // at an unknown round, as a restore gives a held link without one, so a member that
+    // takes this state over holds the same runs (fails without: the taker's state has a
+    // run the holder's lacks).
+    let now = e.rounds();
+    assert_eq!(e.link_onset.get(&k), Some(&began_before(now)));
+    let mut taker = HealthEngine::new(8, HealthConfig::default());
+    taker.restore(&e.snapshot()).expect("the group's state");
+    assert!(taker.snapshot() == e.snapshot(), "the states differ");
+}
+
+/// What the state does not carry, and a window relearns, the member that takes it over
+/// starts afresh: its own partial-event rounds and last round's ToR levels are gone.
+#[test]
+fn a_member_that_takes_the_state_over_forgets_its_own_recent_rounds() {
+    let holder = watching(&[]);
+    let mut taker = watching(&[(1, 2)]);
+    taker.partial_hist.push_back(true);
+    taker.tor_shift.insert(0, 0.3);
+    taker
+        .restore(&holder.snapshot())
+        .expect("the group's state");
+    assert!(taker.partial_hist.is_empty(), "{:?}", taker.partial_hist);
+    assert!(taker.tor_shift.is_empty(), "{:?}", taker.tor_shift);
 }
 
 /// A link is remembered for sixteen turns after it was last held, and no longer: with 8

@@ -134,3 +134,15 @@ fn a_rich_run_keeps_its_wire_form() {
     let want = std::fs::read(path).unwrap();
     assert!(got == want, "the engine state's wire form changed");
 }
+
+/// Each state of [`rich_run`], taken over by a new engine, is written back byte for byte:
+/// a member that takes a group's state over holds what the members that hold it do, so the
+/// group's digests agree at the next formation.
+#[test]
+fn a_state_taken_over_is_written_back_as_it_came() {
+    for (i, state) in rich_run().into_iter().enumerate() {
+        let mut taker = HealthEngine::new(8, HealthConfig::default());
+        taker.restore(&state).expect("the engine's own state");
+        assert!(taker.snapshot() == state, "state {i} came back changed");
+    }
+}
