@@ -332,20 +332,6 @@ impl Snapshot {
                 ),
             );
         }
-        // A run begun at an unknown round is a held link's or a link found before.
-        let known = |k: &(usize, usize)| {
-            self.held.contains(k) || self.link_found.binary_search_by_key(k, |e| e.0).is_ok()
-        };
-        if let Some((k, _, _)) = self
-            .link_runs
-            .iter()
-            .find(|(k, first, _)| first.is_none() && !known(k))
-        {
-            return bad(
-                "link_runs",
-                format!("pair {k:?}: a run begun before, of a pair neither held nor found"),
-            );
-        }
         Ok(())
     }
 }
@@ -481,9 +467,8 @@ impl HealthEngine {
             return bytes;
         }
         // Every member holding this state drops the same parts alike, so digests still
-        // agree: first the links' runs and memory (learnt again within a few turns; the
-        // state is then the one an older release writes), then the dip normal (a horizon
-        // to learn again).
+        // agree: first the links' runs and memory (learnt again within a few turns), then
+        // the dip normal (a horizon to learn again).
         s.link_seen.clear();
         s.link_runs.clear();
         s.link_found.clear();

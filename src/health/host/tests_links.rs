@@ -528,13 +528,15 @@ fn a_state_whose_link_memory_could_not_be_this_engines_is_refused() {
         ("link_runs", serde_json::json!([[[0, 1], null, round + 1]])),
         ("link_runs", serde_json::json!([[[1, 1], 1, 2]])),
         ("link_runs", serde_json::json!([[[0, 1], 3, 2]])),
-        // Begun before, but neither held nor found: (0, 1) is neither in this state.
-        ("link_runs", serde_json::json!([[[0, 1], null, 2]])),
         ("baseline_run", serde_json::json!(horizon + 1)),
     ];
     for (field, value) in cases {
         let mut v: serde_json::Value = serde_json::from_slice(&e.snapshot()).unwrap();
         v[field] = value.clone();
+        if field == "baseline_run" {
+            // Rounds enough for a run past the horizon: only the horizon refuses it.
+            v["round"] = serde_json::json!(horizon + 10);
+        }
         // A member with a state of its own, unlike the sender's.
         let mut taker = watching(&[(1, 2)]);
         taker.links.held.insert((1, 2));
@@ -568,13 +570,22 @@ fn a_state_whose_link_memory_could_not_be_this_engines_is_refused() {
 }
 
 /// A state that would pass the hand-over's size bound drops the links' runs and memory
-/// (every member alike): a group of 160 with every ordered pair seen slow, run and found
-/// holds 25,440 entries of each, more than the bound of about 870 kB alone.
+/// (every member alike) before the dip normal: a group of 160 with every ordered pair
+/// seen slow, run and found holds 25,440 entries of each, more than the bound of about
+/// 870 kB alone, and its small dip normal stays.
 #[test]
 fn a_state_too_large_drops_the_links_memory() {
     let n = 160;
     let mut e = HealthEngine::new(n, HealthConfig::default());
     e.step(&round(n, 1, &[], |_| 0.0));
+    // A dip normal of one pair, taken over from a state that carries one.
+    let mut v: serde_json::Value = serde_json::from_slice(&e.snapshot()).unwrap();
+    v["dip_normal"] = serde_json::json!({
+        "pairs": [{"pair": [0, 1], "tors": [158, 159], "shares": [0.25, 3]}],
+        "tor_pairs": [[[158, 159], 2]],
+        "tors": []
+    });
+    e.restore(&serde_json::to_vec(&v).unwrap()).unwrap();
     let now = e.rounds();
     for a in 0..n {
         for b in (0..n).filter(|&b| b != a) {
@@ -602,6 +613,10 @@ fn a_state_too_large_drops_the_links_memory() {
     for field in ["link_seen", "link_runs", "link_found"] {
         assert!(v.get(field).is_none(), "{field} kept");
     }
+    assert!(
+        v.get("dip_normal").is_some(),
+        "the dip normal dropped first"
+    );
     let mut taker = HealthEngine::new(n, HealthConfig::default());
     taker.restore(&state).expect("a state within the bound");
     assert!(taker.link_onset.is_empty() && taker.link_found.is_empty());
@@ -749,4 +764,21 @@ fn a_link_is_remembered_for_sixteen_turns_exactly() {
         "still remembered at round {}",
         last + 1
     );
+}
+
+/// A link found, lifted and still seen slow now and then keeps its run begun before after
+/// its memory has passed (a run lasts while sightings come within four turns; the memory
+/// sixteen turns from the link's last held round): a state with such a run is one this
+/// engine writes, and is taken over as it is.
+#[test]
+fn a_run_begun_before_outlives_its_links_memory_and_is_taken_over() {
+    let mut e = watching(&[]);
+    let now = e.rounds();
+    e.link_onset.insert((0, 1), began_before(now));
+    assert!(!e.links.held.contains(&(0, 1)) && !e.link_found.contains_key(&(0, 1)));
+    let mut taker = HealthEngine::new(8, HealthConfig::default());
+    taker
+        .restore(&e.snapshot())
+        .expect("a state this engine writes");
+    assert_eq!(taker.link_onset, e.link_onset);
 }
