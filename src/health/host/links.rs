@@ -129,7 +129,7 @@ impl HealthEngine {
     /// with the candidate's are added in `link_decisions`, see [`began_together`]).
     pub(super) fn companions(&mut self) -> Vec<Pair> {
         let nodes = &self.nodes;
-        let turn = nodes.len().max(self.cfg.window) as u64;
+        let turn = self.turn();
         keep_recent(
             &mut self.link_seen,
             &self.links.watched,
@@ -205,7 +205,7 @@ impl HealthEngine {
         let now = self.nodes.round();
         // Runs whose last sighting is more than ONSET_TURNS turns back are over, before
         // this round's sightings extend the others.
-        let turn = n.max(self.cfg.window) as u64;
+        let turn = self.turn();
         let since = now.saturating_sub(ONSET_TURNS * turn);
         // A held link's run lasts while it is held: its slowness goes on whether or not a
         // round sees it on its own.
@@ -257,7 +257,7 @@ impl HealthEngine {
     /// verdict waits for a shared cause to pass.
     fn link_decisions(&mut self, r: &RoundStats, scores: &[f64]) -> LinkDecisions {
         let cohort = self.companions();
-        let turn = self.nodes.len().max(self.cfg.window) as u64;
+        let turn = self.turn();
         let onset = &self.link_onset;
         let found = &mut self.link_found;
         let now = self.nodes.round();
@@ -421,7 +421,8 @@ fn ends_healthy(nodes: &Lifecycle<NodeIx, NodeData>, a: usize, b: usize) -> bool
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Onset {
     /// The round of the run's first sighting; `None` for a held link whose run the engine
-    /// lost in a remap (or a restore of a state that carried none), and for a run of a link found within the last
+    /// lost in a remap (or a restore of a state that carried none), for one that earned
+    /// its verdict without a run, and for a run of a link found within the last
     /// [`FOUND_TURNS`] turns: its slowness began before, so it began with no later
     /// candidate (restarted at its next sighting instead, it would seem to have begun
     /// with the candidates of that moment and keep them from their verdicts).
@@ -431,6 +432,12 @@ pub(super) struct Onset {
 }
 
 impl HealthEngine {
+    /// The rounds of a turn of the stride: the members, or the window if longer (a pair is
+    /// measured in the permutation about once a turn).
+    fn turn(&self) -> u64 {
+        self.nodes.len().max(self.cfg.window) as u64
+    }
+
     /// After a remap (whose runs are dropped), or a restore of a state that carried no
     /// runs (one from an older release, or too large to carry them): each held link gets
     /// a run begun at an unknown round ([`Onset::first`]), ending as any run does if the

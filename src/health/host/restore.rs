@@ -226,6 +226,11 @@ struct Snapshot {
     link_found: Vec<((usize, usize), u64)>,
 }
 
+/// Whether `list`'s keys strictly ascend (as an ordered map's are written).
+fn ascending<T>(list: &[T], key: impl Fn(&T) -> (usize, usize)) -> bool {
+    list.windows(2).all(|w| key(&w[0]) < key(&w[1]))
+}
+
 /// An error naming the field and what is wrong with it.
 fn bad(field: &'static str, reason: String) -> Result<(), RestoreError> {
     Err(RestoreError::Invalid { field, reason })
@@ -282,23 +287,10 @@ impl Snapshot {
         let pair_ok = |&(a, b): &(usize, usize)| a < n && b < n && a != b;
         // Written from ordered maps: a list out of order, or with a pair twice, is not a
         // state this engine wrote (taken into a map, it would write other bytes back).
-        let ascending = |keys: &mut dyn Iterator<Item = (usize, usize)>| {
-            let keys: Vec<_> = keys.collect();
-            keys.windows(2).all(|w| w[0] < w[1])
-        };
         for (field, ok) in [
-            (
-                "link_seen",
-                ascending(&mut self.link_seen.iter().map(|e| e.0)),
-            ),
-            (
-                "link_runs",
-                ascending(&mut self.link_runs.iter().map(|e| e.0)),
-            ),
-            (
-                "link_found",
-                ascending(&mut self.link_found.iter().map(|e| e.0)),
-            ),
+            ("link_seen", ascending(&self.link_seen, |e| e.0)),
+            ("link_runs", ascending(&self.link_runs, |e| e.0)),
+            ("link_found", ascending(&self.link_found, |e| e.0)),
         ] {
             if !ok {
                 return bad(field, "pairs out of order or repeated".into());
