@@ -373,6 +373,22 @@ fn class_of(s: &Value) -> String {
     }
 }
 
+/// The link verdict a link alert fires on: the one of the same link whose span holds the
+/// alert's first round (an alert is judged as that verdict, from its start).
+fn alerted_verdict(spans: &[Value], alert: &Value) -> Value {
+    let first = u(&alert["first"]);
+    spans
+        .iter()
+        .find(|v| {
+            v["class"] == "link"
+                && v["entity"] == alert["entity"]
+                && u(&v["first"]) <= first
+                && first <= u(&v["last"])
+        })
+        .unwrap_or_else(|| panic!("a link alert with no link verdict under it: {alert}"))
+        .clone()
+}
+
 /// Every class's (verdicts, false) from the spans, judged here.
 fn judge(r: &Value, run: &Run) -> BTreeMap<String, (usize, usize)> {
     let spans: Vec<Value> = r["verdicts"].as_array().unwrap().to_vec();
@@ -383,7 +399,12 @@ fn judge(r: &Value, run: &Run) -> BTreeMap<String, (usize, usize)> {
         }
         let e = out.entry(class_of(s)).or_default();
         e.0 += 1;
-        e.1 += usize::from(!correct(run, s));
+        let judged = if s["class"] == "link alert" {
+            alerted_verdict(&spans, s)
+        } else {
+            s.clone()
+        };
+        e.1 += usize::from(!correct(run, &judged));
     }
     let merged = cordons(&spans, run.npus);
     let wrong = merged

@@ -101,12 +101,13 @@ pub fn budget(class: &str) -> f64 {
 }
 
 /// The classes in report order.
-pub const CLASSES: [&str; 16] = [
+pub const CLASSES: [&str; 17] = [
     "node suspect",
     "node confirmed",
     "node quarantine",
     "cordon",
     "link",
+    "link alert",
     "port suspect",
     "port confirmed",
     "port quarantine",
@@ -245,6 +246,23 @@ impl Scorer<'_> {
                     entity: format!("link {a}→{b}"),
                     ids: vec![a, b],
                     rounds: (s, last(e)),
+                    correct,
+                    cause,
+                }
+                .plain(),
+            );
+        }
+        // An alert is judged as the verdict it fires on (from that verdict's start).
+        for a in &self.v.link_alerts {
+            let ((x, y), s) = (a.pair, a.verdict_start);
+            let correct = self.link_correct(x, y, s);
+            let cause = (!correct).then(|| self.link_cause(x, y, s));
+            spans.push(
+                Judgement {
+                    class: "link alert",
+                    entity: format!("link {x}→{y}"),
+                    ids: vec![x, y],
+                    rounds: (a.start, last(a.end)),
                     correct,
                     cause,
                 }

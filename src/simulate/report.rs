@@ -313,7 +313,7 @@ fn expectation_of(w: &World, s: &Scorer<'_>) -> Option<super::expect::ExpectChec
 
 /// Scores a run into a report; `window` is the host engine's window (rounds).
 pub fn report(w: &World, t: &Trace, window: u64) -> Report {
-    let v = Verdicts::of(t, w.rounds);
+    let v = Verdicts::of(t, w.rounds, w.scenario.fleet.round_seconds);
     let truth = Truth::of(w);
     let s = Scorer::new(w, &truth, &v, window, t.device_every);
     let (node_hours, healthy) = s.node_hours();

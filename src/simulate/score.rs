@@ -54,6 +54,9 @@ pub struct Outcome {
     pub quarantine: Option<u64>,
     /// … to the verdict that counts as detection for this kind.
     pub detected: Option<u64>,
+    /// A degraded link: … to the first round the shipped link alert fired on it
+    /// ([`super::link_alerts`]).
+    pub alerted: Option<u64>,
     /// A verdict of another class pointed at the fault's elements.
     pub wrong: bool,
     /// Detected, named as what it is, and no verdict of another class on its elements.
@@ -227,6 +230,7 @@ impl<'a> Scorer<'a> {
             confirmed: None,
             quarantine: None,
             detected: None,
+            alerted: None,
             wrong: false,
             localised: false,
             timed: left_out.is_none(),
@@ -339,6 +343,13 @@ impl<'a> Scorer<'a> {
             win,
         );
         o.suspect = o.detected;
+        o.alerted = span_first(
+            v.link_alerts
+                .iter()
+                .filter(|x| me(x.pair.0, x.pair.1))
+                .map(|x| (x.start, x.end)),
+            win,
+        );
         o.wrong = v.nodes.iter().any(|x| {
             !x.hard
                 && (x.who == src || x.who == dst)

@@ -45,7 +45,18 @@ fn class<'a>(outcomes: &'a [Outcome], keep: impl Fn(&Outcome) -> bool + 'a) -> V
 }
 
 fn recall(target: &str, os: &[&Outcome], need: f64, what: &str) -> TargetCheck {
-    let hit = os.iter().filter(|o| o.detected.is_some()).count();
+    recall_by(target, os, need, what, |o| o.detected)
+}
+
+/// [`recall`] by another first round than detection's (`by`).
+fn recall_by(
+    target: &str,
+    os: &[&Outcome],
+    need: f64,
+    what: &str,
+    by: fn(&Outcome) -> Option<u64>,
+) -> TargetCheck {
+    let hit = os.iter().filter(|o| by(o).is_some()).count();
     if os.is_empty() {
         return nothing(target, format!("no {what} in this run"));
     }
@@ -147,11 +158,6 @@ fn check_with(r: &Report, outcomes: &[Outcome], min: usize) -> Vec<TargetCheck> 
     };
     let big = class(outcomes, move |o| slow20(o) && persistent(o));
     let big_step = class(outcomes, move |o| slow20(o) && o.shape == Shape::Step);
-    let link20 = |o: &Outcome| {
-        o.kind == FaultKind::DegradedLink && o.magnitude >= 0.2 - 1e-9 && persistent(o)
-    };
-    let links = class(outcomes, move |o| link20(o) && !o.between_groups);
-    let far_links = class(outcomes, move |o| link20(o) && o.between_groups);
     let hard = class(outcomes, |o| o.kind == FaultKind::HardFault);
     let mut out = vec![
         precision(
@@ -164,19 +170,6 @@ fn check_with(r: &Report, outcomes: &[Outcome], min: usize) -> Vec<TargetCheck> 
             &big,
             0.95,
             "persistent slow node of at least 20 %",
-        ),
-        precision(r, "link", "link precision ≥ 0.98"),
-        recall(
-            "recall ≥ 0.95, degraded links ≥ 20 % (step, ramp): link verdict",
-            &links,
-            0.95,
-            "persistent degraded link of at least 20 % within a probe group",
-        ),
-        recall(
-            "recall ≥ 0.95, degraded links ≥ 20 % between probe groups (no probe crosses them)",
-            &far_links,
-            0.95,
-            "degraded link between probe groups",
         ),
         time(
             "slow nodes ≥ 20 % (step) suspected within 5 rounds, p95",
@@ -193,6 +186,7 @@ fn check_with(r: &Report, outcomes: &[Outcome], min: usize) -> Vec<TargetCheck> 
             min,
         ),
     ];
+    out.splice(2..2, links(r, outcomes));
     out.extend(budgets(r));
     out.push(judged(
         "no quarantine from fabric-wide or ToR-wide events or congestion",
@@ -236,6 +230,43 @@ fn check_with(r: &Report, outcomes: &[Outcome], min: usize) -> Vec<TargetCheck> 
         out.extend(device(r, d, outcomes, min));
     }
     out
+}
+
+/// The link targets: the engines' verdicts, the shipped alert over them, and the links no
+/// probe crosses.
+fn links(r: &Report, outcomes: &[Outcome]) -> Vec<TargetCheck> {
+    let link20 = |o: &Outcome| {
+        o.kind == FaultKind::DegradedLink && o.magnitude >= 0.2 - 1e-9 && persistent(o)
+    };
+    let links = class(outcomes, move |o| link20(o) && !o.between_groups);
+    let far_links = class(outcomes, move |o| link20(o) && o.between_groups);
+    vec![
+        precision(r, "link", "link precision ≥ 0.98"),
+        recall(
+            "recall ≥ 0.95, degraded links ≥ 20 % (step, ramp): link verdict",
+            &links,
+            0.95,
+            "persistent degraded link of at least 20 % within a probe group",
+        ),
+        precision(
+            r,
+            "link alert",
+            "link alert precision ≥ 0.98 (the shipped rule over the link verdicts)",
+        ),
+        recall_by(
+            "recall ≥ 0.95, degraded links ≥ 20 % (step, ramp): link alert",
+            &links,
+            0.95,
+            "persistent degraded link of at least 20 % within a probe group",
+            |o| o.alerted,
+        ),
+        recall(
+            "recall ≥ 0.95, degraded links ≥ 20 % between probe groups (no probe crosses them)",
+            &far_links,
+            0.95,
+            "degraded link between probe groups",
+        ),
+    ]
 }
 
 /// Precision of one class, judged where it has verdicts.

@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use super::link_alerts::{self, LinkAlert};
 use super::run::{Change, Trace};
 use crate::health::NodeState;
 
@@ -113,6 +114,8 @@ pub struct Verdicts {
     pub ports: Vec<Verdict>,
     /// Host link verdicts: (src, dst, start, end).
     pub links: Vec<((usize, usize), u64, u64)>,
+    /// The spans the shipped link alert fires over them ([`super::link_alerts`]).
+    pub link_alerts: Vec<LinkAlert>,
     /// Host fabric verdicts per group.
     pub host_fabric: Vec<(usize, u64, u64)>,
     /// Host ToR verdicts: (ToR, first round, first round after).
@@ -132,12 +135,17 @@ pub struct Verdicts {
 }
 
 impl Verdicts {
-    /// The verdicts of a trace of `rounds` rounds.
-    pub fn of(t: &Trace, rounds: u64) -> Self {
+    /// The verdicts of a trace of `rounds` rounds of `round_seconds` each.
+    pub fn of(t: &Trace, rounds: u64, round_seconds: f64) -> Self {
         Verdicts {
             nodes: from_changes(&t.nodes, rounds + 1),
             ports: from_changes(&t.ports, rounds + 1),
             links: t.links.spans.clone(),
+            link_alerts: link_alerts::alerts(
+                &t.links.spans,
+                rounds,
+                link_alerts::Rule::shipped(round_seconds),
+            ),
             host_fabric: t.host_fabric.spans.clone(),
             host_tors: t.host_tors.spans.clone(),
             host_spines: t.host_spines.spans.clone(),
