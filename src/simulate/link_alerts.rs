@@ -17,6 +17,10 @@
 //! its first window. The alert also needs the verdict held for [`HOLD_SECONDS`] (its
 //! `for:`).
 //!
+//! The shipped rule also holds nothing back while Prometheus lacks 30 minutes of
+//! scrapes (new, or after an outage); the model's Prometheus has scraped from before the
+//! run, so it has no such condition.
+//!
 //! The simulator plays the same rule over the verdict spans, round by round (a round for
 //! an evaluation), so that the report can say what the alerts would have been; the rule
 //! test `alerts/tests/network.yml` and this module's tests run the same timelines. The
