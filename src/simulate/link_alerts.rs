@@ -26,7 +26,7 @@
 //! test `alerts/tests/network.yml` and this module's tests run the same timelines. The
 //! engine's own verdicts are unchanged and still scored as the `link` class.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// Links begun within the window (a pair and its way back counted once) that make each a
 /// shared cause.
@@ -135,19 +135,21 @@ pub fn alerts(spans: &[((usize, usize), u64, u64)], rounds: u64, rule: Rule) -> 
     let begun = begun_together(&held, len, w);
     let mut out = Vec::new();
     for (&pair, h) in &held {
-        let mut latched = vec![false; len];
+        // The last round the flag was set.
+        let mut last_latched: Option<usize> = None;
         let mut run = 0u64;
         let mut firing: Option<u64> = None;
-        for t in 0..len {
+        for (t, &together) in begun.iter().enumerate() {
             // Kept while the verdict is held and the flag was set within the last `hold`
             // rounds (the rule reads its own values of the last 5 minutes, so a gap
             // shorter than that does not drop it).
-            let kept = latched[t.saturating_sub(rule.hold as usize)..t]
-                .iter()
-                .any(|&x| x);
+            let kept = last_latched.is_some_and(|l| t - l <= rule.hold as usize);
             let began = h.at[t] && !h.any(t as i64 - 2 * w, t as i64 - w);
-            latched[t] = h.at[t] && (kept || (began && begun[t] >= rule.together));
-            let cond = h.at[t] && !latched[t];
+            let latched = h.at[t] && (kept || (began && together >= rule.together));
+            if latched {
+                last_latched = Some(t);
+            }
+            let cond = h.at[t] && !latched;
             run = if cond { run + 1 } else { 0 };
             let fires = run > rule.hold;
             match (fires, firing) {
@@ -170,15 +172,22 @@ pub fn alerts(spans: &[((usize, usize), u64, u64)], rounds: u64, rule: Rule) -> 
 /// ([`Held::begun`]), a pair and its way back counted once: the rule's count of links
 /// begun together.
 fn begun_together(held: &BTreeMap<(usize, usize), Held>, len: usize, w: i64) -> Vec<usize> {
-    let mut begun: Vec<BTreeSet<(usize, usize)>> = vec![BTreeSet::new(); len];
+    let mut count = vec![0usize; len];
     for (&(a, b), h) in held {
-        for (t, set) in begun.iter_mut().enumerate() {
-            if h.begun(t as i64, w) {
-                set.insert((a.min(b), a.max(b)));
+        // A pair whose way back has a verdict too is counted at its lower direction's
+        // entry, once for either direction begun.
+        let back = held.get(&(b, a)).filter(|_| a != b);
+        if back.is_some() && a > b {
+            continue;
+        }
+        for (t, c) in count.iter_mut().enumerate() {
+            let t = t as i64;
+            if h.begun(t, w) || back.is_some_and(|x| x.begun(t, w)) {
+                *c += 1;
             }
         }
     }
-    begun.iter().map(BTreeSet::len).collect()
+    count
 }
 
 /// The alert span of `pair` from `start` to `end`, with the start of the verdict span
