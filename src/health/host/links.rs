@@ -2,8 +2,10 @@
 //! `link_observations` slow, steady measurements in a row that are the pair's own, with
 //! both ends otherwise normal, and no shared cause in sight: fewer than two other links
 //! slow on their own at the same time (see [`shared`]), counting held links whose
-//! slowness began with its own ([`began_together`]). A verdict is held until a
-//! measurement of the pair is normal.
+//! slowness began with its own ([`began_together`]), and, for a pair between two ToRs,
+//! fewer than two other links between ToRs slow on their own since last measured normal,
+//! ends shared or not, held links begun with it counted ([`spread_between_tors`]). A verdict is held until a measurement of
+//! the pair is normal.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -17,7 +19,7 @@ use crate::health::stats::{deviations, median, spread_of};
 use crate::snapshot::probe::NodeState;
 
 /// Slow measurements of its own a pair needs, since it was last measured normal, to count
-/// as slow together with a candidate link ([`shared`]). Two: a healthy probe is slow on
+/// as slow together with a candidate link ([`shared`], [`spread_between_tors`]). Two: a healthy probe is slow on
 /// its own now and then, and a probe group of a hundred members measures a hundred pairs
 /// a round, so with one such measurement chance companions were always at hand there
 /// (held out, 11 fewer of 235 degraded links were found, most lost in groups of 96 and
@@ -32,7 +34,8 @@ const COHORT_TURNS: u64 = 2;
 
 /// Other links (a pair and its way back counted once), sharing no end with a candidate,
 /// slow on their own at the same time, that make its slowness shared rather than its own
-/// ([`shared`]): two, so that two degraded links in one group are still two links (three
+/// ([`shared`]), and other links between ToRs slow on their own, ends shared or not, that
+/// make a candidate between ToRs a spine's ([`spread_between_tors`]): two, so that two degraded links in one group are still two links (three
 /// that turn slow within the same turns wait for each other, a price: held out, of 147
 /// correct link verdicts in a batch, one had two others with no end in common start in
 /// the 30 rounds before it).
@@ -113,7 +116,7 @@ impl HealthEngine {
                 .retain(|k, _| held.contains(k) || !dip.explains(*k, places(k.0, k.1)));
         }
         self.observe_links(input, r);
-        let decided = self.link_decisions(r, &out.scores);
+        let decided = self.link_decisions(r, &out.scores, &input.tors);
         out.link_verdicts = decided.verdicts;
         out.link_requests = decided.requests;
         out.link_withheld = decided.withheld;
@@ -142,6 +145,34 @@ impl HealthEngine {
         // this: the index is in range.
         let fine = |a: usize, b: usize| !held.contains(&(a, b)) && ends_healthy(nodes, a, b);
         slow_together(&self.links.watched, &self.link_seen, fine)
+    }
+
+    /// Pairs between two ToRs (`tors`, both known and different) slow on their own in at
+    /// least [`COHORT_OBSERVATIONS`] measurements since they were last measured normal,
+    /// however long ago the last of them, both ends healthy and no held verdict either way
+    /// (links found earlier and still degraded keep no later one from its own, and a held
+    /// link's way back is the same link): what [`spread_between_tors`] counts, with the
+    /// held links whose slowness began with the candidate's.
+    ///
+    /// Not only recent ones, as [`companions`](Self::companions) asks: a pair is measured
+    /// once a turn, and a spine's pairs are seen on their own only now and then (not while
+    /// an end is busy), so the last sighting of a pair still slow is often older than two
+    /// turns; a pair measured normal since has left `watched`.
+    pub(super) fn slow_between_tors(&self, tors: &[Option<u32>]) -> Vec<Pair> {
+        let nodes = &self.nodes;
+        let held = &self.links.held;
+        self.links
+            .watched
+            .iter()
+            .filter(|(k, obs)| {
+                obs.len() >= COHORT_OBSERVATIONS
+                    && crosses_tors(tors, **k)
+                    && !held.contains(k)
+                    && !held.contains(&(k.1, k.0))
+                    && ends_healthy(nodes, k.0, k.1)
+            })
+            .map(|(k, _)| *k)
+            .collect()
     }
 
     /// Tallies the round's permutation probes for the dip's shape while a dip is on, judged
@@ -255,8 +286,14 @@ impl HealthEngine {
     /// a few per round; the last of those few kept for a pair seen slow once, see
     /// [`give_a_slot_to_a_fresh_pair`]), the pairs with a link verdict and those whose
     /// verdict waits for a shared cause to pass.
-    fn link_decisions(&mut self, r: &RoundStats, scores: &[f64]) -> LinkDecisions {
+    fn link_decisions(
+        &mut self,
+        r: &RoundStats,
+        scores: &[f64],
+        tors: &[Option<u32>],
+    ) -> LinkDecisions {
         let cohort = self.companions();
+        let between = self.slow_between_tors(tors);
         let turn = self.turn();
         let onset = &self.link_onset;
         let found = &mut self.link_found;
@@ -286,15 +323,17 @@ impl HealthEngine {
             }
             let earned = obs.len() >= cfg.link_observations && steady_shift(obs, r);
             // Held links are companions too when their slowness began with this one's
-            // (with both ends healthy, as for the others).
+            // (with both ends healthy, as for the others), for either rule.
             let alone = earned && {
+                let together: Vec<Pair> = began_together(onset, &links.held, (*a, *b), turn)
+                    .into_iter()
+                    .filter(|&(x, y)| ends_healthy(nodes, x, y))
+                    .collect();
                 let mut with = cohort.clone();
-                with.extend(
-                    began_together(onset, &links.held, (*a, *b), turn)
-                        .into_iter()
-                        .filter(|&(x, y)| ends_healthy(nodes, x, y)),
-                );
-                !shared(&with, (*a, *b))
+                with.extend(&together);
+                let mut between = between.clone();
+                between.extend(&together);
+                !shared(&with, (*a, *b)) && !spread_between_tors(&between, tors, (*a, *b))
             };
             if alone {
                 verdicts.push((*a, *b));
@@ -405,6 +444,38 @@ pub(super) fn slow_together(
         })
         .map(|(k, _)| *k)
         .collect()
+}
+
+/// Whether a pair runs between two ToRs that the topology names (`tors`, by node).
+fn crosses_tors(tors: &[Option<u32>], (a, b): Pair) -> bool {
+    let tor = |x: usize| tors.get(x).copied().flatten();
+    matches!((tor(a), tor(b)), (Some(x), Some(y)) if x != y)
+}
+
+/// Whether a candidate between two ToRs is one of several pairs between ToRs slow on
+/// their own: at least [`LINK_COHORT`] other links between ToRs (a pair and its way back
+/// are one) in `between` ([`HealthEngine::slow_between_tors`], and the held links whose
+/// slowness began with the candidate's, [`began_together`]), whether or not they share an
+/// end with it. A spine slows pairs between ToRs and none within one; its ECMP hash
+/// spreads them over every pair of ToRs, so with small ToRs (two to eight members) no two
+/// of them need share a ToR pair, and in a group of sixteen a spine of six slows about ten
+/// of its pairs between ToRs, several of which meet at a node by chance: the rule of
+/// disjoint companions ([`shared`]) then finds at most one for each. A degraded link is
+/// one pair (and its way back); a node slow on all its pairs is judged as a node, and its
+/// pairs count here only while it is healthy. Pairs within a ToR, and any pair of a node
+/// whose ToR is unknown, are judged by [`shared`] alone.
+fn spread_between_tors(between: &[Pair], tors: &[Option<u32>], (a, b): Pair) -> bool {
+    if !crosses_tors(tors, (a, b)) {
+        return false;
+    }
+    let own = (a.min(b), a.max(b));
+    let links: BTreeSet<Pair> = between
+        .iter()
+        .filter(|k| crosses_tors(tors, **k))
+        .map(|&(x, y)| (x.min(y), x.max(y)))
+        .filter(|k| *k != own)
+        .collect();
+    links.len() >= LINK_COHORT
 }
 
 /// Whether both ends of a pair are healthy: a pair with a judged end (a slow ToR's

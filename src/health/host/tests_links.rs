@@ -69,6 +69,16 @@ fn drive(
     rounds: usize,
     handover: Option<usize>,
 ) -> Vec<(HealthEngine, Decided)> {
+    drive_placed(slow, rounds, handover, &[])
+}
+
+/// [`drive`], with each node's ToR as the topology gives it (`tors`, empty for none).
+fn drive_placed(
+    slow: &[(Pair, Range<usize>)],
+    rounds: usize,
+    handover: Option<usize>,
+    tors: &[Option<u32>],
+) -> Vec<(HealthEngine, Decided)> {
     let n = 16;
     let seconds = |r: usize, a: usize, b: usize| {
         let base = 1.0 + (a % 2) as f64 * 0.003;
@@ -103,6 +113,7 @@ fn drive(
             engines.push((joined, Decided::default()));
         }
         let mut input = round(n, 1 + r % 15, &[], |_| 0.0);
+        input.tors = tors.to_vec();
         for p in &mut input.probes {
             p.seconds = seconds(r, p.src, p.dst);
         }
@@ -781,4 +792,130 @@ fn a_run_begun_before_outlives_its_links_memory_and_is_taken_over() {
         .restore(&e.snapshot())
         .expect("a state this engine writes");
     assert_eq!(taker.link_onset, e.link_onset);
+}
+
+/// Nodes 0–7 behind ToR 0, 8–15 behind ToR 1: the group of [`drive`] on two ToRs.
+fn two_tors() -> Vec<Option<u32>> {
+    tors_of(8)
+}
+
+/// The group of [`drive`] on ToRs of `size` members, in node order.
+fn tors_of(size: usize) -> Vec<Option<u32>> {
+    (0..16).map(|i| Some((i / size) as u32)).collect()
+}
+
+/// Every pair that had a link verdict in [`drive_placed`]'s world, and every pair whose
+/// verdict was withheld.
+fn verdicts_placed(slow: &[Pair], tors: &[Option<u32>]) -> (BTreeSet<Pair>, BTreeSet<Pair>) {
+    let during: Vec<(Pair, Range<usize>)> = slow.iter().map(|&k| (k, 20..usize::MAX)).collect();
+    let [(_, d)]: [(HealthEngine, Decided); 1] = drive_placed(&during, 120, None, tors)
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("one engine without a hand-over"));
+    (d.verdicts.into_iter().map(|(_, v)| v).collect(), d.withheld)
+}
+
+/// Three pairs between the same two ToRs, two of them sharing an end and two another: a
+/// spine's pairs in a group of two ToRs of eight, where a spine of six slows about ten of
+/// the 64 pairs between them and several meet at a node by chance. No two of them are
+/// disjoint from a third, so the rule of disjoint companions alone lets each through.
+const TOR_PAIR: [Pair; 3] = [(1, 9), (1, 12), (4, 12)];
+
+#[test]
+fn pairs_slow_between_the_same_two_tors_make_no_link_verdict() {
+    let (verdicts, withheld) = verdicts_placed(&TOR_PAIR, &two_tors());
+    assert!(verdicts.is_empty(), "{verdicts:?}");
+    assert_eq!(withheld, TOR_PAIR.into_iter().collect(), "withheld");
+}
+
+#[test]
+fn pairs_slow_between_different_pairs_of_tors_make_no_link_verdict() {
+    // Four ToRs of four: (1, 7) between ToRs 0 and 1, (6, 13) between 1 and 3, (1, 9)
+    // between 0 and 2 (strides 6, 7 and 8 of the cycle: first seen in three rounds in a
+    // row). A spine spreads over every pair of ToRs, so with small ToRs its pairs seldom
+    // share one. (1, 7) and (1, 9) share an end, so each has one disjoint companion.
+    let spread = [(1, 7), (6, 13), (1, 9)];
+    let (verdicts, withheld) = verdicts_placed(&spread, &tors_of(4));
+    assert!(verdicts.is_empty(), "{verdicts:?}");
+    assert_eq!(withheld, spread.into_iter().collect(), "withheld");
+    // The control: with no ToRs known the rule of disjoint companions alone judges them,
+    // and lets those two through.
+    let (verdicts, _) = verdicts_placed(&spread, &[]);
+    assert_eq!(verdicts, [(1, 7), (1, 9)].into_iter().collect());
+}
+
+#[test]
+fn the_same_pairs_with_no_topology_are_links() {
+    // The control: with no ToRs known, the same pairs share ends and no candidate has two
+    // disjoint companions, so each is a link (fails if the rule reads ToRs it was not given).
+    let (verdicts, withheld) = verdicts_placed(&TOR_PAIR, &[]);
+    assert_eq!(verdicts, TOR_PAIR.into_iter().collect());
+    assert!(withheld.is_empty(), "{withheld:?}");
+}
+
+#[test]
+fn one_or_two_links_between_two_tors_are_still_found() {
+    // A degraded link between the ToRs both ways (its way back is the same link, no
+    // companion), and two links between the same ToRs (one companion is fewer than
+    // LINK_COHORT): every direction is a verdict.
+    for links in [[(1, 9), (9, 1)], [(1, 9), (1, 12)]] {
+        let (verdicts, withheld) = verdicts_placed(&links, &two_tors());
+        assert_eq!(verdicts, links.into_iter().collect(), "{links:?}");
+        assert!(withheld.is_empty(), "{links:?}: {withheld:?}");
+    }
+}
+
+#[test]
+fn a_link_both_ways_counts_once_among_the_pairs_between_tors() {
+    // (1, 9) both ways, then (1, 12): when (1, 12) earns its verdict the link (1, 9) is
+    // held both ways, its slowness begun with (1, 12)'s. One link, one companion: three
+    // verdicts (fails when the two directions are counted as two links).
+    let links = [(1, 9), (9, 1), (1, 12)];
+    let (verdicts, withheld) = verdicts_placed(&links, &two_tors());
+    assert_eq!(verdicts, links.into_iter().collect());
+    assert!(withheld.is_empty(), "{withheld:?}");
+}
+
+/// A spine between ToRs seen one pair at a time, on four ToRs of four: (1, 7) slow from
+/// round 20, held before the others are slow; (1, 9) and (6, 9) from round 45 (first seen
+/// in rounds 52 and 47, within four turns of it). (1, 9) shares an end with each of the others
+/// and (6, 9) with (1, 9), so the rule of disjoint companions finds (1, 9) none and
+/// (6, 9) one (the held (1, 7), begun with it).
+#[test]
+fn a_held_link_begun_with_them_counts_among_the_pairs_between_tors() {
+    let during = [
+        ((1, 7), 20..usize::MAX),
+        ((1, 9), 45..usize::MAX),
+        ((6, 9), 45..usize::MAX),
+    ];
+    let [(_, d)]: [(HealthEngine, Decided); 1] = drive_placed(&during, 160, None, &tors_of(4))
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("one engine without a hand-over"));
+    let verdicts: BTreeSet<Pair> = d.verdicts.into_iter().map(|(_, v)| v).collect();
+    // The first had no companion when it earned its verdict (the known limit above).
+    assert_eq!(verdicts, [(1, 7)].into_iter().collect());
+    // The other two each have the other and the held (1, 7) (fails when held links begun
+    // with them are left out of the pairs between ToRs: (1, 9) is then a verdict).
+    assert_eq!(d.withheld, [(1, 9), (6, 9)].into_iter().collect());
+}
+
+#[test]
+fn the_pairs_between_tors_are_those_with_two_observations_healthy_ends_and_no_verdict() {
+    // Eight nodes on ToRs of four: (0, 4), (5, 1), (2, 6) and (3, 7) between them, (0, 1)
+    // within ToR 0, (6, 2) the way back of (2, 6), whose verdict is held.
+    let tors: Vec<Option<u32>> = (0..8).map(|i| Some(i / 4)).collect();
+    let mut e = watching(&[(0, 4), (5, 1), (2, 6), (6, 2), (3, 7), (0, 1)]);
+    e.links.held.insert((2, 6));
+    // A pair seen slow once is not yet one of them.
+    e.links.watched.insert((1, 6), [0.4].into_iter().collect());
+    // Without the topology, no pair runs between ToRs.
+    assert!(e.slow_between_tors(&[]).is_empty());
+    assert_eq!(e.slow_between_tors(&tors), vec![(0, 4), (3, 7), (5, 1)]);
+    // Node 3 judged: (3, 7) is its pair.
+    e.nodes.set(
+        NodeIx(3),
+        NodeState::Suspect,
+        String::new(),
+        Evidence::default(),
+    );
+    assert_eq!(e.slow_between_tors(&tors), vec![(0, 4), (5, 1)]);
 }
