@@ -4,8 +4,8 @@
 //! slow on their own at the same time (see [`shared`]), counting held links whose
 //! slowness began with its own ([`began_together`]), and, for a pair between two ToRs,
 //! fewer than two other links between ToRs slow on their own since last measured normal,
-//! ends shared or not, held links begun with it counted ([`spread_between_tors`]). A verdict is held until a measurement of
-//! the pair is normal.
+//! ends shared or not, held links begun with it counted ([`spread_between_tors`]). A
+//! verdict is held until a measurement of the pair is normal.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -19,11 +19,12 @@ use crate::health::stats::{deviations, median, spread_of};
 use crate::snapshot::probe::NodeState;
 
 /// Slow measurements of its own a pair needs, since it was last measured normal, to count
-/// as slow together with a candidate link ([`shared`], [`spread_between_tors`]). Two: a healthy probe is slow on
-/// its own now and then, and a probe group of a hundred members measures a hundred pairs
-/// a round, so with one such measurement chance companions were always at hand there
-/// (held out, 11 fewer of 235 degraded links were found, most lost in groups of 96 and
-/// 128); a pair slow twice without a normal measurement between is seldom chance.
+/// as slow together with a candidate link ([`shared`], [`spread_between_tors`]). Two: a
+/// healthy probe is slow on its own now and then, and a probe group of a hundred members
+/// measures a hundred pairs a round, so with one such measurement chance companions were
+/// always at hand there (held out, 11 fewer of 235 degraded links were found, most lost
+/// in groups of 96 and 128); a pair slow twice without a normal measurement between is
+/// seldom chance.
 const COHORT_OBSERVATIONS: usize = 2;
 
 /// Turns of the stride (a round per member, at least `window` rounds) within which a
@@ -35,10 +36,10 @@ const COHORT_TURNS: u64 = 2;
 /// Other links (a pair and its way back counted once), sharing no end with a candidate,
 /// slow on their own at the same time, that make its slowness shared rather than its own
 /// ([`shared`]), and other links between ToRs slow on their own, ends shared or not, that
-/// make a candidate between ToRs a spine's ([`spread_between_tors`]): two, so that two degraded links in one group are still two links (three
-/// that turn slow within the same turns wait for each other, a price: held out, of 147
-/// correct link verdicts in a batch, one had two others with no end in common start in
-/// the 30 rounds before it).
+/// make a candidate between ToRs a spine's ([`spread_between_tors`]): two, so that two
+/// degraded links in one group are still two links (three that turn slow within the same
+/// turns wait for each other, a price: held out, of 147 correct link verdicts in a batch,
+/// one had two others with no end in common start in the 30 rounds before it).
 const LINK_COHORT: usize = 2;
 
 /// Link re-measurements the daemon adds to a round at most: the engine orders its
@@ -331,9 +332,8 @@ impl HealthEngine {
                     .collect();
                 let mut with = cohort.clone();
                 with.extend(&together);
-                let mut between = between.clone();
-                between.extend(&together);
-                !shared(&with, (*a, *b)) && !spread_between_tors(&between, tors, (*a, *b))
+                !shared(&with, (*a, *b))
+                    && !spread_between_tors(between.iter().chain(&together), tors, (*a, *b))
             };
             if alone {
                 verdicts.push((*a, *b));
@@ -464,13 +464,16 @@ fn crosses_tors(tors: &[Option<u32>], (a, b): Pair) -> bool {
 /// one pair (and its way back); a node slow on all its pairs is judged as a node, and its
 /// pairs count here only while it is healthy. Pairs within a ToR, and any pair of a node
 /// whose ToR is unknown, are judged by [`shared`] alone.
-fn spread_between_tors(between: &[Pair], tors: &[Option<u32>], (a, b): Pair) -> bool {
+fn spread_between_tors<'a>(
+    between: impl Iterator<Item = &'a Pair>,
+    tors: &[Option<u32>],
+    (a, b): Pair,
+) -> bool {
     if !crosses_tors(tors, (a, b)) {
         return false;
     }
     let own = (a.min(b), a.max(b));
     let links: BTreeSet<Pair> = between
-        .iter()
         .filter(|k| crosses_tors(tors, **k))
         .map(|&(x, y)| (x.min(y), x.max(y)))
         .filter(|k| *k != own)

@@ -877,8 +877,8 @@ fn a_link_both_ways_counts_once_among_the_pairs_between_tors() {
 
 /// A spine between ToRs seen one pair at a time, on four ToRs of four: (1, 7) slow from
 /// round 20, held before the others are slow; (1, 9) and (6, 9) from round 45 (first seen
-/// in rounds 52 and 47, within four turns of it). (1, 9) shares an end with each of the others
-/// and (6, 9) with (1, 9), so the rule of disjoint companions finds (1, 9) none and
+/// in rounds 52 and 47, within four turns of it). (1, 9) shares an end with each of the
+/// others and (6, 9) with (1, 9), so the rule of disjoint companions finds (1, 9) none and
 /// (6, 9) one (the held (1, 7), begun with it).
 #[test]
 fn a_held_link_begun_with_them_counts_among_the_pairs_between_tors() {
