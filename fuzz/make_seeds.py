@@ -78,6 +78,12 @@ put("health_restore", "probation_3", bytes([2]) + snapshot(
 ).encode())
 put("health_restore", "other_group", bytes([1]) + snapshot([track()] * 5).encode())
 put("health_restore", "not_json", bytes([3]) + b"{not json")
+# Found by fuzzing: a held link from a node to itself was taken, remembered as a link
+# found, and written into a snapshot the engine then refused.
+put("health_restore", "regression-held-self-pair", bytes([3]) + snapshot(
+    [track("Suspect", 12, [(0.3, 5.0)] * 3, [(0.2, 4.0)]), track(), track(), track()],
+    round_=20, baseline=-6.9, fabric=[False, True], links=[((0, 1), [0.4, 0.5])], held=[(0, 0)],
+).encode())
 
 # --- probe_plan: two bytes of group size (% 1024), then the plan's words: round,
 # limited, pair count, confirmation count, then the pairs, then the device plane's spacing.

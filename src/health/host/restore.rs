@@ -262,6 +262,11 @@ impl Snapshot {
                 return bad("links", format!("pair ({a}, {b}): bad observations"));
             }
         }
+        // A node is not a link to itself: held, it would be remembered as a link found
+        // and written into a state no engine takes back.
+        if let Some((a, _)) = self.held.iter().find(|(a, b)| a == b) {
+            return bad("held", format!("pair ({a}, {a}): a node and itself"));
+        }
         // The run counts slow rounds against a learned baseline, up to the horizon at which
         // the level becomes the normal and the run starts again.
         if self.baseline_run > 0

@@ -539,6 +539,9 @@ fn a_state_whose_link_memory_could_not_be_this_engines_is_refused() {
         ("link_runs", serde_json::json!([[[0, 1], null, round + 1]])),
         ("link_runs", serde_json::json!([[[1, 1], 1, 2]])),
         ("link_runs", serde_json::json!([[[0, 1], 3, 2]])),
+        // Found by fuzzing: a held self-pair was taken and then written as a link found,
+        // which the engine's own snapshot could not restore.
+        ("held", serde_json::json!([[0, 0]])),
         ("baseline_run", serde_json::json!(horizon + 1)),
     ];
     for (field, value) in cases {
