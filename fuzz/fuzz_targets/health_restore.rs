@@ -2,7 +2,7 @@
 //! Any bytes give `Ok` or an error; an error leaves the engine exactly as it was; a
 //! restored engine has as many nodes as before, keeps working (rounds after it neither
 //! panic nor name a node outside the group), and snapshots to bytes that restore again
-//! to the same state.
+//! to the same state, before those rounds and after them.
 #![no_main]
 
 use hcclwatch::health::hardware::Signs;
@@ -87,4 +87,11 @@ fuzz_target!(|data: &[u8]| {
             assert!(a < n && b < n, "link ({a}, {b}) in a group of {n}");
         }
     }
+    // What the engine learnt from the restored state is still a state a member takes.
+    let later = engine.snapshot();
+    let mut taker = HealthEngine::new(n, HealthConfig::default());
+    taker
+        .restore(&later)
+        .expect("the state after rounds on a restored one restores");
+    assert_eq!(taker.snapshot(), later, "that state round-trips");
 });

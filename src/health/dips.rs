@@ -33,6 +33,7 @@ use std::collections::BTreeMap;
 
 use super::lifecycle::remap_pair;
 use super::spine::{Shape, SpineVerdict};
+use super::stats::MAX_LOG;
 
 /// The two ToRs of a pair, lower first.
 type TorPair = (u32, u32);
@@ -415,7 +416,8 @@ impl DipPairs {
 
     /// The pairs of an engine over `n` nodes with the normal `w` and no dip on; or why no
     /// such engine could have written `w` (a pair or ToR out of range, out of order or
-    /// twice, a share that is not finite or counts nothing, a count beyond its pairs).
+    /// twice, a share that is not finite, counts nothing or averages beyond
+    /// [`MAX_LOG`], a count beyond its pairs).
     pub(crate) fn with_normal(w: NormalWire, n: usize) -> Result<Self, String> {
         if !w.tors.is_empty() && w.tors.len() != n {
             return Err(format!("ToR numbers for {} nodes, not {n}", w.tors.len()));
@@ -437,7 +439,9 @@ impl DipPairs {
             }
             last = Some(p.pair);
             if p.tors.is_some_and(|t| !pair_tors_ok(t))
-                || p.shares.is_some_and(|(sum, k)| !sum.is_finite() || k == 0)
+                || p.shares.is_some_and(|(sum, k)| {
+                    !sum.is_finite() || k == 0 || (sum / f64::from(k)).abs() > MAX_LOG
+                })
             {
                 return Err(format!("pair ({a}, {b}): bad ToR pair or share"));
             }

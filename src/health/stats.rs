@@ -37,6 +37,16 @@ pub(crate) fn robust_spread(v: &[f64]) -> f64 {
     spread_of(&mut deviations(v, m))
 }
 
+/// The largest log value or residual a state taken from a peer may carry: no two positive
+/// finite timings are further apart in log than about 1,455, so 10,000 holds every value an
+/// engine computes, while sums and differences of a window of them stay finite.
+pub(crate) const MAX_LOG: f64 = 1e4;
+
+/// The least spread a round is given whatever the configured floor (which may be 0): a
+/// round of identical timings would otherwise divide by zero, and its z (infinite, or not
+/// a number) would be kept in the windows and in the state a member sends.
+pub(crate) const MIN_SPREAD: f64 = 1e-9;
+
 /// What a round's measurements are judged against: the median of their logs and the robust
 /// spread around it (floored, so that tight data cannot manufacture a large z). Each
 /// measurement's residual is its log minus the median: peer-relative, so a dip everything
@@ -50,10 +60,12 @@ pub(crate) struct Reference {
 }
 
 impl Reference {
-    /// The reference of `logs`, its spread floored at `floor`.
+    /// The reference of `logs`, its spread floored at `floor` and at [`MIN_SPREAD`].
     pub fn of(logs: &[f64], floor: f64) -> Self {
         let median_log = median(&mut logs.to_vec());
-        let spread = spread_of(&mut deviations(logs, median_log)).max(floor);
+        let spread = spread_of(&mut deviations(logs, median_log))
+            .max(floor)
+            .max(MIN_SPREAD);
         Reference { median_log, spread }
     }
 

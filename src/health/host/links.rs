@@ -513,7 +513,8 @@ impl HealthEngine {
     }
 
     /// After a remap (whose runs are dropped), or a restore of a state that carried no
-    /// runs (one from an older release, or too large to carry them): each held link gets
+    /// runs (one from an older release; one too large to carry them keeps the held
+    /// links'): each held link gets
     /// a run begun at an unknown round ([`Onset::first`]), ending as any run does if the
     /// link is not seen slow again within [`ONSET_TURNS`] turns once it lifts, and is
     /// remembered as found this round. A state of this release holds both for every held

@@ -22,6 +22,8 @@ mod tests_horizon;
 #[cfg(test)]
 mod tests_links;
 #[cfg(test)]
+mod tests_restore;
+#[cfg(test)]
 mod tests_small_tors;
 #[cfg(test)]
 mod tests_varying;

@@ -21,9 +21,28 @@ use crate::health::hardware::Signs;
 use crate::health::horizon::CongestionHorizon;
 use crate::health::lifecycle::{Counts, Lifecycle, Track};
 use crate::health::pairs::Pairs;
+use crate::health::stats::{MAX_LOG, MIN_SPREAD};
 use crate::snapshot::probe::NodeState;
 
 use super::reports::REPORT_WINDOW;
+
+/// The most rounds a state may have run: 2^40, over 30,000 years of one-second rounds. A
+/// larger count is no engine's, and the rounds after it would overflow.
+const MAX_ROUNDS: u64 = 1 << 40;
+
+/// The largest z a state may carry: [`MAX_LOG`] over the least spread a round is given
+/// ([`MIN_SPREAD`]).
+const MAX_Z: f64 = MAX_LOG / MIN_SPREAD;
+
+/// The most measurements one round of the partial-fabric tally may count: 2^32, more
+/// than any group's round holds, and few enough that their sum over the tally's rounds
+/// cannot overflow.
+const MAX_ROUND_PROBES: usize = 1 << 32;
+
+/// Whether a log value is finite and within [`MAX_LOG`].
+fn log_ok(x: f64) -> bool {
+    x.is_finite() && x.abs() <= MAX_LOG
+}
 
 /// Why a member's engine state cannot be taken over.
 #[derive(Debug, thiserror::Error)]
@@ -211,9 +230,10 @@ struct Snapshot {
     baseline_run: usize,
     /// The round each watched pair was last slow on its own (`HealthEngine::link_seen`).
     /// This and the two link fields after it are left out when empty, as
-    /// `congestion_ended`, and when a state would pass [`max_state_bytes`] with them: a
-    /// state without them gives its held links runs begun at an unknown round, as an
-    /// older release's state does (`HealthEngine::held_links_began_before`).
+    /// `congestion_ended`, and when a state would pass [`max_state_bytes`] with them
+    /// (then the held links' runs and memory stay): a state without them gives its held
+    /// links runs begun at an unknown round, as an older release's state does
+    /// (`HealthEngine::held_links_began_before`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     link_seen: Vec<((usize, usize), u64)>,
     /// Each pair's run of slow sightings (`HealthEngine::link_onset`): the pair, the
@@ -241,24 +261,42 @@ impl Snapshot {
     /// within the window, finite numbers, pairs and counters in range. A state that passes
     /// could have been produced by this engine.
     fn validate(&self, cfg: &HealthConfig) -> Result<(), RestoreError> {
+        if self.round > MAX_ROUNDS {
+            return bad(
+                "round",
+                format!("{} rounds, more than {MAX_ROUNDS}", self.round),
+            );
+        }
         for (i, t) in self.nodes.iter().enumerate() {
             t.validate(i, self.round, cfg)?;
         }
         let w = cfg.window;
-        if self.baseline.is_some_and(|b| !b.is_finite())
+        if self.baseline.is_some_and(|b| !log_ok(b))
             || self.slow_rate.is_some_and(|r| !(0.0..=1.0).contains(&r))
         {
             return bad(
                 "baseline",
-                "not a finite baseline or a rate in 0..=1".into(),
+                format!("not a finite baseline within ±{MAX_LOG} or a rate in 0..=1"),
             );
         }
         if self.fabric_hist.len() > w || self.partial_hist.len() > w.max(PARTIAL_ROUNDS) {
             return bad("fabric_hist", "longer than the window".into());
         }
+        if let Some((slow, probes)) = self
+            .partial_hist
+            .iter()
+            .find(|(slow, probes)| slow > probes || *probes > MAX_ROUND_PROBES)
+        {
+            return bad(
+                "partial_hist",
+                format!(
+                    "{slow} slow of {probes} measurements: more slow than measured, or more measured than a round holds"
+                ),
+            );
+        }
         let max_obs = cfg.link_observations.max(1);
         for ((a, b), obs) in &self.links {
-            if obs.len() > max_obs || obs.iter().any(|d| !d.is_finite()) || a == b {
+            if obs.len() > max_obs || obs.iter().any(|d| !log_ok(*d)) || a == b {
                 return bad("links", format!("pair ({a}, {b}): bad observations"));
             }
         }
@@ -347,14 +385,39 @@ impl NodeWire {
                     format!("node {i}: {} entries, window is {w}", h.len()),
                 );
             }
-            if h.iter().any(|(d, z)| !d.is_finite() || !z.is_finite()) {
-                return bad(field, format!("node {i}: a value is not finite"));
+            if h.iter()
+                .any(|(d, z)| !log_ok(*d) || !z.is_finite() || z.abs() > MAX_Z)
+            {
+                return bad(
+                    field,
+                    format!("node {i}: a value is not finite or beyond what a timing gives"),
+                );
             }
         }
         if self.reports.len() > REPORT_WINDOW {
             return bad(
                 "nodes.reports",
                 format!("node {i}: {} entries", self.reports.len()),
+            );
+        }
+        // Each counts rounds (in a row, or of an episode), so none exceeds the state's.
+        for (field, count) in [
+            ("nodes.below", self.below),
+            ("nodes.above", self.above),
+            ("nodes.quiet", self.quiet),
+            ("nodes.confirmations", self.confirmations),
+        ] {
+            if count as u64 > round {
+                return bad(field, format!("node {i}: {count} rounds in {round} rounds"));
+            }
+        }
+        if self.quiet > self.above {
+            return bad(
+                "nodes.quiet",
+                format!(
+                    "node {i}: {} unexplained of {} steady rounds",
+                    self.quiet, self.above
+                ),
             );
         }
         if self.since > round {
@@ -465,10 +528,13 @@ impl HealthEngine {
         }
         // Every member holding this state drops the same parts alike, so digests still
         // agree: first the links' runs and memory (learnt again within a few turns), then
-        // the dip normal (a horizon to learn again).
+        // the dip normal (a horizon to learn again). The held links' runs and memory stay:
+        // a state restored without them gives them again (`held_links_began_before`), and
+        // its snapshot would then differ from the one it was restored from.
+        let held = &self.links.held;
         s.link_seen.clear();
-        s.link_runs.clear();
-        s.link_found.clear();
+        s.link_runs.retain(|(k, _, _)| held.contains(k));
+        s.link_found.retain(|(k, _)| held.contains(k));
         let bytes = serde_json::to_vec(&s).unwrap_or_default();
         if bytes.len() <= max {
             return bytes;
