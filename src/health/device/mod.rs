@@ -36,8 +36,9 @@
 //!   `confirm_hold` more elevated rounds its node is recommended for quarantine with reason
 //!   `npu_port`;
 //! - a slow or lossy pair whose ends are otherwise fine is re-pinged, and after
-//!   `pair_observations` bad observations in a row is a pair verdict (a cable or a switch
-//!   path, never a ToR in an event), which never quarantines anything.
+//!   `pair_observations` bad observations in a row, or enough lost packets over its recent
+//!   observations, is a pair verdict (a cable or a switch path, never a ToR in an event,
+//!   a spine or an end's uplink; see `pairs`), which never quarantines anything.
 //!
 //! A lost packet is charged to both ends, but a port's loss with peers already accused
 //! (elevated, or not healthy) is explained by them and not counted, and the fabric's loss
@@ -414,7 +415,7 @@ pub struct DeviceEngine {
     ports: Lifecycle<PortIx, PortData>,
     /// Pairs with consecutive bad observations (and their count), and pairs with a
     /// verdict, held until a clean observation.
-    pairs: Pairs<usize>,
+    pairs: Pairs<pairs::PairEvidence>,
     /// Median log RTT of a normal round, learned slowly outside fabric events; a step
     /// that stays [`localise::RATE_RENEWAL_ROUNDS`] rounds in a row is the new normal.
     baseline: Normal,

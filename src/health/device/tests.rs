@@ -9,6 +9,7 @@ use crate::health::hardware::Signs;
 
 mod crossing;
 mod horizon;
+mod lossy_pairs;
 mod node_onset;
 mod renewal;
 mod small_tors;
@@ -26,6 +27,8 @@ struct Fabric {
     slow: Vec<(usize, f64)>,
     /// Pairs whose pings all come back 3× slower.
     bad_pairs: Vec<(usize, usize)>,
+    /// Pairs (either way) that lose this share of their packets, spread as a port's are.
+    lossy_pairs: Vec<((usize, usize), f64)>,
     /// Ports whose added RTT changes from ping to ping (queueing).
     scattered: Vec<usize>,
     /// Node pairs whose pings are 2× slower (a partial fabric event).
@@ -62,6 +65,7 @@ impl Fabric {
             lossy: vec![],
             slow: vec![],
             bad_pairs: vec![],
+            lossy_pairs: vec![],
             scattered: vec![],
             slow_node_pairs: |_, _| false,
             noisy: 0.0,
@@ -118,13 +122,30 @@ impl Fabric {
         c.floor() > before
     }
 
+    /// Whether a packet between `src` and `dst` is lost on a lossy pair's cable.
+    fn lose_on_pair(&mut self, src: usize, dst: usize) -> bool {
+        let k = (src.min(dst), src.max(dst));
+        let Some(&(_, loss)) = self.lossy_pairs.iter().find(|(p, _)| *p == k) else {
+            return false;
+        };
+        // Counters of pairs kept apart from the ports' and the ToRs'.
+        let c = self
+            .counters
+            .entry(2_000_000 + k.0 * 100_000 + k.1)
+            .or_default();
+        let before = c.floor();
+        *c += loss;
+        c.floor() > before
+    }
+
     fn ping(&mut self, src: usize, dst: usize) -> PortProbe {
         let mut received = 0;
         for _ in 0..3 {
             let lost_s = self.lose(src);
             let lost_d = self.lose(dst);
             let lost_t = self.lose_at_tor(src, dst);
-            if !lost_s && !lost_d && !lost_t {
+            let lost_p = self.lose_on_pair(src, dst);
+            if !lost_s && !lost_d && !lost_t && !lost_p {
                 received += 1;
             }
         }
