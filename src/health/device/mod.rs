@@ -413,8 +413,8 @@ impl PortData {
 pub struct DeviceEngine {
     cfg: DeviceConfig,
     ports: Lifecycle<PortIx, PortData>,
-    /// Pairs with consecutive bad observations (and their count), and pairs with a
-    /// verdict, held until a clean observation.
+    /// Pairs under watch (their bad observations in a row and recent packets), and pairs
+    /// with a verdict, held while watched (see `pairs`).
     pairs: Pairs<pairs::PairEvidence>,
     /// Median log RTT of a normal round, learned slowly outside fabric events; a step
     /// that stays [`localise::RATE_RENEWAL_ROUNDS`] rounds in a row is the new normal.

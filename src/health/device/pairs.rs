@@ -2,9 +2,9 @@
 //! is re-pinged every round while the pair is watched. A verdict (a cable or a switch path)
 //! comes from either of two kinds of evidence:
 //! - `pair_observations` bad observations in a row (a slow RTT shows in every ping);
-//! - the pair's lost packets over its last [`PAIR_WINDOW`] observations, more than the
-//!   fabric's loss rate explains (a binomial tail below `loss_alpha`) and at least
-//!   `loss_min` of them. A ping is a few packets, so a cable that drops one packet in ten
+//! - the pair's lost packets over its last [`PAIR_WINDOW`] observations, in two of them
+//!   or more, more than the fabric's loss rate explains (a binomial tail below
+//!   `loss_alpha`) and at least `loss_min` of them. A ping is a few packets, so a cable that drops one packet in ten
 //!   loses none in most pings: the rule of bad pings in a row alone found few such pairs,
 //!   and their packets together do (docs/detection.md, "Device pairs from their packets").
 //!
@@ -19,9 +19,12 @@
 //! many pairs share is no pair's: a pair earns no verdict while [`PAIR_CROWD`] other
 //! watched pairs between switches show evidence of their own (a spine's ECMP hash spreads
 //! its loss over pairs between every two switches), while another pair of one of its ends
-//! does, or while an end loses `loss_min` of its window's packets with its other peers
-//! (both an end's uplink, congested with its counters silent). A verdict once given is held
-//! as long as the pair is watched. A pair verdict never quarantines anything.
+//! does, or while an end loses `loss_min` of its window's packets with its other peers or
+//! its pings with them are slow (its uplink, congested with its counters silent, or a weak
+//! port). Pairs with a verdict held do not count among those others: a spine's first pair
+//! to earn its verdict keeps it, and the rule then needs two more (a limit, measured in
+//! docs/detection.md). A verdict once given is held as long as the pair is watched. A
+//! pair verdict never quarantines anything.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -34,16 +37,20 @@ use crate::snapshot::probe::NodeState;
 
 /// Observations of a watched pair whose packets are judged together: forty, 120 packets of
 /// 3-packet pings (13 minutes at the shipped 20 s device round). A cable that drops one
-/// packet in twenty shows about six lost in them, and five already stand out from a fabric
-/// that loses one in a thousand below `loss_alpha`; a repaired cable's verdict lifts
-/// within as many observations.
+/// packet in twenty shows about six lost in them, and five stand out from a fabric that
+/// loses one in a thousand below `loss_alpha` over that many packets; a repaired cable's
+/// verdict lifts within as many observations.
 pub(super) const PAIR_WINDOW: usize = 40;
 
 /// A watched pair stays watched (and its verdict held) through a clean observation while
 /// its window's lost packets are this unlikely under the fabric's loss rate: a pair that
-/// lost a packet by chance is dropped within about ten clean observations, a lossy one is
-/// kept.
+/// lost one packet by chance is dropped after about 17 clean 3-packet observations at the
+/// 1e-3 floor (52 packets), one that lost two or more when they leave the window, a lossy
+/// one is kept.
 pub(super) const KEEP_TAIL: f64 = 0.05;
+
+/// Observations with a lost packet a window needs for a verdict from its packets: two.
+const LOSSY_OBSERVATIONS: usize = 2;
 
 /// Other pairs between switches with evidence of their own that withhold a pair's
 /// verdict between switches: two. A spine's ECMP hash, or a dip, spreads its loss over
@@ -84,11 +91,15 @@ impl PairEvidence {
         upper_tail(lost, sent, fabric_loss)
     }
 
-    /// Whether the window's loss makes a verdict: at least `loss_min` of its packets, and
-    /// a tail below `loss_alpha`.
+    /// Whether the window's loss makes a verdict: lost packets in [`LOSSY_OBSERVATIONS`]
+    /// observations or more (one ping that lost everything is a flap, or a responder's
+    /// moment, and was a verdict held for the whole window), at least `loss_min` of its
+    /// packets, and a tail below `loss_alpha`.
     fn lossy(&self, fabric_loss: f64, loss_min: f64, loss_alpha: f64) -> bool {
         let (sent, lost) = self.totals();
+        let lossy = self.packets.iter().filter(|(_, l)| *l > 0).count();
         sent > 0
+            && lossy >= LOSSY_OBSERVATIONS
             && lost as f64 / sent as f64 >= loss_min
             && self.loss_tail(fabric_loss) < loss_alpha
     }
@@ -101,8 +112,9 @@ struct Observation {
     bad: bool,
     /// Every bad ping of the pair this round was specific to it.
     specific: bool,
-    /// Packets sent and lost over the pair's pings this round.
+    /// Packets sent over the pair's pings this round.
     sent: u32,
+    /// Of them, packets lost.
     lost: u32,
 }
 
@@ -123,7 +135,8 @@ impl DeviceEngine {
         for &i in input.congested_ports.iter().filter(|&&i| i < n) {
             congested[i] = true;
         }
-        let fine = |i: usize| !elevated[i] && !in_tor[i] && !congested[i];
+        let flag = |v: &[bool], i: usize| v.get(i).copied().unwrap_or(false);
+        let fine = |i: usize| !flag(elevated, i) && !flag(in_tor, i) && !congested[i];
         for (pair, o) in self.pair_observations(input, r, elevated) {
             // An end behind a ToR in an event: the ToR explains a bad ping, as the fabric
             // does in its event; one whose own counters show congestion, its congestion.
@@ -145,8 +158,8 @@ impl DeviceEngine {
                 e.record(o.sent, o.lost);
             }
         }
-        // Pairs with a verdict are re-pinged too, so that the verdict ends with the first
-        // clean observation instead of waiting for the plan to come round again.
+        // Every watched pair is re-pinged, those with a verdict too, so that its evidence
+        // gathers (and a verdict ends) without waiting for the plan to come round again.
         let (rows, min, alpha) = (
             self.cfg.pair_observations,
             self.cfg.loss_min,
@@ -380,10 +393,6 @@ mod tests {
         assert_eq!(verdicts(true), vec![]);
     }
 
-    /// The same slow pair (0, 4), and port 8, elevated, whose ping with port 0 (either
-    /// way) is slow too every round: that ping is port 8's doing, so (0, 4) is still bad with one peer
-    /// only, a pair verdict (counted against port 0, it hid the pair). A second slow ping
-    /// of port 0 with a peer that is not elevated still makes it no pair's.
     /// The same lossy pair (3, 20), and every other ping of port 3 30 % slower than the
     /// rest (below `rtt_ratio`, so port 3 is not elevated): a weak port, or congestion on
     /// its link, whose slowness the pair shows too; no verdict on (3, 20).
@@ -425,6 +434,11 @@ mod tests {
         assert_eq!(verdicts(1.3), vec![]);
     }
 
+    /// The slow pair (0, 4) of the test above, and port 8, elevated, whose ping with port 0
+    /// (either way) is slow too every round: that ping is port 8's doing, so (0, 4) is
+    /// still bad with one peer only, a pair verdict (counted against port 0, it hid the
+    /// pair). A second slow ping of port 0 with a peer that is not elevated still makes
+    /// it no pair's.
     #[test]
     fn a_bad_ping_with_an_elevated_port_does_not_hide_a_pair() {
         let cfg = DeviceConfig::default();
