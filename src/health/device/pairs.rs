@@ -4,9 +4,10 @@
 //! - `pair_observations` bad observations in a row (a slow RTT shows in every ping);
 //! - the pair's lost packets over its last [`PAIR_WINDOW`] observations, in two of them
 //!   or more, more than the fabric's loss rate explains (a binomial tail below
-//!   `loss_alpha`) and at least `loss_min` of them. A ping is a few packets, so a cable that drops one packet in ten
-//!   loses none in most pings: the rule of bad pings in a row alone found few such pairs,
-//!   and their packets together do (docs/detection.md, "Device pairs from their packets").
+//!   `loss_alpha`) and at least `loss_min` of them. A ping is a few packets, so a cable
+//!   that drops one packet in ten loses none in most pings: the rule of bad pings in a row
+//!   alone found few such pairs, and their packets together do (docs/detection.md,
+//!   "Device pairs from their packets").
 //!
 //! A watched pair is dropped (its verdict ends) at a clean observation once its window
 //! holds no loss the fabric's rate leaves unlikely (a tail of [`KEEP_TAIL`] or above); a
@@ -213,15 +214,7 @@ impl DeviceEngine {
                 .get(p)
                 .is_some_and(|t| t.state != NodeState::Healthy)
         };
-        let (sent, lost) = self.ports[PortIx(i)]
-            .data
-            .window
-            .iter()
-            .flat_map(|s| s.peers.iter())
-            .filter(|(p, _, _)| p.0 != other && !accused(p.0))
-            .fold((0u64, 0u64), |(s, l), (_, ps, pl)| {
-                (s + u64::from(*ps), l + u64::from(*pl))
-            });
+        let (sent, lost) = self.window_packets(PortIx(i), |p| p.0 != other && !accused(p.0));
         sent > 0 && lost as f64 / sent as f64 >= self.cfg.loss_min
     }
 

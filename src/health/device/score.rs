@@ -159,17 +159,23 @@ impl DeviceEngine {
     /// rate, which its own ports would then not stand out from.
     pub(super) fn window_loss(&self, i: PortIx, accused: &[bool]) -> Option<f64> {
         let mine = self.port_tor(i.0);
-        let (sent, lost) = self.ports[i]
+        let (sent, lost) = self.window_packets(i, |p| {
+            !accused.get(p.0).copied().unwrap_or(false) && !self.behind_another_event(p.0, mine)
+        });
+        (sent > 0).then(|| lost as f64 / sent as f64)
+    }
+
+    /// Port `i`'s plan packets over its window, (sent, lost), with the peers `keep` admits.
+    pub(super) fn window_packets(&self, i: PortIx, keep: impl Fn(PortIx) -> bool) -> (u64, u64) {
+        self.ports[i]
             .data
             .window
             .iter()
             .flat_map(|s| s.peers.iter())
-            .filter(|(p, _, _)| !accused.get(p.0).copied().unwrap_or(false))
-            .filter(|(p, _, _)| !self.behind_another_event(p.0, mine))
+            .filter(|(p, _, _)| keep(*p))
             .fold((0u64, 0u64), |(s, l), (_, ps, pl)| {
                 (s + u64::from(*ps), l + u64::from(*pl))
-            });
-        (sent > 0).then(|| lost as f64 / sent as f64)
+            })
     }
 
     /// Charges this round's plan pings to both their ends.
