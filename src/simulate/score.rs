@@ -469,6 +469,9 @@ impl<'a> Scorer<'a> {
     /// spine's pairs only by a spine verdict of its plane; a slow ToR only by a ToR
     /// verdict on it, of its plane) and no verdict at confirmed or above
     /// fell on its members (and, for a dip, no link or pair verdict) while it lasted.
+    /// Verdicts that are correct in their own right (a degraded link, a bad port pair, a
+    /// slow node) or that congestion explains are not held against it: a dip says nothing
+    /// of a fault that was there all along.
     fn fabric_outcome(&self, f: &Fault, plane: Plane, win: (u64, u64), o: &mut Outcome) {
         let topo = &self.w.topo;
         let v = self.v;
@@ -548,9 +551,14 @@ impl<'a> Scorer<'a> {
             }) || v.device_nodes.iter().any(|x| {
                 touched(x.0) && overlaps((x.1, x.2), win) && !self.device_node_correct(x.0, x.1)
             }) || dip
-                && v.pairs
-                    .iter()
-                    .any(|x| touched(topo.port_node(x.0.0)) && overlaps((x.1, x.2), win))
+                && v.pairs.iter().any(|x| {
+                    let ((a, b), start) = (x.0, x.1);
+                    let nodes = [topo.port_node(a), topo.port_node(b)];
+                    touched(nodes[0])
+                        && overlaps((start, x.2), win)
+                        && !self.congested(&nodes, &[a, b], start)
+                        && !self.pair_correct(a, b, start)
+                })
         };
         // A dip is named by a fabric verdict (a spine's by a spine verdict), a slow ToR by
         // a ToR verdict on it.
@@ -717,7 +725,83 @@ pub fn percentile(v: &[u64], p: f64) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::scenario::Scenario;
     use super::*;
+
+    /// A world of 16 nodes of 2 NPUs without noise or congestion, with `faults`.
+    fn world(faults: &str) -> World {
+        let text = format!(
+            "[fleet]\nnodes = 16\ngroup_size = 16\nnpus_per_node = 2\ntor_size = 8\n\
+             spines = 2\nrounds = 400\n[noise]\nsd = 0\nspike_rate = 0\ndrift_sd = 0\n\
+             daily_amplitude = 0\nbusy_rate = 0\n{faults}"
+        );
+        let s = Scenario::from_toml(&text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+        World::new(&s).unwrap()
+    }
+
+    /// Verdicts: a device fabric verdict on group 0 over `fabric`, and device pair verdicts.
+    fn verdicts(fabric: (u64, u64), pairs: Vec<((usize, usize), u64, u64)>) -> Verdicts {
+        Verdicts {
+            nodes: vec![],
+            ports: vec![],
+            links: vec![],
+            link_alerts: vec![],
+            host_fabric: vec![],
+            host_tors: vec![],
+            host_spines: vec![],
+            device_nodes: vec![],
+            pairs,
+            device_fabric: vec![(0, fabric.0, fabric.1)],
+            device_tors: vec![],
+            device_spines: vec![],
+        }
+    }
+
+    /// A device-plane dip named by a fabric verdict is localised though a correct verdict
+    /// on a bad port pair that was there before it lasts through it, and is not when a
+    /// healthy pair gets a verdict during it.
+    #[test]
+    fn a_correct_pair_verdict_during_a_dip_does_not_undo_its_localisation() {
+        // Ports 0 (node 0 npu 0) and 18 (node 9 npu 0) lose 30 % from round 150; the dip
+        // covers rounds 200-299.
+        let w = world(
+            "[[fault]]\nkind = \"port_pair\"\nport_pairs = [[0, 0, 9, 0]]\nloss = 0.3\n\
+             onset = 150\n[[fault]]\nkind = \"fabric_dip\"\nplane = \"device\"\nrtt = 2.5\n\
+             onset = 200\nrounds = 100\n",
+        );
+        let truth = Truth::of(&w);
+        let dip = |pairs| {
+            let v = verdicts((202, 300), pairs);
+            let s = Scorer::new(&w, &truth, &v, 10, 1);
+            let o = s.outcomes();
+            let d: Vec<&Outcome> = o
+                .iter()
+                .filter(|o| o.kind == FaultKind::FabricDip)
+                .collect();
+            assert_eq!(d.len(), 1, "one dip outcome");
+            assert!(
+                d[0].detected.is_some(),
+                "the fabric verdict detects the dip"
+            );
+            d[0].localised
+        };
+        assert!(
+            dip(vec![]),
+            "a dip with only its fabric verdict is localised"
+        );
+        assert!(
+            dip(vec![((0, 18), 160, 400)]),
+            "the bad pair's own verdict is not the dip's"
+        );
+        assert!(
+            dip(vec![((18, 0), 160, 400)]),
+            "the bad pair's verdict read the other way round is not the dip's either"
+        );
+        assert!(
+            !dip(vec![((2, 20), 210, 300)]),
+            "a healthy pair's verdict during the dip is a verdict on its members"
+        );
+    }
 
     #[test]
     fn nearest_rank_percentiles() {
