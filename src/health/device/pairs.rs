@@ -3,8 +3,8 @@
 //! comes from either of two kinds of evidence:
 //! - `pair_observations` bad observations in a row (a slow RTT shows in every ping);
 //! - the pair's lost packets over its last [`PAIR_WINDOW`] observations, in two of them
-//!   or more, more than the fabric's loss rate explains (a binomial tail below
-//!   `loss_alpha`) and at least `loss_min` of them. A ping is a few packets, so a cable
+//!   or more, more than the fabric's loss rate or what either end loses with its other
+//!   peers explains (a binomial tail below `loss_alpha`) and at least `loss_min` of them. A ping is a few packets, so a cable
 //!   that drops one packet in ten loses none in most pings: the rule of bad pings in a row
 //!   alone found few such pairs, and their packets together do (docs/detection.md,
 //!   "Device pairs from their packets").
@@ -168,7 +168,10 @@ impl DeviceEngine {
         );
         let crowd = self.on_their_own(base);
         for (pair, e) in &self.pairs.watched {
-            let earned = e.in_row >= rows || e.lossy(base, min, alpha);
+            // The pair's rate is never below the fabric's: only a window lossy against the
+            // fabric's is worth reading its ends' windows for.
+            let earned = e.in_row >= rows
+                || e.lossy(base, min, alpha) && e.lossy(self.pair_rate(*pair, base), min, alpha);
             let others = || crowd.iter().filter(|k| *k != pair);
             // A spine's or a dip's pairs: others between switches bad on their own too.
             let spread = || {
@@ -204,10 +207,10 @@ impl DeviceEngine {
         matches!((self.port_tor(a), self.port_tor(b)), (Some(x), Some(y)) if x != y)
     }
 
-    /// Whether port `i` loses at least `loss_min` of its window's plan packets with its
-    /// peers other than `other` and the accused ones: its own uplink's loss (congestion
-    /// its counters missed), which a pair of it shows too.
-    fn lossy_beside(&self, i: usize, other: usize) -> bool {
+    /// The share of its window's plan packets port `i` loses with its peers other than
+    /// `other` and the accused ones (None: no such packets): its own uplink's loss
+    /// (congestion its counters missed), which a pair of it shows too.
+    fn loss_beside(&self, i: usize, other: usize) -> Option<f64> {
         let accused = |p: usize| {
             self.ports
                 .tracks()
@@ -215,7 +218,27 @@ impl DeviceEngine {
                 .is_some_and(|t| t.state != NodeState::Healthy)
         };
         let (sent, lost) = self.window_packets(PortIx(i), |p| p.0 != other && !accused(p.0));
-        sent > 0 && lost as f64 / sent as f64 >= self.cfg.loss_min
+        (sent > 0).then(|| lost as f64 / sent as f64)
+    }
+
+    /// Whether port `i` loses at least `loss_min` with its peers other than `other`
+    /// ([`Self::loss_beside`]).
+    fn lossy_beside(&self, i: usize, other: usize) -> bool {
+        self.loss_beside(i, other)
+            .is_some_and(|x| x >= self.cfg.loss_min)
+    }
+
+    /// The loss rate a pair's packets are judged against: the fabric's, or what either
+    /// end loses with its other peers when that is more. A port that loses a packet in a
+    /// hundred with everyone (below `loss_min`, so neither it nor [`Self::lossy_beside`]
+    /// is judged) still lost enough on a pair re-pinged every round for a tail below
+    /// `loss_alpha` against the fabric's rate of one in a thousand: a pair earns a
+    /// verdict only by losing more than its own ends explain.
+    fn pair_rate(&self, (a, b): Pair, fabric: f64) -> f64 {
+        [self.loss_beside(a, b), self.loss_beside(b, a)]
+            .into_iter()
+            .flatten()
+            .fold(fabric, f64::max)
     }
 
     /// Whether port `i`'s pings with its peers other than `other` are slow in its window:

@@ -150,3 +150,36 @@ fn a_lossy_pair_at_a_congested_port_is_no_pair_verdict() {
     assert_eq!(verdicts(vec![3]), BTreeSet::new());
     assert_eq!(verdicts(vec![]), BTreeSet::from([(3, 20)]));
 }
+
+/// Port 3 loses one packet in a hundred with every peer (its uplink, congested with
+/// counters that do not say so: below `loss_min`, so neither the port nor its loss with
+/// its other peers passes a threshold). Its watched pairs, re-pinged every round, each
+/// collected enough of those losses for a verdict from their packets against the
+/// fabric's rate (before: pairs (3, 8) and (3, 22), no cable on either): what the end
+/// loses with everyone explains them, so no pair verdict. A cable losing one packet in
+/// eight on the same end still is one (the control: the end's loss raises the bar, it
+/// does not hide the pair).
+#[test]
+fn pairs_losing_what_their_end_loses_with_every_peer_are_no_pair_verdict() {
+    let verdicts = |cable: Option<f64>| {
+        let mut f = Fabric::new(8, 4);
+        f.lossy = vec![(3, 0.01)];
+        f.lossy_pairs = cable.map(|l| ((3, 20), l)).into_iter().collect();
+        let (e, outs) = run(&mut f, 120);
+        assert!(no_event(&outs));
+        assert_eq!(
+            e.states()[3],
+            NodeState::Healthy,
+            "port 3 itself was judged"
+        );
+        let watched = watched(&outs)
+            .iter()
+            .filter(|p| p.0 == 3 || p.1 == 3)
+            .count();
+        (pair_verdicts(&outs), watched)
+    };
+    let (none, watched) = verdicts(None);
+    assert!(watched >= 2, "only {watched} pairs of port 3 were watched");
+    assert_eq!(none, BTreeSet::new());
+    assert_eq!(verdicts(Some(0.125)).0, BTreeSet::from([(3, 20)]));
+}
