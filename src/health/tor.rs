@@ -45,6 +45,14 @@ use super::stats::median;
 /// straggler's own probes are too large a share of the ToR's to tell the two apart.
 pub const TOR_MIN_MEMBERS: usize = 3;
 
+/// Windows of fitted rounds a ToR's slow uplinks are held after its fit last showed them
+/// ([`TorJudgement::uplinks`]). A probe plan on a stride pairs the members of a large ToR
+/// with each other for runs of rounds (a stride under the ToR's size keeps most of its
+/// probes inside): held out, such a run lowered a 16-member ToR's windowed level for ten
+/// rounds or so every few hundred while a dip on its uplinks went on, and a member whose
+/// re-pairing landed then was recommended.
+pub const UPLINKS_HOLD: usize = 2;
+
 /// Passes of the fit ([`alternate`]): two ToRs that share most of the probes settle in two
 /// or three; an odd ring of ToR pairs (a round whose probes all leave their ToR, each ToR
 /// paired with the next) shrinks its error by half or more each pass.
@@ -485,6 +493,12 @@ struct TorTrack {
     /// It had a verdict the last round it was fitted (its exit is then half the
     /// threshold). A ToR missing from one round's fit keeps it, as it keeps its history.
     held: bool,
+    /// A recent fit found its members slow with the outside and its own probes fine
+    /// ([`TorJudgement::uplinks`]): by how much; kept, as `held` is, through a round it is
+    /// not fitted, and through [`UPLINKS_HOLD`] windows of fitted rounds that do not say so.
+    uplinks: Option<f64>,
+    /// Fitted rounds left before `uplinks` lapses.
+    uplinks_hold: usize,
 }
 
 impl TorTrack {
@@ -507,6 +521,28 @@ impl TorTrack {
             broad,
             paired,
             members: fit.members,
+        }
+    }
+}
+
+impl TorTrack {
+    /// Marks its uplinks slow when its members are slow with the outside by `outside`
+    /// (the larger of its level and its typical member's) beyond the threshold while its
+    /// own probes (`inner`) stay under half of it (a verdict's exit): its uplinks, or what
+    /// lies past them. Held out, a dip on one ToR's uplinks lasting two hours made no ToR
+    /// verdict (its own probes were fine) and every member was recommended, one by one,
+    /// in the rounds no crowd held it. Otherwise the mark is held through
+    /// [`UPLINKS_HOLD`] windows of fitted rounds before it lapses.
+    fn mark_uplinks(&mut self, outside: f64, inner: Option<f64>, rule: TorRule) {
+        if outside > rule.threshold && inner.is_some_and(|x| x < rule.threshold / 2.0) {
+            self.uplinks = Some(outside);
+            self.uplinks_hold = UPLINKS_HOLD * rule.window.max(1);
+        } else if self.uplinks_hold > 0 {
+            // Held through rounds whose strides kept its members' probes inside it: a run
+            // of them lowers its windowed levels while the uplinks stay slow.
+            self.uplinks_hold -= 1;
+        } else {
+            self.uplinks = None;
         }
     }
 }
@@ -545,6 +581,11 @@ pub(crate) struct TorJudgement {
     pub verdicts: Vec<TorVerdict>,
     /// ToRs whose lasting change became their new normal this round.
     pub renewed: Vec<u32>,
+    /// ToRs whose members are slow with the outside while the probes between two of them
+    /// are not ([`TorWatch::judge`]), with how slow (log units, the larger of the ToR's
+    /// level and its typical member's): what slows them is beyond their own links (the
+    /// ToR's uplinks, or the switches past them), and no member's own.
+    pub uplinks: Vec<(u32, f64)>,
 }
 
 /// The ToR verdicts of one group: each measured ToR's level against its own learned normal.
@@ -652,6 +693,8 @@ impl TorWatch {
         self.pair = None;
         for track in self.tracks.values_mut() {
             track.held = false;
+            track.uplinks = None;
+            track.uplinks_hold = 0;
         }
     }
 
@@ -775,6 +818,8 @@ impl TorWatch {
                 && above(inner, exit)
                 && above(broad, exit)
                 && own.is_none_or(|(_, x)| x > exit);
+            // Slow outside, not inside: no verdict, its uplinks (see `mark_uplinks`).
+            track.mark_uplinks(broad.map_or(level, |b| b.max(level)), inner, rule);
             track.held = enters || holds;
             if track.held {
                 out.verdicts.push(TorVerdict {
@@ -784,7 +829,21 @@ impl TorWatch {
                 });
             }
         }
+        out.uplinks = self.uplinks(tor_of, n);
         (levels, out)
+    }
+
+    /// The ToRs of `tor_of` (`n` nodes) whose uplinks are marked slow, with by how much. A
+    /// ToR missing from one round's fit (too few of its members probed) keeps what its
+    /// last fit said, as it keeps its verdict's history: its members' re-pairings that
+    /// round cross the same uplinks.
+    fn uplinks(&self, tor_of: &[Option<u32>], n: usize) -> Vec<(u32, f64)> {
+        let present: BTreeSet<u32> = tor_of.iter().take(n).flatten().copied().collect();
+        self.tracks
+            .iter()
+            .filter(|(t, _)| present.contains(t))
+            .filter_map(|(t, track)| track.uplinks.map(|x| (*t, x)))
+            .collect()
     }
 }
 

@@ -445,6 +445,47 @@ mod tests {
         assert_eq!((q.groups, q.precision), (0, None));
     }
 
+    /// A dip on one ToR's uplinks (every probe between its eight members and the rest of
+    /// the group 35 % slower for 700 rounds, none between two of them) is no member's: at
+    /// the shipped settings none is recommended for quarantine (before, seven of eight
+    /// were, one by one, past the persistence horizon: re-pairings with known-good peers
+    /// elsewhere cross the same uplinks). A 25 % straggler behind those uplinks is still
+    /// recommended, and only it.
+    #[test]
+    fn a_tor_whose_uplinks_are_slow_cordons_none_of_its_members_but_its_straggler() {
+        let scenario = |faults: &str| {
+            let text = format!(
+                "name = \"uplinks\"\ndescription = \"t\"\n[fleet]\nnodes = 96\ngroup_size = 96\n\
+                 tor_size = 8\nspines = 5\nhours = 3\nseed = 5\n[[fault]]\nkind = \"fabric_dip\"\n\
+                 scope = \"tor_uplinks\"\nat = [8]\nmagnitude = 0.35\nonset = 200\nrounds = 700\n{faults}"
+            );
+            let s: Scenario = toml::from_str(&text).unwrap();
+            let s = Overrides::default().apply(s, "uplinks").unwrap();
+            simulate(&s, &Engines::default()).unwrap()
+        };
+        let recommended = |r: &Report| -> Vec<(String, bool)> {
+            r.verdicts
+                .iter()
+                .filter(|v| v.class == "node" && v.level == "quarantine")
+                .map(|v| (v.entity.clone(), v.correct))
+                .collect()
+        };
+        let r = scenario("");
+        // The dip reached the members (they were suspected), and none was recommended.
+        let suspected: std::collections::BTreeSet<&str> = r
+            .verdicts
+            .iter()
+            .filter(|v| v.class == "node" && v.first >= 200)
+            .map(|v| v.entity.as_str())
+            .collect();
+        assert!(suspected.len() >= 4, "only {suspected:?} were suspected");
+        assert_eq!(recommended(&r), vec![]);
+        let r = scenario(
+            "[[fault]]\nkind = \"slow_node\"\nnodes = [66]\nmagnitude = 0.25\nonset = 300\n",
+        );
+        assert_eq!(recommended(&r), vec![("node 66".to_string(), true)]);
+    }
+
     /// A quiet fleet (no fault at all) is still judged on every class: its false suspects
     /// (congestion is real slowness, which the suspect level cannot tell from a
     /// straggler) break their budget, and the report says so instead of `n/a`; the ToR

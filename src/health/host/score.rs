@@ -452,7 +452,16 @@ impl HealthEngine {
         let n = self.nodes.len();
         // A ToR all of whose members are slow is its own event first: its members are
         // localised to it, and do not count towards a crowd of the group.
-        let whole: BTreeSet<usize> = whole_tor_slow(windows, places, &|i| judged(&i), r.entry);
+        let mut whole: BTreeSet<usize> = whole_tor_slow(windows, places, &|i| judged(&i), r.entry);
+        // A ToR whose members are slow only with the outside is its uplinks' event: its
+        // members are localised to it too, but for those that stand out of it.
+        whole.extend(behind_slow_uplinks(
+            windows,
+            places,
+            &|i| judged(&i),
+            &r.tor_judgement.uplinks,
+            r.entry,
+        ));
         let slow = |i: usize| {
             judged(&i)
                 && self.nodes[NodeIx(i)].state != NodeState::QuarantineRecommended
@@ -580,6 +589,34 @@ fn stand_out(
         .iter()
         .copied()
         .filter(|&i| windows[i].score > typical[&condition(i)] + entry)
+        .collect()
+}
+
+/// The members (`counted`) behind the ToRs in `uplinks` (slow with the outside by the
+/// level given, not within: [`crate::health::tor::TorJudgement::uplinks`]) that do not
+/// stand out of it: a window score no more than that level and the entry threshold
+/// (`entry`, log units). A re-pairing with known-good peers crosses the same uplinks and
+/// reproduces whatever they do, so only a member slower than its uplinks make it shows a
+/// slowdown of its own (a straggler is slow with its ToR-mates too, and beyond the
+/// uplinks' level with the rest); the rest are held as a crowd of their ToR. Not against
+/// its ToR-mates' scores: whether a member's recent probes went out or stayed in the ToR
+/// (the stride decides) spreads them, and a member just back from the outside stood out
+/// of the others.
+pub(super) fn behind_slow_uplinks(
+    windows: &[Window],
+    places: &[Option<u32>],
+    counted: &dyn Fn(usize) -> bool,
+    uplinks: &[(u32, f64)],
+    entry: f64,
+) -> BTreeSet<usize> {
+    (0..windows.len())
+        .filter(|&i| counted(i))
+        .filter(|&i| {
+            let t = places.get(i).copied().flatten();
+            uplinks
+                .iter()
+                .any(|(u, level)| Some(*u) == t && windows[i].score <= level + entry)
+        })
         .collect()
 }
 

@@ -497,7 +497,7 @@ fn probes_slow_only_when_they_leave_a_tor_are_no_verdict_on_it() {
     for _ in 0..10 {
         w.judge(&quiet, &tors(), 9, rule, 0.04, None);
     }
-    for _ in 0..30 {
+    for k in 0..30 {
         let fitted = TorLevels::fit(&tors(), 9, |_| true, &leaving, None);
         assert!(
             fitted[&0].level > 0.1 && fitted[&0].inner.unwrap().abs() < 1e-9,
@@ -505,16 +505,47 @@ fn probes_slow_only_when_they_leave_a_tor_are_no_verdict_on_it() {
         );
         let (_, j) = w.judge(&fitted, &tors(), 9, rule, 0.04, None);
         assert!(j.verdicts.is_empty(), "{j:?}");
+        // Its uplinks, once the window is past its quiet rounds: ToR 0 alone, by about
+        // the slowdown its members see outside.
+        if k < 10 {
+            continue;
+        }
+        assert_eq!(j.uplinks.len(), 1, "{j:?}");
+        assert_eq!(j.uplinks[0].0, 0);
+        assert!(j.uplinks[0].1 > 0.1, "{j:?}");
     }
-    // The same slowdown inside the ToR as well is its verdict.
+    // A round that does not fit ToR 0 (too few of its members probed) keeps what its last
+    // fit said of its uplinks; a forgotten topology forgets it.
+    let mut without = TorLevels::fit(&tors(), 9, |_| true, &leaving, None);
+    without.remove(&0);
+    let (_, j) = w.judge(&without, &tors(), 9, rule, 0.04, None);
+    assert_eq!(j.uplinks.iter().map(|u| u.0).collect::<Vec<_>>(), vec![0]);
+    let mut forgot = w.clone();
+    forgot.forget_topology();
+    let (_, j) = forgot.judge(&without, &tors(), 9, rule, 0.04, None);
+    assert!(j.uplinks.is_empty(), "{j:?}");
+    // Mended: held through UPLINKS_HOLD windows of fitted rounds that no longer show it
+    // (a stride that keeps the members' probes inside looks the same), then lapsed.
+    let quiet_rounds = (0..UPLINKS_HOLD * 10 + 20)
+        .map(|_| {
+            !w.judge(&quiet, &tors(), 9, rule, 0.04, None)
+                .1
+                .uplinks
+                .is_empty()
+        })
+        .collect::<Vec<bool>>();
+    assert!(
+        quiet_rounds[..UPLINKS_HOLD * 10].iter().all(|x| *x),
+        "{quiet_rounds:?}"
+    );
+    assert!(!quiet_rounds.last().unwrap(), "{quiet_rounds:?}");
+    // The same slowdown inside the ToR as well is its verdict, and not its uplinks'.
     let slow = probes(9, &[0.3, 0.0, 0.0], &[]);
     let verdicts = (0..30)
         .filter(|_| {
             let fitted = TorLevels::fit(&tors(), 9, |_| true, &slow, None);
-            !w.judge(&fitted, &tors(), 9, rule, 0.04, None)
-                .1
-                .verdicts
-                .is_empty()
+            let (_, j) = w.judge(&fitted, &tors(), 9, rule, 0.04, None);
+            !j.verdicts.is_empty() && j.uplinks.is_empty()
         })
         .count();
     assert!(verdicts > 20, "{verdicts}");
