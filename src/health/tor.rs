@@ -829,15 +829,33 @@ impl TorWatch {
                 });
             }
         }
-        out.uplinks = self.uplinks(tor_of, n);
+        out.uplinks = self.uplinks(fitted, tor_of, n);
         (levels, out)
     }
 
     /// The ToRs of `tor_of` (`n` nodes) whose uplinks are marked slow, with by how much. A
-    /// ToR missing from one round's fit (too few of its members probed) keeps what its
-    /// last fit said, as it keeps its verdict's history: its members' re-pairings that
-    /// round cross the same uplinks.
-    fn uplinks(&self, tor_of: &[Option<u32>], n: usize) -> Vec<(u32, f64)> {
+    /// ToR missing from a round's fit (fewer than [`TOR_MIN_MEMBERS`] of its members
+    /// counted, or no other ToR fitted) keeps what its last fit said, as it keeps its
+    /// verdict's history (its members' re-pairings cross the same uplinks), and such a
+    /// round counts down the mark's hold as a fitted round that does not show it does: a
+    /// ToR that stays unfitted does not hold its members for ever.
+    fn uplinks(
+        &mut self,
+        fitted: &BTreeMap<u32, Level>,
+        tor_of: &[Option<u32>],
+        n: usize,
+    ) -> Vec<(u32, f64)> {
+        let unfitted = self
+            .tracks
+            .iter_mut()
+            .filter(|(t, track)| !fitted.contains_key(t) && track.uplinks.is_some());
+        for (_, track) in unfitted {
+            if track.uplinks_hold > 0 {
+                track.uplinks_hold -= 1;
+            } else {
+                track.uplinks = None;
+            }
+        }
         let present: BTreeSet<u32> = tor_of.iter().take(n).flatten().copied().collect();
         self.tracks
             .iter()

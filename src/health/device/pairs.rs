@@ -4,10 +4,10 @@
 //! - `pair_observations` bad observations in a row (a slow RTT shows in every ping);
 //! - the pair's lost packets over its last [`PAIR_WINDOW`] observations, in two of them
 //!   or more, more than the fabric's loss rate or what either end loses with its other
-//!   peers explains (a binomial tail below `loss_alpha`) and at least `loss_min` of them. A ping is a few packets, so a cable
-//!   that drops one packet in ten loses none in most pings: the rule of bad pings in a row
-//!   alone found few such pairs, and their packets together do (docs/detection.md,
-//!   "Device pairs from their packets").
+//!   peers explains (a binomial tail below `loss_alpha`) and at least `loss_min` of them.
+//!   A ping is a few packets, so a cable that drops one packet in ten loses none in most
+//!   pings: the rule of bad pings in a row alone found few such pairs, and their packets
+//!   together do (docs/detection.md, "Device pairs from their packets").
 //!
 //! A watched pair is dropped (its verdict ends) at a clean observation once its window
 //! holds no loss the fabric's rate leaves unlikely (a tail of [`KEEP_TAIL`] or above); a

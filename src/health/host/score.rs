@@ -452,22 +452,25 @@ impl HealthEngine {
         let n = self.nodes.len();
         // A ToR all of whose members are slow is its own event first: its members are
         // localised to it, and do not count towards a crowd of the group.
-        let mut whole: BTreeSet<usize> = whole_tor_slow(windows, places, &|i| judged(&i), r.entry);
+        let whole: BTreeSet<usize> = whole_tor_slow(windows, places, &|i| judged(&i), r.entry);
         // A ToR whose members are slow only with the outside is its uplinks' event: its
-        // members are localised to it too, but for those that stand out of it.
-        whole.extend(behind_slow_uplinks(
+        // members are held too (and do not count towards a crowd of the group), but for
+        // those that stand out of it. Kept apart from `whole`, which also makes a small
+        // ToR's verdict: the uplinks are no ToR verdict.
+        let behind = behind_slow_uplinks(
             windows,
             places,
             &|i| judged(&i),
-            &r.tor_judgement.uplinks,
+            (&r.tor_judgement.uplinks, r.tors.shift()),
             r.entry,
-        ));
+        );
         let slow = |i: usize| {
             judged(&i)
                 && self.nodes[NodeIx(i)].state != NodeState::QuarantineRecommended
                 && windows[i].large
                 && steady(windows[i].spread, r.spread())
                 && !whole.contains(&i)
+                && !behind.contains(&i)
         };
         let members: Vec<usize> = (0..n).filter(|&i| slow(i)).collect();
         let group = crowd(members.len(), n, CROWD_MIN, CROWD_SHARE);
@@ -503,11 +506,15 @@ impl HealthEngine {
             crowded[i] = false;
             named.retain(|&m| m != i);
         }
-        for &i in &whole {
+        for &i in whole.iter().chain(&behind) {
             crowded[i] = true;
         }
+        // Named (the state API's `crowd`) are the members slow together: those behind slow
+        // uplinks only when their own window is slow.
         named.extend(whole.iter().copied());
+        named.extend(behind.iter().copied().filter(|&i| windows[i].large));
         named.sort_unstable();
+        named.dedup();
         Crowds {
             crowded,
             named,
@@ -595,7 +602,8 @@ fn stand_out(
 /// The members (`counted`) behind the ToRs in `uplinks` (slow with the outside by the
 /// level given, not within: [`crate::health::tor::TorJudgement::uplinks`]) that do not
 /// stand out of it: a window score no more than that level and the entry threshold
-/// (`entry`, log units). A re-pairing with known-good peers crosses the same uplinks and
+/// (`entry`, log units), less what `taken` (per ToR) already took out of their probes'
+/// residuals (`health.tor_aware`: counted once, not twice). A re-pairing with known-good peers crosses the same uplinks and
 /// reproduces whatever they do, so only a member slower than its uplinks make it shows a
 /// slowdown of its own (a straggler is slow with its ToR-mates too, and beyond the
 /// uplinks' level with the rest); the rest are held as a crowd of their ToR. Not against
@@ -606,16 +614,17 @@ pub(super) fn behind_slow_uplinks(
     windows: &[Window],
     places: &[Option<u32>],
     counted: &dyn Fn(usize) -> bool,
-    uplinks: &[(u32, f64)],
+    (uplinks, taken): (&[(u32, f64)], &BTreeMap<u32, f64>),
     entry: f64,
 ) -> BTreeSet<usize> {
     (0..windows.len())
         .filter(|&i| counted(i))
         .filter(|&i| {
             let t = places.get(i).copied().flatten();
-            uplinks
-                .iter()
-                .any(|(u, level)| Some(*u) == t && windows[i].score <= level + entry)
+            uplinks.iter().any(|(u, level)| {
+                let left = (level - taken.get(u).copied().unwrap_or(0.0)).max(0.0);
+                Some(*u) == t && windows[i].score <= left + entry
+            })
         })
         .collect()
 }

@@ -514,12 +514,20 @@ fn probes_slow_only_when_they_leave_a_tor_are_no_verdict_on_it() {
         assert_eq!(j.uplinks[0].0, 0);
         assert!(j.uplinks[0].1 > 0.1, "{j:?}");
     }
-    // A round that does not fit ToR 0 (too few of its members probed) keeps what its last
-    // fit said of its uplinks; a forgotten topology forgets it.
+    // A round that does not fit ToR 0 (too few of its members counted) keeps what its last
+    // fit said of its uplinks; a ToR that stays unfitted loses it once the hold has run
+    // down; a forgotten topology forgets it.
     let mut without = TorLevels::fit(&tors(), 9, |_| true, &leaving, None);
     without.remove(&0);
-    let (_, j) = w.judge(&without, &tors(), 9, rule, 0.04, None);
-    assert_eq!(j.uplinks.iter().map(|u| u.0).collect::<Vec<_>>(), vec![0]);
+    let mut unfitted = w.clone();
+    let marked = (0..UPLINKS_HOLD * 10 + 5)
+        .map(|_| {
+            let (_, j) = unfitted.judge(&without, &tors(), 9, rule, 0.04, None);
+            j.uplinks.iter().any(|u| u.0 == 0)
+        })
+        .collect::<Vec<bool>>();
+    assert!(marked[0], "{marked:?}");
+    assert!(!marked.last().unwrap(), "{marked:?}");
     let mut forgot = w.clone();
     forgot.forget_topology();
     let (_, j) = forgot.judge(&without, &tors(), 9, rule, 0.04, None);
