@@ -523,16 +523,15 @@ impl TorTrack {
             members: fit.members,
         }
     }
-}
 
-impl TorTrack {
     /// Marks its uplinks slow when its members are slow with the outside by `outside`
     /// (the larger of its level and its typical member's) beyond the threshold while its
     /// own probes (`inner`) stay under half of it (a verdict's exit): its uplinks, or what
     /// lies past them. Held out, a dip on one ToR's uplinks lasting two hours made no ToR
     /// verdict (its own probes were fine) and every member was recommended, one by one,
-    /// in the rounds no crowd held it. Otherwise the mark is held through
-    /// [`UPLINKS_HOLD`] windows of fitted rounds before it lapses.
+    /// in the rounds no crowd held it. Otherwise (a fitted round that does not show it, or
+    /// a round the ToR is not fitted, called with no `inner`) the mark is held through
+    /// [`UPLINKS_HOLD`] windows of such rounds before it lapses.
     fn mark_uplinks(&mut self, outside: f64, inner: Option<f64>, rule: TorRule) {
         if outside > rule.threshold && inner.is_some_and(|x| x < rule.threshold / 2.0) {
             self.uplinks = Some(outside);
@@ -829,7 +828,7 @@ impl TorWatch {
                 });
             }
         }
-        out.uplinks = self.uplinks(fitted, tor_of, n);
+        out.uplinks = self.uplinks(fitted, tor_of, n, rule);
         (levels, out)
     }
 
@@ -844,17 +843,15 @@ impl TorWatch {
         fitted: &BTreeMap<u32, Level>,
         tor_of: &[Option<u32>],
         n: usize,
+        rule: TorRule,
     ) -> Vec<(u32, f64)> {
         let unfitted = self
             .tracks
             .iter_mut()
             .filter(|(t, track)| !fitted.contains_key(t) && track.uplinks.is_some());
         for (_, track) in unfitted {
-            if track.uplinks_hold > 0 {
-                track.uplinks_hold -= 1;
-            } else {
-                track.uplinks = None;
-            }
+            // A round that does not show the uplinks slow, as a fitted one may not.
+            track.mark_uplinks(0.0, None, rule);
         }
         let present: BTreeSet<u32> = tor_of.iter().take(n).flatten().copied().collect();
         self.tracks
