@@ -31,6 +31,9 @@ pub struct State {
     pub link_withheld: Vec<Pair>,
     /// The ToRs judged last round (enough members in the group), with their verdicts.
     pub tors: Vec<Tor>,
+    /// The ToRs whose uplinks are marked slow (their members slow with the rest of the
+    /// group, not with each other); empty without one.
+    pub tor_uplinks: Vec<TorUplinks>,
     /// The last round's spine verdict (a dip with a spine's shape); empty without one.
     pub spines: Vec<Spine>,
     /// Lasting changes that became the new normal since start.
@@ -147,6 +150,19 @@ pub struct Tor {
     pub degraded: bool,
     /// While degraded: its members' probes against its normal (a ratio above 1).
     pub slowdown_ratio: Option<f64>,
+}
+
+/// A ToR whose uplinks are slow: what slows its members lies past it (no ToR verdict, no
+/// member quarantined for it).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TorUplinks {
+    /// Its name.
+    pub tor: String,
+    /// Its members.
+    pub members: Vec<String>,
+    /// Its members' probes with the other ToRs against the rest of the group's, as last
+    /// measured (a ratio above 1).
+    pub slowdown_ratio: f64,
 }
 
 /// A spine verdict: a share of the pairs between ToRs slow, spread over them, the pairs
@@ -543,6 +559,15 @@ impl From<&ProbeSnapshot> for State {
                     members: t.members.iter().map(|&i| p.name(i)).collect(),
                     degraded: t.degraded,
                     slowdown_ratio: t.slowdown_ratio,
+                })
+                .collect(),
+            tor_uplinks: p
+                .tor_uplinks
+                .iter()
+                .map(|u| TorUplinks {
+                    tor: u.name.clone(),
+                    members: u.members.iter().map(|&i| p.name(i)).collect(),
+                    slowdown_ratio: u.slowdown_ratio,
                 })
                 .collect(),
             spines: p.spines.iter().map(|s| Spine::of(p, s)).collect(),

@@ -6,7 +6,9 @@
 //! sorted. The names come back here for the state API, the metrics and the log.
 
 use crate::health::{RoundOutput, SpineVerdict};
-use crate::snapshot::probe::{DeviceView, MemberView, ProbeSnapshot, SpineView, TorView};
+use crate::snapshot::probe::{
+    DeviceView, MemberView, ProbeSnapshot, SpineView, TorUplinksView, TorView,
+};
 
 /// A member's ToR name, as its place said.
 fn tor_of(m: &MemberView) -> Option<&str> {
@@ -96,13 +98,49 @@ pub(super) fn record_tors(part: &mut ProbeSnapshot, out: &RoundOutput, names: &[
     }
     part.normal_changes.tor += out.tor_new_normal.len() as u64;
     part.tors = tors;
+    record_uplinks(part, &out.tor_uplinks, names);
     record_spine(part, out.spine_verdict.as_ref(), names);
+}
+
+/// Publishes the ToRs whose uplinks are marked slow (`marked`: the engine's numbers, with
+/// log units against the other ToRs) by name, and logs each mark as it starts and ends.
+fn record_uplinks(part: &mut ProbeSnapshot, marked: &[(u32, f64)], names: &[String]) {
+    let views: Vec<TorUplinksView> = marked
+        .iter()
+        .filter_map(|&(t, outside)| {
+            let name = names.get(t as usize)?.as_str();
+            Some(TorUplinksView {
+                name: name.to_string(),
+                members: (0..part.members.len())
+                    .filter(|&i| tor_of(&part.members[i]) == Some(name))
+                    .collect(),
+                slowdown_ratio: outside.exp(),
+            })
+        })
+        .collect();
+    for v in &views {
+        if !part.tor_uplinks.iter().any(|w| w.name == v.name) {
+            let members: Vec<&str> = v
+                .members
+                .iter()
+                .map(|&i| part.members[i].name.as_str())
+                .collect();
+            tracing::warn!(tor = %v.name, slowdown_ratio = v.slowdown_ratio, members = ?members, "a ToR's uplinks are slow: its members are slow with the rest of the group, not with each other (the uplinks or what lies past them; no ToR verdict, no member is quarantined for it)");
+        }
+    }
+    for w in &part.tor_uplinks {
+        if !views.iter().any(|v| v.name == w.name) {
+            tracing::info!(tor = %w.name, "a ToR's uplinks are no longer slow");
+        }
+    }
+    part.tor_uplinks = views;
 }
 
 /// Forgets the ToR and spine verdicts of both planes (their member indices are those of a
 /// former candidate list); the device plane publishes its own again at its next round.
 pub(super) fn forget(part: &mut ProbeSnapshot) {
     part.tors.clear();
+    part.tor_uplinks.clear();
     part.spines.clear();
     if let Some(d) = part.device.as_mut() {
         d.tor_verdicts.clear();
@@ -266,6 +304,55 @@ mod tests {
             ),
             (1, 1, 1)
         );
+    }
+
+    /// A ToR's slow uplinks are published by name with its members and the ratio the
+    /// engine's log units stand for, whether or not the ToR was judged this round (the
+    /// mark is held through rounds that do not fit it); they go when the mark goes.
+    #[test]
+    fn slow_uplinks_are_published_by_name_with_their_members() {
+        let mut part = ProbeSnapshot {
+            members: vec![
+                member("a", Some("leaf-2")),
+                member("b", Some("leaf-1")),
+                member("c", Some("leaf-2")),
+            ],
+            ..ProbeSnapshot::default()
+        };
+        let names = tor_table(&part.members).1;
+        // leaf-2 (number 1) marked at 0.3 log units, in a round that judged no ToR.
+        let out = RoundOutput {
+            tor_uplinks: vec![(1, 0.3)],
+            ..RoundOutput::default()
+        };
+        record_tors(&mut part, &out, &names);
+        assert!(part.tors.is_empty());
+        assert_eq!(
+            part.tor_uplinks,
+            vec![TorUplinksView {
+                name: "leaf-2".into(),
+                members: vec![0, 2],
+                slowdown_ratio: 0.3f64.exp(),
+            }]
+        );
+        // A number no name stands for is dropped, not published under a made-up name.
+        let out = RoundOutput {
+            tor_uplinks: vec![(7, 0.3)],
+            ..RoundOutput::default()
+        };
+        record_tors(&mut part, &out, &names);
+        assert!(part.tor_uplinks.is_empty());
+        record_tors(
+            &mut part,
+            &RoundOutput {
+                tor_uplinks: vec![(0, 0.2)],
+                ..RoundOutput::default()
+            },
+            &names,
+        );
+        assert_eq!(part.tor_uplinks.len(), 1);
+        forget(&mut part);
+        assert!(part.tor_uplinks.is_empty());
     }
 
     /// The spine verdict is published by the names of its ToRs, its members, and the

@@ -312,6 +312,10 @@ pub struct ProbeSnapshot {
     /// group, and another ToR to judge them against), with their verdict: empty without
     /// topology or in a group behind one ToR.
     pub tors: Vec<TorView>,
+    /// The ToRs whose uplinks the engine marked slow in the last round (their members slow
+    /// with the rest of the group, not with each other): empty without one, or without
+    /// topology.
+    pub tor_uplinks: Vec<TorUplinksView>,
     /// The last round's spine verdict (a partial fabric event with a spine's shape):
     /// empty without one, or without topology.
     pub spines: Vec<SpineView>,
@@ -373,6 +377,22 @@ pub struct TorView {
     /// While degraded: how much slower than its normal its members' probes are (a ratio,
     /// above 1).
     pub slowdown_ratio: Option<f64>,
+}
+
+/// A ToR whose uplinks are slow, by name: its members are slow with the rest of the group
+/// while the probes between two of them are not, so what slows them lies past the ToR (its
+/// uplinks, or the switches behind them). For the network team; no ToR verdict (the ToR's
+/// own probes are fine), and none of its members is quarantined for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TorUplinksView {
+    /// Its name, as the members' topology gave it.
+    pub name: String,
+    /// Its members (indices into `members`).
+    pub members: Vec<usize>,
+    /// How much slower its members' probes with the other ToRs are than the rest of the
+    /// group's (a ratio above 1), as last measured; the mark is held a while after the
+    /// last round that measured it.
+    pub slowdown_ratio: f64,
 }
 
 /// A spine verdict by name: a dip on a share of the pairs between ToRs, spread over them,

@@ -419,6 +419,7 @@ fn tors(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
             .filter_map(|t| t.slowdown_ratio.map(|r| (tor(t), r)))
             .collect(),
     )?;
+    tor_uplinks(pr, f)?;
     let spine = |s: &SpineView| vec![("spine", s.name.clone())];
     f.gauge(
         "hcclwatch_spine_degraded",
@@ -452,6 +453,35 @@ fn tors(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
             ]
         }))
         .collect(),
+    )
+}
+
+/// The ToRs whose uplinks are slow: a series for each ToR marked, and 0 for each other ToR
+/// judged in the last round (a ToR neither judged nor marked is unknown, so absent).
+fn tor_uplinks(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
+    let tor = |name: &str| vec![("tor", name.to_string())];
+    let marked = |name: &str| pr.tor_uplinks.iter().any(|u| u.name == name);
+    f.gauge(
+        "hcclwatch_tor_uplinks_slow",
+        "Whether the ToR's uplinks are slow: its members' probes with the other ToRs are slower than the rest of the group's by more than the ToR threshold while the probes between two of its members are not (the uplinks, or the switches past them; for the network team). No ToR verdict, and none of its members is quarantined for it. Held two windows after the last round that showed it. 1 for each ToR marked, 0 for each other ToR judged in the last round.",
+        pr.tor_uplinks
+            .iter()
+            .map(|u| (tor(&u.name), 1.0))
+            .chain(
+                pr.tors
+                    .iter()
+                    .filter(|t| !marked(&t.name))
+                    .map(|t| (tor(&t.name), 0.0)),
+            )
+            .collect(),
+    )?;
+    f.gauge(
+        "hcclwatch_tor_uplinks_slowdown_ratio",
+        "While a ToR's uplinks are marked slow: how much slower its members' probes with the other ToRs are than the rest of the group's, as last measured (a ratio above 1).",
+        pr.tor_uplinks
+            .iter()
+            .map(|u| (tor(&u.name), u.slowdown_ratio))
+            .collect(),
     )
 }
 
@@ -497,7 +527,7 @@ mod tests {
 
     use super::super::{Format, encode, registry};
     use crate::snapshot::Store;
-    use crate::snapshot::probe::MemberView;
+    use crate::snapshot::probe::{MemberView, TorUplinksView};
     use crate::snapshot::status::BuildInfo;
 
     use super::*;
@@ -685,6 +715,54 @@ mod tests {
                 "hcclwatch_normal_changes_total{scope=\"dip\"} 1",
             ]
         );
+    }
+
+    /// A ToR whose uplinks are marked has 1 and its ratio; another judged ToR 0 and no
+    /// ratio; a ToR marked though not judged this round (the mark is held) still has 1.
+    #[test]
+    fn slow_uplinks_have_a_series_per_marked_tor_and_0_for_the_other_judged_ones() {
+        let judged = |name: &str| TorView {
+            name: name.into(),
+            members: vec![0],
+            degraded: false,
+            slowdown_ratio: None,
+        };
+        let marked = |name: &str, ratio: f64| TorUplinksView {
+            name: name.into(),
+            members: vec![0],
+            slowdown_ratio: ratio,
+        };
+        let text = render(ProbeSnapshot {
+            active: true,
+            rounds_ok: 1,
+            members: vec![member("a", true, false)],
+            tors: vec![judged("leaf-1"), judged("leaf-2")],
+            tor_uplinks: vec![marked("leaf-2", 1.25), marked("leaf-3", 1.5)],
+            ..ProbeSnapshot::default()
+        });
+        assert_eq!(
+            lines(&text, "hcclwatch_tor_uplinks_slow"),
+            [
+                "hcclwatch_tor_uplinks_slow{tor=\"leaf-2\"} 1.0",
+                "hcclwatch_tor_uplinks_slow{tor=\"leaf-3\"} 1.0",
+                "hcclwatch_tor_uplinks_slow{tor=\"leaf-1\"} 0.0",
+            ]
+        );
+        assert_eq!(
+            lines(&text, "hcclwatch_tor_uplinks_slowdown_ratio"),
+            [
+                "hcclwatch_tor_uplinks_slowdown_ratio{tor=\"leaf-2\"} 1.25",
+                "hcclwatch_tor_uplinks_slowdown_ratio{tor=\"leaf-3\"} 1.5",
+            ]
+        );
+        // No topology, nothing judged: no series at all, not a 0.
+        let text = render(ProbeSnapshot {
+            active: true,
+            rounds_ok: 1,
+            members: vec![member("a", true, false)],
+            ..ProbeSnapshot::default()
+        });
+        assert!(lines(&text, "hcclwatch_tor_uplinks_slow").is_empty());
     }
 
     /// Each plane's persistence horizon is a series of its own, absent before its engine's

@@ -241,6 +241,12 @@ pub struct RoundOutput {
     pub new_normal: bool,
     /// ToRs whose lasting change became their new normal this round.
     pub tor_new_normal: Vec<u32>,
+    /// ToRs whose uplinks are marked slow: their members slow with the rest of the group
+    /// while the probes between two of them are not, with by how much (log units, against
+    /// the other ToRs). For the network team (the ToR's uplinks, or what lies past them);
+    /// no ToR verdict, and its members are held as a crowd's are but for one slower than
+    /// the uplinks explain by the entry threshold.
+    pub tor_uplinks: Vec<(u32, f64)>,
     /// A partial fabric event (a dip) lasted `new_normal_rounds`: this round its pairs
     /// became the normal (its fabric verdict ends; they still make no link verdict).
     pub dip_new_normal: bool,
@@ -500,6 +506,7 @@ impl HealthEngine {
         let small = self.tors.judge_small(small, self.cfg.window);
         out.tor_verdicts.extend(small);
         out.tor_new_normal = r.tor_judgement.renewed.clone();
+        out.tor_uplinks = r.tor_judgement.uplinks.clone();
         out.new_normal = r.new_normal;
         for (i, w) in windows.into_iter().enumerate() {
             if judged(&i) {
