@@ -482,6 +482,21 @@ mod tests {
             .collect();
         assert!(suspected.len() >= 4, "only {suspected:?} were suspected");
         assert_eq!(recommended(&r), vec![]);
+        // The uplinks are named for the network team: a mark on ToR 8 (scored as a ToR
+        // verdict) from within ten rounds of the dip's onset, and on no other ToR.
+        let onset = r
+            .episodes
+            .iter()
+            .find(|e| e.kind == FaultKind::FabricDip)
+            .unwrap()
+            .onset;
+        let tors: Vec<(&str, bool, bool)> = r
+            .verdicts
+            .iter()
+            .filter(|v| v.class == "ToR")
+            .map(|v| (v.entity.as_str(), v.correct, v.first <= onset + 10))
+            .collect();
+        assert_eq!(tors, [("tor 8", true, true)]);
         let r = scenario(
             "[[fault]]\nkind = \"slow_node\"\nnodes = [66]\nmagnitude = 0.25\nonset = 300\n",
         );

@@ -303,7 +303,11 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
             if out.fabric_degraded {
                 fabric.push(gi);
             }
+            // A ToR whose uplinks are marked slow is named for the network team as a ToR
+            // verdict is (its own alert): scored in the ToR class, whose truth counts a dip
+            // on the ToR's uplinks as the ToR's event.
             tors.extend(out.tor_verdicts.iter().map(|v| v.tor as usize));
+            tors.extend(out.tor_uplinks.iter().map(|&(t, _)| t as usize));
             if out.spine_verdict.is_some() {
                 spines.push(gi);
             }

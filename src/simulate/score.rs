@@ -504,8 +504,13 @@ impl<'a> Scorer<'a> {
         } else {
             &v.device_spines
         };
-        let named = match f.target {
-            Target::Tor(t) => tor_verdicts
+        // A dip on one ToR's uplinks is named by a ToR verdict of its plane on that ToR
+        // (on the host plane, the mark of its slow uplinks is one).
+        let uplinks_of = (f.kind == FaultKind::FabricDip && f.scope == DipScope::TorUplinks)
+            .then(|| f.at.first().copied())
+            .flatten();
+        let named = match (f.target, uplinks_of) {
+            (Target::Tor(t), _) | (_, Some(t)) => tor_verdicts
                 .iter()
                 .filter(|x| x.0 == t && overlaps((x.1, x.2), win))
                 .map(|x| x.1.saturating_sub(f.onset))
@@ -536,7 +541,7 @@ impl<'a> Scorer<'a> {
                     && !self.node_correct(x)
             }) || dip
                 && v.links.iter().any(|x| {
-                    touched(x.0.0)
+                    (touched(x.0.0) || touched(x.0.1))
                         && overlaps((x.1, x.2), win)
                         && !self.congested(&[x.0.0, x.0.1], &[], x.1)
                         && !self.link_correct(x.0.0, x.0.1, x.1)
@@ -554,7 +559,7 @@ impl<'a> Scorer<'a> {
                 && v.pairs.iter().any(|x| {
                     let ((a, b), start) = (x.0, x.1);
                     let nodes = [topo.port_node(a), topo.port_node(b)];
-                    touched(nodes[0])
+                    nodes.iter().any(|&n| touched(n))
                         && overlaps((start, x.2), win)
                         && !self.congested(&nodes, &[a, b], start)
                         && !self.pair_correct(a, b, start)
@@ -801,6 +806,35 @@ mod tests {
             !dip(vec![((2, 20), 210, 300)]),
             "a healthy pair's verdict during the dip is a verdict on its members"
         );
+    }
+
+    /// A dip on one ToR's uplinks is localised by a host ToR-class span on that ToR (the
+    /// mark of its slow uplinks, or a ToR verdict) without any fabric verdict, and not by
+    /// one on another ToR.
+    #[test]
+    fn a_dip_on_a_tors_uplinks_is_named_by_a_verdict_on_that_tor() {
+        // ToR 1 is nodes 8-15; its uplinks slow from round 200 for 100 rounds.
+        let w = world(
+            "[[fault]]\nkind = \"fabric_dip\"\nscope = \"tor_uplinks\"\nat = [1]\n\
+             magnitude = 0.35\nonset = 200\nrounds = 100\n",
+        );
+        let truth = Truth::of(&w);
+        let dip = |tor: usize| {
+            let v = Verdicts {
+                host_tors: vec![(tor, 203, 300)],
+                device_fabric: vec![],
+                ..verdicts((0, 0), vec![])
+            };
+            let o = Scorer::new(&w, &truth, &v, 10, 1).outcomes();
+            let d: Vec<&Outcome> = o
+                .iter()
+                .filter(|o| o.kind == FaultKind::FabricDip)
+                .collect();
+            assert_eq!(d.len(), 1, "one dip outcome");
+            (d[0].detected, d[0].localised)
+        };
+        assert_eq!(dip(1), (Some(3), true));
+        assert_eq!(dip(0), (None, false));
     }
 
     #[test]
