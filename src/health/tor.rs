@@ -524,17 +524,23 @@ impl TorTrack {
         }
     }
 
-    /// Marks its uplinks slow when its members are slow with the outside by `outside`
-    /// (the larger of its level and its typical member's) beyond the threshold while its
-    /// own probes (`inner`) stay under half of it (a verdict's exit): its uplinks, or what
-    /// lies past them. Held out, a dip on one ToR's uplinks lasting two hours made no ToR
-    /// verdict (its own probes were fine) and every member was recommended, one by one,
-    /// in the rounds no crowd held it. Otherwise (a fitted round that does not show it, or
-    /// a round the ToR is not fitted, called with no `inner`) the mark is held through
-    /// [`UPLINKS_HOLD`] windows of such rounds before it lapses.
-    fn mark_uplinks(&mut self, outside: f64, inner: Option<f64>, rule: TorRule) {
-        if outside > rule.threshold && inner.is_some_and(|x| x < rule.threshold / 2.0) {
-            self.uplinks = Some(outside);
+    /// Marks its uplinks slow when its members are slow with the outside beyond the
+    /// threshold by both the ToR's level and its typical member's (`outside`: the pair,
+    /// the typical member's None when no member probed) while its own probes (`inner`)
+    /// stay under half of it (a verdict's exit): its uplinks, or what lies past them. The
+    /// mark is the larger of the two. Held out, a dip on one ToR's uplinks lasting two
+    /// hours made no ToR verdict (its own probes were fine) and every member was
+    /// recommended, one by one, in the rounds no crowd held it. Both, not either: one
+    /// straggler in a ToR of four, or a dip on a random share of the links, lifts the
+    /// ToR's level but not its typical member's (held out, the mark on the larger of the
+    /// two named 404 ToRs falsely against 69 ToR verdicts). Otherwise (a fitted round that
+    /// does not show it, or a round the ToR is not fitted, called with no `inner`) the
+    /// mark is held through [`UPLINKS_HOLD`] windows of such rounds before it lapses.
+    fn mark_uplinks(&mut self, outside: (f64, Option<f64>), inner: Option<f64>, rule: TorRule) {
+        let (level, broad) = outside;
+        let slow = level > rule.threshold && broad.is_none_or(|b| b > rule.threshold);
+        if slow && inner.is_some_and(|x| x < rule.threshold / 2.0) {
+            self.uplinks = Some(broad.map_or(level, |b| b.max(level)));
             self.uplinks_hold = UPLINKS_HOLD * rule.window.max(1);
         } else if self.uplinks_hold > 0 {
             // Held through rounds whose strides kept its members' probes inside it: a run
@@ -818,7 +824,7 @@ impl TorWatch {
                 && above(broad, exit)
                 && own.is_none_or(|(_, x)| x > exit);
             // Slow outside, not inside: no verdict, its uplinks (see `mark_uplinks`).
-            track.mark_uplinks(broad.map_or(level, |b| b.max(level)), inner, rule);
+            track.mark_uplinks((level, broad), inner, rule);
             track.held = enters || holds;
             if track.held {
                 out.verdicts.push(TorVerdict {
@@ -851,7 +857,7 @@ impl TorWatch {
             .filter(|(t, track)| !fitted.contains_key(t) && track.uplinks.is_some());
         for (_, track) in unfitted {
             // A round that does not show the uplinks slow, as a fitted one may not.
-            track.mark_uplinks(0.0, None, rule);
+            track.mark_uplinks((0.0, None), None, rule);
         }
         let present: BTreeSet<u32> = tor_of.iter().take(n).flatten().copied().collect();
         self.tracks
