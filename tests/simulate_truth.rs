@@ -238,6 +238,7 @@ fn correct(run: &Run, s: &Value) -> bool {
         }),
         "cordon" => cordon_correct(run, id[0], first),
         c @ ("ToR" | "ToR (device)") => tor_correct(run, c, id[0], first),
+        "ToR uplinks" => uplinks_correct(run, id[0], first),
         c @ ("spine" | "spine (device)") => spine_correct(run, c, id[0], first),
         c => fabric_correct(run, c, id[0], first),
     }
@@ -282,6 +283,21 @@ fn tor_correct(run: &Run, class: &str, t: u64, first: u64) -> bool {
         .iter()
         .any(|(p, x, s, e)| on(p) && *x == t && live(*s, *e));
     fault || episode
+}
+
+/// A host mark of ToR `t`'s slow uplinks is correct when, in the look-back before it
+/// began, a host fabric dip on `t`'s uplinks was live (and nothing else: the mark says the
+/// ToR itself is fine).
+fn uplinks_correct(run: &Run, t: u64, first: u64) -> bool {
+    let span = (first.saturating_sub(LOOKBACK), first + 1);
+    run.faults.iter().any(|f| {
+        f.kind == "fabric_dip"
+            && f.scope == "tor_uplinks"
+            && f.at.first() == Some(&t)
+            && (f.plane == "host" || f.plane == "both")
+            && f.onset < span.1
+            && span.0 < f.end
+    })
 }
 
 /// A spine verdict in group `g` is correct when, in the look-back before it began, a dip

@@ -101,7 +101,7 @@ pub fn budget(class: &str) -> f64 {
 }
 
 /// The classes in report order.
-pub const CLASSES: [&str; 17] = [
+pub const CLASSES: [&str; 18] = [
     "node suspect",
     "node confirmed",
     "node quarantine",
@@ -115,6 +115,7 @@ pub const CLASSES: [&str; 17] = [
     "pair",
     "ToR",
     "ToR (device)",
+    "ToR uplinks",
     "spine",
     "spine (device)",
     "fabric (host)",
@@ -328,13 +329,21 @@ impl Scorer<'_> {
     }
 
     /// The spans of ToR verdicts, per plane: correct when a fault or congestion episode of
-    /// that plane on the ToR is live (or was within the lookback) when they begin.
+    /// that plane on the ToR is live (or was within the lookback) when they begin; and of
+    /// the host marks of a ToR's slow uplinks, correct only when a dip on that ToR's
+    /// uplinks is (the mark says the ToR itself is fine and the cause lies past it).
     fn tor_spans(&self) -> Vec<VerdictSpan> {
         let mut spans = Vec::new();
         let rounds = self.w.rounds;
         let last = |end: u64| end.saturating_sub(1).min(rounds);
         let tors = [
             ("ToR", Plane::Host, &self.v.host_tors, self.lookback),
+            (
+                "ToR uplinks",
+                Plane::Host,
+                &self.v.host_uplinks,
+                self.lookback,
+            ),
             (
                 "ToR (device)",
                 Plane::Device,
@@ -345,7 +354,11 @@ impl Scorer<'_> {
         for (class, plane, list, back) in tors {
             for &(t, s, e) in list {
                 let lookback = (s.saturating_sub(back), s + 1);
-                let correct = self.truth.tor_event(plane, t, lookback);
+                let correct = if class == "ToR uplinks" {
+                    self.truth.uplinks_event(plane, t, lookback)
+                } else {
+                    self.truth.tor_event(plane, t, lookback)
+                };
                 spans.push(
                     Judgement {
                         class,

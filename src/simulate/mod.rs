@@ -482,21 +482,23 @@ mod tests {
             .collect();
         assert!(suspected.len() >= 4, "only {suspected:?} were suspected");
         assert_eq!(recommended(&r), vec![]);
-        // The uplinks are named for the network team: a mark on ToR 8 (scored as a ToR
-        // verdict) from within ten rounds of the dip's onset, and on no other ToR.
+        // The uplinks are named for the network team: one mark on ToR 8 (its own class),
+        // begun within a turn of the stride after the dip's onset (the mark waits for the
+        // ToR's own probes measured since, which 96 rounds measure once each), on no other
+        // ToR, and no ToR verdict (the ToR's own probes are fine).
         let onset = r
             .episodes
             .iter()
             .find(|e| e.kind == FaultKind::FabricDip)
             .unwrap()
             .onset;
-        let tors: Vec<(&str, bool, bool)> = r
+        let tors: Vec<(&str, &str, bool, bool)> = r
             .verdicts
             .iter()
-            .filter(|v| v.class == "ToR")
-            .map(|v| (v.entity.as_str(), v.correct, v.first <= onset + 10))
+            .filter(|v| v.class.starts_with("ToR"))
+            .map(|v| (v.class, v.entity.as_str(), v.correct, v.first <= onset + 96))
             .collect();
-        assert_eq!(tors, [("tor 8", true, true)]);
+        assert_eq!(tors, [("ToR uplinks", "tor 8", true, true)]);
         let r = scenario(
             "[[fault]]\nkind = \"slow_node\"\nnodes = [66]\nmagnitude = 0.25\nonset = 300\n",
         );

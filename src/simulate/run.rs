@@ -86,6 +86,9 @@ pub struct Trace {
     pub host_tors: Intervals<usize>,
     /// Host spine verdicts, per probe group (a dip with a spine's shape there).
     pub host_spines: Intervals<usize>,
+    /// Host ToRs whose uplinks are marked slow, per ToR (a ToR split over groups counts
+    /// once per round).
+    pub host_uplinks: Intervals<usize>,
     /// Rounds in which a group's lasting change (its round median, or a ToR's level)
     /// became the new normal: (round, group, ToR when it was a ToR's).
     pub new_normals: Vec<(u64, usize, Option<usize>)>,
@@ -134,6 +137,7 @@ impl Trace {
         self.host_fabric.finish(end);
         self.host_tors.finish(end);
         self.host_spines.finish(end);
+        self.host_uplinks.finish(end);
         self.device_nodes.finish(end);
         self.pairs.finish(end);
         self.device_fabric.finish(end);
@@ -291,6 +295,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
         let mut host_suspects = BTreeSet::new();
         let mut fabric = Vec::new();
         let mut tors = BTreeSet::new();
+        let mut uplinks = BTreeSet::new();
         let mut spines = Vec::new();
         for (gi, h) in hosts.iter_mut().enumerate() {
             let input = h.input(w, &mut d, r, health);
@@ -303,11 +308,8 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
             if out.fabric_degraded {
                 fabric.push(gi);
             }
-            // A ToR whose uplinks are marked slow is named for the network team as a ToR
-            // verdict is (its own alert): scored in the ToR class, whose truth counts a dip
-            // on the ToR's uplinks as the ToR's event.
             tors.extend(out.tor_verdicts.iter().map(|v| v.tor as usize));
-            tors.extend(out.tor_uplinks.iter().map(|&(t, _)| t as usize));
+            uplinks.extend(out.tor_uplinks.iter().map(|&(t, _)| t as usize));
             if out.spine_verdict.is_some() {
                 spines.push(gi);
             }
@@ -336,6 +338,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
         t.host_fabric.update(r, fabric);
         t.host_tors.update(r, tors);
         t.host_spines.update(r, spines);
+        t.host_uplinks.update(r, uplinks);
         if r.is_multiple_of(device_every) {
             device_round(w, &mut d, r, &mut devices, &host_suspects, &mut t);
         }

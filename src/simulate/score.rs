@@ -464,10 +464,59 @@ impl<'a> Scorer<'a> {
         reasons.iter().position(|x| *x).map(|k| WHY[k].to_string())
     }
 
-    /// A ToR or fabric event is detected by a fabric verdict in a group it touches;
-    /// localised when it is also *named* (a dip by that fabric verdict, a dip on one
-    /// spine's pairs only by a spine verdict of its plane; a slow ToR only by a ToR
-    /// verdict on it, of its plane) and no verdict at confirmed or above
+    /// The first round after a ToR or fabric event's onset, within `win`, of the verdict
+    /// that names it (None for a dip no verdict but the fabric one names).
+    fn named(&self, f: &Fault, plane: Plane, win: (u64, u64)) -> Option<u64> {
+        let v = self.v;
+        let groups = &self.truth.faults[f.id].groups;
+        // A ToR verdict on the slow ToR (of its plane) names it.
+        let tor_verdicts = if plane == Plane::Host {
+            &v.host_tors
+        } else {
+            &v.device_tors
+        };
+        // A dip on one spine's pairs is named by a spine verdict of its plane in a group
+        // it touches.
+        let by_spine = f.kind == FaultKind::FabricDip && f.scope == DipScope::Spine;
+        let spines = if plane == Plane::Host {
+            &v.host_spines
+        } else {
+            &v.device_spines
+        };
+        // A dip on one ToR's uplinks is named by the host mark of that ToR's slow uplinks
+        // (the device plane has none); a slow ToR by a ToR verdict, never by a mark (which
+        // says the ToR is fine).
+        let uplinks_of = (f.kind == FaultKind::FabricDip && f.scope == DipScope::TorUplinks)
+            .then(|| f.at.first().copied())
+            .flatten();
+        let marks: &[(usize, u64, u64)] = if plane == Plane::Host {
+            &v.host_uplinks
+        } else {
+            &[]
+        };
+        let on_tor = |list: &[(usize, u64, u64)], t: usize| {
+            list.iter()
+                .filter(|x| x.0 == t && overlaps((x.1, x.2), win))
+                .map(|x| x.1.saturating_sub(f.onset))
+                .min()
+        };
+        match (f.target, uplinks_of) {
+            (Target::Tor(t), _) => on_tor(tor_verdicts, t),
+            (_, Some(t)) => on_tor(marks, t),
+            _ if by_spine => spines
+                .iter()
+                .filter(|x| groups.contains(&x.0) && overlaps((x.1, x.2), win))
+                .map(|x| x.1.saturating_sub(f.onset))
+                .min(),
+            _ => None,
+        }
+    }
+
+    /// A ToR or fabric event is detected by a fabric verdict in a group it touches, or by
+    /// the verdict that names it; localised when it is also *named* (a dip by that fabric
+    /// verdict or, on one ToR's uplinks, by the host mark of that ToR's slow uplinks; a
+    /// dip on one spine's pairs only by a spine verdict of its plane; a slow ToR only by
+    /// a ToR verdict on it, of its plane) and no verdict at confirmed or above
     /// fell on its members (and, for a dip, no link or pair verdict) while it lasted.
     /// Verdicts that are correct in their own right (a degraded link, a bad port pair, a
     /// slow node) or that congestion explains are not held against it: a dip says nothing
@@ -490,38 +539,8 @@ impl<'a> Scorer<'a> {
         } else {
             &v.device_fabric
         };
-        // A ToR verdict on the slow ToR (of its plane) names it.
-        let tor_verdicts = if plane == Plane::Host {
-            &v.host_tors
-        } else {
-            &v.device_tors
-        };
-        // A dip on one spine's pairs is named by a spine verdict of its plane in a group
-        // it touches.
         let by_spine = f.kind == FaultKind::FabricDip && f.scope == DipScope::Spine;
-        let spines = if plane == Plane::Host {
-            &v.host_spines
-        } else {
-            &v.device_spines
-        };
-        // A dip on one ToR's uplinks is named by a ToR verdict of its plane on that ToR
-        // (on the host plane, the mark of its slow uplinks is one).
-        let uplinks_of = (f.kind == FaultKind::FabricDip && f.scope == DipScope::TorUplinks)
-            .then(|| f.at.first().copied())
-            .flatten();
-        let named = match (f.target, uplinks_of) {
-            (Target::Tor(t), _) | (_, Some(t)) => tor_verdicts
-                .iter()
-                .filter(|x| x.0 == t && overlaps((x.1, x.2), win))
-                .map(|x| x.1.saturating_sub(f.onset))
-                .min(),
-            _ if by_spine => spines
-                .iter()
-                .filter(|x| groups.contains(&x.0) && overlaps((x.1, x.2), win))
-                .map(|x| x.1.saturating_sub(f.onset))
-                .min(),
-            _ => None,
-        };
+        let named = self.named(f, plane, win);
         o.detected = flags
             .iter()
             .filter(|x| groups.contains(&x.0) && overlaps((x.1, x.2), win))
@@ -754,6 +773,7 @@ mod tests {
             host_fabric: vec![],
             host_tors: vec![],
             host_spines: vec![],
+            host_uplinks: vec![],
             device_nodes: vec![],
             pairs,
             device_fabric: vec![(0, fabric.0, fabric.1)],
@@ -821,7 +841,7 @@ mod tests {
         let truth = Truth::of(&w);
         let dip = |tor: usize| {
             let v = Verdicts {
-                host_tors: vec![(tor, 203, 300)],
+                host_uplinks: vec![(tor, 203, 300)],
                 device_fabric: vec![],
                 ..verdicts((0, 0), vec![])
             };

@@ -188,6 +188,23 @@ impl Truth {
             .find(|x| x.on == Element::Tor && x.element == t && on(x.plane) && live(x.start, x.end))
             .map(|x| format!("episode #{} on tor {}", x.id, x.element))
     }
+
+    /// What makes a mark of ToR `t`'s slow uplinks on `plane` correct in `span`: a fabric
+    /// dip on its uplinks (every pair that leaves it slow, none inside it).
+    pub fn uplinks_event(&self, plane: Plane, t: usize, span: (u64, u64)) -> Option<String> {
+        let live = |a: u64, b: u64| a < span.1 && span.0 < b;
+        self.faults
+            .iter()
+            .map(|f| &f.fault)
+            .find(|x| {
+                x.kind == FaultKind::FabricDip
+                    && x.scope == DipScope::TorUplinks
+                    && x.at.first() == Some(&t)
+                    && reaches(x.plane, plane)
+                    && live(x.onset, x.end)
+            })
+            .map(|x| format!("fault #{} ({} on tor {t}'s uplinks)", x.id, x.kind.as_str()))
+    }
 }
 
 /// Whether an event of plane `p` (host, device or both) is one of `plane`'s.

@@ -122,6 +122,8 @@ pub struct Verdicts {
     pub host_tors: Vec<(usize, u64, u64)>,
     /// Host spine verdicts: (probe group, first round, first round after).
     pub host_spines: Vec<(usize, u64, u64)>,
+    /// Host ToRs whose uplinks were marked slow: (ToR, first round, first round after).
+    pub host_uplinks: Vec<(usize, u64, u64)>,
     /// Device node verdicts.
     pub device_nodes: Vec<(usize, u64, u64)>,
     /// Device pair verdicts.
@@ -149,6 +151,7 @@ impl Verdicts {
             host_fabric: t.host_fabric.spans.clone(),
             host_tors: t.host_tors.spans.clone(),
             host_spines: t.host_spines.spans.clone(),
+            host_uplinks: t.host_uplinks.spans.clone(),
             device_nodes: t.device_nodes.spans.clone(),
             pairs: t.pairs.spans.clone(),
             device_fabric: t.device_fabric.spans.clone(),
