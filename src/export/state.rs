@@ -160,8 +160,9 @@ pub struct TorUplinks {
     pub tor: String,
     /// Its members.
     pub members: Vec<String>,
-    /// Its members' probes with the other ToRs against the rest of the group's, as last
-    /// measured (a ratio above 1).
+    /// Its members' probes with the other ToRs against the rest of the group's, as the
+    /// last round that showed the mark measured it (a ratio above 1; held unchanged while
+    /// the mark is).
     pub slowdown_ratio: f64,
 }
 
@@ -693,6 +694,39 @@ mod tests {
         };
         assert_eq!(State::from(&p).crowd, ["c", "a"]);
         assert!(State::from(&ProbeSnapshot::default()).crowd.is_empty());
+    }
+
+    /// A ToR's slow uplinks are named by the ToR and its members' names, and the state
+    /// that carries them, serialised as the daemon serves it, satisfies the documented
+    /// schema (`docs/state.schema.json`); the schema rejects the entry without its ratio.
+    #[test]
+    fn slow_uplinks_are_named_and_match_the_schema() {
+        let p = ProbeSnapshot {
+            members: ["a", "b", "c"].map(MemberView::new).to_vec(),
+            tor_uplinks: vec![crate::snapshot::probe::TorUplinksView {
+                name: "leaf-2".into(),
+                members: vec![2, 0],
+                slowdown_ratio: 1.25,
+            }],
+            ..ProbeSnapshot::default()
+        };
+        let s = State::from(&p);
+        assert_eq!(
+            (s.tor_uplinks[0].tor.as_str(), &s.tor_uplinks[0].members),
+            ("leaf-2", &vec!["c".to_string(), "a".to_string()])
+        );
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/state.schema.json");
+        let schema: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let v = jsonschema::validator_for(&schema).unwrap();
+        let mut doc = serde_json::to_value(&s).unwrap();
+        let errors: Vec<String> = v.iter_errors(&doc).map(|e| e.to_string()).collect();
+        assert_eq!(errors, Vec::<String>::new(), "{doc:#}");
+        doc["tor_uplinks"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("slowdown_ratio");
+        assert!(!v.is_valid(&doc));
     }
 
     /// A withheld link is named by its ends, apart from the degraded ones.

@@ -499,6 +499,13 @@ struct TorTrack {
     uplinks: Option<f64>,
     /// Fitted rounds left before `uplinks` lapses.
     uplinks_hold: usize,
+    /// The residuals of its own probes (less the zero) measured since its members became
+    /// slow with the outside (or while the mark is held), the last `window` of them: what
+    /// the uplinks mark reads of
+    /// its own probes. The windowed `inners` would not do: a stride plan measures a small
+    /// ToR's own probes a few rounds in a hundred, so their window can predate the
+    /// slowdown by that long, and a ToR that turned slow inside too looked fine inside.
+    fresh_inners: VecDeque<f64>,
 }
 
 impl TorTrack {
@@ -525,20 +532,34 @@ impl TorTrack {
     }
 
     /// Marks its uplinks slow when its members are slow with the outside beyond the
-    /// threshold by both the ToR's level and its typical member's (`outside`: the pair,
-    /// the typical member's None when no member probed) while its own probes (`inner`)
-    /// stay under half of it (a verdict's exit): its uplinks, or what lies past them. The
-    /// mark is the larger of the two. Held out, a dip on one ToR's uplinks lasting two
-    /// hours made no ToR verdict (its own probes were fine) and every member was
-    /// recommended, one by one, in the rounds no crowd held it. Both, not either: one
-    /// straggler in a ToR of four, or a dip on a random share of the links, lifts the
-    /// ToR's level but not its typical member's (held out, the mark on the larger of the
-    /// two named 404 ToRs falsely against 69 ToR verdicts). Otherwise (a fitted round that
+    /// threshold by both the ToR's level and its typical member's (`outside`: the pair;
+    /// the typical member's is None when no member probed, and then there is no mark)
+    /// while its own probes measured since then (`inner`: this round's, None without one;
+    /// the last window of them kept) stay under half of it (a verdict's exit): its
+    /// uplinks, or what lies past them. The mark is the larger of the two. Held out, a dip
+    /// on one ToR's uplinks lasting two hours made no ToR verdict (its own probes were
+    /// fine) and every member was recommended, one by one, in the rounds no crowd held it.
+    /// Both levels, not either: the level is a median over the probes touching the ToR,
+    /// which most of a small ToR's members slowed with the outside (or a dip on a random
+    /// share of the links, sampled by few probes a round) lift while its typical member
+    /// stays fine. Own probes measured since, not their window: a small ToR's own probes
+    /// come a few rounds in a hundred, and a window of them from before a slowdown of the
+    /// whole ToR (congestion on it) said "fine inside". Otherwise (a fitted round that
     /// does not show it, or a round the ToR is not fitted, called with no `inner`) the
-    /// mark is held through [`UPLINKS_HOLD`] windows of such rounds before it lapses.
+    /// mark is held through [`UPLINKS_HOLD`] windows of such rounds before it lapses, at
+    /// the value it last had.
     fn mark_uplinks(&mut self, outside: (f64, Option<f64>), inner: Option<f64>, rule: TorRule) {
         let (level, broad) = outside;
-        let slow = level > rule.threshold && broad.is_none_or(|b| b > rule.threshold);
+        let slow = level > rule.threshold && broad.is_some_and(|b| b > rule.threshold);
+        // Kept while the mark is held too: the rounds whose strides keep the members'
+        // probes inside lower the levels for a while, and their own probes are the freshest
+        // word on the inside.
+        let inner = if slow || self.uplinks.is_some() {
+            windowed(&mut self.fresh_inners, inner, rule.window.max(1))
+        } else {
+            self.fresh_inners.clear();
+            None
+        };
         if slow && inner.is_some_and(|x| x < rule.threshold / 2.0) {
             self.uplinks = Some(broad.map_or(level, |b| b.max(level)));
             self.uplinks_hold = UPLINKS_HOLD * rule.window.max(1);
@@ -823,8 +844,10 @@ impl TorWatch {
                 && above(inner, exit)
                 && above(broad, exit)
                 && own.is_none_or(|(_, x)| x > exit);
-            // Slow outside, not inside: no verdict, its uplinks (see `mark_uplinks`).
-            track.mark_uplinks((level, broad), inner, rule);
+            // Slow outside, not inside: no verdict, its uplinks (see `mark_uplinks`), judged
+            // on the own probes of this round, not their window.
+            let inner_now = fit.inner.map(|x| x - zero.unwrap_or(0.0));
+            track.mark_uplinks((level, broad), inner_now, rule);
             track.held = enters || holds;
             if track.held {
                 out.verdicts.push(TorVerdict {

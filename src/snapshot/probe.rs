@@ -381,8 +381,9 @@ pub struct TorView {
 
 /// A ToR whose uplinks are slow, by name: its members are slow with the rest of the group
 /// while the probes between two of them are not, so what slows them lies past the ToR (its
-/// uplinks, or the switches behind them). For the network team; no ToR verdict (the ToR's
-/// own probes are fine), and none of its members is quarantined for it.
+/// uplinks, or the switches behind them). For the network team; it makes no ToR verdict
+/// itself (the ToR's own probes are fine; one may begin while the mark is held), and none
+/// of its members is quarantined for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TorUplinksView {
     /// Its name, as the members' topology gave it.
@@ -390,8 +391,8 @@ pub struct TorUplinksView {
     /// Its members (indices into `members`).
     pub members: Vec<usize>,
     /// How much slower its members' probes with the other ToRs are than the rest of the
-    /// group's (a ratio above 1), as last measured; the mark is held a while after the
-    /// last round that measured it.
+    /// group's (a ratio above 1), as the last round that showed the mark measured it: the
+    /// mark and this value are held, unchanged, for two windows of rounds after it.
     pub slowdown_ratio: f64,
 }
 

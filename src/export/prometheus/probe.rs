@@ -457,13 +457,14 @@ fn tors(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
 }
 
 /// The ToRs whose uplinks are slow: a series for each ToR marked, and 0 for each other ToR
-/// judged in the last round (a ToR neither judged nor marked is unknown, so absent).
+/// judged in the last round (a ToR neither judged nor marked is unknown, so absent; a ToR
+/// of two members is judged but never marked, so it is always 0).
 fn tor_uplinks(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     let tor = |name: &str| vec![("tor", name.to_string())];
     let marked = |name: &str| pr.tor_uplinks.iter().any(|u| u.name == name);
     f.gauge(
         "hcclwatch_tor_uplinks_slow",
-        "Whether the ToR's uplinks are slow: its members' probes with the other ToRs are slower than the rest of the group's by more than the ToR threshold while the probes between two of its members are not (the uplinks, or the switches past them; for the network team). No ToR verdict, and none of its members is quarantined for it. Held two windows after the last round that showed it. 1 for each ToR marked, 0 for each other ToR judged in the last round.",
+        "Whether the ToR's uplinks are slow: both its fitted level and its typical member's (against the other ToRs) above ln(health.fabric_ratio) while the probes between two of its members stay under half of that (the uplinks, or the switches past them; for the network team). The mark makes no ToR verdict itself (one may begin while it is held) and none of its members is quarantined for it, but for one slower than it by the entry threshold. Needs a ToR of at least 3 members in the group and another fitted ToR; held two windows of rounds after the last round that showed it; no new normal. 1 for each ToR marked, 0 for each other ToR judged in the last round (a ToR of two is judged but never marked).",
         pr.tor_uplinks
             .iter()
             .map(|u| (tor(&u.name), 1.0))
@@ -477,7 +478,7 @@ fn tor_uplinks(pr: &ProbeSnapshot, f: &mut dyn Sink) -> fmt::Result {
     )?;
     f.gauge(
         "hcclwatch_tor_uplinks_slowdown_ratio",
-        "While a ToR's uplinks are marked slow: how much slower its members' probes with the other ToRs are than the rest of the group's, as last measured (a ratio above 1).",
+        "While a ToR's uplinks are marked slow: how much slower its members' probes with the other ToRs are than the rest of the group's (the larger of its level and its typical member's), as the last round that showed the mark measured it (a ratio above 1; frozen while the mark is held).",
         pr.tor_uplinks
             .iter()
             .map(|u| (tor(&u.name), u.slowdown_ratio))

@@ -601,6 +601,46 @@ fn members_slow_with_the_outside_on_their_own_are_not_their_tors_uplinks() {
     assert!(marks(&leaving(&|_| true)) > 20);
 }
 
+/// A ToR slow inside and out (congestion on it) whose own probes the plan has not
+/// measured since it turned slow is no mark on its uplinks: its own probes of before the
+/// slowdown say nothing of it (held out, a stride plan measures a ToR of four's own probes
+/// a few rounds in a hundred, and their window made most marks fall on congested ToRs).
+/// Its own probes measured slow once it is slow make no mark either.
+#[test]
+fn own_probes_from_before_a_slowdown_do_not_make_it_the_uplinks() {
+    let rule = test_rule(1000);
+    let mut w = TorWatch::default();
+    let quiet = TorLevels::fit(
+        &tors(),
+        9,
+        |_| true,
+        &probes(9, &[0.0, 0.0, 0.0], &[]),
+        None,
+    );
+    for _ in 0..10 {
+        w.judge(&quiet, &tors(), 9, rule, 0.04, None);
+    }
+    let slow = probes(9, &[0.3, 0.0, 0.0], &[]);
+    let unmeasured: Vec<Touch> = slow
+        .iter()
+        .copied()
+        .filter(|p| !(p.a / 3 == 0 && p.b / 3 == 0))
+        .collect();
+    let marks = |w: &mut TorWatch, p: &[Touch], rounds: usize| {
+        (0..rounds)
+            .filter(|_| {
+                let fitted = TorLevels::fit(&tors(), 9, |_| true, p, None);
+                let (_, j) = w.judge(&fitted, &tors(), 9, rule, 0.04, None);
+                !j.uplinks.is_empty()
+            })
+            .count()
+    };
+    let f = TorLevels::fit(&tors(), 9, |_| true, &unmeasured, None);
+    assert!(f[&0].level > 0.1 && f[&0].inner.is_none(), "{f:?}");
+    assert_eq!(marks(&mut w, &unmeasured, 30), 0);
+    assert_eq!(marks(&mut w, &slow, 10), 0);
+}
+
 #[test]
 fn a_lasting_slow_tor_is_a_verdict_then_the_new_normal() {
     let rule = test_rule(20);
