@@ -501,10 +501,10 @@ struct TorTrack {
     uplinks_hold: usize,
     /// The residuals of its own probes (less the zero) measured since its members became
     /// slow with the outside (or while the mark is held), the last `window` of them: what
-    /// the uplinks mark reads of
-    /// its own probes. The windowed `inners` would not do: a stride plan measures a small
-    /// ToR's own probes a few rounds in a hundred, so their window can predate the
-    /// slowdown by that long, and a ToR that turned slow inside too looked fine inside.
+    /// the uplinks mark reads of its own probes. The windowed `inners` would not do: a
+    /// stride plan measures a small ToR's own probes a few rounds in a hundred, so their
+    /// window can predate the slowdown by that long, and a ToR that turned slow inside too
+    /// looked fine inside.
     fresh_inners: VecDeque<f64>,
 }
 

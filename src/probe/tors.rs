@@ -43,6 +43,21 @@ pub(super) fn tor_table(members: &[MemberView]) -> (Vec<Option<u32>>, Vec<String
     (indices, names.into_iter().map(str::to_string).collect())
 }
 
+/// The members (indices into `part.members`) whose place names ToR `name`.
+fn members_of(part: &ProbeSnapshot, name: &str) -> Vec<usize> {
+    (0..part.members.len())
+        .filter(|&i| tor_of(&part.members[i]) == Some(name))
+        .collect()
+}
+
+/// The names of `members` (indices into `part.members`), for a log line.
+fn names_of<'a>(part: &'a ProbeSnapshot, members: &[usize]) -> Vec<&'a str> {
+    members
+        .iter()
+        .map(|&i| part.members[i].name.as_str())
+        .collect()
+}
+
 /// Publishes the round's judged ToRs and their verdicts by name (`names`, from
 /// [`tor_table`]), logs each ToR verdict as it starts and ends, and counts the normals that
 /// changed.
@@ -55,9 +70,7 @@ pub(super) fn record_tors(part: &mut ProbeSnapshot, out: &RoundOutput, names: &[
             let verdict = out.tor_verdicts.iter().find(|v| v.tor == t);
             Some(TorView {
                 name: name.to_string(),
-                members: (0..part.members.len())
-                    .filter(|&i| tor_of(&part.members[i]) == Some(name))
-                    .collect(),
+                members: members_of(part, name),
                 degraded: verdict.is_some(),
                 slowdown_ratio: verdict.map(|v| v.excess.exp()),
             })
@@ -66,11 +79,7 @@ pub(super) fn record_tors(part: &mut ProbeSnapshot, out: &RoundOutput, names: &[
     let was = |name: &str| part.tors.iter().any(|t| t.name == name && t.degraded);
     for t in &tors {
         if t.degraded && !was(&t.name) {
-            let members: Vec<&str> = t
-                .members
-                .iter()
-                .map(|&i| part.members[i].name.as_str())
-                .collect();
+            let members = names_of(part, &t.members);
             tracing::warn!(tor = %t.name, slowdown_ratio = t.slowdown_ratio.unwrap_or(f64::NAN), members = ?members, "ToR verdict: its members are slow together (the switch, not a node; no node is quarantined for it)");
         }
     }
@@ -111,20 +120,14 @@ fn record_uplinks(part: &mut ProbeSnapshot, marked: &[(u32, f64)], names: &[Stri
             let name = names.get(t as usize)?.as_str();
             Some(TorUplinksView {
                 name: name.to_string(),
-                members: (0..part.members.len())
-                    .filter(|&i| tor_of(&part.members[i]) == Some(name))
-                    .collect(),
+                members: members_of(part, name),
                 slowdown_ratio: outside.exp(),
             })
         })
         .collect();
     for v in &views {
         if !part.tor_uplinks.iter().any(|w| w.name == v.name) {
-            let members: Vec<&str> = v
-                .members
-                .iter()
-                .map(|&i| part.members[i].name.as_str())
-                .collect();
+            let members = names_of(part, &v.members);
             tracing::warn!(tor = %v.name, slowdown_ratio = v.slowdown_ratio, members = ?members, "a ToR's uplinks are slow: its members are slow with the rest of the group, not with each other (the uplinks or what lies past them; no ToR verdict, no member is quarantined for it)");
         }
     }

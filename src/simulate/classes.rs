@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use super::scenario::Plane;
 use super::score::{FalseVerdict, Scorer};
+use super::truth::Truth;
 use super::verdicts::{Level, Verdict};
 
 /// The false-verdict budget of a class that cordons a node, per 1000 healthy node-hours.
@@ -336,29 +337,35 @@ impl Scorer<'_> {
         let mut spans = Vec::new();
         let rounds = self.w.rounds;
         let last = |end: u64| end.saturating_sub(1).min(rounds);
+        // Each class with what makes one of its verdicts correct.
+        type Event = fn(&Truth, Plane, usize, (u64, u64)) -> Option<String>;
         let tors = [
-            ("ToR", Plane::Host, &self.v.host_tors, self.lookback),
+            (
+                "ToR",
+                Plane::Host,
+                &self.v.host_tors,
+                self.lookback,
+                Truth::tor_event as Event,
+            ),
             (
                 "ToR uplinks",
                 Plane::Host,
                 &self.v.host_uplinks,
                 self.lookback,
+                Truth::uplinks_event,
             ),
             (
                 "ToR (device)",
                 Plane::Device,
                 &self.v.device_tors,
                 self.device_lookback(),
+                Truth::tor_event,
             ),
         ];
-        for (class, plane, list, back) in tors {
+        for (class, plane, list, back, event) in tors {
             for &(t, s, e) in list {
                 let lookback = (s.saturating_sub(back), s + 1);
-                let correct = if class == "ToR uplinks" {
-                    self.truth.uplinks_event(plane, t, lookback)
-                } else {
-                    self.truth.tor_event(plane, t, lookback)
-                };
+                let correct = event(self.truth, plane, t, lookback);
                 spans.push(
                     Judgement {
                         class,

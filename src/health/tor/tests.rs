@@ -473,6 +473,17 @@ fn members_slow_on_their_own_are_not_their_tor() {
     assert!(run(&tor) > 10);
 }
 
+/// The fitted levels of the nine nodes of [`tors`] with every probe at its normal.
+fn quiet_nine() -> BTreeMap<u32, Level> {
+    TorLevels::fit(
+        &tors(),
+        9,
+        |_| true,
+        &probes(9, &[0.0, 0.0, 0.0], &[]),
+        None,
+    )
+}
+
 #[test]
 fn probes_slow_only_when_they_leave_a_tor_are_no_verdict_on_it() {
     let rule = test_rule(1000);
@@ -487,13 +498,7 @@ fn probes_slow_only_when_they_leave_a_tor_are_no_verdict_on_it() {
         })
         .collect();
     let mut w = TorWatch::default();
-    let quiet = TorLevels::fit(
-        &tors(),
-        9,
-        |_| true,
-        &probes(9, &[0.0, 0.0, 0.0], &[]),
-        None,
-    );
+    let quiet = quiet_nine();
     for _ in 0..10 {
         w.judge(&quiet, &tors(), 9, rule, 0.04, None);
     }
@@ -610,13 +615,7 @@ fn members_slow_with_the_outside_on_their_own_are_not_their_tors_uplinks() {
 fn own_probes_from_before_a_slowdown_do_not_make_it_the_uplinks() {
     let rule = test_rule(1000);
     let mut w = TorWatch::default();
-    let quiet = TorLevels::fit(
-        &tors(),
-        9,
-        |_| true,
-        &probes(9, &[0.0, 0.0, 0.0], &[]),
-        None,
-    );
+    let quiet = quiet_nine();
     for _ in 0..10 {
         w.judge(&quiet, &tors(), 9, rule, 0.04, None);
     }
