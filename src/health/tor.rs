@@ -710,10 +710,10 @@ impl TorWatch {
         out
     }
 
-    /// Forgets the small ToRs' histories, the zero a group of two ToRs last measured and
+    /// Forgets the small ToRs' histories, the zero a group of two ToRs last measured,
     /// which fitted ToRs had a verdict (another switch under the same number would keep
-    /// it through the exit alone): after a remap or a restore the ToR numbers may name
-    /// other switches.
+    /// it through the exit alone) and their uplinks marks with the own probes those read:
+    /// after a remap or a restore the ToR numbers may name other switches.
     pub(crate) fn forget_topology(&mut self) {
         self.whole.clear();
         self.pair = None;
@@ -721,6 +721,7 @@ impl TorWatch {
             track.held = false;
             track.uplinks = None;
             track.uplinks_hold = 0;
+            track.fresh_inners.clear();
         }
     }
 

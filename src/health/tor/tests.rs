@@ -537,6 +537,19 @@ fn probes_slow_only_when_they_leave_a_tor_are_no_verdict_on_it() {
     forgot.forget_topology();
     let (_, j) = forgot.judge(&without, &tors(), 9, rule, 0.04, None);
     assert!(j.uplinks.is_empty(), "{j:?}");
+    // Nor do the own probes the mark read survive it: slow with the outside and no own
+    // probe measured since, a forgotten ToR is no mark (another switch may have its
+    // number now).
+    let mut forgot = w.clone();
+    forgot.forget_topology();
+    let unmeasured: Vec<Touch> = leaving
+        .iter()
+        .copied()
+        .filter(|p| !(p.a / 3 == 0 && p.b / 3 == 0))
+        .collect();
+    let fitted = TorLevels::fit(&tors(), 9, |_| true, &unmeasured, None);
+    let (_, j) = forgot.judge(&fitted, &tors(), 9, rule, 0.04, None);
+    assert!(j.uplinks.is_empty(), "{j:?}");
     // Mended: held through UPLINKS_HOLD windows of fitted rounds that no longer show it
     // (a stride that keeps the members' probes inside looks the same), then lapsed.
     let quiet_rounds = (0..UPLINKS_HOLD * 10 + 20)
