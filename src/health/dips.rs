@@ -35,6 +35,11 @@ use super::lifecycle::remap_pair;
 use super::spine::{Shape, SpineVerdict};
 use super::stats::MAX_LOG;
 
+/// Share of a ToR's inner pairs seen slow in a dip from which the dip reaches inside
+/// the ToR (see [`DipPairs::spares`]): well above the few a healthy ToR's noise puts
+/// there in a long dip, well below a slow ToR's all.
+pub const INNER_DIP_SHARE: f64 = 0.25;
+
 /// The two ToRs of a pair, lower first.
 type TorPair = (u32, u32);
 
@@ -334,6 +339,42 @@ impl DipPairs {
             })
     }
 
+    /// Whether a re-pairing of `node` with `peer` is beyond the dips' reach: the two
+    /// share a ToR (`tors`, by node), the normal holds neither the pair nor any pair
+    /// within that ToR, and the current dip has seen fewer than [`INNER_DIP_SHARE`] of
+    /// that ToR's other inner pairs (those not touching `node`) slow. A pair within one
+    /// ToR crosses no uplink of it and no spine, so a dip between ToRs, on a spine or on
+    /// the ToR's uplinks never slows it; a slow ToR (or a dip on a large random share of
+    /// the links) does, and shows in the ToR's other inner pairs. The pairs touching
+    /// `node` are not read, the pair itself included: a straggler's slow probes were
+    /// tallied as the dip's before it was accused, and would hide it from the only test
+    /// that finds it inside the dip.
+    pub fn spares(&self, (node, peer): (usize, usize), tors: &[Option<u32>]) -> bool {
+        let tor = |i: usize| tors.get(i).copied().flatten();
+        let Some(t) = tor(node) else {
+            return false;
+        };
+        if node == peer || tor(peer) != Some(t) {
+            return false;
+        }
+        if self.normal.pairs.contains_key(&(node, peer)) || self.normal.tors.contains_key(&(t, t)) {
+            return false;
+        }
+        if self.quiet.is_none() {
+            return true;
+        }
+        let members = tors.iter().filter(|x| **x == Some(t)).count();
+        // Directed inner pairs not touching `node`, and those the dip saw slow.
+        let others = members.saturating_sub(1) * members.saturating_sub(2);
+        let slow = self
+            .dip
+            .pairs
+            .iter()
+            .filter(|((a, b), s)| s.tors == Some((t, t)) && *a != node && *b != node)
+            .count();
+        (slow as f64) < INNER_DIP_SHARE * others as f64 || others == 0
+    }
+
     /// The normal's share of the pair's log residual (zero for a pair not in it, or with
     /// no share known): what a node's window takes out of the pair's probes.
     pub fn excess(&self, a: usize, b: usize) -> f64 {
@@ -496,6 +537,43 @@ mod tests {
         d.round((false, true), 3, 100);
         assert!(!d.explains((1, 9), places));
         assert_eq!(d, DipPairs::default());
+    }
+
+    /// Re-pairings within a ToR (nodes 0..4 on ToR 0, 4..8 on ToR 1): spared by a dip
+    /// between the ToRs, also when the re-paired node's own pairs were tallied as the
+    /// dip's; not across ToRs; not once a quarter of the ToR's other inner pairs are the
+    /// dip's (2 directed pairs of the 6 not touching node 0); not in a normal's ToR.
+    #[test]
+    fn a_re_pairing_within_a_tor_is_spared_unless_the_dip_reaches_inside() {
+        let tors: Vec<Option<u32>> = (0..8).map(|i| Some(i / 4)).collect();
+        let mut d = DipPairs::default();
+        assert!(d.spares((0, 1), &tors), "no dip, no normal");
+        d.round((true, true), 3, 100);
+        for (a, b) in [(0, 4), (1, 5), (2, 6), (3, 7)] {
+            d.add((a, b), (Some(0), Some(1)), Some(0.2));
+        }
+        // Node 0's own slow probes, inside its ToR, tallied before it was accused.
+        d.add((0, 1), (Some(0), Some(0)), Some(0.3));
+        d.add((0, 2), (Some(0), Some(0)), Some(0.3));
+        assert!(d.spares((0, 1), &tors) && d.spares((0, 3), &tors));
+        assert!(!d.spares((0, 4), &tors), "across ToRs");
+        assert!(!d.spares((0, 0), &tors), "itself");
+        assert!(!d.spares((0, 1), &[]), "no topology");
+        d.add((2, 3), (Some(0), Some(0)), Some(0.2));
+        assert!(
+            !d.spares((0, 1), &tors),
+            "2 of 6 inner pairs: the dip reaches in"
+        );
+        assert!(d.spares((4, 5), &tors), "ToR 1's inner pairs are untouched");
+        // The normal's ToR: nothing within it is spared either.
+        let mut n = DipPairs::default();
+        for _ in 0..4 {
+            n.round((true, true), 3, 2);
+            n.add((4, 5), (Some(1), Some(1)), Some(0.2));
+            n.add((6, 7), (Some(1), Some(1)), Some(0.2));
+        }
+        assert!(n.normal(4, 5), "the dip became the normal");
+        assert!(!n.spares((4, 6), &tors) && n.spares((0, 1), &tors));
     }
 
     /// A dip on for more than the horizon (here 5 rounds, an event every other round)

@@ -53,21 +53,51 @@ pub(crate) fn spread_pick(x: usize, k: usize, offset: usize, len: usize) -> usiz
     (x * 7 + k * 13 + offset) % len
 }
 
+/// Re-pairings asked among a suspect's own ToR's members (see [`confirm_pairs`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OwnTor<'a> {
+    /// Each candidate's ToR (empty, or `None` for a node: unknown).
+    pub tors: &'a [Option<u32>],
+    /// The requested nodes whose peers are to share their ToR.
+    pub nodes: &'a [usize],
+    /// The engine's round count: the peers turn with it, so that the rounds of one
+    /// episode meet different members of the ToR.
+    pub round: u64,
+}
+
 /// Confirmation pairs in candidate indices: each requested suspect with `per` healthy
 /// members of the current group (`present`), chosen deterministically so that every member
-/// computes the same pairs.
+/// computes the same pairs. A suspect in `own.nodes` is re-paired with healthy members of
+/// its own ToR only, turning with `own.round` (none when it has no such member): a pair
+/// within one ToR crosses no uplink of the ToR and no spine, so a dip or a slow switch
+/// beyond the ToR does not slow it (the engine asks so during a partial fabric event).
 pub fn confirm_pairs(
     requests: &[usize],
     states: &[NodeState],
     present: &[bool],
     per: usize,
+    own: OwnTor<'_>,
 ) -> Vec<(usize, usize)> {
     let n = states.len();
     let good: Vec<usize> = (0..n)
         .filter(|i| states[*i] == NodeState::Healthy && present.get(*i) == Some(&true))
         .collect();
+    let tor = |i: usize| own.tors.get(i).copied().flatten();
     let mut out = Vec::new();
     for &x in requests.iter().filter(|x| present.get(**x) == Some(&true)) {
+        if own.nodes.contains(&x) {
+            let mates: Vec<usize> = good
+                .iter()
+                .copied()
+                .filter(|p| *p != x && tor(x).is_some() && tor(*p) == tor(x))
+                .collect();
+            let len = mates.len();
+            // Consecutive from the round's turn, which moves on by `per` a round: distinct
+            // peers, as many as there are, and fresh ones each round while they last.
+            let turn = (own.round % len.max(1) as u64) as usize * per % len.max(1);
+            out.extend((0..per.min(len)).map(|k| (x, mates[(turn + k) % len])));
+            continue;
+        }
         let peers: Vec<usize> = good.iter().copied().filter(|p| *p != x).collect();
         for k in 0..per.min(peers.len()) {
             out.push((x, peers[spread_pick(x, k, 0, peers.len())]));
@@ -79,6 +109,8 @@ pub fn confirm_pairs(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
     #[test]
@@ -87,8 +119,11 @@ mod tests {
         states[2] = NodeState::Suspect;
         states[5] = NodeState::Suspect;
         let all = vec![true; 8];
-        let a = confirm_pairs(&[2, 5], &states, &all, 3);
-        assert_eq!(a, confirm_pairs(&[2, 5], &states, &all, 3));
+        let a = confirm_pairs(&[2, 5], &states, &all, 3, OwnTor::default());
+        assert_eq!(
+            a,
+            confirm_pairs(&[2, 5], &states, &all, 3, OwnTor::default())
+        );
         assert_eq!(a.len(), 6);
         for (x, p) in &a {
             assert!(*x == 2 || *x == 5);
@@ -98,12 +133,57 @@ mod tests {
         let mut present = all.clone();
         present[7] = false;
         present[5] = false;
-        let b = confirm_pairs(&[2, 5], &states, &present, 3);
+        let b = confirm_pairs(&[2, 5], &states, &present, 3, OwnTor::default());
         assert_eq!(b.len(), 3);
         assert!(
             b.iter().all(|(x, p)| *x == 2 && *p != 7 && *p != 5),
             "{b:?}"
         );
+    }
+
+    /// A request in `own.nodes` is re-paired with the healthy members of its own ToR
+    /// only, distinct, and with others the next round (while there are others); a request
+    /// not in it keeps the peers it always had; no ToR known, no own-ToR pair.
+    #[test]
+    fn own_tor_re_pairings_stay_in_the_tor_and_turn_with_the_round() {
+        // ToR 0: nodes 0..6 (node 4 suspect), ToR 1: nodes 6..12.
+        let mut states = vec![NodeState::Healthy; 12];
+        states[1] = NodeState::Confirmed;
+        states[4] = NodeState::Suspect;
+        let tors: Vec<Option<u32>> = (0..12).map(|i| Some((i / 6) as u32)).collect();
+        let all = vec![true; 12];
+        let own = |round| OwnTor {
+            tors: &tors,
+            nodes: &[1],
+            round,
+        };
+        let mates = [0, 2, 3, 5];
+        let mut met = BTreeSet::new();
+        for round in [40, 41] {
+            let pairs = confirm_pairs(&[1, 7], &states, &all, 3, own(round));
+            let of = |x: usize| -> Vec<usize> {
+                pairs.iter().filter(|p| p.0 == x).map(|p| p.1).collect()
+            };
+            let peers = of(1);
+            assert_eq!(peers.len(), 3, "{pairs:?}");
+            assert!(peers.iter().all(|p| mates.contains(p)), "{peers:?}");
+            assert_eq!(peers.iter().collect::<BTreeSet<_>>().len(), 3, "{peers:?}");
+            met.extend(peers);
+            // Node 7 is not asked within its ToR: the usual spread over the group.
+            let usual = confirm_pairs(&[7], &states, &all, 3, OwnTor::default());
+            assert_eq!(of(7), usual.iter().map(|p| p.1).collect::<Vec<_>>());
+        }
+        assert_eq!(
+            met.len(),
+            mates.len(),
+            "two rounds meet every mate: {met:?}"
+        );
+        let unknown = OwnTor {
+            tors: &[],
+            nodes: &[1],
+            round: 40,
+        };
+        assert!(confirm_pairs(&[1], &states, &all, 3, unknown).is_empty());
     }
 
     /// Five members in groups of at most two: two groups of two and one would leave a

@@ -26,7 +26,7 @@ use super::{ProbeSettings, group, leaver, membership, trace};
 use crate::collective::Communicator;
 use crate::collective::identity::IDENTITY_STEP;
 use crate::health::hardware::Signs;
-use crate::health::plan::confirm_pairs;
+use crate::health::plan::{OwnTor, confirm_pairs};
 use crate::health::{
     HealthEngine, InferConfig, NodeState, Probe, Report, RoundInput, RoundOutput, TorInference,
     Transition,
@@ -51,6 +51,8 @@ pub struct Prober {
     group: Vec<usize>,
     engine: HealthEngine,
     requests: Vec<usize>,
+    /// Of `requests`, those to re-pair within their own ToR (`RoundOutput::confirm_own_tor`).
+    own_tor: Vec<usize>,
     link_requests: Vec<(usize, usize)>,
     faults: HardFaults,
     round: u64,
@@ -114,6 +116,7 @@ impl Prober {
             comm: None,
             group: Vec::new(),
             requests: Vec::new(),
+            own_tor: Vec::new(),
             link_requests: Vec::new(),
             faults: HardFaults::new(hard_rules),
             round: 0,
@@ -196,6 +199,7 @@ impl Prober {
                 self.device.remap_nodes(&map);
                 renumber(&mut self.part.transitions, &map);
                 self.requests.clear();
+                self.own_tor.clear();
                 self.link_requests.clear();
                 self.met.clear();
                 self.comm = None;
@@ -398,6 +402,7 @@ impl Prober {
             Ok(group::Handover::Adopted { from }) => {
                 tracing::info!(from = %self.part.name(members[from]), rounds = self.engine.rounds(), "took over the group's engine state");
                 self.requests.clear();
+                self.own_tor.clear();
                 self.link_requests.clear();
                 self.sync_states();
             }
@@ -485,11 +490,17 @@ impl Prober {
     fn propose(&self, present: &[bool]) -> Plan {
         let g = &self.group;
         let rank_of = |i: usize| g.iter().position(|x| *x == i);
+        let own = OwnTor {
+            tors: &self.tor_table.0,
+            nodes: &self.own_tor,
+            round: self.engine.rounds(),
+        };
         let mut pairs = confirm_pairs(
             &self.requests,
             &self.engine.states(),
             present,
             self.s.health.confirm_peers,
+            own,
         );
         let n_confirm = pairs.len();
         // Pairs the engine found slow are re-measured (link localisation), a few per round;
@@ -699,6 +710,7 @@ impl Prober {
         self.infer.observe_probes(&input.probes);
         self.publish_inferred(me);
         self.requests = out.confirm_requests.clone();
+        self.own_tor = out.confirm_own_tor.clone();
         self.link_requests = out.link_requests.clone();
         // The agreed plan: rank 0's round number, which may have jumped (either way) when
         // the group re-formed. The next round's size is decided from data every member

@@ -12,7 +12,7 @@ use super::counters::Reader;
 use super::device::{DeviceGroup, Traffic};
 use super::world::{Draw, World};
 use crate::health::device::DeviceConfig;
-use crate::health::plan::confirm_pairs;
+use crate::health::plan::{OwnTor, confirm_pairs};
 use crate::health::{
     HealthConfig, HealthEngine, InferConfig, NodeState, Probe, RoundInput, TorInference,
 };
@@ -151,6 +151,8 @@ struct HostGroup {
     engine: HealthEngine,
     members: Vec<usize>,
     requests: Vec<usize>,
+    /// Of `requests`, those to re-pair within their own ToR.
+    own_tor: Vec<usize>,
     link_requests: Vec<(usize, usize)>,
     /// The members' counter readings, as late as the scenario's `[counters]` says.
     counters: Reader,
@@ -160,6 +162,19 @@ struct HostGroup {
 }
 
 impl HostGroup {
+    /// A fresh engine over the members `g`.
+    fn new(g: &[usize], health: &HealthConfig) -> Self {
+        HostGroup {
+            engine: HealthEngine::new(g.len(), health.clone()),
+            members: g.to_vec(),
+            requests: Vec::new(),
+            own_tor: Vec::new(),
+            link_requests: Vec::new(),
+            counters: Reader::default(),
+            infer: TorInference::new(g.len(), InferConfig::of(health)),
+        }
+    }
+
     /// The engine's input for round `r`: permutation probes (member k receives from
     /// k − stride, as `probe::round::permutation_probes`), the confirmation and link
     /// exchanges (the slower of their two directions, as `probe::round::pair_seconds`),
@@ -180,11 +195,18 @@ impl HostGroup {
             .collect();
 
         let present = vec![true; n];
+        let tors: Vec<Option<u32>> = m.iter().map(|&x| Some(w.topo.tor(x) as u32)).collect();
+        let own = OwnTor {
+            tors: &tors,
+            nodes: &self.own_tor,
+            round: self.engine.rounds(),
+        };
         let mut pairs = confirm_pairs(
             &self.requests,
             &self.engine.states(),
             &present,
             cfg.confirm_peers,
+            own,
         );
         let n_confirm = pairs.len().min(PLAN_PAIRS);
         pairs.extend(
@@ -269,14 +291,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
     let mut hosts: Vec<HostGroup> = topo
         .groups
         .iter()
-        .map(|g| HostGroup {
-            engine: HealthEngine::new(g.len(), health.clone()),
-            members: g.clone(),
-            requests: Vec::new(),
-            link_requests: Vec::new(),
-            counters: Reader::default(),
-            infer: TorInference::new(g.len(), InferConfig::of(health)),
-        })
+        .map(|g| HostGroup::new(g, health))
         .collect();
     let mut devices: Vec<DeviceGroup> = if topo.npus > 0 {
         topo.groups
@@ -332,6 +347,7 @@ pub fn run(w: &World, health: &HealthConfig, device: &DeviceConfig, device_every
                     .map(|(i, _)| m[i]),
             );
             h.requests = out.confirm_requests;
+            h.own_tor = out.confirm_own_tor;
             h.link_requests = out.link_requests;
         }
         t.links.update(r, links);

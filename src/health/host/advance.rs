@@ -15,6 +15,20 @@ use crate::snapshot::probe::NodeState;
 pub(super) struct Seen {
     /// The log residuals of its re-pairings, when it asked for them.
     pub confirm: Option<Vec<f64>>,
+    /// The peer of each of those re-pairings.
+    pub peers: Vec<usize>,
+    /// Whether each is beyond the reach of the dip on (within its ToR; computed only
+    /// under a partial fabric verdict, else empty).
+    pub spared: Vec<bool>,
+    /// Its ToR is known and no other member of it is confirmed: only then do
+    /// re-pairings within the ToR tell its own slowness inside a dip. Two members slow
+    /// with the rest but not with each other are how a ToR's uplinks look when the
+    /// topology lumps them with others; two stragglers in one ToR wait for the dip's end.
+    /// (Suspects are not counted: a dip makes many, for a round or two each.)
+    pub alone: bool,
+    /// Its ToR's other members that are healthy (the peers re-pairings within the ToR
+    /// can have).
+    pub mates: usize,
     /// Its own uplink counters showed congestion.
     pub congested: bool,
     /// The hardware signs its own interface showed.
@@ -185,6 +199,61 @@ impl HealthEngine {
         out.confirm_requests.push(i.0);
     }
 
+    /// Asks for re-pairings of `i` with members of its own ToR next round.
+    fn ask_within(&mut self, i: NodeIx, out: &mut RoundOutput) {
+        self.ask(i, out);
+        out.confirm_own_tor.push(i.0);
+    }
+
+    /// Judges confirmed node `i` inside a partial fabric verdict by its re-pairings within
+    /// its own ToR that the dip does not reach (`spared`: peer, log residual; see
+    /// [`DipPairs::spares`](crate::health::dips::DipPairs::spares)). They are collected
+    /// over the rounds of the event, one per peer (the plan turns the peers with the
+    /// round), and judged once `confirm_peers` distinct peers answered: recommended when
+    /// every one reproduces, steadily, and its hold has passed (`held`: the persistence
+    /// horizon still applies, since its own uplink's congestion reaches such pairs too);
+    /// one that does not reproduce drops the collection (it stays confirmed, frozen as
+    /// before). A healthy node the dip slowed is quick with its ToR's members; a
+    /// straggler is slow with every peer.
+    fn judge_within(
+        &mut self,
+        i: NodeIx,
+        (w, r): (&Window, &RoundStats),
+        (spared, mates): (Vec<(usize, f64)>, usize),
+        out: &mut RoundOutput,
+    ) {
+        let need = self.cfg.confirm_peers.max(MIN_REPORTERS);
+        let need = need.max(mates.min(2 * need));
+        let held = self.held(i);
+        let within = &mut self.nodes[i].data.within;
+        for (peer, x) in spared {
+            within.retain(|(q, _)| *q != peer);
+            within.push((peer, x));
+        }
+        let excess = within.len().saturating_sub(need);
+        within.drain(..excess);
+        let c: Vec<f64> = within.iter().map(|(_, x)| *x).collect();
+        if c.len() < need {
+            if held && w.elevated {
+                self.ask_within(i, out);
+            }
+            return;
+        }
+        let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
+        if cm <= r.entry {
+            within.clear();
+            return;
+        }
+        if held && steady_slowness(w, &c, r, true) {
+            within.clear();
+            let mut e = w.evidence();
+            e.push(Key::SecondConfirmationMinLogResidual, cm);
+            self.recommend(i, (w, r), (&c, true), true, e, out);
+        } else if w.elevated {
+            self.ask_within(i, out);
+        }
+    }
+
     /// A suspect is confirmed when every re-pairing reproduces the slowness, in
     /// `confirm_rounds` consecutive rounds; cleared when one does not, or when it has been
     /// back within bounds for `exit_rounds`.
@@ -292,12 +361,18 @@ impl HealthEngine {
         // Held while its slowness varies (`varying_held`: hardware evidence, or the
         // horizon of rounds that moved as one; a steady one waits for `held`).
         let varying = self.varying_held(i) && !seen.congested;
+        // Inside a partial fabric verdict (a dip), neither crowded nor bound to a normal:
+        // judged by re-pairings within its own ToR, which the dip does not reach.
+        let inside = r.partial_fabric && !r.crowded(i.0) && !seen.bound && seen.alone;
+        if !inside {
+            self.nodes[i].data.within.clear();
+        }
+        if r.partial_fabric || r.crowded(i.0) || seen.bound {
+            self.frozen(i, (w, r), &seen, inside, out);
+            return;
+        }
         let Some(c) = seen.confirm else {
-            if r.partial_fabric || r.crowded(i.0) || seen.bound {
-                // Frozen: a share of the links slow (re-pairings may cross it), a crowd
-                // sharing this node's condition, or a dip that became the normal and
-                // slowed this node and its ToR's members alike, blocks its escalation.
-            } else if self.held(i) && w.elevated {
+            if self.held(i) && w.elevated {
                 self.ask(i, out);
                 self.nodes[i].data.asked_varying = false;
             } else if varying && w.elevated && !steady(w.spread, r.spread()) {
@@ -317,13 +392,6 @@ impl HealthEngine {
         self.nodes[i].data.confirm_pending = false;
         let asked_varying = std::mem::take(&mut self.nodes[i].data.asked_varying);
         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
-        if r.partial_fabric || r.crowded(i.0) || seen.bound {
-            // A share of the links slow, or many nodes sharing this node's condition at
-            // once, blocks cordons: stay confirmed and ask again once it is over. A round
-            // median above the baseline alone does not: residuals are relative to the
-            // round, so a straggler in a fleet that stepped up is still found.
-            return;
-        }
         let mut e = w.evidence();
         e.push(Key::SecondConfirmationMinLogResidual, cm);
         let reproduced = c.len() >= cfg.confirm_peers.max(MIN_REPORTERS) && cm > r.entry;
@@ -336,7 +404,7 @@ impl HealthEngine {
             let held = self.varying_held(i);
             let signed = self.nodes[i].data.corroborated();
             if reproduced && held {
-                self.recommend(i, (w, r), &c, false, e, out);
+                self.recommend(i, (w, r), (&c, false), false, e, out);
             } else if !reproduced && w.elevated && held {
                 self.ask(i, out);
                 self.nodes[i].data.asked_varying = true;
@@ -364,7 +432,7 @@ impl HealthEngine {
             return;
         }
         if reproduced {
-            self.recommend(i, (w, r), &c, true, e, out);
+            self.recommend(i, (w, r), (&c, false), true, e, out);
         } else {
             self.set(
                 i,
@@ -376,6 +444,40 @@ impl HealthEngine {
         }
     }
 
+    /// A confirmed node whose escalation a fabric event freezes: a share of the links
+    /// slow (re-pairings may cross it), a crowd sharing its condition, or a dip that
+    /// became the normal and slowed it and its ToR's members alike (`bound`). It stays
+    /// confirmed and is asked again once that is over. Inside a dip (`inside`: neither
+    /// crowded nor bound, alone on its ToR) only re-pairings within its own ToR can
+    /// still tell ([`HealthEngine::judge_within`]). A round median above the baseline
+    /// alone freezes nothing: residuals are relative to the round, so a straggler in a
+    /// fleet that stepped up is still found.
+    fn frozen(
+        &mut self,
+        i: NodeIx,
+        (w, r): (&Window, &RoundStats),
+        seen: &Seen,
+        inside: bool,
+        out: &mut RoundOutput,
+    ) {
+        let Some(c) = &seen.confirm else {
+            if inside && self.held(i) && w.elevated {
+                self.ask_within(i, out);
+            }
+            return;
+        };
+        self.nodes[i].data.confirm_pending = false;
+        self.nodes[i].data.asked_varying = false;
+        if inside {
+            let answers = seen.peers.iter().copied().zip(c.iter().copied());
+            let spared: Vec<(usize, f64)> = answers
+                .zip(&seen.spared)
+                .filter_map(|(x, spared)| spared.then_some(x))
+                .collect();
+            self.judge_within(i, (w, r), (spared, seen.mates), out);
+        }
+    }
+
     /// Recommends confirmed node `i` for quarantine, its re-pairings `c` having reproduced
     /// its slowness: after its hold ([`HealthEngine::held`], `steady`), or varying from
     /// round to round and held by [`HealthEngine::varying_held`].
@@ -383,7 +485,7 @@ impl HealthEngine {
         &mut self,
         i: NodeIx,
         (w, r): (&Window, &RoundStats),
-        c: &[f64],
+        (c, own_tor): (&[f64], bool),
         steady: bool,
         mut e: Evidence,
         out: &mut RoundOutput,
@@ -407,8 +509,13 @@ impl HealthEngine {
             )
         };
         e.push(Key::AgreeingSlowRounds, d.agreeing as f64);
+        let peers = if own_tor {
+            "known-good members of its own ToR (a partial fabric event is on; a pair within one ToR crosses no ToR uplink and no spine, and the ToR's other inner pairs were not slow)"
+        } else {
+            "known-good peers"
+        };
         let reason = format!(
-            "confirmed straggler: still {:.1}% slower {how} and a second re-pairing with {} known-good peers; {}",
+            "confirmed straggler: still {:.1}% slower {how} and a second re-pairing with {} {peers}; {}",
             (w.score.exp() - 1.0) * 100.0,
             c.len(),
             corroboration(d, steady, self.horizon_said(i))

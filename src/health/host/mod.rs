@@ -208,6 +208,10 @@ pub struct RoundOutput {
     pub transitions: Vec<Transition>,
     /// Nodes to re-pair with known-good peers next round.
     pub confirm_requests: Vec<usize>,
+    /// Of those, the nodes to re-pair with members of their own ToR only (the plan's
+    /// [`OwnTor`](crate::health::plan::OwnTor)): confirmed nodes judged inside a partial
+    /// fabric event, where only a pair that stays within one ToR is beyond the dip's reach.
+    pub confirm_own_tor: Vec<usize>,
     /// The fabric verdict: the group slow against its baseline, a partial event, or a
     /// crowd (per-node escalation is frozen where it reaches).
     pub fabric_degraded: bool,
@@ -304,6 +308,11 @@ struct NodeData {
     /// the signs corroborate the episode, [`crate::health::hardware::corroborates`]).
     slow_rounds: usize,
     sign_rounds: usize,
+    /// While it is confirmed inside a partial fabric verdict: its re-pairings with members
+    /// of its own ToR that the dip does not reach, (peer, log residual), one per peer, the
+    /// newest last (see `HealthEngine::judge_within`). Not part of the engine's wire form:
+    /// a member that takes the state over collects them again, a few rounds.
+    within: Vec<(usize, f64)>,
 }
 
 impl NodeData {
@@ -508,10 +517,39 @@ impl HealthEngine {
         out.tor_new_normal = r.tor_judgement.renewed.clone();
         out.tor_uplinks = r.tor_judgement.uplinks.clone();
         out.new_normal = r.new_normal;
+        // Read once, and only under a partial fabric verdict (what they are read for): the
+        // states as the round began (a node moved this round does not change how its
+        // ToR's members are judged).
+        let states = if r.partial_fabric {
+            self.nodes.states()
+        } else {
+            Vec::new()
+        };
         for (i, w) in windows.into_iter().enumerate() {
             if judged(&i) {
+                let (peers, residuals): (Vec<usize>, Vec<f64>) =
+                    confirm.remove(&i).unwrap_or_default().into_iter().unzip();
+                // Only a confirmed node alone on its ToR is judged by its re-pairings
+                // within the ToR inside a dip (`advance`): the others' answers are not
+                // read for it, and the dip's pairs are scanned for none of them.
+                let confirmed = self.nodes[NodeIx(i)].state == NodeState::Confirmed;
+                let (alone, mates) = if r.partial_fabric && confirmed {
+                    tor_mates(i, &input.tors, &states)
+                } else {
+                    (false, 0)
+                };
+                let spared = if alone {
+                    let spares = |p: &usize| self.dip.spares((i, *p), &input.tors);
+                    peers.iter().map(spares).collect()
+                } else {
+                    Vec::new()
+                };
                 let seen = advance::Seen {
-                    confirm: confirm.remove(&i),
+                    confirm: (!peers.is_empty()).then_some(residuals),
+                    peers,
+                    spared,
+                    alone,
+                    mates,
                     congested: input.congested.contains(&i),
                     signs: input
                         .hardware
@@ -575,6 +613,19 @@ impl HealthEngine {
             out.transitions.push(transition(c));
         }
     }
+}
+
+/// Whether node `i`'s ToR (`tors`, by node) is known with no other member confirmed
+/// (`states`), and how many of its other members are healthy.
+fn tor_mates(i: usize, tors: &[Option<u32>], states: &[NodeState]) -> (bool, usize) {
+    let Some(t) = tors.get(i).copied().flatten() else {
+        return (false, 0);
+    };
+    let state = |m: usize| states.get(m).copied().unwrap_or(NodeState::Healthy);
+    let mates = || (0..tors.len()).filter(|&m| m != i && tors[m] == Some(t));
+    let slow = |m: usize| state(m) == NodeState::Confirmed;
+    let healthy = mates().filter(|&m| state(m) == NodeState::Healthy).count();
+    (!mates().any(slow), healthy)
 }
 
 /// The snapshot's form of a node's change.

@@ -181,6 +181,7 @@ impl NodeWire {
                 asked_varying: self.asked_varying,
                 slow_rounds: self.slow_rounds,
                 sign_rounds: self.sign_rounds,
+                within: Vec::new(),
             },
         }
     }
@@ -475,8 +476,12 @@ impl HealthEngine {
     /// when a DNS re-resolution changes the candidates, so that nobody's state or history is
     /// reset because somebody else joined or left.
     pub fn remap(&mut self, map: &[Option<usize>], nodes: usize) {
+        // The re-pairings collected inside a dip name peers by their old indices.
         self.nodes
-            .remap(map, vec![NodeData::default(); nodes], |_, t| t);
+            .remap(map, vec![NodeData::default(); nodes], |_, mut t| {
+                t.data.within.clear();
+                t
+            });
         self.links.remap(map);
         // The links' runs and memory are dropped (their indices may name other nodes now);
         // the held links keep theirs, begun at an unknown round.

@@ -338,21 +338,21 @@ impl HealthEngine {
 
     /// Each pending node's re-pairings this round (the log residual of each against the
     /// round median), one per distinct peer (a peer counted twice would be one reporter
-    /// speaking twice).
+    /// speaking twice), with the peer.
     pub(super) fn confirmations(
         &self,
         input: &RoundInput,
         r: &RoundStats,
-    ) -> BTreeMap<usize, Vec<f64>> {
+    ) -> BTreeMap<usize, Vec<(usize, f64)>> {
         let n = self.nodes.len();
         let mut seen: BTreeSet<(usize, usize)> = BTreeSet::new();
-        let mut confirm: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+        let mut confirm: BTreeMap<usize, Vec<(usize, f64)>> = BTreeMap::new();
         for p in &input.confirmations {
             if p.within(n) && p.src != p.dst {
                 let d = r.adjusted(p);
                 for (node, peer) in [(p.src, p.dst), (p.dst, p.src)] {
                     if self.nodes[NodeIx(node)].data.confirm_pending && seen.insert((node, peer)) {
-                        confirm.entry(node).or_default().push(d);
+                        confirm.entry(node).or_default().push((peer, d));
                     }
                 }
             }

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::*;
+use crate::health::plan::{OwnTor, confirm_pairs};
 
 /// A deterministic jitter in [0, 0.01) for the pair `a`, `b` in round `r` (healthy noise).
 fn jitter(r: usize, a: usize, b: usize) -> f64 {
@@ -25,6 +26,10 @@ struct DipRun {
     dip_normals: Vec<usize>,
     /// Quarantine recommendations (round, node).
     quarantines: Vec<(usize, usize)>,
+    /// Their reasons, in the same order.
+    reasons: Vec<String>,
+    /// The nodes the engine asked to re-pair within their own ToR.
+    within: BTreeSet<usize>,
     /// Moves to suspect (round, node).
     suspects: Vec<(usize, usize)>,
     /// Moves to confirmed (round, node).
@@ -61,9 +66,16 @@ fn run_dips(
     let mut e = HealthEngine::new(n, HealthConfig::default());
     let mut requests: Vec<(usize, usize)> = Vec::new();
     let mut confirm: Vec<usize> = Vec::new();
+    let mut own_tor: Vec<usize> = Vec::new();
     let mut run = DipRun::default();
     for r in 0..rounds {
-        let input = dip_round(n, r, &seconds, &requests, &confirm);
+        let asked = Asked {
+            confirm: &confirm,
+            own_tor: &own_tor,
+            states: &e.states(),
+            round: e.rounds(),
+        };
+        let input = dip_round(n, r, &seconds, &requests, asked);
         let out = e.step(&input);
         run.links.extend(out.link_verdicts.iter().map(|&p| (r, p)));
         run.fabric.push(out.fabric_degraded);
@@ -73,7 +85,10 @@ fn run_dips(
         run.spines.extend(out.spine_verdict.map(|v| (r, v)));
         for t in &out.transitions {
             match t.to {
-                NodeState::QuarantineRecommended => run.quarantines.push((r, t.node)),
+                NodeState::QuarantineRecommended => {
+                    run.quarantines.push((r, t.node));
+                    run.reasons.push(t.reason.clone());
+                }
                 NodeState::Suspect => run.suspects.push((r, t.node)),
                 NodeState::Confirmed => run.confirmed.push((r, t.node)),
                 _ => {}
@@ -81,20 +96,56 @@ fn run_dips(
         }
         requests = out.link_requests;
         confirm = out.confirm_requests;
+        own_tor = out.confirm_own_tor;
+        run.within.extend(own_tor.iter().copied());
     }
     run
 }
 
+/// The re-pairings the engine asked for last round.
+struct Asked<'a> {
+    confirm: &'a [usize],
+    /// Of `confirm`, those to re-pair within their own ToR.
+    own_tor: &'a [usize],
+    states: &'a [NodeState],
+    round: u64,
+}
+
+impl<'a> Asked<'a> {
+    /// Every suspect in `confirm` re-paired with peers on other ToRs.
+    fn across(confirm: &'a [usize]) -> Self {
+        Asked {
+            confirm,
+            own_tor: &[],
+            states: &[],
+            round: 0,
+        }
+    }
+}
+
 /// Round `r`'s input for `n` nodes on ToRs of 16 with the probe times `seconds`: a
-/// permutation, the link `requests` (8 at most) re-measured and every `confirm` suspect
-/// re-paired with peers on other ToRs.
+/// permutation, the link `requests` (8 at most) re-measured and every suspect `asked`
+/// re-paired with peers on other ToRs, or within its own ToR as the daemon's plan picks
+/// them ([`confirm_pairs`]) when the engine asked for that.
 fn dip_round(
     n: usize,
     r: usize,
     seconds: &impl Fn(usize, usize, usize) -> f64,
     requests: &[(usize, usize)],
-    confirm: &[usize],
+    asked: Asked<'_>,
 ) -> RoundInput {
+    let tors: Vec<Option<u32>> = (0..n).map(|i| Some((i / 16) as u32)).collect();
+    let own = OwnTor {
+        tors: &tors,
+        nodes: asked.own_tor,
+        round: asked.round,
+    };
+    let within = confirm_pairs(asked.own_tor, asked.states, &vec![true; n], 3, own);
+    let across = asked
+        .confirm
+        .iter()
+        .filter(|s| !asked.own_tor.contains(s))
+        .flat_map(|&s| [13, 29, 41].map(|k| (s, (s + k) % n)));
     let stride = 1 + r % (n - 1);
     let both = |a: usize, b: usize| Probe {
         src: a,
@@ -102,14 +153,14 @@ fn dip_round(
         seconds: seconds(r, a, b).max(seconds(r, b, a)),
     };
     RoundInput {
-        confirmations: confirm
-            .iter()
-            .flat_map(|&s| [13, 29, 41].map(|k| (s, (s + k) % n)))
+        confirmations: within
+            .into_iter()
+            .chain(across)
             .map(|(a, b)| both(a, b))
             .collect(),
         probes: super::tests::stride_probes(n, stride, |a, b| seconds(r, a, b)),
         link_probes: requests.iter().take(8).map(|&(a, b)| both(a, b)).collect(),
-        tors: (0..n).map(|i| Some((i / 16) as u32)).collect(),
+        tors,
         ..RoundInput::default()
     }
 }
@@ -380,8 +431,25 @@ fn the_members_a_lasting_dip_slows_on_every_probe_are_not_recommended_after_it_b
 /// ToR's uplinks (binding it too kept doubled-noise's straggler waiting 1,199 rounds).
 #[test]
 fn a_straggler_that_turned_slow_during_a_dip_is_recommended_once_the_dip_is_the_normal() {
+    let (run, renewed) = straggler_in_spine_dip(1100, 200);
+    assert!(
+        (renewed..renewed + 200).contains(&run.quarantines[0].0),
+        "recommended in round {} (normal from {renewed})",
+        run.quarantines[0].0
+    );
+}
+
+/// A 30 % straggler (node 5, on ToR 0) from round `from` inside the spine dip above, over
+/// `rounds`: the run and the round the dip became the normal, once node 5 is checked to
+/// be the only node recommended.
+fn straggler_in_spine_dip(rounds: usize, from: usize) -> (DipRun, usize) {
     let spine = |a: usize, b: usize| a / 16 != b / 16 && jitter(0, a.min(b), a.max(b)) < 0.0045;
-    let run = run_dips(1100, |r, a, b| r >= 40 && spine(a, b), None, Some((5, 200)));
+    let run = run_dips(
+        rounds,
+        |r, a, b| r >= 40 && spine(a, b),
+        None,
+        Some((5, from)),
+    );
     let renewed = *run.dip_normals.first().expect("the dip became the normal");
     assert_eq!(
         run.quarantines.iter().map(|q| q.1).collect::<Vec<_>>(),
@@ -389,11 +457,7 @@ fn a_straggler_that_turned_slow_during_a_dip_is_recommended_once_the_dip_is_the_
         "{:?}",
         run.quarantines
     );
-    assert!(
-        (renewed..renewed + 200).contains(&run.quarantines[0].0),
-        "recommended in round {} (normal from {renewed})",
-        run.quarantines[0].0
-    );
+    (run, renewed)
 }
 
 /// The same, with the straggler slow from 20 rounds before the dip becomes the normal.
@@ -532,7 +596,13 @@ fn a_member_that_takes_over_the_state_takes_the_dip_normal_with_it() {
     let mut r = 0;
     while renewed.is_none_or(|at| r < at + 20) {
         assert!(r < 1000, "the dip never became the normal");
-        let out = holder.step(&dip_round(n, r, &seconds, &requests, &confirm));
+        let out = holder.step(&dip_round(
+            n,
+            r,
+            &seconds,
+            &requests,
+            Asked::across(&confirm),
+        ));
         if out.dip_new_normal {
             renewed = Some(r);
         }
@@ -581,7 +651,7 @@ fn a_member_that_takes_over_the_state_takes_the_dip_normal_with_it() {
         .unwrap();
     let (mut holder_fabric, mut older_fabric) = (0, 0);
     for r in r..r + 200 {
-        let input = dip_round(n, r, &seconds, &requests, &confirm);
+        let input = dip_round(n, r, &seconds, &requests, Asked::across(&confirm));
         let out = holder.step(&input);
         let j = joined.step(&input);
         older_fabric += usize::from(older.step(&input).fabric_degraded);
@@ -653,4 +723,47 @@ fn a_normal_too_large_for_the_handover_is_left_out() {
     // (Compared as JSON values: a `Value` writes its keys in another order.)
     let written: serde_json::Value = serde_json::from_slice(&e.snapshot()).unwrap();
     assert_eq!(written, state, "a normal within the bound is written");
+}
+
+/// Issue 26 item 3, a straggler judged inside a partial event: a 30 % straggler from round
+/// 60 (node 5, on ToR 0) inside the spine dip above, which keeps the partial fabric
+/// verdict on until it becomes the normal (about round 400). Once its persistence horizon
+/// has passed it is re-paired within its own ToR, which the dip does not reach, and
+/// recommended on that evidence while the dip is still an event (before the re-pairings
+/// within the ToR it waited for the normal: round 443). No other node is recommended.
+#[test]
+fn a_straggler_inside_a_lasting_dip_is_recommended_by_re_pairings_within_its_tor() {
+    let (run, renewed) = straggler_in_spine_dip(600, 60);
+    let at = run.quarantines[0].0;
+    assert!(
+        at < renewed,
+        "recommended in round {at}, the normal from {renewed}"
+    );
+    assert!(run.fabric[at], "under the fabric verdict");
+    assert!(run.reasons[0].contains("own ToR"), "{}", run.reasons[0]);
+}
+
+/// Two 30 % stragglers on one ToR (nodes 5 and 6, from round 60) inside the spine dip
+/// above: each is confirmed while the other is, which is also how two members whose
+/// paths beyond the ToR slowed look when the topology lumps them with others, so
+/// neither is re-paired within the ToR nor recommended while the dip is an event; both
+/// are once it is the normal.
+#[test]
+fn two_stragglers_on_one_tor_wait_for_the_dips_end() {
+    let spine = |a: usize, b: usize| a / 16 != b / 16 && jitter(0, a.min(b), a.max(b)) < 0.0045;
+    let slow = |a: usize, b: usize| [5, 6].contains(&a) || [5, 6].contains(&b);
+    let dipped = |r: usize, a: usize, b: usize| r >= 40 && spine(a, b) || r >= 60 && slow(a, b);
+    let run = run_dips(800, dipped, None, None);
+    let renewed = *run.dip_normals.first().expect("the dip became the normal");
+    let confirmed = |x: usize| run.confirmed.iter().any(|c| c.1 == x && c.0 < renewed);
+    assert!(confirmed(5) && confirmed(6), "{:?}", run.confirmed);
+    assert!(run.within.is_empty(), "{:?}", run.within);
+    let mut nodes: Vec<usize> = run.quarantines.iter().map(|q| q.1).collect();
+    nodes.sort_unstable();
+    assert_eq!(nodes, [5, 6], "{:?}", run.quarantines);
+    assert!(
+        run.quarantines.iter().all(|q| q.0 > renewed),
+        "normal from {renewed}: {:?}",
+        run.quarantines
+    );
 }
