@@ -141,14 +141,38 @@ fn record_uplinks(part: &mut ProbeSnapshot, marked: &[(u32, f64)], names: &[Stri
 
 /// Forgets the ToR and spine verdicts of both planes (their member indices are those of a
 /// former candidate list); the device plane publishes its own again at its next round.
-pub(super) fn forget(part: &mut ProbeSnapshot) {
+/// Returns the names of the switch verdicts and marks it dropped while they held, and
+/// logs them: their start was logged, and an operator reading the log must not take
+/// them for still on (the engines judge them afresh from the next round).
+pub(super) fn forget(part: &mut ProbeSnapshot) -> Vec<String> {
+    let mut dropped: Vec<String> = part
+        .tors
+        .iter()
+        .filter(|t| t.degraded)
+        .map(|t| format!("ToR {}", t.name))
+        .chain(
+            part.tor_uplinks
+                .iter()
+                .map(|t| format!("ToR {}'s uplinks", t.name)),
+        )
+        .chain(part.spines.iter().map(|s| format!("spine {}", s.name)))
+        .collect();
     part.tors.clear();
     part.tor_uplinks.clear();
     part.spines.clear();
     if let Some(d) = part.device.as_mut() {
+        let device = d
+            .tor_verdicts
+            .iter()
+            .map(|t| format!("device ToR {}", t.tor));
+        dropped.extend(device.chain(d.spines.iter().map(|s| format!("device spine {}", s.name))));
         d.tor_verdicts.clear();
         d.spines.clear();
     }
+    if !dropped.is_empty() {
+        tracing::info!(verdicts = ?dropped, "switch verdicts dropped: the probe group's candidate list changed, so they are judged afresh from the next round");
+    }
+    dropped
 }
 
 /// The spine group name of `members` (see [`SpineView::name`]).
@@ -456,8 +480,8 @@ mod tests {
         assert!(named_device(&part, DeviceView::default()).spines.is_empty());
     }
 
-    /// Forgetting drops the ToR and spine verdicts of both planes and nothing else of the
-    /// snapshot.
+    /// Forgetting drops the ToR and spine verdicts and the uplinks marks of both planes,
+    /// names each for the log, and drops nothing else of the snapshot.
     #[test]
     fn forgetting_drops_both_planes_switch_verdicts() {
         let spine = SpineView {
@@ -495,8 +519,28 @@ mod tests {
             }),
             ..ProbeSnapshot::default()
         };
-        forget(&mut part);
-        assert!(part.tors.is_empty() && part.spines.is_empty());
+        part.tor_uplinks = vec![TorUplinksView {
+            name: "leaf-2".into(),
+            members: vec![0],
+            slowdown_ratio: 1.2,
+        }];
+        let dropped = forget(&mut part);
+        assert_eq!(
+            dropped,
+            [
+                "ToR leaf-1",
+                "ToR leaf-2's uplinks",
+                "spine pod-1",
+                "device ToR leaf-1",
+                "device spine pod-1"
+            ],
+            "each dropped verdict named for the log"
+        );
+        assert!(part.tors.is_empty() && part.spines.is_empty() && part.tor_uplinks.is_empty());
+        assert!(
+            forget(&mut part).is_empty(),
+            "nothing held, nothing dropped"
+        );
         let d = part.device.as_ref().expect("the device view stays");
         assert!(d.tor_verdicts.is_empty() && d.spines.is_empty());
         assert_eq!((d.me, part.members.len()), (Some(0), 1));
