@@ -469,6 +469,11 @@ impl HealthEngine {
         self.nodes[i].data.confirm_pending = false;
         self.nodes[i].data.asked_varying = false;
         if inside {
+            if seen.spared.iter().any(|spared| !spared) {
+                // The dip reaches the ToR now (or the normal holds a pair of it): what
+                // was collected before may be the dip's too.
+                self.nodes[i].data.within.clear();
+            }
             let answers = seen.peers.iter().copied().zip(c.iter().copied());
             let spared: Vec<(usize, f64)> = answers
                 .zip(&seen.spared)

@@ -520,6 +520,9 @@ impl HealthEngine {
         // Read once, and only under a partial fabric verdict (what they are read for): the
         // states as the round began (a node moved this round does not change how its
         // ToR's members are judged).
+        // The topology as far as it names this group's nodes (a longer list names none
+        // of them past its end).
+        let tors = &input.tors[..input.tors.len().min(n)];
         let states = if r.partial_fabric {
             self.nodes.states()
         } else {
@@ -534,12 +537,12 @@ impl HealthEngine {
                 // read for it, and the dip's pairs are scanned for none of them.
                 let confirmed = self.nodes[NodeIx(i)].state == NodeState::Confirmed;
                 let (alone, mates) = if r.partial_fabric && confirmed {
-                    tor_mates(i, &input.tors, &states)
+                    tor_mates(i, tors, &states, &input.absent)
                 } else {
                     (false, 0)
                 };
-                let spared = if alone {
-                    let spares = |p: &usize| self.dip.spares((i, *p), &input.tors);
+                let spared = if alone && !r.crowded(i) {
+                    let spares = |p: &usize| self.dip.spares((i, *p), tors);
                     peers.iter().map(spares).collect()
                 } else {
                     Vec::new()
@@ -588,8 +591,12 @@ impl HealthEngine {
         // the same episode.
         let recovered = self.nodes[node].counts.clean >= self.cfg.exit_rounds;
         // A pending re-pairing asked on a confirmed node's varying evidence is judged so
-        // only in that state.
+        // only in that state, and the answers collected within its ToR inside a dip
+        // belong to that stay in it.
         self.nodes[node].data.asked_varying = false;
+        if self.nodes[node].state != to {
+            self.nodes[node].data.within.clear();
+        }
         let mut ended = None;
         if to == NodeState::Probation || (to == NodeState::Healthy && recovered) {
             // An episode nothing corroborated that ended by itself (back within bounds
@@ -616,16 +623,24 @@ impl HealthEngine {
 }
 
 /// Whether node `i`'s ToR (`tors`, by node) is known with no other member confirmed
-/// (`states`), and how many of its other members are healthy.
-fn tor_mates(i: usize, tors: &[Option<u32>], states: &[NodeState]) -> (bool, usize) {
+/// (`states`; one recommended for quarantine no longer counts: it is out of the jobs'
+/// way, and a second straggler beside it is judged alone), and how many of its other
+/// members are healthy and present (not in `absent`).
+fn tor_mates(
+    i: usize,
+    tors: &[Option<u32>],
+    states: &[NodeState],
+    absent: &[usize],
+) -> (bool, usize) {
     let Some(t) = tors.get(i).copied().flatten() else {
         return (false, 0);
     };
-    let state = |m: usize| states.get(m).copied().unwrap_or(NodeState::Healthy);
-    let mates = || (0..tors.len()).filter(|&m| m != i && tors[m] == Some(t));
-    let slow = |m: usize| state(m) == NodeState::Confirmed;
-    let healthy = mates().filter(|&m| state(m) == NodeState::Healthy).count();
-    (!mates().any(slow), healthy)
+    let n = tors.len().min(states.len());
+    let mates = || (0..n).filter(|&m| m != i && tors[m] == Some(t));
+    let slow = |m: usize| states[m] == NodeState::Confirmed;
+    // The plan pairs present members only.
+    let healthy = |m: &usize| states[*m] == NodeState::Healthy && !absent.contains(m);
+    (!mates().any(slow), mates().filter(healthy).count())
 }
 
 /// The snapshot's form of a node's change.

@@ -767,3 +767,47 @@ fn two_stragglers_on_one_tor_wait_for_the_dips_end() {
         run.quarantines
     );
 }
+
+/// The answers a confirmed node collects within its ToR inside a dip belong to that stay
+/// in the state: the straggler of the spine dip above is taken by a hard fault in the
+/// round after its first answers arrived, and keeps none of them (a later episode inside
+/// another dip would have mixed them with its own).
+#[test]
+fn answers_collected_within_the_tor_do_not_outlive_the_confirmed_state() {
+    let n = 64;
+    let spine = |a: usize, b: usize| a / 16 != b / 16 && jitter(0, a.min(b), a.max(b)) < 0.0045;
+    let seconds = |r: usize, a: usize, b: usize| {
+        let mut f = 1.0 + jitter(r, a, b);
+        if r >= 40 && spine(a, b) {
+            f *= 1.25;
+        }
+        if r >= 60 && (a == 5 || b == 5) {
+            f *= 1.3;
+        }
+        f
+    };
+    let mut e = HealthEngine::new(n, HealthConfig::default());
+    let (mut requests, mut confirm, mut own_tor) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..600 {
+        let asked = Asked {
+            confirm: &confirm,
+            own_tor: &own_tor,
+            states: &e.states(),
+            round: e.rounds(),
+        };
+        let mut input = dip_round(n, r, &seconds, &requests, asked);
+        let collecting = !e.nodes[NodeIx(5)].data.within.is_empty();
+        if collecting {
+            input.hard_faults.push((5, "device lost".into()));
+        }
+        let out = e.step(&input);
+        if collecting {
+            assert_eq!(e.states()[5], NodeState::QuarantineRecommended);
+            assert!(e.nodes[NodeIx(5)].data.within.is_empty());
+            return;
+        }
+        (requests, confirm, own_tor) =
+            (out.link_requests, out.confirm_requests, out.confirm_own_tor);
+    }
+    panic!("node 5 never collected answers within its ToR");
+}
