@@ -195,6 +195,8 @@ impl HostGroup {
             .collect();
 
         let present = vec![true; n];
+        // The daemon's topology: each member's ToR (the simulator's own numbering), for
+        // the plan's own-ToR pairs and the engine alike.
         let tors: Vec<Option<u32>> = m.iter().map(|&x| Some(w.topo.tor(x) as u32)).collect();
         let own = OwnTor {
             tors: &tors,
@@ -258,8 +260,7 @@ impl HostGroup {
             absent: Vec::new(),
             congested,
             hardware: w.host_hardware(r, m),
-            // The daemon's topology: each member's ToR (the simulator's own numbering).
-            tors: m.iter().map(|&x| Some(w.topo.tor(x) as u32)).collect(),
+            tors,
         }
     }
 }
