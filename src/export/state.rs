@@ -501,7 +501,7 @@ pub struct Link {
 pub struct Evidence {
     /// What it is.
     pub what: String,
-    /// Its value (`null` when not finite).
+    /// Its value, always finite: the engines leave out a figure they did not measure.
     pub value: f64,
 }
 

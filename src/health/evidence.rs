@@ -122,18 +122,29 @@ impl Key {
 }
 
 /// The numbers behind one transition, in the order they were recorded.
+///
+/// Only finite numbers are kept: a figure that was not measured (the median RTT of a
+/// window in which no ping was answered is NaN) is left out, as a failed read leaves out
+/// its series, so the state API, the audit trail and the logs never show a value nobody
+/// measured.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Evidence(Vec<(Key, f64)>);
 
 impl Evidence {
-    /// Evidence of these numbers.
+    /// Evidence of these numbers (those not finite left out).
     pub fn of<const N: usize>(items: [(Key, f64); N]) -> Self {
-        Evidence(items.to_vec())
+        let mut e = Evidence(Vec::with_capacity(N));
+        for (key, value) in items {
+            e.push(key, value);
+        }
+        e
     }
 
-    /// Adds a number.
+    /// Adds a number, unless it is not finite (not measured).
     pub fn push(&mut self, key: Key, value: f64) {
-        self.0.push((key, value));
+        if value.is_finite() {
+            self.0.push((key, value));
+        }
     }
 
     /// The (name, value) pairs a transition carries.
@@ -162,6 +173,26 @@ mod tests {
             spread
         ));
         assert!(!moves_as_one(&mut [], 0, spread));
+    }
+
+    /// A number that was not measured (NaN, or infinite from a ratio of nothing) is left
+    /// out; the measured ones stay, in their order.
+    #[test]
+    fn evidence_keeps_only_measured_numbers() {
+        let mut e = Evidence::of([
+            (Key::WindowLossRatio, 0.25),
+            (Key::WindowMedianLogRttResidual, f64::NAN),
+            (Key::WindowRttRobustZ, f64::INFINITY),
+        ]);
+        e.push(Key::ConfirmationMedianLogRttResidual, f64::NAN);
+        e.push(Key::ConfirmationPackets, 40.0);
+        assert_eq!(
+            e.named(),
+            vec![
+                ("window_loss_ratio".to_string(), 0.25),
+                ("confirmation_packets".to_string(), 40.0),
+            ]
+        );
     }
 
     /// The names are part of the exported state and the simulator's report: each is the

@@ -10,7 +10,7 @@
 //! (`uncorroborated_hold`).
 
 use super::confirm::{Confirmation, Reproduction};
-use super::score::Elevation;
+use super::score::{Elevation, percent_slower};
 use super::{DeviceEngine, DeviceInput, DeviceOutput};
 use crate::health::evidence::Key;
 use crate::health::hardware::{Signs, corroborates};
@@ -50,6 +50,28 @@ impl Seen {
         }
         seen
     }
+}
+
+/// Why a suspect was confirmed: its window's elevation, or, when the window is within
+/// bounds this round (its re-pings decided it in a round an event explained), what the
+/// re-pings themselves showed; their RTT only when one was answered.
+fn confirmed_reason(e: &Elevation, loss_ratio: f64, slow: f64) -> String {
+    let said = if e.any() {
+        e.describe()
+    } else {
+        let rtt = percent_slower(slow);
+        let rtt = if rtt.is_finite() {
+            format!(", their answers {rtt:+.0}% against the round median")
+        } else {
+            String::new()
+        };
+        format!(
+            "the re-pings lost {:.1}% of their packets{rtt}; {}",
+            loss_ratio * 100.0,
+            e.describe()
+        )
+    };
+    format!("re-pinged from known-good ports on other nodes: {said}")
 }
 
 impl DeviceEngine {
@@ -163,10 +185,7 @@ impl DeviceEngine {
                 self.set(
                     i,
                     NodeState::Confirmed,
-                    format!(
-                        "re-pinged from known-good ports on other nodes: {}",
-                        e.describe()
-                    ),
+                    confirmed_reason(e, loss_ratio, slow),
                     ev,
                     out,
                 );
@@ -260,5 +279,52 @@ impl DeviceEngine {
             ev,
             out,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A window elevated by RTT or not, its RTT residual NaN when it had none to judge by.
+    fn window(loss: bool, rtt: bool, rtt_residual: f64) -> Elevation {
+        Elevation {
+            loss,
+            rtt,
+            loss_ratio: 0.02,
+            tail: 0.5,
+            rtt_residual,
+            rtt_z: rtt_residual / 0.05,
+            rtt_spread: 0.05,
+            steady: true,
+            peers: 41,
+        }
+    }
+
+    /// Held out, 22 confirmations said "pings NaN% slower": the suspect's re-pings
+    /// decided it in a round a fabric event explained, when its window (pings with
+    /// ports behind another switch in an event left out) had no RTT to judge it by and
+    /// was elevated by nothing. The reason now
+    /// gives the re-pings' own figures and says the window is within bounds.
+    #[test]
+    fn a_confirmation_never_shows_a_figure_nobody_measured() {
+        // ln 2.2 is 120 % slower; the window had no answered ping.
+        let r = confirmed_reason(&window(false, false, f64::NAN), 0.3, 2.2f64.ln());
+        assert!(!r.contains("NaN") && !r.contains("inf"), "{r}");
+        assert!(r.contains("lost 30.0%"), "{r}");
+        assert!(r.contains("+120% against the round median"), "{r}");
+        assert!(r.contains("no RTT to judge it by"), "{r}");
+        // Re-pings that were all lost have no RTT either: none is said.
+        let r = confirmed_reason(&window(false, false, f64::NAN), 1.0, f64::NAN);
+        assert!(!r.contains("NaN") && !r.contains("against"), "{r}");
+        // A window elevated by RTT says so with its own figure (ln 1.5: 50 % slower).
+        let r = confirmed_reason(&window(false, true, 1.5f64.ln()), 0.0, f64::NAN);
+        assert!(
+            r.ends_with("pings 50% slower than the round median with 41 peers"),
+            "{r}"
+        );
+        // Within bounds with an RTT: its sign is shown (ln 0.9: 10 % quicker).
+        let r = window(false, false, 0.9f64.ln()).describe();
+        assert!(r.contains("pings -10% against the round median"), "{r}");
     }
 }

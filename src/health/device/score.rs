@@ -93,27 +93,40 @@ impl Elevation {
         ])
     }
 
-    /// The elevation in words.
+    /// The elevation in words, with only the numbers the window has. A port within
+    /// bounds in this round's window (a suspect's re-pings may still decide it in a round
+    /// an event explains) is said to be, and a window without an RTT it is judged by
+    /// (none answered, or each with a port behind another switch in an event) gives
+    /// none: a reason never shows a figure nobody measured.
     pub fn describe(&self) -> String {
+        let peers = self.peers;
+        let loss = self.loss_ratio * 100.0;
+        let rtt = percent_slower(self.rtt_residual);
         match (self.loss, self.rtt) {
-            (true, true) => format!(
-                "{:.1}% packet loss and {:.0}% slower pings with {} peers",
-                self.loss_ratio * 100.0,
-                (self.rtt_residual.exp() - 1.0) * 100.0,
-                self.peers
-            ),
-            (true, false) => format!(
-                "{:.1}% packet loss on pings with {} peers",
-                self.loss_ratio * 100.0,
-                self.peers
-            ),
-            _ => format!(
-                "pings {:.0}% slower than the round median with {} peers",
-                (self.rtt_residual.exp() - 1.0) * 100.0,
-                self.peers
-            ),
+            (true, true) => {
+                format!("{loss:.1}% packet loss and {rtt:.0}% slower pings with {peers} peers")
+            }
+            (true, false) => format!("{loss:.1}% packet loss on pings with {peers} peers"),
+            (false, true) => {
+                format!("pings {rtt:.0}% slower than the round median with {peers} peers")
+            }
+            (false, false) => {
+                let rtt = if rtt.is_finite() {
+                    format!("pings {rtt:+.0}% against the round median")
+                } else {
+                    "no RTT to judge it by".to_string()
+                };
+                format!(
+                    "within bounds in this round's window ({loss:.1}% packet loss, {rtt}, with {peers} peers)"
+                )
+            }
         }
     }
+}
+
+/// A log RTT residual as a percentage slower (NaN stays NaN: the caller says so in words).
+pub(super) fn percent_slower(log_residual: f64) -> f64 {
+    (log_residual.exp() - 1.0) * 100.0
 }
 
 /// A port's loss is unlikely under the fabric rate: P(X ≥ lost) for X ~ Bin(packets, p0).
