@@ -892,5 +892,8 @@ impl TorWatch {
     }
 }
 
+mod renumber;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use renumber::renumbering;

@@ -22,6 +22,8 @@ mod tests_horizon;
 #[cfg(test)]
 mod tests_links;
 #[cfg(test)]
+mod tests_renumber;
+#[cfg(test)]
 mod tests_restore;
 #[cfg(test)]
 mod tests_small_tors;
@@ -403,6 +405,10 @@ pub struct HealthEngine {
     /// Last round's ToR levels, taken out of this round's probes before its own are
     /// measured (not in the wire form).
     tor_shift: BTreeMap<u32, f64>,
+    /// The ToR numbers (by node) `tors` and `tor_shift` were last kept under: a round
+    /// that numbers them otherwise carries both over ([`HealthEngine::follow_tors`]).
+    /// Not in the wire form: a restored engine keeps its own `tors`, and this with them.
+    tor_seen: Vec<Option<u32>>,
     /// The base rate of probes slow on their own, and the recent rounds' counts.
     partial: PartialFabric,
     /// Pairs with slow observations of their own, and pairs with a link verdict: held
@@ -449,6 +455,7 @@ impl HealthEngine {
             partial_hist: VecDeque::new(),
             tors: TorWatch::default(),
             tor_shift: BTreeMap::new(),
+            tor_seen: Vec::new(),
             partial: PartialFabric::default(),
             links: Pairs::default(),
             link_seen: BTreeMap::new(),
@@ -472,6 +479,7 @@ impl HealthEngine {
     /// Processes one round.
     pub fn step(&mut self, input: &RoundInput) -> RoundOutput {
         self.nodes.tick();
+        self.follow_tors(&input.tors);
         let mut out = RoundOutput::default();
         let mut r = self.score_round(input);
         let n = self.nodes.len();

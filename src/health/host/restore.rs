@@ -22,6 +22,7 @@ use crate::health::horizon::CongestionHorizon;
 use crate::health::lifecycle::{Counts, Lifecycle, Track};
 use crate::health::pairs::Pairs;
 use crate::health::stats::{MAX_LOG, MIN_SPREAD};
+use crate::health::tor::renumbering;
 use crate::snapshot::probe::NodeState;
 
 use super::reports::REPORT_WINDOW;
@@ -492,6 +493,39 @@ impl HealthEngine {
         self.dip.remap(map);
         self.congestion.remap(map);
         self.tors.forget_topology();
+        // The ToR numbers last seen, by the nodes' new indices (a node new here has none).
+        let mut seen = vec![None; nodes];
+        for (old, new) in map.iter().enumerate() {
+            if let (Some(new), Some(t)) = (new, self.tor_seen.get(old))
+                && let Some(slot) = seen.get_mut(*new)
+            {
+                *slot = *t;
+            }
+        }
+        self.tor_seen = if seen.iter().any(Option::is_some) {
+            seen
+        } else {
+            Vec::new()
+        };
+    }
+
+    /// Carries what the engine learnt of each ToR (`tors`: normals, histories, holds,
+    /// uplinks marks; `tor_shift`: last round's levels) over to this round's ToR numbers
+    /// (`tors`, by node) when they differ from those it was kept under: the daemon numbers
+    /// ToRs afresh at each formation, and a ToR that appears or goes shifts the others'
+    /// numbers (see [`crate::health::tor::renumbering`]). A round without topology changes
+    /// nothing: the numbers last seen wait for the next round that has it.
+    pub(super) fn follow_tors(&mut self, tors: &[Option<u32>]) {
+        if tors.is_empty() || self.tor_seen == tors {
+            return;
+        }
+        let map = renumbering(&self.tor_seen, tors);
+        self.tors.renumber(&map);
+        self.tor_shift = std::mem::take(&mut self.tor_shift)
+            .into_iter()
+            .filter_map(|(t, level)| Some((*map.get(&t)?, level)))
+            .collect();
+        self.tor_seen = tors.to_vec();
     }
 
     /// The engine's learned state (tracks, baseline, fabric and link histories; not the

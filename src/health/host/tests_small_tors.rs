@@ -153,7 +153,7 @@ fn run(w: &World) -> Run {
 }
 
 /// A fixed pseudo-random draw from `seed` (splitmix64): the same worlds on every run.
-fn draw(seed: u64) -> usize {
+pub(super) fn draw(seed: u64) -> usize {
     let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
