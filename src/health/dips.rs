@@ -29,7 +29,7 @@
 //! majority during a rolling upgrade, while a normal is rare. Carrying the dip on waits
 //! for a wire version that gates it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::lifecycle::remap_pair;
 use super::spine::{Shape, SpineVerdict};
@@ -39,6 +39,12 @@ use super::stats::MAX_LOG;
 /// the ToR (see [`DipPairs::spares`]): well above the few a healthy ToR's noise puts
 /// there in a long dip, well below a slow ToR's all.
 pub const INNER_DIP_SHARE: f64 = 0.25;
+
+/// Fewest of a ToR's other inner pairs (directed, not touching the node re-paired)
+/// measured since the dip began for [`DipPairs::spares`] to say the dip does not reach
+/// inside the ToR: with fewer, a quarter of them is not one pair, and a slow ToR's first
+/// rounds would pass for a spared one.
+pub const INNER_SEEN_MIN: usize = 4;
 
 /// The two ToRs of a pair, lower first.
 type TorPair = (u32, u32);
@@ -215,6 +221,10 @@ pub(crate) struct DipPairs {
     shape: Shape,
     /// The ToR numbers the ToR pairs and the shape were counted under.
     tors: Vec<Option<u32>>,
+    /// The directed pairs within one ToR judged while the current dip is on (as the
+    /// shape tallies them): what [`DipPairs::spares`] takes its share of. Forgotten with
+    /// the shape.
+    inner_seen: BTreeSet<(usize, usize)>,
 }
 
 impl DipPairs {
@@ -234,6 +244,7 @@ impl DipPairs {
         if self.quiet.is_none() {
             self.dip = Reach::default();
             self.shape = Shape::default();
+            self.inner_seen.clear();
             self.age = 0;
             return false;
         }
@@ -246,18 +257,28 @@ impl DipPairs {
         dip.cap_shares();
         self.normal.absorb(dip);
         self.shape = Shape::default();
+        self.inner_seen.clear();
         self.quiet = None;
         self.age = 0;
         true
     }
 
     /// A judged measurement (both ends' own shares known, the pair not in the normal) of
-    /// a round while the dip is on, between nodes on ToRs `places`; `slow`: the dip's share of it is
-    /// above the entry threshold. Tallied for the dip's shape (whether it is a spine's).
+    /// a round while the dip is on, of `pair` between nodes on ToRs `places`; `slow`: the
+    /// dip's share of it is above the entry threshold. Tallied for the dip's shape (whether
+    /// it is a spine's), and a pair within one ToR as seen for [`DipPairs::spares`].
     /// Nothing is tallied with no dip on (the round a dip became the normal).
-    pub fn measure(&mut self, places: (Option<u32>, Option<u32>), slow: bool) {
+    pub fn measure(
+        &mut self,
+        pair: (usize, usize),
+        places: (Option<u32>, Option<u32>),
+        slow: bool,
+    ) {
         if self.quiet.is_some() {
             self.shape.measure(places, slow);
+            if places.0.is_some() && places.0 == places.1 {
+                self.inner_seen.insert(pair);
+            }
         }
     }
 
@@ -341,14 +362,17 @@ impl DipPairs {
 
     /// Whether a re-pairing of `node` with `peer` is beyond the dips' reach: the two
     /// share a ToR (`tors`, by node), the normal holds neither the pair nor any pair
-    /// within that ToR, and the current dip has seen fewer than [`INNER_DIP_SHARE`] of
-    /// that ToR's other inner pairs (those not touching `node`) slow. A pair within one
-    /// ToR crosses no uplink of it and no spine, so a dip between ToRs, on a spine or on
-    /// the ToR's uplinks never slows it; a slow ToR (or a dip on a large random share of
-    /// the links) does, and shows in the ToR's other inner pairs. The pairs touching
-    /// `node` are not read, the pair itself included: a straggler's slow probes were
-    /// tallied as the dip's before it was accused, and would hide it from the only test
-    /// that finds it inside the dip.
+    /// within that ToR, and of that ToR's other inner pairs (those not touching `node`)
+    /// measured since the current dip began, at least [`INNER_SEEN_MIN`], fewer than
+    /// [`INNER_DIP_SHARE`] are the dip's (seen slow). A pair within one ToR crosses no
+    /// uplink of it and no spine, so a dip between ToRs, on a spine or on the ToR's
+    /// uplinks never slows it; a slow ToR (or a dip on a large random share of the links)
+    /// does, and shows in the ToR's other inner pairs. The share is of those measured,
+    /// not of all: a stride plan measures a ToR's own pairs a few rounds in ten, and a
+    /// dip that slowed every one it measured is no less inside for the ones it has not
+    /// yet. The pairs touching `node` are not read, the pair itself included: a
+    /// straggler's slow probes were tallied as the dip's before it was accused, and would
+    /// hide it from the only test that finds it inside the dip.
     pub fn spares(&self, (node, peer): (usize, usize), tors: &[Option<u32>]) -> bool {
         let tor = |i: usize| tors.get(i).copied().flatten();
         let Some(t) = tor(node) else {
@@ -363,16 +387,22 @@ impl DipPairs {
         if self.quiet.is_none() {
             return true;
         }
-        let members = tors.iter().filter(|x| **x == Some(t)).count();
-        // Directed inner pairs not touching `node`, and those the dip saw slow.
-        let others = members.saturating_sub(1) * members.saturating_sub(2);
-        let slow = self
+        let other = |&(a, b): &(usize, usize)| a != node && b != node;
+        let slow: BTreeSet<(usize, usize)> = self
             .dip
             .pairs
             .iter()
-            .filter(|((a, b), s)| s.tors == Some((t, t)) && *a != node && *b != node)
-            .count();
-        (slow as f64) < INNER_DIP_SHARE * others as f64 || others == 0
+            .filter(|(k, s)| s.tors == Some((t, t)) && other(k))
+            .map(|(k, _)| *k)
+            .collect();
+        let seen = self
+            .inner_seen
+            .iter()
+            .filter(|k| other(k) && tor(k.0) == Some(t) && tor(k.1) == Some(t))
+            .filter(|k| !slow.contains(k))
+            .count()
+            + slow.len();
+        seen >= INNER_SEEN_MIN && (slow.len() as f64) < INNER_DIP_SHARE * seen as f64
     }
 
     /// The normal's share of the pair's log residual (zero for a pair not in it, or with
@@ -395,6 +425,7 @@ impl DipPairs {
             self.dip.drop_tors();
             self.normal.drop_tors();
             self.shape = Shape::default();
+            self.inner_seen.clear();
         }
     }
 
@@ -406,6 +437,7 @@ impl DipPairs {
         // nothing now, and a state written before the next round must not carry them.
         self.tors.clear();
         self.shape = Shape::default();
+        self.inner_seen.clear();
     }
 }
 
@@ -540,9 +572,10 @@ mod tests {
     }
 
     /// Re-pairings within a ToR (nodes 0..4 on ToR 0, 4..8 on ToR 1): spared by a dip
-    /// between the ToRs, also when the re-paired node's own pairs were tallied as the
-    /// dip's; not across ToRs; not once a quarter of the ToR's other inner pairs are the
-    /// dip's (2 directed pairs of the 6 not touching node 0); not in a normal's ToR.
+    /// between the ToRs once enough of the ToR's other inner pairs were measured, also
+    /// when the re-paired node's own pairs were tallied as the dip's; not across ToRs;
+    /// not once a quarter of the ToR's other inner pairs measured are the dip's (2
+    /// directed pairs of the 6 not touching node 0); not in a normal's ToR.
     #[test]
     fn a_re_pairing_within_a_tor_is_spared_unless_the_dip_reaches_inside() {
         let tors: Vec<Option<u32>> = (0..8).map(|i| Some(i / 4)).collect();
@@ -551,6 +584,17 @@ mod tests {
         d.round((true, true), 3, 100);
         for (a, b) in [(0, 4), (1, 5), (2, 6), (3, 7)] {
             d.add((a, b), (Some(0), Some(1)), Some(0.2));
+        }
+        // Nothing within ToR 0 measured yet: the dip may reach inside.
+        assert!(!d.spares((0, 1), &tors), "nothing measured inside");
+        // Every directed inner pair of both ToRs measured, none slow.
+        for base in [0, 4] {
+            for a in base..base + 4 {
+                for b in (base..base + 4).filter(|&b| b != a) {
+                    let t = Some(base as u32 / 4);
+                    d.measure((a, b), (t, t), false);
+                }
+            }
         }
         // Node 0's own slow probes, inside its ToR, tallied before it was accused.
         d.add((0, 1), (Some(0), Some(0)), Some(0.3));
@@ -573,7 +617,43 @@ mod tests {
             n.add((6, 7), (Some(1), Some(1)), Some(0.2));
         }
         assert!(n.normal(4, 5), "the dip became the normal");
+        // A new dip is on (the last event round): ToR 0's pairs measured in it, not slow.
+        for (a, b) in [(1, 2), (2, 1), (2, 3), (3, 2)] {
+            n.measure((a, b), (Some(0), Some(0)), false);
+        }
         assert!(!n.spares((4, 6), &tors) && n.spares((0, 1), &tors));
+    }
+
+    /// The share is of the inner pairs measured since the dip began, not of all: in a ToR
+    /// of eight (42 directed pairs not touching node 0), a dip that slowed both of the
+    /// two pairs measured reaches inside, however many were not measured; the same two
+    /// among eight measured (a quarter: not fewer) still do, among nine they do not.
+    /// A dip that ends forgets what it measured.
+    #[test]
+    fn the_inner_share_is_of_the_pairs_measured_since_the_dip_began() {
+        let tors: Vec<Option<u32>> = (0..16).map(|i| Some(i / 8)).collect();
+        let t = (Some(0), Some(0));
+        let mut d = DipPairs::default();
+        d.round((true, true), 3, 100);
+        d.measure((2, 3), t, true);
+        d.measure((3, 2), t, true);
+        d.add((2, 3), t, Some(0.2));
+        assert!(!d.spares((0, 1), &tors), "2 slow of 2 measured");
+        for (a, b) in [(4, 5), (5, 4), (6, 7), (7, 6), (4, 6), (6, 4)] {
+            d.measure((a, b), t, false);
+        }
+        assert!(!d.spares((0, 1), &tors), "2 slow of 8 measured: a quarter");
+        d.measure((5, 7), t, false);
+        assert!(d.spares((0, 1), &tors), "2 slow of 9 measured");
+        // Quiet past the hold: the dip is over, and what it measured with it.
+        for _ in 0..4 {
+            d.round((false, false), 3, 100);
+        }
+        d.round((true, true), 3, 100);
+        assert!(
+            !d.spares((0, 1), &tors),
+            "a new dip has measured nothing inside"
+        );
     }
 
     /// A dip on for more than the horizon (here 5 rounds, an event every other round)

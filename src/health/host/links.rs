@@ -200,7 +200,7 @@ impl HealthEngine {
             }
             if let (Some(a), Some(b)) = (own(p.src), own(p.dst)) {
                 let slow = r.adjusted(p) - a - b > r.entry;
-                self.dip.measure(places(p.src, p.dst), slow);
+                self.dip.measure((p.src, p.dst), places(p.src, p.dst), slow);
             }
         }
     }
