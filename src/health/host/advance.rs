@@ -36,6 +36,13 @@ pub(super) struct Seen {
     /// It is bound to a dip that became the normal (`DipPairs::binds`): it stays frozen
     /// as it was while the dip was an event.
     pub bound: bool,
+    /// The level (log units) of the ToR event it is in (its whole ToR slow at once, or
+    /// its ToR's uplinks marked slow; zero without one): its re-pairings with peers
+    /// behind other ToRs cross that ToR too, so they reproduce a slowness of its own only
+    /// by what they show beyond it. Held out, members that stood out of a slow ToR for a
+    /// round, their re-pairings no slower than the ToR made them, were cordoned once
+    /// their slowdown (the ToR's) had outlasted the persistence horizon.
+    pub beyond: f64,
 }
 
 impl HealthEngine {
@@ -285,7 +292,7 @@ impl HealthEngine {
         // Every re-pairing must reproduce the slowness: one congested path must not be
         // enough to condemn a node.
         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
-        let reproduced = got >= cfg.confirm_peers.max(MIN_REPORTERS) && cm > r.entry;
+        let reproduced = got >= cfg.confirm_peers.max(MIN_REPORTERS) && cm - seen.beyond > r.entry;
         // The re-pairings went through an uplink that reported congestion: they reproduce
         // the congestion as much as the node, however long it lasts (a round its counters
         // explain is never evidence against the node).
@@ -394,7 +401,8 @@ impl HealthEngine {
         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
         let mut e = w.evidence();
         e.push(Key::SecondConfirmationMinLogResidual, cm);
-        let reproduced = c.len() >= cfg.confirm_peers.max(MIN_REPORTERS) && cm > r.entry;
+        let reproduced =
+            c.len() >= cfg.confirm_peers.max(MIN_REPORTERS) && cm - seen.beyond > r.entry;
         if asked_varying {
             // Asked on `varying_held` while its slowness varied (in a round its counters
             // did not explain): recommended if that still holds and the re-pairings

@@ -516,6 +516,7 @@ impl HealthEngine {
             &r.tor_judgement.judged,
         );
         (r.crowded, out.crowd) = (crowds.crowded, crowds.named);
+        let tor_level = crowds.tor_level;
         out.tors_judged = r.tor_judgement.judged.clone();
         out.tors_judged.extend(small.iter().map(|(v, _, _)| v.tor));
         out.tors_judged.sort_unstable();
@@ -569,6 +570,7 @@ impl HealthEngine {
                         .fold(Signs::NONE, |a, (_, s)| a.union(*s)),
                     bound: self.nodes[NodeIx(i)].state == NodeState::Confirmed
                         && self.dip.binds(i, &input.tors),
+                    beyond: tor_level.get(i).copied().unwrap_or(0.0),
                 };
                 self.advance(NodeIx(i), w, &r, seen, &mut out);
             }

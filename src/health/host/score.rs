@@ -515,11 +515,18 @@ impl HealthEngine {
         named.extend(behind.iter().copied().filter(|&i| windows[i].large));
         named.sort_unstable();
         named.dedup();
+        let tor_level = tor_event_levels(
+            windows,
+            places,
+            &|i| judged(&i),
+            (&r.tor_judgement.uplinks, r.tors.shift()),
+        );
         Crowds {
             crowded,
             named,
             fabric: crowd,
             whole,
+            tor_level,
         }
     }
 
@@ -641,6 +648,8 @@ pub(super) struct Crowds {
     /// The members of ToRs every judged member of which is slow at once
     /// ([`whole_tor_slow`]), less the stragglers inside them.
     pub whole: BTreeSet<usize>,
+    /// Per node, the level of the ToR event it is in ([`tor_event_levels`]).
+    pub tor_level: Vec<f64>,
 }
 
 /// The ToRs not fitted this round (not in `fitted`, the ToRs the fit judged) with at least
@@ -719,6 +728,24 @@ pub(super) fn whole_tor_slow(
     counted: &dyn Fn(usize) -> bool,
     entry: f64,
 ) -> BTreeSet<usize> {
+    whole_slow_tors(windows, places, counted)
+        .into_values()
+        .flat_map(|(nodes, typical)| {
+            nodes
+                .into_iter()
+                .filter(move |&i| windows[i].score <= typical + entry)
+        })
+        .collect()
+}
+
+/// The ToRs every one of whose members the group judges (`counted`, at least two) is
+/// slow at once, with their members and their typical member's score (the lower median):
+/// what [`whole_tor_slow`] holds, and the level its members stand out of.
+fn whole_slow_tors(
+    windows: &[Window],
+    places: &[Option<u32>],
+    counted: &dyn Fn(usize) -> bool,
+) -> BTreeMap<u32, (Vec<usize>, f64)> {
     let mut by_tor: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
     for (i, t) in places.iter().enumerate().take(windows.len()) {
         if let Some(t) = t
@@ -727,18 +754,40 @@ pub(super) fn whole_tor_slow(
             by_tor.entry(*t).or_default().push(i);
         }
     }
-    let mut out = BTreeSet::new();
-    for nodes in by_tor.values().filter(|m| m.len() >= 2) {
-        if !nodes.iter().all(|&i| windows[i].large) {
-            continue;
+    by_tor
+        .into_iter()
+        .filter(|(_, m)| m.len() >= 2 && m.iter().all(|&i| windows[i].large))
+        .map(|(t, nodes)| {
+            let typical = lower_median(nodes.iter().map(|&i| &windows[i].score));
+            (t, (nodes, typical))
+        })
+        .collect()
+}
+
+/// Per node, the level of the ToR event it is in, which its re-pairings cross as much as
+/// its probes (zero without one): its whole ToR slow at once (the typical member's score,
+/// [`whole_slow_tors`]) or its ToR's uplinks marked slow (their level, less what `taken`
+/// already took out: as [`behind_slow_uplinks`] reads them), the larger of the two. A
+/// member that stands out of the event is judged on its own, and a re-pairing with
+/// known-good peers behind other ToRs reproduces its slowness only by what it shows
+/// beyond this level.
+pub(super) fn tor_event_levels(
+    windows: &[Window],
+    places: &[Option<u32>],
+    counted: &dyn Fn(usize) -> bool,
+    (uplinks, taken): (&[(u32, f64)], &BTreeMap<u32, f64>),
+) -> Vec<f64> {
+    let mut level = vec![0.0f64; windows.len()];
+    for (nodes, typical) in whole_slow_tors(windows, places, counted).into_values() {
+        for i in nodes {
+            level[i] = level[i].max(typical);
         }
-        let typical = lower_median(nodes.iter().map(|&i| &windows[i].score));
-        out.extend(
-            nodes
-                .iter()
-                .copied()
-                .filter(|&i| windows[i].score <= typical + entry),
-        );
     }
-    out
+    for (i, l) in level.iter_mut().enumerate().filter(|(i, _)| counted(*i)) {
+        let t = places.get(i).copied().flatten();
+        for (u, up) in uplinks.iter().filter(|(u, _)| Some(*u) == t) {
+            *l = l.max((up - taken.get(u).copied().unwrap_or(0.0)).max(0.0));
+        }
+    }
+    level
 }

@@ -40,6 +40,9 @@ struct World<'a> {
     congested: &'a [usize],
     topology: bool,
     tor_aware: bool,
+    /// A fixed factor on every probe between two nodes (the links' own offsets), from
+    /// round 20 on, re-pairings included.
+    link_offset: fn(usize, usize) -> f64,
 }
 
 impl Default for World<'_> {
@@ -53,6 +56,7 @@ impl Default for World<'_> {
             congested: &[],
             topology: true,
             tor_aware: false,
+            link_offset: |_, _| 1.0,
         }
     }
 }
@@ -65,6 +69,7 @@ fn run(w: &World) -> Run {
     let seconds = |r: usize, a: usize, b: usize| {
         let mut f = 1.0 + (a % 3) as f64 * 0.002;
         if r >= 20 {
+            f *= (w.link_offset)(a, b);
             for &(t, x) in slow_tors {
                 if tor(a) == t || tor(b) == t {
                     f *= x;
@@ -307,6 +312,42 @@ fn a_member_within_the_entry_threshold_of_its_partner_is_the_tors_not_its_own() 
         ..near
     });
     assert_eq!(blind.highest[6], NodeState::QuarantineRecommended);
+}
+
+#[test]
+fn a_member_that_stands_out_of_its_slow_tor_is_confirmed_only_beyond_the_tor() {
+    // ToR 3 (nodes 6, 7) 30 % slow; node 7's links to every node but the three its
+    // re-pairings meet (11, 15 and 3: the harness pairs a suspect with nodes 4, 8, 12
+    // places on) carry 25 % of their own, so its window stands out of its partner's by
+    // far more than the entry threshold, while its re-pairings show the ToR's 30 % and
+    // nothing beyond. With a hardware sign in every round (no horizon to wait), it is
+    // never confirmed: the ToR explains what the re-pairings reproduce. Before, they
+    // reproduced anything above the entry threshold, the ToR's slowdown included, and
+    // it was recommended (held out, members of slow ToRs were cordoned so).
+    let offsets = World {
+        slow_tors: &[(3, 1.3)],
+        signs: &[7],
+        link_offset: |a, b| {
+            let other = if a == 7 { b } else { a };
+            let met = [11, 15, 3];
+            if (a == 7 || b == 7) && !met.contains(&other) {
+                1.25
+            } else {
+                1.0
+            }
+        },
+        ..World::default()
+    };
+    let got = run(&offsets);
+    assert!(kept(&got, 7), "node 7 reached {:?}", got.highest[7]);
+    // The control: the same 25 % on every probe of node 7, its re-pairings included, is
+    // a straggler inside the slow ToR, and is recommended.
+    let straggler = run(&World {
+        stragglers: &[(7, 1.25)],
+        link_offset: |_, _| 1.0,
+        ..offsets
+    });
+    assert_eq!(straggler.highest[7], NodeState::QuarantineRecommended);
 }
 
 #[test]
