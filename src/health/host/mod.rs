@@ -516,7 +516,6 @@ impl HealthEngine {
             &r.tor_judgement.judged,
         );
         (r.crowded, out.crowd) = (crowds.crowded, crowds.named);
-        let tor_level = crowds.tor_level;
         out.tors_judged = r.tor_judgement.judged.clone();
         out.tors_judged.extend(small.iter().map(|(v, _, _)| v.tor));
         out.tors_judged.sort_unstable();
@@ -526,11 +525,10 @@ impl HealthEngine {
         out.tor_new_normal = r.tor_judgement.renewed.clone();
         out.tor_uplinks = r.tor_judgement.uplinks.clone();
         out.new_normal = r.new_normal;
-        // Read once, and only under a partial fabric verdict (what they are read for): the
-        // states as the round began (a node moved this round does not change how its
-        // ToR's members are judged).
-        // The topology as far as it names this group's nodes (a longer list names none
-        // of them past its end).
+        // The topology as far as it names this group's nodes (a longer list names none of
+        // them past its end); the states as the round began, read once and only under a
+        // partial fabric verdict (what they are read for: a node moved this round does not
+        // change how its ToR's members are judged).
         let tors = &input.tors[..input.tors.len().min(n)];
         let states = if r.partial_fabric {
             self.nodes.states()
@@ -570,7 +568,7 @@ impl HealthEngine {
                         .fold(Signs::NONE, |a, (_, s)| a.union(*s)),
                     bound: self.nodes[NodeIx(i)].state == NodeState::Confirmed
                         && self.dip.binds(i, &input.tors),
-                    beyond: tor_level.get(i).copied().unwrap_or(0.0),
+                    beyond: crowds.tor_level.get(i).copied().unwrap_or(0.0),
                 };
                 self.advance(NodeIx(i), w, &r, seen, &mut out);
             }
