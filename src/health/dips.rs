@@ -222,9 +222,9 @@ pub(crate) struct DipPairs {
     /// The ToR numbers the ToR pairs and the shape were counted under.
     tors: Vec<Option<u32>>,
     /// The directed pairs within one ToR judged while the current dip is on (as the
-    /// shape tallies them): what [`DipPairs::spares`] takes its share of. Forgotten with
-    /// the shape.
-    inner_seen: BTreeSet<(usize, usize)>,
+    /// shape tallies them), and whether any of those measurements was slow: what
+    /// [`DipPairs::spares`] takes its share of. Forgotten with the shape.
+    inner_seen: BTreeMap<(usize, usize), bool>,
 }
 
 impl DipPairs {
@@ -277,7 +277,7 @@ impl DipPairs {
         if self.quiet.is_some() {
             self.shape.measure(places, slow);
             if places.0.is_some() && places.0 == places.1 {
-                self.inner_seen.insert(pair);
+                *self.inner_seen.entry(pair).or_default() |= slow;
             }
         }
     }
@@ -388,20 +388,28 @@ impl DipPairs {
             return true;
         }
         let other = |&(a, b): &(usize, usize)| a != node && b != node;
-        let slow: BTreeSet<(usize, usize)> = self
+        // Slow: the dip's pairs of this ToR (slow in an event round) and the inner pairs
+        // measured slow in any round since it began; seen: those and the rest measured.
+        let mut slow: BTreeSet<(usize, usize)> = self
             .dip
             .pairs
             .iter()
             .filter(|(k, s)| s.tors == Some((t, t)) && other(k))
             .map(|(k, _)| *k)
             .collect();
-        let seen = self
+        let measured = self
             .inner_seen
             .iter()
-            .filter(|k| other(k) && tor(k.0) == Some(t) && tor(k.1) == Some(t))
-            .filter(|k| !slow.contains(k))
-            .count()
-            + slow.len();
+            .filter(|(k, _)| other(k) && tor(k.0) == Some(t) && tor(k.1) == Some(t));
+        let mut seen = 0;
+        for (k, was_slow) in measured {
+            if *was_slow {
+                slow.insert(*k);
+            } else if !slow.contains(k) {
+                seen += 1;
+            }
+        }
+        let seen = seen + slow.len();
         seen >= INNER_SEEN_MIN && (slow.len() as f64) < INNER_DIP_SHARE * seen as f64
     }
 
@@ -626,18 +634,20 @@ mod tests {
 
     /// The share is of the inner pairs measured since the dip began, not of all: in a ToR
     /// of eight (42 directed pairs not touching node 0), a dip that slowed both of the
-    /// two pairs measured reaches inside, however many were not measured; the same two
-    /// among eight measured (a quarter: not fewer) still do, among nine they do not.
-    /// A dip that ends forgets what it measured.
+    /// two pairs measured reaches inside, however many were not measured, and a pair
+    /// measured slow once stays slow (a later quick measurement of it does not undo it);
+    /// the same two among eight measured (a quarter: not fewer) still do, among nine they
+    /// do not. A dip that ends forgets what it measured.
     #[test]
     fn the_inner_share_is_of_the_pairs_measured_since_the_dip_began() {
         let tors: Vec<Option<u32>> = (0..16).map(|i| Some(i / 8)).collect();
         let t = (Some(0), Some(0));
         let mut d = DipPairs::default();
         d.round((true, true), 3, 100);
+        // Measured slow (in rounds that were no event: not among the dip's pairs).
         d.measure((2, 3), t, true);
         d.measure((3, 2), t, true);
-        d.add((2, 3), t, Some(0.2));
+        d.measure((2, 3), t, false);
         assert!(!d.spares((0, 1), &tors), "2 slow of 2 measured");
         for (a, b) in [(4, 5), (5, 4), (6, 7), (7, 6), (4, 6), (6, 4)] {
             d.measure((a, b), t, false);

@@ -2,7 +2,7 @@
 //! (suspect → confirmed → quarantine recommended, and back), and by hard faults, which
 //! skip the hysteresis.
 
-use super::score::{RoundStats, Window};
+use super::score::{RoundStats, TorEventLevel, Window};
 use super::{HealthEngine, RoundInput, RoundOutput};
 use crate::health::evidence::{Evidence, Key, MIN_REPORTERS, STEADY_RATIO, steady};
 use crate::health::hardware::Signs;
@@ -36,13 +36,14 @@ pub(super) struct Seen {
     /// It is bound to a dip that became the normal (`DipPairs::binds`): it stays frozen
     /// as it was while the dip was an event.
     pub bound: bool,
-    /// The level (log units) of the ToR event it is in (its whole ToR slow at once, or
-    /// its ToR's uplinks marked slow; zero without one): its re-pairings with peers
-    /// behind other ToRs cross that ToR too, so they reproduce a slowness of its own only
-    /// by what they show beyond it. Held out, members that stood out of a slow ToR for a
-    /// round, their re-pairings no slower than the ToR made them, were cordoned once
-    /// their slowdown (the ToR's) had outlasted the persistence horizon.
-    pub beyond: f64,
+    /// The levels of the ToR event it is in (its whole ToR slow at once, its ToR's
+    /// uplinks marked slow; zero without one): its re-pairings with peers behind other
+    /// ToRs cross both, so they reproduce a slowness of its own only by what they show
+    /// beyond the larger ([`TorEventLevel::across`]); those within its ToR cross the ToR
+    /// only (`whole`). Held out, members that stood out of a slow ToR for a round, their
+    /// re-pairings no slower than the ToR made them, were cordoned once their slowdown
+    /// (the ToR's) had outlasted the persistence horizon.
+    pub beyond: TorEventLevel,
 }
 
 impl HealthEngine {
@@ -226,7 +227,7 @@ impl HealthEngine {
         &mut self,
         i: NodeIx,
         (w, r): (&Window, &RoundStats),
-        (spared, mates): (Vec<(usize, f64)>, usize),
+        (spared, (mates, level)): (Vec<(usize, f64)>, (usize, f64)),
         out: &mut RoundOutput,
     ) {
         let need = self.cfg.confirm_peers.max(MIN_REPORTERS);
@@ -247,7 +248,9 @@ impl HealthEngine {
             return;
         }
         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
-        if cm <= r.entry {
+        // Beyond its whole ToR's slowdown, when its ToR is slow as a whole (the pairs
+        // within cross it; `Seen::beyond`).
+        if cm - level <= r.entry {
             within.clear();
             return;
         }
@@ -292,7 +295,8 @@ impl HealthEngine {
         // Every re-pairing must reproduce the slowness: one congested path must not be
         // enough to condemn a node.
         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
-        let reproduced = got >= cfg.confirm_peers.max(MIN_REPORTERS) && cm - seen.beyond > r.entry;
+        let reproduced =
+            got >= cfg.confirm_peers.max(MIN_REPORTERS) && cm - seen.beyond.across() > r.entry;
         // The re-pairings went through an uplink that reported congestion: they reproduce
         // the congestion as much as the node, however long it lasts (a round its counters
         // explain is never evidence against the node).
@@ -402,7 +406,7 @@ impl HealthEngine {
         let mut e = w.evidence();
         e.push(Key::SecondConfirmationMinLogResidual, cm);
         let reproduced =
-            c.len() >= cfg.confirm_peers.max(MIN_REPORTERS) && cm - seen.beyond > r.entry;
+            c.len() >= cfg.confirm_peers.max(MIN_REPORTERS) && cm - seen.beyond.across() > r.entry;
         if asked_varying {
             // Asked on `varying_held` while its slowness varied (in a round its counters
             // did not explain): recommended if that still holds and the re-pairings
@@ -487,7 +491,8 @@ impl HealthEngine {
                 .zip(&seen.spared)
                 .filter_map(|(x, spared)| spared.then_some(x))
                 .collect();
-            self.judge_within(i, (w, r), (spared, seen.mates), out);
+            let mates = (seen.mates, seen.beyond.whole);
+            self.judge_within(i, (w, r), (spared, mates), out);
         }
     }
 

@@ -568,7 +568,7 @@ impl HealthEngine {
                         .fold(Signs::NONE, |a, (_, s)| a.union(*s)),
                     bound: self.nodes[NodeIx(i)].state == NodeState::Confirmed
                         && self.dip.binds(i, &input.tors),
-                    beyond: crowds.tor_level.get(i).copied().unwrap_or(0.0),
+                    beyond: crowds.tor_level.get(i).copied().unwrap_or_default(),
                 };
                 self.advance(NodeIx(i), w, &r, seen, &mut out);
             }

@@ -514,8 +514,11 @@ impl HealthEngine {
     /// (`tors`, by node) when they differ from those it was kept under: the daemon numbers
     /// ToRs afresh at each formation, and a ToR that appears or goes shifts the others'
     /// numbers (see [`crate::health::tor::renumbering`]). A round without topology changes
-    /// nothing: the numbers last seen wait for the next round that has it.
+    /// nothing: the numbers last seen wait for the next round that has it. The dip's ToR
+    /// pairs are told the round's numbers here too, before anything reads them (the
+    /// re-pairings within a ToR read them before the links are judged).
     pub(super) fn follow_tors(&mut self, tors: &[Option<u32>]) {
+        self.dip.topology(tors);
         if tors.is_empty() || self.tor_seen == tors {
             return;
         }

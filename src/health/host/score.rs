@@ -648,8 +648,8 @@ pub(super) struct Crowds {
     /// The members of ToRs every judged member of which is slow at once
     /// ([`whole_tor_slow`]), less the stragglers inside them.
     pub whole: BTreeSet<usize>,
-    /// Per node, the level of the ToR event it is in ([`tor_event_levels`]).
-    pub tor_level: Vec<f64>,
+    /// Per node, the levels of the ToR event it is in ([`tor_event_levels`]).
+    pub tor_level: Vec<TorEventLevel>,
 }
 
 /// The ToRs not fitted this round (not in `fitted`, the ToRs the fit judged) with at least
@@ -764,30 +764,48 @@ fn whole_slow_tors(
         .collect()
 }
 
-/// Per node, the level of the ToR event it is in, which its re-pairings cross as much as
+/// Per node, the levels of the ToR event it is in, which its re-pairings cross as much as
 /// its probes (zero without one): its whole ToR slow at once (the typical member's score,
-/// [`whole_slow_tors`]) or its ToR's uplinks marked slow (their level, less what `taken`
-/// already took out: as [`behind_slow_uplinks`] reads them), the larger of the two. A
-/// member that stands out of the event is judged on its own, and a re-pairing with
-/// known-good peers behind other ToRs reproduces its slowness only by what it shows
-/// beyond this level.
+/// [`whole_slow_tors`]), and its ToR's uplinks marked slow (their level, less what `taken`
+/// already took out: as [`behind_slow_uplinks`] reads them). A member that stands out of
+/// the event is judged on its own, and a re-pairing with known-good peers behind other
+/// ToRs reproduces its slowness only by what it shows beyond the larger of the two; one
+/// with a member of its own ToR crosses the ToR but not its uplinks, so beyond the first.
 pub(super) fn tor_event_levels(
     windows: &[Window],
     places: &[Option<u32>],
     counted: &dyn Fn(usize) -> bool,
     (uplinks, taken): (&[(u32, f64)], &BTreeMap<u32, f64>),
-) -> Vec<f64> {
-    let mut level = vec![0.0f64; windows.len()];
+) -> Vec<TorEventLevel> {
+    let mut level = vec![TorEventLevel::default(); windows.len()];
     for (nodes, typical) in whole_slow_tors(windows, places, counted).into_values() {
         for i in nodes {
-            level[i] = level[i].max(typical);
+            level[i].whole = level[i].whole.max(typical);
         }
     }
     for (i, l) in level.iter_mut().enumerate().filter(|(i, _)| counted(*i)) {
         let t = places.get(i).copied().flatten();
         for (u, up) in uplinks.iter().filter(|(u, _)| Some(*u) == t) {
-            *l = l.max((up - taken.get(u).copied().unwrap_or(0.0)).max(0.0));
+            l.uplinks = l
+                .uplinks
+                .max((up - taken.get(u).copied().unwrap_or(0.0)).max(0.0));
         }
     }
     level
+}
+
+/// The levels (log units) of the ToR event a node is in: see [`tor_event_levels`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct TorEventLevel {
+    /// Its whole ToR slow at once: the typical member's score.
+    pub whole: f64,
+    /// Its ToR's uplinks marked slow: their level.
+    pub uplinks: f64,
+}
+
+impl TorEventLevel {
+    /// What a re-pairing with a peer behind another ToR crosses of it: both.
+    pub fn across(&self) -> f64 {
+        self.whole.max(self.uplinks)
+    }
 }
