@@ -491,7 +491,7 @@ impl HealthEngine {
                 .zip(&seen.spared)
                 .filter_map(|(x, spared)| spared.then_some(x))
                 .collect();
-            let mates = (seen.mates, seen.beyond.whole);
+            let mates = (seen.mates, seen.beyond.within());
             self.judge_within(i, (w, r), (spared, mates), out);
         }
     }

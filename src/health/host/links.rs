@@ -63,8 +63,8 @@ impl HealthEngine {
             let tor = |x: usize| input.tors.get(x).copied().flatten();
             (tor(a), tor(b))
         };
+        // The dip was told the round's ToR numbers when the round began (`follow_tors`).
         let hold = n.max(self.cfg.window);
-        self.dip.topology(&input.tors);
         if self
             .dip
             .round((event, r.partial_fabric), hold, self.cfg.new_normal_rounds)

@@ -433,7 +433,7 @@ impl HealthEngine {
     /// crowd's members are named either way.
     ///
     /// Before either, a ToR all of whose members in the group are slow at once is that
-    /// ToR's event, however small ([`whole_tor_slow`]): its members are crowded, and they
+    /// ToR's event, however small ([`whole_slow_tors`]): its members are crowded, and they
     /// are left out of the count above, so that a few slow ToRs do not make a crowd of the
     /// whole group and freeze a straggler behind another ToR. The last value says whether
     /// there is a crowd besides such ToRs' events (what makes a fabric verdict).
@@ -452,18 +452,21 @@ impl HealthEngine {
         let n = self.nodes.len();
         // A ToR all of whose members are slow is its own event first: its members are
         // localised to it, and do not count towards a crowd of the group.
-        let whole: BTreeSet<usize> = whole_tor_slow(windows, places, &|i| judged(&i), r.entry);
         // A ToR whose members are slow only with the outside is its uplinks' event: its
         // members are held too (and do not count towards a crowd of the group), but for
         // those that stand out of it. Kept apart from `whole`, which also makes a small
-        // ToR's verdict: the uplinks are no ToR verdict.
-        let behind = behind_slow_uplinks(
+        // ToR's verdict: the uplinks are no ToR verdict. Both from the round's ToR event
+        // levels, which the re-pairings of those that stand out are judged beyond.
+        let tor_level = tor_event_levels(
             windows,
             places,
             &|i| judged(&i),
             (&r.tor_judgement.uplinks, r.tors.shift()),
-            r.entry,
         );
+        let held =
+            |i: usize, level: Option<f64>| level.is_some_and(|l| windows[i].score <= l + r.entry);
+        let whole: BTreeSet<usize> = (0..n).filter(|&i| held(i, tor_level[i].whole)).collect();
+        let behind: BTreeSet<usize> = (0..n).filter(|&i| held(i, tor_level[i].uplinks)).collect();
         let slow = |i: usize| {
             judged(&i)
                 && self.nodes[NodeIx(i)].state != NodeState::QuarantineRecommended
@@ -515,12 +518,6 @@ impl HealthEngine {
         named.extend(behind.iter().copied().filter(|&i| windows[i].large));
         named.sort_unstable();
         named.dedup();
-        let tor_level = tor_event_levels(
-            windows,
-            places,
-            &|i| judged(&i),
-            (&r.tor_judgement.uplinks, r.tors.shift()),
-        );
         Crowds {
             crowded,
             named,
@@ -606,36 +603,6 @@ fn stand_out(
         .collect()
 }
 
-/// The members (`counted`) behind the ToRs in `uplinks` (slow with the outside by the
-/// level given, not within: [`crate::health::tor::TorJudgement::uplinks`]) that do not
-/// stand out of it: a window score no more than that level and the entry threshold
-/// (`entry`, log units), less what `taken` (per ToR) already took out of their probes'
-/// residuals (`health.tor_aware`: counted once, not twice). A re-pairing with known-good peers crosses the same uplinks and
-/// reproduces whatever they do, so only a member slower than its uplinks make it shows a
-/// slowdown of its own (a straggler is slow with its ToR-mates too, and beyond the
-/// uplinks' level with the rest); the rest are held as a crowd of their ToR. Not against
-/// its ToR-mates' scores: whether a member's recent probes went out or stayed in the ToR
-/// (the stride decides) spreads them, and a member just back from the outside stood out
-/// of the others.
-pub(super) fn behind_slow_uplinks(
-    windows: &[Window],
-    places: &[Option<u32>],
-    counted: &dyn Fn(usize) -> bool,
-    (uplinks, taken): (&[(u32, f64)], &BTreeMap<u32, f64>),
-    entry: f64,
-) -> BTreeSet<usize> {
-    (0..windows.len())
-        .filter(|&i| counted(i))
-        .filter(|&i| {
-            let t = places.get(i).copied().flatten();
-            uplinks.iter().any(|(u, level)| {
-                let left = (level - taken.get(u).copied().unwrap_or(0.0)).max(0.0);
-                Some(*u) == t && windows[i].score <= left + entry
-            })
-        })
-        .collect()
-}
-
 /// What [`HealthEngine::crowded`] found this round.
 pub(super) struct Crowds {
     /// Per node: held as a crowd's member (a crowd sharing its condition, or its whole ToR
@@ -646,7 +613,7 @@ pub(super) struct Crowds {
     /// A crowd besides whole ToRs' events: a fabric verdict.
     pub fabric: bool,
     /// The members of ToRs every judged member of which is slow at once
-    /// ([`whole_tor_slow`]), less the stragglers inside them.
+    /// ([`whole_slow_tors`]), less the stragglers inside them.
     pub whole: BTreeSet<usize>,
     /// Per node, the levels of the ToR event it is in ([`tor_event_levels`]).
     pub tor_level: Vec<TorEventLevel>,
@@ -701,7 +668,27 @@ pub(super) fn small_tors(
         .collect()
 }
 
-/// The nodes of ToRs every one of whose members the group judges (`counted`, at least two
+/// The members held with their whole ToR's event ([`whole_slow_tors`]): those within the
+/// entry threshold (`entry`, log units) of its typical member, as
+/// [`HealthEngine::crowded`] reads them from [`tor_event_levels`].
+#[cfg(test)]
+pub(super) fn whole_tor_slow(
+    windows: &[Window],
+    places: &[Option<u32>],
+    counted: &dyn Fn(usize) -> bool,
+    entry: f64,
+) -> BTreeSet<usize> {
+    let levels = tor_event_levels(windows, places, counted, (&[], &BTreeMap::new()));
+    (0..windows.len())
+        .filter(|&i| {
+            levels[i]
+                .whole
+                .is_some_and(|t| windows[i].score <= t + entry)
+        })
+        .collect()
+}
+
+/// The ToRs every one of whose members the group judges (`counted`, at least two
 /// of them) is slow at once (each window's score above its threshold, the entry threshold
 /// or probation's: [`Window::large`]): the ToR's event, not that many stragglers. It
 /// covers the ToRs too small for a crowd ([`CROWD_MIN`]) or a fitted level
@@ -709,7 +696,7 @@ pub(super) fn small_tors(
 /// were cordoned together once their slowdown outlasted the persistence horizon.
 ///
 /// A member slower than its ToR's typical member (the lower median of their scores: the
-/// less slow one of two) by more than the entry threshold (`entry`, log units) is judged on
+/// less slow one of two) by more than the entry threshold is judged on
 /// its own: a straggler inside the slow ToR, measured against the peers that share its
 /// condition. The lower median and not the least slow member, so that in a larger ToR
 /// one member the event spared a little does not expose the rest.
@@ -722,25 +709,9 @@ pub(super) fn small_tors(
 /// much, wait until one of them recovers; and so does a member that turns as slow as a
 /// partner recommended earlier and not yet repaired (both unlikely, and neither cordons a
 /// healthy node).
-pub(super) fn whole_tor_slow(
-    windows: &[Window],
-    places: &[Option<u32>],
-    counted: &dyn Fn(usize) -> bool,
-    entry: f64,
-) -> BTreeSet<usize> {
-    whole_slow_tors(windows, places, counted)
-        .into_values()
-        .flat_map(|(nodes, typical)| {
-            nodes
-                .into_iter()
-                .filter(move |&i| windows[i].score <= typical + entry)
-        })
-        .collect()
-}
-
-/// The ToRs every one of whose members the group judges (`counted`, at least two) is
-/// slow at once, with their members and their typical member's score (the lower median):
-/// what [`whole_tor_slow`] holds, and the level its members stand out of.
+///
+/// Returns each such ToR's members and its typical member's score: the level its
+/// members stand out of ([`tor_event_levels`]).
 fn whole_slow_tors(
     windows: &[Window],
     places: &[Option<u32>],
@@ -765,12 +736,22 @@ fn whole_slow_tors(
 }
 
 /// Per node, the levels of the ToR event it is in, which its re-pairings cross as much as
-/// its probes (zero without one): its whole ToR slow at once (the typical member's score,
-/// [`whole_slow_tors`]), and its ToR's uplinks marked slow (their level, less what `taken`
-/// already took out: as [`behind_slow_uplinks`] reads them). A member that stands out of
-/// the event is judged on its own, and a re-pairing with known-good peers behind other
-/// ToRs reproduces its slowness only by what it shows beyond the larger of the two; one
-/// with a member of its own ToR crosses the ToR but not its uplinks, so beyond the first.
+/// its probes (None without one):
+/// - its whole ToR slow at once: the typical member's score ([`whole_slow_tors`]); a
+///   member within the entry threshold of it is held with its ToR;
+/// - its ToR's uplinks marked slow (slow with the outside by the level given, not within:
+///   [`crate::health::tor::TorJudgement::uplinks`]): that level, less what `taken` (per
+///   ToR) already took out of the probes' residuals (`health.tor_aware`: counted once,
+///   not twice). A member within the entry threshold of it is held as a crowd of its ToR:
+///   not against its ToR-mates' scores, since whether a member's recent probes went out
+///   or stayed in the ToR (the stride decides) spreads them, and a member just back from
+///   the outside stood out of the others.
+///
+/// A member that stands out of the event is judged on its own (a straggler is slow with
+/// its ToR-mates too, and beyond the uplinks' level with the rest), and a re-pairing with
+/// known-good peers behind other ToRs reproduces its slowness only by what it shows
+/// beyond the larger of the two levels; one with a member of its own ToR crosses the ToR
+/// but not its uplinks, so beyond the first.
 pub(super) fn tor_event_levels(
     windows: &[Window],
     places: &[Option<u32>],
@@ -780,15 +761,14 @@ pub(super) fn tor_event_levels(
     let mut level = vec![TorEventLevel::default(); windows.len()];
     for (nodes, typical) in whole_slow_tors(windows, places, counted).into_values() {
         for i in nodes {
-            level[i].whole = level[i].whole.max(typical);
+            level[i].whole = Some(typical);
         }
     }
     for (i, l) in level.iter_mut().enumerate().filter(|(i, _)| counted(*i)) {
         let t = places.get(i).copied().flatten();
         for (u, up) in uplinks.iter().filter(|(u, _)| Some(*u) == t) {
-            l.uplinks = l
-                .uplinks
-                .max((up - taken.get(u).copied().unwrap_or(0.0)).max(0.0));
+            let left = (up - taken.get(u).copied().unwrap_or(0.0)).max(0.0);
+            l.uplinks = Some(l.uplinks.map_or(left, |x| x.max(left)));
         }
     }
     level
@@ -798,14 +778,20 @@ pub(super) fn tor_event_levels(
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(super) struct TorEventLevel {
     /// Its whole ToR slow at once: the typical member's score.
-    pub whole: f64,
+    pub whole: Option<f64>,
     /// Its ToR's uplinks marked slow: their level.
-    pub uplinks: f64,
+    pub uplinks: Option<f64>,
 }
 
 impl TorEventLevel {
-    /// What a re-pairing with a peer behind another ToR crosses of it: both.
+    /// What a re-pairing with a peer behind another ToR crosses of it: both (zero
+    /// without an event).
     pub fn across(&self) -> f64 {
-        self.whole.max(self.uplinks)
+        self.within().max(self.uplinks.unwrap_or(0.0))
+    }
+
+    /// What a re-pairing within its ToR crosses of it: the whole ToR's slowdown only.
+    pub fn within(&self) -> f64 {
+        self.whole.unwrap_or(0.0)
     }
 }
