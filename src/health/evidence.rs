@@ -72,6 +72,11 @@ pub enum Key {
     HardwareSigns,
     /// Host: rounds a hard fault has been absent.
     RoundsWithoutHardFault,
+    /// Host: the level (log units) of the ToR event the node was in that its re-pairings
+    /// were judged beyond (its whole ToR slow at once, or its ToR's uplinks marked slow;
+    /// left out without one): a re-pairing that crosses the event shows its slowdown too,
+    /// so only what it shows beyond this level is the node's own.
+    TorEventLogLevel,
     /// Device: loss ratio of the port's packets over its window.
     WindowLossRatio,
     /// Device: binomial tail of that loss under the fabric's loss rate.
@@ -108,6 +113,7 @@ impl Key {
             Key::AgreeingSlowRounds => "agreeing_slow_rounds",
             Key::HardwareSigns => "hardware_signs",
             Key::RoundsWithoutHardFault => "rounds_without_hard_fault",
+            Key::TorEventLogLevel => "tor_event_log_level",
             Key::WindowLossRatio => "window_loss_ratio",
             Key::LossBinomialTail => "loss_binomial_tail",
             Key::WindowMedianLogRttResidual => "window_median_log_rtt_residual",
@@ -213,6 +219,7 @@ mod tests {
             AgreeingSlowRounds,
             HardwareSigns,
             RoundsWithoutHardFault,
+            TorEventLogLevel,
             WindowLossRatio,
             LossBinomialTail,
             WindowMedianLogRttResidual,

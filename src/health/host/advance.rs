@@ -258,7 +258,8 @@ impl HealthEngine {
             within.clear();
             let mut e = w.evidence();
             e.push(Key::SecondConfirmationMinLogResidual, cm);
-            self.recommend(i, (w, r), (&c, true), true, e, out);
+            push_level(&mut e, level);
+            self.recommend(i, (w, r), (&c, true, level), true, e, out);
         } else if w.elevated {
             self.ask_within(i, out);
         }
@@ -322,8 +323,10 @@ impl HealthEngine {
         if reproduced {
             self.nodes[i].data.confirmations += 1;
         }
+        let level = seen.beyond.across();
         let mut e = w.evidence();
         e.push(Key::ConfirmationMinLogResidual, cm);
+        push_level(&mut e, level);
         if reproduced && self.nodes[i].data.confirmations < cfg.confirm_rounds {
             // Reproduced once: ask again next round before condemning.
             self.ask(i, out);
@@ -334,8 +337,9 @@ impl HealthEngine {
                 i,
                 NodeState::Confirmed,
                 format!(
-                    "re-paired with {got} known-good peers: still {:.1}% slower",
-                    (cm.exp() - 1.0) * 100.0
+                    "re-paired with {got} known-good peers: still {:.1}% slower{}",
+                    (cm.exp() - 1.0) * 100.0,
+                    beyond_event(cm, level)
                 ),
                 e,
                 out,
@@ -345,8 +349,9 @@ impl HealthEngine {
                 i,
                 NodeState::Healthy,
                 format!(
-                    "not reproduced against {got} known-good peers ({:.1}%): transient or path congestion",
-                    (cm.exp() - 1.0) * 100.0
+                    "not reproduced against {got} known-good peers ({:.1}%{}): transient or path congestion",
+                    (cm.exp() - 1.0) * 100.0,
+                    beyond_event(cm, level)
                 ),
                 e,
                 out,
@@ -403,10 +408,15 @@ impl HealthEngine {
         self.nodes[i].data.confirm_pending = false;
         let asked_varying = std::mem::take(&mut self.nodes[i].data.asked_varying);
         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
+        let level = seen.beyond.across();
         let mut e = w.evidence();
         e.push(Key::SecondConfirmationMinLogResidual, cm);
-        let reproduced =
-            c.len() >= cfg.confirm_peers.max(MIN_REPORTERS) && cm - seen.beyond.across() > r.entry;
+        push_level(&mut e, level);
+        let reproduced = c.len() >= cfg.confirm_peers.max(MIN_REPORTERS) && cm - level > r.entry;
+        let gone = format!(
+            "second re-pairing did not reproduce{}",
+            beyond_event(cm, level)
+        );
         if asked_varying {
             // Asked on `varying_held` while its slowness varied (in a round its counters
             // did not explain): recommended if that still holds and the re-pairings
@@ -416,18 +426,12 @@ impl HealthEngine {
             let held = self.varying_held(i);
             let signed = self.nodes[i].data.corroborated();
             if reproduced && held {
-                self.recommend(i, (w, r), (&c, false), false, e, out);
+                self.recommend(i, (w, r), (&c, false, level), false, e, out);
             } else if !reproduced && w.elevated && held {
                 self.ask(i, out);
                 self.nodes[i].data.asked_varying = true;
             } else if !reproduced && !w.elevated && signed {
-                self.set(
-                    i,
-                    NodeState::Healthy,
-                    "second re-pairing did not reproduce".into(),
-                    e,
-                    out,
-                );
+                self.set(i, NodeState::Healthy, gone, e, out);
             }
             // Asked on the horizon of rounds that moved as one (no sign), an answer that
             // lands in a quick moment once its window has turned does not clear it: its
@@ -444,15 +448,9 @@ impl HealthEngine {
             return;
         }
         if reproduced {
-            self.recommend(i, (w, r), (&c, false), true, e, out);
+            self.recommend(i, (w, r), (&c, false, level), true, e, out);
         } else {
-            self.set(
-                i,
-                NodeState::Healthy,
-                "second re-pairing did not reproduce".into(),
-                e,
-                out,
-            );
+            self.set(i, NodeState::Healthy, gone, e, out);
         }
     }
 
@@ -503,7 +501,7 @@ impl HealthEngine {
         &mut self,
         i: NodeIx,
         (w, r): (&Window, &RoundStats),
-        (c, own_tor): (&[f64], bool),
+        (c, own_tor, level): (&[f64], bool, f64),
         steady: bool,
         mut e: Evidence,
         out: &mut RoundOutput,
@@ -532,8 +530,14 @@ impl HealthEngine {
         } else {
             "known-good peers"
         };
+        let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
+        let event = if level > 0.0 {
+            format!(" (all{})", beyond_event(cm, level))
+        } else {
+            String::new()
+        };
         let reason = format!(
-            "confirmed straggler: still {:.1}% slower {how} and a second re-pairing with {} {peers}; {}",
+            "confirmed straggler: still {:.1}% slower {how} and a second re-pairing with {} {peers}{event}; {}",
             (w.score.exp() - 1.0) * 100.0,
             c.len(),
             corroboration(d, steady, self.horizon_said(i))
@@ -610,6 +614,29 @@ impl HealthEngine {
         let d = &self.nodes[i].data;
         let hold = self.short_hold(d.unexplained, d.slow_rounds);
         d.unexplained >= hold && (d.corroborated() || d.agreeing >= self.horizon(i))
+    }
+}
+
+/// What a reason adds when re-pairings (their smallest log residual `cm`) were judged
+/// beyond the level of a ToR event the node is in (`level`, log units; nothing without
+/// one): how far beyond, and the event's own slowdown, which the re-pairings cross too.
+fn beyond_event(cm: f64, level: f64) -> String {
+    if level > 0.0 {
+        format!(
+            ", {:.1}% beyond its ToR's event of {:.1}% that they cross too",
+            ((cm - level).exp() - 1.0) * 100.0,
+            (level.exp() - 1.0) * 100.0
+        )
+    } else {
+        String::new()
+    }
+}
+
+/// Records the level of the ToR event the re-pairings were judged beyond, when there
+/// is one (see [`Key::TorEventLogLevel`]).
+fn push_level(e: &mut Evidence, level: f64) {
+    if level > 0.0 {
+        e.push(Key::TorEventLogLevel, level);
     }
 }
 

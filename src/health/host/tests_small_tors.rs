@@ -15,9 +15,11 @@ use super::*;
 
 /// What one run gives: each node's highest state, the round each node was first
 /// recommended for quarantine, the rounds each ToR had a verdict (and the last verdict's
-/// excess, and the first verdict's round), and the ToRs judged in every round.
+/// excess, and the first verdict's round), the ToRs judged in every round, and every
+/// transition to confirmed or recommended.
 struct Run {
     highest: Vec<NodeState>,
+    raised: Vec<Transition>,
     recommended: Vec<Option<usize>>,
     tor_verdicts: BTreeMap<u32, (usize, f64, usize)>,
     judged_always: Option<BTreeSet<u32>>,
@@ -94,6 +96,7 @@ fn run(w: &World) -> Run {
     let mut confirm: Vec<usize> = Vec::new();
     let mut got = Run {
         highest: vec![NodeState::Healthy; n],
+        raised: Vec::new(),
         recommended: vec![None; n],
         tor_verdicts: BTreeMap::new(),
         judged_always: None,
@@ -139,15 +142,7 @@ fn run(w: &World) -> Run {
         }
         let out = e.step(&input);
         confirm = out.confirm_requests.clone();
-        for v in &out.tor_verdicts {
-            let t = got.tor_verdicts.entry(v.tor).or_insert((0, 0.0, r));
-            *t = (t.0 + 1, v.excess, t.2);
-        }
-        let judged: BTreeSet<u32> = out.tors_judged.iter().copied().collect();
-        got.judged_always = Some(match got.judged_always.take() {
-            Some(all) => all.intersection(&judged).copied().collect(),
-            None => judged,
-        });
+        record(&mut got, &out, r);
         for (i, s) in e.states().into_iter().enumerate() {
             if rank(s) > rank(got.highest[i]) {
                 got.highest[i] = s;
@@ -158,6 +153,27 @@ fn run(w: &World) -> Run {
         }
     }
     got
+}
+
+/// Adds round `r`'s transitions to confirmed or recommended, its ToR verdicts and the
+/// ToRs it judged to `got`.
+fn record(got: &mut Run, out: &RoundOutput, r: usize) {
+    let raised = [NodeState::Confirmed, NodeState::QuarantineRecommended];
+    got.raised.extend(
+        out.transitions
+            .iter()
+            .filter(|t| raised.contains(&t.to))
+            .cloned(),
+    );
+    for v in &out.tor_verdicts {
+        let t = got.tor_verdicts.entry(v.tor).or_insert((0, 0.0, r));
+        *t = (t.0 + 1, v.excess, t.2);
+    }
+    let judged: BTreeSet<u32> = out.tors_judged.iter().copied().collect();
+    got.judged_always = Some(match got.judged_always.take() {
+        Some(all) => all.intersection(&judged).copied().collect(),
+        None => judged,
+    });
 }
 
 /// A fixed pseudo-random draw from `seed` (splitmix64): the same worlds on every run.
@@ -343,6 +359,58 @@ fn a_member_that_stands_out_of_its_slow_tor_is_confirmed_only_beyond_the_tor() {
         ..offsets
     });
     assert_eq!(straggler.highest[7], NodeState::QuarantineRecommended);
+}
+
+#[test]
+fn a_verdict_beyond_a_slow_tor_names_the_tors_level_in_its_reason_and_evidence() {
+    // ToR 3 (nodes 6, 7) 30 % slow, node 7 a further 25 % with a hardware sign: its
+    // re-pairings show about 62.5 % (1.3 × 1.25), of which the ToR's 30 % is the event's
+    // (its partner, the typical member, is that slow). Its confirmation and quarantine
+    // say so: the level, ln 1.3, in `tor_event_log_level`, and in the reason the share
+    // beyond it. The control, the same straggler behind a ToR that is not slow, has
+    // neither.
+    let inside = World {
+        slow_tors: &[(3, 1.3)],
+        stragglers: &[(7, 1.25)],
+        signs: &[7],
+        ..World::default()
+    };
+    let level_of = |t: &Transition| {
+        t.evidence
+            .iter()
+            .find(|(k, _)| k == "tor_event_log_level")
+            .map(|(_, v)| *v)
+    };
+    let got = run(&inside);
+    let raised: Vec<&Transition> = got.raised.iter().filter(|t| t.node == 7).collect();
+    let states: Vec<NodeState> = raised.iter().map(|t| t.to).collect();
+    assert_eq!(
+        states,
+        [NodeState::Confirmed, NodeState::QuarantineRecommended]
+    );
+    for t in &raised {
+        let level = level_of(t).unwrap_or_else(|| panic!("no level: {t:?}"));
+        assert!((level - 1.3f64.ln()).abs() < 0.05, "{level}: {t:?}");
+        // "…, N% beyond its ToR's event of M% that they cross too": M is the ToR's 30 %.
+        let said: f64 = t
+            .reason
+            .split("beyond its ToR's event of ")
+            .nth(1)
+            .and_then(|rest| rest.split('%').next())
+            .and_then(|m| m.parse().ok())
+            .unwrap_or_else(|| panic!("no event in the reason: {}", t.reason));
+        assert!((25.0..35.0).contains(&said), "{}", t.reason);
+    }
+    let alone = run(&World {
+        slow_tors: &[],
+        ..inside
+    });
+    let raised: Vec<&Transition> = alone.raised.iter().filter(|t| t.node == 7).collect();
+    assert_eq!(raised.len(), 2, "{raised:?}");
+    for t in raised {
+        assert_eq!(level_of(t), None, "{t:?}");
+        assert!(!t.reason.contains("ToR's event"), "{}", t.reason);
+    }
 }
 
 /// 25 % on node 7's links to every node but the three its re-pairings meet (11, 15, 3).
