@@ -595,3 +595,44 @@ fn a_tor_holding_most_of_the_group_is_no_small_tor() {
     let two = [Some(0), Some(0), Some(0), Some(0), Some(1), Some(1)];
     assert_eq!(judge(&two), vec![(1, vec![4, 5], true)]);
 }
+
+/// The levels a member's re-pairings are judged beyond, worked out by hand: the whole
+/// ToR's typical member (the lower median), and its uplinks' mark less what `tor_aware`
+/// took out of the probes already. A re-pairing with a peer behind another ToR crosses
+/// both (the larger); one within the ToR only the first. A node not judged, or behind a
+/// ToR with neither, has none.
+#[test]
+fn the_tor_event_levels_are_the_typical_member_and_the_uplinks_less_what_was_taken() {
+    let entry = 1.08f64.ln();
+    // ToR 0 (nodes 0-2) slow as a whole (typical member 0.24), its uplinks marked 0.30 of
+    // which 0.05 was taken out (0.25 left); ToR 1 (nodes 3-5) marked 0.20 and 0.32, of
+    // which 0.25 was taken (the larger counts: 0.07 left); ToR 2 (node 6 alone) marked
+    // 0.10 with 0.30 taken (never below zero); ToR 3 (node 7 alone, slow) nothing; node
+    // 8 behind ToR 0 but not judged.
+    let w = windows(&[0.20, 0.24, 0.50, 0.0, 0.30, 0.0, 0.4, 0.4, 0.4], entry);
+    let places = [0, 0, 0, 1, 1, 1, 2, 3, 0].map(Some);
+    let uplinks = [(0, 0.30), (1, 0.20), (1, 0.32), (2, 0.10)];
+    let taken = BTreeMap::from([(0, 0.05), (1, 0.25), (2, 0.30)]);
+    let levels = super::score::tor_event_levels(&w, &places, &|i| i != 8, (&uplinks, &taken));
+    let near = |x: Option<f64>, y: f64| x.is_some_and(|x| (x - y).abs() < 1e-12);
+    for (i, l) in levels.iter().enumerate().take(3) {
+        assert!(
+            l.whole == Some(0.24) && near(l.uplinks, 0.25),
+            "node {i}: {l:?}"
+        );
+        assert!(near(Some(l.across()), 0.25) && l.within() == 0.24, "{l:?}");
+    }
+    for (i, l) in levels.iter().enumerate().take(6).skip(3) {
+        assert!(
+            l.whole.is_none() && near(l.uplinks, 0.07),
+            "node {i}: {l:?}"
+        );
+        assert!(near(Some(l.across()), 0.07) && l.within() == 0.0, "{l:?}");
+    }
+    assert!(levels[6].whole.is_none() && near(levels[6].uplinks, 0.0));
+    // Node 7 is slow, but its ToR's only member: no ToR event; node 8 is not judged.
+    for l in &levels[7..] {
+        assert_eq!(*l, Default::default());
+        assert_eq!(l.across(), 0.0);
+    }
+}
