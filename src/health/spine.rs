@@ -136,6 +136,20 @@ impl Shape {
         }
     }
 
+    /// Carries the tally per ToR pair over to new ToR numbers (`map`: old number to new,
+    /// one to one; see [`crate::health::tor::renumbering`]). The caller carries the shape
+    /// only when every ToR it knew is in `map`, so the totals within and between ToRs
+    /// still count the same switches.
+    pub fn renumber(&mut self, map: &BTreeMap<u32, u32>) {
+        self.by_pair = std::mem::take(&mut self.by_pair)
+            .into_iter()
+            .filter_map(|((a, b), c)| {
+                let (a, b) = (*map.get(&a)?, *map.get(&b)?);
+                Some(((a.min(b), a.max(b)), c))
+            })
+            .collect();
+    }
+
     /// A judged measurement of this round between nodes on ToRs `ta`, `tb` (ignored
     /// when either is unknown); `slow`: the dip's share of it is above the entry threshold.
     pub fn measure(&mut self, (ta, tb): (Option<u32>, Option<u32>), slow: bool) {
