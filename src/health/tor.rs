@@ -53,6 +53,12 @@ pub const TOR_MIN_MEMBERS: usize = 3;
 /// re-pairing landed then was recommended.
 pub const UPLINKS_HOLD: usize = 2;
 
+/// Fitted rounds in a row that must show a ToR's members slow with the outside and fine
+/// inside before its uplinks are marked ([`TorJudgement::uplinks`]). Held out, every false
+/// mark was noise that one windowed level carried over the threshold for a round or two
+/// (each then held for [`UPLINKS_HOLD`] windows, holding the ToR's members as a crowd).
+pub const UPLINKS_ONSET: usize = 3;
+
 /// Passes of the fit ([`alternate`]): two ToRs that share most of the probes settle in two
 /// or three; an odd ring of ToR pairs (a round whose probes all leave their ToR, each ToR
 /// paired with the next) shrinks its error by half or more each pass.
@@ -499,6 +505,8 @@ struct TorTrack {
     uplinks: Option<f64>,
     /// Fitted rounds left before `uplinks` lapses.
     uplinks_hold: usize,
+    /// Fitted rounds in a row that showed its uplinks slow ([`UPLINKS_ONSET`]).
+    uplinks_onset: usize,
     /// The residuals of its own probes (less the zero) measured since its members became
     /// slow with the outside (or while the mark is held), the last `window` of them: what
     /// the uplinks mark reads of its own probes. The windowed `inners` would not do: a
@@ -560,7 +568,9 @@ impl TorTrack {
             self.fresh_inners.clear();
             None
         };
-        if slow && inner.is_some_and(|x| x < rule.threshold / 2.0) {
+        let shows = slow && inner.is_some_and(|x| x < rule.threshold / 2.0);
+        self.uplinks_onset = if shows { self.uplinks_onset + 1 } else { 0 };
+        if shows && (self.uplinks.is_some() || self.uplinks_onset >= UPLINKS_ONSET) {
             self.uplinks = Some(broad.map_or(level, |b| b.max(level)));
             self.uplinks_hold = UPLINKS_HOLD * rule.window.max(1);
         } else if self.uplinks_hold > 0 {
@@ -721,6 +731,7 @@ impl TorWatch {
             track.held = false;
             track.uplinks = None;
             track.uplinks_hold = 0;
+            track.uplinks_onset = 0;
             track.fresh_inners.clear();
         }
     }

@@ -730,3 +730,29 @@ fn a_small_tors_verdict_needs_ten_rounds_and_its_own_members() {
     }
     assert_eq!(step(&mut w, true, &ac), Some(0.3));
 }
+
+/// A ToR's uplinks are marked only after [`UPLINKS_ONSET`] fitted rounds in a row show
+/// its members slow with the outside (0.3 against a threshold of 0.1) and fine inside:
+/// two such rounds, broken by one that does not, mark nothing (held out, every false mark
+/// was noise over the threshold for a round or two). Once marked, a round that shows it
+/// again keeps the mark at its new level at once, and one that does not is held through.
+#[test]
+fn uplinks_are_marked_after_rounds_in_a_row_that_show_them() {
+    let rule = test_rule(1000);
+    let mut track = TorTrack::default();
+    let shows = |track: &mut TorTrack, level: f64| {
+        track.mark_uplinks((level, Some(level)), Some(0.0), rule);
+        track.uplinks
+    };
+    assert_eq!(UPLINKS_ONSET, 3, "the onset this test is written for");
+    for _ in 0..2 {
+        assert_eq!(shows(&mut track, 0.3), None);
+    }
+    assert_eq!(shows(&mut track, 0.0), None, "broken");
+    for _ in 0..2 {
+        assert_eq!(shows(&mut track, 0.3), None);
+    }
+    assert_eq!(shows(&mut track, 0.3), Some(0.3), "the third in a row");
+    assert_eq!(shows(&mut track, 0.0), Some(0.3), "held");
+    assert_eq!(shows(&mut track, 0.25), Some(0.25), "refreshed at once");
+}
