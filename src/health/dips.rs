@@ -441,20 +441,24 @@ impl DipPairs {
     /// ([`renumbering`]: every member known under both numberings moved from the one
     /// number to the other, no other ToR's did); one with an end that is not carried is
     /// forgotten, its pairs staying explained and draining one by one. The shape is
-    /// carried when every ToR is, otherwise it starts again. The inner pairs measured
-    /// stay: [`DipPairs::spares`] reads only those whose ends share a ToR now.
+    /// carried when every ToR is, and so are the inner pairs measured (the same
+    /// switches' pairs); otherwise both start again. A round without topology changes
+    /// nothing: the numbers last seen wait for the next round that has it, as the ToR
+    /// tracks' do.
     pub fn topology(&mut self, tors: &[Option<u32>]) {
-        if self.tors == tors {
+        if tors.is_empty() || self.tors == tors {
             return;
         }
         let map = renumbering(&self.tors, tors);
-        let every = self.tors.iter().flatten().all(|t| map.contains_key(t));
+        let every =
+            !self.tors.is_empty() && self.tors.iter().flatten().all(|t| map.contains_key(t));
         self.dip.renumber_tors(&map);
         self.normal.renumber_tors(&map);
         if every {
             self.shape.renumber(&map);
         } else {
             self.shape = Shape::default();
+            self.inner_seen.clear();
         }
         self.tors = tors.to_vec();
     }

@@ -555,7 +555,9 @@ impl TorTrack {
     /// whole ToR (congestion on it) said "fine inside". Otherwise (a fitted round that
     /// does not show it, or a round the ToR is not fitted, called with no `inner`) the
     /// mark is held through [`UPLINKS_HOLD`] windows of such rounds before it lapses, at
-    /// the value it last had.
+    /// the value it last had. A ToR not marked yet is marked only once [`UPLINKS_ONSET`]
+    /// fitted rounds in a row showed it (one not fitted breaks the run: see
+    /// [`TorWatch::uplinks`]).
     fn mark_uplinks(&mut self, outside: (f64, Option<f64>), inner: Option<f64>, rule: TorRule) {
         let (level, broad) = outside;
         let slow = level > rule.threshold && broad.is_some_and(|b| b > rule.threshold);
@@ -569,7 +571,11 @@ impl TorTrack {
             None
         };
         let shows = slow && inner.is_some_and(|x| x < rule.threshold / 2.0);
-        self.uplinks_onset = if shows { self.uplinks_onset + 1 } else { 0 };
+        self.uplinks_onset = if shows {
+            self.uplinks_onset.saturating_add(1)
+        } else {
+            0
+        };
         if shows && (self.uplinks.is_some() || self.uplinks_onset >= UPLINKS_ONSET) {
             self.uplinks = Some(broad.map_or(level, |b| b.max(level)));
             self.uplinks_hold = UPLINKS_HOLD * rule.window.max(1);
@@ -893,6 +899,15 @@ impl TorWatch {
         for (_, track) in unfitted {
             // A round that does not show the uplinks slow, as a fitted one may not.
             track.mark_uplinks((0.0, None), None, rule);
+        }
+        // A run of rounds that showed them toward a mark is broken by a round the ToR is
+        // not fitted in, as by one that does not show them: the onset counts rounds in a
+        // row, and the own probes read since the run began go with it.
+        for (t, track) in self.tracks.iter_mut() {
+            if !fitted.contains_key(t) && track.uplinks.is_none() {
+                track.uplinks_onset = 0;
+                track.fresh_inners.clear();
+            }
         }
         let present: BTreeSet<u32> = tor_of.iter().take(n).flatten().copied().collect();
         self.tracks

@@ -399,40 +399,53 @@ fn remapping_carries_the_normal() {
     assert!(e.normal(3, 11), "no ToR pair left to prune it with");
 }
 
-/// ToR numbers made again at a formation that kept every member: where the members
-/// say which ToR is which (ToR 0's and ToR 2's numbers swapped), the ToR pairs follow
-/// their switches; where a member moved between two ToRs (node 4 from ToR 1 to 2),
-/// the ToR pairs with either end there are dropped, the pairs themselves staying
-/// explained; the same numbers again change nothing. (Before, any change of numbers
+/// ToR numbers made again at a formation that kept every member (16 nodes, ToRs of four):
+/// where the members say which ToR is which (0 and 3 swapped, 1 and 2), the ToR pairs of
+/// the dip and of the normal follow their switches; a round without topology changes
+/// nothing; where a member moved (node 4 to the ToR numbered 1), the ToR pairs with an end
+/// on either of the two ToRs it left and joined are dropped, the pairs themselves staying
+/// explained, and one between two ToRs carried stays. (Before, any change of numbers
 /// dropped every ToR pair.)
 #[test]
 fn new_tor_numbers_carry_the_tor_pairs_the_members_tell() {
+    let old: Vec<Option<u32>> = (0..16).map(|i| Some(i / 4)).collect();
+    let swapped: Vec<Option<u32>> = (0..16).map(|i| Some(3 - i / 4)).collect();
     let mut d = DipPairs::default();
-    let old: Vec<Option<u32>> = (0..12).map(|i| Some(i / 4)).collect();
     d.topology(&old);
     d.round((true, true), 5, 100);
     d.add((1, 9), (Some(0), Some(2)), Some(0.2));
     d.add((1, 5), (Some(0), Some(1)), Some(0.2));
+    d.add((1, 13), (Some(0), Some(3)), Some(0.2));
     d.topology(&old);
-    assert!(
-        d.explains((2, 10), (Some(0), Some(2))),
-        "kept under the same numbers"
-    );
-    let swapped: Vec<Option<u32>> = (0..12).map(|i| Some(2 - i / 4)).collect();
+    assert!(d.explains((2, 10), (Some(0), Some(2))), "the same numbers");
     d.topology(&swapped);
-    // Nodes 2 and 10 are on ToRs 2 and 0 now: still the dip's ToR pair; nodes 2 and
-    // 6 (ToRs 2 and 1 now) are the pair of nodes 1 and 5's.
-    assert!(d.explains((2, 10), (Some(2), Some(0))));
-    assert!(d.explains((2, 6), (Some(2), Some(1))));
-    assert!(
-        !d.explains((2, 6), (Some(0), Some(1))),
-        "the old numbers name nothing"
-    );
+    d.topology(&[]);
+    // Nodes 2 and 10 are on ToRs 3 and 1 now: still the dip's ToR pair; the old numbers
+    // (ToRs 0 and 2 now hold nodes 12-15 and 4-7) name nothing of the dip.
+    assert!(d.explains((2, 10), (Some(3), Some(1))));
+    assert!(d.explains((2, 6), (Some(3), Some(2))));
+    assert!(!d.explains((14, 6), (Some(0), Some(2))), "the old numbers");
     let mut moved = swapped.clone();
-    moved[4] = Some(2);
+    moved[4] = Some(1);
     d.topology(&moved);
-    // ToR 0 (nodes 8-11) was carried as itself; ToRs 1 and 2 were not.
-    assert!(!d.explains((2, 10), (Some(2), Some(0))));
-    assert!(!d.explains((2, 6), (Some(2), Some(1))));
+    // ToRs 3 and 0 (nodes 0-3, 12-15) are carried as themselves; 2 and 1 are not.
+    assert!(
+        d.explains((2, 14), (Some(3), Some(0))),
+        "between two carried"
+    );
+    assert!(!d.explains((2, 10), (Some(3), Some(1))));
+    assert!(!d.explains((2, 6), (Some(3), Some(2))));
     assert!(d.explains((1, 9), (None, None)) && d.explains((1, 5), (None, None)));
+    // The normal's ToR pairs follow too, in its wire form as well.
+    let mut n = DipPairs::default();
+    n.topology(&old);
+    n.round((true, true), 1, 1);
+    n.add((1, 9), (Some(0), Some(2)), Some(0.2));
+    n.add((2, 10), (Some(0), Some(2)), Some(0.2));
+    n.round((true, true), 1, 1);
+    assert_eq!(n.normal_wire().unwrap().tor_pairs, [((0, 2), 4)]);
+    n.topology(&swapped);
+    let w = n.normal_wire().unwrap();
+    assert_eq!((w.tor_pairs, w.tors), (vec![((1, 3), 4)], swapped));
+    assert!(n.explains((3, 11), (Some(3), Some(1))));
 }

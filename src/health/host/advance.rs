@@ -532,7 +532,7 @@ impl HealthEngine {
         };
         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
         let event = if level > 0.0 {
-            format!(" (all{})", beyond_event(cm, level))
+            format!(" (the least slow of them{})", beyond_event(cm, level))
         } else {
             String::new()
         };
@@ -619,16 +619,24 @@ impl HealthEngine {
 
 /// What a reason adds when re-pairings (their smallest log residual `cm`) were judged
 /// beyond the level of a ToR event the node is in (`level`, log units; nothing without
-/// one): how far beyond, and the event's own slowdown, which the re-pairings cross too.
+/// one): how far beyond, or that they were within it. The level is what the event
+/// leaves in the re-pairings' residuals (with `health.tor_aware`, less what was already
+/// taken out of them), so the reason calls it that.
 fn beyond_event(cm: f64, level: f64) -> String {
-    if level > 0.0 {
+    let pct = |x: f64| (x.exp() - 1.0) * 100.0;
+    if level <= 0.0 {
+        String::new()
+    } else if cm > level {
         format!(
-            ", {:.1}% beyond its ToR's event of {:.1}% that they cross too",
-            ((cm - level).exp() - 1.0) * 100.0,
-            (level.exp() - 1.0) * 100.0
+            ", {:.1}% beyond the {:.1}% its ToR's event leaves in them",
+            pct(cm - level),
+            pct(level)
         )
     } else {
-        String::new()
+        format!(
+            ", within the {:.1}% its ToR's event leaves in them",
+            pct(level)
+        )
     }
 }
 

@@ -391,12 +391,12 @@ fn a_verdict_beyond_a_slow_tor_names_the_tors_level_in_its_reason_and_evidence()
     for t in &raised {
         let level = level_of(t).unwrap_or_else(|| panic!("no level: {t:?}"));
         assert!((level - 1.3f64.ln()).abs() < 0.05, "{level}: {t:?}");
-        // "…, N% beyond its ToR's event of M% that they cross too": M is the ToR's 30 %.
+        // "…, N% beyond the M% its ToR's event leaves in them": M is the ToR's 30 %.
         let said: f64 = t
             .reason
-            .split("beyond its ToR's event of ")
-            .nth(1)
-            .and_then(|rest| rest.split('%').next())
+            .split("% its ToR's event leaves in them")
+            .next()
+            .and_then(|head| head.rsplit("beyond the ").next())
             .and_then(|m| m.parse().ok())
             .unwrap_or_else(|| panic!("no event in the reason: {}", t.reason));
         assert!((25.0..35.0).contains(&said), "{}", t.reason);

@@ -756,3 +756,23 @@ fn uplinks_are_marked_after_rounds_in_a_row_that_show_them() {
     assert_eq!(shows(&mut track, 0.0), Some(0.3), "held");
     assert_eq!(shows(&mut track, 0.25), Some(0.25), "refreshed at once");
 }
+
+/// A ToR the round does not fit breaks the run toward a mark, as a fitted round that
+/// does not show it does: two showing rounds, one unfitted, then two more mark nothing;
+/// the third in a row does.
+#[test]
+fn an_unfitted_round_breaks_the_run_toward_an_uplinks_mark() {
+    let rule = test_rule(1000);
+    let mut w = TorWatch::default();
+    w.tracks.insert(0, TorTrack::default());
+    let shows = |w: &mut TorWatch| {
+        let track = w.tracks.get_mut(&0).unwrap();
+        track.mark_uplinks((0.3, Some(0.3)), Some(0.0), rule);
+        track.uplinks
+    };
+    assert_eq!((shows(&mut w), shows(&mut w)), (None, None));
+    let marked = w.uplinks(&BTreeMap::new(), &tors(), 9, rule);
+    assert!(marked.is_empty(), "{marked:?}");
+    assert_eq!((shows(&mut w), shows(&mut w)), (None, None), "broken");
+    assert_eq!(shows(&mut w), Some(0.3));
+}
