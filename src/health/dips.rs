@@ -34,7 +34,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::lifecycle::remap_pair;
 use super::spine::{Shape, SpineVerdict};
 use super::stats::MAX_LOG;
-use super::tor::renumbering;
+use super::tor::{renumbered_pair, renumbering};
 
 /// Share of a ToR's inner pairs seen slow in a dip from which the dip reaches inside
 /// the ToR (see [`DipPairs::spares`]): well above the few a healthy ToR's noise puts
@@ -201,10 +201,7 @@ impl Reach {
     /// one); a ToR pair with an end `map` does not carry is forgotten, its pairs staying
     /// explained without it.
     fn renumber_tors(&mut self, map: &BTreeMap<u32, u32>) {
-        let moved = |(a, b): TorPair| {
-            let (a, b) = (*map.get(&a)?, *map.get(&b)?);
-            Some((a.min(b), a.max(b)))
-        };
+        let moved = |t: TorPair| renumbered_pair(map, t);
         for s in self.pairs.values_mut() {
             s.tors = s.tors.and_then(moved);
         }

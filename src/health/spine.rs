@@ -36,6 +36,8 @@
 
 use std::collections::BTreeMap;
 
+use super::tor::renumbered_pair;
+
 /// Rounds without an event after which the tally starts again (five minutes at the
 /// shipped interval).
 pub const SPINE_QUIET_ROUNDS: usize = 30;
@@ -143,10 +145,7 @@ impl Shape {
     pub fn renumber(&mut self, map: &BTreeMap<u32, u32>) {
         self.by_pair = std::mem::take(&mut self.by_pair)
             .into_iter()
-            .filter_map(|((a, b), c)| {
-                let (a, b) = (*map.get(&a)?, *map.get(&b)?);
-                Some(((a.min(b), a.max(b)), c))
-            })
+            .filter_map(|(t, c)| Some((renumbered_pair(map, t)?, c)))
             .collect();
     }
 

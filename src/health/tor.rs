@@ -895,19 +895,12 @@ impl TorWatch {
         let unfitted = self
             .tracks
             .iter_mut()
-            .filter(|(t, track)| !fitted.contains_key(t) && track.uplinks.is_some());
+            .filter(|(t, _)| !fitted.contains_key(t));
         for (_, track) in unfitted {
-            // A round that does not show the uplinks slow, as a fitted one may not.
+            // A round that does not show the uplinks slow, as a fitted one may not: it
+            // counts a mark's hold down, and breaks a run of rounds toward one (the onset
+            // counts rounds in a row; the own probes read since the run began go with it).
             track.mark_uplinks((0.0, None), None, rule);
-        }
-        // A run of rounds that showed them toward a mark is broken by a round the ToR is
-        // not fitted in, as by one that does not show them: the onset counts rounds in a
-        // row, and the own probes read since the run began go with it.
-        for (t, track) in self.tracks.iter_mut() {
-            if !fitted.contains_key(t) && track.uplinks.is_none() {
-                track.uplinks_onset = 0;
-                track.fresh_inners.clear();
-            }
         }
         let present: BTreeSet<u32> = tor_of.iter().take(n).flatten().copied().collect();
         self.tracks
@@ -922,4 +915,4 @@ mod renumber;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use renumber::renumbering;
+pub(crate) use renumber::{renumbered_pair, renumbering};

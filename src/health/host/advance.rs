@@ -296,8 +296,8 @@ impl HealthEngine {
         // Every re-pairing must reproduce the slowness: one congested path must not be
         // enough to condemn a node.
         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
-        let reproduced =
-            got >= cfg.confirm_peers.max(MIN_REPORTERS) && cm - seen.beyond.across() > r.entry;
+        let level = seen.beyond.across();
+        let reproduced = got >= cfg.confirm_peers.max(MIN_REPORTERS) && cm - level > r.entry;
         // The re-pairings went through an uplink that reported congestion: they reproduce
         // the congestion as much as the node, however long it lasts (a round its counters
         // explain is never evidence against the node).
@@ -323,7 +323,6 @@ impl HealthEngine {
         if reproduced {
             self.nodes[i].data.confirmations += 1;
         }
-        let level = seen.beyond.across();
         let mut e = w.evidence();
         e.push(Key::ConfirmationMinLogResidual, cm);
         push_level(&mut e, level);
@@ -413,10 +412,12 @@ impl HealthEngine {
         e.push(Key::SecondConfirmationMinLogResidual, cm);
         push_level(&mut e, level);
         let reproduced = c.len() >= cfg.confirm_peers.max(MIN_REPORTERS) && cm - level > r.entry;
-        let gone = format!(
-            "second re-pairing did not reproduce{}",
-            beyond_event(cm, level)
-        );
+        let gone = || {
+            format!(
+                "second re-pairing did not reproduce{}",
+                beyond_event(cm, level)
+            )
+        };
         if asked_varying {
             // Asked on `varying_held` while its slowness varied (in a round its counters
             // did not explain): recommended if that still holds and the re-pairings
@@ -431,7 +432,7 @@ impl HealthEngine {
                 self.ask(i, out);
                 self.nodes[i].data.asked_varying = true;
             } else if !reproduced && !w.elevated && signed {
-                self.set(i, NodeState::Healthy, gone, e, out);
+                self.set(i, NodeState::Healthy, gone(), e, out);
             }
             // Asked on the horizon of rounds that moved as one (no sign), an answer that
             // lands in a quick moment once its window has turned does not clear it: its
@@ -450,7 +451,7 @@ impl HealthEngine {
         if reproduced {
             self.recommend(i, (w, r), (&c, false, level), true, e, out);
         } else {
-            self.set(i, NodeState::Healthy, gone, e, out);
+            self.set(i, NodeState::Healthy, gone(), e, out);
         }
     }
 

@@ -39,6 +39,13 @@ pub(crate) fn renumbering(old: &[Option<u32>], new: &[Option<u32>]) -> BTreeMap<
         .collect()
 }
 
+/// The ToR pair `(a, b)` under the new numbers `map` (see [`renumbering`]), lower first;
+/// None when `map` does not carry either end.
+pub(crate) fn renumbered_pair(map: &BTreeMap<u32, u32>, (a, b): (u32, u32)) -> Option<(u32, u32)> {
+    let (a, b) = (*map.get(&a)?, *map.get(&b)?);
+    Some((a.min(b), a.max(b)))
+}
+
 impl TorWatch {
     /// Moves each ToR's track (normal, history, hold, uplinks mark), a small ToR's
     /// history and the zero a group of two ToRs measured to their new numbers
@@ -54,8 +61,7 @@ impl TorWatch {
             .filter_map(|(t, track)| Some((moved(&t)?, track)))
             .collect();
         self.pair = self.pair.take().and_then(|mut p| {
-            let (a, b) = (moved(&p.tors.0)?, moved(&p.tors.1)?);
-            p.tors = (a.min(b), a.max(b));
+            p.tors = renumbered_pair(map, p.tors)?;
             Some(p)
         });
     }
