@@ -297,7 +297,8 @@ impl HealthEngine {
         // enough to condemn a node.
         let cm = c.iter().copied().fold(f64::INFINITY, f64::min);
         let level = seen.beyond.across();
-        let reproduced = got >= cfg.confirm_peers.max(MIN_REPORTERS) && cm - level > r.entry;
+        let need = cfg.confirm_peers.max(MIN_REPORTERS);
+        let reproduced = got >= need && cm - level > r.entry;
         // The re-pairings went through an uplink that reported congestion: they reproduce
         // the congestion as much as the node, however long it lasts (a round its counters
         // explain is never evidence against the node).
@@ -344,17 +345,17 @@ impl HealthEngine {
                 out,
             );
         } else {
-            self.set(
-                i,
-                NodeState::Healthy,
+            // Too few answers say nothing of the slowness or of an event's level.
+            let reason = if got < need {
+                format!("not reproduced: only {got} of the {need} known-good peers answered")
+            } else {
                 format!(
                     "not reproduced against {got} known-good peers ({:.1}%{}): transient or path congestion",
                     (cm.exp() - 1.0) * 100.0,
                     beyond_event(cm, level)
-                ),
-                e,
-                out,
-            );
+                )
+            };
+            self.set(i, NodeState::Healthy, reason, e, out);
         }
     }
 
@@ -411,12 +412,20 @@ impl HealthEngine {
         let mut e = w.evidence();
         e.push(Key::SecondConfirmationMinLogResidual, cm);
         push_level(&mut e, level);
-        let reproduced = c.len() >= cfg.confirm_peers.max(MIN_REPORTERS) && cm - level > r.entry;
+        let (got, need) = (c.len(), cfg.confirm_peers.max(MIN_REPORTERS));
+        let reproduced = got >= need && cm - level > r.entry;
+        // Too few answers say nothing of the slowness or of an event's level.
         let gone = || {
-            format!(
-                "second re-pairing did not reproduce{}",
-                beyond_event(cm, level)
-            )
+            if got < need {
+                format!(
+                    "second re-pairing did not reproduce: only {got} of the {need} known-good peers answered"
+                )
+            } else {
+                format!(
+                    "second re-pairing did not reproduce{}",
+                    beyond_event(cm, level)
+                )
+            }
         };
         if asked_varying {
             // Asked on `varying_held` while its slowness varied (in a round its counters

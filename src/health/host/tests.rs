@@ -830,3 +830,42 @@ fn a_new_episode_starts_without_the_last_ones_evidence() {
     let again = second_at.expect("recommended again, without a sign") - second;
     assert!(again + 1 >= cfg.uncorroborated_hold, "{again}");
 }
+
+/// A suspect whose re-pairings get too few answers goes back to healthy with a reason
+/// that says so, not a percentage or a ToR event's level that the one answer cannot
+/// support.
+#[test]
+fn too_few_answers_are_named_in_the_reason() {
+    let n = 16;
+    let cfg = HealthConfig::default();
+    let need = cfg
+        .confirm_peers
+        .max(crate::health::evidence::MIN_REPORTERS);
+    let mut e = HealthEngine::new(n, cfg);
+    let mut confirm = Vec::new();
+    for r in 0..30 {
+        let mut input = round(n, 1 + r % 7, &[(2, 1.3)], |_| 0.0);
+        // One re-pairing answers, as slow as the node is: the slowness is there, but
+        // one peer is not enough to confirm it.
+        for &s in &confirm {
+            input.confirmations.push(Probe {
+                src: s,
+                dst: (s + 3) % n,
+                seconds: 1.3,
+            });
+        }
+        let out = e.step(&input);
+        if let Some(t) = out
+            .transitions
+            .iter()
+            .find(|t| t.node == 2 && t.from == NodeState::Suspect)
+        {
+            assert_eq!(t.to, NodeState::Healthy);
+            let want = format!("not reproduced: only 1 of the {need} known-good peers answered");
+            assert_eq!(t.reason, want);
+            return;
+        }
+        confirm = out.confirm_requests;
+    }
+    panic!("suspect never resolved");
+}

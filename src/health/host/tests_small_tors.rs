@@ -47,6 +47,8 @@ struct World<'a> {
     link_offset: fn(usize, usize, usize) -> f64,
     /// The round from which `stragglers` are no slower (they recovered).
     straggling_until: usize,
+    /// Members of each ToR (node `i` is on ToR `i / tor_size`).
+    tor_size: usize,
 }
 
 impl Default for World<'_> {
@@ -62,6 +64,7 @@ impl Default for World<'_> {
             tor_aware: false,
             link_offset: |_, _, _| 1.0,
             straggling_until: usize::MAX,
+            tor_size: 2,
         }
     }
 }
@@ -70,7 +73,7 @@ impl Default for World<'_> {
 fn run(w: &World) -> Run {
     let n = w.n;
     let (slow_tors, stragglers, topology) = (w.slow_tors, w.stragglers, w.topology);
-    let tor = |i: usize| (i / 2) as u32;
+    let tor = |i: usize| (i / w.tor_size) as u32;
     let seconds = |r: usize, a: usize, b: usize| {
         let mut f = 1.0 + (a % 3) as f64 * 0.002;
         if r >= 20 {
@@ -634,5 +637,60 @@ fn the_tor_event_levels_are_the_typical_member_and_the_uplinks_less_what_was_tak
     for l in &levels[7..] {
         assert_eq!(*l, Default::default());
         assert_eq!(l.across(), 0.0);
+    }
+}
+
+#[test]
+fn a_straggler_behind_slow_uplinks_names_the_events_level_in_its_reason() {
+    // ToRs of four; ToR 3's uplinks (nodes 12-15 to every other node) 30 % slow from
+    // round 20 on, the pairs among them not; node 15 a further 25 % with a hardware sign.
+    // Its re-pairings leave the ToR, so they cross the uplinks: its confirmation and
+    // quarantine are judged beyond the event's level and say so. Here every member's
+    // window is slow (most of their probes leave the ToR), so the level is the typical
+    // member's as well as the uplinks' mark; the larger is taken, whichever it is. The
+    // control without the straggler: nobody is raised past suspect.
+    let w = World {
+        stragglers: &[(15, 1.25)],
+        signs: &[15],
+        link_offset: |_, a, b| {
+            if (a / 4 == 3) != (b / 4 == 3) {
+                1.3
+            } else {
+                1.0
+            }
+        },
+        tor_size: 4,
+        ..World::default()
+    };
+    let got = run(&w);
+    let raised: Vec<&Transition> = got.raised.iter().filter(|t| t.node == 15).collect();
+    assert!(
+        !raised.is_empty(),
+        "node 15 never raised: {:?}",
+        got.highest[15]
+    );
+    for t in &raised {
+        let level = t
+            .evidence
+            .iter()
+            .find(|(k, _)| k == "tor_event_log_level")
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("no level: {t:?}"));
+        // Residuals are against the round median, which a quarter of the group behind
+        // slow uplinks moves up: the level is some of the 30 %, never more.
+        assert!(level > 0.05 && level <= 1.3f64.ln(), "{level}: {t:?}");
+        assert!(
+            t.reason.contains("its ToR's event leaves in them"),
+            "{}",
+            t.reason
+        );
+    }
+    let alone = run(&World {
+        stragglers: &[],
+        signs: &[],
+        ..w
+    });
+    for i in 12..16 {
+        assert!(kept(&alone, i), "node {i} reached {:?}", alone.highest[i]);
     }
 }
