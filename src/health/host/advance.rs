@@ -347,7 +347,7 @@ impl HealthEngine {
         } else {
             // Too few answers say nothing of the slowness or of an event's level.
             let reason = if got < need {
-                format!("not reproduced: only {got} of the {need} known-good peers answered")
+                format!("not reproduced: {got} known-good peers answered, {need} are needed")
             } else {
                 format!(
                     "not reproduced against {got} known-good peers ({:.1}%{}): transient or path congestion",
@@ -418,7 +418,7 @@ impl HealthEngine {
         let gone = || {
             if got < need {
                 format!(
-                    "second re-pairing did not reproduce: only {got} of the {need} known-good peers answered"
+                    "second re-pairing did not reproduce: {got} known-good peers answered, {need} are needed"
                 )
             } else {
                 format!(

@@ -833,39 +833,56 @@ fn a_new_episode_starts_without_the_last_ones_evidence() {
 
 /// A suspect whose re-pairings get too few answers goes back to healthy with a reason
 /// that says so, not a percentage or a ToR event's level that the one answer cannot
-/// support.
+/// support; so does a confirmed node whose second re-pairing gets too few. The default
+/// asks three peers.
 #[test]
 fn too_few_answers_are_named_in_the_reason() {
     let n = 16;
-    let cfg = HealthConfig::default();
-    let need = cfg
-        .confirm_peers
-        .max(crate::health::evidence::MIN_REPORTERS);
-    let mut e = HealthEngine::new(n, cfg);
-    let mut confirm = Vec::new();
-    for r in 0..30 {
-        let mut input = round(n, 1 + r % 7, &[(2, 1.3)], |_| 0.0);
-        // One re-pairing answers, as slow as the node is: the slowness is there, but
-        // one peer is not enough to confirm it.
-        for &s in &confirm {
-            input.confirmations.push(Probe {
-                src: s,
-                dst: (s + 3) % n,
-                seconds: 1.3,
-            });
+    for second in [false, true] {
+        let mut e = HealthEngine::new(n, HealthConfig::default());
+        let mut confirm = Vec::new();
+        let mut found = None;
+        for r in 0..400 {
+            let mut input = round(n, 1 + r % 7, &[(2, 1.3)], |_| 0.0);
+            // Answers as slow as the node: three while it is a suspect when the second
+            // re-pairing is the one tested, else one.
+            let suspect = e.states()[2] == NodeState::Suspect;
+            let answers: &[usize] = if second && suspect { &[3, 9, 11] } else { &[3] };
+            for &s in &confirm {
+                for k in answers {
+                    input.confirmations.push(Probe {
+                        src: s,
+                        dst: (s + k) % n,
+                        seconds: 1.3,
+                    });
+                }
+            }
+            let out = e.step(&input);
+            let from = if second {
+                NodeState::Confirmed
+            } else {
+                NodeState::Suspect
+            };
+            if let Some(t) = out
+                .transitions
+                .iter()
+                .find(|t| t.node == 2 && t.from == from && t.to != NodeState::Confirmed)
+            {
+                found = Some(t.clone());
+                break;
+            }
+            confirm = out.confirm_requests;
         }
-        let out = e.step(&input);
-        if let Some(t) = out
-            .transitions
-            .iter()
-            .find(|t| t.node == 2 && t.from == NodeState::Suspect)
-        {
-            assert_eq!(t.to, NodeState::Healthy);
-            let want = format!("not reproduced: only 1 of the {need} known-good peers answered");
-            assert_eq!(t.reason, want);
-            return;
-        }
-        confirm = out.confirm_requests;
+        let t = found.unwrap_or_else(|| panic!("never left (second: {second})"));
+        assert_eq!(t.to, NodeState::Healthy, "{t:?}");
+        let head = if second {
+            "second re-pairing did not reproduce"
+        } else {
+            "not reproduced"
+        };
+        assert_eq!(
+            t.reason,
+            format!("{head}: 1 known-good peers answered, 3 are needed")
+        );
     }
-    panic!("suspect never resolved");
 }

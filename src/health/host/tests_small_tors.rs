@@ -1,7 +1,7 @@
 //! ToRs too small for a crowd or a fitted level: every member slow at once is the ToR's.
 //!
 //! The worlds here are written out in the tests: a group of 16 nodes (64 in one test) in
-//! ToRs of two (nodes 2k and 2k + 1), one probe per node per round on a stride drawn
+//! ToRs of two (nodes 2k and 2k + 1; of four in one test), one probe per node per round on a stride drawn
 //! afresh each round (a stride that steps by one would pair each node with the same run
 //! of neighbours for a whole window), and re-pairings with three healthy peers whenever
 //! the engine asks. At the shipped settings, but for the tests that turn
@@ -25,7 +25,7 @@ struct Run {
     judged_always: Option<BTreeSet<u32>>,
 }
 
-/// A world of `n` nodes in ToRs of two, run for `rounds` rounds. From round 20 on, every
+/// A world of `n` nodes in ToRs of `tor_size` (two by default), run for `rounds` rounds. From round 20 on, every
 /// probe touching a member of a ToR of `slow_tors` is that ToR's factor slower (it crosses
 /// a ToR once, also between its two members), and every probe touching a node of
 /// `stragglers` its own factor slower on top. `signs` nodes show a PCIe sign in every
@@ -664,10 +664,10 @@ fn a_straggler_behind_slow_uplinks_names_the_events_level_in_its_reason() {
     };
     let got = run(&w);
     let raised: Vec<&Transition> = got.raised.iter().filter(|t| t.node == 15).collect();
-    assert!(
-        !raised.is_empty(),
-        "node 15 never raised: {:?}",
-        got.highest[15]
+    let states: Vec<NodeState> = raised.iter().map(|t| t.to).collect();
+    assert_eq!(
+        states,
+        [NodeState::Confirmed, NodeState::QuarantineRecommended]
     );
     for t in &raised {
         let level = t
@@ -676,8 +676,9 @@ fn a_straggler_behind_slow_uplinks_names_the_events_level_in_its_reason() {
             .find(|(k, _)| k == "tor_event_log_level")
             .map(|(_, v)| *v)
             .unwrap_or_else(|| panic!("no level: {t:?}"));
-        // Residuals are against the round median, which a quarter of the group behind
-        // slow uplinks moves up: the level is some of the 30 %, never more.
+        // Residuals are against the round median, which the probes through the slow
+        // uplinks (two fifths of them) move up: the level is part of the 30 %. (Measured
+        // here: about 22 % and 14 %; the bound only says it is there and no more.)
         assert!(level > 0.05 && level <= 1.3f64.ln(), "{level}: {t:?}");
         assert!(
             t.reason.contains("its ToR's event leaves in them"),
