@@ -345,9 +345,8 @@ impl HealthEngine {
                 out,
             );
         } else {
-            // Too few answers say nothing of the slowness or of an event's level.
-            let reason = if got < need {
-                format!("not reproduced: {got} known-good peers answered, {need} are needed")
+            let reason = if let Some(short) = too_few(got, need) {
+                format!("not reproduced: {short}")
             } else {
                 format!(
                     "not reproduced against {got} known-good peers ({:.1}%{}): transient or path congestion",
@@ -414,12 +413,9 @@ impl HealthEngine {
         push_level(&mut e, level);
         let (got, need) = (c.len(), cfg.confirm_peers.max(MIN_REPORTERS));
         let reproduced = got >= need && cm - level > r.entry;
-        // Too few answers say nothing of the slowness or of an event's level.
         let gone = || {
-            if got < need {
-                format!(
-                    "second re-pairing did not reproduce: {got} known-good peers answered, {need} are needed"
-                )
+            if let Some(short) = too_few(got, need) {
+                format!("second re-pairing did not reproduce: {short}")
             } else {
                 format!(
                     "second re-pairing did not reproduce{}",
@@ -648,6 +644,13 @@ fn beyond_event(cm: f64, level: f64) -> String {
             pct(level)
         )
     }
+}
+
+/// What a reason says when fewer re-pairings answered (`got`) than a verdict needs
+/// (`need`): the counts, and nothing of the slowness or of an event's level, which so few
+/// answers cannot support. None when enough answered.
+fn too_few(got: usize, need: usize) -> Option<String> {
+    (got < need).then(|| format!("{got} known-good peers answered, {need} are needed"))
 }
 
 /// Records the level of the ToR event the re-pairings were judged beyond, when there

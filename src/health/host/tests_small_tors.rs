@@ -1,10 +1,10 @@
 //! ToRs too small for a crowd or a fitted level: every member slow at once is the ToR's.
 //!
 //! The worlds here are written out in the tests: a group of 16 nodes (64 in one test) in
-//! ToRs of two (nodes 2k and 2k + 1; of four in one test), one probe per node per round on a stride drawn
-//! afresh each round (a stride that steps by one would pair each node with the same run
-//! of neighbours for a whole window), and re-pairings with three healthy peers whenever
-//! the engine asks. At the shipped settings, but for the tests that turn
+//! ToRs of two (nodes 2k and 2k + 1; of four in one test), one probe per node per round on
+//! a stride drawn afresh each round (a stride that steps by one would pair each node with
+//! the same run of neighbours for a whole window), and re-pairings with three healthy peers
+//! whenever the engine asks. At the shipped settings, but for the tests that turn
 //! `health.tor_aware` on to show the rule holds there too.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,12 +25,12 @@ struct Run {
     judged_always: Option<BTreeSet<u32>>,
 }
 
-/// A world of `n` nodes in ToRs of `tor_size` (two by default), run for `rounds` rounds. From round 20 on, every
-/// probe touching a member of a ToR of `slow_tors` is that ToR's factor slower (it crosses
-/// a ToR once, also between its two members), and every probe touching a node of
-/// `stragglers` its own factor slower on top. `signs` nodes show a PCIe sign in every
-/// round (evidence congestion cannot give, so that a straggler does not wait for the
-/// persistence horizon). `topology` gives the engine the ToRs; `tor_aware` turns
+/// A world of `n` nodes in ToRs of `tor_size` (two by default), run for `rounds` rounds.
+/// From round 20 on, every probe touching a member of a ToR of `slow_tors` is that ToR's
+/// factor slower (it crosses a ToR once, also between its two members), and every probe
+/// touching a node of `stragglers` its own factor slower on top. `signs` nodes show a PCIe
+/// sign in every round (evidence congestion cannot give, so that a straggler does not wait
+/// for the persistence horizon). `topology` gives the engine the ToRs; `tor_aware` turns
 /// `health.tor_aware` on.
 struct World<'a> {
     n: usize,
@@ -378,12 +378,6 @@ fn a_verdict_beyond_a_slow_tor_names_the_tors_level_in_its_reason_and_evidence()
         signs: &[7],
         ..World::default()
     };
-    let level_of = |t: &Transition| {
-        t.evidence
-            .iter()
-            .find(|(k, _)| k == "tor_event_log_level")
-            .map(|(_, v)| *v)
-    };
     let got = run(&inside);
     let raised: Vec<&Transition> = got.raised.iter().filter(|t| t.node == 7).collect();
     let states: Vec<NodeState> = raised.iter().map(|t| t.to).collect();
@@ -392,7 +386,7 @@ fn a_verdict_beyond_a_slow_tor_names_the_tors_level_in_its_reason_and_evidence()
         [NodeState::Confirmed, NodeState::QuarantineRecommended]
     );
     for t in &raised {
-        let level = level_of(t).unwrap_or_else(|| panic!("no level: {t:?}"));
+        let level = tor_event_level(t).unwrap_or_else(|| panic!("no level: {t:?}"));
         assert!((level - 1.3f64.ln()).abs() < 0.05, "{level}: {t:?}");
         // "…, N% beyond the M% its ToR's event leaves in them": M is the ToR's 30 %.
         let said: f64 = t
@@ -411,9 +405,18 @@ fn a_verdict_beyond_a_slow_tor_names_the_tors_level_in_its_reason_and_evidence()
     let raised: Vec<&Transition> = alone.raised.iter().filter(|t| t.node == 7).collect();
     assert_eq!(raised.len(), 2, "{raised:?}");
     for t in raised {
-        assert_eq!(level_of(t), None, "{t:?}");
+        assert_eq!(tor_event_level(t), None, "{t:?}");
         assert!(!t.reason.contains("ToR's event"), "{}", t.reason);
     }
+}
+
+/// The level of the ToR event a transition's re-pairings were judged beyond, from its
+/// evidence (`tor_event_log_level`).
+fn tor_event_level(t: &Transition) -> Option<f64> {
+    t.evidence
+        .iter()
+        .find(|(k, _)| k == "tor_event_log_level")
+        .map(|(_, v)| *v)
 }
 
 /// 25 % on node 7's links to every node but the three its re-pairings meet (11, 15, 3).
@@ -670,12 +673,7 @@ fn a_straggler_behind_slow_uplinks_names_the_events_level_in_its_reason() {
         [NodeState::Confirmed, NodeState::QuarantineRecommended]
     );
     for t in &raised {
-        let level = t
-            .evidence
-            .iter()
-            .find(|(k, _)| k == "tor_event_log_level")
-            .map(|(_, v)| *v)
-            .unwrap_or_else(|| panic!("no level: {t:?}"));
+        let level = tor_event_level(t).unwrap_or_else(|| panic!("no level: {t:?}"));
         // Residuals are against the round median, which the probes through the slow
         // uplinks (two fifths of them) move up: the level is part of the 30 %. (Measured
         // here: about 22 % and 14 %; the bound only says it is there and no more.)
